@@ -1,0 +1,41 @@
+"""Finding a task's public/private folders, prepared or synthetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataNotPreparedError
+from ..task import Task
+
+MANIFEST = "prepare_manifest.json"
+
+
+@dataclass(frozen=True)
+class TaskData:
+    task_id: str
+    kind: str  # "prepared" or "synthetic"
+    root: Path
+
+    @property
+    def public(self) -> Path:
+        return self.root / "public"
+
+    @property
+    def private(self) -> Path:
+        return self.root / "private"
+
+
+def prepared_data(task: Task, data_dir: Path) -> TaskData:
+    root = data_dir / task.id
+    if not (root / "private" / MANIFEST).is_file():
+        command = f"rexmle prepare {task.id} --data-dir {data_dir}"
+        raise DataNotPreparedError(
+            f"{task.id}: data not prepared in {data_dir}; run `{command}` (or use --rexmle-data=synthetic)", command)
+    return TaskData(task.id, "prepared", root)
+
+
+def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int = 0) -> TaskData:
+    from .synthetic import ensure_synthetic
+
+    return ensure_synthetic(task, cache_dir, seed)

@@ -1,0 +1,101 @@
+"""What every grader provides, so the harness, the validator and the tests treat all 20 tasks alike.
+
+A grader knows one submission format. Besides scoring it writes two reference submissions: a trivial
+*baseline* built from public data only (what the ``sample`` agent submits, the floor of every report)
+and a *perfect* one converted from the private answers (the self-consistency check of the tests).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar, Iterable, Mapping
+
+from ..errors import InvalidSubmission, TaskConfigError
+from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
+from ..task import Task
+
+SAMPLE_SUBMISSION = "sample_submission.csv"
+
+
+class Grader(ABC):
+    #: columns of submission.csv besides the id column
+    prediction_columns: ClassVar[tuple[str, ...]]
+    #: columns of private/answers.csv besides the id column
+    answer_columns: ClassVar[tuple[str, ...]]
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    @property
+    def id_column(self) -> str:
+        return self.task.id_column
+
+    # -- grading -------------------------------------------------------------------------------------
+    def grade(self, submission_dir: Path, answers_dir: Path) -> dict[str, float]:
+        """Validate then score; raises InvalidSubmission for any format problem."""
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        submission = read_submission(submission_dir, self.id_column, self.prediction_columns, answers.ids)
+        return self.score(submission, answers)
+
+    @abstractmethod
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        """Every metric of the task (ranking keys and documented extras)."""
+
+    # -- agent-side validation (public data only) ----------------------------------------------------
+    def public_test_ids(self, public_dir: Path) -> list[str]:
+        table = read_case_table(public_dir / SAMPLE_SUBMISSION, self.id_column, self.prediction_columns, None,
+                                what=SAMPLE_SUBMISSION)
+        return table.ids
+
+    def validate(self, submission_dir: Path, public_dir: Path) -> CaseTable:
+        """Check a submission's format against the public test ids and inputs, never against answers."""
+        submission = read_submission(submission_dir, self.id_column, self.prediction_columns,
+                                     self.public_test_ids(public_dir))
+        for case_id in submission.ids:
+            self.check_case(submission, case_id, public_dir)
+        return submission
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        """Per-case public check; the default only requires that referenced files exist."""
+        for column in self.prediction_columns:
+            if column.endswith("_path") or column.endswith("_json"):
+                submission.file(case_id, column)
+
+    # -- reference submissions -----------------------------------------------------------------------
+    @abstractmethod
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """A valid trivial submission made from public data only."""
+
+    @abstractmethod
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        """The private answers converted to a submission (scores the best value on every metric)."""
+
+
+def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[str, object]],
+                         columns: Iterable[str]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fields = [id_column, *columns]
+    with (out_dir / SUBMISSION_CSV).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row[k] for k in fields})
+
+
+def load_grader(task: Task) -> Grader:
+    """Instantiate the grader named in task.yaml (``module:Class`` under ``pytest_rexmle.graders``)."""
+    if task.grader is None:
+        raise TaskConfigError(f"{task.id}: no grader declared in {task.folder / 'task.yaml'}")
+    module_name, _, attr = task.grader.partition(":")
+    try:
+        module = importlib.import_module(f"pytest_rexmle.graders.{module_name}")
+        cls = getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field 'grader' {task.grader!r} cannot be loaded: {exc}") from exc
+    return cls(task)
+
+
+__all__ = ["Grader", "InvalidSubmission", "load_grader", "write_submission_csv", "SAMPLE_SUBMISSION"]

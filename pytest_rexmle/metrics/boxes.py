@@ -1,0 +1,54 @@
+"""3-D box overlap for TopCoW task 2 (challenges.md §7 "Task 2"): IoU of inner shells.
+
+A box's inner shell at ratio r keeps the voxels within ceil(r·size_i) of a face along some axis i.
+Shell = box minus an inner box, so every count is a difference of box-intersection volumes; this is
+exact and O(1) instead of allocating the union bounding box (tests compare it with boolean arrays).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+Interval = tuple[int, int]  # inclusive [lo, hi]; empty when hi < lo
+
+
+def _intervals(size: Sequence[int], location: Sequence[int]) -> list[Interval]:
+    return [(loc, loc + s - 1) for s, loc in zip(size, location)]
+
+
+def _inner(size: Sequence[int], location: Sequence[int], ratio: float) -> list[Interval]:
+    out = []
+    for s, loc in zip(size, location):
+        d = math.ceil(ratio * s)
+        out.append((loc + d, loc + s - 1 - d))
+    return out
+
+
+def _volume(box: list[Interval]) -> int:
+    v = 1
+    for lo, hi in box:
+        if hi < lo:
+            return 0
+        v *= hi - lo + 1
+    return v
+
+
+def _meet(a: list[Interval], b: list[Interval]) -> int:
+    return _volume([(max(x[0], y[0]), min(x[1], y[1])) for x, y in zip(a, b)])
+
+
+def shell_iou(size_a: Sequence[int], loc_a: Sequence[int], size_b: Sequence[int], loc_b: Sequence[int],
+              ratio: float) -> float:
+    a, b = _intervals(size_a, loc_a), _intervals(size_b, loc_b)
+    ia, ib = _inner(size_a, loc_a, ratio), _inner(size_b, loc_b, ratio)
+    shell_a = _volume(a) - _volume(ia)
+    shell_b = _volume(b) - _volume(ib)
+    inter = _meet(a, b) - _meet(a, ib) - _meet(ia, b) + _meet(ia, ib)
+    union = shell_a + shell_b - inter
+    return inter / union if union else 0.0
+
+
+def box_scores(size_p, loc_p, size_g, loc_g) -> dict[str, float]:
+    return {"boundary_iou": shell_iou(size_p, loc_p, size_g, loc_g, 0.2),
+            "iou": shell_iou(size_p, loc_p, size_g, loc_g, 0.5)}

@@ -1,0 +1,35 @@
+"""Connected components and lesion-wise detection (ISLES'22 style, challenges.md §19)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
+
+
+def label_components(mask: np.ndarray, structure: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Component labels with 26-connectivity in 3-D (full connectivity in any dimension)."""
+    if structure is None:
+        structure = np.ones((3,) * mask.ndim, dtype=bool)
+    labels, n = ndimage.label(mask, structure=structure)
+    return labels, int(n)
+
+
+def count_components(mask: np.ndarray) -> int:
+    return label_components(mask)[1]
+
+
+def lesion_detection(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """Lesion-wise F1 and component-count difference.
+
+    A ground-truth component touching the prediction is a TP (else FN); a predicted component touching
+    no ground truth is an FP. F1 = TP / (TP + (FP + FN) / 2), and 1.0 when nothing is there at all.
+    """
+    g_labels, n_g = label_components(truth)
+    p_labels, n_p = label_components(pred)
+    tp = len(np.unique(g_labels[(g_labels > 0) & pred]))
+    fn = n_g - tp
+    fp = n_p - len(np.unique(p_labels[(p_labels > 0) & truth]))
+    f1 = 1.0 if tp + fp + fn == 0 else tp / (tp + (fp + fn) / 2.0)
+    return {"lesion_f1": f1, "lesion_count_diff": float(abs(n_g - n_p)), "tp": tp, "fp": fp, "fn": fn}
