@@ -73,7 +73,7 @@ def rank(task: Task, metrics: Mapping[str, float], board: Leaderboard | None = N
         except (TypeError, ValueError):
             raise RankingError(f"{task.id}: metric {metric.key!r} is not a number: {value!r}") from None
         positions[metric.key] = position(value, board.values[metric.key], metric.higher_is_better)
-    mean_pos = mean(positions.values())
+    mean_pos = float(mean(positions.values()))
     thresholds = medal_thresholds(board)
     medal = next((name for name in ("gold", "silver", "bronze") if mean_pos <= thresholds[name]), None)
     return Ranking(task.id, positions, mean_pos, percentile(mean_pos, board.n), board.n, medal,

@@ -7,7 +7,9 @@ dotted names of its grader and synthetic-data generator), ``leaderboard.csv`` (t
 task.yaml fields (all required unless marked optional):
 
 * ``id`` (str): project id, e.g. ``topcow-cta-det``; must equal the folder name.
-* ``aliases`` (list[str], optional): other accepted ids, e.g. the reference id ``topcow-track1-task2``.
+* ``reference_id`` (str): the id in the reference implementation and ``shared/reference-data``, e.g.
+  ``topcow-track1-task2``; accepted wherever a task id is.
+* ``aliases`` (list[str], optional): further accepted ids (paper names in lower case).
 * ``name``, ``paper_name``, ``competition`` (str); ``paper_names`` (list, optional).
 * ``modality`` (one of ``MODALITIES``), ``task_type`` (one of ``TASK_TYPES``), ``markers`` (list).
 * ``source`` (mapping with at least ``raw``: the shared raw-data folder name of §0.2).
@@ -51,6 +53,7 @@ class Metric:
 @dataclass(frozen=True)
 class Task:
     id: str
+    reference_id: str
     folder: Path
     name: str
     paper_name: str
@@ -69,10 +72,6 @@ class Task:
     synthetic: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def reference_id(self) -> str:
-        """The reference implementation's id (first alias by convention, else the project id)."""
-        return self.aliases[0] if self.aliases and self.aliases[0] != self.id else self.id
 
     @property
     def ranking_metrics(self) -> tuple[Metric, ...]:
@@ -172,10 +171,11 @@ def load_task(folder: Path) -> Task:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or ":" not in value):
             raise TaskConfigError(f"{path}: field '{key}' must look like 'module:attribute', got {value!r}")
-    known = {"id", "aliases", "name", "paper_name", "competition", "modality", "task_type", "markers",
+    known = {"id", "reference_id", "aliases", "name", "paper_name", "competition", "modality", "task_type", "markers",
              "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic"}
     task = Task(
         id=task_id,
+        reference_id=_require(data, "reference_id", str, path),
         folder=folder,
         name=_require(data, "name", str, path),
         paper_name=_require(data, "paper_name", str, path),
@@ -236,7 +236,7 @@ class TaskRegistry:
             task = load_task(folder)
             self._tasks[task.id] = task
         for task in self._tasks.values():
-            for name in (task.id, *task.aliases):
+            for name in {task.id, task.reference_id, *task.aliases}:
                 owner = self._aliases.setdefault(name, task.id)
                 if owner != task.id:
                     raise TaskConfigError(f"{task.folder / 'task.yaml'}: alias {name!r} is also used by {owner!r}")

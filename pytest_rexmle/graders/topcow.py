@@ -1,15 +1,37 @@
-"""TopCoW graders (challenges.md §7–§13). Task 2: one 3-D box per volume as JSON."""
+"""TopCoW graders (challenges.md §7–§13).
+
+Task 1 (:class:`Segmentation`): a 13-class label volume per case, scored with the organisers'
+``topcow24_eval`` definitions. Task 2 (:class:`BoxDetection`): one 3-D box per volume as JSON.
+Task 3 (:class:`EdgeClassification`): the 8 CoW edges per volume as JSON.
+
+Segmentation volumes are large (512×512×256 CTA) while the vessels fill a few per mille of them, so
+scoring works on the bounding box of the prediction's and the ground truth's foreground: every §7
+quantity is translation invariant (the flip test compares two medians of one array), and the crop
+holds every non-zero voxel of both volumes, so the prediction's value check on the crop sees every
+voxel that could be invalid (NaN, fractions, negatives and forbidden labels are all non-zero).
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
+from typing import Sequence
+
+import numpy as np
+import SimpleITK as sitk
+from scipy import ndimage
 
 from ..errors import InvalidSubmission
-from ..imaging import reference_geometry
+from ..imaging import check_geometry, image_like, label_array, read_image, reference_geometry, write_image
 from ..metrics.boxes import box_scores
+from ..metrics.surface import bounding_box, hd95, union_box
+from ..metrics.topology import (ANTERIOR_EDGES, ANTERIOR_LABELS, POSTERIOR_EDGES, POSTERIOR_LABELS, TN,
+                                TP, FN, FP, balanced_accuracy, cldice, components, detection, edge_lists,
+                                f1_from_counts, label_adjacency, lr_flipped, region_matches, variant)
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
 

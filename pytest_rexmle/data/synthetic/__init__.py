@@ -62,7 +62,7 @@ def generate(task: Task, out: Path, seed: int = 0) -> TaskData:
         shutil.copyfile(task.description_path, public / "description.md")
     write_json_atomic(private / MANIFEST, {
         "project_id": task.id, "kind": "synthetic", "seed": seed, "rule_version": f"synthetic-{GENERATOR_VERSION}",
-        "task_version": task.version, "files": _file_hashes(out),
+        "task_version": task.version, "fingerprint": fingerprint(task), "files": _file_hashes(out),
     })
     return TaskData(task.id, "synthetic", out)
 
@@ -89,9 +89,19 @@ def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int = 0) -
     return TaskData(task.id, "synthetic", final)
 
 
+def fingerprint(task: Task) -> str:
+    """Changes whenever the task folder or its generator's code changes, so caches never go stale."""
+    digest = hashlib.sha256()
+    module = importlib.import_module(f"{__name__}.{task.synthetic.partition(':')[0]}")
+    for path in (task.folder / "task.yaml", task.description_path, Path(module.__file__), Path(__file__)):
+        digest.update(path.read_bytes() if path.is_file() else b"-")
+    return digest.hexdigest()[:16]
+
+
 def _fresh(task: Task, root: Path) -> bool:
-    """A cached twin is stale when the task's description changed after it was generated."""
-    desc = root / "public" / "description.md"
-    if not task.description_path.is_file():
-        return True
-    return desc.is_file() and desc.read_bytes() == task.description_path.read_bytes()
+    import json
+
+    try:
+        return json.loads((root / "private" / MANIFEST).read_text()).get("fingerprint") == fingerprint(task)
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,68 @@
+"""The agent interface: how to start an agent under the contract, and what to do around the run.
+
+An agent never grades itself and never sees private data: it gets a command line inside the runtime's
+environment plus the contract variables (see the README, "Agent contract").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from ..errors import RexmleError
+from ..task import Task
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    task: Task
+    run_dir: Path
+    workspace: Path
+    submission: Path
+    logs: Path
+    public: Path
+    time_limit: float
+
+
+class Agent(ABC):
+    #: options the agent understands; anything else is a usage error
+    known_options: ClassVar[tuple[str, ...]] = ()
+    required_options: ClassVar[tuple[str, ...]] = ()
+    #: options that must never reach logs or result files (API keys)
+    secret_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str, options: dict[str, str]) -> None:
+        self.name = name
+        self.options = options
+        unknown = sorted(set(options) - set(self.known_options))
+        if unknown:
+            raise RexmleError(f"agent {name!r} does not understand option(s) {unknown}; known: {list(self.known_options)}")
+        missing = [o for o in self.required_options if not options.get(o)]
+        if missing:
+            raise RexmleError(f"agent {name!r} needs --agent-option {missing[0]}=...")
+
+    def public_options(self) -> dict[str, str]:
+        return {k: ("***" if k in self.secret_options else v) for k, v in sorted(self.options.items())}
+
+    def options_key(self) -> str:
+        """A stable fingerprint of the agent and its options, used to match results for resume."""
+        blob = json.dumps({"agent": self.name, "options": self.public_options()}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def setup(self, ctx: AgentContext) -> Path | None:
+        """Host-side preparation before the run; may return the working directory (inside the workspace)."""
+        return None
+
+    @abstractmethod
+    def command(self, ctx: AgentContext) -> list[str]:
+        """The argv to start inside the runtime."""
+
+    def environment(self, ctx: AgentContext) -> dict[str, str]:
+        return {}
+
+    def finish(self, ctx: AgentContext) -> None:
+        """Host-side work after the run (e.g. copy the best submission out of the agent's own folders)."""

@@ -1,0 +1,13 @@
+"""The benchmark item. Collected only when ``--agent`` is given (the plugin adds this file)."""
+
+import pytest
+
+
+def test_challenge(rexmle_result, rexmle_settings):
+    """One ReX-MLE challenge: the agent ran, its submission was graded and ranked."""
+    result = rexmle_result
+    if result.status != "ok":
+        pytest.fail(f"FAIL [{result.status}] {result.reason}", pytrace=False)
+    if result.percentile < rexmle_settings.min_percentile:
+        pytest.fail(f"percentile {result.percentile:.4f} is below --rexmle-min-percentile "
+                    f"{rexmle_settings.min_percentile}", pytrace=False)

@@ -1,0 +1,223 @@
+"""The ``rexmle`` command: list, info, rank, grade, validate, synth.
+
+Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
+usage errors, printing one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .errors import RexmleError
+from .paths import default_data_dir
+
+
+def _json(obj) -> str:
+    from .result import _encode
+
+    return json.dumps(_encode(obj), indent=2, sort_keys=False)
+
+
+def cmd_list(args) -> int:
+    from .task import registry
+
+    tasks = list(registry())
+    if args.json:
+        print(_json([{"id": t.id, "reference_id": t.reference_id, "paper_name": t.paper_name, "task_type": t.task_type,
+                      "modality": t.modality, "implemented": t.implemented} for t in tasks]))
+        return 0
+    width = max(len(t.id) for t in tasks)
+    for t in tasks:
+        flag = "" if t.implemented else "  (grader pending)"
+        print(f"{t.id.ljust(width)}  {t.task_type:<18} {t.modality:<10} {t.paper_name}{flag}")
+    return 0
+
+
+def _data_status(task, data_dir: Path) -> dict:
+    from .data.store import MANIFEST
+
+    root = data_dir / task.id
+    manifest = root / "private" / MANIFEST
+    raw = data_dir / "raw" / task.source["raw"]
+    if manifest.is_file():
+        info = json.loads(manifest.read_text())
+        files = info.get("files", {})
+        size = sum((root / f).stat().st_size for f in files if (root / f).is_file())
+        return {"status": "prepared", "path": str(root), "files": len(files), "bytes": size,
+                "counts": info.get("counts")}
+    if raw.is_dir():
+        return {"status": "raw", "path": str(raw)}
+    return {"status": "not downloaded", "prepare": f"rexmle prepare {task.id} --data-dir {data_dir}"}
+
+
+def cmd_info(args) -> int:
+    from .leaderboard import Leaderboard
+    from .task import get_task
+
+    task = get_task(args.task)
+    board = Leaderboard.read(task.leaderboard_path)
+    info = {
+        "id": task.id, "reference_id": task.reference_id, "aliases": list(task.aliases), "name": task.name,
+        "paper_name": task.paper_name, "competition": task.competition, "task_type": task.task_type,
+        "modality": task.modality, "markers": list(task.markers), "time_limit_hours": task.time_limit_hours,
+        "gpus": task.gpus, "version": task.version, "implemented": task.implemented,
+        "metrics": [{"key": m.key, "direction": m.direction, "ranks": m.ranks,
+                     **({"human_best": board.best(m.key, m.higher_is_better)} if m.ranks else {})} for m in task.metrics],
+        "n_humans": board.n, "source": task.source, "data": _data_status(task, Path(args.data_dir)),
+    }
+    if args.json:
+        print(_json(info))
+        return 0
+    for key, value in info.items():
+        print(f"{key:>16}: {value if not isinstance(value, (list, dict)) else json.dumps(value)}")
+    return 0
+
+
+def cmd_rank(args) -> int:
+    from .ranking import check_metric_names, rank
+    from .task import get_task
+
+    task = get_task(args.task)
+    try:
+        metrics = json.loads(args.metrics)
+    except json.JSONDecodeError as exc:
+        raise RexmleError(f"--metrics is not valid JSON: {exc}") from None
+    if not isinstance(metrics, dict):
+        raise RexmleError("--metrics must be a JSON object of metric name to value")
+    check_metric_names(task, metrics)
+    ranking = rank(task, {k: float(v) for k, v in metrics.items()})
+    if args.json:
+        print(json.dumps(ranking.to_json()))
+    else:
+        for key, pos in ranking.positions.items():
+            print(f"{key}: position {pos} of {ranking.n_humans + 1}")
+        print(f"mean position {ranking.mean_position:.4g}; percentile {100 * ranking.percentile:.1f}%")
+    return 0
+
+
+def _answers_dir(task, args) -> Path:
+    if args.answers:
+        return Path(args.answers)
+    from .data.store import prepared_data, synthetic_data
+
+    if args.data == "synthetic":
+        return synthetic_data(task, seed=args.seed).private
+    return prepared_data(task, Path(args.data_dir)).private
+
+
+def cmd_grade(args) -> int:
+    from .grading import grade_submission, result_from_grade
+    from .task import get_task
+
+    task = get_task(args.task)
+    outcome = grade_submission(task, Path(args.submission), _answers_dir(task, args))
+    result = result_from_grade(task, outcome)
+    if args.json:
+        if result.status != "ok":
+            print(json.dumps({"status": result.status, "reason": result.reason}))
+        else:
+            print(_json({"status": "ok", "task": task.id, "metrics": result.metrics, "positions": result.positions,
+                         "mean_position": result.mean_position, "percentile": result.percentile,
+                         "n_humans": result.n_humans}))
+    elif result.status != "ok":
+        print(f"{result.status}: {result.reason}")
+    else:
+        for key, value in result.metrics.items():
+            pos = (result.positions or {}).get(key)
+            print(f"{key}: {value}" + (f" (position {pos})" if pos else ""))
+        print(f"percentile: {100 * result.percentile:.1f}%")
+    return 0 if result.status == "ok" else 1
+
+
+def cmd_validate(args) -> int:
+    from .errors import InvalidSubmission
+    from .graders.base import load_grader
+    from .task import get_task
+
+    task_name = args.task or os.environ.get("REXMLE_TASK")
+    public = args.data or os.environ.get("REXMLE_DATA_DIR")
+    if not task_name or not public:
+        raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
+    task = get_task(task_name)
+    try:
+        table = load_grader(task).validate(Path(args.submission), Path(public))
+    except InvalidSubmission as exc:
+        print(f"INVALID: {exc}")
+        return 1
+    print(f"OK: {len(table.ids)} test case(s), format valid for {task.id} (checked against public data only)")
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from .data.synthetic import generate
+    from .task import get_task, registry
+
+    tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
+    for task in tasks:
+        if task.synthetic is None:
+            print(f"{task.id}: no synthetic generator yet, skipped", file=sys.stderr)
+            continue
+        out = Path(args.out) / task.id if len(tasks) > 1 else Path(args.out)
+        generate(task, out, args.seed)
+        print(f"{task.id}: synthetic twin written to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rexmle", description="ReX-MLE medical-imaging agent benchmark")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list the challenges")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("info", help="show one challenge and its data status")
+    p.add_argument("task")
+    p.add_argument("--data-dir", default=str(default_data_dir()))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("rank", help="rank metric values against the human leaderboard")
+    p.add_argument("task")
+    p.add_argument("--metrics", required=True, help='JSON object, e.g. \'{"iou": 0.67, "boundary_iou": 0.61}\'')
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rank)
+
+    p = sub.add_parser("grade", help="grade a submission folder")
+    p.add_argument("task")
+    p.add_argument("--submission", required=True)
+    p.add_argument("--answers", help="an explicit private-answers folder (answers.csv + ground truth)")
+    p.add_argument("--data", choices=("prepared", "synthetic"), default="prepared")
+    p.add_argument("--data-dir", default=str(default_data_dir()))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("validate", help="check a submission's format against public data only (for agents)")
+    p.add_argument("--submission", required=True)
+    p.add_argument("--task", help="default: $REXMLE_TASK")
+    p.add_argument("--data", help="public data folder; default: $REXMLE_DATA_DIR")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("synth", help="write a synthetic twin in the prepared layout")
+    p.add_argument("task", help="task id or 'all'")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_synth)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RexmleError as exc:
+        print(f"rexmle: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,172 @@
+"""Public fixtures: the chain task → data → run folder → agent run → submission → grade → result.
+
+Write your own assertions on a result by requesting any link, e.g.::
+
+    def test_my_check(rexmle_result):
+        assert rexmle_result.metrics["dice"] > 0.5
+
+* ``rexmle_settings`` (session) — :class:`pytest_rexmle.settings.Settings`.
+* ``rexmle_task`` — the :class:`pytest_rexmle.task.Task` of the item (skips if it has no grader yet).
+* ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
+  ``rexmle prepare`` command when prepared data is missing.
+* ``rexmle_agent`` (session), ``rexmle_runtime`` (session) — the agent and runtime objects.
+* ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
+* ``rexmle_submission`` — the submission folder the agent left.
+* ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
+* ``rexmle_result`` — the final :class:`pytest_rexmle.result.ChallengeResult` (ranked, or FAIL).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .errors import DataNotPreparedError, RexmleError
+from .grading import GradeOutcome, grade_submission, result_from_grade
+from .result import ERROR, MISSING, OK, TIMEOUT, ChallengeResult
+from .run import RunFolder, crash_reason, execute, find_resumable, run_key, timeout_reason
+from .runtime.base import RunOutcome
+from .task import Task, registry
+
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
+           "rexmle_submission", "rexmle_grade", "rexmle_result", "AgentRun"]
+
+RESULT_PROPERTY = "rexmle_result"
+TASK_PROPERTY = "rexmle_task"
+
+
+class HarnessError(RexmleError):
+    """The harness (not the agent) broke while producing this result."""
+
+
+@dataclass
+class AgentRun:
+    folder: RunFolder
+    outcome: RunOutcome | None
+    resumed: ChallengeResult | None
+    time_limit: float
+
+
+@pytest.fixture(scope="session")
+def rexmle_settings(pytestconfig):
+    from .plugin import SETTINGS_KEY
+
+    return pytestconfig.stash[SETTINGS_KEY]
+
+
+@pytest.fixture
+def rexmle_task(request, rexmle_task_id) -> Task:
+    request.node.user_properties.append((TASK_PROPERTY, rexmle_task_id))
+    task = registry().get(rexmle_task_id)
+    if not task.implemented:
+        pytest.skip(f"{task.id}: grader not implemented yet")
+    return task
+
+
+@pytest.fixture
+def rexmle_data(rexmle_task, rexmle_settings):
+    from .data.store import prepared_data, synthetic_data
+
+    if rexmle_settings.data == "synthetic":
+        return synthetic_data(rexmle_task, seed=rexmle_settings.seed)
+    try:
+        return prepared_data(rexmle_task, rexmle_settings.data_dir)
+    except DataNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def rexmle_agent(rexmle_settings):
+    from .agents import get_agent
+
+    return get_agent(rexmle_settings.agent, rexmle_settings.agent_options)
+
+
+@pytest.fixture(scope="session")
+def rexmle_runtime(rexmle_settings):
+    from .runtime import get_runtime
+
+    return get_runtime(rexmle_settings.runtime, unsafe=rexmle_settings.unsafe_local)
+
+
+def _hidden_paths(settings, data) -> tuple[Path, ...]:
+    from .paths import cache_home
+
+    return tuple(p for p in (data.private, data.root, data.root.parent, settings.data_dir, cache_home(),
+                             settings.runs_dir, settings.report_dir))
+
+
+@pytest.fixture
+def rexmle_agent_run(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings) -> AgentRun:
+    settings = rexmle_settings
+    time_limit = settings.time_limit or rexmle_task.time_limit_seconds
+    key = run_key(rexmle_task, rexmle_agent, rexmle_data, time_limit, rexmle_runtime.name)
+    if settings.resume:
+        previous = find_resumable(settings.runs_dir, rexmle_task, rexmle_agent, key)
+        if previous is not None:
+            return AgentRun(RunFolder(Path(previous.run_dir)), None, previous, time_limit)
+    folder = RunFolder.create(settings.runs_dir, rexmle_task, rexmle_agent)
+    outcome = execute(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, folder, time_limit,
+                      gpus=settings.gpus, hidden=_hidden_paths(settings, rexmle_data), key=key)
+    return AgentRun(folder, outcome, None, time_limit)
+
+
+@pytest.fixture
+def rexmle_submission(rexmle_agent_run) -> Path:
+    return rexmle_agent_run.folder.submission
+
+
+@pytest.fixture
+def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) -> GradeOutcome:
+    run = rexmle_agent_run
+    if run.resumed is not None:
+        r = run.resumed
+        return GradeOutcome(r.status, r.metrics, r.reason, r.traceback)
+    reason = timeout_reason(run.outcome, run.time_limit)
+    if reason:
+        return GradeOutcome(TIMEOUT, None, reason)
+    outcome = grade_submission(rexmle_task, rexmle_submission, rexmle_data.private)
+    if outcome.status == MISSING:
+        crash = crash_reason(run.outcome)
+        if crash:
+            outcome = GradeOutcome(MISSING, None, f"{crash}; {outcome.reason}")
+    return outcome
+
+
+@pytest.fixture
+def rexmle_result(request, rexmle_task, rexmle_agent, rexmle_agent_run, rexmle_grade, rexmle_settings) -> ChallengeResult:
+    run = rexmle_agent_run
+    if run.resumed is not None:
+        result = run.resumed
+    else:
+        timings = {"agent_seconds": run.outcome.duration}
+        extra = dict(agent=rexmle_agent.name, options_key=rexmle_agent.options_key(), run_dir=str(run.folder.root),
+                     gpu=",".join(rexmle_settings.gpus) or None, timings=timings)
+        result = result_from_grade(rexmle_task, rexmle_grade, **extra)
+        if run.outcome.exit_code is not None:
+            result.timings["exit_code"] = run.outcome.exit_code
+        result.write(run.folder.result_path)
+    record_result(request.node, result)
+    request.config.hook.pytest_rexmle_result(result=result, item=request.node)
+    if result.status == ERROR:
+        raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
+    return result
+
+
+def record_result(item: pytest.Item, result: ChallengeResult) -> None:
+    """Per-case JUnit properties, plus the whole record for the controller's session report."""
+    props = item.user_properties
+    props.append(("status", result.status))
+    props.append(("percentile", result.percentile))
+    if result.mean_position is not None:
+        props.append(("mean_position", result.mean_position))
+    for key, value in (result.metrics or {}).items():
+        props.append((f"metric.{key}", value))
+    for key, value in (result.positions or {}).items():
+        props.append((f"position.{key}", value))
+    if result.reason:
+        props.append(("reason", result.reason))
+    props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))

@@ -1,0 +1,48 @@
+"""Grading a submission folder into an outcome, keeping agent faults and harness faults apart."""
+
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InvalidSubmission
+from .graders.base import load_grader
+from .leaderboard import Leaderboard
+from .ranking import rank
+from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
+from .submission import SUBMISSION_CSV
+from .task import Task
+
+
+@dataclass(frozen=True)
+class GradeOutcome:
+    status: str
+    metrics: dict[str, float] | None
+    reason: str | None = None
+    traceback: str | None = None
+
+
+def grade_submission(task: Task, submission_dir: Path, answers_dir: Path) -> GradeOutcome:
+    if not (submission_dir / SUBMISSION_CSV).exists() and not (submission_dir / SUBMISSION_CSV).is_symlink():
+        return GradeOutcome(MISSING, None, f"no {SUBMISSION_CSV} in the submission folder")
+    try:
+        metrics = load_grader(task).grade(submission_dir, answers_dir)
+    except InvalidSubmission as exc:
+        return GradeOutcome(INVALID, None, str(exc))
+    except Exception as exc:  # a grader bug: FAIL for the agent, but reported as the harness's error
+        return GradeOutcome(ERROR, None, f"grader error: {type(exc).__name__}: {exc}", traceback.format_exc())
+    bad = [k for k, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
+    missing = [m.key for m in task.ranking_metrics if m.key not in metrics]
+    if bad or missing:
+        return GradeOutcome(ERROR, None, f"grader error: NaN metrics {bad}, missing metrics {missing}")
+    return GradeOutcome(OK, {k: float(v) for k, v in metrics.items()})
+
+
+def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> ChallengeResult:
+    board = Leaderboard.read(task.leaderboard_path)
+    if outcome.status != OK:
+        return ChallengeResult.failed(task, outcome.status, outcome.reason or outcome.status, board.n,
+                                      traceback=outcome.traceback, **extra)
+    return ChallengeResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board), **extra)

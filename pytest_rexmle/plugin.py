@@ -1,0 +1,83 @@
+"""The pytest entry point (``pytest11: rexmle``): options, markers, collection and reporting.
+
+Benchmark items exist only when ``--agent`` is given, so ``pytest tests/`` never launches an agent.
+Every process (controller and xdist workers alike) collects the same sorted list of
+``test_challenge[<task-id>]`` items; only the controller builds the session report, from test reports,
+so it is the same with or without xdist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import hooks
+from .errors import RexmleError
+from .fixtures import *  # noqa: F401,F403  (fixtures must live in the plugin's namespace)
+from .settings import add_options, read_settings
+from .task import MODALITIES, TASK_TYPES, registry
+
+BENCHMARK_MODULE = Path(__file__).with_name("benchmark.py")
+SETTINGS_KEY = pytest.StashKey["Settings"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in (*TASK_TYPES, *MODALITIES):
+        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this task type or modality")
+    config.addinivalue_line("markers", "rexmle: a ReX-MLE benchmark item")
+    settings = read_settings(config)
+    config.stash[SETTINGS_KEY] = settings
+    if not settings.agent:
+        return
+    _check_agent_and_runtime(settings)
+    bench = str(BENCHMARK_MODULE)
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [bench]  # `pytest --agent=X` alone runs the benchmark, not the project's tests
+    elif bench not in config.args:
+        config.args.append(bench)
+    if not hasattr(config, "workerinput"):
+        from .report.session import SessionReporter
+
+        config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
+
+
+def _check_agent_and_runtime(settings) -> None:
+    """Usage errors surface before any item runs, once, with the fix in the message."""
+    from .agents import get_agent
+    from .runtime import get_runtime
+    from .runtime.base import RuntimeUnavailable
+
+    try:
+        get_agent(settings.agent, settings.agent_options)
+        get_runtime(settings.runtime, unsafe=settings.unsafe_local).check()
+    except (RexmleError, RuntimeUnavailable) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "rexmle_task_id" not in metafunc.fixturenames:
+        return
+    params = []
+    for task in registry():
+        marks = [getattr(pytest.mark, m) for m in task.markers] + [pytest.mark.rexmle]
+        params.append(pytest.param(task.id, id=task.id, marks=marks))
+    metafunc.parametrize("rexmle_task_id", params)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not settings.agent:
+        return None
+    data = f"synthetic (seed {settings.seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
+    limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
+    return [f"rexmle: agent={settings.agent} runtime={settings.runtime} data={data} time-limit={limit}",
+            f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]

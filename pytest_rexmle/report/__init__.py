@@ -1,0 +1,1 @@
+"""Session reports: terminal table, ``rexmle-report.json`` and ``rexmle-report.md``."""

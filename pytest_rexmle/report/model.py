@@ -1,0 +1,77 @@
+"""The session report document (``rexmle-report.json``), schema ``rexmle-report/1``.
+
+Top level::
+
+    {
+      "schema": "rexmle-report/1",
+      "created": ISO-8601 UTC time,
+      "run_id": str,                      unique per session
+      "agent": str, "agent_options": {..}, "settings": {data, runtime, time_limit, min_percentile, resume, seed},
+      "selected": [project ids],          every challenge the session selected (ran, failed or skipped)
+      "partial": bool,                    false only when all 20 challenges were selected
+      "score": float,                     mean percentile over "selected", FAILs (and not-run) as 0
+      "n_fail": int,
+      "challenges": [ranking.md §9 records + agent, run_dir, timings, medal, above_median],
+      "note": str                         what the numbers mean (agents on our split, humans on theirs)
+    }
+
+Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Iterable
+
+from ..ranking import overall_score
+from ..result import MISSING, OK, ChallengeResult
+from ..task import registry
+
+SCHEMA = "rexmle-report/1"
+NOTE = ("Human numbers were measured by the challenge organisers on their own test sets; agents are graded "
+        "on the project's split of the public training data (LDCT-IQA excepted: organisers' test set).")
+
+
+def not_run(task_id: str, reason: str) -> ChallengeResult:
+    """A selected challenge that produced no result counts as FAIL (ranking.md §4)."""
+    task = registry().get(task_id)
+    from ..leaderboard import Leaderboard
+
+    return ChallengeResult.failed(task, MISSING, f"not run: {reason}", Leaderboard.read(task.leaderboard_path).n)
+
+
+def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
+                 run_id: str) -> dict:
+    records = sorted(results, key=lambda r: r.challenge_id)
+    selected = [r.challenge_id for r in records]
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(),
+        "run_id": run_id,
+        "agent": agent,
+        "agent_options": agent_options,
+        "settings": settings,
+        "selected": selected,
+        "partial": set(selected) != set(registry().ids),
+        "score": overall_score(r.percentile if r.status == OK else 0.0 for r in records),
+        "n_fail": sum(1 for r in records if r.status != OK),
+        "challenges": [r.to_json() for r in records],
+        "note": NOTE,
+    }
+
+
+def validate_report(doc: dict) -> None:
+    """Structural check of a report document; raises ValueError naming the first problem."""
+    required = {"schema": str, "run_id": str, "selected": list, "partial": bool, "score": (int, float),
+                "n_fail": int, "challenges": list}
+    for key, kind in required.items():
+        if not isinstance(doc.get(key), kind):
+            raise ValueError(f"report field {key!r} missing or not {kind}")
+    if doc["schema"] != SCHEMA:
+        raise ValueError(f"unknown schema {doc['schema']!r}")
+    for rec in doc["challenges"]:
+        for key in ("challenge_id", "reference_id", "status", "percentile", "n_humans", "ranking_metrics"):
+            if key not in rec:
+                raise ValueError(f"challenge record lacks {key!r}: {rec.get('challenge_id')}")
+        if rec["status"] != OK and rec["percentile"] != 0.0:
+            raise ValueError(f"{rec['challenge_id']}: a FAIL must have percentile 0")

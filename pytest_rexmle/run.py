@@ -1,0 +1,139 @@
+"""One agent run on one task: the run folder, the contract, the runtime call and the recorded result.
+
+Run folders are ``<runs>/<task>/<agent>-<options key>/<stamp>/`` with ``workspace/``, ``submission/``,
+``logs/``, ``instructions.md``, ``run.json`` and, once graded, ``result.json``. Nothing is ever reused
+in place: a new run gets a new folder, and ``--rexmle-resume`` only reads finished ``result.json`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .agents.base import Agent, AgentContext
+from .data.store import TaskData
+from .instructions import render_instructions
+from .result import ERROR, ChallengeResult, write_json_atomic
+from .runtime.base import Runtime, RunOutcome, RunSpec
+from .task import Task
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    root: Path
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def submission(self) -> Path:
+        return self.root / "submission"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def instructions(self) -> Path:
+        return self.root / "instructions.md"
+
+    @property
+    def result_path(self) -> Path:
+        return self.root / "result.json"
+
+    @classmethod
+    def create(cls, runs_dir: Path, task: Task, agent: Agent) -> "RunFolder":
+        parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
+        parent.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        for attempt in range(1000):
+            root = parent / (f"{stamp}-{os.getpid()}" + (f"-{attempt}" if attempt else ""))
+            try:
+                root.mkdir()
+                break
+            except FileExistsError:
+                continue
+        folder = cls(root)
+        for sub in (folder.workspace, folder.submission, folder.logs):
+            sub.mkdir()
+        return folder
+
+
+def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str) -> dict:
+    """Everything that must match for a stored result to stand in for a new run."""
+    return {"task": task.id, "task_version": task.version, "agent": agent.name, "options": agent.options_key(),
+            "data": data.kind, "time_limit": time_limit, "runtime": runtime}
+
+
+def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
+    """The newest finished result of an identical run (harness errors are always re-run)."""
+    parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
+    for result_path in sorted(parent.glob("*/result.json"), reverse=True):
+        try:
+            meta = json.loads((result_path.parent / "run.json").read_text())
+            result = ChallengeResult.read(result_path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if meta.get("key") == key and result.status != ERROR:
+            return result
+    return None
+
+
+def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
+            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None) -> RunOutcome:
+    ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
+    cwd = agent.setup(ctx)
+    probe = RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
+                    folder.instructions, time_limit)
+    paths = runtime.contract_paths(probe)
+    folder.instructions.write_text(render_instructions(task, paths, time_limit), encoding="utf-8")
+    env = {
+        "REXMLE_TASK": task.id,
+        "REXMLE_DATA_DIR": paths["data"],
+        "REXMLE_WORKSPACE": paths["workspace"],
+        "REXMLE_SUBMISSION_DIR": paths["submission"],
+        "REXMLE_INSTRUCTIONS": paths["instructions"],
+        "REXMLE_TIME_LIMIT": str(int(time_limit)),
+        "CUDA_VISIBLE_DEVICES": ",".join(gpus),
+        **agent.environment(ctx),
+    }
+    spec = RunSpec(task.id, agent.command(ctx), env, data.public, folder.workspace, folder.submission, folder.logs,
+                   folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden)
+    meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
+            "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
+            "started": datetime.now(timezone.utc).isoformat()}
+    write_json_atomic(folder.root / "run.json", meta)
+    outcome = runtime.run(spec)
+    agent.finish(ctx)
+    meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
+                timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
+    write_json_atomic(folder.root / "run.json", meta)
+    return outcome
+
+
+def timeout_reason(outcome: RunOutcome, time_limit: float) -> str | None:
+    """A timed-out run is a FAIL whatever it left behind: the budget is part of the benchmark."""
+    if outcome.timed_out:
+        return f"time limit of {time_limit:.0f} s exceeded; the agent was killed after {outcome.duration:.1f} s"
+    return None
+
+
+def crash_reason(outcome: RunOutcome) -> str | None:
+    """Why a run that left no submission ended, for the FAIL message."""
+    if outcome.exit_code in (0, None):
+        return None
+    tail = _tail(outcome.stderr)
+    return f"agent exited with code {outcome.exit_code}" + (f"; stderr ends with: {tail}" if tail else "")
+
+
+def _tail(path: Path, limit: int = 300) -> str:
+    try:
+        data = path.read_bytes()[-limit:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace").strip().replace("\n", " | ")

@@ -1,0 +1,125 @@
+"""Benchmark settings from the command line or the ini file (each option has an ini twin)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .paths import default_data_dir
+
+# (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list"}
+OPTIONS = [
+    ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); "
+     "benchmark items are collected only when this is set", "str", None),
+    ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to the agent (repeatable)", "list", []),
+    ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)", "str", "prepared"),
+    ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
+    ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox)", "str", "local"),
+    ("--rexmle-time-limit", "rexmle_time_limit", "wall-clock seconds per agent run, overriding each task's budget", "float", None),
+    ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
+    ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
+    ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this (0..1, default 0)", "float", 0.0),
+    ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
+    ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
+    ("--rexmle-seed", "rexmle_seed", "seed of the synthetic twins", "int", 0),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rexmle", "ReX-MLE medical-imaging agent benchmark")
+    for flag, ini, help_text, kind, default in OPTIONS:
+        dest = ini
+        if kind == "bool":
+            group.addoption(flag, action="store_true", default=None, dest=dest, help=help_text)
+            parser.addini(ini, help_text, type="bool", default=default)
+        elif kind == "list":
+            group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
+            parser.addini(ini, help_text, type="linelist", default=default)
+        else:
+            choices = ("prepared", "synthetic") if flag == "--rexmle-data" else None
+            group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
+            parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
+
+
+def _value(config: pytest.Config, ini: str, kind: str, default):
+    value = config.getoption(ini)
+    if value is None:
+        value = config.getini(ini)
+        if value in ("", None) or value == []:
+            value = default
+    if value is None:
+        return None
+    try:
+        if kind == "float":
+            return float(value)
+        if kind == "int":
+            return int(value)
+    except ValueError:
+        raise pytest.UsageError(f"{ini}: expected a number, got {value!r}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    agent: str | None
+    agent_options: dict[str, str]
+    data: str
+    data_dir: Path
+    runtime: str
+    time_limit: float | None
+    runs_dir: Path
+    report_dir: Path
+    min_percentile: float
+    resume: bool
+    unsafe_local: bool
+    seed: int
+    gpus: tuple[str, ...] = field(default=())
+
+    def public(self) -> dict:
+        return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
+                "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed}
+
+
+def parse_agent_options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise pytest.UsageError(f"--agent-option expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    v = {ini: _value(config, ini, kind, default) for _, ini, _, kind, default in OPTIONS}
+    base = config.invocation_params.dir
+
+    def folder(value) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else base / path
+
+    data = v["rexmle_data"]
+    if data not in ("prepared", "synthetic"):
+        raise pytest.UsageError(f"--rexmle-data must be prepared or synthetic, got {data!r}")
+    time_limit = v["rexmle_time_limit"]
+    if time_limit is not None and time_limit <= 0:
+        raise pytest.UsageError("--rexmle-time-limit must be a positive number of seconds")
+    min_pct = v["rexmle_min_percentile"]
+    if not 0.0 <= min_pct <= 1.0:
+        raise pytest.UsageError("--rexmle-min-percentile must be between 0 and 1")
+    return Settings(
+        agent=v["rexmle_agent"],
+        agent_options=parse_agent_options(list(v["rexmle_agent_options"] or [])),
+        data=data,
+        data_dir=folder(v["rexmle_data_dir"]) if v["rexmle_data_dir"] else default_data_dir(),
+        runtime=v["rexmle_runtime"],
+        time_limit=time_limit,
+        runs_dir=folder(v["rexmle_runs_dir"]),
+        report_dir=folder(v["rexmle_report_dir"]),
+        min_percentile=min_pct,
+        resume=bool(v["rexmle_resume"]),
+        unsafe_local=bool(v["rexmle_unsafe_local"]),
+        seed=v["rexmle_seed"],
+    )
