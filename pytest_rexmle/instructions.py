@@ -33,6 +33,7 @@ Run `rexmle validate --submission {paths['submission']}` (or `python -m pytest_r
 and prints the first problem it finds. The metric definitions are in the description.
 
 ## Rules
-- Use only the data given here for training; the test answers are not available to you.
+- Train on the public data given here; public pre-trained weights and public external datasets are
+  allowed, the challenge's own test answers are not (they are not available to you here either).
 - An invalid or missing submission scores 0.
 """

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..task import tasks_root
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable
 
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
@@ -42,7 +43,6 @@ def python_roots() -> list[Path]:
     """Folders the agent's Python (and this package, for the validator) needs, outermost first."""
     import pytest_rexmle
 
-    from ..task import tasks_root
 
     candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
     user_site = site.getusersitepackages()
@@ -86,7 +86,9 @@ class LocalRuntime(Runtime):
     # -- sandbox construction ------------------------------------------------------------------------
     def bwrap_argv(self, spec: RunSpec) -> list[str]:
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "rexmle-agent", "--clearenv"]
+                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "rexmle-agent", "--clearenv",
+                # fresh /proc, /dev and /tmp first, so the binds below may sit inside /tmp
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         for d in SYSTEM_DIRS:
             if os.path.isdir(d):
                 args += ["--ro-bind", d, d]
@@ -102,7 +104,6 @@ class LocalRuntime(Runtime):
         for hidden in spec.hidden:
             if hidden.exists() and any(_is_under(hidden, b) for b in bound):
                 args += ["--tmpfs", str(hidden.resolve())]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         if spec.gpus:
             for pattern in GPU_DEVICE_GLOBS:
                 for dev in sorted(Path("/dev").glob(pattern)):
@@ -116,7 +117,7 @@ class LocalRuntime(Runtime):
         cwd = Path(inside["workspace"])
         if spec.cwd is not None:
             cwd = cwd / spec.cwd.relative_to(spec.workspace)
-        args += ["--chdir", str(cwd)]
+        args += ["--remount-ro", "/", "--chdir", str(cwd)]
         for key, value in self.environment(spec).items():
             args += ["--setenv", key, value]
         return args + ["--", *spec.argv]
@@ -124,7 +125,9 @@ class LocalRuntime(Runtime):
     def environment(self, spec: RunSpec) -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
         env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": "/tmp"}
+               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": "/tmp",
+               # the validator inside needs the same (read-only) task registry as the harness
+               "REXMLE_TASKS_DIR": str(tasks_root().resolve())}
         env.update(spec.env)
         return env
 

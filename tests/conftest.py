@@ -1,0 +1,60 @@
+"""Shared fixtures for the project's tests.
+
+Tests that need a real service (bubblewrap now; Docker and Slurm later) skip when it is missing on a
+developer's machine, but CI sets ``REXMLE_REQUIRE_SANDBOX=1`` (see ``.ci/run``) and then a missing
+service is a failure, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+AGENTS = REPO / "fixtures" / "agents"
+
+
+def require_service(present: bool, variable: str, what: str) -> None:
+    if present:
+        return
+    if os.environ.get(variable) == "1":
+        pytest.fail(f"{what} is required here ({variable}=1) but missing")
+    pytest.skip(f"{what} not available (set {variable}=1 to make this a failure)")
+
+
+@pytest.fixture
+def needs_bwrap() -> str:
+    path = shutil.which("bwrap")
+    require_service(path is not None, "REXMLE_REQUIRE_SANDBOX", "bubblewrap (bwrap)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    """One synthetic-data cache for the whole test session (twins are deterministic)."""
+    return tmp_path_factory.mktemp("rexmle-cache")
+
+
+@pytest.fixture
+def bench(pytester, shared_cache, monkeypatch):
+    """Run the benchmark in a subprocess pytest inside a fresh folder; returns a runner."""
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(shared_cache))
+
+    def run(*args: str, timeout: float = 300):
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rexmle-data=synthetic", *args,
+                                             timeout=timeout)
+
+    run.path = pytester.path
+    return run
+
+
+def report_json(folder: Path) -> dict:
+    return json.loads((folder / ".rexmle" / "report" / "rexmle-report.json").read_text())
+
+
+def run_folders(folder: Path, task_id: str) -> list[Path]:
+    return sorted((folder / ".rexmle" / "runs" / task_id).glob("*/*/"))
