@@ -1,0 +1,109 @@
+"""SEG.A 2023 grader (challenges.md §5): binary aortic-vessel-tree masks on CTA, NRRD files.
+
+Only the reference implementation defined SEG.A's metrics, so the section's intended definitions apply:
+per-case Dice and symmetric Hausdorff distance in mm (6-connected surface voxels), aggregated as
+medians (the leaderboard's ``*_50pc`` columns).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import SimpleITK as sitk
+
+from ..errors import InvalidSubmission
+from ..imaging import check_geometry, image_like, read_image, reference_geometry, write_image
+from ..metrics.hausdorff import hausdorff_mm
+from ..metrics.overlap import dice
+from ..submission import CaseTable, read_answers
+from .base import Grader, write_submission_csv
+
+
+def require_nrrd(path: Path, case_id: str) -> None:
+    if not path.name.lower().endswith(".nrrd"):
+        raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NRRD (.nrrd or .seg.nrrd)")
+
+
+def vessel_mask(img: sitk.Image, case_id: str) -> np.ndarray:
+    """Any non-zero voxel is vessel; the voxels must still be finite numbers."""
+    arr = sitk.GetArrayViewFromImage(img)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
+    return arr != 0
+
+
+def case_metrics(pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, float, float]) -> dict[str, float]:
+    """DSC (both empty → 1, one empty → 0) and symmetric HD in mm (empty rules in :func:`hausdorff_mm`)."""
+    return {"dsc": dice(pred, truth, empty=1.0), "hd": hausdorff_mm(pred, truth, spacing_zyx)}
+
+
+def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
+    """Medians (rank), means and standard deviations (extras) over test cases.
+
+    The median of an even count is the mean of the two middle values (``numpy.median``). The standard
+    deviations are population standard deviations (``ddof=0``): the spec names no estimator and these
+    describe the graded test set itself, not a sample from a larger one.
+    """
+    hd = np.array([c["hd"] for c in per_case], dtype=np.float64)
+    dsc = np.array([c["dsc"] for c in per_case], dtype=np.float64)
+    return {
+        "hd_50pc": float(np.median(hd)), "dsc_50pc": float(np.median(dsc)),
+        "hd_mean": float(np.mean(hd)), "dsc_mean": float(np.mean(dsc)),
+        "hd_std": float(np.std(hd, ddof=0)), "dsc_std": float(np.std(dsc, ddof=0)),
+    }
+
+
+def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
+    return tuple(float(s) for s in reversed(img.GetSpacing()))  # type: ignore[return-value]
+
+
+def public_test_image(public_dir: Path, case_id: str) -> Path:
+    return public_dir / "test" / "images" / f"{case_id}.nrrd"
+
+
+class AorticVesselTree(Grader):
+    prediction_columns = ("predicted_mask_path",)
+    answer_columns = ("label_path",)
+
+    def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
+        path = submission.file(case_id, "predicted_mask_path")
+        require_nrrd(path, case_id)
+        img = read_image(path, case_id)
+        check_geometry(img, ref, case_id)
+        return vessel_mask(img, case_id)
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        per_case = []
+        for case_id in answers.ids:
+            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
+            pred = self.read_prediction(submission, case_id, truth_img)
+            truth = sitk.GetArrayViewFromImage(truth_img) != 0
+            per_case.append(case_metrics(pred, truth, zyx_spacing(truth_img)))
+        return aggregate(per_case)
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        self.read_prediction(submission, case_id, reference_geometry(public_test_image(public_dir, case_id)))
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """An empty mask on each test image's grid."""
+        rows = []
+        for case_id in self.public_test_ids(public_dir):
+            ref = reference_geometry(public_test_image(public_dir, case_id))
+            rel = f"predictions/{case_id}.seg.nrrd"
+            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        rows = []
+        for case_id in answers.ids:
+            rel = f"predictions/{case_id}.seg.nrrd"
+            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)

@@ -1,0 +1,411 @@
+"""PANTHER tasks 1 and 2 (challenges.md §3–§4): metrics, twins, self-consistency, malformed input."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import ndimage
+
+from pytest_rexmle.data.synthetic import generate
+from pytest_rexmle.data.synthetic.common import write_answers, write_csv
+from pytest_rexmle.data.synthetic.volumes import make_image, save
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.graders.panther import aggregate, case_metrics, tumour_mask
+from pytest_rexmle.ranking import rank
+from pytest_rexmle.task import registry
+
+SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def grader_for(task_id: str):
+    return load_grader(registry().get(task_id))
+
+
+def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray | None]], spacing=SPACING_XYZ,
+                suffix: str = ".mha") -> tuple[Path, Path]:
+    """answers/ and submission/ folders for hand-made (ground truth, prediction) pairs."""
+    answers, submission = root / "answers", root / "submission"
+    for case_id, (truth, pred) in cases.items():
+        save(make_image(truth.astype(np.uint8), spacing), answers / "test" / "labels" / f"{case_id}.mha")
+        if pred is not None:
+            save(make_image(pred, spacing), submission / "predictions" / f"{case_id}{suffix}")
+    write_answers(answers, "image_id", "label_path", {i: f"test/labels/{i}.mha" for i in cases})
+    write_csv(submission / "submission.csv", ["image_id", "predicted_mask_path"],
+              [{"image_id": i, "predicted_mask_path": f"predictions/{i}{suffix}"} for i in cases])
+    return answers, submission
+
+
+@pytest.fixture(scope="module")
+def twin1(tmp_path_factory):
+    return generate(registry().get("panther-t1"), tmp_path_factory.mktemp("panther-t1"))
+
+
+@pytest.fixture(scope="module")
+def twin2(tmp_path_factory):
+    return generate(registry().get("panther-t2"), tmp_path_factory.mktemp("panther-t2"))
+
+
+@pytest.fixture(scope="module")
+def perfect1(twin1, tmp_path_factory):
+    out = tmp_path_factory.mktemp("perfect1") / "submission"
+    grader_for("panther-t1").write_perfect(twin1.private, out)
+    return out
+
+
+def copy_of(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def first_case(submission: Path) -> tuple[str, Path]:
+    line = (submission / "submission.csv").read_text().splitlines()[1]
+    case_id, rel = line.split(",")
+    return case_id, submission / rel
+
+
+# --- value-set rule ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("values, dtype, expected", [
+    ([0, 0], np.uint8, 0), ([1, 1], np.uint8, 2), ([0, 1], np.uint8, 1), ([0, 2], np.int16, 1),
+    ([0, -3], np.int16, 1), ([0, 0.5], np.float32, 1), ([0, 1], np.float64, 1), ([True, False], np.uint8, 1),
+])
+def test_valid_value_sets(values, dtype, expected):
+    # A 2-voxel image holding ``values``: the tumour voxel count is the number of non-zero values.
+    img = sitk.GetImageFromArray(np.array(values, dtype=dtype).reshape(1, 1, 2))
+    assert int(tumour_mask(img, "c").sum()) == expected
+
+
+@pytest.mark.parametrize("values, dtype, reason", [
+    ([2, 2], np.uint8, "single value"), ([0, 1, 2], np.uint8, "3 distinct values"),
+    ([1, 2], np.uint8, "2 distinct values"), ([0, np.nan], np.float32, "NaN"), ([0, np.inf], np.float64, "NaN"),
+])
+def test_invalid_value_sets(values, dtype, reason):
+    img = sitk.GetImageFromArray(np.array(values, dtype=dtype).reshape(1, 1, len(values)))
+    with pytest.raises(InvalidSubmission, match=reason):
+        tumour_mask(img, "c")
+
+
+# --- per-case metrics ----------------------------------------------------------------------------
+
+def two_voxels(shape=(5, 5, 7)) -> tuple[np.ndarray, np.ndarray]:
+    truth, pred = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    truth[2, 2, 2] = True
+    pred[2, 2, 4] = True
+    return truth, pred
+
+
+def test_case_metrics_single_voxels():
+    # Voxels 2 apart along x at spacing (z, y, x) = (3, 2, 0.5): surfel corners are 0.5 or 1.0 mm from
+    # the other voxel's corners, half each (equal areas) → masd 0.75, hd95 1.0, all within 5 mm.
+    truth, pred = two_voxels()
+    m = case_metrics(pred, truth, (3.0, 2.0, 0.5))
+    assert m["dsc"] == 0.0
+    assert m["msd"] == pytest.approx(1.0)
+    assert m["hd95"] == pytest.approx(1.0)
+    assert m["masd"] == pytest.approx(0.75)
+    assert m["v_pred"] == m["v_gt"] == pytest.approx(3.0)       # 1 voxel × 3·2·0.5 mm³
+
+
+def test_uniform_predictions_and_empty_truth():
+    truth, pred = two_voxels()
+    # Diagonal with shape (5, 5, 7) paired with (3, 2, 0.5): sqrt(15² + 10² + 3.5²) = sqrt(337.25).
+    diagonal = math.sqrt(337.25)
+    for uniform in (np.zeros_like(pred), np.ones_like(pred)):
+        m = case_metrics(uniform, truth, (3.0, 2.0, 0.5))
+        assert m == {"dsc": 0.0, "msd": 0.0, "hd95": pytest.approx(diagonal), "masd": pytest.approx(diagonal),
+                     "v_pred": 0.0, "v_gt": pytest.approx(3.0)}
+    # Empty ground truth, non-uniform prediction (our extension): volumes computed normally.
+    m = case_metrics(pred, np.zeros_like(truth), (3.0, 2.0, 0.5))
+    assert m == {"dsc": 0.0, "msd": 0.0, "hd95": pytest.approx(diagonal), "masd": pytest.approx(diagonal),
+                 "v_pred": pytest.approx(3.0), "v_gt": 0.0}
+    assert all(math.isfinite(v) for v in m.values())
+
+
+def test_aggregate_rmse_is_the_root_mean_squared_volume_error():
+    # Volume errors 18 and −15 mm³ → sqrt((324 + 225)/2) = sqrt(274.5); other keys are plain means.
+    cases = [{"dsc": 0.5, "msd": 1.0, "hd95": 2.0, "masd": 1.0, "v_pred": 30.0, "v_gt": 12.0},
+             {"dsc": 0.0, "msd": 0.0, "hd95": 10.0, "masd": 10.0, "v_pred": 0.0, "v_gt": 15.0}]
+    out = aggregate(cases)
+    assert out == {"dsc": 0.25, "msd": 0.5, "hd95": 6.0, "masd": 5.5, "rmse": pytest.approx(math.sqrt(274.5))}
+    assert all(type(v) is float for v in out.values())
+
+
+# --- grading files: spacing pairing, labels, formats ---------------------------------------------
+
+def test_ground_truth_spacing_is_paired_with_the_array_axes(tmp_path):
+    # Same single-voxel case written to disk with SimpleITK spacing (x, y, z) = (0.5, 2, 3): the
+    # x shift must be measured with 0.5 mm (masd 0.75, hd95 1.0), not 3 mm (masd 4.5) as an
+    # unreversed spacing would give. Uniform-rule diagonal unaffected here.
+    truth, pred = two_voxels()
+    answers, submission = write_cases(tmp_path, {"a": (truth, pred.astype(np.uint8))})
+    m = grader_for("panther-t1").grade(submission, answers)
+    assert m["masd"] == pytest.approx(0.75) and m["hd95"] == pytest.approx(1.0)
+    assert m["dsc"] == 0.0 and m["msd"] == pytest.approx(1.0) and m["rmse"] == pytest.approx(0.0)
+
+
+def test_every_nonzero_ground_truth_voxel_is_tumour(tmp_path):
+    # Ground truth: 2 voxels of label 1 and 2 of label 2. Predicting only the label-1 voxels gives
+    # Dice 2·2/(2 + 4) = 2/3 and a burden error of 2 voxels · 3 mm³ = 6 mm³.
+    truth = np.zeros((4, 5, 6), dtype=np.uint8)
+    truth[2, 2, 1:3] = 1
+    truth[2, 2, 3:5] = 2
+    answers, submission = write_cases(tmp_path, {"a": (truth, (truth == 1).astype(np.uint8))})
+    m = grader_for("panther-t2").grade(submission, answers)
+    assert m["dsc"] == pytest.approx(2 / 3)
+    assert m["rmse"] == pytest.approx(6.0)
+
+
+def test_nifti_predictions_are_read_through_simpleitk(tmp_path):
+    truth, _ = two_voxels()
+    answers, submission = write_cases(tmp_path, {"a": (truth, truth.astype(np.uint8))}, suffix=".nii.gz")
+    m = grader_for("panther-t1").grade(submission, answers)
+    assert m == {"dsc": 1.0, "msd": 1.0, "hd95": 0.0, "masd": 0.0, "rmse": 0.0}
+
+
+# --- synthetic twins and self-consistency --------------------------------------------------------
+
+def test_twin_layouts(twin1, twin2):
+    t1_ids = grader_for("panther-t1").public_test_ids(twin1.public)
+    assert len(t1_ids) == 5 and all(i.endswith("_0001") for i in t1_ids)      # 25 → 20/5 (§0.3)
+    assert len(list((twin1.public / "train" / "labels").glob("*.mha"))) == 20
+    assert len(list((twin1.public / "train_unlabeled" / "images").glob("*.mha"))) >= 1
+    assert not (twin2.public / "train_unlabeled").exists()
+    assert all(i.isdigit() for i in grader_for("panther-t2").public_test_ids(twin2.public))
+    labels = [sitk.GetArrayFromImage(sitk.ReadImage(str(p))) for p in (twin1.private / "test" / "labels").glob("*.mha")]
+    assert all(lab.any() for lab in labels)
+    assert any(2 in np.unique(lab) for lab in labels), "some ground truth must carry label 2"
+    spacing = sitk.ReadImage(str(next((twin1.public / "test" / "images").glob("*.mha")))).GetSpacing()
+    assert len(set(spacing)) == 3                                               # anisotropic, x ≠ y
+
+
+@pytest.mark.parametrize("task_id", ["panther-t1", "panther-t2"])
+def test_perfect_degraded_and_baseline(task_id, twin1, twin2, tmp_path):
+    twin = twin1 if task_id == "panther-t1" else twin2
+    task, grader = registry().get(task_id), grader_for(task_id)
+    grader.write_perfect(twin.private, tmp_path / "perfect")
+    grader.validate(tmp_path / "perfect", twin.public)
+    perfect = grader.grade(tmp_path / "perfect", twin.private)
+    assert perfect == {"dsc": 1.0, "msd": 1.0, "hd95": 0.0, "masd": 0.0, "rmse": 0.0}
+    assert rank(task, perfect).percentile == 1.0
+
+    # Degraded: every prediction dilated by one voxel (6-connectivity) → more volume, shifted surface.
+    degraded = copy_of(tmp_path / "perfect", tmp_path / "degraded")
+    for path in (degraded / "predictions").glob("*.mha"):
+        img = sitk.ReadImage(str(path))
+        grown = ndimage.binary_dilation(sitk.GetArrayFromImage(img) != 0).astype(np.uint8)
+        out = sitk.GetImageFromArray(grown)
+        out.CopyInformation(img)
+        sitk.WriteImage(out, str(path))
+    worse = grader.grade(degraded, twin.private)
+    assert worse["dsc"] < 1.0 and worse["hd95"] > 0.0 and worse["masd"] > 0.0 and worse["rmse"] > 0.0
+    assert worse["msd"] <= 1.0
+
+    # Baseline: all-zero masks → uniform rule on every case.
+    grader.write_baseline(twin.public, tmp_path / "baseline")
+    grader.validate(tmp_path / "baseline", twin.public)
+    base = grader.grade(tmp_path / "baseline", twin.private)
+    diagonals, volumes = [], []
+    for path in sorted((twin.private / "test" / "labels").glob("*.mha")):
+        img = sitk.ReadImage(str(path))
+        size, spacing = np.array(img.GetSize(), float), np.array(img.GetSpacing())
+        diagonals.append(float(np.linalg.norm(size * spacing)))
+        volumes.append(np.count_nonzero(sitk.GetArrayFromImage(img)) * float(np.prod(spacing)))
+    assert base["dsc"] == 0.0 and base["msd"] == 0.0
+    assert base["hd95"] == pytest.approx(np.mean(diagonals)) and base["masd"] == pytest.approx(np.mean(diagonals))
+    assert base["rmse"] == pytest.approx(math.sqrt(np.mean(np.square(volumes))))
+    assert rank(task, base).percentile < 1.0
+
+
+# --- malformed submissions -----------------------------------------------------------------------
+
+def rewrite_first(submission: Path, array: np.ndarray, spacing=None, origin=None, direction=None) -> None:
+    _, path = first_case(submission)
+    ref = sitk.ReadImage(str(path))
+    img = sitk.GetImageFromArray(array)
+    if array.shape == sitk.GetArrayViewFromImage(ref).shape:
+        img.CopyInformation(ref)
+    if spacing is not None:
+        img.SetSpacing(spacing)
+    if origin is not None:
+        img.SetOrigin(origin)
+    if direction is not None:
+        img.SetDirection(direction)
+    sitk.WriteImage(img, str(path))
+
+
+def first_array(submission: Path) -> tuple[np.ndarray, sitk.Image]:
+    _, path = first_case(submission)
+    img = sitk.ReadImage(str(path))
+    return sitk.GetArrayFromImage(img), img
+
+
+def edit_csv(submission: Path, fn) -> None:
+    lines = (submission / "submission.csv").read_text().splitlines()
+    (submission / "submission.csv").write_text("\n".join(fn(lines)) + "\n")
+
+
+def mutate_missing(sub):
+    edit_csv(sub, lambda lines: lines[:-1])
+
+
+def mutate_extra(sub):
+    edit_csv(sub, lambda lines: lines + ["99999_0001,predictions/99999_0001.mha"])
+
+
+def mutate_duplicate(sub):
+    edit_csv(sub, lambda lines: lines + [lines[1]])
+
+
+def mutate_unreadable(sub):
+    first_case(sub)[1].write_bytes(b"not an image at all")
+
+
+def mutate_absent_file(sub):
+    first_case(sub)[1].unlink()
+
+
+def mutate_shape(sub):
+    arr, _ = first_array(sub)
+    rewrite_first(sub, arr[:-1].copy())
+
+
+def mutate_spacing(sub):
+    arr, img = first_array(sub)
+    rewrite_first(sub, arr, spacing=tuple(s * 1.01 for s in img.GetSpacing()))
+
+
+def mutate_origin(sub):
+    arr, img = first_array(sub)
+    rewrite_first(sub, arr, origin=tuple(o + 0.5 for o in img.GetOrigin()))
+
+
+def mutate_direction(sub):
+    arr, _ = first_array(sub)
+    rewrite_first(sub, arr, direction=(0, 1, 0, 1, 0, 0, 0, 0, 1))
+
+
+def mutate_labels(sub):
+    arr, _ = first_array(sub)
+    arr[0, 0, 0], arr[0, 0, 1] = 2, 3
+    rewrite_first(sub, arr)
+
+
+def mutate_nan(sub):
+    arr, _ = first_array(sub)
+    arr = arr.astype(np.float32)
+    arr[0, 0, 0] = np.nan
+    rewrite_first(sub, arr)
+
+
+def mutate_two_d(sub):
+    arr, _ = first_array(sub)
+    rewrite_first(sub, arr[0].copy())
+
+
+def mutate_vector(sub):
+    case_id, path = first_case(sub)
+    arr, ref = first_array(sub)
+    img = sitk.GetImageFromArray(np.stack([arr, arr], axis=-1), isVector=True)
+    img.CopyInformation(ref)
+    sitk.WriteImage(img, str(path))
+
+
+def mutate_suffix(sub):
+    case_id, path = first_case(sub)
+    sitk.WriteImage(sitk.ReadImage(str(path)), str(path.with_suffix(".nrrd")))
+    edit_csv(sub, lambda lines: [lines[0], f"{case_id},predictions/{path.with_suffix('.nrrd').name}", *lines[2:]])
+
+
+def mutate_absolute(sub):
+    case_id, path = first_case(sub)
+    edit_csv(sub, lambda lines: [lines[0], f"{case_id},{path}", *lines[2:]])
+
+
+def mutate_dotdot(sub):
+    case_id, path = first_case(sub)
+    edit_csv(sub, lambda lines: [lines[0], f"{case_id},../{sub.name}/predictions/{path.name}", *lines[2:]])
+
+
+def mutate_symlink(sub):
+    case_id, path = first_case(sub)
+    target = sub.parent / "elsewhere.mha"
+    shutil.move(path, target)
+    os.symlink(target, path)
+
+
+MUTATIONS = {
+    "missing case": (mutate_missing, "missing test case"),
+    "extra case": (mutate_extra, "unknown case"),
+    "duplicate id": (mutate_duplicate, "duplicated id"),
+    "unreadable file": (mutate_unreadable, "cannot read"),
+    "absent file": (mutate_absent_file, "does not exist"),
+    "wrong shape": (mutate_shape, "size"),
+    "wrong spacing": (mutate_spacing, "spacing"),
+    "wrong origin": (mutate_origin, "origin"),
+    "wrong direction": (mutate_direction, "direction"),
+    "extra labels": (mutate_labels, "distinct values"),
+    "nan": (mutate_nan, "NaN"),
+    "2-D": (mutate_two_d, "2-D"),
+    "vector voxels": (mutate_vector, "components"),
+    "wrong format": (mutate_suffix, "must be .mha or .nii.gz"),
+    "absolute path": (mutate_absolute, "relative"),
+    "dotdot": (mutate_dotdot, "leaves the submission folder"),
+    "symlink": (mutate_symlink, "symbolic link"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_malformed_submission_is_invalid(name, perfect1, twin1, tmp_path):
+    mutate, reason = MUTATIONS[name]
+    sub = copy_of(perfect1, tmp_path / "submission")
+    mutate(sub)
+    grader = grader_for("panther-t1")
+    with pytest.raises(InvalidSubmission, match=reason):
+        grader.grade(sub, twin1.private)
+    with pytest.raises(InvalidSubmission):
+        grader.validate(sub, twin1.public)
+
+
+# --- property: arbitrary prediction files only ever raise InvalidSubmission -----------------------
+
+_DTYPES = [np.uint8, np.int16, np.int32, np.float32, np.float64]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["bytes", "array"]), payload=st.binary(max_size=300),
+       dtype_index=st.integers(0, len(_DTYPES) - 1), fill=st.lists(
+           st.one_of(st.integers(-3, 3), st.floats(allow_nan=True, allow_infinity=True, width=32)), min_size=1, max_size=4),
+       keep_shape=st.booleans())
+def test_random_prediction_files_never_crash(tmp_path_factory, perfect1, twin1, kind, payload, dtype_index, fill,
+                                             keep_shape):
+    sub = copy_of(perfect1, tmp_path_factory.mktemp("prop") / "submission")
+    case_id, path = first_case(sub)
+    if kind == "bytes":
+        path.write_bytes(payload)
+    else:
+        ref = sitk.ReadImage(str(path))
+        shape = sitk.GetArrayViewFromImage(ref).shape if keep_shape else (2, 3, 4)
+        values = np.resize(np.array(fill, dtype=np.float64), int(np.prod(shape))).reshape(shape)
+        dtype = _DTYPES[dtype_index]
+        if np.dtype(dtype).kind != "f":
+            values = np.round(np.nan_to_num(values, nan=0, posinf=1, neginf=-1).clip(-3, 3))
+        img = sitk.GetImageFromArray(values.astype(dtype))
+        if keep_shape:
+            img.CopyInformation(ref)
+        sitk.WriteImage(img, str(path))
+    try:
+        metrics = grader_for("panther-t1").grade(sub, twin1.private)
+    except InvalidSubmission:
+        return
+    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())

@@ -1,0 +1,262 @@
+"""SEG.A 2023 (challenges.md §5): metrics, twin, self-consistency, malformed input."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import ndimage
+
+from pytest_rexmle.data.synthetic import generate
+from pytest_rexmle.data.synthetic.common import write_answers, write_csv
+from pytest_rexmle.data.synthetic.volumes import make_image, save
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.graders.sega import aggregate, case_metrics, vessel_mask
+from pytest_rexmle.ranking import rank
+from pytest_rexmle.task import registry
+
+SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
+
+
+def grader():
+    return load_grader(registry().get("seg-a"))
+
+
+def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray]], suffix: str = ".seg.nrrd"):
+    answers, submission = root / "answers", root / "submission"
+    for case_id, (truth, pred) in cases.items():
+        save(make_image(truth.astype(np.uint8), SPACING_XYZ), answers / "test" / "labels" / f"{case_id}.seg.nrrd")
+        save(make_image(pred, SPACING_XYZ), submission / "predictions" / f"{case_id}{suffix}")
+    write_answers(answers, "image_id", "label_path", {i: f"test/labels/{i}.seg.nrrd" for i in cases})
+    write_csv(submission / "submission.csv", ["image_id", "predicted_mask_path"],
+              [{"image_id": i, "predicted_mask_path": f"predictions/{i}{suffix}"} for i in cases])
+    return answers, submission
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    return generate(registry().get("seg-a"), tmp_path_factory.mktemp("seg-a"))
+
+
+@pytest.fixture(scope="module")
+def perfect(twin, tmp_path_factory):
+    out = tmp_path_factory.mktemp("perfect") / "submission"
+    grader().write_perfect(twin.private, out)
+    return out
+
+
+def copy_of(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def first_case(submission: Path) -> tuple[str, Path]:
+    case_id, rel = (submission / "submission.csv").read_text().splitlines()[1].split(",")
+    return case_id, submission / rel
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+def test_case_metrics_and_empty_rules():
+    truth = np.zeros((4, 5, 6), dtype=bool)
+    pred = np.zeros_like(truth)
+    truth[1, 2, 1:3] = True                    # 2 voxels
+    pred[1, 2, 2:5] = True                     # 3 voxels, 1 shared → Dice 2/5
+    m = case_metrics(pred, truth, (3.0, 2.0, 0.5))
+    # Surfaces are the voxels themselves (a 1-voxel-thick rod); farthest: pred x=4 to truth x=2 → 1 mm.
+    assert m == {"dsc": pytest.approx(0.4), "hd": pytest.approx(1.0)}
+    empty = np.zeros_like(truth)
+    assert case_metrics(empty, empty, (3.0, 2.0, 0.5)) == {"dsc": 1.0, "hd": 0.0}
+    # Diagonal sqrt((4·3)² + (5·2)² + (6·0.5)²) = sqrt(144 + 100 + 9) = sqrt(253).
+    for p, g in ((pred, empty), (empty, truth)):
+        assert case_metrics(p, g, (3.0, 2.0, 0.5)) == {"dsc": 0.0, "hd": pytest.approx(math.sqrt(253))}
+
+
+def test_aggregate_medians_means_and_population_std():
+    # HD [1, 2, 3, 10]: median (2 + 3)/2 = 2.5, mean 4, population std sqrt((9 + 4 + 1 + 36)/4) = sqrt(12.5).
+    # DSC [0.5, 1, 0.75, 0.75]: median 0.75, mean 0.75, std sqrt((0.0625 + 0.0625 + 0 + 0)/4) = sqrt(1/32).
+    cases = [{"hd": h, "dsc": d} for h, d in zip([1.0, 2.0, 3.0, 10.0], [0.5, 1.0, 0.75, 0.75])]
+    out = aggregate(cases)
+    assert out == {"hd_50pc": 2.5, "dsc_50pc": 0.75, "hd_mean": 4.0, "dsc_mean": 0.75,
+                   "hd_std": pytest.approx(math.sqrt(12.5)), "dsc_std": pytest.approx(math.sqrt(1 / 32))}
+    assert all(type(v) is float for v in out.values())
+    # Odd count: the middle value.
+    assert aggregate([{"hd": h, "dsc": 0.0} for h in (5.0, 1.0, 3.0)])["hd_50pc"] == 3.0
+
+
+def test_any_nonzero_voxel_is_vessel_and_nan_is_invalid():
+    img = sitk.GetImageFromArray(np.array([0, 3, -1, 0.25], dtype=np.float32).reshape(1, 1, 4))
+    assert vessel_mask(img, "c").tolist() == [[[False, True, True, True]]]
+    bad = sitk.GetImageFromArray(np.array([0, np.nan], dtype=np.float32).reshape(1, 1, 2))
+    with pytest.raises(InvalidSubmission, match="NaN"):
+        vessel_mask(bad, "c")
+
+
+def test_ground_truth_spacing_is_paired_with_the_array_axes(tmp_path):
+    # Single voxels 2 apart along x at SimpleITK spacing (x, y, z) = (0.5, 2, 3): HD = 2 · 0.5 = 1 mm
+    # (an unreversed spacing would give 2 · 3 = 6 mm). Plain .nrrd is accepted as well as .seg.nrrd.
+    truth, pred = np.zeros((5, 5, 7), dtype=np.uint8), np.zeros((5, 5, 7), dtype=np.uint8)
+    truth[2, 2, 2] = 1
+    pred[2, 2, 4] = 1
+    answers, submission = write_cases(tmp_path, {"D1": (truth, pred), "K1": (truth, truth)}, suffix=".nrrd")
+    m = grader().grade(submission, answers)
+    # Two cases: HD [1, 0] → median 0.5; DSC [0, 1] → median 0.5.
+    assert m["hd_50pc"] == pytest.approx(0.5) and m["dsc_50pc"] == pytest.approx(0.5)
+    assert m["hd_mean"] == pytest.approx(0.5) and m["hd_std"] == pytest.approx(0.5)
+
+
+# --- twin and self-consistency -------------------------------------------------------------------
+
+def test_twin_layout(twin):
+    ids = grader().public_test_ids(twin.public)
+    assert len(ids) == 5                                                       # 25 → 20/5 (§0.3)
+    train = sorted(p.name.removesuffix(".seg.nrrd") for p in (twin.public / "train" / "labels").glob("*.seg.nrrd"))
+    assert len(train) == 20 and {i[0] for i in train + ids} == {"D", "K", "R"}
+    assert "D10" in train + ids                                                # string order D1 < D10 < D2
+    for case_id in ids:
+        assert (twin.public / "test" / "images" / f"{case_id}.nrrd").is_file()
+        label = sitk.GetArrayFromImage(sitk.ReadImage(str(twin.private / "test" / "labels" / f"{case_id}.seg.nrrd")))
+        assert set(np.unique(label).tolist()) == {0, 1}
+
+
+def test_perfect_degraded_and_baseline(twin, perfect, tmp_path):
+    task, g = registry().get("seg-a"), grader()
+    g.validate(perfect, twin.public)
+    best = g.grade(perfect, twin.private)
+    assert best == {"hd_50pc": 0.0, "dsc_50pc": 1.0, "hd_mean": 0.0, "dsc_mean": 1.0, "hd_std": 0.0, "dsc_std": 0.0}
+    assert rank(task, best).percentile == 1.0
+
+    degraded = copy_of(perfect, tmp_path / "degraded")
+    for path in (degraded / "predictions").glob("*.seg.nrrd"):
+        img = sitk.ReadImage(str(path))
+        grown = ndimage.binary_dilation(sitk.GetArrayFromImage(img) != 0, iterations=2).astype(np.uint8)
+        out = sitk.GetImageFromArray(grown)
+        out.CopyInformation(img)
+        sitk.WriteImage(out, str(path), True)
+    worse = g.grade(degraded, twin.private)
+    assert worse["hd_50pc"] > 0.0 and worse["dsc_50pc"] < 1.0 and worse["dsc_mean"] < 1.0
+
+    g.write_baseline(twin.public, tmp_path / "baseline")
+    g.validate(tmp_path / "baseline", twin.public)
+    base = g.grade(tmp_path / "baseline", twin.private)
+    diagonals = []
+    for path in (twin.private / "test" / "labels").glob("*.seg.nrrd"):
+        img = sitk.ReadImage(str(path))
+        diagonals.append(float(np.linalg.norm(np.array(img.GetSize(), float) * np.array(img.GetSpacing()))))
+    assert base["dsc_50pc"] == 0.0 and base["dsc_mean"] == 0.0
+    assert base["hd_50pc"] == pytest.approx(float(np.median(diagonals)))
+    assert rank(task, base).percentile < 1.0
+
+
+# --- malformed submissions -----------------------------------------------------------------------
+
+def edit_csv(sub: Path, fn) -> None:
+    lines = (sub / "submission.csv").read_text().splitlines()
+    (sub / "submission.csv").write_text("\n".join(fn(lines)) + "\n")
+
+
+def rewrite_first(sub: Path, transform) -> None:
+    """Replace the first prediction by ``transform(array, ref) -> image``."""
+    _, path = first_case(sub)
+    ref = sitk.ReadImage(str(path))
+    sitk.WriteImage(transform(sitk.GetArrayFromImage(ref), ref), str(path))
+
+
+def like(arr: np.ndarray, ref: sitk.Image, **changes) -> sitk.Image:
+    img = sitk.GetImageFromArray(arr)
+    img.CopyInformation(ref)
+    for name, value in changes.items():
+        getattr(img, f"Set{name}")(value)
+    return img
+
+
+def mutate_symlink(sub: Path) -> None:
+    _, path = first_case(sub)
+    target = sub.parent / "elsewhere.seg.nrrd"
+    shutil.move(path, target)
+    os.symlink(target, path)
+
+
+def mutate_suffix(sub: Path) -> None:
+    case_id, path = first_case(sub)
+    new = path.parent / f"{case_id}.mha"
+    sitk.WriteImage(sitk.ReadImage(str(path)), str(new))
+    edit_csv(sub, lambda lines: [lines[0], f"{case_id},predictions/{new.name}", *lines[2:]])
+
+
+def nan_image(arr, ref):
+    arr = arr.astype(np.float32)
+    arr[0, 0, 0] = np.nan
+    return like(arr, ref)
+
+
+MUTATIONS = {
+    "missing case": (lambda s: edit_csv(s, lambda lines: lines[:-1]), "missing test case"),
+    "extra case": (lambda s: edit_csv(s, lambda lines: lines + ["Z1,predictions/Z1.seg.nrrd"]), "unknown case"),
+    "duplicate id": (lambda s: edit_csv(s, lambda lines: lines + [lines[1]]), "duplicated id"),
+    "unreadable file": (lambda s: first_case(s)[1].write_bytes(b"NRRD0004\ngarbage"), "cannot read"),
+    "absent file": (lambda s: first_case(s)[1].unlink(), "does not exist"),
+    "wrong shape": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[1:].copy())), "size"),
+    "wrong spacing": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Spacing=(1.0, 1.0, 1.0))), "spacing"),
+    "wrong origin": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Origin=(0.0, 0.0, 0.0))), "origin"),
+    "wrong direction": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Direction=(1, 0, 0, 0, -1, 0, 0, 0, 1))),
+                        "direction"),
+    "nan": (lambda s: rewrite_first(s, nan_image), "NaN"),
+    "2-D": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[0].copy())), "2-D"),
+    "wrong format": (mutate_suffix, "must be NRRD"),
+    "absolute path": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},{first_case(s)[1]}",
+                                                           *lines[2:]]), "relative"),
+    "dotdot": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},../x.seg.nrrd", *lines[2:]]),
+               "leaves the submission folder"),
+    "symlink": (mutate_symlink, "symbolic link"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_malformed_submission_is_invalid(name, perfect, twin, tmp_path):
+    mutate, reason = MUTATIONS[name]
+    sub = copy_of(perfect, tmp_path / "submission")
+    mutate(sub)
+    with pytest.raises(InvalidSubmission, match=reason):
+        grader().grade(sub, twin.private)
+    with pytest.raises(InvalidSubmission):
+        grader().validate(sub, twin.public)
+
+
+# --- property ------------------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["bytes", "nrrd-bytes", "array"]), payload=st.binary(max_size=300),
+       dtype=st.sampled_from([np.uint8, np.int16, np.float32, np.float64]),
+       fill=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=4),
+       keep_shape=st.booleans())
+def test_random_prediction_files_never_crash(tmp_path_factory, perfect, twin, kind, payload, dtype, fill, keep_shape):
+    sub = copy_of(perfect, tmp_path_factory.mktemp("prop") / "submission")
+    _, path = first_case(sub)
+    if kind == "bytes":
+        path.write_bytes(payload)
+    elif kind == "nrrd-bytes":
+        path.write_bytes(b"NRRD0004\ntype: uchar\ndimension: 3\nsizes: 2 2 2\nencoding: raw\n\n" + payload)
+    else:
+        ref = sitk.ReadImage(str(path))
+        shape = sitk.GetArrayViewFromImage(ref).shape if keep_shape else (3, 2, 2)
+        values = np.resize(np.array(fill), int(np.prod(shape))).reshape(shape)
+        if np.dtype(dtype).kind != "f":
+            values = np.nan_to_num(values, nan=0, posinf=1, neginf=0).clip(0, 100)
+        img = sitk.GetImageFromArray(values.astype(dtype))
+        if keep_shape:
+            img.CopyInformation(ref)
+        sitk.WriteImage(img, str(path))
+    try:
+        metrics = grader().grade(sub, twin.private)
+    except InvalidSubmission:
+        return
+    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
