@@ -110,7 +110,8 @@ def rexmle_agent_run(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rex
             return AgentRun(RunFolder(Path(previous.run_dir)), None, previous, time_limit)
     folder = RunFolder.create(settings.runs_dir, rexmle_task, rexmle_agent)
     outcome = execute(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, folder, time_limit,
-                      gpus=settings.gpus, hidden=_hidden_paths(settings, rexmle_data), key=key)
+                      gpus=settings.gpus, hidden=_hidden_paths(settings, rexmle_data), key=key,
+                      network=settings.network)
     return AgentRun(folder, outcome, None, time_limit)
 
 

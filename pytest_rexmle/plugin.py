@@ -81,3 +81,25 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
     return [f"rexmle: agent={settings.agent} runtime={settings.runtime} data={data} time-limit={limit}",
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
+
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with an agent starts one worker per GPU (runs before pytest_configure, so read options here)."""
+    from .gpus import parse_gpus
+
+    if not (config.getoption("rexmle_agent") or config.getini("rexmle_agent")):
+        return None
+    gpus = parse_gpus(config.getoption("rexmle_gpus") or config.getini("rexmle_gpus") or None)
+    return len(gpus) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Controller: give each xdist worker its own GPU(s) before any test runs."""
+    from .gpus import share_for_worker, worker_index
+
+    settings = node.config.stash[SETTINGS_KEY]
+    node.workerinput["rexmle_gpus"] = share_for_worker(
+        list(settings.gpus), worker_index(node.workerinput["workerid"]), int(node.workerinput.get("workercount", 1)))

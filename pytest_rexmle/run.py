@@ -85,7 +85,8 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
 
 
 def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
-            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None) -> RunOutcome:
+            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
+            network: str = "bridge") -> RunOutcome:
     ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
     cwd = agent.setup(ctx)
     probe = RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
@@ -103,7 +104,8 @@ def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: 
         **agent.environment(ctx),
     }
     spec = RunSpec(task.id, agent.command(ctx), env, data.public, folder.workspace, folder.submission, folder.logs,
-                   folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden)
+                   folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden,
+                   image=agent.image, network=network, secret_env=agent.secret_environment())
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat()}

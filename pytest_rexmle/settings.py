@@ -24,6 +24,10 @@ OPTIONS = [
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
     ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
     ("--rexmle-seed", "rexmle_seed", "seed of the synthetic twins", "int", 0),
+    ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
+     "all that nvidia-smi lists); xdist workers get one each", "str", None),
+    ("--rexmle-network", "rexmle_network", "container network for agents: bridge (default; agents need their LLM API) or "
+     "none (no network at all)", "str", "bridge"),
 ]
 
 
@@ -38,7 +42,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
             parser.addini(ini, help_text, type="linelist", default=default)
         else:
-            choices = ("prepared", "synthetic") if flag == "--rexmle-data" else None
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "none")}.get(flag)
             group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
             parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
 
@@ -76,10 +80,12 @@ class Settings:
     unsafe_local: bool
     seed: int
     gpus: tuple[str, ...] = field(default=())
+    network: str = "bridge"
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
-                "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed}
+                "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
+                "gpus": list(self.gpus), "network": self.network}
 
 
 def parse_agent_options(pairs: list[str]) -> dict[str, str]:
@@ -122,4 +128,16 @@ def read_settings(config: pytest.Config) -> Settings:
         resume=bool(v["rexmle_resume"]),
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
+        gpus=tuple(_session_gpus(config, v["rexmle_gpus"])),
+        network=v["rexmle_network"],
     )
+
+
+def _session_gpus(config: pytest.Config, value: str | None) -> list[str]:
+    """On an xdist worker, the GPUs the controller assigned to it; elsewhere the whole list."""
+    from .gpus import parse_gpus
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "rexmle_gpus" in workerinput:
+        return list(workerinput["rexmle_gpus"])
+    return parse_gpus(value)

@@ -53,6 +53,13 @@ class Agent(ABC):
         blob = json.dumps({"agent": self.name, "options": self.public_options()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
+    #: the container image a container runtime starts for this agent (None: the runtime's default image)
+    image: ClassVar[str | None] = None
+
+    def secret_environment(self) -> tuple[str, ...]:
+        """Names of environment variables (API keys) the runtime passes through but never logs."""
+        return ()
+
     def setup(self, ctx: AgentContext) -> Path | None:
         """Host-side preparation before the run; may return the working directory (inside the workspace)."""
         return None

@@ -30,6 +30,9 @@ class RunSpec:
     cwd: Path | None = None   # inside the workspace; default the workspace itself
     gpus: tuple[str, ...] = ()
     hidden: tuple[Path, ...] = ()  # host paths that must never be visible (private answers, caches)
+    image: str | None = None       # container image for container runtimes (the agent's own image)
+    network: str = "bridge"        # container runtimes: "bridge" or "none"
+    secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
 
 
 @dataclass

@@ -1,0 +1,47 @@
+"""Which GPUs a session may use, and how xdist workers get theirs.
+
+The controller owns the list and hands each worker its own slice before any test runs (through
+``workerinput``), so two workers never share a GPU by accident and every result records the id it used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+
+def detect_gpus() -> list[str]:
+    """The outer CUDA_VISIBLE_DEVICES, else every GPU ``nvidia-smi -L`` lists, else none."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+    return []
+
+
+def parse_gpus(value: str | None) -> list[str]:
+    """``--rexmle-gpus``: "0,1,2", "none", or unset (auto-detect)."""
+    if value is None or value == "auto":
+        return detect_gpus()
+    if value.strip().lower() in ("", "none"):
+        return []
+    return [g.strip() for g in value.split(",") if g.strip()]
+
+
+def share_for_worker(gpus: list[str], worker_index: int, n_workers: int) -> list[str]:
+    """Worker i gets GPUs i, i+n, i+2n, ... ; with more workers than GPUs, workers share round-robin."""
+    if not gpus:
+        return []
+    if n_workers >= len(gpus):
+        return [gpus[worker_index % len(gpus)]]
+    return gpus[worker_index::n_workers]
+
+
+def worker_index(worker_id: str) -> int:
+    return int(worker_id.removeprefix("gw")) if worker_id.startswith("gw") else 0
