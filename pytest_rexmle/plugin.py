@@ -73,6 +73,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("rexmle_task_id", params)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Let ``-k`` match a challenge's reference id and aliases as well as its project id."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "rexmle_task_id" not in callspec.params:
+            continue
+        task = registry().get(callspec.params["rexmle_task_id"])
+        item.extra_keyword_matches.update({task.reference_id, *task.aliases})
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.agent:

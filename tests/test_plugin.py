@@ -40,6 +40,7 @@ def test_agent_collects_all_20_in_sorted_order(bench):
     (["-m", "cta and detection"], ["topcow-cta-det"]),
     (["-m", "pathology and detection"], ["puma-t1-nuclei-det", "puma-t2-nuclei-det"]),
     (["-m", "quality_assessment or enhancement"], ["ldct-iqa", "usenhance"]),
+    (["-k", "topcow-track1-task2 or neurips-cellseg"], ["cellseg", "topcow-cta-det"]),  # reference ids as aliases
 ])
 def test_selection_by_keyword_and_marker(bench, selection, expected):
     result = bench("--agent=sample", "--collect-only", "-q", *selection)
