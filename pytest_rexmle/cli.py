@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .errors import RexmleError
 from .paths import default_data_dir
+from .report.render import pct
 
 
 def _json(obj) -> str:
@@ -89,13 +90,13 @@ def cmd_rank(args) -> int:
     if not isinstance(metrics, dict):
         raise RexmleError("--metrics must be a JSON object of metric name to value")
     check_metric_names(task, metrics)
-    ranking = rank(task, {k: float(v) for k, v in metrics.items()})
+    ranking = rank(task, metrics)
     if args.json:
         print(json.dumps(ranking.to_json()))
     else:
         for key, pos in ranking.positions.items():
             print(f"{key}: position {pos} of {ranking.n_humans + 1}")
-        print(f"mean position {ranking.mean_position:.4g}; percentile {100 * ranking.percentile:.1f}%")
+        print(f"mean position {ranking.mean_position:.4g}; percentile {pct(ranking.percentile)}")
     return 0
 
 
@@ -129,7 +130,7 @@ def cmd_grade(args) -> int:
         for key, value in result.metrics.items():
             pos = (result.positions or {}).get(key)
             print(f"{key}: {value}" + (f" (position {pos})" if pos else ""))
-        print(f"percentile: {100 * result.percentile:.1f}%")
+        print(f"percentile: {pct(result.percentile)}")
     return 0 if result.status == "ok" else 1
 
 

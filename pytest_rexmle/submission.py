@@ -10,6 +10,7 @@ import csv
 import io
 import math
 import os
+import posixpath
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -67,9 +68,10 @@ def safe_relative_file(root: Path, text: str, where: str) -> Path:
     pure = PurePosixPath(text)
     if pure.is_absolute() or (len(text) > 1 and text[1] == ":"):
         raise InvalidSubmission(f"{where}: path {text!r} must be relative to the submission folder")
-    parts = [p for p in pure.parts if p not in ("", ".")]
-    if not parts or ".." in parts:
+    normal = posixpath.normpath(text)
+    if normal == "." or normal == ".." or normal.startswith("../"):
         raise InvalidSubmission(f"{where}: path {text!r} leaves the submission folder")
+    parts = PurePosixPath(normal).parts
     current = root
     for part in parts:
         current = current / part

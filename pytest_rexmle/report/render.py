@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 from ..task import registry
 
@@ -18,7 +19,8 @@ def fmt_number(value) -> str:
 
 
 def pct(value: float) -> str:
-    return f"{100.0 * value:.1f}%"
+    """One decimal, halves rounded up as the paper prints them (0.5625 -> 56.3%, not banker's 56.2%)."""
+    return f"{Decimal(repr(100.0 * value)).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}%"
 
 
 def terminal_lines(doc: dict) -> list[str]:

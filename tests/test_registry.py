@@ -1,0 +1,373 @@
+"""Task registry: the 20 task folders, their identities and markers (challenges.md §0.1), alias lookup,
+and the validation of malformed ``task.yaml`` files (the error names the file and the field)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_rexmle.errors import TaskConfigError, UnknownTaskError
+from pytest_rexmle.leaderboard import metric_columns
+from pytest_rexmle.task import MODALITIES, TASK_TYPES, TaskRegistry, load_task, registry, tasks_root
+
+SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference-data"
+
+# challenges.md §0.1, copied row by row: project id -> (reference id, task marker, modality marker, N,
+# paper names of the "paper name" column).
+TABLE = {
+    "usenhance": ("usenhance", "enhancement", "ultrasound", 10, ["USenhance"]),
+    "ldct-iqa": ("ldct-iqa", "quality_assessment", "ct", 6, ["LDCTIQA2023", "LDCT-IQA"]),
+    "panther-t1": ("panther-task1", "segmentation", "mri", 10, ["PANTHER-T1"]),
+    "panther-t2": ("panther-task2", "segmentation", "mri", 10, ["PANTHER-T2"]),
+    "seg-a": ("seg_a", "segmentation", "cta", 10, ["SEG.A"]),
+    "dentex": ("dentex", "detection", "xray", 10, ["DENTEX"]),
+    "topcow-cta-seg": ("topcow-track1-task1", "segmentation", "cta", 10, ["TopCoW-CTA-Seg"]),
+    "topcow-cta-det": ("topcow-track1-task2", "detection", "cta", 8, ["TopCoW-CTA-Det"]),
+    "topcow-cta-cls": ("topcow-track1-task3", "classification", "cta", 6, ["TopCoW-CTA-Cls"]),
+    "topcow-mra-seg": ("topcow-track2-task1", "segmentation", "mra", 10, ["TopCoW-MRA-Seg"]),
+    "topcow-mra-det": ("topcow-track2-task2", "detection", "mra", 7, ["TopCoW-MRA-Det"]),
+    "topcow-mra-cls": ("topcow-track2-task3", "classification", "mra", 6, ["TopCoW-MRA-Cls"]),
+    "puma-t1-tissue-seg": ("puma-track1-task1", "segmentation", "pathology", 10,
+                           ["PUMA-Track1-TissueSeg", "PUMA-T1-Seg"]),
+    "puma-t1-nuclei-det": ("puma-track1-task2", "detection", "pathology", 10,
+                           ["PUMA-Track1-NucleiDet", "PUMA-T1-Det"]),
+    "puma-t2-tissue-seg": ("puma-track2-task1", "segmentation", "pathology", 10,
+                           ["PUMA-Track2-TissueSeg", "PUMA-T2-Seg"]),
+    "puma-t2-nuclei-det": ("puma-track2-task2", "detection", "pathology", 10,
+                           ["PUMA-Track2-NucleiDet", "PUMA-T2-Det"]),
+    "isles22": ("isles22", "segmentation", "mri", 10, ["ISLES'22"]),
+    "cellseg": ("neurips-cellseg", "segmentation", "microscopy", 10, ["CellSeg", "NeurIPS-CellSeg"]),
+    "topbrain-cta-seg": ("topbrain-track1", "segmentation", "cta", 10, ["TopBrain-CTA-Seg", "TopBrain-CTA"]),
+    "topbrain-mra-seg": ("topbrain-track2", "segmentation", "mra", 10, ["TopBrain-MRA-Seg", "TopBrain-MRA"]),
+}
+IDS = sorted(TABLE)
+
+
+@pytest.fixture(scope="module")
+def reg() -> TaskRegistry:
+    return registry()
+
+
+# -- the 20 real tasks -----------------------------------------------------------------------------------
+
+def test_all_twenty_tasks_load(reg):
+    assert len(reg) == 20
+    assert reg.ids == IDS
+    assert [t.id for t in reg] == IDS  # iteration is sorted by id
+
+
+def test_fresh_registry_from_the_tasks_root_matches(reg):
+    fresh = TaskRegistry(tasks_root())
+    assert fresh.ids == reg.ids
+
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_identity_and_markers_follow_the_table(reg, task_id):
+    reference_id, task_marker, modality_marker, _n, paper_names = TABLE[task_id]
+    task = reg.get(task_id)
+    assert task.id == task_id
+    assert task.folder.name == task_id
+    assert task.reference_id == reference_id
+    assert task.task_type == task_marker
+    assert task.modality == modality_marker
+    # exactly one task-type marker and one modality marker
+    assert sorted(task.markers) == sorted([task_marker, modality_marker])
+    assert [m for m in task.markers if m in TASK_TYPES] == [task_marker]
+    assert [m for m in task.markers if m in MODALITIES] == [modality_marker]
+    assert task.paper_name in paper_names
+    assert set(paper_names) <= set(task.extra.get("paper_names", []))
+
+
+def test_marker_vocabulary_is_the_one_of_the_spec():
+    assert set(TASK_TYPES) == {"segmentation", "detection", "classification", "quality_assessment", "enhancement"}
+    assert set(MODALITIES) == {"ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy"}
+
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_time_limit_defaults_to_24_hours(reg, task_id):
+    task = reg.get(task_id)
+    assert task.time_limit_hours == 24.0
+    assert task.time_limit_seconds == 86400.0  # 24 * 3600
+
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_ranking_metrics_equal_leaderboard_metric_columns(reg, task_id):
+    task = reg.get(task_id)
+    ranking = [m.key for m in task.ranking_metrics]
+    columns = metric_columns(task.leaderboard_path)
+    assert sorted(ranking) == sorted(columns)
+    assert len(ranking) == len(set(ranking)) >= 1
+    for metric in task.metrics:
+        assert metric.direction in ("higher_better", "lower_better")
+
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_directions_agree_with_shared_metric_config(reg, task_id):
+    """ranking.md §1: directions come from metric_config.json (checked where the shared folder exists)."""
+    import json
+
+    task = reg.get(task_id)
+    config = SHARED_REFERENCE / task.reference_id / "metric_config.json"
+    if not config.is_file():
+        pytest.skip(f"{config} not available")
+    directions = json.loads(config.read_text())["metric_directions"]
+    for metric in task.ranking_metrics:
+        assert directions[metric.key] == metric.direction, metric.key
+
+
+def test_sega_std_keys_never_rank(reg):
+    # ranking.md §1: SEG.A's hd_std/dsc_std are in metric_config but not leaderboard columns.
+    task = reg.get("seg-a")
+    assert [m.key for m in task.ranking_metrics] == ["hd_50pc", "dsc_50pc"]
+    assert {m.key: m.direction for m in task.ranking_metrics} == {"hd_50pc": "lower_better",
+                                                                   "dsc_50pc": "higher_better"}
+
+
+# -- aliases ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task_id", IDS)
+def test_reference_id_is_an_alias(reg, task_id):
+    assert reg.get(TABLE[task_id][0]).id == task_id
+
+
+@pytest.mark.parametrize("alias, task_id", [
+    ("topcow-track1-task2", "topcow-cta-det"),
+    ("topcow-track2-task3", "topcow-mra-cls"),
+    ("neurips-cellseg", "cellseg"),
+    ("seg_a", "seg-a"),
+    ("seg.a", "seg-a"),
+    ("panther-task2", "panther-t2"),
+    ("ldctiqa2023", "ldct-iqa"),
+    ("puma-t1-seg", "puma-t1-tissue-seg"),
+    ("puma-track2-nucleidet", "puma-t2-nuclei-det"),
+    ("topbrain-mra", "topbrain-mra-seg"),
+    ("topbrain-track1", "topbrain-cta-seg"),
+])
+def test_aliases_resolve(reg, alias, task_id):
+    assert reg.get(alias).id == task_id
+    assert [t.id for t in reg.select([alias, task_id])] == [task_id, task_id]
+
+
+def test_no_alias_is_shared_between_tasks(reg):
+    owner: dict[str, str] = {}
+    for task in reg:
+        for name in {task.id, task.reference_id, *task.aliases}:
+            assert owner.setdefault(name, task.id) == task.id, name
+
+
+def test_unknown_id_lists_known_ids(reg):
+    with pytest.raises(UnknownTaskError) as info:
+        reg.get("topcow-cta-dett")
+    message = str(info.value)
+    assert "'topcow-cta-dett'" in message
+    for task_id in IDS:
+        assert task_id in message
+
+
+def test_unknown_id_in_select(reg):
+    with pytest.raises(UnknownTaskError, match="ravir"):
+        reg.select(["isles22", "ravir"])
+
+
+# -- malformed task folders ------------------------------------------------------------------------------
+
+SOURCE_TASK = "topcow-cta-det"
+
+
+def _copy_task(root: Path, task_id: str = SOURCE_TASK, folder_name: str | None = None) -> Path:
+    folder = root / (folder_name or task_id)
+    shutil.copytree(tasks_root() / task_id, folder)
+    return folder
+
+
+def _edit(folder: Path, change) -> Path:
+    path = folder / "task.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _expect_config_error(folder: Path, field: str, *more: str) -> str:
+    with pytest.raises(TaskConfigError) as info:
+        load_task(folder)
+    message = str(info.value)
+    assert str(folder / "task.yaml") in message, message
+    assert f"'{field}'" in message, message
+    for text in more:
+        assert text in message, message
+    return message
+
+
+def test_unchanged_copy_loads(tmp_path):
+    folder = _copy_task(tmp_path)
+    task = load_task(folder)
+    assert task.id == SOURCE_TASK
+    assert task.folder == folder
+    assert [m.key for m in task.ranking_metrics] == ["boundary_iou", "iou"]
+    reg = TaskRegistry(tmp_path)
+    assert reg.ids == [SOURCE_TASK]
+    assert reg.get("topcow-track1-task2").id == SOURCE_TASK
+
+
+@pytest.mark.parametrize("field", ["reference_id", "id", "name", "paper_name", "competition", "modality",
+                                   "task_type", "markers", "source", "time_limit_hours", "gpus", "version",
+                                   "id_column"])
+def test_missing_field(tmp_path, field):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.pop(field))
+    _expect_config_error(folder, field, "missing")
+
+
+def test_missing_metrics(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.pop("metrics"))
+    _expect_config_error(folder, "metrics")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("gpus", "one"),
+    ("gpus", True),            # a bool is not an int here
+    ("gpus", 1.5),
+    ("time_limit_hours", "24h"),
+    ("version", "1"),
+    ("reference_id", 7),
+    ("markers", "detection"),
+    ("source", "topcow"),
+    ("id_column", ["image_id"]),
+])
+def test_wrong_type(tmp_path, field, value):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__(field, value))
+    _expect_config_error(folder, field, "must be")
+
+
+@pytest.mark.parametrize("field, value", [("time_limit_hours", 0), ("time_limit_hours", -1), ("gpus", -1),
+                                          ("version", 0)])
+def test_out_of_range_number(tmp_path, field, value):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__(field, value))
+    _expect_config_error(folder, field)
+
+
+def test_bad_direction(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["metrics"][1].__setitem__("direction", "higher"))
+    _expect_config_error(folder, "metrics[1].direction", "'higher'")
+
+
+def test_ranks_must_be_bool(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["metrics"][0].__setitem__("ranks", "yes"))
+    _expect_config_error(folder, "metrics[0].ranks")
+
+
+def test_repeated_metric_key(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["metrics"].append({"key": "iou", "direction": "higher_better", "ranks": False}))
+    _expect_config_error(folder, "metrics", "iou")
+
+
+def test_bad_modality(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__("modality", "mrx"))
+    _expect_config_error(folder, "modality", "'mrx'")
+
+
+def test_bad_task_type(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__("task_type", "registration"))
+    _expect_config_error(folder, "task_type", "'registration'")
+
+
+def test_markers_must_contain_type_and_modality(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__("markers", ["detection"]))
+    _expect_config_error(folder, "markers", "'cta'")
+
+
+def test_source_needs_raw(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["source"].pop("raw"))
+    _expect_config_error(folder, "source.raw")
+
+
+def test_id_must_equal_folder_name(tmp_path):
+    folder = _copy_task(tmp_path, folder_name="topcow-cta-detection")
+    message = _expect_config_error(folder, "id", "'topcow-cta-det'", "'topcow-cta-detection'")
+    assert "folder" in message
+
+
+def test_ranking_metric_not_a_leaderboard_column(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["metrics"].append({"key": "dice", "direction": "higher_better", "ranks": True}))
+    _expect_config_error(folder, "metrics", "leaderboard.csv", "dice")
+
+
+def test_leaderboard_column_not_ranked(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d["metrics"][1].__setitem__("ranks", False))  # iou no longer ranks
+    _expect_config_error(folder, "metrics", "leaderboard.csv", "iou")
+
+
+def test_missing_leaderboard_file(tmp_path):
+    folder = _copy_task(tmp_path)
+    (folder / "leaderboard.csv").unlink()
+    with pytest.raises(TaskConfigError, match=re.escape(str(folder / "leaderboard.csv"))):
+        load_task(folder)
+
+
+@pytest.mark.parametrize("text", ["id: [topcow-cta-det\n", "id: topcow-cta-det\n  name: : x\n\t- bad"])
+def test_invalid_yaml(tmp_path, text):
+    folder = _copy_task(tmp_path)
+    (folder / "task.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(TaskConfigError) as info:
+        load_task(folder)
+    assert str(folder / "task.yaml") in str(info.value)
+    assert "YAML" in str(info.value)
+
+
+def test_top_level_not_a_mapping(tmp_path):
+    folder = _copy_task(tmp_path)
+    (folder / "task.yaml").write_text("- id\n- name\n", encoding="utf-8")
+    with pytest.raises(TaskConfigError, match="mapping"):
+        load_task(folder)
+
+
+def test_bad_grader_reference(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__("grader", "topcow.BoxDetection"))
+    _expect_config_error(folder, "grader", "module:attribute")
+
+
+def test_aliases_must_be_strings(tmp_path):
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.__setitem__("aliases", ["ok", 3]))
+    _expect_config_error(folder, "aliases")
+
+
+def test_duplicate_alias_between_tasks(tmp_path):
+    _copy_task(tmp_path, "topcow-cta-det")
+    other = _copy_task(tmp_path, "topcow-mra-det")
+    # topcow-mra-det now also claims the reference id of topcow-cta-det
+    _edit(other, lambda d: d.__setitem__("aliases", ["topcow-track2-task2", "topcow-track1-task2"]))
+    with pytest.raises(TaskConfigError) as info:
+        TaskRegistry(tmp_path)
+    message = str(info.value)
+    assert "'topcow-track1-task2'" in message
+    assert "task.yaml" in message
+    assert "topcow-cta-det" in message and "topcow-mra-det" in message
+
+
+def test_registry_surfaces_a_broken_folder(tmp_path):
+    _copy_task(tmp_path, "topcow-cta-det")
+    broken = _copy_task(tmp_path, "ldct-iqa")
+    _edit(broken, lambda d: d.__setitem__("modality", "CT"))
+    with pytest.raises(TaskConfigError) as info:
+        TaskRegistry(tmp_path)
+    assert str(broken / "task.yaml") in str(info.value)
+    assert "'modality'" in str(info.value)
