@@ -101,3 +101,288 @@ class BoxDetection(Grader):
             shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
             rows.append({self.id_column: case_id, "predicted_bbox_path": rel})
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+
+# == Task 1: multi-class segmentation ==================================================================
+COW_LABELS = frozenset({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15})
+GROUP2_LABELS = (8, 9, 10, 15)
+HD95_ABSENT_MM = 90.0
+MASK_SUFFIXES = (".nii.gz", ".nii", ".mha")
+
+
+def require_mask_format(path: Path, case_id: str) -> None:
+    if not path.name.lower().endswith(MASK_SUFFIXES):
+        raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii, .nii.gz) or MHA (.mha)")
+
+
+def prediction_image(path: Path, ref: sitk.Image, case_id: str) -> sitk.Image:
+    """Read a predicted label volume and check its format and geometry (§0.4) against ``ref``."""
+    require_mask_format(path, case_id)
+    img = read_image(path, case_id)
+    check_geometry(img, ref, case_id)
+    return img
+
+
+def _crop_labels(img: sitk.Image, box: tuple[slice, ...], case_id: str, allowed: frozenset[int]) -> np.ndarray:
+    """The shared value check (imaging.label_array) on a (z, y, x) crop, returned as uint8."""
+    z, y, x = box
+    crop = img[x.start:x.stop, y.start:y.stop, z.start:z.stop]
+    return label_array(crop, case_id, set(allowed)).astype(np.uint8)
+
+
+def _foreground_box(*views: np.ndarray) -> tuple[slice, ...]:
+    """Union box of the non-zero voxels; a single voxel when everything is zero (to still check dtype)."""
+    box = union_box(*(bounding_box(v != 0) for v in views))
+    return box if box is not None else (slice(0, 1),) * 3
+
+
+def check_prediction(path: Path, ref: sitk.Image, case_id: str, allowed: frozenset[int]) -> None:
+    """Public-side check of one predicted volume: format, geometry, voxel type and label values."""
+    img = prediction_image(path, ref, case_id)
+    _crop_labels(img, _foreground_box(sitk.GetArrayViewFromImage(img)), case_id, allowed)
+
+
+def load_pair(path: Path, truth_img: sitk.Image, case_id: str, allowed: frozenset[int]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(prediction, ground truth) as uint8 (z, y, x) arrays cropped to the union of their foregrounds."""
+    pred_img = prediction_image(path, truth_img, case_id)
+    pred_view = sitk.GetArrayViewFromImage(pred_img)
+    truth_view = sitk.GetArrayViewFromImage(truth_img)
+    box = _foreground_box(pred_view, truth_view)
+    return _crop_labels(pred_img, box, case_id, allowed), np.array(truth_view[box], dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Per-label quantities of one case (§7 task 1, §21)."""
+
+    n_pred: int
+    n_truth: int
+    n_both: int
+    b0_pred: int
+    b0_truth: int
+    hd95: float
+    cldice: float | None = None
+
+    @property
+    def dice(self) -> float:
+        if self.n_pred == 0 or self.n_truth == 0:
+            return 0.0
+        return 2.0 * self.n_both / (self.n_pred + self.n_truth)
+
+    @property
+    def b0_error(self) -> int:
+        return abs(self.b0_pred - self.b0_truth)
+
+    @property
+    def detection(self) -> str:
+        return detection(self.n_pred, self.n_truth, self.n_both)
+
+
+def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], hd95_absent: float,
+                 with_cldice: bool = False) -> dict[int, LabelScores]:
+    """Scores for every label of L = labels present in G or P, each on its own bounding box.
+
+    ``find_objects`` yields all per-label boxes in one pass, so the per-label work is proportional to
+    the vessel's size, not to the volume's.
+    """
+    top = max(int(pred.max(initial=0)), int(truth.max(initial=0)))
+    boxes_p = ndimage.find_objects(pred, max_label=top)
+    boxes_g = ndimage.find_objects(truth, max_label=top)
+    out: dict[int, LabelScores] = {}
+    for label in range(1, top + 1):
+        box = union_box(boxes_p[label - 1], boxes_g[label - 1])
+        if box is None:
+            continue
+        p, g = pred[box] == label, truth[box] == label
+        n_p, n_g = int(np.count_nonzero(p)), int(np.count_nonzero(g))
+        out[label] = LabelScores(
+            n_pred=n_p, n_truth=n_g, n_both=int(np.count_nonzero(p & g)),
+            b0_pred=components(p), b0_truth=components(g),
+            hd95=hd95(p, g, spacing, hd95_absent),
+            cldice=(cldice(p, g) if n_p and n_g else 0.0) if with_cldice else None)
+    return out
+
+
+def class_means(scores: dict[int, LabelScores], with_cldice: bool = False) -> dict[str, float]:
+    """Case ``dice``, ``b0_error``, ``hd95`` (and per-label ``cldice``): means over L, all 0 if L is empty."""
+    keys = ["dice", "b0_error", "hd95", *(["cldice"] if with_cldice else [])]
+    if not scores:
+        return {k: 0.0 for k in keys}
+    return {k: float(mean(float(getattr(s, k)) for s in scores.values())) for k in keys}
+
+
+@dataclass(frozen=True)
+class CowCase:
+    """Everything one TopCoW case contributes to the aggregates."""
+
+    means: dict[str, float]
+    detections: dict[int, str]
+    truth_variants: tuple[str, str]
+    pred_variants: tuple[str, str]
+    matched: tuple[bool, bool]
+
+
+def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]) -> CowCase:
+    """All §7 task-1 per-case quantities from two (z, y, x) label arrays on the same grid."""
+    scores = label_scores(pred, truth, spacing, HD95_ABSENT_MM)
+    means = class_means(scores)
+    means["cldice"] = cldice(pred != 0, truth != 0)
+    detections = {label: scores[label].detection if label in scores else TN
+                  for label in (*GROUP2_LABELS, *ANTERIOR_LABELS, *POSTERIOR_LABELS)}
+    adj_p, adj_g = label_adjacency(pred), label_adjacency(truth)
+    b0_p = {label: s.b0_pred for label, s in scores.items()}
+    b0_g = {label: s.b0_truth for label, s in scores.items()}
+    ant_p, pos_p = edge_lists(adj_p)
+    ant_g, pos_g = edge_lists(adj_g)
+    matched = tuple(region_matches(region, detections, adj_p, adj_g, b0_p, b0_g,
+                                   lr_flipped(pred, region, adj_p.keys()))
+                    for region in ("anterior", "posterior"))
+    return CowCase(means, detections,
+                   (variant("anterior", ant_g), variant("posterior", pos_g)),
+                   (variant("anterior", ant_p), variant("posterior", pos_p)),
+                   matched)  # type: ignore[arg-type]
+
+
+def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
+    """§7 "Task 1 aggregates over the test cases"."""
+    out = {k: float(mean(c.means[k] for c in cases)) for k in ("dice", "cldice", "b0_error", "hd95")}
+    f1s = []
+    for label in GROUP2_LABELS:
+        counts = Counter(c.detections[label] for c in cases)
+        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
+    out["f1_grp2"] = float(mean(f1s))
+    for i, region in enumerate(("anterior", "posterior")):
+        truth = [c.truth_variants[i] for c in cases]
+        out[f"{region}_graph_acc"] = balanced_accuracy(truth, [c.pred_variants[i] for c in cases])
+        out[f"{region}_topology"] = balanced_accuracy(
+            truth, [t if c.matched[i] else "FAIL" for t, c in zip(truth, cases)])
+    return out
+
+
+class _LabelVolumeGrader(Grader):
+    """Shared plumbing of the label-volume tasks (TopCoW task 1, TopBrain): one mask per case."""
+
+    prediction_columns = ("predicted_mask_path",)
+    answer_columns = ("label_path",)
+    allowed_labels: frozenset[int] = COW_LABELS
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        ref = reference_geometry(test_image(public_dir, case_id))
+        check_prediction(submission.file(case_id, "predicted_mask_path"), ref, case_id, self.allowed_labels)
+
+    def load_cases(self, submission: CaseTable, answers: CaseTable):
+        """Yield (case id, prediction, ground truth, spacing), validating each prediction."""
+        for case_id in answers.ids:
+            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
+            pred, truth = load_pair(submission.file(case_id, "predicted_mask_path"), truth_img, case_id,
+                                    self.allowed_labels)
+            yield case_id, pred, truth, truth_img.GetSpacing()
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """An empty (all-background) label volume on each test image's grid."""
+        rows = []
+        for case_id in self.public_test_ids(public_dir):
+            ref = reference_geometry(test_image(public_dir, case_id))
+            rel = f"predictions/{case_id}.nii.gz"
+            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        rows = []
+        for case_id in answers.ids:
+            source = answers_dir / answers.value(case_id, "label_path")
+            rel = "predictions/" + source.name
+            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+
+class Segmentation(_LabelVolumeGrader):
+    """TopCoW task 1 (§8, §11): the nine organisers' metrics, all ranking."""
+
+    allowed_labels = COW_LABELS
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        cases = [score_cow_case(pred, truth, spacing)
+                 for _, pred, truth, spacing in self.load_cases(submission, answers)]
+        return aggregate_cow(cases)
+
+
+# == Task 3: graph-edge classification =================================================================
+def read_edges(path: Path, case_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(anterior, posterior) edge vectors in §7 order; exactly the 2×4 keys with integer 0/1 values."""
+    where = f"case {case_id!r}"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidSubmission(f"{where}: {path.name} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or set(data) != {"anterior", "posterior"}:
+        raise InvalidSubmission(f"{where}: edge JSON must be an object with exactly the keys 'anterior' and 'posterior'")
+    vectors = []
+    for region, names in (("anterior", ANTERIOR_EDGES), ("posterior", POSTERIOR_EDGES)):
+        part = data[region]
+        if not isinstance(part, dict) or set(part) != set(names):
+            raise InvalidSubmission(f"{where}: '{region}' must be an object with exactly the keys {list(names)}")
+        values = []
+        for name in names:
+            value = part[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1):
+                raise InvalidSubmission(f"{where}: '{region}'.'{name}' must be the integer 0 or 1, got {value!r}")
+            values.append(value)
+        vectors.append(tuple(values))
+    return vectors[0], vectors[1]
+
+
+def edges_json(anterior: Sequence[int], posterior: Sequence[int]) -> str:
+    """The submission / training-label JSON form of two edge vectors."""
+    return json.dumps({"anterior": dict(zip(ANTERIOR_EDGES, map(int, anterior))),
+                       "posterior": dict(zip(POSTERIOR_EDGES, map(int, posterior)))})
+
+
+class EdgeClassification(Grader):
+    """TopCoW task 3 (§10, §13): variant-balanced accuracy of the anterior and posterior patterns."""
+
+    prediction_columns = ("predicted_edges_path",)
+    answer_columns = ("label_path",)
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        truth, pred = [], []
+        for case_id in answers.ids:
+            pred.append(read_edges(submission.file(case_id, "predicted_edges_path"), case_id))
+            truth.append(read_edges(answers.root / answers.value(case_id, "label_path"), case_id))
+        out = {}
+        for i, region in enumerate(("anterior", "posterior")):
+            out[f"{region}_acc"] = balanced_accuracy([variant(region, t[i]) for t in truth],
+                                                     [variant(region, p[i]) for p in pred])
+        return out
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        read_edges(submission.file(case_id, "predicted_edges_path"), case_id)
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """The most frequent training variant of each region for every case (all edges if no labels)."""
+        labels = sorted((public_dir / "train" / "labels").glob("*.json"))
+        known = [read_edges(p, p.stem) for p in labels]
+        ant = Counter(k[0] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
+        pos = Counter(k[1] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
+        rows = []
+        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
+        for case_id in self.public_test_ids(public_dir):
+            rel = f"predictions/{case_id}.json"
+            (out_dir / rel).write_text(edges_json(ant, pos))
+            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        rows = []
+        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
+        for case_id in answers.ids:
+            rel = f"predictions/{case_id}.json"
+            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
