@@ -21,10 +21,25 @@ DIRECTION_TOL = 1e-4
 def read_image(path: Path, case_id: str) -> sitk.Image:
     """Read any SimpleITK-readable file; unreadable files are an agent fault."""
     try:
-        return sitk.ReadImage(str(path))
+        img = sitk.ReadImage(str(path))
     except (RuntimeError, OSError) as exc:
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise InvalidSubmission(f"case {case_id!r}: cannot read {path.name}: {first}") from None
+    if path.name.endswith((".nii", ".nii.gz")) and img.GetPixelID() in (sitk.sitkFloat32, sitk.sitkFloat64):
+        _reject_hidden_non_finite(path, case_id)
+    return img
+
+
+def _reject_hidden_non_finite(path: Path, case_id: str) -> None:
+    """SimpleITK's NIfTI reader turns NaN and ±inf into 0; read the raw values to see them."""
+    import nibabel as nib
+
+    try:
+        data = np.asanyarray(nib.load(str(path)).dataobj)
+    except Exception as exc:  # nibabel raises many types for damaged files
+        raise InvalidSubmission(f"case {case_id!r}: cannot read {path.name}: {exc}") from None
+    if data.dtype.kind == "f" and not np.isfinite(data).all():
+        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
 
 
 def check_geometry(pred: sitk.Image, ref: sitk.Image, case_id: str) -> None:

@@ -1,0 +1,61 @@
+"""Shared image reading rules (challenges.md §0.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.imaging import check_geometry, read_image, voxel_volume_mm3
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("suffix", [".nii.gz", ".nii", ".mha"])
+def test_non_finite_values_are_invalid_in_every_format(tmp_path, bad, suffix):
+    """SimpleITK reads NIfTI NaN/inf back as 0, so without the raw check they would pass as background."""
+    arr = np.zeros((3, 4, 5), np.float32)
+    arr[1, 2, 3] = bad
+    path = tmp_path / f"p{suffix}"
+    sitk.WriteImage(sitk.GetImageFromArray(arr), str(path))
+    from pytest_rexmle.imaging import label_array
+
+    with pytest.raises(InvalidSubmission, match="NaN or infinite"):
+        label_array(read_image(path, "c1"), "c1")
+
+
+def test_finite_float_nifti_reads(tmp_path):
+    arr = np.zeros((3, 4, 5), np.float32)
+    arr[0, 0, 0] = 1.0
+    sitk.WriteImage(sitk.GetImageFromArray(arr), str(tmp_path / "p.nii.gz"))
+    assert sitk.GetArrayFromImage(read_image(tmp_path / "p.nii.gz", "c1")).sum() == 1.0
+
+
+def test_unreadable_file_is_invalid(tmp_path):
+    (tmp_path / "p.nii.gz").write_bytes(b"not an image")
+    with pytest.raises(InvalidSubmission, match="case 'c1': cannot read p.nii.gz"):
+        read_image(tmp_path / "p.nii.gz", "c1")
+
+
+def test_geometry_tolerances():
+    ref = sitk.Image([4, 4, 4], sitk.sitkUInt8)
+    ref.SetSpacing((0.5, 0.5, 2.0))
+    ok = sitk.Image([4, 4, 4], sitk.sitkUInt8)
+    ok.SetSpacing((0.5 + 5e-5, 0.5, 2.0))          # within 1e-4 mm
+    check_geometry(ok, ref, "c1")
+    bad = sitk.Image([4, 4, 4], sitk.sitkUInt8)
+    bad.SetSpacing((0.5 + 2e-4, 0.5, 2.0))          # beyond 1e-4 mm
+    with pytest.raises(InvalidSubmission, match="spacing"):
+        check_geometry(bad, ref, "c1")
+    moved = sitk.Image([4, 4, 4], sitk.sitkUInt8)
+    moved.SetSpacing((0.5, 0.5, 2.0))
+    moved.SetOrigin((0.0, 0.002, 0.0))              # beyond 1e-3 mm
+    with pytest.raises(InvalidSubmission, match="origin"):
+        check_geometry(moved, ref, "c1")
+
+
+def test_voxel_volume_uses_direction_and_spacing():
+    img = sitk.Image([2, 2, 2], sitk.sitkUInt8)
+    img.SetSpacing((0.5, 2.0, 3.0))
+    img.SetDirection((0, 1, 0, 1, 0, 0, 0, 0, -1))  # a flip/permutation: |det| = 1
+    assert voxel_volume_mm3(img) == pytest.approx(3.0)  # 0.5 * 2 * 3
