@@ -1,4 +1,4 @@
-"""The ``rexmle`` command: list, info, rank, grade, validate, synth.
+"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth.
 
 Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
 usage errors, printing one clear line instead of a traceback.
@@ -38,24 +38,8 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _data_status(task, data_dir: Path) -> dict:
-    from .data.store import MANIFEST
-
-    root = data_dir / task.id
-    manifest = root / "private" / MANIFEST
-    raw = data_dir / "raw" / task.source["raw"]
-    if manifest.is_file():
-        info = json.loads(manifest.read_text())
-        files = info.get("files", {})
-        size = sum((root / f).stat().st_size for f in files if (root / f).is_file())
-        return {"status": "prepared", "path": str(root), "files": len(files), "bytes": size,
-                "counts": info.get("counts")}
-    if raw.is_dir():
-        return {"status": "raw", "path": str(raw)}
-    return {"status": "not downloaded", "prepare": f"rexmle prepare {task.id} --data-dir {data_dir}"}
-
-
 def cmd_info(args) -> int:
+    from .data.prepare import data_status
     from .leaderboard import Leaderboard
     from .task import get_task
 
@@ -68,7 +52,7 @@ def cmd_info(args) -> int:
         "gpus": task.gpus, "version": task.version, "implemented": task.implemented,
         "metrics": [{"key": m.key, "direction": m.direction, "ranks": m.ranks,
                      **({"human_best": board.best(m.key, m.higher_is_better)} if m.ranks else {})} for m in task.metrics],
-        "n_humans": board.n, "source": task.source, "data": _data_status(task, Path(args.data_dir)),
+        "n_humans": board.n, "source": task.source, "data": data_status(task, Path(args.data_dir)),
     }
     if args.json:
         print(_json(info))
@@ -181,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=str(default_data_dir()))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
+
+    from .data.prepare import add_prepare_arguments, run_prepare
+
+    p = sub.add_parser("prepare", help="download and prepare real challenge data (TASK or all)")
+    add_prepare_arguments(p)
+    p.set_defaults(func=run_prepare)
 
     p = sub.add_parser("rank", help="rank metric values against the human leaderboard")
     p.add_argument("task")

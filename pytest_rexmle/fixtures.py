@@ -31,7 +31,7 @@ from .run import RunFolder, crash_reason, execute, find_resumable, run_key, time
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
-__all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
@@ -66,8 +66,30 @@ def rexmle_task(request, rexmle_task_id) -> Task:
     return task
 
 
+@pytest.fixture(scope="session")
+def rexmle_preparer(rexmle_settings):
+    """With --rexmle-prepare: a function that prepares a task once (file-locked across xdist workers)."""
+    if not rexmle_settings.prepare:
+        return None
+    from .data.prepare import prepare_task
+
+    done: dict[str, object] = {}
+
+    def prepare(task):
+        from .data.prepare import ManualDownloadRequired
+
+        if task.id not in done:
+            try:
+                done[task.id] = prepare_task(task, rexmle_settings.data_dir, progress=False)
+            except ManualDownloadRequired as exc:  # a gated source: the user must fetch a file by hand
+                pytest.skip(str(exc))
+        return done[task.id]
+
+    return prepare
+
+
 @pytest.fixture
-def rexmle_data(rexmle_task, rexmle_settings):
+def rexmle_data(rexmle_task, rexmle_settings, rexmle_preparer):
     from .data.store import prepared_data, synthetic_data
 
     if rexmle_settings.data == "synthetic":
@@ -75,7 +97,9 @@ def rexmle_data(rexmle_task, rexmle_settings):
     try:
         return prepared_data(rexmle_task, rexmle_settings.data_dir)
     except DataNotPreparedError as exc:
-        pytest.skip(str(exc))
+        if rexmle_preparer is None:
+            pytest.skip(f"{exc} (or pass --rexmle-prepare)")
+    return rexmle_preparer(rexmle_task)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ OPTIONS = [
     ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
     ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
     ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this (0..1, default 0)", "float", 0.0),
+    ("--rexmle-prepare", "rexmle_prepare", "prepare missing real data on demand (downloads; locked, so xdist-safe)", "bool", False),
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
     ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
     ("--rexmle-seed", "rexmle_seed", "seed of the synthetic twins", "int", 0),
@@ -81,6 +82,7 @@ class Settings:
     seed: int
     gpus: tuple[str, ...] = field(default=())
     network: str = "bridge"
+    prepare: bool = False
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
@@ -126,6 +128,7 @@ def read_settings(config: pytest.Config) -> Settings:
         report_dir=folder(v["rexmle_report_dir"]),
         min_percentile=min_pct,
         resume=bool(v["rexmle_resume"]),
+        prepare=bool(v["rexmle_prepare"]),
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
         gpus=tuple(_session_gpus(config, v["rexmle_gpus"])),

@@ -1,0 +1,90 @@
+"""``rexmle prepare``: real releases → the prepared layout of challenges.md §0.2.
+
+Public API (wired into the plugin and the CLI by their owners):
+
+* ``prepare_task(task, data_dir, raw_archive=None, progress=True) -> TaskData`` — locked, idempotent,
+  atomic preparation of one task (download, safe extraction, split, manifest);
+* ``data_status(task, data_dir) -> dict`` — "not downloaded" | "raw" | "prepared", counts and bytes;
+* ``add_prepare_arguments(parser)`` and ``run_prepare(args) -> int`` — the ``rexmle prepare`` sub-command.
+
+Modules: ``download`` (Zenodo/figshare APIs, resumable verified HTTP), ``extract`` (safe zip/tar),
+``sources`` (raw parts per competition, shared ``raw/<source>/``), ``core`` (the task transaction),
+``layout`` (preparer helpers) and one preparer module per competition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ...errors import RexmleError
+from ...paths import default_data_dir
+from .core import RULE_VERSION, data_status, prepare_task
+from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
+from .sources import parts_for
+
+
+def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``rexmle prepare TASK|all``."""
+    parser.add_argument("task", help="task id, reference id, or 'all'")
+    parser.add_argument("--data-dir", default=str(default_data_dir()),
+                        help="data root holding raw/ and one folder per task (default: $REXMLE_DATA_DIR "
+                             "or ~/.cache/rexmle/data)")
+    parser.add_argument("--raw-archive", action="append", default=[], metavar="PATH",
+                        help="a raw file downloaded by hand (Google Drive sources, or any archive you already "
+                             "have); repeat for several files")
+    parser.add_argument("--no-progress", action="store_true", help="no download progress bars")
+    parser.add_argument("--keep-archives", action="store_true",
+                        help="keep downloaded archives after extraction (default: delete them)")
+    parser.add_argument("--verify", action="store_true",
+                        help="re-hash every prepared file against the manifest (default: sizes only)")
+
+
+def _archives_for(task, archives: list[Path], many: bool) -> list[Path]:
+    """With ``all``, offer each task only the archives whose names one of its parts expects."""
+    if not many:
+        return archives
+    import re
+
+    out = []
+    for path in archives:
+        for part in parts_for(task):
+            if (part.files and path.name in part.files) or (part.pattern and re.search(part.pattern, path.name)):
+                out.append(path)
+                break
+    return out
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """Prepare the selected tasks; 0 when all are prepared, 1 when any could not be (reason printed)."""
+    from ...task import get_task, registry
+
+    tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
+    archives = [Path(p).expanduser() for p in args.raw_archive]
+    data_dir = Path(args.data_dir).expanduser()
+    failed = 0
+    for task in tasks:
+        try:
+            data = prepare_task(task, data_dir, _archives_for(task, archives, len(tasks) > 1),
+                                progress=not args.no_progress, verify=args.verify,
+                                keep_archives=args.keep_archives)
+        except ManualDownloadRequired as exc:
+            print(f"rexmle prepare: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        except RexmleError as exc:
+            print(f"rexmle prepare: {task.id}: failed: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        status = data_status(task, data_dir)
+        counts = status.get("counts") or {}
+        print(f"{task.id}: prepared in {data.root} ({counts.get('train', '?')} train / {counts.get('test', '?')} test, "
+              f"{status.get('files', '?')} files, {status.get('bytes', 0) / 1e6:.1f} MB)")
+    if failed and len(tasks) > 1:
+        print(f"rexmle prepare: {failed} of {len(tasks)} task(s) not prepared", file=sys.stderr)
+    return 1 if failed else 0
+
+
+__all__ = ["prepare_task", "data_status", "add_prepare_arguments", "run_prepare", "RULE_VERSION", "PrepareError",
+           "ManualDownloadRequired", "ChecksumMismatch", "UnsafeArchive", "NotEnoughDiskSpace"]

@@ -1,0 +1,236 @@
+"""Preparing one task: locked, idempotent, atomic (challenges.md §0.2).
+
+The sequence is: take the task's file lock; if a manifest exists and the files it lists are intact,
+return at once (a second run touches nothing); otherwise make the raw parts present (under the raw
+source's own lock), build ``public/`` and ``private/`` in a temporary folder next to the final one,
+write ``private/prepare_manifest.json`` last, and rename the folder into place. A crash at any point
+leaves either the previous state or a hidden ``.prepare-*`` folder that the next run deletes; never a
+``<task>/`` folder with a manifest that is not true.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from filelock import FileLock
+
+from ...result import write_json_atomic
+from ...task import Task
+from ..store import MANIFEST, TaskData
+from .errors import PrepareError
+from .layout import Context
+from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
+
+#: bump when a preparer's output changes; prepared folders of another version are rebuilt
+RULE_VERSION = "prepare-1"
+LOCKS = ".locks"
+
+#: project id → "module:function" under this package
+PREPARERS: dict[str, str] = {
+    "usenhance": "usenhance:prepare",
+    "ldct-iqa": "ldct:prepare",
+    "panther-t1": "panther:prepare_task1",
+    "panther-t2": "panther:prepare_task2",
+    "seg-a": "sega:prepare",
+    "dentex": "dentex:prepare",
+    "topcow-cta-seg": "topcow:prepare_segmentation",
+    "topcow-mra-seg": "topcow:prepare_segmentation",
+    "topcow-cta-det": "topcow:prepare_boxes",
+    "topcow-mra-det": "topcow:prepare_boxes",
+    "topcow-cta-cls": "topcow:prepare_edges",
+    "topcow-mra-cls": "topcow:prepare_edges",
+    "puma-t1-tissue-seg": "puma:prepare_tissue",
+    "puma-t2-tissue-seg": "puma:prepare_tissue",
+    "puma-t1-nuclei-det": "puma:prepare_nuclei_track1",
+    "puma-t2-nuclei-det": "puma:prepare_nuclei_track2",
+    "isles22": "isles:prepare",
+    "cellseg": "cellseg:prepare",
+    "topbrain-cta-seg": "topbrain:prepare",
+    "topbrain-mra-seg": "topbrain:prepare",
+}
+
+
+def load_preparer(task: Task):
+    try:
+        module_name, _, attr = PREPARERS[task.id].partition(":")
+    except KeyError:
+        raise PrepareError(f"{task.id}: no preparer for this task") from None
+    return getattr(importlib.import_module(f"{__package__}.{module_name}"), attr)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _inventory(root: Path) -> tuple[dict[str, str], dict[str, int]]:
+    hashes, sizes = {}, {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == f"private/{MANIFEST}":
+            continue
+        hashes[rel] = _sha256(path)
+        sizes[rel] = path.stat().st_size
+    return hashes, sizes
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((root / "private" / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def manifest_ok(task: Task, root: Path, full: bool = False) -> bool:
+    """The prepared folder matches its manifest (sizes always; SHA-256 too when ``full``)."""
+    data = read_manifest(root)
+    if not data or data.get("project_id") != task.id or data.get("kind") != "prepared" \
+            or data.get("rule_version") != RULE_VERSION or data.get("task_version") != task.version:
+        return False
+    files, sizes = data.get("files"), data.get("file_sizes")
+    if not isinstance(files, dict) or not isinstance(sizes, dict) or set(files) != set(sizes):
+        return False
+    for rel, size in sizes.items():
+        path = root / rel
+        try:
+            if path.stat().st_size != size:
+                return False
+        except OSError:
+            return False
+        if full and _sha256(path) != files[rel]:
+            return False
+    return True
+
+
+def _refresh_description(task: Task, root: Path) -> None:
+    """Keep public/description.md in step with the task folder without rebuilding the data."""
+    if not task.description_path.is_file():
+        return
+    target = root / "public" / "description.md"
+    data = read_manifest(root) or {}
+    current = _sha256(task.description_path)
+    if data.get("files", {}).get("public/description.md") == current and target.is_file():
+        return
+    tmp = target.with_name(".description.md.tmp")
+    shutil.copyfile(task.description_path, tmp)
+    os.replace(tmp, target)
+    data["files"]["public/description.md"] = current
+    data["file_sizes"]["public/description.md"] = target.stat().st_size
+    write_json_atomic(root / "private" / MANIFEST, data)
+
+
+def _remove_quietly(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[Path] | None = None,
+                 progress: bool = True, *, verify: bool = False, keep_archives: bool = False) -> TaskData:
+    """Prepare ``task`` under ``data_dir`` (download, extract, split, write); idempotent and locked.
+
+    ``raw_archive``: file(s) downloaded by hand (required for Google Drive sources). ``verify``: re-hash
+    every prepared file instead of comparing sizes. ``keep_archives``: keep downloads after extraction.
+    """
+    if isinstance(task, str):
+        from ...task import get_task
+
+        task = get_task(task)
+    data_dir = Path(data_dir).expanduser().absolute()
+    archives = [] if raw_archive is None else [Path(raw_archive)] if isinstance(raw_archive, (str, Path)) \
+        else [Path(p) for p in raw_archive]
+    final = data_dir / task.id
+    (data_dir / LOCKS).mkdir(parents=True, exist_ok=True)
+    with FileLock(str(data_dir / LOCKS / f"{task.id}.lock")):
+        if manifest_ok(task, final, full=verify):
+            _refresh_description(task, final)
+            return TaskData(task.id, "prepared", final)
+        for stale in data_dir.glob(f".prepare-{task.id}.*"):
+            _remove_quietly(stale)
+        if final.exists():  # incomplete, stale or tampered: out of sight first, then rebuilt
+            aside = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.old.", dir=data_dir))
+            os.replace(final, aside / "old")
+            _remove_quietly(aside)
+        preparer = load_preparer(task)
+        raw = ensure_raw(task, data_dir, archives, progress, keep_archives)
+        tmp = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.", dir=data_dir))
+        try:
+            ctx = Context(task, raw, tmp / "public", tmp / "private", tmp / ".scratch")
+            for folder in (ctx.public, ctx.private, ctx.scratch):
+                folder.mkdir(parents=True)
+            started = time.time()
+            counts = preparer(ctx)
+            shutil.rmtree(ctx.scratch)
+            if task.description_path.is_file():
+                shutil.copyfile(task.description_path, ctx.public / "description.md")
+            _check_layout(task, tmp)
+            hashes, sizes = _inventory(tmp)
+            write_json_atomic(ctx.private / MANIFEST, {
+                "project_id": task.id, "reference_id": task.reference_id, "kind": "prepared",
+                "rule_version": RULE_VERSION, "task_version": task.version,
+                "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "seconds": round(time.time() - started, 1),
+                "source": _source_record(task, raw), "counts": counts,
+                "bytes": sum(sizes.values()), "resampled_labels": ctx.resampled, "warnings": ctx.warnings,
+                "notes": ctx.notes, "files": hashes, "file_sizes": sizes,
+            })
+            os.replace(tmp, final)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
+    return TaskData(task.id, "prepared", final)
+
+
+def _check_layout(task: Task, root: Path) -> None:
+    """The §0.2 minimum every prepared task must have; a preparer bug must not ship a partial task."""
+    required = ["public/sample_submission.csv", "private/answers.csv", "private/split.json"]
+    missing = [r for r in required if not (root / r).is_file()]
+    if missing:
+        raise PrepareError(f"{task.id}: preparer did not write {missing}")
+
+
+def _source_record(task: Task, raw: Path) -> dict[str, Any]:
+    parts = {}
+    for part in parts_for(task):
+        try:
+            parts[part.name] = json.loads((raw / STATE / f"{part.dest}.done.json").read_text())
+        except (OSError, ValueError):
+            parts[part.name] = None
+    return {**{k: v for k, v in task.source.items() if k in ("raw", "type", "record_id", "article_id", "file_id")},
+            "parts": parts}
+
+
+def data_status(task: Task, data_dir: Path) -> dict[str, Any]:
+    """Where a task's data stands: "prepared" (with counts and bytes), "raw" or "not downloaded"."""
+    data_dir = Path(data_dir).expanduser().absolute()
+    root = data_dir / task.id
+    raw = raw_dir(task, data_dir)
+    parts = {p.name: part_done(raw, p) for p in parts_for(task)}
+    command = f"rexmle prepare {task.id} --data-dir {data_dir}"
+    info = read_manifest(root)
+    if info is not None and manifest_ok(task, root):
+        return {"status": "prepared", "path": str(root), "counts": info.get("counts"),
+                "files": len(info.get("files", {})), "bytes": int(info.get("bytes", 0)),
+                "rule_version": info.get("rule_version"), "raw": str(raw), "raw_parts": parts}
+    raw_bytes = 0
+    for part in parts_for(task):
+        try:
+            raw_bytes += sum(f["bytes"] for f in json.loads((raw / STATE / f"{part.dest}.done.json").read_text())["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    if parts and all(parts.values()):
+        return {"status": "raw", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
+                "prepare": command}
+    return {"status": "not downloaded", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
+            "prepare": command}

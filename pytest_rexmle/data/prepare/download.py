@@ -1,0 +1,270 @@
+"""Downloading release files: Zenodo/figshare file lists, resumable HTTP, MD5 checks, retries.
+
+Releases are large (TopCoW 14 GB, CellSeg 21 GB, DENTEX 11 GB) and servers drop connections, so a
+download is written to ``<name>.part`` and continued with an HTTP ``Range`` request after any failure,
+within one call (retries with exponential back-off) or in a later run. A finished file is accepted only
+when its size and MD5 match what the source's API publishes; a mismatch deletes the file, so a corrupt
+copy is never extracted. Only the standard library is used for HTTP (no extra dependency, and urllib
+keeps the Range header across the redirects figshare and Zenodo issue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ChecksumMismatch, NotEnoughDiskSpace, PrepareError
+
+ZENODO_ENV = "REXMLE_ZENODO_URL"
+ZENODO_DEFAULT = "https://zenodo.org"
+FIGSHARE_ENV = "REXMLE_FIGSHARE_URL"
+FIGSHARE_DEFAULT = "https://api.figshare.com"
+BACKOFF_ENV = "REXMLE_DOWNLOAD_BACKOFF"
+USER_AGENT = "pytest-rexmle (+https://github.com/; rexmle prepare)"
+CHUNK = 1 << 20
+TIMEOUT = 60.0
+RETRIES = 6
+#: free space kept in reserve beyond what a download or an extraction needs
+DISK_MARGIN = 1 << 30
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One downloadable file as the source's API describes it."""
+
+    name: str
+    url: str
+    size: int | None = None
+    md5: str | None = None
+
+
+def zenodo_base() -> str:
+    return os.environ.get(ZENODO_ENV, ZENODO_DEFAULT).rstrip("/")
+
+
+def figshare_base() -> str:
+    return os.environ.get(FIGSHARE_ENV, FIGSHARE_DEFAULT).rstrip("/")
+
+
+def _backoff() -> float:
+    try:
+        return max(0.0, float(os.environ.get(BACKOFF_ENV, "2")))
+    except ValueError:
+        return 2.0
+
+
+def _request(url: str, headers: dict[str, str] | None = None) -> urllib.request.Request:
+    return urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in (408, 425, 429) or exc.code >= 500
+    return isinstance(exc, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError,
+                            socket.timeout, OSError))
+
+
+def fetch_json(url: str, retries: int = RETRIES) -> Any:
+    """GET a JSON document, retrying transient failures with back-off."""
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(_request(url, {"Accept": "application/json"}), timeout=TIMEOUT) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not _retryable(exc) or attempt == retries:
+                raise PrepareError(f"cannot read {url}: {exc}") from None
+            time.sleep(_backoff() * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+def zenodo_files(record_id: str) -> list[RemoteFile]:
+    """The files of a Zenodo record (name, size, MD5, download link) from the records REST API."""
+    base = zenodo_base()
+    url = f"{base}/api/records/{record_id}"
+    data = fetch_json(url)
+    entries = data.get("files") if isinstance(data, dict) else None
+    if isinstance(entries, dict):  # InvenioRDM may nest the list under "entries"
+        entries = entries.get("entries")
+    if not isinstance(entries, list):
+        raise PrepareError(f"{url}: the record lists no files")
+    out = []
+    for entry in entries:
+        key = entry.get("key") or entry.get("filename")
+        link = (entry.get("links") or {}).get("self") or (entry.get("links") or {}).get("content")
+        if not key or not link:
+            continue
+        checksum = str(entry.get("checksum") or "")
+        md5 = checksum.split(":", 1)[1] if checksum.startswith("md5:") else None
+        out.append(RemoteFile(key, urllib.parse.urljoin(base + "/", link), _int(entry.get("size")), md5))
+    return out
+
+
+def figshare_files(article_id: str, version: int | None = None) -> list[RemoteFile]:
+    """The files of a figshare article version (public API v2: name, size, computed MD5, download URL)."""
+    base = figshare_base()
+    url = f"{base}/v2/articles/{article_id}" + (f"/versions/{version}" if version else "")
+    data = fetch_json(url)
+    out = []
+    for entry in data.get("files", []) if isinstance(data, dict) else []:
+        if entry.get("is_link_only"):
+            continue
+        md5 = entry.get("computed_md5") or entry.get("supplied_md5") or None
+        out.append(RemoteFile(entry["name"], urllib.parse.urljoin(base + "/", entry["download_url"]),
+                              _int(entry.get("size")), md5))
+    return out
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def md5_of(path: Path) -> str:
+    digest = hashlib.md5()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def free_bytes(path: Path) -> int:
+    """Free space on the file system holding ``path`` (its nearest existing ancestor)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def require_space(path: Path, need: int, what: str) -> None:
+    free = free_bytes(path)
+    if need + DISK_MARGIN > free:
+        raise NotEnoughDiskSpace(
+            f"{what} needs about {_human(need)} (+{_human(DISK_MARGIN)} reserve) in {path}, "
+            f"but only {_human(free)} is free; free some space or use --data-dir on a larger disk")
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n} B"
+
+
+def _progress(name: str, total: int | None, initial: int, enabled: bool):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # progress is a nicety; never fail a download for it
+        return None
+    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
+                disable=not enabled, leave=True)
+
+
+def _verified_marker(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".md5")
+
+
+def is_downloaded(remote: RemoteFile, dest: Path) -> bool:
+    """True when ``dest`` was completed and verified by an earlier run (sidecar MD5 file)."""
+    marker = _verified_marker(dest)
+    if not dest.is_file() or not marker.is_file():
+        return False
+    if remote.size is not None and dest.stat().st_size != remote.size:
+        return False
+    return remote.md5 is None or marker.read_text().strip() == remote.md5
+
+
+def download(remote: RemoteFile, dest: Path, progress: bool = True, retries: int = RETRIES) -> Path:
+    """Fetch ``remote`` to ``dest`` (resuming ``dest.part``), verify size and MD5, return ``dest``."""
+    if is_downloaded(remote, dest):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    if remote.size is not None:
+        require_space(dest.parent, max(remote.size - have, 0), f"downloading {remote.name}")
+    for attempt in range(retries + 1):
+        try:
+            _fetch_into(remote, part, progress)
+            break
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if isinstance(exc, PrepareError) or not _retryable(exc) or attempt == retries:
+                if isinstance(exc, PrepareError):
+                    raise
+                raise PrepareError(f"downloading {remote.name} from {remote.url} failed after "
+                                   f"{attempt + 1} attempt(s): {exc}; run the command again to resume") from None
+            time.sleep(_backoff() * 2 ** attempt)
+    size = part.stat().st_size
+    if remote.size is not None and size != remote.size:
+        part.unlink(missing_ok=True)
+        raise ChecksumMismatch(f"{remote.name}: downloaded {size} bytes, the source lists {remote.size}; "
+                               "the file was deleted, run the command again")
+    digest = md5_of(part)
+    if remote.md5 is not None and digest != remote.md5.lower():
+        part.unlink(missing_ok=True)
+        raise ChecksumMismatch(f"{remote.name}: MD5 {digest} differs from the published {remote.md5} "
+                               f"({remote.url}); the file was deleted, run the command again")
+    os.replace(part, dest)
+    _verified_marker(dest).write_text(digest + "\n")
+    return dest
+
+
+def _fetch_into(remote: RemoteFile, part: Path, progress: bool) -> None:
+    """One attempt: continue ``part`` from its current size; raises on any transport failure."""
+    offset = part.stat().st_size if part.exists() else 0
+    if remote.size is not None and offset > remote.size:
+        part.unlink()
+        offset = 0
+    if remote.size is not None and offset == remote.size:
+        return
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    try:
+        resp = urllib.request.urlopen(_request(remote.url, headers), timeout=TIMEOUT)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and offset:  # our part is longer than the file: start again
+            part.unlink(missing_ok=True)
+        raise
+    with resp:
+        status = getattr(resp, "status", 200)
+        if offset and status == 206:
+            content_range = resp.headers.get("Content-Range", "")
+            if not content_range.startswith(f"bytes {offset}-"):
+                part.unlink(missing_ok=True)
+                raise ConnectionError(f"server answered Range {offset}- with {content_range!r}; restarting")
+            mode = "ab"
+        else:  # 200: the server ignored the Range header, so the whole file comes again
+            offset, mode = 0, "wb"
+        length = _int(resp.headers.get("Content-Length"))
+        expected_end = offset + length if length is not None else None
+        bar = _progress(remote.name, remote.size, offset, progress)
+        written = offset
+        try:
+            with part.open(mode) as fh:
+                while True:
+                    block = resp.read(CHUNK)
+                    if not block:
+                        break
+                    fh.write(block)
+                    written += len(block)
+                    if bar is not None:
+                        bar.update(len(block))
+        finally:
+            if bar is not None:
+                bar.close()
+    if expected_end is not None and written < expected_end:
+        raise http.client.IncompleteRead(b"", expected_end - written)
+    if remote.size is not None and written < remote.size:
+        raise ConnectionError(f"{remote.name}: connection closed after {written} of {remote.size} bytes")

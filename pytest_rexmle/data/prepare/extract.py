@@ -1,0 +1,193 @@
+"""Safe extraction of zip and tar archives downloaded from the internet.
+
+A release archive is untrusted input: a member named ``../../.bashrc`` or ``/etc/x`` (zip-slip), a link
+pointing outside the folder, a device file, or a "zip bomb" would otherwise write anywhere or fill the
+disk. Every member is therefore checked before anything is written, sizes are limited both as declared
+and as actually streamed, and links are never materialised (a link to a place inside the folder is
+skipped with a note; one pointing outside rejects the whole archive). Extraction goes to a temporary
+sibling folder that is renamed into place, so an interrupted extraction never looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .download import require_space
+from .errors import UnsafeArchive
+
+COPY_CHUNK = 1 << 20
+SKIP_PREFIXES = ("__MACOSX/",)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds an archive must respect (defaults are far above every real release)."""
+
+    max_total_bytes: int = 200 * 1024 ** 3
+    max_members: int = 2_000_000
+    max_ratio: float = 2000.0  # uncompressed / compressed, zip only, for members above 1 MiB
+
+
+@dataclass
+class ExtractReport:
+    files: int = 0
+    bytes: int = 0
+    skipped_links: list[str] = field(default_factory=list)
+
+
+def is_archive(path: Path) -> bool:
+    name = path.name.lower()
+    return name.endswith((".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
+
+
+def _safe_relpath(name: str, archive: Path) -> PurePosixPath | None:
+    """The member's path relative to the destination, or raise when it would leave it."""
+    cleaned = name.replace("\\", "/")
+    if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
+        raise UnsafeArchive(f"{archive.name}: member {name!r} has an absolute path; refusing to extract")
+    parts = [p for p in PurePosixPath(cleaned).parts if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise UnsafeArchive(f"{archive.name}: member {name!r} leaves the extraction folder ('..'); refusing to extract")
+    if not parts or cleaned.startswith(SKIP_PREFIXES):
+        return None
+    return PurePosixPath(*parts)
+
+
+def _link_inside(member: PurePosixPath, target: str, hard: bool) -> bool:
+    target = target.replace("\\", "/")
+    if target.startswith("/"):
+        return False
+    base = PurePosixPath() if hard else member.parent
+    depth = 0
+    for part in (base / target).parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return False
+    return True
+
+
+def _check_totals(archive: Path, count: int, total: int, limits: Limits) -> None:
+    if count > limits.max_members:
+        raise UnsafeArchive(f"{archive.name}: {count} members exceed the limit of {limits.max_members}")
+    if total > limits.max_total_bytes:
+        raise UnsafeArchive(f"{archive.name}: {total} uncompressed bytes exceed the limit of {limits.max_total_bytes}")
+
+
+def _copy_limited(src, dst: Path, budget: list[int], archive: Path, name: str) -> int:
+    """Stream one member, counting real bytes against the archive budget (declared sizes can lie)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with dst.open("wb") as out:
+        while True:
+            block = src.read(COPY_CHUNK)
+            if not block:
+                break
+            written += len(block)
+            budget[0] -= len(block)
+            if budget[0] < 0:
+                raise UnsafeArchive(f"{archive.name}: member {name!r} expands beyond the size limit")
+            out.write(block)
+    return written
+
+
+def _extract_zip(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        plan = []
+        total = 0
+        for info in infos:
+            rel = _safe_relpath(info.filename, archive)
+            mode = info.external_attr >> 16
+            if rel is None:
+                continue
+            if stat.S_ISLNK(mode):
+                target = zf.read(info).decode("utf-8", "replace")
+                if not _link_inside(rel, target, hard=False):
+                    raise UnsafeArchive(f"{archive.name}: link {info.filename!r} points outside the folder ({target!r})")
+                report.skipped_links.append(str(rel))
+                continue
+            if info.is_dir():
+                plan.append((rel, None))
+                continue
+            if info.file_size > 1 << 20 and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+                raise UnsafeArchive(f"{archive.name}: member {info.filename!r} has a compression ratio above "
+                                    f"{limits.max_ratio:g} (zip bomb?)")
+            total += info.file_size
+            plan.append((rel, info))
+        _check_totals(archive, len(plan), total, limits)
+        require_space(dest.parent, total, f"extracting {archive.name}")
+        budget = [limits.max_total_bytes]
+        for rel, info in plan:
+            target = dest.joinpath(*rel.parts)
+            if info is None:
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            with zf.open(info) as src:
+                report.bytes += _copy_limited(src, target, budget, archive, info.filename)
+            report.files += 1
+
+
+def _extract_tar(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
+    with tarfile.open(archive) as tf:
+        members = tf.getmembers()
+        plan = []
+        total = 0
+        for m in members:
+            rel = _safe_relpath(m.name, archive)
+            if rel is None:
+                continue
+            if m.issym() or m.islnk():
+                if not _link_inside(rel, m.linkname, hard=m.islnk()):
+                    raise UnsafeArchive(f"{archive.name}: link {m.name!r} points outside the folder ({m.linkname!r})")
+                report.skipped_links.append(str(rel))
+                continue
+            if m.isdir():
+                plan.append((rel, None))
+                continue
+            if not m.isfile():
+                raise UnsafeArchive(f"{archive.name}: member {m.name!r} is a device, FIFO or other special file")
+            total += m.size
+            plan.append((rel, m))
+        _check_totals(archive, len(plan), total, limits)
+        require_space(dest.parent, total, f"extracting {archive.name}")
+        budget = [limits.max_total_bytes]
+        for rel, m in plan:
+            target = dest.joinpath(*rel.parts)
+            if m is None:
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            src = tf.extractfile(m)
+            if src is None:
+                continue
+            with src:
+                report.bytes += _copy_limited(src, target, budget, archive, m.name)
+            report.files += 1
+
+
+def safe_extract(archive: Path, dest: Path, limits: Limits | None = None) -> ExtractReport:
+    """Extract ``archive`` into the new folder ``dest`` (must not exist), atomically."""
+    limits = limits or Limits()
+    if dest.exists():
+        raise FileExistsError(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".extract-{dest.name}.", dir=dest.parent))
+    report = ExtractReport()
+    try:
+        if zipfile.is_zipfile(archive):
+            _extract_zip(archive, tmp, limits, report)
+        elif tarfile.is_tarfile(archive):
+            _extract_tar(archive, tmp, limits, report)
+        else:
+            raise UnsafeArchive(f"{archive.name}: neither a zip nor a tar archive")
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report

@@ -1,0 +1,184 @@
+"""What every per-competition preparer shares: finding raw files, placing prepared files, geometry.
+
+A preparer maps one release's raw layout onto the prepared layout of its spec section. It receives a
+``Context`` whose ``public``/``private`` folders are inside a temporary build folder (renamed into
+place only when everything succeeded), and records what the manifest must say (counts, resampled
+labels, notes such as DENTEX category names) on the context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+import SimpleITK as sitk
+
+from ...imaging import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
+from ...task import Task
+from ..split import split_ids, write_split
+from ..synthetic.common import write_answers, write_csv, write_sample_submission
+from .errors import PrepareError
+
+IGNORED_PARTS = ("__MACOSX", ".rexmle")
+
+
+@dataclass
+class Context:
+    task: Task
+    raw: Path
+    public: Path
+    private: Path
+    scratch: Path
+    notes: dict[str, Any] = field(default_factory=dict)
+    resampled: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    # -- finding raw files ---------------------------------------------------------------------------
+    def files(self, pattern: str, root: Path | None = None) -> list[Path]:
+        """Regular files under ``root`` (default: the raw folder) matching a glob, macOS debris excluded."""
+        base = root or self.raw
+        return sorted(p for p in base.rglob(pattern) if p.is_file() and not _ignored(p, base)
+                      and not p.name.startswith("._"))
+
+    def find_dir(self, name: str, root: Path | None = None, contains: Iterable[str] = ()) -> Path:
+        """The single folder called ``name`` (holding every entry of ``contains``) under the raw folder."""
+        base = root or self.raw
+        hits = sorted(p for p in base.rglob(name) if p.is_dir() and not _ignored(p, base)
+                      and all((p / c).exists() for c in contains))
+        if len(hits) != 1:
+            where = ", ".join(str(h) for h in hits[:5])
+            raise PrepareError(f"{self.task.id}: expected one folder named {name!r} under {base}, found "
+                               f"{len(hits)}{': ' + where if hits else ''}; is the raw release complete?")
+        return hits[0]
+
+    # -- writing prepared files ----------------------------------------------------------------------
+    def place(self, src: Path, dst: Path) -> None:
+        """Put a raw file into the prepared layout unchanged: a hard link when possible, else a copy.
+
+        Hard links keep the six TopCoW tasks from holding six copies of the same volumes; every consumer
+        only reads prepared files, and raw files are never rewritten in place (re-extraction creates
+        new files), so sharing the inode is safe.
+        """
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    # -- the 3-D label-geometry rule of §0.4 ---------------------------------------------------------
+    def place_label(self, case_id: str, image: Path, label: Path, dst: Path) -> None:
+        """Copy ``label`` to ``dst`` if its grid equals the image's, else resample it (nearest neighbour).
+
+        Agents predict on the image grid and graders require that exact grid, so the ground truth must
+        sit on it; a resampling is recorded in the manifest with both geometries.
+        """
+        ref, lab = reference_geometry(image), reference_geometry(label)
+        difference = geometry_difference(lab, ref)
+        if difference is None:
+            self.place(label, dst)
+            return
+        img = sitk.ReadImage(str(label))
+        out = sitk.Resample(img, ref, sitk.Transform(), sitk.sitkNearestNeighbor, 0, img.GetPixelID())
+        write_volume(out, dst)
+        self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
+                               "from": geometry(lab), "to": geometry(ref)})
+
+
+def _ignored(path: Path, base: Path) -> bool:
+    return any(part in IGNORED_PARTS for part in path.relative_to(base).parts)
+
+
+def geometry(img: sitk.Image) -> dict[str, list]:
+    return {"size": list(img.GetSize()), "spacing": list(img.GetSpacing()), "origin": list(img.GetOrigin()),
+            "direction": list(img.GetDirection())}
+
+
+def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
+    """None when the grids agree within the §0.4 tolerances, else which property differs."""
+    if a.GetDimension() != b.GetDimension():
+        return "dimension"
+    if a.GetSize() != b.GetSize():
+        return "size"
+    for name, x, y, tol in (("spacing", a.GetSpacing(), b.GetSpacing(), SPACING_TOL),
+                            ("origin", a.GetOrigin(), b.GetOrigin(), ORIGIN_TOL),
+                            ("direction", a.GetDirection(), b.GetDirection(), DIRECTION_TOL)):
+        if np.max(np.abs(np.subtract(x, y))) > tol:
+            return name
+    return None
+
+
+def write_volume(img: sitk.Image, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sitk.WriteImage(img, str(path), useCompression=True)
+
+
+def unique_ids(pairs: Iterable[tuple[str, Path]], what: str, task: Task) -> dict[str, Path]:
+    """id → file, failing loudly when two raw files map to one case id (§0.3)."""
+    out: dict[str, Path] = {}
+    for case_id, path in pairs:
+        if case_id in out:
+            raise PrepareError(f"{task.id}: two raw {what} files map to the case id {case_id!r}: "
+                               f"{out[case_id]} and {path}")
+        out[case_id] = path
+    return out
+
+
+def complete_ids(task: Task, required: Mapping[str, Mapping[str, Path]], ctx: Context) -> list[str]:
+    """Ids that have every required file; the others are reported in the manifest, never silently kept."""
+    sets = {name: set(files) for name, files in required.items()}
+    everything = set().union(*sets.values()) if sets else set()
+    ids = sorted(set.intersection(*sets.values())) if sets else []
+    dropped = {i: sorted(n for n, s in sets.items() if i not in s) for i in sorted(everything - set(ids))}
+    if dropped:
+        ctx.notes["incomplete_cases"] = {i: {"missing": m} for i, m in dropped.items()}
+    if not ids:
+        raise PrepareError(f"{task.id}: no complete case found in {ctx.raw} (needed: {', '.join(required)})")
+    return ids
+
+
+def stem_of(path: Path, suffixes: tuple[str, ...]) -> str:
+    name = path.name
+    for suffix in suffixes:
+        if name.lower().endswith(suffix.lower()):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def split_and_record(ids: Iterable[str], ctx: Context) -> tuple[list[str], list[str]]:
+    train, test = split_ids(ids)
+    write_split(ctx.private, train, test)
+    return train, test
+
+
+def standard_outputs(ctx: Context, test: list[str], column: str, path_of: Callable[[str], str],
+                     answer_column: str, answers: Mapping[str, str]) -> None:
+    """sample_submission.csv (conventional prediction paths) and answers.csv, as the twins write them."""
+    write_sample_submission(ctx.public, ctx.task.id_column, column, test, path_of)
+    write_answers(ctx.private, ctx.task.id_column, answer_column, answers)
+
+
+PID = re.compile(r"^[^/\\\x00-\x1f]+$")
+
+
+def check_id(task: Task, case_id: str, source: Path) -> str:
+    """Case ids become file names; refuse anything that is not a plain file-name token."""
+    if not PID.match(case_id) or case_id.startswith(".") or case_id != case_id.strip():
+        raise PrepareError(f"{task.id}: raw file {source} gives the unusable case id {case_id!r}")
+    return case_id
+
+
+__all__ = ["Context", "write_csv", "geometry", "geometry_difference", "write_volume", "unique_ids", "complete_ids",
+           "stem_of", "split_and_record", "standard_outputs", "check_id"]

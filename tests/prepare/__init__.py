@@ -1,0 +1,1 @@
+"""Tests of ``rexmle prepare`` (downloads, extraction, per-competition preparers)."""
