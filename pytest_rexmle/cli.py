@@ -1,4 +1,4 @@
-"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth.
+"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images.
 
 Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
 usage errors, printing one clear line instead of a traceback.
@@ -171,6 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare", help="download and prepare real challenge data (TASK or all)")
     add_prepare_arguments(p)
     p.set_defaults(func=run_prepare)
+
+    from .report.merge import add_report_arguments, run_report
+
+    p = sub.add_parser("report", help="merge session reports (agents side by side, repeated runs with intervals)")
+    add_report_arguments(p)
+    p.set_defaults(func=run_report)
+
+    from .images import add_images_arguments, run_images
+
+    p = sub.add_parser("images", help="build or list the agent container images")
+    add_images_arguments(p)
+    p.set_defaults(func=run_images)
 
     p = sub.add_parser("rank", help="rank metric values against the human leaderboard")
     p.add_argument("task")

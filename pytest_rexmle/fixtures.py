@@ -13,6 +13,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
 * ``rexmle_submission`` — the submission folder the agent left.
 * ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
+* ``rexmle_judge`` (session) — the capability judge; each run gets ``capability.json`` and ``stages.json``.
 * ``rexmle_result`` — the final :class:`pytest_rexmle.result.ChallengeResult` (ranked, or FAIL).
 """
 
@@ -32,9 +33,11 @@ from .runtime.base import RunOutcome
 from .task import Task, registry
 
 __all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
-           "rexmle_submission", "rexmle_grade", "rexmle_result", "AgentRun"]
+           "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
+CAPABILITY_PROPERTY = "rexmle_capability"
+STAGES_PROPERTY = "rexmle_stages"
 TASK_PROPERTY = "rexmle_task"
 
 
@@ -161,8 +164,38 @@ def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) 
     return outcome
 
 
+@pytest.fixture(scope="session")
+def rexmle_judge(rexmle_settings):
+    """The capability judge (``--rexmle-judge``), or None with ``--rexmle-judge=none``."""
+    if rexmle_settings.judge == "none":
+        return None
+    from .capability import get_judge
+
+    return get_judge(rexmle_settings.judge, **rexmle_settings.judge_options)
+
+
+def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) -> None:
+    """Capability and stage scores of a finished run, reported next to (never inside) the percentile.
+
+    A judge failure (an unreachable LLM endpoint, say) is recorded as a warning: it must not turn a
+    graded challenge into an error.
+    """
+    from .stages import stage_scores
+
+    try:
+        capability = judge.judge_run(run_dir, task)
+        stages = stage_scores(run_dir, task, public, judge)
+    except Exception as exc:
+        item.warn(pytest.PytestWarning(f"{task.id}: capability judge failed: {type(exc).__name__}: {exc}"))
+        return
+    item.user_properties.append((CAPABILITY_PROPERTY, json.dumps(capability)))
+    item.user_properties.append((STAGES_PROPERTY, json.dumps(stages)))
+    item.user_properties.append(("stages.total", stages.get("total")))
+
+
 @pytest.fixture
-def rexmle_result(request, rexmle_task, rexmle_agent, rexmle_agent_run, rexmle_grade, rexmle_settings) -> ChallengeResult:
+def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_run, rexmle_grade, rexmle_settings,
+                  rexmle_judge) -> ChallengeResult:
     run = rexmle_agent_run
     if run.resumed is not None:
         result = run.resumed
@@ -175,6 +208,8 @@ def rexmle_result(request, rexmle_task, rexmle_agent, rexmle_agent_run, rexmle_g
             result.timings["exit_code"] = run.outcome.exit_code
         result.write(run.folder.result_path)
     record_result(request.node, result)
+    if rexmle_judge is not None and run.folder.root.is_dir():
+        _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")

@@ -16,7 +16,7 @@ OPTIONS = [
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to the agent (repeatable)", "list", []),
     ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)", "str", "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
-    ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox)", "str", "local"),
+    ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox) or docker (one container per run)", "str", "local"),
     ("--rexmle-time-limit", "rexmle_time_limit", "wall-clock seconds per agent run, overriding each task's budget", "float", None),
     ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
     ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
@@ -25,6 +25,10 @@ OPTIONS = [
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
     ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
     ("--rexmle-seed", "rexmle_seed", "seed of the synthetic twins", "int", 0),
+    ("--rexmle-judge", "rexmle_judge", "capability judge for each run's logs: rules (offline, default) or llm "
+     "(any OpenAI-compatible endpoint)", "str", "rules"),
+    ("--rexmle-judge-model", "rexmle_judge_model", "model name for --rexmle-judge=llm", "str", None),
+    ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
      "all that nvidia-smi lists); xdist workers get one each", "str", None),
     ("--rexmle-network", "rexmle_network", "container network for agents: bridge (default; agents need their LLM API) or "
@@ -43,7 +47,8 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
             parser.addini(ini, help_text, type="linelist", default=default)
         else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "none")}.get(flag)
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "none"),
+                       "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
             group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
             parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
 
@@ -83,11 +88,13 @@ class Settings:
     gpus: tuple[str, ...] = field(default=())
     network: str = "bridge"
     prepare: bool = False
+    judge: str = "rules"
+    judge_options: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
-                "gpus": list(self.gpus), "network": self.network}
+                "gpus": list(self.gpus), "network": self.network, "judge": self.judge}
 
 
 def parse_agent_options(pairs: list[str]) -> dict[str, str]:
@@ -129,6 +136,9 @@ def read_settings(config: pytest.Config) -> Settings:
         min_percentile=min_pct,
         resume=bool(v["rexmle_resume"]),
         prepare=bool(v["rexmle_prepare"]),
+        judge=v["rexmle_judge"],
+        judge_options={**parse_agent_options(list(v["rexmle_judge_options"] or [])),
+                       **({"model": v["rexmle_judge_model"]} if v["rexmle_judge_model"] else {})},
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
         gpus=tuple(_session_gpus(config, v["rexmle_gpus"])),

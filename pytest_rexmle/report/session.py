@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..fixtures import RESULT_PROPERTY, TASK_PROPERTY
+from ..fixtures import CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
 from ..result import ChallengeResult, write_json_atomic
 from .model import build_report, not_run
 from .render import markdown, terminal_lines
@@ -28,6 +28,8 @@ class SessionReporter:
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
         self.document: dict | None = None
+        self.capability: dict[str, dict] = {}
+        self.stages: dict[str, dict] = {}
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -35,6 +37,9 @@ class SessionReporter:
         task_id = props.get(TASK_PROPERTY)
         if task_id is None:
             return
+        if CAPABILITY_PROPERTY in props:
+            self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
+            self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
         if RESULT_PROPERTY in props:
             self.results[task_id] = ChallengeResult.from_json(json.loads(props[RESULT_PROPERTY]))
         elif report.skipped and task_id not in self.results:
@@ -61,6 +66,16 @@ class SessionReporter:
         out: Path = self.settings.report_dir
         write_json_atomic(out / "rexmle-report.json", doc)
         (out / "rexmle-report.md").write_text(markdown(doc), encoding="utf-8")
+        capability = None
+        if self.capability:
+            from ..capability import session_document
+
+            capability = session_document([self.capability[k] for k in sorted(self.capability)],
+                                          [self.stages[k] for k in sorted(self.stages)])
+            write_json_atomic(out / "rexmle-capability.json", capability)
+        from .html import write_html
+
+        write_html([doc], [capability] if capability else None, out / "rexmle-report.html")
         self.document = doc
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -69,7 +84,8 @@ class SessionReporter:
         terminalreporter.write_sep("=", "ReX-MLE results")
         for line in terminal_lines(self.document):
             terminalreporter.write_line(line)
-        terminalreporter.write_line(f"report: {self.settings.report_dir / 'rexmle-report.json'}")
+        terminalreporter.write_line(f"report: {self.settings.report_dir / 'rexmle-report.json'} "
+                                    f"(also .md, .html; capability in rexmle-capability.json)")
 
 
 def _safe_options(settings) -> dict:

@@ -1,0 +1,43 @@
+"""Capability analysis: which of the 13 winning strategies an agent run shows (capability.md).
+
+Entry points (wired into the plugin and the CLI by the harness):
+
+* :func:`get_judge` — ``"rules"`` (offline, deterministic, the default) or ``"llm"`` (any
+  OpenAI-compatible chat-completions endpoint); both implement :class:`Judge`.
+* ``Judge.judge_run(run_dir, task) -> dict`` — writes and returns ``<run_dir>/capability.json``.
+* :func:`aggregate` — per-agent means over runs; :func:`session_document` — the session's
+  ``rexmle-capability.json``.
+* :func:`validate_capability`, :func:`validate_agent_capability`, :func:`validate_session_capability`.
+
+The document schemas are in :mod:`pytest_rexmle.capability.schema`.
+"""
+
+from __future__ import annotations
+
+from ..errors import RexmleError
+from .base import CAPABILITY_JSON, JUDGED_STAGES, Judge
+from .schema import (aggregate, session_document, validate_agent_capability, validate_capability,
+                     validate_session_capability)
+from .strategies import Strategy, load_strategies
+
+JUDGES = ("rules", "llm")
+DEFAULT_JUDGE = "rules"
+SESSION_CAPABILITY_JSON = "rexmle-capability.json"
+
+
+def get_judge(name: str = DEFAULT_JUDGE, **options) -> Judge:
+    """A judge by name; options are the judge's keyword options (strings accepted, see each module)."""
+    if name == "rules":
+        from .rules import RulesJudge
+
+        return RulesJudge(**options)
+    if name == "llm":
+        from .llm import LLMJudge
+
+        return LLMJudge(**options)
+    raise RexmleError(f"unknown capability judge {name!r}; known: {', '.join(JUDGES)}")
+
+
+__all__ = ["CAPABILITY_JSON", "DEFAULT_JUDGE", "JUDGED_STAGES", "JUDGES", "Judge", "SESSION_CAPABILITY_JSON",
+           "Strategy", "aggregate", "get_judge", "load_strategies", "session_document", "validate_agent_capability",
+           "validate_capability", "validate_session_capability"]

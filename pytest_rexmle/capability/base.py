@@ -1,0 +1,114 @@
+"""The judge interface shared by the offline ``rules`` judge and the ``llm`` judge.
+
+A judge turns one run folder into the per-run capability document (``capability.json``, schema in
+:mod:`pytest_rexmle.capability.schema`) and, for :mod:`pytest_rexmle.stages`, grades the judged workflow
+stages S1–S3. Both judges read the same sources (:mod:`pytest_rexmle.capability.trace`), so their
+documents are comparable run by run.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..result import write_json_atomic
+from .schema import NO_TEXT, run_document, zero_results
+from .trace import Source, collect_sources
+
+CAPABILITY_JSON = "capability.json"
+#: the judged stages (S4/S5 are measured deterministically from the submission)
+JUDGED_STAGES: dict[str, tuple[str, str]] = {
+    "S1": ("plan", "Understands the task and plans: reads the task description and instructions, explores the "
+                   "data (files, shapes, spacing, labels, sample submission) and states an approach."),
+    "S2": ("setup", "Sets up the environment and pipeline: installs or imports the needed libraries, checks the "
+                    "hardware, writes data loading, and starts training or fitting a model."),
+    "S3": ("validate", "Validates the model before submitting: holds out data or cross-validates, computes a "
+                       "validation metric, and uses it to compare or select models or checkpoints."),
+}
+
+
+def task_id_of(task: Any) -> str:
+    """Accept a Task or any id/alias; unknown names pass through so judging never blocks on the registry."""
+    if hasattr(task, "id"):
+        return str(task.id)
+    from ..task import registry
+
+    try:
+        return registry().get(str(task)).id
+    except Exception:
+        return str(task)
+
+
+def run_meta(run_dir: Path) -> dict:
+    """``run.json`` merged over ``result.json`` (agent name, seed if recorded); empty when absent."""
+    meta: dict = {}
+    for name in ("result.json", "run.json"):
+        try:
+            data = json.loads((Path(run_dir) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            meta.update(data)
+    return meta
+
+
+def description_lines(run_dir: Path, task: Any) -> set[str]:
+    """Normalised long lines of the task texts the agent was given: echoes of them are not evidence."""
+    texts = []
+    for path in (Path(run_dir) / "instructions.md", getattr(task, "description_path", None)):
+        if path is None:
+            continue
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8"))
+        except OSError:
+            pass
+    return {norm for text in texts for line in text.splitlines() if len(norm := normalise_line(line)) >= 20}
+
+
+def normalise_line(line: str) -> str:
+    return " ".join(line.split()).lower().lstrip("#>*- ")
+
+
+class Judge(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """The judge record stored with every result: name, model, params, prompt_version (no secrets)."""
+
+    @abstractmethod
+    def judge_sections(self, sources: list[Source], challenge_id: str, ignore: set[str]) -> tuple[list[dict], list[str], dict | None]:
+        """(sections with 13 normalised results each, flags, judge usage or None)."""
+
+    @abstractmethod
+    def judge_stages(self, sources: list[Source], challenge_id: str, ignore: set[str]) -> dict[str, dict]:
+        """``{"S1": {"score": float in [0, 1], "evidence": str}, "S2": ..., "S3": ...}``."""
+
+    def judge_run(self, run_dir: Path, task: Any) -> dict:
+        """Judge one run, write ``<run_dir>/capability.json`` atomically and return the document."""
+        run_dir = Path(run_dir)
+        challenge_id = task_id_of(task)
+        meta = run_meta(run_dir)
+        sources = collect_sources(run_dir)
+        flags: list[str] = []
+        usage = None
+        if not any(s.text.strip() for s in sources):
+            sections = [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
+            flags.append("no log text")
+        else:
+            sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task))
+        doc = run_document(agent=meta.get("agent"), challenge_id=challenge_id, seed=_seed(meta),
+                           run_dir=str(run_dir), judge=self.describe(), sections=sections, flags=flags,
+                           judge_usage=usage)
+        write_json_atomic(run_dir / CAPABILITY_JSON, doc)
+        return doc
+
+
+def _seed(meta: dict) -> int | None:
+    for holder in (meta, meta.get("key") or {}, meta.get("settings") or {}):
+        value = holder.get("seed") if isinstance(holder, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None

@@ -1,0 +1,395 @@
+"""A self-contained HTML report with the paper's views (inline SVG and CSS, no external resources).
+
+Views, in order:
+
+1. Summary — agents ranked by score (mean over runs, standard error, bootstrap interval).
+2. Figure 1 style — percentile per challenge per agent, grouped bars, interval whiskers for repeated runs.
+3. Table 3 style — each ranking metric: the human best (``Leaderboard.best``) next to each agent's mean
+   value over its graded runs, and the mean percentile (beside the top human team's percentile).
+4. Figure 4 style — capability radar over the 13 winning strategies, one polygon per agent.
+5. Capability tables — mean per strategy (with sum / runs and the fragment-weighted mean) and the
+   per-challenge 0/1 table of each agent.
+6. Workflow stages S1–S5 and cost (turns, tokens, money, wall time), next to the percentile.
+
+Inputs: session reports (``rexmle-report/1``, merged here with :func:`merge_reports`) or one merged
+document; optional capability documents — session ``rexmle-capability.json`` files, per-agent aggregates
+or per-run ``capability.json`` files — matched to agents by agent name (several sessions of one agent
+are pooled run by run); their ``stages`` lists feed view 6.
+
+The file opens offline: no scripts, fonts, images or style sheets are fetched, every text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
+from ..capability.strategies import load_strategies
+from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
+from .render import fmt_number
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+STAGE_IDS = ("S1", "S2", "S3", "S4", "S5")
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px 32px;color:#1b1f24;
+background:#fff;max-width:1500px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}p.meta,p.note{color:#57606a;font-size:13px}
+table{border-collapse:collapse;font-size:13px;margin:6px 0 12px}
+th,td{border:1px solid #d0d7de;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.fail{color:#cf222e}td.hit{background:#2da44e;color:#fff;text-align:center}td.miss{background:#f6f8fa;color:#8c959f;text-align:center}
+.swatch{display:inline-block;width:11px;height:11px;margin-right:5px;border-radius:2px;vertical-align:-1px}
+svg text{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif}
+figure{margin:8px 0 16px}figcaption{font-size:13px;color:#57606a;margin-top:4px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100.0 * value:.1f}%"
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+        return float(value)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+def _merged(reports: list[dict]) -> dict:
+    if len(reports) == 1 and reports[0].get("schema") == MERGED_SCHEMA:
+        return reports[0]
+    if any(r.get("schema") == MERGED_SCHEMA for r in reports):
+        raise ValueError("pass either one merged report or session reports, not both")
+    return merge_reports(reports)
+
+
+def capability_by_agent(capability: list[dict] | None) -> tuple[dict[str, dict], list[dict]]:
+    """Per-agent aggregates keyed by agent name (runs of several sessions pooled) and all stage documents."""
+    runs: dict[str, list[dict]] = defaultdict(list)
+    direct: dict[str, list[dict]] = defaultdict(list)
+    stages: list[dict] = []
+    for doc in capability or []:
+        if doc.get("schema") == SESSION_SCHEMA:
+            for agent_doc in doc.get("agents", []):
+                direct[str(agent_doc.get("agent"))].append(agent_doc)
+            stages += list(doc.get("stages", []))
+        elif doc.get("schema") == AGENT_SCHEMA:
+            direct[str(doc.get("agent"))].append(doc)
+        elif "strategies" in doc and "sections" in doc:  # a per-run capability.json
+            runs[str(doc.get("agent"))].append(doc)
+    out: dict[str, dict] = {}
+    for name, docs in runs.items():
+        direct[name].append(aggregate(docs, docs[0].get("agent")))
+    for name, docs in direct.items():
+        out[name] = docs[0] if len(docs) == 1 else _pool(docs)
+    return out, stages
+
+
+def _pool(docs: list[dict]) -> dict:
+    """Several aggregates of one agent (repeated sessions): pool their run tables."""
+    table = [row for d in docs for row in d.get("runs", [])]
+    n = len(table)
+    rows = []
+    for s in load_strategies():
+        total = sum(r["scores"][s.id - 1] for r in table)
+        rows.append({"id": s.id, "key": s.key, "strategy": s.name, "mean_score": total / n if n else 0.0,
+                     "sum_score": total, "n_runs": n, "fragment_mean": None})
+    return {"schema": AGENT_SCHEMA, "agent": docs[0].get("agent"), "n_runs": n, "strategies": rows, "runs": table}
+
+
+def _names() -> dict[str, str]:
+    from ..task import registry
+
+    try:
+        return {t.id: t.paper_name for t in registry()}
+    except Exception:
+        return {}
+
+
+# -- figure 1: grouped bars -------------------------------------------------------------------------
+
+def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> str:
+    agents, ids = merged["agents"], merged["challenges"]
+    groups = [(names.get(cid, cid), [(a["challenges"][i]["mean_percentile"], a["challenges"][i]["ci"], a["n_runs"])
+                                     for a in agents]) for i, cid in enumerate(ids)]
+    groups.append(("Score (mean)", [(a["mean"], a["ci"], a["n_runs"]) for a in agents]))
+    n_ag = max(1, len(agents))
+    bar = max(5.0, min(18.0, 64.0 / n_ag))
+    group_w = n_ag * bar + 14
+    left, top, plot_h, bottom = 56, 16, 300, 130
+    width = int(left + group_w * len(groups) + 24)
+    height = top + plot_h + bottom
+    y = lambda v: top + plot_h * (1.0 - max(0.0, min(1.0, v)))  # noqa: E731
+    parts = [f'<svg class="fig1" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="Percentile per challenge per agent">']
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#d0d7de" '
+                     f'stroke-width="1"/><text x="{left - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end" '
+                     f'fill="#57606a">{int(tick * 100)}%</text>')
+    parts.append(f'<text x="14" y="{top + plot_h / 2:.0f}" font-size="12" fill="#1b1f24" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {top + plot_h / 2:.0f})">percentile</text>')
+    for g, (label, values) in enumerate(groups):
+        x0 = left + g * group_w + 7
+        if g == len(groups) - 1:
+            parts.append(f'<line x1="{x0 - 7:.1f}" x2="{x0 - 7:.1f}" y1="{top}" y2="{top + plot_h}" stroke="#8c959f" '
+                         f'stroke-dasharray="4 3"/>')
+        for k, (value, ci, n_runs) in enumerate(values):
+            color = colors[agents[k]["label"]]
+            x = x0 + k * bar
+            h = max(0.0, plot_h * max(0.0, min(1.0, value)))
+            tip = f"{agents[k]['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
+                                                                     if n_runs > 1 else "")
+            parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar - 1:.1f}" height="{max(h, 0.8):.1f}" '
+                         f'fill="{color}"><title>{_e(tip)}</title></rect>')
+            if n_runs > 1 and ci[1] > ci[0]:
+                cx = x + (bar - 1) / 2
+                parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
+                             f'stroke="#1b1f24" stroke-width="1.2"/>')
+        lx = x0 + n_ag * bar / 2
+        ly = top + plot_h + 12
+        parts.append(f'<text x="{lx:.1f}" y="{ly}" font-size="11" text-anchor="end" fill="#1b1f24" '
+                     f'transform="rotate(-45 {lx:.1f} {ly})">{_e(label)}</text>')
+    parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#57606a"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# -- figure 4: radar --------------------------------------------------------------------------------
+
+def _wrap(text: str, width: int = 20) -> list[str]:
+    lines, current = [], ""
+    for word in text.split():
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    return lines + ([current] if current else [])
+
+
+def radar_chart(series: list[tuple[str, str, list[float]]]) -> str:
+    """``series`` = [(label, colour, 13 values in [0, 1])]; 13 axes in strategy-id order."""
+    strategies = load_strategies()
+    n = len(strategies)
+    size, cx, cy, radius = 760, 380, 318, 220
+    point = lambda i, r: (cx + r * math.cos(-math.pi / 2 + 2 * math.pi * i / n),  # noqa: E731
+                          cy + r * math.sin(-math.pi / 2 + 2 * math.pi * i / n))
+    parts = [f'<svg class="radar" width="{size}" height="{size - 120}" '
+             f'viewBox="0 0 {size} {size - 120}" role="img" aria-label="Capability radar over 13 strategies">']
+    for level in (0.25, 0.5, 0.75, 1.0):
+        pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in (point(i, radius * level) for i in range(n)))
+        parts.append(f'<polygon points="{pts}" fill="none" stroke="#d0d7de" stroke-width="1"/>')
+        x, y = point(0, radius * level)
+        parts.append(f'<text x="{x + 4:.1f}" y="{y - 2:.1f}" font-size="10" fill="#8c959f">{int(level * 100)}%</text>')
+    for i, s in enumerate(strategies):
+        x, y = point(i, radius)
+        parts.append(f'<line x1="{cx}" y1="{cy}" x2="{x:.1f}" y2="{y:.1f}" stroke="#d0d7de"/>')
+        lx, ly = point(i, radius + 26)
+        cos = math.cos(-math.pi / 2 + 2 * math.pi * i / n)
+        anchor = "middle" if abs(cos) < 0.2 else ("start" if cos > 0 else "end")
+        lines = _wrap(f"{s.id}. {s.name}")
+        y0 = ly - 6 * (len(lines) - 1)
+        spans = "".join(f'<tspan x="{lx:.1f}" y="{y0 + 12 * j:.1f}">{_e(t)}</tspan>' for j, t in enumerate(lines))
+        parts.append(f'<text font-size="11" text-anchor="{anchor}" fill="#1b1f24">{spans}</text>')
+    for label, color, values in series:
+        pts = [point(i, radius * max(0.0, min(1.0, v))) for i, v in enumerate(values)]
+        parts.append(f'<polygon class="agent" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" fill="{color}" '
+                     f'fill-opacity="0.14" stroke="{color}" stroke-width="2"><title>{_e(label)}</title></polygon>')
+        for (x, y), s, v in zip(pts, strategies, values):
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{_e(label)} — '
+                         f'{_e(s.name)}: {_pct(v)}</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# -- tables -----------------------------------------------------------------------------------------
+
+def _legend(merged: dict, colors: dict[str, str]) -> str:
+    return "<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{colors[a["label"]]}"></span>{_e(a["label"])}'
+                                   for a in merged["agents"]) + "</p>"
+
+
+def summary_table(merged: dict, colors: dict[str, str]) -> str:
+    conf = merged["bootstrap"]["confidence"]
+    rows = ["<table class='summary'><tr><th>Rank</th><th>Agent</th><th>Runs</th><th>Score (mean)</th><th>SEM</th>"
+            f"<th>{conf:.0%} CI</th><th>FAIL per run</th><th>Run scores</th></tr>"]
+    for a in merged["agents"]:
+        fails = ", ".join(str(f) for f in a["n_fail"])
+        runs = ", ".join(_pct(s) for s in a["scores"])
+        rows.append(f'<tr><td class="num">{a["rank"]}</td><td><span class="swatch" style="background:{colors[a["label"]]}">'
+                    f'</span>{_e(a["label"])}</td><td class="num">{a["n_runs"]}</td><td class="num"><b>{_pct(a["mean"])}</b></td>'
+                    f'<td class="num">{_pct(a["sem"])}</td><td class="num">{_pct(a["ci"][0])} – {_pct(a["ci"][1])}</td>'
+                    f'<td class="num">{_e(fails)}</td><td class="num">{_e(runs)}</td></tr>')
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def metric_table(merged: dict, names: dict[str, str]) -> str:
+    """Table 3 style: human best per ranking metric next to each agent's mean value and mean percentile."""
+    from ..leaderboard import Leaderboard
+    from ..ranking import percentile
+    from ..task import registry
+
+    agents = merged["agents"]
+    head = "".join(f"<th>{_e(a['label'])}</th>" for a in agents)
+    rows = [f"<table class='table3'><tr><th>Challenge</th><th>N</th><th>Metric</th><th>Human best</th>{head}</tr>"]
+    for i, cid in enumerate(merged["challenges"]):
+        cells = [a["challenges"][i] for a in agents]
+        try:
+            task = registry().get(cid)
+            board = Leaderboard.read(task.leaderboard_path)
+            metrics = [(m.key, m.higher_is_better, board.best(m.key, m.higher_is_better)) for m in task.ranking_metrics]
+            n_humans = board.n
+            top = percentile(min(board.stored_mean_positions), board.n)
+        except Exception:
+            keys = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
+            metrics = [(k, None, None) for k in keys]
+            n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
+            top = None
+        span = len(metrics) + 1
+        first = True
+        for key, higher, best in metrics:
+            arrow = "" if higher is None else (" ↑" if higher else " ↓")
+            row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
+                   f'<td rowspan="{span}" class="num">{_e(n_humans if n_humans is not None else "-")}</td>') if first else "<tr>"
+            first = False
+            row += f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(best))}</td>"
+            for c in cells:
+                info = (c.get("metrics") or {}).get(key)
+                ok = c["n_runs"] - c["n_fail"]
+                if not info or info.get("mean") is None or ok == 0:
+                    row += "<td class='fail'>FAIL</td>"
+                else:
+                    suffix = f" <small>({ok}/{c['n_runs']} graded)</small>" if c["n_runs"] > 1 or ok < c["n_runs"] else ""
+                    row += f"<td class='num'>{_e(fmt_number(_num(info['mean'])))}{suffix}</td>"
+            rows.append(row + "</tr>")
+        pct_row = "" if metrics else (f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">'
+                                      f'{_e(n_humans if n_humans is not None else "-")}</td>')
+        pct_row = pct_row or "<tr>"
+        pct_row += f"<td><i>percentile</i></td><td class='num' title='top human team'>{_pct(top)}</td>"
+        pct_row += "".join(f"<td class='num'><b>{_pct(c['mean_percentile'])}</b></td>" for c in cells)
+        rows.append(pct_row + "</tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> str:
+    shown = [(a["label"], caps[str(a["agent"])]) for a in merged["agents"] if str(a["agent"]) in caps]
+    shown += [(name, doc) for name, doc in caps.items() if name not in {str(a["agent"]) for a in merged["agents"]}]
+    head = "".join(f"<th>{_e(label)}<br><small>{doc['n_runs']} run(s)</small></th>" for label, doc in shown)
+    rows = [f"<table class='capability'><tr><th>#</th><th>Strategy</th>{head}</tr>"]
+    for s in load_strategies():
+        row = f"<tr><td class='num'>{s.id}</td><td>{_e(s.name)}</td>"
+        for _, doc in shown:
+            item = doc["strategies"][s.id - 1]
+            frag = item.get("fragment_mean")
+            extra = f"; fragments {_pct(frag)}" if frag is not None and frag != item["mean_score"] else ""
+            row += (f"<td class='num'>{_pct(item['mean_score'])} <small>({item['sum_score']}/{item['n_runs']}"
+                    f"{_e(extra)})</small></td>")
+        rows.append(row + "</tr>")
+    rows.append("</table>")
+    for label, doc in shown:
+        rows.append(f"<h3>{_e(label)}: per-challenge table (1 = strategy shown in the run)</h3>")
+        ids = "".join(f"<th title='{_e(s.name)}'>{s.id}</th>" for s in load_strategies())
+        rows.append(f"<table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
+        for run in doc.get("runs", []):
+            cells = "".join("<td class='hit'>1</td>" if v else "<td class='miss'>0</td>" for v in run["scores"])
+            rows.append(f"<tr><td>{_e(run.get('challenge_id'))}</td><td class='num'>{_e(run.get('seed') if run.get('seed') is not None else '-')}"
+                        f"</td>{cells}<td>{_e(', '.join(run.get('flags') or []))}</td></tr>")
+        rows.append("</table>")
+    return "".join(rows)
+
+
+def stage_table(merged: dict, stages: list[dict]) -> str:
+    """Stages S1–S5 and cost per agent and challenge (means over runs), beside the mean percentile."""
+    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for doc in stages:
+        grouped[(str(doc.get("agent")), str(doc.get("challenge_id")))].append(doc)
+    rows = ["<table class='stages'><tr><th>Agent</th><th>Challenge</th><th>Percentile</th>"
+            + "".join(f"<th>{sid}</th>" for sid in STAGE_IDS)
+            + "<th>Stage total</th><th>Turns</th><th>Tokens</th><th>Cost (USD)</th><th>Wall time (s)</th></tr>"]
+    for a in merged["agents"]:
+        for i, cid in enumerate(merged["challenges"]):
+            docs = grouped.get((str(a["agent"]), cid))
+            if not docs:
+                continue
+            mean = lambda vals: (sum(vals) / len(vals)) if vals else None  # noqa: E731
+            scores = [mean([r["score"] for d in docs for r in d["stages"] if r["id"] == sid]) for sid in STAGE_IDS]
+            usage = {k: mean([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
+                     for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")}
+            cells = "".join(f"<td class='num'>{_pct(v)}</td>" for v in scores)
+            rows.append(f"<tr><td>{_e(a['label'])}</td><td>{_e(cid)}</td>"
+                        f"<td class='num'><b>{_pct(a['challenges'][i]['mean_percentile'])}</b></td>{cells}"
+                        f"<td class='num'>{_pct(mean([d['total'] for d in docs]))}</td>"
+                        f"<td class='num'>{_e(fmt_number(usage['turns']))}</td>"
+                        f"<td class='num'>{_e(fmt_number(usage['total_tokens']))}</td>"
+                        f"<td class='num'>{_e(fmt_number(usage['cost_usd']))}</td>"
+                        f"<td class='num'>{_e(fmt_number(usage['wall_seconds']))}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+# -- page -------------------------------------------------------------------------------------------
+
+def render_html(reports: list[dict], capability: list[dict] | None = None) -> str:
+    merged = _merged(reports)
+    names = _names()
+    colors = {a["label"]: PALETTE[i % len(PALETTE)] for i, a in enumerate(merged["agents"])}
+    caps, stages = capability_by_agent(capability)
+    conf = merged["bootstrap"]
+    body = [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
+            f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
+            f"Generated {_e(merged['created'])}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
+            f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
+            "<h2>Summary</h2>", summary_table(merged, colors),
+            "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
+            f"<figure>{bar_chart(merged, colors, names)}<figcaption>Mean percentile per challenge over each agent's "
+            f"runs (whiskers: bootstrap interval when an agent has several runs); last group: overall score."
+            f"</figcaption></figure>",
+            "<h2>Metric values against the human best (Table 3 style)</h2>", metric_table(merged, names)]
+    if caps:
+        series = []
+        for a in merged["agents"]:
+            doc = caps.get(str(a["agent"]))
+            if doc:
+                series.append((a["label"], colors[a["label"]], [r["mean_score"] for r in doc["strategies"]]))
+        known = {str(a["agent"]) for a in merged["agents"]}
+        for j, (name, doc) in enumerate((n, d) for n, d in caps.items() if n not in known):
+            series.append((name, PALETTE[(len(colors) + j) % len(PALETTE)], [r["mean_score"] for r in doc["strategies"]]))
+        judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
+        judge_text = f" Judge: {_e(judge.get('name'))} ({_e(judge.get('model'))}, prompt {_e(judge.get('prompt_version'))})." if judge else ""
+        body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
+                 "<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
+                                         for label, c, _ in series) + "</p>",
+                 f"<figure>{radar_chart(series)}<figcaption>Fraction of each agent's runs whose log shows the "
+                 f"strategy executed.{judge_text}</figcaption></figure>",
+                 "<h2>Capability tables</h2>", capability_tables(merged, caps, colors)]
+    if stages:
+        body += ["<h2>Workflow stages and cost</h2>",
+                 "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
+                 "S5 submit 10 % (from the submission). Reported beside the percentile, never part of it.</p>",
+                 stage_table(merged, stages)]
+    body.append(f"<p class='note'>{_e(merged['note'])}</p>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE report</title>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body>"
+            + "".join(body) + "</body></html>\n")
+
+
+def write_html(reports: list[dict], capability: list[dict] | None, out: Path) -> Path:
+    """Write the report; ``out`` is the HTML file, or a folder that receives ``rexmle-report.html``."""
+    out = Path(out)
+    path = out if out.suffix.lower() in (".html", ".htm") else out / "rexmle-report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(reports, capability), encoding="utf-8")
+    return path

@@ -1,0 +1,221 @@
+"""Workflow stage scores S1–S5 of one run, and the run's cost (turns, tokens, money, wall time).
+
+The percentile says *how good* the submission was; the stages say *how far* the agent got, so a FAIL
+that planned and trained well is told apart from one that never started. They are reported next to the
+percentile and never mixed into it (ranking.md §5 is unchanged).
+
+==========  ======  ====================================================================================
+stage       weight  how it is measured
+==========  ======  ====================================================================================
+S1 plan     25 %    judged: reads the task, explores the data, states an approach
+S2 setup    15 %    judged: environment and libraries, data loading, training started
+S3 validate 35 %    judged: held-out data or CV, a validation metric, selection by it
+S4 infer    15 %    deterministic: fraction of public test cases with a prediction that passes the
+                    grader's per-case public check (1.0 when the whole submission validates)
+S5 submit   10 %    deterministic: 1 if ``grader.validate(submission, public)`` accepts the submission
+==========  ======  ====================================================================================
+
+Judged stages use the capability judge: the ``rules`` judge scores the fraction of the three checks
+it finds evidence for in the logs (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1
+rubric per log section and keeps the best section. ``total`` is the weighted sum.
+
+Usage file (optional). An agent may write ``$REXMLE_WORKSPACE/rexmle-usage.json``, or a host-side
+adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields optional, unknown ones ignored::
+
+    {"turns": int, "input_tokens": int, "output_tokens": int, "total_tokens": int,
+     "cost_usd": float, "model": str}
+
+``total_tokens`` defaults to input + output. Wall time is the harness's own measure (``run.json``
+``duration``), never the agent's claim.
+
+Document (``<run>/stages.json``, schema ``rexmle-stages/1``)::
+
+    {"schema": "rexmle-stages/1", "agent": str | null, "challenge_id": str, "run_dir": str,
+     "judge": {...judge record...},
+     "stages": [{"id": "S1", "name": "plan", "weight": 0.25, "score": float in [0, 1],
+                 "method": "rules" | "llm" | "deterministic", "evidence": str}, ... S1..S5],
+     "total": float in [0, 1],
+     "usage": {"turns", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "model",
+               "wall_seconds", "source": str | null}          every value may be null}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
+from .capability.trace import collect_sources
+from .errors import InvalidSubmission
+from .result import write_json_atomic
+
+SCHEMA = "rexmle-stages/1"
+STAGES_JSON = "stages.json"
+WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
+NAMES = {"S1": "plan", "S2": "setup", "S3": "validate", "S4": "inference", "S5": "submit"}
+USAGE_FILES = ("logs/usage.json", "workspace/rexmle-usage.json")
+USAGE_INT = ("turns", "input_tokens", "output_tokens", "total_tokens")
+
+
+def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> dict:
+    """Score S1–S5 of one run, write ``<run_dir>/stages.json`` and return the document."""
+    run_dir = Path(run_dir)
+    task_obj = _task(task)
+    challenge_id = task_id_of(task)
+    sources = collect_sources(run_dir)
+    if any(s.text.strip() for s in sources):
+        judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
+    else:
+        judged = {sid: {"score": 0.0, "evidence": "No log text"} for sid in JUDGED_STAGES}
+    infer, submit = submission_stages(run_dir, task_obj, public_dir)
+    method = judge.describe()["name"]
+    rows = []
+    for sid in WEIGHTS:
+        if sid in JUDGED_STAGES:
+            item = judged.get(sid, {"score": 0.0, "evidence": ""})
+            score, evidence, how = float(item["score"]), str(item["evidence"]), method
+        else:
+            score, evidence = infer if sid == "S4" else submit
+            how = "deterministic"
+        rows.append({"id": sid, "name": NAMES[sid], "weight": WEIGHTS[sid], "score": min(1.0, max(0.0, score)),
+                     "method": how, "evidence": evidence})
+    meta = run_meta(run_dir)
+    doc = {"schema": SCHEMA, "agent": meta.get("agent"), "challenge_id": challenge_id, "run_dir": str(run_dir),
+           "judge": judge.describe(), "stages": rows, "total": sum(r["weight"] * r["score"] for r in rows),
+           "usage": read_usage(run_dir, meta)}
+    write_json_atomic(run_dir / STAGES_JSON, doc)
+    return doc
+
+
+def _task(task: Any):
+    if hasattr(task, "id"):
+        return task
+    from .task import registry
+
+    try:
+        return registry().get(str(task))
+    except Exception:
+        return None
+
+
+def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tuple[float, str], tuple[float, str]]:
+    """((S4 score, evidence), (S5 score, evidence)) from the submission folder and the public data."""
+    submission = run_dir / "submission"
+    if not (submission / "submission.csv").is_file():
+        return (0.0, "no submission.csv"), (0.0, "no submission.csv")
+    if task is None or public_dir is None or not Path(public_dir).is_dir():
+        return _from_result(run_dir)
+    from .errors import TaskConfigError
+    from .graders.base import load_grader
+
+    try:
+        grader = load_grader(task)
+        test_ids = grader.public_test_ids(Path(public_dir))
+    except (TaskConfigError, InvalidSubmission, OSError) as exc:
+        return (0.0, f"cannot check: {exc}"), (0.0, f"cannot check: {exc}")
+    try:
+        grader.validate(submission, Path(public_dir))
+        return (1.0, f"all {len(test_ids)} test case(s) predicted"), (1.0, "submission validates")
+    except InvalidSubmission as exc:
+        reason = str(exc)
+    except Exception as exc:  # a grader bug is the harness's fault: say so, score nothing
+        return (0.0, f"validator error: {type(exc).__name__}"), (0.0, f"validator error: {type(exc).__name__}")
+    return _coverage(grader, submission, Path(public_dir), test_ids), (0.0, f"invalid: {reason}")
+
+
+def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -> tuple[float, str]:
+    """Fraction of test cases whose row passes the grader's public per-case check."""
+    from .submission import read_case_table
+
+    if not test_ids:
+        return 0.0, "no public test ids"
+    try:
+        table = read_case_table(submission / "submission.csv", grader.id_column, grader.prediction_columns, None)
+    except InvalidSubmission as exc:
+        return 0.0, f"submission.csv unreadable: {exc}"
+    good = 0
+    for case_id in test_ids:
+        if case_id not in table.rows:
+            continue
+        try:
+            grader.check_case(table, case_id, public_dir)
+            good += 1
+        except InvalidSubmission:
+            continue
+        except Exception:
+            continue
+    return good / len(test_ids), f"{good} of {len(test_ids)} test case(s) predicted in a valid format"
+
+
+def _from_result(run_dir: Path) -> tuple[tuple[float, str], tuple[float, str]]:
+    """Without public data, fall back on the graded status in result.json."""
+    try:
+        status = json.loads((run_dir / "result.json").read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        status = None
+    if status == "ok":
+        return (1.0, "graded ok (result.json)"), (1.0, "graded ok (result.json)")
+    return (0.0, f"public data unavailable; status {status}"), (0.0, f"public data unavailable; status {status}")
+
+
+def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
+    """Turns, tokens and cost from the optional usage file; wall time from run.json."""
+    meta = run_meta(run_dir) if meta is None else meta
+    usage: dict[str, Any] = {k: None for k in (*USAGE_INT, "cost_usd", "model")}
+    source = None
+    for rel in USAGE_FILES:
+        try:
+            data = json.loads((run_dir / rel).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        source = rel
+        for key in USAGE_INT:
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                usage[key] = value
+        cost = data.get("cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+            usage["cost_usd"] = float(cost)
+        if isinstance(data.get("model"), str):
+            usage["model"] = data["model"]
+        break
+    if usage["total_tokens"] is None and usage["input_tokens"] is not None and usage["output_tokens"] is not None:
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    duration = meta.get("duration")
+    usage["wall_seconds"] = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+    usage["source"] = source
+    return usage
+
+
+def validate_stages(doc: dict) -> None:
+    """Check a ``stages.json`` document; raises ValueError naming the first problem."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"stages: unknown schema {doc.get('schema') if isinstance(doc, dict) else doc!r}")
+    for key in ("challenge_id", "run_dir"):
+        if not isinstance(doc.get(key), str):
+            raise ValueError(f"stages: {key!r} must be a string")
+    rows = doc.get("stages")
+    if not isinstance(rows, list) or [r.get("id") for r in rows] != list(WEIGHTS):
+        raise ValueError("stages: 'stages' must list S1..S5 in order")
+    for row in rows:
+        if row.get("weight") != WEIGHTS[row["id"]] or row.get("name") != NAMES[row["id"]]:
+            raise ValueError(f"stages: {row['id']} has the wrong name or weight")
+        score = row.get("score")
+        if not isinstance(score, (int, float)) or isinstance(score, bool) or not 0.0 <= score <= 1.0:
+            raise ValueError(f"stages: {row['id']} score must be in [0, 1]")
+        if row.get("method") not in ("rules", "llm", "deterministic") or not isinstance(row.get("evidence"), str):
+            raise ValueError(f"stages: {row['id']} needs a method and evidence")
+    total = doc.get("total")
+    if not isinstance(total, (int, float)) or not math.isclose(total, sum(r["weight"] * r["score"] for r in rows), abs_tol=1e-9):
+        raise ValueError("stages: total must be the weighted sum of the stage scores")
+    usage = doc.get("usage")
+    if not isinstance(usage, dict):
+        raise ValueError("stages: usage must be an object")
+    for key in (*USAGE_INT, "cost_usd", "wall_seconds"):
+        value = usage.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+            raise ValueError(f"stages: usage.{key} must be a non-negative number or null")

@@ -1,0 +1,110 @@
+"""Run folders for judge tests and a loopback chat-completions server (no network, no real model)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+from pytest_rexmle.capability.strategies import load_strategies
+
+
+def make_run(root: Path, stdout: str = "", *, stderr: str = "", files: dict[str, str] | None = None,
+             agent: str = "toy", extra: dict | None = None) -> Path:
+    """A run folder in the harness layout (logs/, workspace/, submission/, run.json)."""
+    run = root
+    for sub in ("logs", "workspace", "submission"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    (run / "logs" / "agent.stdout.log").write_text(stdout, encoding="utf-8")
+    (run / "logs" / "agent.stderr.log").write_text(stderr, encoding="utf-8")
+    for rel, text in (files or {}).items():
+        path = run / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (run / "run.json").write_text(json.dumps({"agent": agent, "duration": 42.5, **(extra or {})}), encoding="utf-8")
+    return run
+
+
+_LABEL = re.compile(r"^Log section \(([^)]*)\):$", re.MULTILINE)
+
+
+def fake_model(body: dict) -> str:
+    """A deterministic stand-in for the judge model.
+
+    Capability prompt: strategy k scores 1 iff the section contains the token ``EVIDENCE-k``.
+    Stage prompt: S1/S2/S3 score 1 iff the section contains ``PLAN-DONE``/``SETUP-DONE``/``VALID-DONE``.
+    """
+    system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+    match = _LABEL.search(user)
+    section = user[match.end():] if match else ""
+    if "workflow stage" in system:
+        tokens = {"S1": "PLAN-DONE", "S2": "SETUP-DONE", "S3": "VALID-DONE"}
+        return json.dumps({"stages": [{"id": sid, "score": 1 if tok in section else 0, "evidence": tok}
+                                      for sid, tok in tokens.items()]})
+    results = [{"id": s.id, "strategy": s.name, "score": 1 if re.search(rf"\bEVIDENCE-{s.id}\b", section) else 0,
+                "evidence": f"saw EVIDENCE-{s.id}" if re.search(rf"\bEVIDENCE-{s.id}\b", section) else ""}
+               for s in load_strategies()]
+    return json.dumps({"results": results})
+
+
+class ChatServer:
+    """``POST /v1/chat/completions`` on 127.0.0.1:<free port>; records every request.
+
+    ``script`` is a list of replies used first, in order (a str = message content, an int = HTTP status);
+    afterwards ``responder(body)`` answers.
+    """
+
+    def __init__(self, responder: Callable[[dict], str] = fake_model) -> None:
+        self.responder = responder
+        self.script: list[str | int] = []
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                with server.lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    step = server.script.pop(0) if server.script else None
+                if self.path != "/v1/chat/completions":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if isinstance(step, int):
+                    self.send_response(step)
+                    self.end_headers()
+                    return
+                content = step if isinstance(step, str) else server.responder(body)
+                payload = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
+                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                                   "finish_reason": "stop"}],
+                                      "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+                data = payload.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "ChatServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,222 @@
+"""The offline rules judge: one positive and one near-miss negative crafted log per strategy, the
+filters (hedging, comments, echoed task text, the agent's own scaffold), evidence format, documents."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pytest_rexmle.capability import get_judge, validate_capability
+from pytest_rexmle.capability.rules import RULES, RulesJudge
+from pytest_rexmle.capability.strategies import by_key, load_strategies
+from pytest_rexmle.errors import RexmleError
+
+from .helpers import make_run
+
+# key -> (positive run, negative run); a run is (stdout log, {workspace file: text}).
+CASES: dict[str, tuple[tuple[str, dict], tuple[str, dict]]] = {
+    "analyze_failures": (
+        ("Traceback (most recent call last):\n  File \"train.py\", line 3\nRuntimeError: CUDA out of memory\n"
+         "Reducing the batch size to 2 and re-running the training.\n", {}),
+        # the "fix" comes before the error: no failure was analysed and then fixed
+        ("Fixed typo in README.\nTraceback (most recent call last):\nValueError: bad shape\n", {})),
+    "state_of_the_art": (
+        ("Building SwinUNETR(img_size=(96, 96, 96), in_channels=1, out_channels=2)\n", {}),
+        ("Model: simple 3-layer CNN built with torch.nn.Conv3d\n", {})),
+    "metric_aligned_design": (
+        ("Threshold sweep on validation: best threshold 0.35 gives Dice 0.81\n", {}),
+        ("Using BCEWithLogitsLoss with threshold 0.5\n", {})),
+    "domain_knowledge": (
+        ("Resampling all volumes to isotropic 1.0 mm spacing with sitk.Resample\n", {}),
+        ("Resizing images to 256x256 with cv2.resize\n", {})),
+    "rapid_pipeline": (
+        ("$ python train.py --config configs/unet.yaml --fold 0\nSaved checkpoint to ckpt/epoch_5.pt\n", {}),
+        ("Ran the notebook cell once and printed the loss.\n", {})),
+    "augmentation": (
+        ("", {"workspace/train.py": "import albumentations as A\n"
+                                     "aug = A.Compose([A.HorizontalFlip(p=0.5), A.RandomRotate90()])\n"}),
+        ("Trained without augmentation to save time: flips and rotations skipped.\n", {})),
+    "expert_priors": (
+        ("Removing predicted lesions smaller than 10 voxels (minimum plausible lesion volume)\n", {}),
+        ("Predicted 12 lesions on case 3.\n", {})),
+    "data_curation": (
+        ("Found 2 corrupt files (truncated gzip); skipping them from training\n", {}),
+        ("Loaded 40 training cases.\n", {})),
+    "postprocessing": (
+        ("Post-processing: keep largest connected component, then binary_fill_holes\n", {}),
+        ("Saved raw predictions as NIfTI.\n", {})),
+    "ensemble_models": (
+        ("Ensemble of UNet and SegResNet models: averaged probabilities\n", {}),
+        # a fold ensemble is strategy 12, not heterogeneous models
+        ("Ensembling the 5 fold models by averaging their predictions\n", {})),
+    "external_data": (
+        ("", {"workspace/model.py": "import timm\nnet = timm.create_model('resnet50', pretrained=True)\n"}),
+        ("Training from scratch on the provided data only.\n", {})),
+    "ensembling_seeds_folds": (
+        ("Trained 5 folds; ensembling the 5 fold models by averaging predictions\n", {}),
+        # cross-validation reported, but nothing merged at inference
+        ("5-fold cross-validation mean Dice 0.78\n", {})),
+    "hyperparameter_optimization": (
+        ("", {"workspace/tune.py": "import optuna\nstudy = optuna.create_study(direction='maximize')\n"}),
+        ("I will try optuna later if time permits\n", {})),
+}
+
+
+def _judge(tmp_path, stdout: str, files: dict, task: str = "isles22") -> dict:
+    return get_judge("rules").judge_run(make_run(tmp_path / "run", stdout, files=files), task)
+
+
+def _score(doc: dict, key: str) -> dict:
+    return next(r for r in doc["strategies"] if r["key"] == key)
+
+
+def test_cases_cover_all_13_strategies():
+    assert sorted(CASES) == sorted(s.key for s in load_strategies()) == sorted(RULES)
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_positive_case_scores_one_with_file_and_line(tmp_path, key):
+    (stdout, files), _ = CASES[key]
+    doc = _judge(tmp_path, stdout, files)
+    row = _score(doc, key)
+    assert row["score"] == 1, row
+    assert row["section"] == "isles22-rules"
+    # evidence quotes "<file relative to the run>:<line>: <text>"
+    assert re.search(r"(logs/agent\.stdout\.log|workspace/\w+\.py):\d+: \S", row["evidence"]), row["evidence"]
+    validate_capability(doc)
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_negative_case_scores_zero(tmp_path, key):
+    _, (stdout, files) = CASES[key]
+    row = _score(_judge(tmp_path, stdout, files), key)
+    assert row["score"] == 0 and row["evidence"] == "" and row["section"] is None, row
+
+
+def test_evidence_points_at_the_exact_line(tmp_path):
+    doc = _judge(tmp_path, "", CASES["hyperparameter_optimization"][0][1])
+    # line 1 is "import optuna" (the first hit); both lines of tune.py match
+    assert _score(doc, "hyperparameter_optimization")["evidence"].startswith("workspace/tune.py:1: import optuna")
+
+
+def test_error_and_fix_are_both_quoted(tmp_path):
+    row = _score(_judge(tmp_path, CASES["analyze_failures"][0][0], {}), "analyze_failures")
+    assert "failure observed: logs/agent.stdout.log:1: Traceback" in row["evidence"]
+    assert "fix applied: logs/agent.stdout.log:4: Reducing the batch size" in row["evidence"]
+
+
+def test_hedged_talk_is_not_execution(tmp_path):
+    doc = _judge(tmp_path, "We could add test-time augmentation and connected components later.\n"
+                           "Maybe resample to isotropic spacing?\n", {})
+    assert _score(doc, "postprocessing")["score"] == 0
+    assert _score(doc, "domain_knowledge")["score"] == 0
+
+
+def test_code_comments_are_not_execution(tmp_path):
+    doc = _judge(tmp_path, "", {"workspace/train.py": "# import optuna\n# TODO: TTA with flips\nx = 1\n"})
+    assert _score(doc, "hyperparameter_optimization")["score"] == 0
+    assert _score(doc, "postprocessing")["score"] == 0
+
+
+def test_agent_scaffold_in_workspace_agent_is_skipped(tmp_path):
+    # the command agent copies its own folder to workspace/agent; its prompts are not the run's actions
+    doc = _judge(tmp_path, "", {"workspace/agent/prompts.py": "import optuna\nstudy = optuna.create_study()\n"})
+    assert _score(doc, "hyperparameter_optimization")["score"] == 0
+    # ... but a nested folder that happens to be called "agent" deeper down is the agent's own work
+    doc = _judge(tmp_path, "", {"workspace/src/agent/tune.py": "import optuna\n"})
+    assert _score(doc, "hyperparameter_optimization")["score"] == 1
+
+
+def test_echoed_task_text_is_not_evidence(tmp_path):
+    # the LDCT-IQA task file says the slices use a "soft-tissue window"; an instructions line the agent
+    # prints back verbatim must not count, the agent's own windowing must
+    echo = "The organisers keep the largest connected component of every prediction before scoring."
+    run = make_run(tmp_path / "run", f"$ cat instructions.md\n{echo}\n", files={"instructions.md": echo + "\n"})
+    doc = get_judge("rules").judge_run(run, "ldct-iqa")
+    assert _score(doc, "postprocessing")["score"] == 0
+    run2 = make_run(tmp_path / "run2", "Applied keep_largest connected component to 40 predictions\n")
+    assert _score(get_judge("rules").judge_run(run2, "ldct-iqa"), "postprocessing")["score"] == 1
+
+
+def test_run_without_log_text_scores_zero_and_is_flagged(tmp_path):
+    run = make_run(tmp_path / "run", "")
+    doc = get_judge("rules").judge_run(run, "isles22")
+    assert doc["flags"] == ["no log text"]
+    assert doc["sections"][0]["flagged"] is True
+    assert all(r["score"] == 0 for r in doc["strategies"])
+    assert {r["evidence"] for r in doc["sections"][0]["results"]} == {"No log text"}
+    validate_capability(doc)
+
+
+def test_document_is_written_and_complete(tmp_path):
+    stdout = "\n".join(stdout for (stdout, _), _ in CASES.values())
+    files = {k: v for (_, f), _ in CASES.values() for k, v in f.items()}
+    run = make_run(tmp_path / "run", stdout, files=files, agent="toy", extra={"seed": 3})
+    doc = get_judge("rules").judge_run(run, "isles22")
+    assert json.loads((run / "capability.json").read_text()) == doc
+    validate_capability(doc)
+    assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["challenge_id"] == "isles22"
+    assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-1"}
+    # every positive case is in this run, so every strategy scores 1
+    assert [r["score"] for r in doc["strategies"]] == [1] * 13
+    assert [r["id"] for r in doc["results"]] == list(range(1, 14))
+    assert all(r["strategy"] == by_key()[r["key"]].name for r in doc["strategies"])
+
+
+def test_reference_id_alias_is_accepted(tmp_path):
+    doc = get_judge("rules").judge_run(make_run(tmp_path / "run", "hello\n"), "topcow-track1-task2")
+    assert doc["challenge_id"] == "topcow-cta-det"
+
+
+def test_unknown_judge_and_options_are_usage_errors():
+    with pytest.raises(RexmleError, match="unknown capability judge"):
+        get_judge("oracle")
+    with pytest.raises(RexmleError, match="no options"):
+        RulesJudge(model="x")
+
+
+def test_large_log_is_fast(tmp_path):
+    import time
+
+    line = "epoch 3 step 120 loss=0.4213 lr=0.001 time=0.12s\n"
+    stdout = line * 25_000  # ~1.2 MB of ordinary training output, nothing to find
+    run = make_run(tmp_path / "run", stdout)
+    start = time.perf_counter()
+    doc = get_judge("rules").judge_run(run, "isles22")
+    elapsed = time.perf_counter() - start
+    assert sum(r["score"] for r in doc["strategies"]) == 0
+    assert elapsed < 10, elapsed
+
+
+def test_prefilter_is_only_a_necessary_condition():
+    """Every line a group's full pattern matches also passes its literal prefilter (so results never change)."""
+    from pytest_rexmle.capability.rules import STAGE_RULES, required_literals
+
+    corpus = [line for (pos, files), (neg, nfiles) in CASES.values()
+              for text in (pos, neg, *files.values(), *nfiles.values()) for line in text.splitlines()]
+    corpus += ["Using nnU-Net v2 (3d_fullres)", "HU window [-1000, 400] applied", "clip to HU range", "SAM ViT-B",
+               "sh run.sh --epochs 3", "val_dice: 0.8", "for lr in [1e-3, 1e-4]:", "np.clip(img, -1024, 3071)",
+               "RandFlipd(keys=['img'])", "5 folds averaged predictions", "cross_validation with 5 folds"]
+    groups = [g for r in RULES.values() for g in r.groups] + [g for gs in STAGE_RULES.values() for g in gs]
+    matched = 0
+    for grp in groups:
+        for line in corpus:
+            if grp.pattern.search(line):
+                matched += 1
+                assert grp.prefilter is None or grp.prefilter.search(line.lower()), (grp.what, line)
+    assert matched > 40
+    # hand-checked extraction: in (ab|cde)fgh both {ab, cde} and {fgh} are required; {fgh} has the longer
+    # shortest literal (3 > 2) so it is kept; (abc|defg)x keeps the branch union (3 > 1, "x" is too short)
+    assert required_literals(re.compile(r"(ab|cde)fgh")) == {"fgh"}
+    assert required_literals(re.compile(r"(abc|defg)x")) == {"abc", "defg"}
+    assert required_literals(re.compile(r"\w+\s*")) is None
+
+
+def test_common_false_friends(tmp_path):
+    # "fixed random seed" after an error is not a fix; a plain MONAI U-Net is the generic default, not
+    # the state of the art; reading a tissue mask target (PUMA) is not an expert prior
+    doc = _judge(tmp_path, "Traceback (most recent call last):\nValueError: x\nUsing a fixed random seed 42.\n",
+                 {"workspace/train.py": "from monai.networks.nets import UNet\ntissue_mask = load(p)\n"})
+    assert [_score(doc, k)["score"] for k in ("analyze_failures", "state_of_the_art", "expert_priors")] == [0, 0, 0]
