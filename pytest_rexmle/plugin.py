@@ -48,6 +48,18 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.session import SessionReporter
 
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
+        _sweep_orphans(settings)
+
+
+def _sweep_orphans(settings) -> None:
+    """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)."""
+    from .runtime import get_runtime
+
+    removed = get_runtime(settings.runtime, unsafe=settings.unsafe_local).sweep_orphans()
+    if removed:
+        import warnings
+
+        warnings.warn(f"rexmle: removed {removed} leftover run(s) of a dead session", stacklevel=1)
 
 
 def _check_agent_and_runtime(settings) -> None:

@@ -6,6 +6,9 @@ from .base import Agent, AgentContext
 AGENTS = Registry("rexmle.agents", {
     "sample": "pytest_rexmle.agents.sample:SampleAgent",
     "command": "pytest_rexmle.agents.command:CommandAgent",
+    "aide": "pytest_rexmle.agents.aide:AideAgent",
+    "ml-master": "pytest_rexmle.agents.ml_master:MLMasterAgent",
+    "rd-agent": "pytest_rexmle.agents.rd_agent:RDAgent",
 })
 
 

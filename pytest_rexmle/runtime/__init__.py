@@ -1,9 +1,10 @@
-"""Runtimes: where an agent process runs (local sandbox now; Docker and Slurm plug in the same way)."""
+"""Runtimes: where an agent process runs (a local bubblewrap sandbox, or a Docker container)."""
 
 from ..registry import Registry
 from .base import Runtime, RunOutcome, RunSpec
 
-RUNTIMES = Registry("rexmle.runtimes", {"local": "pytest_rexmle.runtime.local:LocalRuntime"})
+RUNTIMES = Registry("rexmle.runtimes", {"local": "pytest_rexmle.runtime.local:LocalRuntime",
+                                        "docker": "pytest_rexmle.runtime.docker:DockerRuntime"})
 
 
 def get_runtime(name: str, **options) -> Runtime:

@@ -1,0 +1,173 @@
+"""Shared helpers of the agent start scripts (copied into every agent image as /opt/rexmle-agent/).
+
+A start script maps the ReX-MLE contract (REXMLE_* variables, see the README) onto one agent's own CLI:
+it writes the agent a task description (the challenge's description.md + the harness instructions +
+a note on where that agent must leave its predictions), runs the agent under a deadline a little
+shorter than the harness's hard limit, and then copies the agent's best submission (the CSV and every
+prediction file it refers to) into $REXMLE_SUBMISSION_DIR, which is all the harness grades.
+
+Standard library only: it runs in whatever Python the agent image has.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STARTED = time.monotonic()
+
+
+@dataclass(frozen=True)
+class Contract:
+    task: str
+    data: Path
+    workspace: Path
+    submission: Path
+    instructions: Path
+    time_limit: float
+
+    @classmethod
+    def from_env(cls) -> "Contract":
+        env = os.environ
+        return cls(env["REXMLE_TASK"], Path(env["REXMLE_DATA_DIR"]), Path(env["REXMLE_WORKSPACE"]),
+                   Path(env["REXMLE_SUBMISSION_DIR"]), Path(env["REXMLE_INSTRUCTIONS"]),
+                   float(env.get("REXMLE_TIME_LIMIT") or 86400))
+
+    def reserve(self) -> float:
+        """Seconds kept back from the agent for extracting its submission before the hard kill."""
+        return min(900.0, max(15.0, 0.1 * self.time_limit))
+
+    def remaining(self) -> float:
+        return self.time_limit - (time.monotonic() - STARTED)
+
+    def agent_budget(self) -> float:
+        return max(1.0, self.remaining() - self.reserve())
+
+
+def log(message: str) -> None:
+    print(f"[rexmle-adapter] {message}", file=sys.stderr, flush=True)
+
+
+def task_description(contract: Contract, where_to_write: str) -> str:
+    """The prompt text: the organisers' description, the harness instructions, the adapter's note."""
+    parts = []
+    description = contract.data / "description.md"
+    if description.is_file():
+        parts.append(description.read_text(encoding="utf-8", errors="replace"))
+    if contract.instructions.is_file():
+        parts.append(contract.instructions.read_text(encoding="utf-8", errors="replace"))
+    parts.append("## Where your program must write its predictions\n" + where_to_write.strip() + "\n")
+    return "\n\n".join(parts)
+
+
+def write_description(contract: Contract, folder: Path, where_to_write: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "task_description.md"
+    path.write_text(task_description(contract, where_to_write), encoding="utf-8")
+    return path
+
+
+def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None) -> int | None:
+    """Run the agent in its own process group; at the deadline interrupt it, then kill it. None: deadline hit."""
+    log(f"starting {argv[0]} with a budget of {seconds:.0f} s")
+    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        log("agent budget used up: interrupting it to collect its best submission")
+        for sig, grace in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return None
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def referenced_files(csv_path: Path, files_base: Path | None = None) -> list[str]:
+    """Relative paths in the CSV's cells that name files under ``files_base`` (default: next to the CSV)."""
+    base = (files_base or csv_path.parent).resolve()
+    found: list[str] = []
+    try:
+        with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
+            rows = list(csv.reader(fh))
+    except OSError:
+        return found
+    for row in rows[1:]:
+        for cell in row:
+            cell = cell.strip()
+            if not cell or cell.startswith("/") or ".." in Path(cell).parts:
+                continue
+            candidate = (base / cell)
+            if candidate.is_file() and candidate.resolve().is_relative_to(base):
+                found.append(cell)
+    return sorted(set(found))
+
+
+def export_submission(csv_path: Path, submission_dir: Path, files_base: Path | None = None) -> bool:
+    """Copy ``csv_path`` as submission.csv plus the files it refers to; False when there is nothing to copy."""
+    if not csv_path.is_file():
+        return False
+    base = files_base or csv_path.parent
+    submission_dir.mkdir(parents=True, exist_ok=True)
+    files = referenced_files(csv_path, base)
+    for rel in files:
+        dest = submission_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(base / rel, dest)
+    shutil.copy2(csv_path, submission_dir / "submission.csv")
+    log(f"exported {csv_path} (+{len(files)} file(s)) to {submission_dir}")
+    return True
+
+
+def has_submission(submission_dir: Path) -> bool:
+    return (submission_dir / "submission.csv").is_file()
+
+
+def newest(paths: list[Path]) -> Path | None:
+    existing = [p for p in paths if p.exists()]
+    return max(existing, key=lambda p: p.stat().st_mtime) if existing else None
+
+
+#: environment variables whose values must never be left in files the run folder keeps
+SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
+                    "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "LITELLM_API_KEY")
+
+
+def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
+    """Replace API-key values in the agent's own text logs/configs (some agents save their config)."""
+    values = [v for v in (os.environ.get(k, "") for k in SECRET_VARIABLES) if len(v) >= 8]
+    if not values or not folder.is_dir():
+        return 0
+    changed = 0
+    for path in folder.rglob("*"):
+        try:
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > limit_bytes:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        new = data
+        for value in values:
+            new = new.replace(value.encode(), b"***")
+        if new != data:
+            path.write_bytes(new)
+            changed += 1
+    return changed

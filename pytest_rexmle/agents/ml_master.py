@@ -1,0 +1,29 @@
+"""The ``ml-master`` agent: ML-Master (SJTU SAI, MCTS over AIDE-style solution trees) in ``rexmle/ml-master``.
+
+``--agent=ml-master --rexmle-runtime=docker [--agent-option model=deepseek-r1]
+[--agent-option feedback_model=gpt-4o-2024-08-06] [--agent-option steps=500] [--agent-option parallel=3]``.
+The image's start script (``images/ml-master/start.py``) runs ``python main_mcts.py key=value ...`` with
+the contract mapped onto ML-Master's config, interrupts it before the hard limit, and exports
+``best_submission/submission.csv`` (plus its prediction files) into the submission folder. Keys come
+from the host environment as secret environment (OPENAI_API_KEY, OPENAI_BASE_URL, DEEPSEEK_API_KEY, ...).
+"""
+
+from __future__ import annotations
+
+from .aide import START, ContainerAgent
+from .base import AgentContext
+
+
+class MLMasterAgent(ContainerAgent):
+    image = "rexmle/ml-master:latest"
+    known_options = ("model", "feedback_model", "steps", "parallel", "exec_timeout", "image")
+    log_folders = ("ml-master/logs",)
+    default_model = "deepseek-r1"  # ML-Master's own coding model; feedback defaults to gpt-4o as in its run.sh
+
+    def command(self, ctx: AgentContext) -> list[str]:
+        argv = ["python3", START, "--model", self.model,
+                "--feedback-model", self.options.get("feedback_model") or "gpt-4o-2024-08-06",
+                "--steps", self.options.get("steps", "500"), "--parallel", self.options.get("parallel", "3")]
+        if self.options.get("exec_timeout"):
+            argv += ["--exec-timeout", self.options["exec_timeout"]]
+        return argv

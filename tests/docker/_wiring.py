@@ -1,0 +1,16 @@
+"""Test-only pytest plugin (``-p tests.docker._wiring``): registers the docker runtime and the container
+agents when the package's own registries do not list them yet, so benchmark subprocesses can use
+``--rexmle-runtime=docker --agent=aide`` before (and after) the entry points are wired.
+"""
+
+from pytest_rexmle.agents import AGENTS
+from pytest_rexmle.runtime import RUNTIMES
+
+for registry, name, target in (
+    (RUNTIMES, "docker", "pytest_rexmle.runtime.docker:DockerRuntime"),
+    (AGENTS, "aide", "pytest_rexmle.agents.aide:AideAgent"),
+    (AGENTS, "ml-master", "pytest_rexmle.agents.ml_master:MLMasterAgent"),
+    (AGENTS, "rd-agent", "pytest_rexmle.agents.rd_agent:RDAgent"),
+):
+    if name not in registry.names():
+        registry._builtins[name] = target

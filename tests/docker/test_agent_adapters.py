@@ -1,0 +1,224 @@
+"""The container agents: AIDE end to end against a scripted LLM; ML-Master and R&D-Agent piece by piece."""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
+import pytest
+
+from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.task import registry
+from pytest_rexmle.agents.aide import AideAgent
+from pytest_rexmle.agents.base import AgentContext
+from pytest_rexmle.agents.ml_master import MLMasterAgent
+from pytest_rexmle.agents.rd_agent import RDAgent
+from pytest_rexmle.errors import RexmleError
+
+from ..conftest import REPO, run_folders
+from .conftest import session_containers
+from .fake_llm import ScriptedLLM
+
+IMAGES = REPO / "images"
+KEY = "sk-fake-0123456789abcdef"
+
+
+def _ctx(tmp_path: Path) -> AgentContext:
+    run = tmp_path / "run"
+    for sub in ("workspace", "submission", "logs"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    return AgentContext(registry().get("ldct-iqa"), run, run / "workspace", run / "submission", run / "logs",
+                        tmp_path / "public", 3600.0)
+
+
+def _start_module(agent: str):
+    """Import images/<agent>/start.py as the image does (the shared helpers next to it)."""
+    sys.path.insert(0, str(IMAGES / "common"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent / "start.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(IMAGES / "common"))
+
+
+def _contract(tmp_path: Path, module):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "description.md").write_text("# LDCT quality\nPredict the radiologists' score.\n")
+    (data / "train.csv").write_text("a\n1\n")
+    (tmp_path / "instructions.md").write_text("Run `rexmle validate`.\n")
+    return module.Contract("ldct-iqa", data, tmp_path / "ws", tmp_path / "sub", tmp_path / "instructions.md", 7200.0)
+
+
+# -- command, environment and options ------------------------------------------------------------------------
+
+def test_aide_command_options_and_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.local/v1")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    agent = AideAgent("aide", {"model": "gpt-4.1", "steps": "7", "image": "my/aide:1"})
+    assert agent.image == "my/aide:1" and AideAgent("aide", {}).image == "rexmle/aide:latest"
+    assert agent.command(_ctx(tmp_path)) == ["python3", "/opt/rexmle-agent/start.py", "--model", "gpt-4.1",
+                                             "--feedback-model", "gpt-4.1", "--steps", "7", "--k-fold", "5"]
+    env = agent.environment(_ctx(tmp_path))
+    assert env == {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://llm.local/v1"}
+    assert set(agent.secret_environment()) == {"OPENAI_API_KEY", "OPENAI_BASE_URL"}
+    assert KEY not in json.dumps(agent.public_options())
+    with pytest.raises(RexmleError, match="steps must be a positive integer"):
+        AideAgent("aide", {"steps": "many"})
+    with pytest.raises(RexmleError, match="does not understand"):
+        AideAgent("aide", {"api_key": KEY})
+
+
+def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    agent = MLMasterAgent("ml-master", {"model": "gpt-5-mini", "steps": "40", "parallel": "2"})
+    assert agent.image == "rexmle/ml-master:latest"
+    argv = agent.command(_ctx(tmp_path))
+    assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "gpt-5-mini", "--feedback-model",
+                    "gpt-4o-2024-08-06", "--steps", "40", "--parallel", "2"]
+    start = _start_module("ml-master")
+    args = start.parse(argv[2:])
+    contract = _contract(tmp_path, start)
+    cmd = start.command(contract, args, tmp_path / "root", tmp_path / "root" / "task.md", budget=6000)
+    assert cmd[1] == "/opt/ml-master/main_mcts.py"
+    overrides = dict(a.split("=", 1) for a in cmd[2:])
+    assert overrides["data_dir"] == str(contract.data) and overrides["desc_file"].endswith("task.md")
+    assert overrides["agent.code.model"] == "gpt-5-mini" and overrides["agent.feedback.model"] == "gpt-4o-2024-08-06"
+    assert overrides["agent.code.base_url"] == "https://api.openai.com/v1" and overrides["agent.code.api_key"] == KEY
+    assert overrides["agent.steps"] == "40" and overrides["agent.time_limit"] == "6000"
+    assert overrides["agent.steerable_reasoning"] == "false" and overrides["agent.check_format"] == "false"
+    assert overrides["agent.search.parallel_search_num"] == "2" and overrides["exec.timeout"] == "2700"  # 0.375 * 7200
+    assert start.format_time(3725) == "1hrs 2mins 5secs"
+
+
+def test_ml_master_exports_its_best_submission_with_prediction_files(tmp_path):
+    start = _start_module("ml-master")
+    ws = tmp_path / "root" / "workspaces" / "0-rexmle"
+    (ws / "submission" / "preds").mkdir(parents=True)
+    (ws / "best_submission").mkdir()
+    (ws / "submission" / "preds" / "case1.nii.gz").write_bytes(b"mask")
+    (ws / "submission" / "submission_abc.csv").write_text("case_id,mask\ncase1,preds/case1.nii.gz\n")
+    (ws / "best_submission" / "submission.csv").write_text("case_id,mask\ncase1,preds/case1.nii.gz\n")
+    out = tmp_path / "out"
+    assert start.collect(tmp_path / "root", out)
+    assert (out / "submission.csv").read_text() == "case_id,mask\ncase1,preds/case1.nii.gz\n"
+    assert (out / "preds" / "case1.nii.gz").read_bytes() == b"mask"
+    # without a best_submission/ the newest saved node submission is used
+    (ws / "best_submission" / "submission.csv").unlink()
+    out2 = tmp_path / "out2"
+    assert start.collect(tmp_path / "root", out2) and (out2 / "preds" / "case1.nii.gz").is_file()
+    assert not start.collect(tmp_path / "nothing", tmp_path / "out3")
+
+
+def test_rd_agent_command_environment_and_competition_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://llm.local/v1")
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    agent = RDAgent("rd-agent", {"model": "o3-mini", "steps": "3"})
+    assert agent.image == "rexmle/rd-agent:latest" and agent.secret_environment()
+    argv = agent.command(_ctx(tmp_path))
+    assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "o3-mini", "--embedding-model",
+                    "text-embedding-3-small", "--loop-n", "3"]
+    start = _start_module("rd-agent")
+    args = start.parse(argv[2:])
+    contract = _contract(tmp_path, start)
+    root = tmp_path / "root"
+    folder = start.competition_folder(contract, root)
+    assert folder == root / "ds_data" / "ldct-iqa"
+    assert (folder / "train.csv").is_symlink() and (folder / "train.csv").resolve() == contract.data / "train.csv"
+    description = (folder / "description.md").read_text()
+    assert "Predict the radiologists' score." in description and "rexmle validate" in description
+    assert "Save `submission.csv` there" in description
+    env = start.environment(contract, args, root)
+    assert env["DS_SCEN"] == "rdagent.scenarios.data_science.scen.DataScienceScen"
+    assert env["DS_LOCAL_DATA_PATH"] == str(root / "ds_data") and env["DS_IF_USING_MLE_DATA"] == "False"
+    assert env["DS_CODER_COSTEER_ENV_TYPE"] == "conda" and env["CHAT_MODEL"] == "o3-mini"
+    assert env["OPENAI_API_BASE"] == "http://llm.local/v1" and env["OPENAI_API_KEY"] == KEY
+    assert start.command(contract, args)[1:] == ["data_science", "--competition", "ldct-iqa", "--loop_n", "3"]
+
+
+def test_rd_agent_exports_the_newest_workspace_submission(tmp_path):
+    start = _start_module("rd-agent")
+    root = tmp_path / "root"
+    for name, when in (("old", 1_000_000), ("new", 2_000_000)):
+        ws = root / "workspace" / name
+        (ws / "p").mkdir(parents=True)
+        (ws / "p" / "x.png").write_bytes(name.encode())
+        (ws / "submission.csv").write_text("id,file\n1,p/x.png\n")
+        os.utime(ws / "submission.csv", (when, when))
+    out = tmp_path / "out"
+    assert start.collect(root, out)  # no R&D-Agent log here: falls back to the newest workspace
+    assert (out / "p" / "x.png").read_bytes() == b"new"
+
+
+def test_adapter_scrubs_keys_and_skips_paths_outside(tmp_path, monkeypatch):
+    start = _start_module("aide")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "config.yaml").write_text(f"api_key: {KEY}\n")
+    assert start.scrub_secrets(logs) == 1 and (logs / "config.yaml").read_text() == "api_key: ***\n"
+    sub = tmp_path / "w"
+    sub.mkdir()
+    (tmp_path / "secret.txt").write_text("x")
+    (sub / "submission.csv").write_text("id,f\n1,../secret.txt\n2,/etc/passwd\n")
+    assert start.export_submission(sub / "submission.csv", tmp_path / "o")
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["submission.csv"]
+
+
+# -- AIDE end to end --------------------------------------------------------------------------------------
+
+def _bridge_gateway(client) -> str:
+    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client, aide_image, session_id,
+                                                     shared_cache, monkeypatch):
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
+    with ScriptedLLM() as llm:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        result = docker_bench("--agent=aide", "--agent-option=model=scripted-model", "--agent-option=steps=1",
+                              f"--agent-option=image={aide_image}", "--rexmle-time-limit=240", "-k", "ldct-iqa",
+                              timeout=400)
+        requests = list(llm.requests)
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
+    result.assert_outcomes(passed=1)
+    assert requests, stderr[-3000:]
+    first = requests[0]
+    assert first["_path"] == "/v1/chat/completions" and first["model"] == "scripted-model"
+    assert first["_auth"] == f"Bearer {KEY}"
+    prompt = "\n".join(m["content"] for m in first["messages"] if m.get("content"))
+    assert description_line in prompt  # the organisers' task description
+    assert "rexmle validate" in prompt and "Save `submission.csv` in `./working`" in prompt
+    # aideml 0.2.2 asks for plan + code as plain text and for the review through the submit_review tool
+    assert "```" not in prompt.split("# Task description")[0]
+    assert any(not r.get("tools") for r in requests)
+    assert [r["tools"][0]["function"]["name"] for r in requests if r.get("tools")][:1] == ["submit_review"]
+    # the submission came out of AIDE's ./working and was graded
+    assert (run / "submission" / "submission.csv").read_text() == (twin.public / "sample_submission.csv").read_text()
+    record = json.loads((run / "result.json").read_text())
+    assert record["status"] == "ok"
+    # AIDE's own logs are kept next to ours; no key in any file of the run folder
+    assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "journal.json").is_file()
+    assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "best_solution.py").is_file()
+    assert "[rexmle-adapter] exported" in stderr
+    for path in run.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
+            assert KEY.encode() not in path.read_bytes(), path
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["image"] == aide_image and meta["exit_code"] == 0
+    assert session_containers(docker_client, session_id) == []

@@ -1,0 +1,172 @@
+"""The Docker runtime: the container it asks for (no engine needed) and agents run in it (engine needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
+import pytest
+
+from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.task import registry
+from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings
+
+from ..conftest import AGENTS, run_folders
+from .conftest import session_containers
+
+
+def _spec(tmp_path: Path, **kw) -> RunSpec:
+    run = tmp_path / "run"
+    for sub in ("workspace", "submission", "logs"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    public, private = tmp_path / "data" / "public", tmp_path / "data" / "private"
+    public.mkdir(parents=True)
+    private.mkdir(parents=True)
+    (run / "instructions.md").write_text("do it")
+    base = dict(task_id="ldct-iqa", argv=[sys.executable, "-m", "pytest_rexmle.agents.sample_main"],
+                env={"REXMLE_TASK": "ldct-iqa", "CUDA_VISIBLE_DEVICES": "3", "OPENAI_API_KEY": "sk-secret-123456"},
+                data_dir=public, workspace=run / "workspace", submission=run / "submission", logs=run / "logs",
+                instructions=run / "instructions.md", time_limit=60.0, hidden=(private,),
+                secret_env=("OPENAI_API_KEY",))
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_create_kwargs_follow_the_contract(tmp_path):
+    rt = DockerRuntime(settings=DockerSettings(image="img:1", cpus=4.0, memory="8g"), session="s1")
+    spec = _spec(tmp_path, gpus=("3",))
+    kw = rt.create_kwargs(spec, "img:1", (1000, 1000), ncpu=2)
+    mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in kw["mounts"]}
+    assert mounts["/rexmle/data"] == (str(spec.data_dir.resolve()), True)
+    assert mounts["/rexmle/workspace"] == (str(spec.workspace.resolve()), False)
+    assert mounts["/rexmle/submission"] == (str(spec.submission.resolve()), False)
+    assert mounts["/rexmle/instructions.md"] == (str(spec.instructions.resolve()), True)
+    assert mounts["/opt/rexmle/tasks"][1] is True and mounts["/opt/rexmle/lib/pytest_rexmle"][1] is True
+    # the private answers are not a mount source, nor under one
+    assert not any(src.startswith(str((tmp_path / "data" / "private").resolve())) for src, _ in mounts.values())
+    # one GPU requested by its host id; inside it is device 0
+    [request] = kw["device_requests"]
+    assert request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]]
+    assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    # limits: 4 CPUs asked, the engine has 2 -> 2e9 nano CPUs; memory without extra swap
+    assert kw["nano_cpus"] == 2_000_000_000 and kw["mem_limit"] == "8g" and kw["memswap_limit"] == "8g"
+    assert kw["shm_size"] == "4g" and kw["pids_limit"] == 8192 and kw["init"] is True
+    assert kw["read_only"] is True and "/tmp" in kw["tmpfs"] and kw["user"] == "1000:1000"
+    assert kw["cap_drop"] == ["ALL"] and kw["network_mode"] == "bridge"
+    assert kw["command"] == ["python3", "-m", "pytest_rexmle.agents.sample_main"]  # host interpreter path replaced
+    assert kw["working_dir"] == "/rexmle/workspace"
+    env = kw["environment"]
+    assert env["HOME"] == "/rexmle/workspace" and env["REXMLE_TASKS_DIR"] == "/opt/rexmle/tasks"
+    assert env["PYTHONPATH"] == "/opt/rexmle/lib" and env["OPENAI_API_KEY"] == "sk-secret-123456"
+    labels = kw["labels"]
+    assert labels["rexmle.session"] == "s1" and labels["rexmle.task"] == "ldct-iqa"
+    assert labels["rexmle.pid"] == str(os.getpid()) and labels["rexmle.run_dir"] == str(spec.workspace.parent)
+    assert "sk-secret" not in json.dumps(labels)
+
+
+def test_no_gpu_no_device_request_and_network_none(tmp_path):
+    rt = DockerRuntime(settings=DockerSettings(), session="s")
+    kw = rt.create_kwargs(_spec(tmp_path, network="none"), "img", (1000, 1000))
+    assert kw["device_requests"] == [] and kw["environment"]["CUDA_VISIBLE_DEVICES"] == ""
+    assert kw["network_mode"] == "none" and "mem_limit" not in kw and "runtime" not in kw
+
+
+def test_hidden_folder_under_a_mount_is_covered(tmp_path):
+    spec = _spec(tmp_path)
+    inner = spec.data_dir / "private-copy"
+    inner.mkdir()
+    spec = _spec(tmp_path / "again", hidden=(inner,), data_dir=spec.data_dir)
+    kw = DockerRuntime(settings=DockerSettings(), session="s").create_kwargs(spec, "img", (1000, 1000))
+    assert kw["tmpfs"]["/rexmle/data/private-copy"].startswith("ro")
+
+
+def test_contract_paths_and_settings_from_env():
+    rt = DockerRuntime(settings=DockerSettings.from_env({"REXMLE_DOCKER_IMAGE": "x:1", "REXMLE_DOCKER_CPUS": "2",
+                                                          "REXMLE_DOCKER_READ_ONLY": "0"}))
+    assert rt.settings.image == "x:1" and rt.settings.cpus == 2.0 and rt.settings.read_only is False
+    assert rt.contract_paths(None) == {"data": "/rexmle/data", "workspace": "/rexmle/workspace",
+                                       "submission": "/rexmle/submission", "instructions": "/rexmle/instructions.md"}
+
+
+# -- with an engine ---------------------------------------------------------------------------------------
+
+def _latest(bench, task_id: str) -> Path:
+    folders = run_folders(bench.path, task_id)
+    assert folders
+    return folders[-1]
+
+
+def test_sample_agent_runs_in_a_container_and_grades(docker_bench, docker_client, session_id):
+    result = docker_bench("--agent=sample", "-k", "ldct-iqa")
+    result.assert_outcomes(passed=1)
+    run = _latest(docker_bench, "ldct-iqa")
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["sandbox"] == "docker" and meta["exit_code"] == 0 and meta["user"] == "1000:1000"
+    assert (run / "logs" / "agent.stdout.log").read_text().startswith("sample agent: writing the baseline")
+    record = json.loads((run / "logs" / "docker.json").read_text())
+    assert record["labels"]["rexmle.session"] == session_id and record["init"] is True
+    assert record["read_only_rootfs"] is True and not record["device_requests"]
+    assert session_containers(docker_client, session_id) == []
+
+
+def test_command_agent_contract_read_only_data_and_non_root(docker_bench, docker_client, session_id):
+    cmd = "python agent.py && id -u > $REXMLE_WORKSPACE/uid.txt && (touch /usr/x 2>/dev/null; echo $? > $REXMLE_WORKSPACE/rootfs.txt)"
+    result = docker_bench("--agent=command", f"--agent-option=dir={AGENTS / 'echo'}", f"--agent-option=cmd={cmd}",
+                          "-k", "ldct-iqa", "--rexmle-time-limit=120")
+    result.assert_outcomes(passed=1)
+    run = _latest(docker_bench, "ldct-iqa")
+    echo = json.loads((run / "workspace" / "echo.json").read_text())
+    assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": "/rexmle/data",
+                           "REXMLE_WORKSPACE": "/rexmle/workspace", "REXMLE_SUBMISSION_DIR": "/rexmle/submission",
+                           "REXMLE_INSTRUCTIONS": "/rexmle/instructions.md", "REXMLE_TIME_LIMIT": "120",
+                           "CUDA_VISIBLE_DEVICES": "", "REXMLE_TASKS_DIR": "/opt/rexmle/tasks"}
+    assert echo["cwd"] == "/rexmle/workspace/agent" and echo["data_writable"] is False
+    assert echo["instructions_mentions_validate"] is True
+    assert (run / "workspace" / "uid.txt").read_text().strip() == "1000"
+    assert (run / "workspace" / "rootfs.txt").read_text().strip() != "0"  # read-only root filesystem
+    assert session_containers(docker_client, session_id) == []
+
+
+def test_validator_runs_inside_the_container(docker_bench):
+    cmd = ("cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv && "
+           "rexmle validate --submission $REXMLE_SUBMISSION_DIR > $REXMLE_WORKSPACE/ok.txt")
+    docker_bench("--agent=command", f"--agent-option=cmd={cmd}", "-k", "ldct-iqa").assert_outcomes(passed=1)
+    assert (_latest(docker_bench, "ldct-iqa") / "workspace" / "ok.txt").read_text().startswith("OK: 15 test case(s)")
+
+
+def test_hostile_agent_finds_no_answers(docker_bench, shared_cache, tmp_path):
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    escape = tmp_path / "escaped.txt"
+    cmd = f"HOSTILE_TARGET={escape} python agent.py {twin.private}"
+    result = docker_bench("--agent=command", f"--agent-option=dir={AGENTS / 'hostile'}", f"--agent-option=cmd={cmd}",
+                          "-k", "ldct-iqa")
+    result.assert_outcomes(failed=1)  # it writes no submission
+    report = json.loads((_latest(docker_bench, "ldct-iqa") / "workspace" / "hostile.json").read_text())
+    assert not any("answers.csv" in p or "split.json" in p or "prepare_manifest" in p for p in report["found_names"])
+    assert report["found_content"] == []
+    assert report["wrote"] == [] and not escape.exists()
+    # its own PID namespace: docker-init as PID 1 plus the agent's processes
+    assert all(pid < 50 for pid, _ in report["processes"]), report["processes"]
+
+
+def test_secret_environment_reaches_the_agent_but_no_file(docker_client, test_image, tmp_path, session_id):
+    spec = _spec(tmp_path, argv=["/bin/sh", "-c", 'case "$OPENAI_API_KEY" in sk-secret-*) echo has-key;; esac'])
+    outcome = DockerRuntime(image=test_image, session=session_id).run(spec)
+    assert outcome.exit_code == 0 and not outcome.timed_out
+    assert outcome.stdout.read_text() == "has-key\n"
+    for path in spec.logs.rglob("*"):
+        assert b"sk-secret-123456" not in path.read_bytes(), path
+    record = json.loads((spec.logs / "docker.json").read_text())
+    assert "OPENAI_API_KEY" in record["secret_env_names"]
+    assert session_containers(docker_client, session_id) == []
+
+
+def test_missing_image_names_the_build_command(docker_client, tmp_path):
+    from pytest_rexmle.runtime.base import RuntimeUnavailable
+
+    with pytest.raises(RuntimeUnavailable, match="rexmle images build"):
+        DockerRuntime(image="rexmle/does-not-exist:0").run(_spec(tmp_path))
