@@ -107,6 +107,11 @@ def reference_geometry(path: Path) -> sitk.Image:
     return ref
 
 
+def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
+    """SimpleITK's (x, y, z) spacing reordered to the (z, y, x) axes of its NumPy array."""
+    return tuple(float(s) for s in reversed(img.GetSpacing()))  # type: ignore[return-value]
+
+
 def voxel_volume_mm3(img: sitk.Image) -> float:
     """|det(direction · diag(spacing))| — the physical volume of one voxel."""
     dim = img.GetDimension()

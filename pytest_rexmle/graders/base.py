@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import csv
 import importlib
+import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Iterable, Mapping
+from typing import Callable, ClassVar, Iterable, Mapping
+
+import numpy as np
 
 from ..errors import InvalidSubmission, TaskConfigError
 from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
@@ -72,6 +75,37 @@ class Grader(ABC):
     @abstractmethod
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The private answers converted to a submission (scores the best value on every metric)."""
+
+    # -- helpers for the two above ---------------------------------------------------------------------
+    def write_files(self, out_dir: Path, case_ids: Iterable[str], rel_for: Callable[[str], str],
+                    write: Callable[[str, Path], object]) -> None:
+        """One prediction file per case (``write(case_id, path)``) and the CSV naming them."""
+        column = self.prediction_columns[0]
+        rows = []
+        for case_id in case_ids:
+            rel = rel_for(case_id)
+            (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            write(case_id, out_dir / rel)
+            rows.append({self.id_column: case_id, column: rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+    def copy_answers(self, answers_dir: Path, out_dir: Path, answer_column: str,
+                     rel_for: Callable[[str], str]) -> None:
+        """A perfect submission for formats where the ground-truth file is itself a valid prediction."""
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        self.write_files(out_dir, answers.ids, rel_for,
+                         lambda case_id, path: shutil.copyfile(answers_dir / answers.value(case_id, answer_column), path))
+
+    def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path],
+                          rel_for: Callable[[str], str]) -> None:
+        """A baseline of all-background volumes, each on the grid of its public test image."""
+        from ..imaging import image_like, reference_geometry, write_image
+
+        def empty(case_id: str, path: Path) -> None:
+            ref = reference_geometry(grid_for(case_id))
+            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), path)
+
+        self.write_files(out_dir, self.public_test_ids(public_dir), rel_for, empty)
 
 
 def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[str, object]],

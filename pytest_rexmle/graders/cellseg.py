@@ -8,7 +8,6 @@ are invalid. Scores are the organisers' F1 at five IoU thresholds, averaged over
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from PIL import Image
 
 from ..errors import InvalidSubmission
 from ..metrics.instance import THRESHOLDS, image_f1
-from ..submission import CaseTable, read_answers
+from ..submission import CaseTable
 from .base import Grader, write_submission_csv
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
@@ -125,11 +124,6 @@ class CellInstances(Grader):
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}_label.tiff"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}_label.tiff")
+
+

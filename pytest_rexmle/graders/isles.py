@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from statistics import mean
 
@@ -10,11 +9,11 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..imaging import image_like, read_image, read_mask, reference_geometry, voxel_volume_mm3, write_image
+from ..imaging import read_image, read_mask, reference_geometry, voxel_volume_mm3
 from ..metrics.components import lesion_detection
 from ..metrics.overlap import dice
-from ..submission import CaseTable, read_answers
-from .base import Grader, write_submission_csv
+from ..submission import CaseTable
+from .base import Grader
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 
@@ -57,21 +56,10 @@ class StrokeLesion(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test case's DWI grid."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            ref = reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz")
-            rel = f"predictions/{case_id}.nii.gz"
-            size = ref.GetSize()
-            write_image(image_like(np.zeros(size[::-1], dtype=np.uint8), ref), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz",
+                               lambda i: f"predictions/{i}.nii.gz")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}.nii.gz"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers_dir / answers.value(case_id, "mask_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "mask_path", lambda i: f"predictions/{i}.nii.gz")
+
+

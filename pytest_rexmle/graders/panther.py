@@ -15,7 +15,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, image_like, read_image, reference_geometry, write_image
+from ..imaging import check_geometry, image_like, read_image, reference_geometry, write_image, zyx_spacing
 from ..metrics.hausdorff import image_diagonal
 from ..metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
                               surface_dice_at_tolerance, volumetric_dice)
@@ -99,11 +99,6 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
-    """SimpleITK's (x, y, z) spacing reordered to the (z, y, x) axes of its NumPy array."""
-    return tuple(float(s) for s in reversed(img.GetSpacing()))  # type: ignore[return-value]
-
-
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.mha"
 
@@ -135,13 +130,8 @@ class PancreaticTumour(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-zero mask on each test image's grid (the uniform-prediction floor)."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            ref = reference_geometry(public_test_image(public_dir, case_id))
-            rel = f"predictions/{case_id}.mha"
-            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_empty_masks(public_dir, out_dir, lambda i: public_test_image(public_dir, i),
+                               lambda i: f"predictions/{i}.mha")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The ground truth binarised (labels 1 and 2 both become 1, which the value-set rule requires)."""

@@ -7,18 +7,17 @@ medians (the leaderboard's ``*_50pc`` columns).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, image_like, read_image, reference_geometry, write_image
+from ..imaging import check_geometry, read_image, reference_geometry, zyx_spacing
 from ..metrics.hausdorff import hausdorff_mm
 from ..metrics.overlap import dice
-from ..submission import CaseTable, read_answers
-from .base import Grader, write_submission_csv
+from ..submission import CaseTable
+from .base import Grader
 
 
 def require_nrrd(path: Path, case_id: str) -> None:
@@ -57,10 +56,6 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
-def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
-    return tuple(float(s) for s in reversed(img.GetSpacing()))  # type: ignore[return-value]
-
-
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.nrrd"
 
@@ -90,20 +85,10 @@ class AorticVesselTree(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test image's grid."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            ref = reference_geometry(public_test_image(public_dir, case_id))
-            rel = f"predictions/{case_id}.seg.nrrd"
-            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_empty_masks(public_dir, out_dir, lambda i: public_test_image(public_dir, i),
+                               lambda i: f"predictions/{i}.seg.nrrd")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}.seg.nrrd"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.seg.nrrd")
+
+

@@ -26,7 +26,7 @@ import SimpleITK as sitk
 from scipy import ndimage
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, image_like, label_array, read_image, reference_geometry, write_image
+from ..imaging import check_geometry, label_array, read_image, reference_geometry
 from ..metrics.boxes import box_scores
 from ..metrics.surface import bounding_box, hd95, union_box
 from ..metrics.topology import (ANTERIOR_EDGES, ANTERIOR_LABELS, POSTERIOR_EDGES, POSTERIOR_LABELS, TN,
@@ -93,14 +93,7 @@ class BoxDetection(Grader):
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}.json"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_bbox_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
 
 
 # == Task 1: multi-class segmentation ==================================================================
@@ -281,13 +274,8 @@ class _LabelVolumeGrader(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty (all-background) label volume on each test image's grid."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            ref = reference_geometry(test_image(public_dir, case_id))
-            rel = f"predictions/{case_id}.nii.gz"
-            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_empty_masks(public_dir, out_dir, lambda i: test_image(public_dir, i),
+                               lambda i: f"predictions/{i}.nii.gz")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)

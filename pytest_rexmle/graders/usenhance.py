@@ -17,7 +17,7 @@ from PIL import Image
 
 from ..errors import InvalidSubmission
 from ..metrics.image_similarity import similarity_scores
-from ..submission import CaseTable, read_answers
+from ..submission import CaseTable
 from .base import Grader, write_submission_csv
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
@@ -85,14 +85,7 @@ class ImageEnhancement(Grader):
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            rel = f"enhanced/{case_id}.png"
-            (out_dir / "enhanced").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers_dir / answers.value(case_id, "ground_truth_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "enhanced_image_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "ground_truth_path", lambda i: f"enhanced/{i}.png")
 
 
 def low_quality_path(public_dir: Path, case_id: str) -> Path:
