@@ -141,17 +141,20 @@ def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
     try:
         with Image.open(path) as img:
             if img.format not in ("TIFF", "PNG"):
-                raise InvalidSubmission(f"{where}: {path.name!r} is {img.format or 'not an image'}, must be TIFF or PNG")
+                raise InvalidSubmission(f"{where}: {path.name!r} is {img.format or 'not an image'}, "
+                                        "must be TIFF or PNG")
             if getattr(img, "n_frames", 1) != 1:
                 raise InvalidSubmission(f"{where}: {path.name!r} has {img.n_frames} pages; one 2-D mask is required")
             if len(img.getbands()) != 1:
                 raise InvalidSubmission(f"{where}: {path.name!r} has {len(img.getbands())} channels ({img.mode}); "
                                         "a single-channel mask is required")
             if img.mode.startswith("F"):
-                raise InvalidSubmission(f"{where}: {path.name!r} holds floating-point values; an integer mask is required")
+                raise InvalidSubmission(f"{where}: {path.name!r} holds floating-point values; "
+                                        "an integer mask is required")
             width, height = img.size
             if width < 1 or height < 1 or width * height > MAX_PIXELS:
-                raise InvalidSubmission(f"{where}: {path.name!r} is {width}×{height}; expected 1024×1024")
+                raise InvalidSubmission(f"{where}: {path.name!r} is {width}×{height} pixels; expected 1024×1024 "
+                                        f"(at most {MAX_PIXELS} pixels are read)")
             img.load()
             values = np.asarray(img)
             resized = np.asarray(img.resize(EVAL_SIZE, Image.NEAREST))

@@ -36,7 +36,8 @@ def polygon_centroid(points: Sequence[Sequence[float]]) -> tuple[float, float]:
     A third coordinate is ignored; a closing duplicate vertex, if present, is counted like any other.
     """
     xy = np.asarray([p[:2] for p in points], dtype=np.float64)
-    c = np.mean(xy, axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge finite vertices overflow to ±inf/NaN
+        c = np.mean(xy, axis=0)
     return float(c[0]), float(c[1])
 
 
@@ -51,22 +52,28 @@ def match_counts(truth: Sequence[Point], pred: Sequence[Point], radius: float = 
     for p in pred:
         by_class[p.name].append(p)
     tp: dict[str, int] = defaultdict(int)
-    trees: dict[str, tuple[cKDTree, np.ndarray, np.ndarray, list[bool], dict[tuple[float, float], list[int]]]] = {}
+    trees: dict[str, tuple] = {}
     for name, items in by_class.items():
         xy = np.array([(p.x, p.y) for p in items], dtype=np.float64)
         scores = np.array([p.score for p in items], dtype=np.float64)
         same_place: dict[tuple[float, float], list[int]] = defaultdict(list)
         for i, p in enumerate(items):
             same_place[(p.x, p.y)].append(i)
-        trees[name] = (cKDTree(xy), xy, scores, [True] * len(items), same_place)
+        # a centroid that overflowed to inf/NaN is at infinite distance from everything (organisers: the
+        # comparison `distance < 15` is false), so it stays out of the tree yet counts as a prediction
+        finite = np.flatnonzero(np.isfinite(xy).all(axis=1))
+        trees[name] = (cKDTree(xy[finite]), finite, xy, scores, [True] * len(items), same_place)
     for g in truth:
         if g.name not in trees:
             continue
-        tree, xy, scores, alive, same_place = trees[g.name]
+        tree, finite, xy, scores, alive, same_place = trees[g.name]
+        if not (np.isfinite(g.x) and np.isfinite(g.y)):
+            continue
         # the tree's ball is inclusive and may round; the strict test below is the organisers' one
         near = tree.query_ball_point((g.x, g.y), r=radius * (1.0 + 1e-9) + 1e-9)
         best: tuple[float, float, int] | None = None
-        for i in near:
+        for i in finite[near]:
+            i = int(i)
             if not alive[i]:
                 continue
             dx, dy = g.x - xy[i, 0], g.y - xy[i, 1]
