@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -22,6 +21,8 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of, first_file, rows, write_rows
 
 KEYS = ("f1_0.5", "f1_0.6", "f1_0.7", "f1_0.8", "f1_0.9")
 
@@ -44,27 +45,6 @@ def perfect(twin, tmp_path_factory):
     out = tmp_path_factory.mktemp("perfect") / "submission"
     grader().write_perfect(twin.private, out)
     return out
-
-
-def rows(sub: Path) -> list[dict[str, str]]:
-    with (sub / "submission.csv").open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def write_rows(sub: Path, records: list[dict[str, str]]) -> None:
-    with (sub / "submission.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["image_id", "predicted_mask_path"], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(records)
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def first_file(sub: Path) -> Path:
-    return sub / rows(sub)[0]["predicted_mask_path"]
 
 
 def rewrite_all(sub: Path, fn) -> None:

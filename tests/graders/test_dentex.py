@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -21,6 +20,8 @@ from pytest_rexmle.graders.dentex import parse_detection
 from pytest_rexmle.metrics.detection import metric_keys
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of, first_file, rows, write_rows
 
 GOOD = {"bbox": [1, 2, 3, 4], "category_id_1": 0, "category_id_2": 7, "category_id_3": 3, "score": 0.5}
 
@@ -43,27 +44,6 @@ def perfect(twin, tmp_path_factory):
     out = tmp_path_factory.mktemp("perfect") / "submission"
     grader().write_perfect(twin.private, out)
     return out
-
-
-def rows(sub: Path) -> list[dict[str, str]]:
-    with (sub / "submission.csv").open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def write_rows(sub: Path, records: list[dict[str, str]]) -> None:
-    with (sub / "submission.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["image_id", "predictions_json"], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(records)
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def first_file(sub: Path) -> Path:
-    return sub / rows(sub)[0]["predictions_json"]
 
 
 def rewrite_all(sub: Path, fn) -> None:

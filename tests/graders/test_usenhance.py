@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +19,8 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.usenhance import read_png
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of, first_file, rows, write_rows
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 
@@ -43,27 +43,6 @@ def perfect(twin, tmp_path_factory):
     out = tmp_path_factory.mktemp("perfect") / "submission"
     grader().write_perfect(twin.private, out)
     return out
-
-
-def rows(sub: Path) -> list[dict[str, str]]:
-    with (sub / "submission.csv").open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def write_rows(sub: Path, records: list[dict[str, str]]) -> None:
-    with (sub / "submission.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["image_id", "enhanced_image_path"], lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(records)
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def first_file(sub: Path) -> Path:
-    return sub / rows(sub)[0]["enhanced_image_path"]
 
 
 # == twin ===============================================================================================
