@@ -15,12 +15,13 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, image_like, read_image, reference_geometry, write_image, zyx_spacing
+from ..imaging import image_like, write_image
 from ..metrics.hausdorff import image_diagonal
 from ..metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
                               surface_dice_at_tolerance, volumetric_dice)
-from ..submission import CaseTable, read_answers
-from .base import Grader, write_submission_csv
+from ..submission import read_answers
+from .base import write_submission_csv
+from .binary import BinaryMaskGrader
 
 SUFFIXES = (".mha", ".nii.gz")
 SURFACE_DICE_TOLERANCE_MM = 5.0
@@ -103,35 +104,25 @@ def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.mha"
 
 
-class PancreaticTumour(Grader):
+class PancreaticTumour(BinaryMaskGrader):
     """One grader for both PANTHER tasks: they share the submission format and the metrics."""
 
-    prediction_columns = ("predicted_mask_path",)
-    answer_columns = ("label_path",)
+    prediction_suffix = ".mha"
 
-    def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
-        path = submission.file(case_id, "predicted_mask_path")
+    def test_image(self, public_dir: Path, case_id: str) -> Path:
+        return public_test_image(public_dir, case_id)
+
+    def check_format(self, path: Path, case_id: str) -> None:
         require_suffix(path, case_id)
-        img = read_image(path, case_id)
-        check_geometry(img, ref, case_id)
+
+    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
         return tumour_mask(img, case_id)
 
-    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        per_case = []
-        for case_id in answers.ids:
-            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
-            pred = self.read_prediction(submission, case_id, truth_img)
-            truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            per_case.append(case_metrics(pred, truth, zyx_spacing(truth_img)))
+    def case_metrics(self, pred, truth, spacing_zyx) -> dict:
+        return case_metrics(pred, truth, spacing_zyx)
+
+    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
         return aggregate(per_case)
-
-    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        self.read_prediction(submission, case_id, reference_geometry(public_test_image(public_dir, case_id)))
-
-    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
-        """An all-zero mask on each test image's grid (the uniform-prediction floor)."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: public_test_image(public_dir, i),
-                               lambda i: f"predictions/{i}.mha")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The ground truth binarised (labels 1 and 2 both become 1, which the value-set rule requires)."""

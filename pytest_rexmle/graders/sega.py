@@ -13,11 +13,9 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, read_image, reference_geometry, zyx_spacing
 from ..metrics.hausdorff import hausdorff_mm
 from ..metrics.overlap import dice
-from ..submission import CaseTable
-from .base import Grader
+from .binary import BinaryMaskGrader
 
 
 def require_nrrd(path: Path, case_id: str) -> None:
@@ -60,33 +58,23 @@ def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.nrrd"
 
 
-class AorticVesselTree(Grader):
-    prediction_columns = ("predicted_mask_path",)
-    answer_columns = ("label_path",)
+class AorticVesselTree(BinaryMaskGrader):
+    prediction_suffix = ".seg.nrrd"
 
-    def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
-        path = submission.file(case_id, "predicted_mask_path")
+    def test_image(self, public_dir: Path, case_id: str) -> Path:
+        return public_test_image(public_dir, case_id)
+
+    def check_format(self, path: Path, case_id: str) -> None:
         require_nrrd(path, case_id)
-        img = read_image(path, case_id)
-        check_geometry(img, ref, case_id)
+
+    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
         return vessel_mask(img, case_id)
 
-    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        per_case = []
-        for case_id in answers.ids:
-            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
-            pred = self.read_prediction(submission, case_id, truth_img)
-            truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            per_case.append(case_metrics(pred, truth, zyx_spacing(truth_img)))
+    def case_metrics(self, pred, truth, spacing_zyx) -> dict:
+        return case_metrics(pred, truth, spacing_zyx)
+
+    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
         return aggregate(per_case)
-
-    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        self.read_prediction(submission, case_id, reference_geometry(public_test_image(public_dir, case_id)))
-
-    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
-        """An empty mask on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: public_test_image(public_dir, i),
-                               lambda i: f"predictions/{i}.seg.nrrd")
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.seg.nrrd")

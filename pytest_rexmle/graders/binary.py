@@ -1,0 +1,69 @@
+"""The shape shared by binary 3-D mask graders (PANTHER, SEG.A): read, check geometry, score per case.
+
+Subclasses say only what differs: accepted file types, which voxels count as foreground, the per-case
+metrics and how cases aggregate.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import SimpleITK as sitk
+
+from ..imaging import check_geometry, read_image, reference_geometry, zyx_spacing
+from ..submission import CaseTable
+from .base import Grader
+
+
+class BinaryMaskGrader(Grader):
+    prediction_columns = ("predicted_mask_path",)
+    answer_columns = ("label_path",)
+    #: file name suffix of the baseline's predictions, e.g. ".mha"
+    prediction_suffix: ClassVar[str]
+
+    @abstractmethod
+    def test_image(self, public_dir: Path, case_id: str) -> Path:
+        """The public test input whose grid predictions must use."""
+
+    @abstractmethod
+    def check_format(self, path: Path, case_id: str) -> None:
+        """File-type rules, checked before the file is read."""
+
+    @abstractmethod
+    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
+        """The boolean mask of a prediction, after its value rules."""
+
+    @abstractmethod
+    def case_metrics(self, pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, float, float]) -> dict:
+        """Metrics of one case; spacing is paired with the (z, y, x) array axes."""
+
+    @abstractmethod
+    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
+        """The task's metrics over all test cases."""
+
+    def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
+        path = submission.file(case_id, "predicted_mask_path")
+        self.check_format(path, case_id)
+        img = read_image(path, case_id)
+        check_geometry(img, ref, case_id)
+        return self.foreground(img, case_id)
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        per_case = []
+        for case_id in answers.ids:
+            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
+            pred = self.read_prediction(submission, case_id, truth_img)
+            truth = sitk.GetArrayViewFromImage(truth_img) != 0
+            per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
+        return self.aggregate(per_case)
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        self.read_prediction(submission, case_id, reference_geometry(self.test_image(public_dir, case_id)))
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """An all-background mask on each test image's grid."""
+        self.write_empty_masks(public_dir, out_dir, lambda i: self.test_image(public_dir, i),
+                               lambda i: f"predictions/{i}{self.prediction_suffix}")
