@@ -59,22 +59,38 @@ def check_geometry(pred: sitk.Image, ref: sitk.Image, case_id: str) -> None:
 
 
 def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) -> np.ndarray:
-    """Voxel labels as int64 (z, y, x); non-integral, non-finite or disallowed values are invalid."""
-    arr = sitk.GetArrayViewFromImage(img)
+    """Voxel labels (z, y, x) as integers; non-integral, non-finite or disallowed values are invalid.
+
+    Integer images keep their own type (a 512×512×256 uint8 volume stays 64 MB instead of 512 MB as
+    int64); floats with integral values become int64; booleans become uint8.
+    """
+    arr = sitk.GetArrayFromImage(img)  # an owned copy: views die with the image
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
             raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
         if not np.array_equal(arr, np.round(arr)):
             raise InvalidSubmission(f"case {case_id!r}: prediction has non-integer label values")
-    elif arr.dtype.kind not in "iub":
+        labels = arr.astype(np.int64)
+    elif arr.dtype.kind == "b":
+        labels = arr.view(np.uint8)
+    elif arr.dtype.kind in "iu":
+        labels = arr
+    else:
         raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
-    labels = np.asarray(arr).astype(np.int64, copy=False)
     if allowed is not None:
-        present = set(np.unique(labels).tolist())
-        bad = sorted(present - allowed)
+        bad = sorted(present_values(labels) - allowed)
         if bad:
             raise InvalidSubmission(f"case {case_id!r}: label value(s) {bad[:10]} are not allowed; allowed: {sorted(allowed)}")
     return labels
+
+
+def present_values(labels: np.ndarray) -> set[int]:
+    """The distinct values of an integer array; a lookup table for 8/16-bit labels (no sort, no copy)."""
+    if labels.dtype in (np.uint8, np.uint16):
+        seen = np.zeros(256 if labels.dtype == np.uint8 else 65536, dtype=bool)
+        seen[labels.ravel()] = True
+        return set(np.flatnonzero(seen).tolist())
+    return set(np.unique(labels).tolist())
 
 
 def read_mask(path: Path, ref: sitk.Image, case_id: str, allowed: set[int] | None = None) -> np.ndarray:

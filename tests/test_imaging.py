@@ -59,3 +59,28 @@ def test_voxel_volume_uses_direction_and_spacing():
     img.SetSpacing((0.5, 2.0, 3.0))
     img.SetDirection((0, 1, 0, 1, 0, 0, 0, 0, -1))  # a flip/permutation: |det| = 1
     assert voxel_volume_mm3(img) == pytest.approx(3.0)  # 0.5 * 2 * 3
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int16, np.int32])
+def test_label_array_keeps_integer_type_and_checks_values(dtype):
+    from pytest_rexmle.imaging import label_array, present_values
+
+    arr = np.zeros((2, 3, 4), dtype)
+    arr[0, 1, 2], arr[1, 2, 3] = 3, 15
+    labels = label_array(sitk.GetImageFromArray(arr), "c1", allowed={0, 3, 15})
+    assert labels.dtype == dtype and present_values(labels) == {0, 3, 15}
+    arr[0, 0, 0] = 13                                   # not in the allowed set
+    with pytest.raises(InvalidSubmission, match=r"label value\(s\) \[13\] are not allowed"):
+        label_array(sitk.GetImageFromArray(arr), "c1", allowed={0, 3, 15})
+
+
+def test_integral_floats_become_int64_and_fractions_are_invalid():
+    from pytest_rexmle.imaging import label_array
+
+    arr = np.zeros((2, 2, 2), np.float32)
+    arr[0, 0, 0] = 2.0
+    labels = label_array(sitk.GetImageFromArray(arr), "c1")
+    assert labels.dtype == np.int64 and labels[0, 0, 0] == 2
+    arr[1, 1, 1] = 0.5
+    with pytest.raises(InvalidSubmission, match="non-integer"):
+        label_array(sitk.GetImageFromArray(arr), "c1")
