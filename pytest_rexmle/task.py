@@ -17,6 +17,8 @@ task.yaml fields (all required unless marked optional):
 * ``id_column`` (str): the case-id column of ``submission.csv``.
 * ``metrics`` (list of ``{key, direction: higher_better|lower_better, ranks: bool}``). Ranking metrics
   must be exactly the metric columns of ``leaderboard.csv``.
+* ``public_files`` (list[str], optional): files of the task folder the agent gets in ``public/`` next to
+  ``description.md`` (e.g. TopBrain's valid-neighbour table, which its ``neighbor_error`` metric uses).
 * ``grader`` / ``synthetic`` (optional ``module:attribute`` under ``pytest_rexmle.graders`` /
   ``pytest_rexmle.data.synthetic``): absent while a task has no grader yet; such a task is collected and
   skipped with that reason.
@@ -70,6 +72,7 @@ class Task:
     aliases: tuple[str, ...] = ()
     grader: str | None = None
     synthetic: str | None = None
+    public_files: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -171,7 +174,13 @@ def load_task(folder: Path) -> Task:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or ":" not in value):
             raise TaskConfigError(f"{path}: field '{key}' must look like 'module:attribute', got {value!r}")
-    known = {"id", "reference_id", "aliases", "name", "paper_name", "competition", "modality", "task_type", "markers",
+    public_files = data.get("public_files") or []
+    if not isinstance(public_files, list) or not all(isinstance(f, str) and "/" not in f for f in public_files):
+        raise TaskConfigError(f"{path}: field 'public_files' must be a list of file names in the task folder")
+    for name in public_files:
+        if not (folder / name).is_file():
+            raise TaskConfigError(f"{path}: field 'public_files' names {name!r}, which is not in {folder}")
+    known = {"id", "reference_id", "aliases", "public_files", "name", "paper_name", "competition", "modality", "task_type", "markers",
              "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic"}
     task = Task(
         id=task_id,
@@ -192,6 +201,7 @@ def load_task(folder: Path) -> Task:
         aliases=tuple(aliases),
         grader=data.get("grader"),
         synthetic=data.get("synthetic"),
+        public_files=tuple(public_files),
         extra={k: v for k, v in data.items() if k not in known},
     )
     _check_leaderboard_columns(task)

@@ -371,3 +371,27 @@ def test_registry_surfaces_a_broken_folder(tmp_path):
         TaskRegistry(tmp_path)
     assert str(broken / "task.yaml") in str(info.value)
     assert "'modality'" in str(info.value)
+
+
+def test_public_files_reach_the_agent_and_must_exist(tmp_path, shared_cache):
+    """TopBrain's neighbour table is part of what the agent gets; a missing declared file is a config error."""
+    import shutil
+
+    import yaml
+
+    from pytest_rexmle.data.synthetic import ensure_synthetic
+    from pytest_rexmle.errors import TaskConfigError
+    from pytest_rexmle.task import load_task, registry
+
+    task = registry().get("topbrain-mra-seg")
+    assert task.public_files == ("valid_neighbors_mr_all.json",)
+    twin = ensure_synthetic(task, shared_cache)
+    assert (twin.public / "valid_neighbors_mr_all.json").read_bytes() == \
+        (task.folder / "valid_neighbors_mr_all.json").read_bytes()
+    folder = tmp_path / "topbrain-mra-seg"
+    shutil.copytree(task.folder, folder)
+    data = yaml.safe_load((folder / "task.yaml").read_text())
+    data["public_files"] = ["missing.json"]
+    (folder / "task.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(TaskConfigError, match=r"task.yaml: field 'public_files' names 'missing.json'"):
+        load_task(folder)

@@ -39,3 +39,13 @@ def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int = 0) -> 
     from .synthetic import ensure_synthetic
 
     return ensure_synthetic(task, cache_dir, seed)
+
+
+def copy_task_documents(task: Task, public: Path) -> None:
+    """What the task folder gives the agent: description.md and the task's declared public files."""
+    import shutil
+
+    if task.description_path.is_file():
+        shutil.copyfile(task.description_path, public / "description.md")
+    for name in task.public_files:
+        shutil.copyfile(task.folder / name, public / name)

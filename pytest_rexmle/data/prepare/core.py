@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from ...result import write_json_atomic
 from ...task import Task
-from ..store import MANIFEST, TaskData
+from ..store import MANIFEST, TaskData, copy_task_documents
 from .errors import PrepareError
 from .layout import Context
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
@@ -172,8 +172,7 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             started = time.time()
             counts = preparer(ctx)
             shutil.rmtree(ctx.scratch)
-            if task.description_path.is_file():
-                shutil.copyfile(task.description_path, ctx.public / "description.md")
+            copy_task_documents(task, ctx.public)
             _check_layout(task, tmp)
             hashes, sizes = _inventory(tmp)
             write_json_atomic(ctx.private / MANIFEST, {

@@ -23,7 +23,7 @@ from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
 from ...result import write_json_atomic
 from ...task import Task
-from ..store import MANIFEST, TaskData
+from ..store import MANIFEST, TaskData, copy_task_documents
 
 Generator = Callable[[Task, Path, Path, np.random.Generator], None]
 GENERATOR_VERSION = 1
@@ -58,8 +58,7 @@ def generate(task: Task, out: Path, seed: int = 0) -> TaskData:
     public.mkdir(parents=True, exist_ok=True)
     private.mkdir(parents=True, exist_ok=True)
     load_generator(task)(task, public, private, np.random.default_rng(seed_for(task, seed)))
-    if task.description_path.is_file():
-        shutil.copyfile(task.description_path, public / "description.md")
+    copy_task_documents(task, public)
     write_json_atomic(private / MANIFEST, {
         "project_id": task.id, "kind": "synthetic", "seed": seed, "rule_version": f"synthetic-{GENERATOR_VERSION}",
         "task_version": task.version, "fingerprint": fingerprint(task), "files": _file_hashes(out),
