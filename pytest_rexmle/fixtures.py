@@ -27,7 +27,8 @@ import pytest
 
 from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
-from .result import ERROR, MISSING, OK, TIMEOUT, ChallengeResult
+from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
+from .gpus import GpuPool
 from .run import RunFolder, crash_reason, execute, find_resumable, run_key, timeout_reason
 from .runtime.base import RunOutcome
 from .task import Task, registry
@@ -51,6 +52,7 @@ class AgentRun:
     outcome: RunOutcome | None
     resumed: ChallengeResult | None
     time_limit: float
+    gpus: tuple[str, ...] = ()
 
 
 @pytest.fixture(scope="session")
@@ -136,10 +138,12 @@ def rexmle_agent_run(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rex
         if previous is not None:
             return AgentRun(RunFolder(Path(previous.run_dir)), None, previous, time_limit)
     folder = RunFolder.create(settings.runs_dir, rexmle_task, rexmle_agent)
-    outcome = execute(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, folder, time_limit,
-                      gpus=settings.gpus, hidden=_hidden_paths(settings, rexmle_data), key=key,
-                      network=settings.network)
-    return AgentRun(folder, outcome, None, time_limit)
+    pool = GpuPool(settings.runs_dir / ".gpu-locks", list(settings.all_gpus))
+    with pool.hold(list(settings.gpus), rexmle_task.gpus if settings.all_gpus else 0) as gpus:
+        outcome = execute(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, folder, time_limit,
+                          gpus=tuple(gpus), hidden=_hidden_paths(settings, rexmle_data), key=key,
+                          network=settings.network)
+    return AgentRun(folder, outcome, None, time_limit, tuple(gpus))
 
 
 @pytest.fixture
@@ -202,7 +206,7 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     else:
         timings = {"agent_seconds": run.outcome.duration}
         extra = dict(agent=rexmle_agent.name, options_key=rexmle_agent.options_key(), run_dir=str(run.folder.root),
-                     gpu=",".join(rexmle_settings.gpus) or None, timings=timings)
+                     gpu=",".join(run.gpus) or None, timings=timings)
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code

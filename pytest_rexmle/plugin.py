@@ -123,5 +123,6 @@ def pytest_configure_node(node) -> None:
     from .gpus import share_for_worker, worker_index
 
     settings = node.config.stash[SETTINGS_KEY]
+    node.workerinput["rexmle_all_gpus"] = list(settings.gpus)
     node.workerinput["rexmle_gpus"] = share_for_worker(
         list(settings.gpus), worker_index(node.workerinput["workerid"]), int(node.workerinput.get("workercount", 1)))

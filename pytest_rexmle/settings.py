@@ -90,6 +90,7 @@ class Settings:
     prepare: bool = False
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)
+    all_gpus: tuple[str, ...] = field(default=())  # the whole session's GPUs (the pool)
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
@@ -142,8 +143,18 @@ def read_settings(config: pytest.Config) -> Settings:
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
         gpus=tuple(_session_gpus(config, v["rexmle_gpus"])),
+        all_gpus=tuple(_all_gpus(config, v["rexmle_gpus"])),
         network=v["rexmle_network"],
     )
+
+
+def _all_gpus(config: pytest.Config, value: str | None) -> list[str]:
+    from .gpus import parse_gpus
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "rexmle_all_gpus" in workerinput:
+        return list(workerinput["rexmle_all_gpus"])
+    return parse_gpus(value)
 
 
 def _session_gpus(config: pytest.Config, value: str | None) -> list[str]:
