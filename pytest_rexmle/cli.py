@@ -1,4 +1,4 @@
-"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images.
+"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images, status.
 
 Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
 usage errors, printing one clear line instead of a traceback.
@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="merge session reports (agents side by side, repeated runs with intervals)")
     add_report_arguments(p)
     p.set_defaults(func=run_report)
+
+    from .status import add_status_arguments, run_status
+
+    p = sub.add_parser("status", help="runs in progress (elapsed / limit) and finished ones, from the runs folder")
+    add_status_arguments(p)
+    p.set_defaults(func=run_status)
 
     from .images import add_images_arguments, run_images
 

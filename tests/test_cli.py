@@ -264,3 +264,30 @@ def test_validate_invalid(ldct_runs):
 
 def test_validate_needs_task_and_data(rexmle, tmp_path):
     assert_usage_error(rexmle("validate", "--submission", str(tmp_path)), "--task", "--data")
+
+
+def test_status_shows_running_and_finished_runs(tmp_path, rexmle):
+    """A run with run.json only is running (elapsed from its start); one with result.json shows its status."""
+    import json as _json
+    from datetime import datetime, timedelta, timezone
+
+    from pytest_rexmle.status import collect
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    running = tmp_path / "isles22" / "sample-abc" / "20260101T110000-1"
+    running.mkdir(parents=True)
+    (running / "run.json").write_text(_json.dumps({"task": "isles22", "agent": "sample", "time_limit": 86400,
+                                                   "gpus": ["1"], "started": (now - timedelta(minutes=90)).isoformat()}))
+    done = tmp_path / "ldct-iqa" / "sample-abc" / "20260101T100000-1"
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(_json.dumps({"task": "ldct-iqa", "agent": "sample", "time_limit": 60,
+                                                "started": now.isoformat(), "finished": now.isoformat()}))
+    (done / "result.json").write_text(_json.dumps({"status": "timeout", "percentile": 0.0,
+                                                   "timings": {"agent_seconds": 60.4}}))
+    rows = {r["task"]: r for r in collect(tmp_path, now=now)}
+    assert rows["isles22"]["state"] == "running" and rows["isles22"]["elapsed"] == 5400.0
+    assert rows["ldct-iqa"]["state"] == "timeout" and rows["ldct-iqa"]["elapsed"] == 60.4
+    out = rexmle("status", "--runs-dir", str(tmp_path), "--running")
+    assert out.returncode == 0, out.stderr
+    assert "isles22" in out.stdout and " running " in out.stdout and "/ 24:00:00  gpu 1" in out.stdout
+    assert "ldct-iqa" not in out.stdout
