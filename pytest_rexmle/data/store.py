@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,3 +50,23 @@ def copy_task_documents(task: Task, public: Path) -> None:
         shutil.copyfile(task.description_path, public / "description.md")
     for name in task.public_files:
         shutil.copyfile(task.folder / name, public / name)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def inventory(root: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """SHA-256 and size of every file under a task folder except the manifest: what a manifest lists."""
+    hashes, sizes = {}, {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if rel == f"private/{MANIFEST}":
+            continue
+        hashes[rel] = sha256_file(path)
+        sizes[rel] = path.stat().st_size
+    return hashes, sizes

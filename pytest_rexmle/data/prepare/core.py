@@ -10,7 +10,6 @@ leaves either the previous state or a hidden ``.prepare-*`` folder that the next
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -24,7 +23,7 @@ from filelock import FileLock
 
 from ...result import write_json_atomic
 from ...task import Task
-from ..store import MANIFEST, TaskData, copy_task_documents
+from ..store import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
 from .layout import Context
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
@@ -66,25 +65,6 @@ def load_preparer(task: Task):
     return getattr(importlib.import_module(f"{__package__}.{module_name}"), attr)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _inventory(root: Path) -> tuple[dict[str, str], dict[str, int]]:
-    hashes, sizes = {}, {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if rel == f"private/{MANIFEST}":
-            continue
-        hashes[rel] = _sha256(path)
-        sizes[rel] = path.stat().st_size
-    return hashes, sizes
-
-
 def read_manifest(root: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((root / "private" / MANIFEST).read_text(encoding="utf-8"))
@@ -109,7 +89,7 @@ def manifest_ok(task: Task, root: Path, full: bool = False) -> bool:
                 return False
         except OSError:
             return False
-        if full and _sha256(path) != files[rel]:
+        if full and sha256_file(path) != files[rel]:
             return False
     return True
 
@@ -120,7 +100,7 @@ def _refresh_description(task: Task, root: Path) -> None:
         return
     target = root / "public" / "description.md"
     data = read_manifest(root) or {}
-    current = _sha256(task.description_path)
+    current = sha256_file(task.description_path)
     if data.get("files", {}).get("public/description.md") == current and target.is_file():
         return
     tmp = target.with_name(".description.md.tmp")
@@ -174,7 +154,7 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             shutil.rmtree(ctx.scratch)
             copy_task_documents(task, ctx.public)
             _check_layout(task, tmp)
-            hashes, sizes = _inventory(tmp)
+            hashes, sizes = inventory(tmp)
             write_json_atomic(ctx.private / MANIFEST, {
                 "project_id": task.id, "reference_id": task.reference_id, "kind": "prepared",
                 "rule_version": RULE_VERSION, "task_version": task.version,

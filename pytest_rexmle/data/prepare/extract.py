@@ -16,6 +16,7 @@ import stat
 import tarfile
 import tempfile
 import zipfile
+from typing import IO, Any, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -97,6 +98,25 @@ def _copy_limited(src, dst: Path, budget: list[int], archive: Path, name: str) -
     return written
 
 
+def _write_plan(archive: Path, dest: Path, plan: list, total: int, limits: Limits, report: ExtractReport,
+                open_member: Callable[[Any], IO[bytes] | None], name_of: Callable[[Any], str]) -> None:
+    """Write a checked extraction plan (``(relative path, member or None for a folder)``) under the limits."""
+    _check_totals(archive, len(plan), total, limits)
+    require_space(dest.parent, total, f"extracting {archive.name}")
+    budget = [limits.max_total_bytes]
+    for rel, member in plan:
+        target = dest.joinpath(*rel.parts)
+        if member is None:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        src = open_member(member)
+        if src is None:  # tar members without data
+            continue
+        with src:
+            report.bytes += _copy_limited(src, target, budget, archive, name_of(member))
+        report.files += 1
+
+
 def _extract_zip(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
@@ -121,17 +141,7 @@ def _extract_zip(archive: Path, dest: Path, limits: Limits, report: ExtractRepor
                                     f"{limits.max_ratio:g} (zip bomb?)")
             total += info.file_size
             plan.append((rel, info))
-        _check_totals(archive, len(plan), total, limits)
-        require_space(dest.parent, total, f"extracting {archive.name}")
-        budget = [limits.max_total_bytes]
-        for rel, info in plan:
-            target = dest.joinpath(*rel.parts)
-            if info is None:
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            with zf.open(info) as src:
-                report.bytes += _copy_limited(src, target, budget, archive, info.filename)
-            report.files += 1
+        _write_plan(archive, dest, plan, total, limits, report, zf.open, lambda info: info.filename)
 
 
 def _extract_tar(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
@@ -155,20 +165,7 @@ def _extract_tar(archive: Path, dest: Path, limits: Limits, report: ExtractRepor
                 raise UnsafeArchive(f"{archive.name}: member {m.name!r} is a device, FIFO or other special file")
             total += m.size
             plan.append((rel, m))
-        _check_totals(archive, len(plan), total, limits)
-        require_space(dest.parent, total, f"extracting {archive.name}")
-        budget = [limits.max_total_bytes]
-        for rel, m in plan:
-            target = dest.joinpath(*rel.parts)
-            if m is None:
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            src = tf.extractfile(m)
-            if src is None:
-                continue
-            with src:
-                report.bytes += _copy_limited(src, target, budget, archive, m.name)
-            report.files += 1
+        _write_plan(archive, dest, plan, total, limits, report, tf.extractfile, lambda m: m.name)
 
 
 def safe_extract(archive: Path, dest: Path, limits: Limits | None = None) -> ExtractReport:

@@ -23,7 +23,7 @@ from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
 from ...result import write_json_atomic
 from ...task import Task
-from ..store import MANIFEST, TaskData, copy_task_documents
+from ..store import MANIFEST, TaskData, copy_task_documents, inventory
 
 Generator = Callable[[Task, Path, Path, np.random.Generator], None]
 GENERATOR_VERSION = 1
@@ -45,13 +45,6 @@ def seed_for(task: Task, seed: int) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def _file_hashes(root: Path) -> dict[str, str]:
-    out = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
 def generate(task: Task, out: Path, seed: int = 0) -> TaskData:
     """Generate a task's twin into ``out`` (public/, private/ and a manifest)."""
     public, private = out / "public", out / "private"
@@ -61,7 +54,7 @@ def generate(task: Task, out: Path, seed: int = 0) -> TaskData:
     copy_task_documents(task, public)
     write_json_atomic(private / MANIFEST, {
         "project_id": task.id, "kind": "synthetic", "seed": seed, "rule_version": f"synthetic-{GENERATOR_VERSION}",
-        "task_version": task.version, "fingerprint": fingerprint(task), "files": _file_hashes(out),
+        "task_version": task.version, "fingerprint": fingerprint(task), "files": inventory(out)[0],
     })
     return TaskData(task.id, "synthetic", out)
 
