@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 def copy_of(src: Path, dst: Path) -> Path:
@@ -34,3 +35,37 @@ def write_rows(sub: Path, records: list[dict[str, str]]) -> None:
 def first_file(sub: Path) -> Path:
     """The prediction file of the first row (the column after the id)."""
     return sub / rows(sub)[0][header(sub)[1]]
+
+
+# -- the malformed-submission edits every grader test applies ----------------------------------------
+def drop_row(sub: Path) -> None:
+    write_rows(sub, rows(sub)[1:])
+
+
+def duplicate_row(sub: Path) -> None:
+    write_rows(sub, rows(sub) + [rows(sub)[0]])
+
+
+def extra_row(unknown_id: str):
+    """An edit adding a row for ``unknown_id`` that reuses the first row's prediction file."""
+    def edit(sub: Path) -> None:
+        first = rows(sub)[0]
+        write_rows(sub, rows(sub) + [{**first, header(sub)[0]: unknown_id}])
+    return edit
+
+
+def set_first_path(value: str):
+    """An edit pointing the first row's prediction column at ``value``."""
+    def edit(sub: Path) -> None:
+        records = rows(sub)
+        records[0][header(sub)[1]] = value
+        write_rows(sub, records)
+    return edit
+
+
+def symlink_first(sub: Path) -> None:
+    """Replace the first prediction by a symbolic link to it, next to it, named ``link<suffix>``."""
+    rel = PurePosixPath(rows(sub)[0][header(sub)[1]])
+    target = sub / rel
+    os.symlink(target, target.with_name("link" + target.suffix))
+    set_first_path(str(rel.with_name("link" + target.suffix)))(sub)

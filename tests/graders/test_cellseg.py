@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +21,8 @@ from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_ima
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows, write_rows
+from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
+                      symlink_first)
 
 KEYS = ("f1_0.5", "f1_0.6", "f1_0.7", "f1_0.8", "f1_0.9")
 
@@ -154,34 +154,10 @@ def test_integral_float_and_bool_labels_are_accepted(tmp_path):
 
 
 # == malformed submissions ==============================================================================
-def _drop_row(sub):
-    write_rows(sub, rows(sub)[1:])
-
-
-def _extra_row(sub):
-    write_rows(sub, rows(sub) + [{"image_id": "tuning_cell_09999", "predicted_mask_path": rows(sub)[0]["predicted_mask_path"]}])
-
-
-def _duplicate_row(sub):
-    write_rows(sub, rows(sub) + [rows(sub)[0]])
-
-
-def _set_first_path(value):
-    def make(sub):
-        records = rows(sub)
-        records[0]["predicted_mask_path"] = value
-        write_rows(sub, records)
-    return make
 
 
 def _garbage(sub):
     first_file(sub).write_bytes(b"II*\x00garbage that is not a tiff")
-
-
-def _symlink(sub):
-    target = first_file(sub)
-    os.symlink(target, target.with_name("link.tiff"))
-    _set_first_path("predictions/link.tiff")(sub)
 
 
 def _replace_first(fn):
@@ -192,14 +168,14 @@ def _replace_first(fn):
 
 
 MALFORMED = {
-    "missing case": (_drop_row, "missing test case"),
-    "extra case": (_extra_row, "unknown case"),
-    "duplicate id": (_duplicate_row, "duplicated"),
+    "missing case": (drop_row, "missing test case"),
+    "extra case": (extra_row("tuning_cell_09999"), "unknown case"),
+    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (_set_first_path("predictions/none.tiff"), "does not exist"),
-    "absolute path": (_set_first_path("/tmp/x.tiff"), "relative"),
-    "dot-dot": (_set_first_path("predictions/../../x.tiff"), "leaves the submission folder"),
-    "symlink": (_symlink, "symbolic link"),
+    "missing file": (set_first_path("predictions/none.tiff"), "does not exist"),
+    "absolute path": (set_first_path("/tmp/x.tiff"), "relative"),
+    "dot-dot": (set_first_path("predictions/../../x.tiff"), "leaves the submission folder"),
+    "symlink": (symlink_first, "symbolic link"),
     "wrong shape": (_replace_first(lambda a: a[:-1]), "never resized"),
     "transposed": (_replace_first(lambda a: np.ascontiguousarray(a.T) if a.shape[0] != a.shape[1]
                                   else a[:, :-1]), "never resized"),

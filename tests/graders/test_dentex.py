@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from pytest_rexmle.metrics.detection import metric_keys
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows, write_rows
+from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
+                      symlink_first)
 
 GOOD = {"bbox": [1, 2, 3, 4], "category_id_1": 0, "category_id_2": 7, "category_id_3": 3, "score": 0.5}
 
@@ -167,24 +167,6 @@ def test_missing_field_is_not_defaulted(field):
 
 
 # == malformed submissions ==============================================================================
-def _drop_row(sub):
-    write_rows(sub, rows(sub)[1:])
-
-
-def _extra_row(sub):
-    write_rows(sub, rows(sub) + [{"image_id": "train_999", "predictions_json": rows(sub)[0]["predictions_json"]}])
-
-
-def _duplicate_row(sub):
-    write_rows(sub, rows(sub) + [rows(sub)[0]])
-
-
-def _set_first_path(value):
-    def make(sub):
-        records = rows(sub)
-        records[0]["predictions_json"] = value
-        write_rows(sub, records)
-    return make
 
 
 def _write_first(text: str):
@@ -193,16 +175,10 @@ def _write_first(text: str):
     return make
 
 
-def _symlink(sub):
-    target = first_file(sub)
-    os.symlink(target, target.with_name("link.json"))
-    _set_first_path("predictions/link.json")(sub)
-
-
 MALFORMED = {
-    "missing case": (_drop_row, "missing test case"),
-    "extra case": (_extra_row, "unknown case"),
-    "duplicate id": (_duplicate_row, "duplicated"),
+    "missing case": (drop_row, "missing test case"),
+    "extra case": (extra_row("train_999"), "unknown case"),
+    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_write_first("{not json"), "not valid JSON"),
     "binary file": (lambda sub: first_file(sub).write_bytes(b"\xff\xfe\x00garbage"), "not valid JSON"),
     "object instead of list": (_write_first('{"bbox": [1, 2, 3, 4]}'), "JSON list"),
@@ -212,10 +188,10 @@ MALFORMED = {
         _write_first('[{"bbox": [50,20,40,30], "category_id_1": 0, "category_id_2": 0, "category_id_3": 0, '
                      '"score": 1}, {"bbox": [5,5,-1,3], "category_id_1": 0, "category_id_2": 0, '
                      '"category_id_3": 0, "score": 1}]'), "detection 1.*must be > 0"),
-    "missing file": (_set_first_path("predictions/none.json"), "does not exist"),
-    "absolute path": (_set_first_path("/etc/hosts"), "relative"),
-    "dot-dot": (_set_first_path("../x.json"), "leaves the submission folder"),
-    "symlink": (_symlink, "symbolic link"),
+    "missing file": (set_first_path("predictions/none.json"), "does not exist"),
+    "absolute path": (set_first_path("/etc/hosts"), "relative"),
+    "dot-dot": (set_first_path("../x.json"), "leaves the submission folder"),
+    "symlink": (symlink_first, "symbolic link"),
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 
 import numpy as np
@@ -20,7 +19,8 @@ from pytest_rexmle.graders.usenhance import read_png
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows, write_rows
+from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
+                      symlink_first)
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 
@@ -124,37 +124,10 @@ def test_colour_and_palette_pngs_are_converted_to_luma(twin, perfect, tmp_path):
 
 
 # == malformed submissions ==============================================================================
-def _drop_row(sub):
-    write_rows(sub, rows(sub)[1:])
-
-
-def _extra_row(sub):
-    write_rows(sub, rows(sub) + [{"image_id": "liver_9999", "enhanced_image_path": rows(sub)[0]["enhanced_image_path"]}])
-
-
-def _duplicate_row(sub):
-    write_rows(sub, rows(sub) + [rows(sub)[0]])
-
-
-def _set_first_path(value):
-    def make(sub):
-        records = rows(sub)
-        records[0]["enhanced_image_path"] = value
-        write_rows(sub, records)
-    return make
 
 
 def _garbage(sub):
     first_file(sub).write_bytes(b"\x89PNG\r\n\x1a\n this is not really a png")
-
-
-def _symlink(sub):
-    target = first_file(sub)
-    link = target.with_name("link.png")
-    os.symlink(target, link)
-    records = rows(sub)
-    records[0]["enhanced_image_path"] = "enhanced/link.png"
-    write_rows(sub, records)
 
 
 def _wrong_size(sub):
@@ -180,14 +153,14 @@ def _float_tiff(sub):
 
 
 MALFORMED = {
-    "missing case": (_drop_row, "missing test case"),
-    "extra case": (_extra_row, "unknown case"),
-    "duplicate id": (_duplicate_row, "duplicated"),
+    "missing case": (drop_row, "missing test case"),
+    "extra case": (extra_row("liver_9999"), "unknown case"),
+    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (_set_first_path("enhanced/nothing.png"), "does not exist"),
-    "absolute path": (_set_first_path("/etc/passwd"), "relative"),
-    "dot-dot": (_set_first_path("../submission.csv"), "leaves the submission folder"),
-    "symlink": (_symlink, "symbolic link"),
+    "missing file": (set_first_path("enhanced/nothing.png"), "does not exist"),
+    "absolute path": (set_first_path("/etc/passwd"), "relative"),
+    "dot-dot": (set_first_path("../submission.csv"), "leaves the submission folder"),
+    "symlink": (symlink_first, "symbolic link"),
     "wrong size": (_wrong_size, "never resized"),
     "16-bit png": (_sixteen_bit, "mode"),
     "jpeg": (_jpeg_content, "must be a PNG"),
