@@ -142,26 +142,18 @@ def read_settings(config: pytest.Config) -> Settings:
                        **({"model": v["rexmle_judge_model"]} if v["rexmle_judge_model"] else {})},
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
-        gpus=tuple(_session_gpus(config, v["rexmle_gpus"])),
-        all_gpus=tuple(_all_gpus(config, v["rexmle_gpus"])),
+        gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_gpus")),
+        all_gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_all_gpus")),
         network=v["rexmle_network"],
     )
 
 
-def _all_gpus(config: pytest.Config, value: str | None) -> list[str]:
+def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:
+    """On an xdist worker, what the controller put under ``key`` (its own GPUs, or the whole pool);
+    elsewhere the session's whole list."""
     from .gpus import parse_gpus
 
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and "rexmle_all_gpus" in workerinput:
-        return list(workerinput["rexmle_all_gpus"])
-    return parse_gpus(value)
-
-
-def _session_gpus(config: pytest.Config, value: str | None) -> list[str]:
-    """On an xdist worker, the GPUs the controller assigned to it; elsewhere the whole list."""
-    from .gpus import parse_gpus
-
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and "rexmle_gpus" in workerinput:
-        return list(workerinput["rexmle_gpus"])
+    if workerinput is not None and key in workerinput:
+        return list(workerinput[key])
     return parse_gpus(value)
