@@ -116,9 +116,9 @@ def rexmle_agent(rexmle_settings):
 
 @pytest.fixture(scope="session")
 def rexmle_runtime(rexmle_settings):
-    from .runtime import get_runtime
+    from .runtime import runtime_for
 
-    return get_runtime(rexmle_settings.runtime, unsafe=rexmle_settings.unsafe_local)
+    return runtime_for(rexmle_settings)
 
 
 def _hidden_paths(settings, data) -> tuple[Path, ...]:

@@ -53,9 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _sweep_orphans(settings) -> None:
     """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)."""
-    from .runtime import get_runtime
+    from .runtime import runtime_for
 
-    removed = get_runtime(settings.runtime, unsafe=settings.unsafe_local).sweep_orphans()
+    removed = runtime_for(settings).sweep_orphans()
     if removed:
         import warnings
 
@@ -65,12 +65,12 @@ def _sweep_orphans(settings) -> None:
 def _check_agent_and_runtime(settings) -> None:
     """Usage errors surface before any item runs, once, with the fix in the message."""
     from .agents import get_agent
-    from .runtime import get_runtime
+    from .runtime import runtime_for
     from .runtime.base import RuntimeUnavailable
 
     try:
         get_agent(settings.agent, settings.agent_options)
-        get_runtime(settings.runtime, unsafe=settings.unsafe_local).check()
+        runtime_for(settings).check()
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -53,6 +53,17 @@ class RuntimeUnavailable(Exception):
 class Runtime(ABC):
     name: ClassVar[str]
 
+    @classmethod
+    def from_settings(cls, settings) -> "Runtime":
+        """Build the runtime from the session's settings; each provider picks the options it knows."""
+        return cls()
+
+    @property
+    def isolation(self) -> str:
+        """What actually isolates the agent (``local`` or ``docker``); a scheduler runtime that wraps
+        another provider answers with the inner one's, so agents can declare what they need."""
+        return self.name
+
     def check(self) -> None:
         """Raise RuntimeUnavailable when this runtime cannot run agents on this machine."""
 

@@ -64,6 +64,10 @@ class LocalRuntime(Runtime):
         self.unsafe = unsafe
         self.bwrap = bwrap or shutil.which("bwrap")
 
+    @classmethod
+    def from_settings(cls, settings) -> "LocalRuntime":
+        return cls(unsafe=settings.unsafe_local)
+
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
         if self.bwrap or self.unsafe:
