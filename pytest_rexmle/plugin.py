@@ -69,8 +69,10 @@ def _check_agent_and_runtime(settings) -> None:
     from .runtime.base import RuntimeUnavailable
 
     try:
-        get_agent(settings.agent, settings.agent_options)
-        runtime_for(settings).check()
+        agent = get_agent(settings.agent, settings.agent_options)
+        runtime = runtime_for(settings)
+        agent.check_isolation(runtime.isolation, runtime.name)
+        runtime.check()
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -22,6 +22,7 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
     """One row per run folder, newest first within each task."""
     now = now or datetime.now(timezone.utc)
     rows = []
+    unfinished: dict[str, list[dict]] = {}
     for meta_path in sorted(runs_dir.glob("*/*/*/run.json")):
         try:
             meta = json.loads(meta_path.read_text())
@@ -40,30 +41,71 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
         else:
             started = datetime.fromisoformat(meta["started"])
             row.update(state="running", elapsed=(now - started).total_seconds())
+            unfinished.setdefault(meta.get("runtime") or "local", []).append({**meta, "run_dir": str(run_dir)})
         rows.append(row)
+    _add_scheduler_states(rows, unfinished)
     return rows
+
+
+def _add_scheduler_states(rows: list[dict], unfinished: dict[str, list[dict]]) -> None:
+    """A scheduler runtime (Slurm) knows more than the run folder: queued with a reason, or running on a
+    node since when. Each runtime answers for its own runs; a runtime that cannot answer adds nothing."""
+    from .runtime import RUNTIMES
+
+    by_dir = {r["run_dir"]: r for r in rows}
+    for name, records in unfinished.items():
+        try:
+            states = RUNTIMES.load(name).live_states(records)
+        except Exception:  # an unknown runtime or an unreachable scheduler: the run folder's view stands
+            continue
+        for run_dir, live in states.items():
+            row = by_dir[run_dir]
+            row["scheduler"] = live
+            row["elapsed"] = live.get("elapsed", row.get("elapsed"))
+
+
+def _scheduler(row: dict) -> str:
+    """`` job 12 PENDING (Priority)`` / `` job 12 RUNNING on node3`` for runs a scheduler holds."""
+    live = row.get("scheduler")
+    if not live:
+        return ""
+    text = f"  job {live['job_id']} {live['state']}"
+    if live["state"] == "PENDING" and live.get("reason") not in (None, "", "None"):
+        text += f" ({live['reason']})"
+    elif live.get("node") and live["node"] not in ("None assigned", ""):
+        text += f" on {live['node']}"
+    return text
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default=".rexmle/runs", help="the session's runs folder (default .rexmle/runs)")
-    parser.add_argument("--running", action="store_true", help="only runs still in progress")
+    parser.add_argument("--running", action="store_true", help="only runs still in progress (default: finished ones too)")
     parser.add_argument("--json", action="store_true")
 
 
 def run_status(args: argparse.Namespace) -> int:
-    rows = collect(Path(args.runs_dir))
-    if args.running:
-        rows = [r for r in rows if r["state"] == "running"]
+    """Runs in progress first, then finished ones (``--running``: only those in progress). An empty
+    answer says what exists instead, so "no runs" never hides a folder full of finished results."""
+    every = collect(Path(args.runs_dir))
+    active = [r for r in every if r["state"] in ("running", "grading")]
+    finished = [r for r in every if r not in active]
+    rows = active if args.running else active + finished
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    if not rows:
+    if not every:
         print(f"no runs in {args.runs_dir}")
         return 0
+    if not active:
+        print(f"no run in progress in {args.runs_dir}; {len(finished)} finished run(s)"
+              + (" (leave out --running to list them)" if args.running else ":"))
+    elif not args.running and finished:
+        print(f"{len(active)} run(s) in progress, {len(finished)} finished:")
     for r in rows:
         elapsed = _hms(r["elapsed"]) if r.get("elapsed") is not None else "-"
         limit = _hms(r["time_limit"]) if r.get("time_limit") else "-"
         extra = f"  percentile {100 * r['percentile']:.1f}%" if r.get("percentile") is not None else ""
         gpus = f"  gpu {','.join(r['gpus'])}" if r["gpus"] else ""
-        print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<8} {elapsed} / {limit}{gpus}{extra}  {r['run_dir']}")
+        print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<8} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
+              f"{r['run_dir']}")
     return 0

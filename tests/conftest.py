@@ -52,8 +52,14 @@ def bench(pytester, shared_cache, monkeypatch):
     return run
 
 
+def report_dir(folder: Path) -> Path:
+    """The newest session's report folder (``.rexmle/report/latest``, one folder per session)."""
+    return folder / ".rexmle" / "report" / "latest"
+
+
 def report_json(folder: Path) -> dict:
-    return json.loads((folder / ".rexmle" / "report" / "rexmle-report.json").read_text())
+    """The newest session's ``rexmle-report.json`` under ``folder``."""
+    return json.loads((report_dir(folder) / "rexmle-report.json").read_text())
 
 
 def run_folders(folder: Path, task_id: str) -> list[Path]:

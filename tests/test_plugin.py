@@ -10,7 +10,7 @@ import pytest
 
 from pytest_rexmle.task import registry
 
-from .conftest import AGENTS, REPO, report_json, run_folders
+from .conftest import AGENTS, REPO, report_dir, report_json, run_folders
 
 ALL_IDS = sorted(t.id for t in registry())
 
@@ -80,7 +80,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     assert doc["partial"] is True and doc["n_fail"] == 0
     percentiles = [c["percentile"] for c in doc["challenges"]]
     assert doc["score"] == pytest.approx(sum(percentiles) / 3)
-    assert (bench.path / ".rexmle" / "report" / "rexmle-report.md").read_text().count("| ok |") == 3
+    assert (report_dir(bench.path) / "rexmle-report.md").read_text().count("| ok |") == 3
     result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 challenge(s), 0 FAIL*"])
 
 

@@ -34,6 +34,10 @@ class Agent(ABC):
     required_options: ClassVar[tuple[str, ...]] = ()
     #: options that must never reach logs or result files (API keys)
     secret_options: ClassVar[tuple[str, ...]] = ()
+    #: the isolations (``Runtime.isolation``: ``local``, ``docker``) the agent can run under; None = any.
+    #: An image-based agent has nothing to start outside its container, so a wrong runtime would only
+    #: show up hours later as an agent FAIL; the plugin turns the mismatch into a usage error instead.
+    supported_isolation: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, name: str, options: dict[str, str]) -> None:
         self.name = name
@@ -44,6 +48,15 @@ class Agent(ABC):
         missing = [o for o in self.required_options if not options.get(o)]
         if missing:
             raise RexmleError(f"agent {name!r} needs --agent-option {missing[0]}=...")
+
+    def check_isolation(self, isolation: str, runtime: str) -> None:
+        """Raise RexmleError when this agent cannot run under ``isolation`` (provided by runtime ``runtime``)."""
+        allowed = self.supported_isolation
+        if allowed is None or isolation in allowed:
+            return
+        via = f" (runtime {runtime!r} isolates with {isolation!r})" if runtime != isolation else ""
+        raise RexmleError(f"agent {self.name!r} runs only in {' or '.join(repr(a) for a in allowed)} isolation, "
+                          f"not {isolation!r}{via}; pass --rexmle-runtime={allowed[0]}")
 
     def public_options(self) -> dict[str, str]:
         return {k: ("***" if k in self.secret_options else v) for k, v in sorted(self.options.items())}

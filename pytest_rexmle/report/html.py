@@ -390,6 +390,6 @@ def write_html(reports: list[dict], capability: list[dict] | None, out: Path) ->
     """Write the report; ``out`` is the HTML file, or a folder that receives ``rexmle-report.html``."""
     out = Path(out)
     path = out if out.suffix.lower() in (".html", ".htm") else out / "rexmle-report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(reports, capability), encoding="utf-8")
-    return path
+    from .store import write_text
+
+    return write_text(path, render_html(reports, capability))

@@ -1,7 +1,8 @@
 """Merging several sessions' ``rexmle-report.json``: agents side by side, repeated runs summarised.
 
-``rexmle report DIR... --out OUT`` (DIR is a report folder holding ``rexmle-report.json`` — and, when
-present, ``rexmle-capability.json`` — or the report file itself) writes ``OUT/rexmle-merged.json``,
+``rexmle report DIR... --out OUT`` (DIR is a session folder holding ``rexmle-report.json`` — and, when
+present, ``rexmle-capability.json`` —, the report file itself, or a report folder such as
+``.rexmle/report``, which stands for its ``latest`` session) writes ``OUT/rexmle-merged.json``,
 ``OUT/rexmle-merged.md`` and the self-contained ``OUT/rexmle-report.html``.
 
 Rules (ranking.md §5). Every session is one run of one agent. An agent is its name plus its public
@@ -243,8 +244,8 @@ def markdown(doc: dict) -> str:
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+", metavar="DIR",
-                        help="report folder holding rexmle-report.json (and optionally rexmle-capability.json), "
-                             "or a rexmle-report.json file")
+                        help="session folder holding rexmle-report.json (and optionally rexmle-capability.json), "
+                             "a rexmle-report.json file, or a report folder such as .rexmle/report (its latest session)")
     parser.add_argument("--out", required=True, type=Path, help="folder for rexmle-merged.{json,md} and rexmle-report.html")
     parser.add_argument("--capability", action="append", default=[], type=Path, metavar="FILE",
                         help="extra rexmle-capability.json file(s) for the capability views (repeatable)")
@@ -262,10 +263,9 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = ()) -> tuple[
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError."""
     reports, capability = [], []
     for raw in inputs:
-        path = Path(raw)
-        report = path / REPORT_JSON if path.is_dir() else path
-        if not report.is_file():
-            raise FileNotFoundError(f"no {REPORT_JSON} at {path}")
+        from .store import resolve
+
+        report = resolve(Path(raw))  # a file, a session folder, or a report folder (its latest session)
         try:
             reports.append(_load(report))
         except ValueError as exc:
@@ -284,8 +284,8 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = ()) -> tuple[
 
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
-    from ..result import write_json_atomic
-    from .html import write_html
+    from .html import render_html
+    from .store import write_json, write_text
 
     try:
         reports, capability = load_inputs(args.inputs, getattr(args, "capability", []) or [])
@@ -298,9 +298,9 @@ def run_report(args: argparse.Namespace) -> int:
         return 1
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / MERGED_JSON, merged)
-    (out / MERGED_MD).write_text(markdown(merged), encoding="utf-8")
-    html = write_html([merged], capability or None, out / HTML_NAME)
+    write_json(out / MERGED_JSON, merged)
+    write_text(out / MERGED_MD, markdown(merged))
+    html = write_text(out / HTML_NAME, render_html([merged], capability or None))
     for path in (out / MERGED_JSON, out / MERGED_MD, html):
         print(path)
     return 0

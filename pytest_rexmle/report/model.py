@@ -9,8 +9,9 @@ Top level::
       "agent": str, "agent_options": {..}, "settings": {data, runtime, time_limit, min_percentile, resume, seed},
       "selected": [project ids],          every challenge the session selected (ran, failed or skipped)
       "partial": bool,                    false only when all 20 challenges were selected
-      "score": float,                     mean percentile over "selected", FAILs (and not-run) as 0
-      "n_fail": int,
+      "score": float,                     mean percentile over "selected", FAILs, ERRORs (and not-run) as 0
+      "n_fail": int,                      agent FAILs: invalid, missing (also not run), timeout
+      "n_error": int,                     harness ERRORs (status "error"): our fault, not the agent's
       "challenges": [ranking.md §9 records + agent, run_dir, timings, medal, above_median],
       "note": str                         what the numbers mean (agents on our split, humans on theirs)
     }
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..ranking import overall_score
-from ..result import MISSING, OK, ChallengeResult
+from ..result import ERROR, MISSING, OK, ChallengeResult
 from ..task import registry
 
 SCHEMA = "rexmle-report/1"
@@ -38,6 +39,16 @@ def not_run(task_id: str, reason: str) -> ChallengeResult:
     from ..leaderboard import Leaderboard
 
     return ChallengeResult.failed(task, MISSING, f"not run: {reason}", Leaderboard.read(task.leaderboard_path).n)
+
+
+def harness_error(task_id: str, message: str, traceback: str | None) -> ChallengeResult:
+    """A selected challenge the harness broke on before grading (runtime unavailable, image missing, a
+    failing fixture): status ``error`` with the real message and traceback, never an agent FAIL."""
+    task = registry().get(task_id)
+    from ..leaderboard import Leaderboard
+
+    return ChallengeResult.failed(task, ERROR, f"harness error: {message}", Leaderboard.read(task.leaderboard_path).n,
+                                  traceback=traceback)
 
 
 def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
@@ -54,7 +65,8 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
         "selected": selected,
         "partial": set(selected) != set(registry().ids),
         "score": overall_score(r.percentile if r.status == OK else 0.0 for r in records),
-        "n_fail": sum(1 for r in records if r.status != OK),
+        "n_fail": sum(1 for r in records if r.status not in (OK, ERROR)),
+        "n_error": sum(1 for r in records if r.status == ERROR),
         "challenges": [r.to_json() for r in records],
         "note": NOTE,
     }

@@ -2,21 +2,26 @@
 
 Workers attach each result to their test reports as a user property; the controller sees every report
 (its own or forwarded by xdist) in ``pytest_runtest_logreport``, so nothing depends on which process ran
-which item. Selected items that produced no result (skipped for missing data, or broken before
-grading) still count as FAIL in the score, with the reason shown.
+which item. Selected items that produced no result still count as 0 in the score: a skipped one (data
+not prepared) as a FAIL with the skip reason, one the harness broke on before grading (runtime
+unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
+
+Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.store`), then moves the
+``latest`` link and rebuilds the index, so no earlier session's report is ever overwritten.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ..fixtures import CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
-from ..result import ChallengeResult, write_json_atomic
-from .model import build_report, not_run
+from ..result import ChallengeResult
+from . import store
+from .model import build_report, harness_error, not_run
 from .render import markdown, terminal_lines
 
 
@@ -24,9 +29,11 @@ class SessionReporter:
     def __init__(self, config: pytest.Config, settings) -> None:
         self.config = config
         self.settings = settings
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = store.new_run_id()
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
+        self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
+        self.folder: Path | None = None
         self.document: dict | None = None
         self.capability: dict[str, dict] = {}
         self.stages: dict[str, dict] = {}
@@ -46,12 +53,14 @@ class SessionReporter:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
         elif report.failed and task_id not in self.results:
-            self.seen[task_id] = f"harness error during {report.when}: {str(report.longrepr).strip().splitlines()[-1][:300]}"
+            self.errors.setdefault(task_id, (f"during {report.when}: {_crash_message(report)}", report.longreprtext))
         else:
             self.seen.setdefault(task_id, "no result recorded")
 
     def build(self) -> dict:
         records = dict(self.results)
+        for task_id, (message, trace) in self.errors.items():
+            records.setdefault(task_id, harness_error(task_id, message, trace))
         for task_id, why in self.seen.items():
             records.setdefault(task_id, not_run(task_id, why))
         return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
@@ -59,33 +68,49 @@ class SessionReporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not self.results and not self.seen:
+        if not self.results and not self.seen and not self.errors:
             return
         doc = self.build()
         self.config.hook.pytest_rexmle_session_report(report=doc, config=self.config)
-        out: Path = self.settings.report_dir
-        write_json_atomic(out / "rexmle-report.json", doc)
-        (out / "rexmle-report.md").write_text(markdown(doc), encoding="utf-8")
+        root: Path = self.settings.report_dir
+        out = store.session_folder(root, self.run_id)
+        store.write_json(out / store.REPORT_JSON, doc)
+        store.write_text(out / "rexmle-report.md", markdown(doc))
         capability = None
         if self.capability:
             from ..capability import session_document
 
             capability = session_document([self.capability[k] for k in sorted(self.capability)],
                                           [self.stages[k] for k in sorted(self.stages)])
-            write_json_atomic(out / "rexmle-capability.json", capability)
-        from .html import write_html
+            store.write_json(out / "rexmle-capability.json", capability)
+        from .html import render_html
 
-        write_html([doc], [capability] if capability else None, out / "rexmle-report.html")
-        self.document = doc
+        store.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))
+        store.point_latest(root, self.run_id)
+        store.write_index(root)
+        self.document, self.folder = doc, out
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.document is None:
             return
         terminalreporter.write_sep("=", "ReX-MLE results")
-        for line in terminal_lines(self.document):
+        width = getattr(terminalreporter, "_tw", None)
+        width = getattr(width, "fullwidth", None) or shutil.get_terminal_size().columns
+        for line in terminal_lines(self.document, width=width):
             terminalreporter.write_line(line)
-        terminalreporter.write_line(f"report: {self.settings.report_dir / 'rexmle-report.json'} "
-                                    f"(also .md, .html; capability in rexmle-capability.json)")
+        root = self.settings.report_dir
+        terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
+        terminalreporter.write_line(f"every session: {root / store.INDEX_HTML} (newest: {root / store.LATEST})")
+
+
+def _crash_message(report: pytest.TestReport) -> str:
+    """The exception line of a failed phase (``Type: message``), not the location pytest prints last."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if message:
+        return message.strip()
+    lines = str(report.longrepr).strip().splitlines()
+    return lines[-1] if lines else "unknown error"
 
 
 def _safe_options(settings) -> dict:

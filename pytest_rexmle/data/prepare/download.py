@@ -6,6 +6,12 @@ within one call (retries with exponential back-off) or in a later run. A finishe
 when its size and MD5 match what the source's API publishes; a mismatch deletes the file, so a corrupt
 copy is never extracted. Only the standard library is used for HTTP (no extra dependency, and urllib
 keeps the Range header across the redirects figshare and Zenodo issue).
+
+Only failures that can pass are retried — timeouts, 5xx/408/429 answers, connections reset or cut
+short — each retry announced on stderr with its wait. A failure that waiting cannot fix (the host name
+does not resolve, the network is unreachable, the connection is refused, a 404) stops at once with
+:class:`NoNetwork` or a plain :class:`PrepareError`, naming the files to fetch by hand: on a machine
+without network a silent two-minute back-off ending in a bare ``urlopen error`` helped nobody.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import hashlib
 import http.client
 import json
 import os
+import errno
 import shutil
 import socket
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -68,23 +76,81 @@ def _request(url: str, headers: dict[str, str] | None = None) -> urllib.request.
     return urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
 
 
+class NoNetwork(PrepareError):
+    """The source cannot be reached at all from here (no name resolution, no route, refused)."""
+
+
+#: errno values that mean "this machine cannot reach that host", which no waiting fixes
+_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED, errno.ENETDOWN}
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The transport error inside urllib's URLError wrapper."""
+    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError) \
+            and isinstance(exc.reason, BaseException):
+        return exc.reason
+    return exc
+
+
+def unreachable(exc: BaseException) -> bool:
+    """True for failures that say the host cannot be reached from this machine at all."""
+    cause = _cause(exc)
+    if isinstance(cause, socket.gaierror):
+        return True
+    return isinstance(cause, OSError) and not isinstance(cause, TimeoutError) and cause.errno in _UNREACHABLE
+
+
 def _retryable(exc: BaseException) -> bool:
+    """Failures that can pass: timeouts, overloaded or failing servers, connections reset or cut short."""
     if isinstance(exc, urllib.error.HTTPError):
         return exc.code in (408, 425, 429) or exc.code >= 500
-    return isinstance(exc, (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError,
-                            socket.timeout, OSError))
+    if unreachable(exc):
+        return False
+    cause = _cause(exc)
+    if isinstance(cause, (TimeoutError, socket.timeout, http.client.IncompleteRead, http.client.RemoteDisconnected,
+                          ConnectionResetError, ConnectionAbortedError, BrokenPipeError)):
+        return True
+    # our own "connection closed after N of M bytes" / bad Content-Range signals (plain ConnectionError)
+    return type(cause) is ConnectionError or (isinstance(cause, OSError) and cause.errno == errno.ETIMEDOUT)
 
 
-def fetch_json(url: str, retries: int = RETRIES) -> Any:
-    """GET a JSON document, retrying transient failures with back-off."""
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    cause = _cause(exc)
+    return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+
+
+def _announce_retry(what: str, exc: BaseException, attempt: int, retries: int, wait: float) -> None:
+    print(f"rexmle prepare: {what}: {_why(exc)}; retry {attempt + 1} of {retries} in {wait:.0f} s",
+          file=sys.stderr, flush=True)
+
+
+def no_network(url: str, exc: BaseException, manual: str) -> NoNetwork:
+    host = urllib.parse.urlsplit(url).hostname or url
+    cause = _cause(exc)
+    what = "the host name does not resolve" if isinstance(cause, socket.gaierror) else "the host is unreachable"
+    return NoNetwork(f"cannot reach {host} ({what}: {cause}). No network here? Download {manual} by hand on a "
+                     f"machine with network, copy it here and pass it with --raw-archive PATH "
+                     f"(repeatable, one per file)")
+
+
+def fetch_json(url: str, retries: int = RETRIES, manual: str | None = None) -> Any:
+    """GET a JSON document, retrying transient failures with back-off; ``manual`` names what a user
+    without network should download instead (used in the :class:`NoNetwork` hint)."""
     for attempt in range(retries + 1):
         try:
             with urllib.request.urlopen(_request(url, {"Accept": "application/json"}), timeout=TIMEOUT) as resp:
                 return json.loads(resp.read().decode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - classified below
+            if unreachable(exc):
+                raise no_network(url, exc, manual or f"the files listed at {url}") from None
             if not _retryable(exc) or attempt == retries:
-                raise PrepareError(f"cannot read {url}: {exc}") from None
-            time.sleep(_backoff() * 2 ** attempt)
+                raise PrepareError(f"cannot read {url}: {_why(exc)}"
+                                   + (f" (gave up after {attempt + 1} attempts)" if attempt else "")) from None
+            wait = _backoff() * 2 ** attempt
+            _announce_retry(f"reading {url}", exc, attempt, retries, wait)
+            time.sleep(wait)
     raise AssertionError("unreachable")
 
 
@@ -92,7 +158,7 @@ def zenodo_files(record_id: str) -> list[RemoteFile]:
     """The files of a Zenodo record (name, size, MD5, download link) from the records REST API."""
     base = zenodo_base()
     url = f"{base}/api/records/{record_id}"
-    data = fetch_json(url)
+    data = fetch_json(url, manual=f"the files of https://zenodo.org/records/{record_id}")
     entries = data.get("files") if isinstance(data, dict) else None
     if isinstance(entries, dict):  # InvenioRDM may nest the list under "entries"
         entries = entries.get("entries")
@@ -114,7 +180,8 @@ def figshare_files(article_id: str, version: int | None = None) -> list[RemoteFi
     """The files of a figshare article version (public API v2: name, size, computed MD5, download URL)."""
     base = figshare_base()
     url = f"{base}/v2/articles/{article_id}" + (f"/versions/{version}" if version else "")
-    data = fetch_json(url)
+    data = fetch_json(url, manual=f"the files of figshare article {article_id} "
+                                  f"(https://figshare.com/articles/dataset/{article_id})")
     out = []
     for entry in data.get("files", []) if isinstance(data, dict) else []:
         if entry.get("is_link_only"):
@@ -201,12 +268,16 @@ def download(remote: RemoteFile, dest: Path, progress: bool = True, retries: int
             _fetch_into(remote, part, progress)
             break
         except Exception as exc:  # noqa: BLE001 - classified below
-            if isinstance(exc, PrepareError) or not _retryable(exc) or attempt == retries:
-                if isinstance(exc, PrepareError):
-                    raise
+            if isinstance(exc, PrepareError):
+                raise
+            if unreachable(exc):
+                raise no_network(remote.url, exc, f"{remote.name!r} ({remote.url})") from None
+            if not _retryable(exc) or attempt == retries:
                 raise PrepareError(f"downloading {remote.name} from {remote.url} failed after "
-                                   f"{attempt + 1} attempt(s): {exc}; run the command again to resume") from None
-            time.sleep(_backoff() * 2 ** attempt)
+                                   f"{attempt + 1} attempt(s): {_why(exc)}; run the command again to resume") from None
+            wait = _backoff() * 2 ** attempt
+            _announce_retry(f"downloading {remote.name}", exc, attempt, retries, wait)
+            time.sleep(wait)
     size = part.stat().st_size
     if remote.size is not None and size != remote.size:
         part.unlink(missing_ok=True)

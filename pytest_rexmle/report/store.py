@@ -1,0 +1,179 @@
+"""Where session reports live: one folder per session, a ``latest`` link and an index of all sessions.
+
+A benchmark session can take days, and a quick ``-k`` re-run must never wipe it, so every session
+writes into its own ``<report dir>/<run id>/`` (run ids start with the UTC start time, so folders sort
+by age) and nothing of an earlier session is touched. ``latest`` points at the newest finished session,
+and ``index.md`` / ``index.html`` list every session in the folder with its score. People share and
+keep these files, so they are written world-readable (0644) and atomically (temp file + rename): a
+reader never sees half a file, even while a second session updates the index.
+
+Layout::
+
+    .rexmle/report/
+      20261123T175600Z-3f9a1c/   rexmle-report.{json,md,html}, rexmle-capability.json
+      latest -> 20261123T175600Z-3f9a1c
+      index.md, index.html
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPORT_JSON = "rexmle-report.json"
+LATEST = "latest"
+INDEX_MD = "index.md"
+INDEX_HTML = "index.html"
+FILE_MODE = 0o644
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A unique, sortable session id: UTC start time plus a random suffix (two sessions may start in the
+    same second, e.g. on two machines sharing a folder)."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically with mode 0644 (mkstemp alone would leave 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: Path, payload: Any) -> Path:
+    return write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def session_folder(report_dir: Path, run_id: str) -> Path:
+    folder = Path(report_dir) / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    return folder
+
+
+def point_latest(report_dir: Path, run_id: str) -> None:
+    """Swap ``latest`` to ``run_id`` atomically (a relative link, so the folder can be moved or copied)."""
+    link = Path(report_dir) / LATEST
+    tmp = Path(report_dir) / f".{LATEST}.{uuid.uuid4().hex[:8]}"
+    os.symlink(run_id, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def sessions(report_dir: Path) -> list[dict]:
+    """Every session report under ``report_dir`` (newest first), each with its folder name added.
+    Unreadable or foreign files are left out rather than failing the index."""
+    out = []
+    root = Path(report_dir)
+    if not root.is_dir():
+        return out
+    for child in root.iterdir():
+        if child.name == LATEST or child.is_symlink() or not child.is_dir():
+            continue
+        try:
+            doc = json.loads((child / REPORT_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("challenges"), list):
+            out.append({**doc, "folder": child.name})
+    out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
+    return out
+
+
+def resolve(path: Path) -> Path:
+    """The ``rexmle-report.json`` that ``path`` names: the file itself, a session folder, or a report
+    folder holding sessions (its ``latest`` session)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    for candidate in (path / REPORT_JSON, path / LATEST / REPORT_JSON):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no {REPORT_JSON} at {path} (nor in {path / LATEST})")
+
+
+def local_time(iso: str | None) -> str:
+    """An ISO time as a reader wants it: this machine's local time, to the minute, with its zone."""
+    if not iso:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def _row(doc: dict) -> dict:
+    from .render import pct
+
+    n_selected = len(doc.get("selected") or [])
+    return {"folder": doc["folder"], "created": local_time(doc.get("created")), "agent": str(doc.get("agent") or "-"),
+            "score": pct(float(doc.get("score") or 0.0)), "challenges": str(n_selected),
+            "partial": "partial" if doc.get("partial") else "full", "fail": str(doc.get("n_fail", "-")),
+            "error": str(doc.get("n_error", 0))}
+
+
+def index_markdown(docs: list[dict], latest: str | None) -> str:
+    lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
+             "| Session | Started | Agent | Score | Challenges | FAIL | ERROR |", "|---|---|---|---|---|---|---|"]
+    for doc in docs:
+        r = _row(doc)
+        lines.append(f"| [{r['folder']}]({r['folder']}/rexmle-report.md) | {r['created']} | {r['agent']} | "
+                     f"{r['score']} | {r['challenges']} ({r['partial']}) | {r['fail']} | {r['error']} |")
+    return "\n".join(lines) + "\n"
+
+
+def index_html(docs: list[dict], latest: str | None) -> str:
+    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
+    rows = []
+    for doc in docs:
+        r = _row(doc)
+        mark = " <small>(latest)</small>" if r["folder"] == latest else ""
+        rows.append(f"<tr><td><a href='{e(r['folder'])}/rexmle-report.html'>{e(r['folder'])}</a>{mark}</td>"
+                    f"<td>{e(r['created'])}</td><td>{e(r['agent'])}</td><td class='num'>{e(r['score'])}</td>"
+                    f"<td class='num'>{e(r['challenges'])} ({e(r['partial'])})</td><td class='num'>{e(r['fail'])}</td>"
+                    f"<td class='num'>{e(r['error'])}</td></tr>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE sessions</title>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'><style>"
+            "body{font-family:system-ui,sans-serif;margin:24px 32px;color:#1b1f24}table{border-collapse:collapse;"
+            "font-size:14px;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left}"
+            "th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+            f"<h1>ReX-MLE sessions</h1><p>{len(docs)} session(s), newest first.</p><table class='sessions'>"
+            "<tr><th>Session</th><th>Started</th><th>Agent</th><th>Score</th><th>Challenges</th><th>FAIL</th>"
+            "<th>ERROR</th></tr>" + "".join(rows) + "</table></body></html>\n")
+
+
+def write_index(report_dir: Path) -> None:
+    """Rebuild both index files from the session folders on disk, under a lock so that two sessions
+    finishing together cannot interleave (each rebuild reads everything, so the last one is complete)."""
+    from filelock import FileLock
+
+    root = Path(report_dir)
+    with FileLock(str(root / ".index.lock")):
+        docs = sessions(root)
+        link = root / LATEST
+        latest = os.readlink(link) if link.is_symlink() else None
+        write_text(root / INDEX_MD, index_markdown(docs, latest))
+        write_text(root / INDEX_HTML, index_html(docs, latest))
