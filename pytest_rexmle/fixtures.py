@@ -10,6 +10,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 * ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (session), ``rexmle_runtime`` (session) — the agent and runtime objects.
+* ``rexmle_campaign`` (session) — launches every selected run up front when the runtime batches.
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
 * ``rexmle_submission`` — the submission folder the agent left.
 * ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
@@ -28,12 +29,12 @@ import pytest
 from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
-from .gpus import GpuPool
-from .run import RunFolder, crash_reason, execute, find_resumable, run_key, timeout_reason
+from .campaign import begin
+from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
-__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_campaign", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
@@ -118,32 +119,38 @@ def rexmle_agent(rexmle_settings):
 def rexmle_runtime(rexmle_settings):
     from .runtime import runtime_for
 
-    return runtime_for(rexmle_settings)
+    runtime = runtime_for(rexmle_settings)
+    try:
+        yield runtime
+    finally:
+        runtime.close()  # also on Ctrl-C: runs still in flight are stopped (unless the runtime was told not to)
 
 
-def _hidden_paths(settings, data) -> tuple[Path, ...]:
-    from .paths import cache_home
+@pytest.fixture(scope="session")
+def rexmle_campaign(request, rexmle_settings, rexmle_agent, rexmle_runtime):
+    """Launches every selected run at once when the runtime batches (a scheduler) and this process runs
+    all items itself (no xdist); see :mod:`pytest_rexmle.campaign`."""
+    from .campaign import Campaign
 
-    return tuple(p for p in (data.private, data.root, data.root.parent, settings.data_dir, cache_home(),
-                             settings.runs_dir, settings.report_dir))
+    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and rexmle_runtime.batches:
+        rexmle_runtime.progress = lambda line: terminal.write_line(line)
+    on_worker = hasattr(request.config, "workerinput")
+    return Campaign(rexmle_settings, rexmle_agent, rexmle_runtime, list(request.session.items), enabled=not on_worker)
 
 
 @pytest.fixture
-def rexmle_agent_run(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings) -> AgentRun:
-    settings = rexmle_settings
-    time_limit = settings.time_limit or rexmle_task.time_limit_seconds
-    key = run_key(rexmle_task, rexmle_agent, rexmle_data, time_limit, rexmle_runtime.name)
-    if settings.resume:
-        previous = find_resumable(settings.runs_dir, rexmle_task, rexmle_agent, key)
-        if previous is not None:
-            return AgentRun(RunFolder(Path(previous.run_dir)), None, previous, time_limit)
-    folder = RunFolder.create(settings.runs_dir, rexmle_task, rexmle_agent)
-    pool = GpuPool(settings.runs_dir / ".gpu-locks", list(settings.all_gpus))
-    with pool.hold(list(settings.gpus), rexmle_task.gpus if settings.all_gpus else 0) as gpus:
-        outcome = execute(rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, folder, time_limit,
-                          gpus=tuple(gpus), hidden=_hidden_paths(settings, rexmle_data), key=key,
-                          network=settings.network)
-    return AgentRun(folder, outcome, None, time_limit, tuple(gpus))
+def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings,
+                     rexmle_campaign) -> AgentRun:
+    begun = rexmle_campaign.take(request.node.nodeid)
+    if begun is None:
+        begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
+    if begun.resumed is not None:
+        return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
+    with begun.hold:
+        outcome = finish(begun.launched)
+    used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
+    return AgentRun(begun.folder, outcome, None, begun.time_limit, used)
 
 
 @pytest.fixture
@@ -160,6 +167,9 @@ def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) 
     reason = timeout_reason(run.outcome, run.time_limit)
     if reason:
         return GradeOutcome(TIMEOUT, None, reason)
+    reason = killed_reason(run.outcome)
+    if reason:
+        return GradeOutcome(MISSING, None, reason)
     outcome = grade_submission(rexmle_task, rexmle_submission, rexmle_data.private)
     if outcome.status == MISSING:
         crash = crash_reason(run.outcome)

@@ -17,7 +17,7 @@ from .agents.base import Agent, AgentContext
 from .data.store import TaskData
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
-from .runtime.base import Runtime, RunOutcome, RunSpec
+from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .task import Task
 
 
@@ -83,9 +83,29 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
     return None
 
 
+@dataclass
+class LaunchedRun:
+    """A run whose agent has been started (or queued): ``finish`` waits for it and records the end."""
+
+    folder: RunFolder
+    agent: Agent
+    ctx: AgentContext
+    handle: RunHandle
+    meta: dict
+
+
 def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
             gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
             network: str = "bridge") -> RunOutcome:
+    """Run to the end: launch, then wait (the whole run, for a synchronous runtime)."""
+    return finish(launch(task, data, agent, runtime, folder, time_limit, gpus=gpus, hidden=hidden, key=key,
+                         network=network))
+
+
+def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
+           gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
+           network: str = "bridge") -> LaunchedRun:
+    """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it)."""
     ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
     cwd = agent.setup(ctx)
     probe = RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
@@ -109,7 +129,18 @@ def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: 
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat()}
     write_json_atomic(folder.root / "run.json", meta)
-    outcome = runtime.run(spec)
+    handle = runtime.launch(spec)
+    if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to
+        meta.update(handle.record())
+        write_json_atomic(folder.root / "run.json", meta)
+    return LaunchedRun(folder, agent, ctx, handle, meta)
+
+
+def finish(run: LaunchedRun) -> RunOutcome:
+    """Wait for the run's end, let the agent collect its files, record how it ended."""
+    folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
+    outcome = run.handle.wait()
+    meta.update(run.handle.record())
     agent.finish(ctx)
     meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
@@ -117,10 +148,47 @@ def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: 
     return outcome
 
 
+def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: Runtime, time_limit: float,
+             key: dict) -> LaunchedRun | None:
+    """The newest unfinished run of an identical key whose runtime still knows it (a queued or running
+    job of a detached or killed session), so that ``--rexmle-resume`` waits for it instead of starting
+    the same run again. Synchronous runtimes have nothing to re-attach to."""
+    parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
+    for meta_path in sorted(parent.glob("*/run.json"), reverse=True):
+        folder = RunFolder(meta_path.parent)
+        if folder.result_path.exists():
+            continue
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("key") != key or "finished" in meta:
+            continue
+        handle = runtime.attach(meta, folder.root)
+        if handle is None:
+            continue
+        ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public,
+                           time_limit)
+        meta["reattached"] = datetime.now(timezone.utc).isoformat()
+        write_json_atomic(meta_path, meta)
+        return LaunchedRun(folder, agent, ctx, handle, meta)
+    return None
+
+
 def timeout_reason(outcome: RunOutcome, time_limit: float) -> str | None:
     """A timed-out run is a FAIL whatever it left behind: the budget is part of the benchmark."""
+    if outcome.timed_out and outcome.killed:
+        return f"time limit exceeded: {outcome.killed}"
     if outcome.timed_out:
         return f"time limit of {time_limit:.0f} s exceeded; the agent was killed after {outcome.duration:.1f} s"
+    return None
+
+
+def killed_reason(outcome: RunOutcome) -> str | None:
+    """A run ended from outside (a scheduler cancelled it, the node ran out of memory) is a FAIL whatever
+    it left behind, with the cause in the reason."""
+    if outcome.killed and not outcome.timed_out:
+        return f"the run was killed: {outcome.killed}"
     return None
 
 

@@ -16,7 +16,8 @@ OPTIONS = [
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to the agent (repeatable)", "list", []),
     ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)", "str", "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
-    ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox) or docker (one container per run)", "str", "local"),
+    ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox), docker (one container per run) or slurm "
+     "(one cluster job per run, all submitted at session start)", "str", "local"),
     ("--rexmle-time-limit", "rexmle_time_limit", "wall-clock seconds per agent run, overriding each task's budget", "float", None),
     ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
     ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
@@ -33,6 +34,15 @@ OPTIONS = [
      "all that nvidia-smi lists); xdist workers get one each", "str", None),
     ("--rexmle-network", "rexmle_network", "container network for agents: bridge (default; agents need their LLM API) or "
      "none (no network at all)", "str", "bridge"),
+    ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
+    ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
+    ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
+    ("--rexmle-slurm-option", "rexmle_slurm_options", "slurm runtime: KEY=VALUE passed to sbatch as --KEY=VALUE, "
+     "e.g. constraint=a100 or mem=64G (repeatable)", "list", []),
+    ("--rexmle-slurm-inner", "rexmle_slurm_inner", "slurm runtime: what isolates the agent on the node: local "
+     "(bubblewrap, default) or docker", "str", "local"),
+    ("--rexmle-slurm-detach", "rexmle_slurm_detach", "slurm runtime: leave the jobs running when the session stops "
+     "(Ctrl-C); a later --rexmle-resume re-attaches to them", "bool", False),
 ]
 
 
@@ -48,6 +58,7 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(ini, help_text, type="linelist", default=default)
         else:
             choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "none"),
+                       "--rexmle-slurm-inner": ("local", "docker"),
                        "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
             group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
             parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
@@ -91,6 +102,12 @@ class Settings:
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)
     all_gpus: tuple[str, ...] = field(default=())  # the whole session's GPUs (the pool)
+    slurm_partition: str | None = None
+    slurm_account: str | None = None
+    slurm_qos: str | None = None
+    slurm_options: dict[str, str] = field(default_factory=dict)
+    slurm_inner: str = "local"
+    slurm_detach: bool = False
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
@@ -145,6 +162,12 @@ def read_settings(config: pytest.Config) -> Settings:
         gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_gpus")),
         all_gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_all_gpus")),
         network=v["rexmle_network"],
+        slurm_partition=v["rexmle_slurm_partition"],
+        slurm_account=v["rexmle_slurm_account"],
+        slurm_qos=v["rexmle_slurm_qos"],
+        slurm_options=parse_agent_options(list(v["rexmle_slurm_options"] or [])),
+        slurm_inner=v["rexmle_slurm_inner"],
+        slurm_detach=bool(v["rexmle_slurm_detach"]),
     )
 
 

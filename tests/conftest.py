@@ -33,6 +33,18 @@ def needs_bwrap() -> str:
     return path
 
 
+@pytest.fixture
+def needs_slurm() -> None:
+    """A one-node (or real) Slurm cluster that answers sbatch and sacct (``.ci/slurm-setup.sh`` starts one)."""
+    import subprocess
+
+    ok = shutil.which("sbatch") is not None and shutil.which("sacct") is not None
+    if ok:
+        ok = subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0 and \
+            subprocess.run(["sacct", "-n", "-j", "1"], capture_output=True).returncode == 0
+    require_service(ok, "REXMLE_REQUIRE_SLURM", "a Slurm cluster (sbatch, sinfo, sacct; see .ci/slurm-setup.sh)")
+
+
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory) -> Path:
     """One synthetic-data cache for the whole test session (twins are deterministic)."""

@@ -9,7 +9,8 @@ from ..registry import Registry
 from .base import Runtime, RunOutcome, RunSpec
 
 RUNTIMES = Registry("rexmle.runtimes", {"local": "pytest_rexmle.runtime.local:LocalRuntime",
-                                        "docker": "pytest_rexmle.runtime.docker:DockerRuntime"})
+                                        "docker": "pytest_rexmle.runtime.docker:DockerRuntime",
+                                        "slurm": "pytest_rexmle.runtime.slurm:SlurmRuntime"})
 
 
 def get_runtime(name: str, **options) -> Runtime:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+
 #: where the contract folders appear inside an isolated environment
 SANDBOX_ROOT = Path("/rexmle")
 
@@ -44,6 +45,27 @@ class RunOutcome:
     stderr: Path
     note: str | None = None
     details: dict = field(default_factory=dict)
+    #: set when something outside the agent ended the run (e.g. "Slurm job 12 ended CANCELLED"): a FAIL
+    killed: str | None = None
+
+
+class RunHandle:
+    """A launched run. ``wait()`` blocks until it has ended and returns its outcome.
+
+    The default handle of a synchronous runtime does the whole run inside ``wait()``; a batch runtime
+    (``Runtime.batches``) returns one as soon as the run is queued, so a session can launch every run
+    first and wait afterwards.
+    """
+
+    def __init__(self, runtime: "Runtime", spec: "RunSpec") -> None:
+        self.runtime, self.spec = runtime, spec
+
+    def record(self) -> dict:
+        """What to keep in ``run.json`` to find this run again (e.g. a job id); empty when nothing is."""
+        return {}
+
+    def wait(self) -> RunOutcome:
+        return self.runtime.run(self.spec)
 
 
 class RuntimeUnavailable(Exception):
@@ -52,6 +74,11 @@ class RuntimeUnavailable(Exception):
 
 class Runtime(ABC):
     name: ClassVar[str]
+    #: True when ``launch`` returns before the run ends (a scheduler): the session then launches all its
+    #: runs at once and waits for each afterwards
+    batches: ClassVar[bool] = False
+    #: set by the session for batch runtimes: called with a one-line summary (jobs pending / running) while waiting
+    progress = None
 
     @classmethod
     def from_settings(cls, settings) -> "Runtime":
@@ -74,6 +101,23 @@ class Runtime(ABC):
     @abstractmethod
     def run(self, spec: RunSpec) -> RunOutcome:
         """Run to completion or until ``spec.time_limit``; nothing of the run may outlive this call."""
+
+    def launch(self, spec: RunSpec) -> RunHandle:
+        """Start a run; the default defers the whole (synchronous) run to ``wait()``."""
+        return RunHandle(self, spec)
+
+    def attach(self, record: dict, run_dir: Path) -> RunHandle | None:
+        """A handle on a run an earlier session launched (``record`` is its ``run.json``), or None when
+        nothing of it survives; only batch runtimes have runs that outlive the session."""
+        return None
+
+    def close(self) -> None:
+        """End of session (also on Ctrl-C): stop what this session still has in flight, unless asked not to."""
+
+    @classmethod
+    def live_states(cls, records: list[dict]) -> dict[str, dict]:
+        """For ``rexmle status``: the scheduler's view of unfinished runs, by run folder (default none)."""
+        return {}
 
     def sweep_orphans(self) -> int:
         """Remove leftovers of dead sessions; returns how many were removed."""

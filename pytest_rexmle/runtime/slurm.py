@@ -1,0 +1,486 @@
+"""The Slurm runtime: each run is one Slurm job, submitted and watched through submitit.
+
+Why a scheduler runtime: a campaign is thousands of GPU-hours, and labs run it on the cluster they
+have. The job does not re-implement isolation: on the node it runs :func:`pytest_rexmle.runtime.node.node_main`,
+which hands the run to an *inner* provider (the bubblewrap sandbox by default, or Docker), so every
+guarantee of those runtimes (private answers unreachable, read-only data, the agent's time limit,
+nothing left running) holds on the node too. An Apptainer provider would be one more inner provider.
+
+Shape of a session (see :mod:`pytest_rexmle.campaign`): the runtime ``batches``, so the session
+launches every selected run first (one ``sbatch`` each) and each test item then waits for its own job
+and grades it on the submitting host. ``run.json`` keeps the job id; ``--rexmle-resume`` re-attaches
+to jobs still queued or running instead of submitting them again.
+
+Job states come from submitit's watcher (one ``sacct`` for all jobs of the session); a job that
+Slurm ends (TIMEOUT, CANCELLED, OUT_OF_MEMORY, ...) is a FAIL naming the state. NODE_FAIL and
+PREEMPTED are resubmitted once by the harness (a fresh job, same run folder, empty submission).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable
+from .node import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
+
+INNER_RUNTIMES = ("local", "docker")
+#: Slurm states after which a job will not run again
+FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+                "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
+REQUEUE_ONCE = ("NODE_FAIL", "PREEMPTED")
+SLURM_FOLDER = "slurm"
+INSTALL_HINT = ("the slurm runtime needs the Slurm client tools (sbatch, sacct, squeue) on PATH and a reachable "
+                "cluster with accounting (slurmdbd); to try it on one machine run `sudo .ci/slurm-setup.sh`")
+
+
+class SlurmJobError(Exception):
+    """The job ended without running the agent to an outcome (the node could not start it): a harness error."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the session: unwind like Ctrl-C, so the session's jobs are cancelled on the way out."""
+
+
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    raise Terminated("SIGTERM")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    options: dict[str, str] = field(default_factory=dict)  # passed to sbatch as --KEY=VALUE
+    inner: str = "local"
+    inner_options: dict = field(default_factory=dict)
+    detach: bool = False
+    margin_seconds: float = 300.0   # Slurm --time = agent limit + this (a backstop; the inner runtime kills first)
+    poll_seconds: float = 5.0       # one sacct for all jobs at most this often
+    #: (what, path) the nodes must see at the same path: data, runs folder, Python environment
+    shared_paths: tuple[tuple[str, Path], ...] = ()
+    probe_seconds: float = 120.0    # how long the session-start probe job may wait for a node
+
+
+def _state_name(raw: str) -> str:
+    """``CANCELLED by 0`` -> ``CANCELLED``."""
+    return (raw or "UNKNOWN").split()[0].upper()
+
+
+def _watcher():
+    """submitit's shared sacct watcher, asking for the extra columns progress needs."""
+    from submitit.slurm.slurm import SlurmJob
+
+    if not isinstance(SlurmJob.watcher, RexmleWatcher):
+        SlurmJob.watcher = RexmleWatcher(delay_s=SlurmJob.watcher._delay_s)
+    return SlurmJob.watcher
+
+
+def _watcher_class():
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    class Watcher(SlurmInfoWatcher):
+        """Same single ``sacct`` call as submitit's, with the reason, node, times and limit columns."""
+
+        def _make_command(self):
+            command = super()._make_command()
+            if command:
+                command[2] = "JobID,State,NodeList,Reason,Elapsed,Timelimit,Start,ExitCode"
+            return command
+
+    return Watcher
+
+
+try:
+    RexmleWatcher = _watcher_class()
+except ImportError:  # submitit missing: check() says so when the runtime is used
+    RexmleWatcher = None  # type: ignore[assignment,misc]
+
+
+class SlurmHandle(RunHandle):
+    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job, folder: Path, attempts: int = 1) -> None:
+        super().__init__(runtime, spec)
+        self.job, self.folder, self.attempts = job, folder, attempts
+        self.submitted = datetime.now(timezone.utc).isoformat()
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job.job_id)
+
+    def record(self) -> dict:
+        return {"slurm": {"job_id": self.job_id, "folder": str(self.folder), "attempts": self.attempts,
+                          "submitted": self.submitted, "detached": self.runtime.settings.detach}}
+
+    def info(self, mode: str = "cache") -> dict:
+        return _watcher().get_info(self.job_id, mode=mode)
+
+    def state(self, mode: str = "cache") -> str:
+        return _state_name(self.info(mode).get("State", ""))
+
+    def wait(self) -> RunOutcome:
+        """Poll until the job is over; an interrupt leaves the job tracked, so ``close`` can cancel it."""
+        runtime = self.runtime
+        while True:
+            state = runtime.poll_state(self)
+            if state in FINAL_STATES:
+                break
+            runtime.report_progress()
+            time.sleep(min(1.0, runtime.settings.poll_seconds))
+        runtime.forget(self)
+        if state in REQUEUE_ONCE and self.attempts < 2:
+            runtime.resubmit(self, state)
+            return self.wait()
+        return self._outcome(state)
+
+    def _outcome(self, state: str) -> RunOutcome:
+        outcome_path = self.folder / OUTCOME_NAME
+        if state == "COMPLETED" and outcome_path.is_file():
+            return outcome_from_json(json.loads(outcome_path.read_text()))
+        info = self.info()
+        logs = self.spec.logs
+        logs.mkdir(parents=True, exist_ok=True)
+        stdout, stderr = logs / "agent.stdout.log", logs / "agent.stderr.log"
+        if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
+            raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
+                                f"{_tail(self.job.paths.stderr)}")
+        limit = info.get("Timelimit") or "?"
+        detail = f"Slurm job {self.job_id} ended {info.get('State') or state}"
+        detail += f" after {info.get('Elapsed') or '?'} (Slurm --time {limit})" if state == "TIMEOUT" else \
+            f" after {info.get('Elapsed') or '?'} on {info.get('NodeList') or '?'}"
+        if self.attempts > 1:
+            detail += f" (attempt {self.attempts}; it was resubmitted once already)"
+        duration = _seconds(info.get("Elapsed"))
+        return RunOutcome(None, state in ("TIMEOUT", "DEADLINE"), duration, stdout, stderr,
+                          note=detail, killed=detail,
+                          details={"slurm_state": state, "node": info.get("NodeList"), "gpus": []})
+
+
+def _seconds(elapsed: str | None) -> float:
+    """``[D-]HH:MM:SS`` -> seconds."""
+    if not elapsed:
+        return 0.0
+    days, _, rest = elapsed.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return (int(days or 0) * 86400) + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def _tail(path: Path, limit: int = 600) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:].strip().replace("\n", " | ")
+    except OSError:
+        return "(no job log)"
+
+
+class SlurmRuntime(Runtime):
+    name = "slurm"
+    batches = True
+
+    def __init__(self, settings: SlurmSettings | None = None, **_: object) -> None:
+        self.settings = settings or SlurmSettings()
+        if self.settings.inner not in INNER_RUNTIMES:
+            raise RuntimeUnavailable(f"--rexmle-slurm-inner must be one of {', '.join(INNER_RUNTIMES)}, "
+                                     f"got {self.settings.inner!r}")
+        self._live: dict[str, SlurmHandle] = {}
+        self._lock = threading.Lock()
+        self._cluster_gpus: bool | None = None
+        self._last_poll = 0.0
+        self._last_progress = (0.0, "")
+        self._previous_sigterm = None
+        self._atexit = False
+        self.progress = None  # callable(str) set by the session to show pending/running counts
+
+    @classmethod
+    def from_settings(cls, settings) -> "SlurmRuntime":
+        import pytest_rexmle
+
+        from ..paths import cache_home
+
+        inner_options = {"unsafe": True} if settings.unsafe_local and settings.slurm_inner == "local" else {}
+        data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
+        shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", Path(sys.executable)),
+                  ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
+        return cls(SlurmSettings(shared_paths=shared,
+                                 probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
+partition=settings.slurm_partition, account=settings.slurm_account,
+                                 qos=settings.slurm_qos, options=dict(settings.slurm_options),
+                                 inner=settings.slurm_inner, inner_options=inner_options,
+                                 detach=settings.slurm_detach,
+                                 poll_seconds=float(os.environ.get("REXMLE_SLURM_POLL_SECONDS") or 5.0),
+                                 margin_seconds=float(os.environ.get("REXMLE_SLURM_MARGIN_SECONDS") or 300.0)))
+
+    # -- interface ---------------------------------------------------------------------------------------
+    @property
+    def isolation(self) -> str:
+        return self.settings.inner
+
+    def inner(self) -> Runtime:
+        from . import RUNTIMES
+
+        return RUNTIMES.load(self.settings.inner)(**self.settings.inner_options)
+
+    def check(self) -> None:
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise RuntimeUnavailable("the slurm runtime needs submitit (`pip install 'submitit>=1.5'`)") from None
+        for tool in ("sbatch", "sacct", "squeue", "scancel"):
+            if not _which(tool):
+                raise RuntimeUnavailable(f"{tool} not found. {INSTALL_HINT}")
+        probe = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise RuntimeUnavailable(f"sacct does not answer ({probe.stderr.strip()[:200]}); submitit reads job "
+                                     f"states through accounting. {INSTALL_HINT}")
+        self.inner().check()
+        if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
+            self.probe_shared_paths()
+
+    def probe_shared_paths(self) -> None:
+        """A tiny job checks that a node sees the data, the runs folder and this Python at the same paths.
+
+        Without it a non-shared folder shows up as twenty identical FAILs hours later. The runs folder gets
+        a fresh token file, so a node-local folder that merely has the same name does not pass.
+        """
+        import uuid
+
+        runs = dict(self.settings.shared_paths).get("runs folder")
+        checks = [(what, path) for what, path in self.settings.shared_paths if what != "runs folder"]
+        if runs is None:
+            return
+        runs.mkdir(parents=True, exist_ok=True)
+        token = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}"
+        token.write_text("rexmle")
+        out = token.with_suffix(".out")
+        lines = [f"test -e {shlex.quote(str(token))} || echo {shlex.quote('missing runs folder ' + str(runs))}"]
+        for what, path in checks:
+            lines.append(f"test -e {shlex.quote(str(path))} || echo {shlex.quote(f'missing {what} {path}')}")
+        argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
+                "--wrap", "; ".join(lines)]
+        argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, _ = proc.communicate()
+                job_id = stdout.strip().split(";")[0]
+                if job_id:
+                    subprocess.run(["scancel", job_id], capture_output=True)
+                import warnings
+
+                warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
+                              f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
+                              f"the nodes share", stacklevel=1)
+                return
+            if proc.returncode != 0 and not out.exists():
+                raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr.strip()[:300]}")
+            if not out.exists():
+                raise RuntimeUnavailable(f"the runs folder {runs} is not shared with the compute nodes (the probe "
+                                         f"job's output never arrived here); put it on a shared filesystem "
+                                         f"(--rexmle-runs-dir)")
+            missing = [line.removeprefix("missing ") for line in out.read_text().splitlines()
+                       if line.startswith("missing ")]
+            if missing:
+                raise RuntimeUnavailable("the compute nodes do not see these paths (they must be on a filesystem "
+                                         "shared with this host, at the same path): " + "; ".join(missing))
+        finally:
+            token.unlink(missing_ok=True)
+            out.unlink(missing_ok=True)
+
+    def contract_paths(self, spec: RunSpec) -> dict[str, str]:
+        return self.inner().contract_paths(spec)
+
+    def run(self, spec: RunSpec) -> RunOutcome:
+        return self.launch(spec).wait()
+
+    def launch(self, spec: RunSpec) -> SlurmHandle:
+        folder = spec.logs.parent / SLURM_FOLDER
+        write_spec(folder / SPEC_NAME, spec, self.settings.inner, self.settings.inner_options)
+        job = self._submit(spec, folder)
+        handle = SlurmHandle(self, spec, job, folder)
+        self._track(handle)
+        return handle
+
+    def attach(self, record: dict, run_dir: Path) -> SlurmHandle | None:
+        from submitit.slurm.slurm import SlurmJob
+
+        slurm = record.get("slurm") or {}
+        folder = Path(slurm.get("folder") or run_dir / SLURM_FOLDER)
+        job_id = slurm.get("job_id") or _submitted_job_id(folder)
+        if not job_id or not (folder / SPEC_NAME).is_file():
+            return None
+        spec = read_spec(folder / SPEC_NAME)[0]
+        _watcher()
+        job = SlurmJob(folder=folder, job_id=str(job_id))
+        handle = SlurmHandle(self, spec, job, folder, attempts=int(slurm.get("attempts", 1)))
+        handle.submitted = slurm.get("submitted") or handle.submitted
+        if handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file():
+            return None  # accounting has never heard of it: nothing to wait for
+        self._track(handle)
+        return handle
+
+    def close(self) -> None:
+        """Cancel this session's jobs still queued or running (all of them at once), unless detached."""
+        with self._lock:
+            ids = sorted(self._live)
+            self._live.clear()
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+        if ids and not self.settings.detach:
+            subprocess.run(["scancel", *ids], capture_output=True)
+
+    # -- submission ----------------------------------------------------------------------------------------
+    def slurm_minutes(self, time_limit: float) -> int:
+        return max(1, math.ceil((time_limit + self.settings.margin_seconds) / 60))
+
+    def gpus_for(self, spec: RunSpec) -> int:
+        """The task's GPU count, when the cluster has GPUs at all (a CPU-only test cluster runs CPU jobs)."""
+        from ..task import registry
+
+        try:
+            wanted = registry().get(spec.task_id).gpus
+        except Exception:
+            wanted = len(spec.gpus)
+        if wanted and self._cluster_gpus is None:
+            self._cluster_gpus = self._partition_has_gpus()
+        return wanted if self._cluster_gpus else 0
+
+    def _partition_has_gpus(self) -> bool:
+        args = ["sinfo", "-h", "-o", "%G"] + (["-p", self.settings.partition] if self.settings.partition else [])
+        out = subprocess.run(args, capture_output=True, text=True).stdout
+        return "gpu" in out
+
+    def parameters(self, spec: RunSpec) -> dict:
+        gpus = self.gpus_for(spec)
+        params: dict = {"job_name": f"rexmle-{spec.task_id}", "time": self.slurm_minutes(spec.time_limit),
+                        "use_srun": False, "signal_delay_s": 60, "stderr_to_stdout": False,
+                        "setup": [f"export REXMLE_SLURM_GRES_GPUS={gpus}"],
+                        "additional_parameters": {"no-requeue": True, **self.settings.options}}
+        for key in ("partition", "account", "qos"):
+            value = getattr(self.settings, key)
+            if value:
+                params[key] = value
+        if gpus:
+            params["gres"] = f"gpu:{gpus}"
+        return params
+
+    def _submit(self, spec: RunSpec, folder: Path):
+        import submitit
+
+        from .node import node_main
+
+        _watcher()
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(sys.executable))
+        executor.update_parameters(**self.parameters(spec))
+        return executor.submit(node_main, str(folder / SPEC_NAME))
+
+    def resubmit(self, handle: SlurmHandle, state: str) -> None:
+        """Preemption or node failure is not the agent's fault: run it again once, from an empty submission."""
+        import shutil
+
+        for child in handle.spec.submission.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        (handle.folder / OUTCOME_NAME).unlink(missing_ok=True)
+        handle.job = self._submit(handle.spec, handle.folder)
+        handle.attempts += 1
+        _append_run_record(handle.spec, {"requeued_after": state, **handle.record()})
+        self._track(handle)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------
+    def _track(self, handle: SlurmHandle) -> None:
+        with self._lock:
+            self._live[handle.job_id] = handle
+        if self._previous_sigterm is None and threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        if not self._atexit:
+            atexit.register(self.close)  # a session that dies on an exception still cancels its jobs
+            self._atexit = True
+
+    def forget(self, handle: SlurmHandle) -> None:
+        with self._lock:
+            self._live.pop(handle.job_id, None)
+
+    def poll_state(self, handle: SlurmHandle) -> str:
+        """One ``sacct`` for every job of the session at most every ``poll_seconds``."""
+        now = time.monotonic()
+        mode = "cache"
+        if now - self._last_poll >= self.settings.poll_seconds:
+            mode, self._last_poll = "force", now
+        return handle.state(mode=mode)
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            handles = list(self._live.values())
+        counts: dict[str, int] = {}
+        for h in handles:
+            state = h.state()
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    def report_progress(self) -> None:
+        if self.progress is None:
+            return
+        counts = self.counts()
+        line = ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+        now = time.monotonic()
+        if line and (line != self._last_progress[1] or now - self._last_progress[0] > 60):
+            self._last_progress = (now, line)
+            self.progress(f"slurm: {line}")
+
+    # -- rexmle status ---------------------------------------------------------------------------------------
+    @classmethod
+    def live_states(cls, records: list[dict]) -> dict[str, dict]:
+        ids = {str((r.get("slurm") or {}).get("job_id")): r for r in records if (r.get("slurm") or {}).get("job_id")}
+        if not ids:
+            return {}
+        watcher = _watcher()
+        for job_id in ids:
+            watcher.register_job(job_id)
+        watcher.update()
+        out = {}
+        for job_id, record in ids.items():
+            info = watcher.get_info(job_id, mode="cache")
+            if info:
+                out[record["run_dir"]] = {"job_id": job_id, "state": _state_name(info.get("State", "")),
+                                          "reason": info.get("Reason"), "node": info.get("NodeList"),
+                                          "elapsed": _seconds(info.get("Elapsed")), "limit": info.get("Timelimit")}
+        return out
+
+
+def _append_run_record(spec: RunSpec, extra: dict) -> None:
+    from ..result import write_json_atomic
+
+    path = spec.logs.parent / "run.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        meta = {}
+    meta.update(extra)
+    write_json_atomic(path, meta)
+
+
+def _submitted_job_id(folder: Path) -> str | None:
+    """submitit names its pickle after the job id right after ``sbatch`` answers: the id of a job whose
+    session died before it could write ``run.json``."""
+    ids = sorted(p.name.split("_", 1)[0] for p in folder.glob("*_submitted.pkl"))
+    return ids[-1] if ids else None
+
+
+def _which(tool: str) -> str | None:
+    import shutil
+
+    return shutil.which(tool)

@@ -1,0 +1,250 @@
+"""The Slurm runtime on a real cluster (``.ci/slurm-setup.sh`` starts a one-node one; no fake scheduler).
+
+Every benchmark here runs as real ``sbatch`` jobs; job states come from ``sacct``/``squeue``. Tests that
+interrupt a session run pytest as a plain subprocess so they can signal it while its jobs are in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ..conftest import AGENTS, report_json, run_folders
+
+REFERENCE_TASKS = ("ldct-iqa", "topcow-cta-det", "isles22")
+
+
+@pytest.fixture
+def slurm_env(monkeypatch, needs_slurm):
+    monkeypatch.setenv("REXMLE_SLURM_POLL_SECONDS", "1")
+
+
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((folder / ".rexmle" / "runs").glob("*/*/*/run.json"))]
+
+
+def _job_ids(folder: Path) -> list[str]:
+    return [r["slurm"]["job_id"] for r in _records(folder) if r.get("slurm")]
+
+
+def _queued(job_ids: list[str]) -> list[str]:
+    """The given jobs that squeue still lists (pending, running or completing)."""
+    if not job_ids:
+        return []
+    out = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line.strip()]
+
+
+def _wait_until_gone(job_ids: list[str], seconds: float = 60) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := _queued(job_ids)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def _sacct_state(job_id: str) -> str:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id], capture_output=True, text=True)
+    return out.stdout.strip().split(" ")[0]
+
+
+def _jobs_from(workdir: Path, since: str) -> list[str]:
+    """Every job (any state) submitted from ``workdir`` since ``since``: how many jobs a test really made."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", since, "-o", "JobID,JobName,WorkDir"],
+                         capture_output=True, text=True, check=True).stdout
+    return [line.split("|")[0] for line in out.splitlines()
+            if line.count("|") == 2 and line.split("|")[2] == str(workdir) and line.split("|")[1] != "rexmle-probe"]
+
+
+def _alive(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+def _spawn(bench, *args: str) -> subprocess.Popen:
+    """pytest in the background in the bench folder (same options as ``bench``), for signalling."""
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic",
+            "--rexmle-runtime=slurm", *args]
+    log = open(bench.path / f"session-{uuid.uuid4().hex[:6]}.log", "wb")
+    return subprocess.Popen(argv, cwd=bench.path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _running(job_ids: list[str]) -> bool:
+    return bool(job_ids) and all(_sacct_state(j) == "RUNNING" for j in job_ids)
+
+
+def test_reference_tasks_give_the_same_results_as_the_local_runtime(bench, slurm_env, needs_bwrap):
+    select = " or ".join(REFERENCE_TASKS)
+    bench("--agent=sample", "-k", select).assert_outcomes(passed=3)
+    local = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}
+    result = bench("--agent=sample", "--rexmle-runtime=slurm", "-k", select)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["slurm: *running*"])  # progress while the session waits
+    slurm = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}
+    assert sorted(slurm) == sorted(REFERENCE_TASKS)
+    for task in REFERENCE_TASKS:
+        assert slurm[task]["status"] == local[task]["status"] == "ok"
+        assert slurm[task]["metrics"] == local[task]["metrics"], task
+        assert slurm[task]["percentile"] == local[task]["percentile"], task
+        assert slurm[task]["positions"] == local[task]["positions"], task
+    records = [r for r in _records(bench.path) if r["runtime"] == "slurm"]
+    assert len(records) == 3
+    for record in records:
+        assert _sacct_state(record["slurm"]["job_id"]) == "COMPLETED"
+        assert record["node"] and record["sandbox"] == "bwrap" and record["exit_code"] == 0
+    # a campaign: every job was submitted before the first one had finished
+    assert max(r["started"] for r in records) < min(r["finished"] for r in records)
+
+
+def test_hostile_agent_on_a_node_finds_no_answers_and_leaves_nothing(bench, slurm_env, needs_bwrap, shared_cache,
+                                                                      tmp_path):
+    from pytest_rexmle.data.synthetic import ensure_synthetic
+    from pytest_rexmle.task import registry
+
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    escape_target = tmp_path / "escaped.txt"
+    cmd = f"HOSTILE_TARGET={escape_target} python agent.py {twin.private}"
+    result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'hostile'}", f"--agent-option=cmd={cmd}",
+                   "--rexmle-runtime=slurm", "-k", "ldct-iqa")
+    result.assert_outcomes(failed=1)  # it writes no submission
+    run = run_folders(bench.path, "ldct-iqa")[-1]
+    report = json.loads((run / "workspace" / "hostile.json").read_text())
+    assert all("/usr/include" in p or "site-packages" in p for p in report["found_names"]), report["found_names"]
+    assert not any("answers.csv" in p or "prepare_manifest" in p for p in report["found_names"])
+    assert report["found_content"] == [], "the private folder's path must not appear in any visible file"
+    assert max(pid for pid, _ in report["processes"]) < 20, report["processes"]  # its own PID namespace
+    assert report["wrote"] == [] and not escape_target.exists()
+    for leftover in ("/etc/rexmle-hostile", "/usr/rexmle-hostile", "/rexmle-hostile", "/root/rexmle-hostile"):
+        assert not os.path.exists(leftover)
+    assert not (twin.public / "rexmle-hostile").exists()
+    job = json.loads((run / "run.json").read_text())["slurm"]["job_id"]
+    assert _wait_until_gone([job]) == []
+    assert _alive(f"agent.py {twin.private}") == []
+
+
+def test_sleeper_past_its_limit_is_a_fail_and_leaves_no_job_or_process(bench, slurm_env, needs_bwrap):
+    marker = f"sleeper-{uuid.uuid4().hex[:8]}"
+    result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
+                   f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=3",
+                   "--rexmle-runtime=slurm", "-k", "ldct-iqa")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*FAIL [[]timeout[]] time limit of 3 s exceeded*"])
+    run = run_folders(bench.path, "ldct-iqa")[-1]
+    record = json.loads((run / "result.json").read_text())
+    assert record["status"] == "timeout" and record["percentile"] == 0.0
+    assert 3.0 <= record["timings"]["agent_seconds"] < 10.0
+    job = json.loads((run / "run.json").read_text())["slurm"]["job_id"]
+    assert _wait_until_gone([job]) == []
+    assert _sacct_state(job) == "COMPLETED"  # the inner sandbox, not Slurm, enforced the agent's limit
+    assert _alive(marker) == []
+
+
+def test_job_cancelled_by_slurm_is_a_fail_with_the_slurm_state(bench, slurm_env, needs_bwrap):
+    marker = f"sleeper-{uuid.uuid4().hex[:8]}"
+    session = _spawn(bench, "--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
+                     f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=600", "-k", "ldct-iqa")
+    try:
+        jobs = _wait_for(lambda: _running(_job_ids(bench.path)) and _job_ids(bench.path), 240, "a running job")
+        _wait_for(lambda: _alive(marker), 60, "the agent to start on the node")
+        subprocess.run(["scancel", *jobs], check=True)
+        assert session.wait(timeout=180) == 1  # the item fails; the session itself ends normally
+    finally:
+        session.kill()
+    run = run_folders(bench.path, "ldct-iqa")[-1]
+    record = json.loads((run / "result.json").read_text())
+    assert record["status"] == "missing"
+    assert f"Slurm job {jobs[0]} ended CANCELLED" in record["reason"], record["reason"]
+    assert _wait_until_gone(jobs) == []
+    time.sleep(1)
+    assert _alive(marker) == []
+
+
+def _slow_sample(seconds: int) -> list[str]:
+    """A command agent that waits, then runs the sample agent's baseline."""
+    cmd = f"sleep {seconds} && python -m pytest_rexmle.agents.sample_main"
+    return ["--agent=command", f"--agent-option=cmd={cmd}"]
+
+
+def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_env, needs_bwrap):
+    select = ["-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls"]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
+    session = _spawn(bench, *_slow_sample(15), "--rexmle-slurm-detach", *select)
+    try:
+        jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
+        os.killpg(session.pid, signal.SIGKILL)
+        session.wait(timeout=30)
+    finally:
+        session.kill()
+    assert len(_queued(jobs)) == 3, "detached jobs must survive the session"
+    result = bench(*_slow_sample(15), "--rexmle-runtime=slurm", "--rexmle-resume", *select, timeout=600)
+    result.assert_outcomes(passed=3)
+    assert sorted(_jobs_from(bench.path, since)) == sorted(jobs), "resume must not submit anything again"
+    report = report_json(bench.path)
+    assert {r["challenge_id"]: r["status"] for r in report["challenges"]} == dict.fromkeys(
+        ("ldct-iqa", "topcow-cta-cls", "topcow-mra-cls"), "ok")
+    for task in ("ldct-iqa", "topcow-cta-cls", "topcow-mra-cls"):
+        folders = run_folders(bench.path, task)
+        assert len(folders) == 1, folders  # no second run folder either
+        meta = json.loads((folders[0] / "run.json").read_text())
+        assert meta["slurm"]["job_id"] in jobs and "reattached" in meta and "finished" in meta
+
+
+def test_ctrl_c_cancels_every_job_of_the_session(bench, slurm_env, needs_bwrap):
+    marker = f"sleeper-{uuid.uuid4().hex[:8]}"
+    session = _spawn(bench, "--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
+                     f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=600",
+                     "-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls")
+    try:
+        jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
+        _wait_for(lambda: _alive(marker), 120, "an agent to start on the node")
+        assert len(_queued(jobs)) == 3
+        session.send_signal(signal.SIGINT)
+        session.wait(timeout=120)
+    finally:
+        session.kill()
+    assert _wait_until_gone(jobs) == [], "Ctrl-C must cancel every job of the session"
+    assert {_sacct_state(j) for j in jobs} == {"CANCELLED"}
+    time.sleep(1)
+    assert _alive(marker) == []
+
+
+def test_rexmle_status_shows_slurm_states(bench, slurm_env, needs_bwrap):
+    session = _spawn(bench, *_slow_sample(30), "--rexmle-slurm-detach",
+                     "-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls")
+    try:
+        jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
+        _wait_for(lambda: any(_sacct_state(j) == "RUNNING" for j in jobs), 120, "a running job")
+        out = subprocess.run([sys.executable, "-m", "pytest_rexmle", "status", "--json",
+                              "--runs-dir", str(bench.path / ".rexmle" / "runs")],
+                             capture_output=True, text=True, check=True).stdout
+        rows = json.loads(out)
+    finally:
+        os.killpg(session.pid, signal.SIGKILL)
+        session.wait(timeout=30)
+        subprocess.run(["scancel", *_job_ids(bench.path)], capture_output=True)
+    live = [r["scheduler"] for r in rows if r.get("scheduler")]
+    assert sorted(s["job_id"] for s in live) == sorted(jobs)
+    states = {s["state"] for s in live}
+    assert "RUNNING" in states and states <= {"RUNNING", "PENDING"}, states
+    for s in live:
+        if s["state"] == "RUNNING":
+            assert s["node"] and s["limit"]
+        else:
+            assert s["reason"]
