@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The newcomer path, proven: a fresh Debian 12 with nothing but python3, python3-venv and git clones this
+# repository and runs the README's FIRST command exactly as written (extracted from README.md, so the
+# check and the README cannot drift apart), in two kinds of container:
+#
+#   default     `docker run` as it comes: default seccomp profile, no extra capabilities — what cloud
+#               GPU pods, Kubernetes and shared servers give you (no user namespaces, so no bubblewrap)
+#   privileged  seccomp and AppArmor unconfined plus CAP_SYS_ADMIN — a roomy container or a VM
+#
+# Each must end with the results table: all 20 challenges graded (status ok), 0 FAIL, and the score the
+# README prints (REXMLE_NEWCOMER_SCORE overrides it; "any" skips the score comparison).
+#
+# The image is built like CI's test image (debootstrap minbase + `docker import`, no registry needed)
+# and cached by the hash of this recipe (label rexmle.newcomer-recipe; --force rebuilds). What is
+# tested is the committed HEAD of this checkout (it is cloned), never uncommitted edits.
+#
+# The container needs PyPI (pip installs the project). Behind a TLS-intercepting proxy, the host's CA
+# bundle (REXMLE_NEWCOMER_CA, default: $PIP_CERT or $SSL_CERT_FILE when set) is mounted and given to pip,
+# as such a machine's own pip configuration would. REXMLE_NEWCOMER_PIP_CACHE (a host folder) shares
+# downloaded wheels between the two cases to save time; it does not change what gets installed.
+#
+# Usage: .ci/newcomer-check.sh [--case default|privileged|all] [--force]
+# Logs: $REXMLE_NEWCOMER_OUT/<case>.log (default a fresh temp folder, printed). Exit 0 when every case passed.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+IMAGE="${REXMLE_NEWCOMER_IMAGE:-rexmle/newcomer:bookworm}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+SUITE=bookworm
+CASE=all
+FORCE=0
+while (($#)); do
+    case "$1" in
+        --case) CASE="$2"; shift 2 ;;
+        --force) FORCE=1; shift ;;
+        *) echo "newcomer-check: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+case "$CASE" in default|privileged|all) ;; *) echo "newcomer-check: --case default|privileged|all" >&2; exit 2 ;; esac
+OUT="${REXMLE_NEWCOMER_OUT:-$(mktemp -d /tmp/rexmle-newcomer.XXXXXX)}"
+mkdir -p "$OUT"
+say() { echo "newcomer-check: $*"; }
+
+command -v docker >/dev/null && docker info >/dev/null 2>&1 || { say "a running Docker engine is required" >&2; exit 2; }
+
+# -- the fresh machine ---------------------------------------------------------------------------------
+RECIPE="$(sed -n '/^# -- the fresh machine/,/^# -- end of recipe/p' "$0" | sha256sum | cut -c1-16)"
+build_image() {
+    local have
+    have="$(docker image inspect "$IMAGE" --format '{{index .Config.Labels "rexmle.newcomer-recipe"}}' 2>/dev/null || true)"
+    if [[ "$FORCE" == 0 && "$have" == "$RECIPE" ]]; then
+        say "$IMAGE is up to date (recipe $RECIPE)"
+        return 0
+    fi
+    command -v debootstrap >/dev/null || { say "debootstrap is missing (apt-get install debootstrap)" >&2; return 2; }
+    [[ "$(id -u)" == 0 ]] || { say "building the image needs root (debootstrap)" >&2; return 2; }
+    local work start
+    start=$(date +%s)
+    work="$(mktemp -d /tmp/rexmle-newcomer-image.XXXXXX)"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    say "debootstrap $SUITE minbase + python3 python3-venv git from $MIRROR"
+    debootstrap --variant=minbase --include=python3,python3-venv,git "$SUITE" "$work/root" "$MIRROR" \
+        >"$work/debootstrap.log" 2>&1 || { tail -30 "$work/debootstrap.log" >&2; return 1; }
+    rm -rf "$work"/root/usr/share/{doc,man,info,locale}/* "$work"/root/var/cache/apt/* "$work"/root/var/lib/apt/lists/*
+    tar -C "$work/root" --numeric-owner -c . | docker import \
+        --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+        --change "ENV LANG=C.UTF-8" --change "ENV HOME=/root" --change "WORKDIR /root" \
+        --change "LABEL rexmle.newcomer-recipe=$RECIPE" --change 'CMD ["bash"]' \
+        -m "fresh Debian $SUITE (minbase + python3 python3-venv git) for the newcomer check" - "$IMAGE" >/dev/null
+    say "built $IMAGE in $(( $(date +%s) - start )) s"
+}
+# -- end of recipe
+
+# two cases may start at once (pytest-xdist): one builds, the other waits for it
+exec 9>"/tmp/rexmle-newcomer-image.lock"
+flock 9
+build_image
+flock -u 9
+
+# The README's first command, as written; the score line it promises.
+readme_command() { awk '/^```bash$/ {inside=1; next} inside && /^```$/ {exit} inside {print}' "$1"; }
+COMMAND="$(git -C "$REPO" show HEAD:README.md | readme_command /dev/stdin)"
+[[ -n "$COMMAND" ]] || { say "no \`\`\`bash block in README.md" >&2; exit 1; }
+EXPECT="${REXMLE_NEWCOMER_SCORE:-$(git -C "$REPO" show HEAD:README.md | grep -oE 'ReX-MLE score: [0-9.]+%' | head -1 | grep -oE '[0-9.]+%' || true)}"
+say "commit $(git -C "$REPO" rev-parse --short HEAD); README command: $COMMAND"
+say "expected: 20 challenges ok, 0 FAIL, score ${EXPECT:-any}"
+
+CA="${REXMLE_NEWCOMER_CA:-${PIP_CERT:-${SSL_CERT_FILE:-}}}"
+run_case() {
+    local case="$1" log="$OUT/$1.log" start rc=0
+    local -a flags=(--rm --name "rexmle-newcomer-$case-$$" --label rexmle.newcomer=1 -v "$REPO:/src:ro"
+                    -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180)
+    [[ "$case" == privileged ]] && flags+=(--security-opt seccomp=unconfined --security-opt apparmor=unconfined
+                                          --cap-add SYS_ADMIN)
+    [[ -n "$CA" && -f "$CA" ]] && flags+=(-v "$CA:/etc/rexmle-newcomer-ca.pem:ro" -e PIP_CERT=/etc/rexmle-newcomer-ca.pem)
+    [[ -n "${REXMLE_NEWCOMER_PIP_CACHE:-}" ]] && mkdir -p "$REXMLE_NEWCOMER_PIP_CACHE" \
+        && flags+=(-v "$REXMLE_NEWCOMER_PIP_CACHE:/root/.cache/pip")
+    start=$(date +%s)
+    say "[$case] docker run ${flags[*]:5} $IMAGE"
+    # inside: clone the commit, then run the README's command exactly as written
+    timeout "${REXMLE_NEWCOMER_TIMEOUT:-1800}" docker run "${flags[@]}" "$IMAGE" bash -c '
+        set -e
+        git -c safe.directory="*" clone -q /src /root/pytest-rexmle
+        cd /root/pytest-rexmle
+        echo "newcomer: python $(python3 -c "import sys; print(sys.version.split()[0])"), $(git --version), uid $(id -u)"
+        echo "newcomer: bubblewrap installed: $(command -v bwrap || echo no)"
+        echo "newcomer: \$ $1"
+        bash -c "$1"' newcomer "$COMMAND" >"$log" 2>&1 || rc=$?
+    say "[$case] exit $rc after $(( $(date +%s) - start )) s; log $log"
+    check_log "$case" "$log" "$rc"
+}
+
+check_log() {
+    local case="$1" log="$2" rc="$3" ok score problems=()
+    ok="$(sed -n '/ReX-MLE results/,$p' "$log" | grep -cE '^[a-z0-9-]+ +ok +' || true)"
+    score="$(grep -oE '^ReX-MLE score: [0-9.]+% over 20 challenge\(s\), 0 FAIL$' "$log" | grep -oE '[0-9.]+%' || true)"
+    [[ "$rc" == 0 ]] || problems+=("the command exited with $rc")
+    [[ "$ok" == 20 ]] || problems+=("$ok of 20 challenges graded ok")
+    [[ -n "$score" ]] || problems+=("no line 'ReX-MLE score: ...% over 20 challenge(s), 0 FAIL'")
+    if [[ -n "$score" && -n "$EXPECT" && "$EXPECT" != any && "$score" != "$EXPECT" ]]; then
+        problems+=("score $score, the README says $EXPECT")
+    fi
+    if ((${#problems[@]})); then
+        say "[$case] FAILED: $(IFS=';'; echo "${problems[*]}")"
+        echo "----- last 40 lines of $log -----"
+        tail -40 "$log"
+        return 1
+    fi
+    say "[$case] passed: 20 challenges ok, 0 FAIL, score $score"
+}
+
+status=0
+if [[ "$CASE" == all || "$CASE" == default ]]; then run_case default || status=1; fi
+if [[ "$CASE" == all || "$CASE" == privileged ]]; then run_case privileged || status=1; fi
+say "logs in $OUT"
+exit $status
