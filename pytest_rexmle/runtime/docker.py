@@ -19,35 +19,59 @@ What the agent sees (the same contract as the local runtime, at the same paths):
   are never mounted; a hidden folder that happens to lie under a mounted one is covered by a tmpfs).
 
 The container runs as a non-root user (the run folder's owner, or 1000:1000 when that is root — the
-writable mounts are handed to that user first), with ``init`` as PID 1, no capabilities and
-``no-new-privileges``. Every container carries labels (``rexmle.session``, ``rexmle.task``,
-``rexmle.pid``/``rexmle.pid_start``/``rexmle.host`` of the harness process, ``rexmle.run_dir``) so
-:meth:`DockerRuntime.sweep_orphans` can remove what a killed harness left behind.
+writable mounts are handed to that user first), with ``init`` as PID 1, no capabilities,
+``no-new-privileges`` and the engine's default seccomp profile (no ``mount``, ``ptrace`` of other
+processes, kernel modules, keyrings, ...). ``/proc/sys`` is read-only, as the engine always mounts it.
+Every container carries labels (``rexmle.session``, ``rexmle.task``, ``rexmle.pid``/``rexmle.pid_start``/
+``rexmle.host`` of the harness process, ``rexmle.run_dir``) so :meth:`DockerRuntime.sweep_orphans` can
+remove what a killed harness left behind; labels, like the environment the engine records, are
+host-side and never visible inside.
+
+Limits (:meth:`DockerRuntime.limits_for`): memory (swap included; default 32 GiB, capped by the engine's
+memory), processes, open files, the size of any one file (``RLIMIT_FSIZE``), and the size of the
+``/tmp`` and ``/var/tmp`` tmpfs. Each comes from the ``REXMLE_DOCKER_*`` setting when set, else from
+the run's own limits (``RunSpec.limits``), else the default. An OOM kill or a SIGXFSZ death is reported
+as the limit it broke ("memory limit of 512 MiB exceeded"), a FAIL.
 
 Lifetime: the container is removed in every case — success, crash, time limit (killed), Ctrl-C,
 SIGTERM to pytest (turned into an exception on the main thread while a run is in progress), and a
 pytest-timeout in its default ``signal`` method (it raises in the main thread, so the ``finally``
-runs). Only a hard kill of the harness (SIGKILL, pytest-timeout's ``thread`` method, which calls
-``os._exit``) can leave a container, and the next session's sweep removes it.
+runs). A hard kill of the harness (SIGKILL, pytest-timeout's ``thread`` method, which calls
+``os._exit``) cannot stop the container from the host, so the container stops *itself*: its command
+runs under ``timeout -s KILL <time limit + grace>``, and when that ends, ``init`` (PID 1) exits and
+the engine kills everything left in the container. The exited container is removed by the next
+session's sweep.
+
+What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of its bind mounts (the
+public data folder, its own run folder's ``workspace``/``submission``, the harness package); a path is
+not access, and the private answers are neither mounted nor under any mount. Network: ``bridge`` (the
+default) reaches the internet, and the host only through the bridge's gateway address — services
+bound to the host's loopback are not reachable; ``none`` has no interface but loopback.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
 for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_SHM_SIZE`` (``4g``),
-``REXMLE_DOCKER_MEMORY`` (none), ``REXMLE_DOCKER_CPUS`` (4, capped at the engine's CPUs),
-``REXMLE_DOCKER_PIDS`` (8192), ``REXMLE_DOCKER_RUNTIME`` (OCI runtime, e.g. ``nvidia`` or
-``sysbox-runc``; default the engine's), ``REXMLE_DOCKER_READ_ONLY`` (``1``), ``REXMLE_SESSION``
-(session label; default one per process).
+``REXMLE_DOCKER_MEMORY`` (the run's limit, else 32 GiB capped by the host), ``REXMLE_DOCKER_CPUS`` (4,
+capped at the engine's CPUs), ``REXMLE_DOCKER_PIDS`` (8192), ``REXMLE_DOCKER_NOFILE`` (65536),
+``REXMLE_DOCKER_FSIZE`` (256 GiB), ``REXMLE_DOCKER_TMP_SIZE`` (4 GiB), ``REXMLE_DOCKER_GRACE`` (10 s
+after the time limit), ``REXMLE_DOCKER_RUNTIME`` (OCI runtime, e.g. ``nvidia`` or ``sysbox-runc``;
+default the engine's), ``REXMLE_DOCKER_READ_ONLY`` (``1``), ``REXMLE_SESSION`` (session label; default
+one per process).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +84,16 @@ LABEL = "rexmle"
 POLL_SECONDS = 0.25
 LOG_JOIN_SECONDS = 10.0
 FALLBACK_UID = 1000
+#: defaults when neither the environment nor the run names a limit
+DEFAULT_MEMORY = 32 << 30      # capped by the engine's memory
+DEFAULT_PIDS = 8192
+DEFAULT_NOFILE = 65536
+DEFAULT_FSIZE = 256 << 30      # per file: checkpoints are big, runaway logs are bigger
+DEFAULT_TMP = 4 << 30
+#: the container kills itself this long after the time limit, so a SIGKILLed harness leaves nothing running
+SELF_KILL_GRACE_SECONDS = 10.0
+#: exit status of a process killed by SIGXFSZ (the file-size limit)
+SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
                 "(`pip install docker`; on CI: .ci/docker-setup.sh)")
 
@@ -70,13 +104,21 @@ class Terminated(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class DockerSettings:
+    """Engine-side settings. ``memory``/``pids``/``nofile``/``fsize``/``tmp_size`` set here (from the
+    environment) override the run's own limits; left unset, the run's limits (task.yaml ``limits:``,
+    ``--rexmle-limit``) apply, and failing those the defaults below."""
+
     image: str = DEFAULT_IMAGE
     shm_size: str = "4g"
     memory: str | None = None
     cpus: float = 4.0
-    pids: int = 8192
+    pids: int | None = None
     oci_runtime: str | None = None
     read_only: bool = True
+    nofile: int | None = None
+    fsize: str | None = None
+    tmp_size: str | None = None
+    grace: float = SELF_KILL_GRACE_SECONDS
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "DockerSettings":
@@ -85,9 +127,74 @@ class DockerSettings:
                    shm_size=env.get("REXMLE_DOCKER_SHM_SIZE") or "4g",
                    memory=env.get("REXMLE_DOCKER_MEMORY") or None,
                    cpus=float(env.get("REXMLE_DOCKER_CPUS") or 4.0),
-                   pids=int(env.get("REXMLE_DOCKER_PIDS") or 8192),
+                   pids=int(env["REXMLE_DOCKER_PIDS"]) if env.get("REXMLE_DOCKER_PIDS") else None,
                    oci_runtime=env.get("REXMLE_DOCKER_RUNTIME") or None,
-                   read_only=(env.get("REXMLE_DOCKER_READ_ONLY") or "1") not in ("0", "false", "no"))
+                   read_only=(env.get("REXMLE_DOCKER_READ_ONLY") or "1") not in ("0", "false", "no"),
+                   nofile=int(env["REXMLE_DOCKER_NOFILE"]) if env.get("REXMLE_DOCKER_NOFILE") else None,
+                   fsize=env.get("REXMLE_DOCKER_FSIZE") or None,
+                   tmp_size=env.get("REXMLE_DOCKER_TMP_SIZE") or None,
+                   grace=float(env.get("REXMLE_DOCKER_GRACE") or SELF_KILL_GRACE_SECONDS))
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    """The limits one container gets, in bytes / counts (what ``create_kwargs`` turns into engine options)."""
+
+    memory: int
+    pids: int
+    nofile: int
+    fsize: int
+    tmp_size: int
+    #: seconds after which the container kills itself, whatever happened to the harness
+    deadline: int
+
+    def describe(self) -> dict[str, Any]:
+        return {"memory": format_size(self.memory), "pids": self.pids, "nofile": self.nofile,
+                "fsize": format_size(self.fsize), "tmp": format_size(self.tmp_size), "deadline_s": self.deadline}
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: object) -> int:
+    """Bytes from ``512m``, ``32g``, ``1.5GiB``, ``4096`` or an int (binary units, as Docker reads them)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:i?b)?\s*", str(value), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {value!r} (expected e.g. 512m, 32g or a number of bytes)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def format_size(n: int) -> str:
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor:
+            value = n / factor
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} B"
+
+
+#: keys a run's limits may use for each container limit (the local runtime's names first)
+_LIMIT_KEYS = {"memory": ("memory", "mem"), "pids": ("pids", "processes", "nproc"), "nofile": ("nofile", "files"),
+               "fsize": ("fsize", "file_size", "filesize"), "tmp_size": ("tmp", "tmp_size")}
+
+
+def spec_limits(spec: RunSpec) -> dict[str, object]:
+    """The run's own limits (``RunSpec.limits``: a mapping or a dataclass), by this module's names."""
+    raw = getattr(spec, "limits", None)
+    if raw is None:
+        return {}
+    if dataclasses.is_dataclass(raw):
+        raw = dataclasses.asdict(raw)
+    elif not isinstance(raw, Mapping):
+        raw = dict(vars(raw))
+    found = {}
+    for name, keys in _LIMIT_KEYS.items():
+        for key in keys:
+            if raw.get(key) not in (None, ""):
+                found[name] = raw[key]
+                break
+    return found
 
 
 def _process_start(pid: int) -> str | None:
@@ -209,21 +316,61 @@ class DockerRuntime(Runtime):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
         return env
 
-    def labels(self, spec: RunSpec) -> dict[str, str]:
+    def labels(self, spec: RunSpec, limits: ContainerLimits | None = None) -> dict[str, str]:
+        """Host-side bookkeeping (the agent cannot read its own labels): who started it, for the sweep."""
         pid = os.getpid()
-        return {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
-                f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": _process_start(pid) or "",
-                f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.workspace.parent),
-                f"{LABEL}.gpus": ",".join(spec.gpus)}
+        labels = {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
+                  f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": _process_start(pid) or "",
+                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.workspace.parent),
+                  f"{LABEL}.gpus": ",".join(spec.gpus)}
+        if limits is not None:
+            labels[f"{LABEL}.deadline_s"] = str(limits.deadline)
+        return labels
+
+    def limits_for(self, spec: RunSpec, host_memory: int | None = None) -> ContainerLimits:
+        """This run's limits: the environment's settings win, then the run's own, then the defaults.
+
+        The default memory limit is 32 GiB or the engine's memory, whichever is smaller: without one a
+        container may take the whole host (and its harness) down with it.
+        """
+        own = spec_limits(spec)
+        cfg = self.settings
+
+        def pick(setting, name, default):
+            return setting if setting not in (None, "") else own.get(name, default)
+
+        memory = parse_size(pick(cfg.memory, "memory", DEFAULT_MEMORY))
+        if cfg.memory in (None, "") and "memory" not in own and host_memory:
+            memory = min(memory, host_memory)
+        return ContainerLimits(memory=memory, pids=int(pick(cfg.pids, "pids", DEFAULT_PIDS)),
+                               nofile=int(pick(cfg.nofile, "nofile", _default_nofile())),
+                               fsize=parse_size(pick(cfg.fsize, "fsize", DEFAULT_FSIZE)),
+                               tmp_size=parse_size(pick(cfg.tmp_size, "tmp_size", DEFAULT_TMP)),
+                               deadline=int(math.ceil(spec.time_limit + cfg.grace)))
+
+    @staticmethod
+    def network_mode(network: str) -> str:
+        """``none`` stays offline; every other mode is the engine's bridge: outbound traffic works, the
+        host's loopback services do not answer (the container has its own loopback), and the host's
+        network namespace is never shared."""
+        return "none" if network == "none" else "bridge"
+
+    def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
+        """The agent's command under ``timeout -s KILL``: the container enforces its own deadline, so a
+        harness killed with SIGKILL still leaves no agent running past ``time limit + grace``. Killing
+        the ``timeout`` process ends the container too (``init`` exits with its only child)."""
+        return ["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)]
 
     def create_kwargs(self, spec: RunSpec, image: str, user: tuple[int, int], ncpu: int | None = None,
-                      image_env: list[str] | None = None) -> dict[str, Any]:
+                      image_env: list[str] | None = None, host_memory: int | None = None) -> dict[str, Any]:
         """Everything ``containers.create`` gets; a pure function of the spec, so tests can inspect it."""
-        from docker.types import DeviceRequest, LogConfig, Mount
+        from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
+        limits = self.limits_for(spec, host_memory)
         binds = self.mounts(spec)
         mounts = [Mount(target=dst, source=str(src.resolve()), type="bind", read_only=ro) for src, dst, ro in binds]
-        tmpfs = {"/tmp": "rw,exec,nosuid,nodev,mode=1777", "/var/tmp": "rw,nosuid,nodev,mode=1777"}
+        tmpfs = {"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_size},mode=1777",
+                 "/var/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"}
         for cover in self.hidden_tmpfs(spec, binds):
             tmpfs[cover] = "ro,size=4k,mode=0555"
         cpus = self.settings.cpus if not ncpu else min(self.settings.cpus, float(ncpu))
@@ -231,19 +378,23 @@ class DockerRuntime(Runtime):
         if spec.cwd is not None:
             cwd = cwd / spec.cwd.relative_to(spec.workspace)
         kwargs: dict[str, Any] = dict(
-            image=image, command=self.argv(spec), environment=self.environment(spec, image_env),
-            working_dir=str(cwd), user=f"{user[0]}:{user[1]}", labels=self.labels(spec),
+            image=image, command=self.command(spec, limits), environment=self.environment(spec, image_env),
+            working_dir=str(cwd), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
             name=f"rexmle-{spec.task_id}-{uuid.uuid4().hex[:10]}", hostname="rexmle-agent",
             mounts=mounts, tmpfs=tmpfs, read_only=self.settings.read_only, init=True,
-            network_mode="none" if spec.network == "none" else "bridge",
-            shm_size=self.settings.shm_size, nano_cpus=int(cpus * 1e9), pids_limit=self.settings.pids,
-            cap_drop=["ALL"], security_opt=["no-new-privileges"], stdin_open=False, tty=False,
+            network_mode=self.network_mode(spec.network),
+            shm_size=self.settings.shm_size, nano_cpus=int(cpus * 1e9), pids_limit=limits.pids,
+            # the engine's default seccomp profile applies (it refuses mount, ptrace of others, keyctl,
+            # module loading, ...) because no seccomp option is given; no capability is left, and
+            # no-new-privileges makes setuid binaries in the image useless
+            cap_drop=["ALL"], security_opt=["no-new-privileges:true"], stdin_open=False, tty=False,
+            mem_limit=limits.memory, memswap_limit=limits.memory,  # no swap beyond the limit
+            ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+                     Ulimit(name="fsize", soft=limits.fsize, hard=limits.fsize),
+                     Ulimit(name="core", soft=0, hard=0)],
             log_config=LogConfig(type="json-file", config={"max-size": "200m", "max-file": "2"}),
             device_requests=[DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])] if spec.gpus else [],
         )
-        if self.settings.memory:
-            kwargs["mem_limit"] = self.settings.memory
-            kwargs["memswap_limit"] = self.settings.memory  # no swap beyond the limit
         if self.settings.oci_runtime:
             kwargs["runtime"] = self.settings.oci_runtime
         return kwargs
@@ -276,10 +427,15 @@ class DockerRuntime(Runtime):
         image_name, image = self._image(spec)
         user = self.user_for(spec)
         self._prepare_folders(spec, user)
-        kwargs = self.create_kwargs(spec, image_name, user, ncpu=self._engine_cpus(),
-                                    image_env=(image.attrs.get("Config") or {}).get("Env"))
+        info = self._engine_info()
+        kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,
+                                    image_env=(image.attrs.get("Config") or {}).get("Env"),
+                                    host_memory=int(info.get("MemTotal") or 0) or None)
+        limits = self.limits_for(spec, int(info.get("MemTotal") or 0) or None)
         details: dict[str, Any] = {"sandbox": "docker", "image": image_name, "image_id": image.id,
-                                   "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"]}
+                                   "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"],
+                                   "network": kwargs["network_mode"], "limits": limits.describe(),
+                                   "seccomp": _seccomp_profile(info)}
         container = None
         threads: list[threading.Thread] = []
         restore = self._trap_sigterm()
@@ -291,7 +447,9 @@ class DockerRuntime(Runtime):
             try:
                 container.start()
             except Exception as exc:
-                raise RuntimeUnavailable(f"Docker could not start the agent's container: {_api_message(exc)}") from None
+                hint = ("; the image needs `timeout` (coreutils or busybox) on its PATH"
+                        if "timeout" in _api_message(exc) else "")
+                raise RuntimeUnavailable(f"Docker could not start the agent's container: {_api_message(exc)}{hint}") from None
             start = time.monotonic()
             threads = [self._stream(container, stdout_path, stdout=True),
                        self._stream(container, stderr_path, stdout=False)]
@@ -309,14 +467,28 @@ class DockerRuntime(Runtime):
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
             restore()
-        note = "the container ran out of memory (OOM-killed)" if details.get("oom_killed") else None
-        return RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=note, details=details)
+        exceeded = self.exceeded_limit(limits, details["oom_killed"], exit_code)
+        if exceeded:
+            details["limit_exceeded"] = exceeded
+        outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details)
+        if exceeded and hasattr(outcome, "killed"):
+            outcome.killed = exceeded  # a limit is a FAIL whatever the agent left
+        return outcome
 
-    def _engine_cpus(self) -> int | None:
+    @staticmethod
+    def exceeded_limit(limits: ContainerLimits, oom_killed: bool, exit_code: int | None) -> str | None:
+        """The limit the run broke, named for the FAIL reason (None when it broke none)."""
+        if oom_killed:
+            return f"memory limit of {format_size(limits.memory)} exceeded (the container was OOM-killed)"
+        if exit_code == SIGXFSZ_EXIT:
+            return f"file-size limit of {format_size(limits.fsize)} exceeded (the agent was killed by SIGXFSZ)"
+        return None
+
+    def _engine_info(self) -> dict:
         try:
-            return int(self.client.info().get("NCPU") or 0) or None
+            return self.client.info() or {}
         except Exception:
-            return None
+            return {}
 
     def _record(self, spec: RunSpec, container, secret: set[str]) -> None:
         """``logs/docker.json``: the container as the engine sees it (no environment values, ever)."""
@@ -331,7 +503,9 @@ class DockerRuntime(Runtime):
                   "mounts": [{k: m.get(k) for k in ("Source", "Target", "ReadOnly")} for m in host.get("Mounts") or []],
                   "tmpfs": host.get("Tmpfs"), "read_only_rootfs": host.get("ReadonlyRootfs"), "init": host.get("Init"),
                   "shm_size": host.get("ShmSize"), "memory": host.get("Memory"), "nano_cpus": host.get("NanoCpus"),
-                  "pids_limit": host.get("PidsLimit"), "runtime": host.get("Runtime"), "cap_drop": host.get("CapDrop")}
+                  "pids_limit": host.get("PidsLimit"), "runtime": host.get("Runtime"), "cap_drop": host.get("CapDrop"),
+                  "security_opt": host.get("SecurityOpt"), "ulimits": host.get("Ulimits"),
+                  "memory_swap": host.get("MemorySwap")}
         tmp = spec.logs / "docker.json.tmp"
         tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
         tmp.replace(spec.logs / "docker.json")
@@ -423,6 +597,24 @@ class DockerRuntime(Runtime):
             self._remove(container)
             removed += 1
         return removed
+
+
+def _default_nofile() -> int:
+    """65536, or this host's hard limit when that is lower: the engine (without CAP_SYS_RESOURCE, as
+    inside another container) cannot raise a container's limit above its own, and refuses to start it."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
+
+
+def _seccomp_profile(info: dict) -> str | None:
+    """The engine's seccomp profile (``builtin`` for Docker's default), or None when it has no seccomp."""
+    for option in info.get("SecurityOptions") or []:
+        fields = dict(part.split("=", 1) for part in option.split(",") if "=" in part)
+        if fields.get("name") == "seccomp":
+            return fields.get("profile", "default")
+    return None
 
 
 def _api_message(exc: Exception) -> str:

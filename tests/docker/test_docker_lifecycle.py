@@ -10,7 +10,9 @@ import sys
 import time
 import uuid
 
-from pytest_rexmle.runtime.docker import DockerRuntime
+import pytest
+
+from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings
 
 from ..conftest import AGENTS, REPO, run_folders
 from .conftest import session_containers
@@ -98,4 +100,150 @@ def test_two_xdist_workers_get_distinct_gpus(docker_bench, docker_client, sessio
         requested.append(tuple(request["DeviceIDs"]))
         assert json.loads((run / "run.json").read_text())["gpus"] == list(request["DeviceIDs"])
     assert sorted(requested) == [("0",), ("1",)]
+    assert session_containers(docker_client, session_id) == []
+
+
+# -- the container's own limits ----------------------------------------------------------------------------
+
+HARNESS = """
+import sys, tempfile
+from pathlib import Path
+from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.docker import DockerRuntime
+t = Path(tempfile.mkdtemp())
+for s in ("workspace", "submission", "logs", "public"):
+    (t / s).mkdir()
+(t / "instructions.md").write_text("x")
+spec = RunSpec("ldct-iqa", ["sleep", "1000"], {}, t / "public", t / "workspace", t / "submission", t / "logs",
+               t / "instructions.md", float(sys.argv[2]))
+DockerRuntime(image=sys.argv[1]).run(spec)
+"""
+
+
+def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docker_client, test_image, session_id):
+    """kill -9 of the harness leaves no finally to run; `timeout -s KILL` inside ends the container at
+    limit + grace (here 4 s + 2 s) on its own, and the exited container is the next sweep's."""
+    limit, grace = 4, 2
+    env = {**os.environ, "REXMLE_SESSION": session_id, "REXMLE_DOCKER_GRACE": str(grace), "PYTHONPATH": str(REPO)}
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS, test_image, str(limit)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not [c for c in session_containers(docker_client, session_id) if c.status == "running"]:
+            assert time.monotonic() < deadline and harness.poll() is None
+            time.sleep(0.2)
+        started = time.monotonic()
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        [container] = session_containers(docker_client, session_id)
+        assert container.status == "running"  # nothing on the host stopped it
+        while container.status == "running":
+            assert time.monotonic() - started < limit + grace + 5, "the container outlived its own deadline"
+            time.sleep(0.3)
+            container.reload()
+        state = docker_client.api.inspect_container(container.id)["State"]
+        assert state["ExitCode"] == 137 and time.monotonic() - started >= grace  # killed, not finished
+        assert DockerRuntime(image=test_image).sweep_orphans() >= 1
+        assert session_containers(docker_client, session_id) == []
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        for c in session_containers(docker_client, session_id):
+            c.remove(force=True)
+
+
+def _tiny_spec(tmp_path, argv, time_limit=60.0, **kw):
+    from pytest_rexmle.runtime.base import RunSpec
+
+    for sub in ("workspace", "submission", "logs", "public", "private"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "private" / "answers.csv").write_text("id,value\n1,42\n")
+    (tmp_path / "instructions.md").write_text("x")
+    return RunSpec("ldct-iqa", argv, kw.pop("env", {}), tmp_path / "public", tmp_path / "workspace", tmp_path / "submission",
+                   tmp_path / "logs", tmp_path / "instructions.md", time_limit, hidden=(tmp_path / "private",), **kw)
+
+
+def test_memory_limit_is_a_fail_that_names_it(docker_bench, docker_client, session_id, monkeypatch):
+    monkeypatch.setenv("REXMLE_DOCKER_MEMORY", "128m")
+    hog = "python3 -c \"b=[bytearray(16<<20) for _ in range(64)]; [x.__setitem__(slice(None,None,4096), b'1'*4096) for x in b]\""
+    result = docker_bench("--agent=command", f"--agent-option=cmd=cp $REXMLE_DATA_DIR/sample_submission.csv "
+                          f"$REXMLE_SUBMISSION_DIR/submission.csv && {hog}", "-k", "ldct-iqa", "--rexmle-time-limit=60")
+    result.assert_outcomes(failed=1)  # a valid submission, but the run broke its memory limit
+    result.stdout.fnmatch_lines(["*memory limit of 128 MiB exceeded*"])
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["oom_killed"] is True and meta["limits"]["memory"] == "128 MiB"
+    assert session_containers(docker_client, session_id) == []
+
+
+PROBE = r"""
+import json, os, resource, urllib.request
+def status():
+    return {l.split(':')[0]: l.split(':', 1)[1].strip() for l in open('/proc/self/status')}
+def fetch(url):
+    try:
+        return urllib.request.urlopen(url, timeout=3).read().decode()
+    except Exception as exc:
+        return type(exc).__name__
+gw = [l.split() for l in open('/proc/net/route').read().splitlines()[1:]]
+gw = ['.'.join(str(int(f[2][i:i + 2], 16)) for i in (6, 4, 2, 0)) for f in gw if f[1] == '00000000']
+try:
+    open('/proc/sys/net/ipv4/ip_default_ttl', 'w').write('64')
+    sysctl = 'written'
+except OSError as exc:
+    sysctl = exc.strerror
+s = status()
+out = {'caps': s['CapEff'], 'nnp': s['NoNewPrivs'], 'seccomp': s['Seccomp'], 'sysctl': sysctl,
+       'nofile': resource.getrlimit(resource.RLIMIT_NOFILE)[0], 'fsize': resource.getrlimit(resource.RLIMIT_FSIZE)[0],
+       'mountinfo': open('/proc/self/mountinfo').read(), 'tmp': os.statvfs('/tmp').f_blocks * os.statvfs('/tmp').f_frsize,
+       'loopback': {h: fetch(f'http://{h}:{os.environ["LOCAL_PORT"]}/') for h in ['127.0.0.1', *gw]},
+       'gateway_open': {h: fetch(f'http://{h}:{os.environ["OPEN_PORT"]}/') for h in gw}}
+print(json.dumps(out))
+"""
+
+
+def _server(host: str, token: str):
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(token.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("network", ["bridge", "none"])
+def test_hardening_seen_from_inside(docker_client, test_image, session_id, tmp_path, network):
+    """No capability, no_new_privs, seccomp filter, read-only /proc/sys, the limits as rlimits, a sized /tmp;
+    the host's loopback service never answers; the bridge reaches the host's *public* side, none nothing."""
+    local, public = _server("127.0.0.1", "loopback-token"), _server("0.0.0.0", "open-token")
+    try:
+        spec = _tiny_spec(tmp_path, ["python3", "-c", PROBE], network=network,
+                          env={"LOCAL_PORT": str(local.server_address[1]), "OPEN_PORT": str(public.server_address[1])})
+        rt = DockerRuntime(image=test_image, session=session_id,
+                           settings=DockerSettings(image=test_image, fsize="1g", tmp_size="64m"))
+        outcome = rt.run(spec)
+    finally:
+        local.shutdown()
+        public.shutdown()
+    assert outcome.exit_code == 0, outcome.stderr.read_text()
+    seen = json.loads(outcome.stdout.read_text())
+    assert seen["caps"] == "0000000000000000" and seen["nnp"] == "1" and seen["seccomp"] == "2"
+    assert seen["sysctl"] == "Read-only file system"
+    assert seen["fsize"] == 1 << 30 and seen["nofile"] == outcome.details["limits"]["nofile"]
+    assert seen["tmp"] == 64 << 20
+    assert all(v != "loopback-token" for v in seen["loopback"].values()), seen["loopback"]
+    # what mountinfo names: bind sources, never the hidden private folder
+    assert str(tmp_path / "private") not in seen["mountinfo"]
+    if network == "bridge":
+        assert seen["gateway_open"] and set(seen["gateway_open"].values()) == {"open-token"}, seen["gateway_open"]
+    else:
+        assert seen["gateway_open"] == {} and outcome.details["network"] == "none"
     assert session_containers(docker_client, session_id) == []

@@ -13,10 +13,13 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 from pytest_rexmle.runtime.base import RunSpec
-from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings
+from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _default_nofile
 
 from ..conftest import AGENTS, run_folders
 from .conftest import session_containers
+
+
+NOFILE = _default_nofile()
 
 
 def _spec(tmp_path: Path, **kw) -> RunSpec:
@@ -53,11 +56,17 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert request["DeviceIDs"] == ["3"] and request["Capabilities"] == [["gpu"]]
     assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
     # limits: 4 CPUs asked, the engine has 2 -> 2e9 nano CPUs; memory without extra swap
-    assert kw["nano_cpus"] == 2_000_000_000 and kw["mem_limit"] == "8g" and kw["memswap_limit"] == "8g"
+    assert kw["nano_cpus"] == 2_000_000_000 and kw["mem_limit"] == 8 << 30 and kw["memswap_limit"] == 8 << 30
     assert kw["shm_size"] == "4g" and kw["pids_limit"] == 8192 and kw["init"] is True
-    assert kw["read_only"] is True and "/tmp" in kw["tmpfs"] and kw["user"] == "1000:1000"
+    assert kw["read_only"] is True and kw["user"] == "1000:1000"
+    assert kw["tmpfs"]["/tmp"] == f"rw,exec,nosuid,nodev,size={4 << 30},mode=1777"
     assert kw["cap_drop"] == ["ALL"] and kw["network_mode"] == "bridge"
-    assert kw["command"] == ["python3", "-m", "pytest_rexmle.agents.sample_main"]  # host interpreter path replaced
+    assert kw["security_opt"] == ["no-new-privileges:true"]  # and no seccomp option: the default profile
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}
+    nofile = _default_nofile()  # 65536, or less where the host's hard limit is lower
+    assert ulimits == {"nofile": (nofile, nofile), "fsize": (256 << 30, 256 << 30), "core": (0, 0)}
+    # host interpreter path replaced; the container kills itself 10 s after the 60 s limit
+    assert kw["command"] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
     assert kw["working_dir"] == "/rexmle/workspace"
     env = kw["environment"]
     assert env["HOME"] == "/rexmle/workspace" and env["REXMLE_TASKS_DIR"] == "/opt/rexmle/tasks"
@@ -72,7 +81,36 @@ def test_no_gpu_no_device_request_and_network_none(tmp_path):
     rt = DockerRuntime(settings=DockerSettings(), session="s")
     kw = rt.create_kwargs(_spec(tmp_path, network="none"), "img", (1000, 1000))
     assert kw["device_requests"] == [] and kw["environment"]["CUDA_VISIBLE_DEVICES"] == ""
-    assert kw["network_mode"] == "none" and "mem_limit" not in kw and "runtime" not in kw
+    assert kw["network_mode"] == "none" and "runtime" not in kw
+    # no memory setting anywhere: 32 GiB, capped by what the engine has
+    assert kw["mem_limit"] == 32 << 30
+    assert rt.create_kwargs(_spec(tmp_path / "b"), "img", (1, 1), host_memory=3 << 30)["mem_limit"] == 3 << 30
+    # every network mode but none is the bridge: the host's network namespace is never shared
+    assert [rt.network_mode(m) for m in ("bridge", "host", "none")] == ["bridge", "bridge", "none"]
+
+
+@pytest.mark.parametrize("env, run_limits, expected", [
+    ({}, None, dict(memory=32 << 30, pids=8192, nofile=NOFILE, fsize=256 << 30, tmp_size=4 << 30)),
+    ({}, {"memory": "512m", "processes": 64, "file_size": "1g", "tmp": "100m"},
+     dict(memory=512 << 20, pids=64, nofile=NOFILE, fsize=1 << 30, tmp_size=100 << 20)),
+    ({"REXMLE_DOCKER_MEMORY": "2g", "REXMLE_DOCKER_PIDS": "100"}, {"memory": "512m", "pids": 64},
+     dict(memory=2 << 30, pids=100, nofile=NOFILE, fsize=256 << 30, tmp_size=4 << 30)),
+])
+def test_limits_environment_then_run_then_defaults(tmp_path, env, run_limits, expected):
+    """REXMLE_DOCKER_* win over the run's own limits (RunSpec.limits, where the harness has them)."""
+    spec = _spec(tmp_path, time_limit=5.0)
+    if run_limits is not None:
+        object.__setattr__(spec, "limits", run_limits)  # whatever RunSpec carries, read as a mapping
+    limits = DockerRuntime(settings=DockerSettings.from_env(env), session="s").limits_for(spec, host_memory=64 << 30)
+    assert {k: getattr(limits, k) for k in expected} == expected and limits.deadline == 15
+
+
+def test_exceeded_limit_names_the_limit(tmp_path):
+    rt = DockerRuntime(settings=DockerSettings(memory="256m", fsize="1m"), session="s")
+    limits = rt.limits_for(_spec(tmp_path))
+    assert rt.exceeded_limit(limits, True, 137) == "memory limit of 256 MiB exceeded (the container was OOM-killed)"
+    assert rt.exceeded_limit(limits, False, 153).startswith("file-size limit of 1 MiB exceeded")
+    assert rt.exceeded_limit(limits, False, 137) is None and rt.exceeded_limit(limits, False, 0) is None
 
 
 def test_hidden_folder_under_a_mount_is_covered(tmp_path):
