@@ -151,8 +151,14 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY",
                     "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "LITELLM_API_KEY")
 
 
+def _mask(path: Path, data: bytes, value: str) -> bytes:
+    """``***`` in text; in binary files (pickled logs) stars of the same length, so they still load."""
+    binary = path.suffix in (".pkl", ".pickle") or b"\0" in data[:8192]
+    return b"*" * len(value.encode()) if binary else b"***"
+
+
 def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
-    """Replace API-key values in the agent's own text logs/configs (some agents save their config)."""
+    """Replace API-key values in the agent's own logs/configs (some agents save their config or settings)."""
     values = [v for v in (os.environ.get(k, "") for k in SECRET_VARIABLES) if len(v) >= 8]
     if not values or not folder.is_dir():
         return 0
@@ -166,7 +172,7 @@ def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
             continue
         new = data
         for value in values:
-            new = new.replace(value.encode(), b"***")
+            new = new.replace(value.encode(), _mask(path, data, value))
         if new != data:
             path.write_bytes(new)
             changed += 1

@@ -144,7 +144,11 @@ def test_rd_agent_command_environment_and_competition_folder(tmp_path, monkeypat
     assert env["DS_LOCAL_DATA_PATH"] == str(root / "ds_data") and env["DS_IF_USING_MLE_DATA"] == "False"
     assert env["DS_CODER_COSTEER_ENV_TYPE"] == "conda" and env["CHAT_MODEL"] == "o3-mini"
     assert env["OPENAI_API_BASE"] == "http://llm.local/v1" and env["OPENAI_API_KEY"] == KEY
-    assert start.command(contract, args)[1:] == ["data_science", "--competition", "ldct-iqa", "--loop_n", "3"]
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"  # no price-map download from inside the container
+    # R&D-Agent's per-run limits fit into the run: 7200 s limit, 720 s reserve -> budget about 6480 s
+    assert env["DS_DEBUG_TIMEOUT"] == "600" and 2400 <= int(env["DS_FULL_TIMEOUT"]) <= 2430
+    assert start.command(contract, args, 1234.9)[1:] == ["data_science", "--competition", "ldct-iqa",
+                                                          "--timeout", "1234s", "--loop-n", "3"]
 
 
 def test_rd_agent_exports_the_newest_workspace_submission(tmp_path):
@@ -222,3 +226,49 @@ def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == aide_image and meta["exit_code"] == 0
     assert session_containers(docker_client, session_id) == []
+
+
+# -- image recipes ----------------------------------------------------------------------------------------
+
+def test_build_context_takes_a_local_checkout_only_where_the_recipe_does(tmp_path):
+    from pytest_rexmle.images import RECIPES, build_context, context_digest, images_root
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "HEAD").write_text("ref: main\n")
+    (checkout / "main_mcts.py").write_text("print('stand-in')\n")
+    ctx = build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "a", source=checkout)
+    assert (ctx / "ml-master" / "source" / "main_mcts.py").read_text() == "print('stand-in')\n"
+    assert not (ctx / "ml-master" / "source" / ".git").exists()  # VCS data stays out of the context
+    assert (ctx / "common" / "rexmle_adapter.py").is_file() and (ctx / "extra-ca.pem").read_bytes() == b""
+    plain = build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "b")
+    assert list((plain / "ml-master" / "source").iterdir()) == []  # empty: the Dockerfile clones the pin
+    # the recipe hash follows the checkout, the build args and the base image
+    one = context_digest(ctx, {"BASE": "x"}, "sha256:1")
+    assert one == context_digest(ctx, {"BASE": "x"}, "sha256:1")
+    assert one != context_digest(plain, {"BASE": "x"}, "sha256:1")
+    assert one != context_digest(ctx, {"BASE": "y"}, "sha256:1") != context_digest(ctx, {"BASE": "x"}, "sha256:2")
+    with pytest.raises(RexmleError, match="--source applies to ml-master"):
+        build_context(images_root(), RECIPES["aide"], None, tmp_path / "c", source=checkout)
+    with pytest.raises(RexmleError, match="not a folder"):
+        build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "d", source=tmp_path / "missing")
+
+
+def test_recipes_pin_what_they_install():
+    ml_master = (IMAGES / "ml-master" / "Dockerfile").read_text()
+    ref = next(line.split("=", 1)[1] for line in ml_master.splitlines() if line.startswith("ARG ML_MASTER_REF="))
+    assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)  # a commit, not a branch
+    assert "COPY ml-master/source/" in ml_master
+    rd_agent = (IMAGES / "rd-agent" / "Dockerfile").read_text()
+    version = next(line.split("=", 1)[1] for line in rd_agent.splitlines() if line.startswith("ARG RDAGENT_VERSION="))
+    assert version.count(".") == 2 and version.replace(".", "").isdigit()
+    aide = (IMAGES / "aide" / "Dockerfile").read_text()
+    assert "ARG AIDEML_VERSION=0.2.2" in aide
+
+
+def test_building_on_a_base_the_engine_lacks_is_a_clear_error(docker_client):
+    from pytest_rexmle.images import build_image
+
+    with pytest.raises(RexmleError, match="not in the local Docker engine .nothing is pulled."):
+        build_image("aide", tag="rexmle/never-built:latest", base="rexmle/no-such-base:0", client=docker_client,
+                    log=lambda line: None)
