@@ -17,10 +17,12 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from .errors import InvalidSubmission
+from .hostile import kind_of, read_bytes, show, walk_files
 
 SUBMISSION_CSV = "submission.csv"
 ANSWERS_CSV = "answers.csv"
 MAX_CSV_BYTES = 64 * 1024 * 1024
+MAX_PATH_PARTS = 32
 
 
 def _first(items: Iterable[str], n: int = 5) -> str:
@@ -72,6 +74,8 @@ def safe_relative_file(root: Path, text: str, where: str) -> Path:
     if normal == "." or normal == ".." or normal.startswith("../"):
         raise InvalidSubmission(f"{where}: path {text!r} leaves the submission folder")
     parts = PurePosixPath(normal).parts
+    if len(parts) > MAX_PATH_PARTS:
+        raise InvalidSubmission(f"{where}: path {show(text, 80)} is nested more than {MAX_PATH_PARTS} folders deep")
     current = root
     for part in parts:
         current = current / part
@@ -89,11 +93,13 @@ def safe_relative_file(root: Path, text: str, where: str) -> Path:
 
 
 def _reject_links(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            if os.path.islink(os.path.join(dirpath, name)):
-                rel = os.path.relpath(os.path.join(dirpath, name), root)
-                raise InvalidSubmission(f"the submission contains a symbolic link: {rel!r}")
+    """No links and no special files anywhere below ``root``, walked iteratively with depth and size bounds
+    (a 1,500-level folder is an INVALID, not a RecursionError)."""
+    for rel, st in walk_files(root):
+        if stat.S_ISLNK(st.st_mode):
+            raise InvalidSubmission(f"the submission contains a symbolic link: {show(rel, 200)}")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise InvalidSubmission(f"the submission contains {kind_of(st.st_mode)}: {show(rel, 200)}")
 
 
 def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected_ids: Iterable[str] | None,
@@ -108,7 +114,7 @@ def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected
     if st.st_size > MAX_CSV_BYTES:
         raise InvalidSubmission(f"{what} is larger than {MAX_CSV_BYTES} bytes")
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = read_bytes(path, MAX_CSV_BYTES, what).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidSubmission(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if "\x00" in text:

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import SimpleITK as sitk
 
-from ..imaging import check_geometry, read_image, reference_geometry, zyx_spacing
+from ..imaging import read_image, reference_geometry, zyx_spacing
 from ..submission import CaseTable
 from .base import Grader
 
@@ -47,8 +47,7 @@ class BinaryMaskGrader(Grader):
     def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
         path = submission.file(case_id, "predicted_mask_path")
         self.check_format(path, case_id)
-        img = read_image(path, case_id)
-        check_geometry(img, ref, case_id)
+        img = read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
         return self.foreground(img, case_id)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:

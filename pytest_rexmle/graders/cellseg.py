@@ -15,12 +15,15 @@ import tifffile
 from PIL import Image
 
 from ..errors import InvalidSubmission
+from ..hostile import SafeReader
 from ..metrics.instance import THRESHOLDS, image_f1
 from ..submission import CaseTable
 from .base import Grader, write_submission_csv
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")
+#: without a known grid: 16 bytes per pixel of a 4096² image
+MAX_FILE_BYTES = 4096 * 4096 * 16
 
 
 def metric_key(threshold: float) -> str:
@@ -30,8 +33,9 @@ def metric_key(threshold: float) -> str:
 def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
     """A submitted label TIFF as int64 (H, W); every format problem is an InvalidSubmission."""
     where = f"case {case_id!r}"
+    limit = MAX_FILE_BYTES if shape is None else shape[0] * shape[1] * 16 + (1 << 20)
     try:
-        with tifffile.TiffFile(path) as tif:
+        with SafeReader(path, limit, f"{where}: {path.name}") as fh, tifffile.TiffFile(fh) as tif:
             if not tif.series:
                 raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
             series = tif.series[0]

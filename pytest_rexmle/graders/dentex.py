@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from ..errors import InvalidSubmission
+from ..hostile import read_json
 from ..metrics.detection import LEVELS, hierarchical_scores
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
@@ -28,10 +29,6 @@ def _show(value) -> str:
     """repr for messages, cut short: agent JSON may hold huge numbers or long strings."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a number allowed in JSON")
 
 
 def _finite_number(value, what: str, where: str) -> float:
@@ -78,14 +75,7 @@ def parse_detection(item, where: str) -> dict:
 def read_detections(path: Path, case_id: str) -> list[dict]:
     """A predictions JSON file: a (possibly empty) list of detections."""
     where = f"case {case_id!r}"
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise InvalidSubmission(f"{where}: {path.name} is larger than {MAX_JSON_BYTES} bytes")
-        data = json.loads(path.read_bytes().decode("utf-8-sig"), parse_constant=_reject_constant)
-    except InvalidSubmission:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidSubmission(f"{where}: {path.name} is not valid JSON ({exc})") from None
+    data = read_json(path, MAX_JSON_BYTES, f"{where}: {path.name}")  # bounded size, depth and numbers
     if not isinstance(data, list):
         raise InvalidSubmission(f"{where}: {path.name} must hold a JSON list of detections, got {type(data).__name__}")
     return [parse_detection(item, f"{where}, detection {i}") for i, item in enumerate(data)]

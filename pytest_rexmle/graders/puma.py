@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ..errors import InvalidSubmission
+from ..hostile import SafeReader, read_json
 from ..metrics.points import Point, case_class_f1, macro_f1_over_cases, polygon_centroid
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
@@ -49,7 +50,10 @@ TRACK1_OF: dict[str, str] = {
 EVAL_SIZE = (1024, 1024)
 #: refuse images larger than this many pixels before decoding (a guard, 64× the expected size)
 MAX_PIXELS = 8192 * 8192
-MAX_JSON_BYTES = 512 * 1024 * 1024
+#: a real ROI's nuclei JSON is a few MB; the cap bounds parsing memory (Python objects are ~10× the text)
+MAX_JSON_BYTES = 64 * 1024 * 1024
+#: a tissue mask file: 8192² pixels of up to 32 bits, plus container overhead
+MAX_MASK_FILE_BYTES = MAX_PIXELS * 4 + (1 << 20)
 
 
 # -- GeoJSON → ground truth (used by the preparer and the synthetic twin) -----------------------------
@@ -139,7 +143,7 @@ def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
     """A single-channel integer TIFF/PNG with values 0–5, resized to 1024×1024 as the organisers do."""
     where = f"case {case_id!r}"
     try:
-        with Image.open(path) as img:
+        with SafeReader(path, MAX_MASK_FILE_BYTES, f"{where}: {path.name!r}") as fh, Image.open(fh) as img:
             if img.format not in ("TIFF", "PNG"):
                 raise InvalidSubmission(f"{where}: {path.name!r} is {img.format or 'not an image'}, "
                                         "must be TIFF or PNG")
@@ -213,12 +217,8 @@ def parse_nuclei(data: Any, names: Iterable[str], where: str) -> list[Point]:
 
 def read_nuclei(path: Path, names: Iterable[str], case_id: str) -> list[Point]:
     where = f"case {case_id!r}"
-    if path.stat().st_size > MAX_JSON_BYTES:
-        raise InvalidSubmission(f"{where}: {path.name!r} is larger than {MAX_JSON_BYTES} bytes")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidSubmission(f"{where}: {path.name!r} is not valid UTF-8 JSON ({str(exc)[:120]})") from None
+    # bounded size, depth and numbers; NaN/Infinity parse so that the finiteness rule below names them
+    data = read_json(path, MAX_JSON_BYTES, f"{where}: {path.name!r}", kind="UTF-8 JSON", allow_constants=True)
     return parse_nuclei(data, names, where)
 
 

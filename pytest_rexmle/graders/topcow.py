@@ -26,7 +26,8 @@ import SimpleITK as sitk
 from scipy import ndimage
 
 from ..errors import InvalidSubmission
-from ..imaging import check_geometry, label_array, read_image, reference_geometry
+from ..hostile import read_json
+from ..imaging import label_array, read_image, reference_geometry
 from ..metrics.boxes import box_scores
 from ..metrics.surface import bounding_box, hd95, union_box
 from ..metrics.topology import (ANTERIOR_EDGES, ANTERIOR_LABELS, POSTERIOR_EDGES, POSTERIOR_LABELS, TN,
@@ -34,6 +35,10 @@ from ..metrics.topology import (ANTERIOR_EDGES, ANTERIOR_LABELS, POSTERIOR_EDGES
                                 f1_from_counts, label_adjacency, lr_flipped, region_matches, variant)
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
+
+
+#: a box or edge JSON is a few hundred bytes
+MAX_JSON_BYTES = 1024 * 1024
 
 
 def _int_list(value, name: str, minimum: int, where: str) -> list[int]:
@@ -53,10 +58,7 @@ def _int_list(value, name: str, minimum: int, where: str) -> list[int]:
 def read_box(path: Path, case_id: str) -> tuple[list[int], list[int]]:
     """(size, location) in SimpleITK (x, y, z) voxel order; anything else is invalid."""
     where = f"case {case_id!r}"
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidSubmission(f"{where}: {path.name} is not valid JSON ({exc})") from None
+    data = read_json(path, MAX_JSON_BYTES, f"{where}: {path.name}")  # bounded size, depth and numbers
     if not isinstance(data, dict) or "size" not in data or "location" not in data:
         raise InvalidSubmission(f"{where}: box JSON must be an object with 'size' and 'location'")
     return _int_list(data["size"], "size", 1, where), _int_list(data["location"], "location", 0, where)
@@ -111,9 +113,7 @@ def require_mask_format(path: Path, case_id: str) -> None:
 def prediction_image(path: Path, ref: sitk.Image, case_id: str) -> sitk.Image:
     """Read a predicted label volume and check its format and geometry (§0.4) against ``ref``."""
     require_mask_format(path, case_id)
-    img = read_image(path, case_id)
-    check_geometry(img, ref, case_id)
-    return img
+    return read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
 
 
 def _crop_labels(img: sitk.Image, box: tuple[slice, ...], case_id: str, allowed: frozenset[int]) -> np.ndarray:
@@ -304,10 +304,7 @@ class Segmentation(_LabelVolumeGrader):
 def read_edges(path: Path, case_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(anterior, posterior) edge vectors in §7 order; exactly the 2×4 keys with integer 0/1 values."""
     where = f"case {case_id!r}"
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidSubmission(f"{where}: {path.name} is not valid JSON ({exc})") from None
+    data = read_json(path, MAX_JSON_BYTES, f"{where}: {path.name}")  # bounded size, depth and numbers
     if not isinstance(data, dict) or set(data) != {"anterior", "posterior"}:
         raise InvalidSubmission(f"{where}: edge JSON must be an object with exactly the keys 'anterior' and 'posterior'")
     vectors = []

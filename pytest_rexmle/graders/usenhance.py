@@ -16,12 +16,15 @@ import numpy as np
 from PIL import Image
 
 from ..errors import InvalidSubmission
+from ..hostile import SafeReader
 from ..metrics.image_similarity import similarity_scores
 from ..submission import CaseTable
 from .base import Grader, write_submission_csv
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
 KEYS = ("lncc", "ssim", "psnr")
+#: without a known size: 8 bytes per pixel (RGBA, 16-bit) of a 4096² image
+MAX_FILE_BYTES = 4096 * 4096 * 8
 
 
 def read_png(path: Path, case_id: str, size: tuple[int, int] | None = None) -> np.ndarray:
@@ -30,7 +33,8 @@ def read_png(path: Path, case_id: str, size: tuple[int, int] | None = None) -> n
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            limit = MAX_FILE_BYTES if size is None else size[0] * size[1] * 8 + (1 << 20)
+            with SafeReader(path, limit, f"{where}: {path.name}") as fh, Image.open(fh) as im:
                 fmt, mode, im_size = im.format, im.mode, im.size
                 if fmt != "PNG":
                     raise InvalidSubmission(f"{where}: {path.name} must be a PNG file, got format {fmt}")
