@@ -36,19 +36,22 @@ Document (``<run>/stages.json``, schema ``rexmle-stages/1``)::
                  "method": "rules" | "llm" | "deterministic", "evidence": str}, ... S1..S5],
      "total": float in [0, 1],
      "usage": {"turns", "input_tokens", "output_tokens", "total_tokens", "cost_usd", "model",
-               "wall_seconds", "source": str | null}          every value may be null}
+               "wall_seconds", "source": str | null,          every value may be null
+               "warnings": [str]}    only when a usage file was refused (a FIFO, a link, too big, bad JSON)}
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
 from .capability.trace import collect_sources
 from .errors import InvalidSubmission
+from .hostile import RefusedFile, clean_text, read_json
 from .result import write_json_atomic
 
 SCHEMA = "rexmle-stages/1"
@@ -57,6 +60,8 @@ WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
 NAMES = {"S1": "plan", "S2": "setup", "S3": "validate", "S4": "inference", "S5": "submit"}
 USAGE_FILES = ("logs/usage.json", "workspace/rexmle-usage.json")
 USAGE_INT = ("turns", "input_tokens", "output_tokens", "total_tokens")
+#: a usage file is a few hundred bytes; anything past this is not read
+MAX_USAGE_BYTES = 64 * 1024
 
 
 def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> dict:
@@ -165,12 +170,18 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
     meta = run_meta(run_dir) if meta is None else meta
     usage: dict[str, Any] = {k: None for k in (*USAGE_INT, "cost_usd", "model")}
     source = None
+    warnings = []
     for rel in USAGE_FILES:
-        try:
-            data = json.loads((run_dir / rel).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        path = run_dir / rel
+        if not os.path.lexists(path):
+            continue
+        try:  # agent-written: a FIFO, a link to /dev/zero or a huge file is a warning, never a hang
+            data = read_json(path, MAX_USAGE_BYTES, rel, max_depth=8)
+        except RefusedFile as exc:
+            warnings.append(clean_text(str(exc), limit=300))
             continue
         if not isinstance(data, dict):
+            warnings.append(f"{rel} is not a JSON object")
             continue
         source = rel
         for key in USAGE_INT:
@@ -181,13 +192,15 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
         if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
             usage["cost_usd"] = float(cost)
         if isinstance(data.get("model"), str):
-            usage["model"] = data["model"]
+            usage["model"] = clean_text(data["model"], limit=200)
         break
     if usage["total_tokens"] is None and usage["input_tokens"] is not None and usage["output_tokens"] is not None:
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
     duration = meta.get("duration")
     usage["wall_seconds"] = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
     usage["source"] = source
+    if warnings:
+        usage["warnings"] = warnings
     return usage
 
 

@@ -20,6 +20,8 @@ records ``"name": "rules"`` so the two are never confused. The run is one sectio
 from __future__ import annotations
 
 import re
+import time
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from ..errors import RexmleError
@@ -46,6 +48,46 @@ class Group:
     #: lower-case literals one of which every match must contain (None: no such set), tried first because
     #: a plain-literal search is several times cheaper than the full case-insensitive alternation
     prefilter: re.Pattern | None = None
+    #: the top-level alternatives of ``pattern``, each with its own prefilter: a line is searched only
+    #: with the alternatives whose literals it holds (leftmost match, first alternative on ties, exactly
+    #: what ``pattern.search`` returns)
+    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
+    #: the literals behind ``prefilter``
+    literals: frozenset[str] | None = None
+
+
+def top_level_alternatives(pattern: str) -> list[str]:
+    """``a|b(c|d)|[|]e`` -> ``["a", "b(c|d)", "[|]e"]``: split at ``|`` outside groups and classes."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "^":
+                i += 1
+            if pattern[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def _literals(compiled: re.Pattern) -> frozenset[str] | None:
+    literals = required_literals(compiled)
+    return frozenset(literals) if literals else None
 
 
 def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
@@ -93,9 +135,11 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
 
 def group(*patterns: str, hedged: bool = True, what: str = "") -> Group:
     compiled = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
-    literals = required_literals(compiled)
+    alternatives = [re.compile(a, re.IGNORECASE) for p in patterns for a in top_level_alternatives(p)]
+    parts = tuple((alt, _literals(alt)) for alt in alternatives)
+    literals = _literals(compiled)
     prefilter = re.compile("|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))) if literals else None
-    return Group(compiled, hedged, what, prefilter)
+    return Group(compiled, hedged, what, prefilter, parts, literals)
 
 
 @dataclass(frozen=True)
@@ -290,7 +334,91 @@ class Line:
     low: str
 
 
-def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> list[Line]:
+#: lines longer than this are matched in pieces (regex cost per line stays bounded; quotes are shorter)
+MAX_LINE_CHARS = 4000
+#: wall-clock budget of one judging pass over a run's lines (ordinary runs take well under a second)
+RULES_SECONDS = 30.0
+STOPPED_NOTE = f"rules judge stopped after {RULES_SECONDS:.0f} s; later lines were not scanned"
+
+
+class Lines(list):
+    """The prepared lines of one run, with the lines holding each literal found once over the whole text.
+
+    A regex alternation of literals scans a few MB/s in Python's engine; ``str.find`` per literal scans
+    at memory speed, so candidate lines for every group and every alternative cost one pass per distinct
+    literal. Matching results are exactly those of ``grp.pattern.search`` on every line.
+    """
+
+    def __init__(self, items, seconds: float | None = None) -> None:
+        super().__init__(items)
+        #: scanning stops at this monotonic time (a crafted log must not hold the session); see ``stopped``
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.stopped = False
+        self._starts: list[int] | None = None
+        self._joined = ""
+        self._by_literal: dict[str, set[int]] = {}
+        self._plans: dict[int, tuple[set[int] | None, dict[int, list[int]]]] = {}
+
+    def _lines_with(self, literal: str) -> set[int]:
+        found = self._by_literal.get(literal)
+        if found is None:
+            if self._starts is None:
+                self._joined = "\n".join(line.low for line in self)
+                starts, at = [], 0
+                for line in self:
+                    starts.append(at)
+                    at += len(line.low) + 1
+                self._starts = starts
+            found, text, starts, at = set(), self._joined, self._starts, 0
+            while True:
+                at = text.find(literal, at)
+                if at < 0:
+                    break
+                line = bisect_right(starts, at) - 1
+                found.add(line)
+                at = starts[line + 1] if line + 1 < len(starts) else len(text)  # next line
+            self._by_literal[literal] = found
+        return found
+
+    def _union(self, literals: frozenset[str]) -> set[int]:
+        out: set[int] = set()
+        for literal in literals:
+            out |= self._lines_with(literal)
+        return out
+
+    def _plan(self, grp: Group) -> tuple[set[int] | None, dict[int, list[int]]]:
+        """(candidate lines or None for all, line -> alternatives worth trying, in order)."""
+        plan = self._plans.get(id(grp))
+        if plan is None:
+            candidates = None if grp.literals is None else self._union(grp.literals)
+            per_line: dict[int, list[int]] = {}
+            if grp.parts and all(lits is not None for _, lits in grp.parts):
+                for k, (_, lits) in enumerate(grp.parts):
+                    for index in self._union(lits):
+                        per_line.setdefault(index, []).append(k)
+            plan = self._plans[id(grp)] = (candidates, per_line)
+        return plan
+
+    def candidates(self, grp: Group) -> set[int] | None:
+        """Indexes of the lines holding one of ``grp``'s required literals (None: every line)."""
+        return self._plan(grp)[0]
+
+    def search(self, grp: Group, index: int) -> re.Match | None:
+        """``grp.pattern.search`` of line ``index``: the leftmost match of the alternatives whose literals
+        the line holds, the first alternative on a tie (the engine's own rule)."""
+        text = self[index].text
+        per_line = self._plan(grp)[1]
+        if not per_line:
+            return grp.pattern.search(text)
+        best = None
+        for k in per_line.get(index, ()):
+            match = grp.parts[k][0].search(text)
+            if match is not None and (best is None or match.start() < best.start()):
+                best = match
+        return best
+
+
+def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
     """The lines worth matching, once per run: no blank lines, no code comments, no echoed task text."""
     lines = []
     order = 0
@@ -301,8 +429,10 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> list[Line]
                 continue
             if src.kind == LOG and ignore and normalise_line(text) in ignore:
                 continue
-            lines.append(Line(order, src, lineno, text, text.lower()))
-    return lines
+            for start in range(0, len(text), MAX_LINE_CHARS):
+                piece = text[start:start + MAX_LINE_CHARS]
+                lines.append(Line(order, src, lineno, piece, piece.lower()))
+    return Lines(lines, RULES_SECONDS)
 
 
 def _quote(line: Line, match: re.Match) -> str:
@@ -318,8 +448,16 @@ def _quote(line: Line, match: re.Match) -> str:
 def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False, logs_only: bool = False,
          exclude: re.Pattern | None = None) -> list[list[_Hit]]:
     """Hits per group (at most HITS_KEPT each), in trace order."""
+    if not isinstance(lines, Lines):
+        lines = Lines(lines)
     hits: list[list[_Hit]] = [[] for _ in groups]
-    for line in lines:
+    candidates = [lines.candidates(grp) for grp in groups]
+    visit = range(len(lines)) if any(c is None for c in candidates) else sorted(set().union(*candidates))
+    for count, index in enumerate(visit):
+        if lines.deadline is not None and count % 256 == 0 and time.monotonic() > lines.deadline:
+            lines.stopped = True
+            break
+        line = lines[index]
         if logs_only and line.src.kind != LOG:
             continue
         if exclude is not None and exclude.search(line.text):
@@ -327,9 +465,9 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
         for i, grp in enumerate(groups):
             if len(hits[i]) >= HITS_KEPT or (ordered and i and not hits[i - 1]):
                 continue
-            if grp.prefilter is not None and grp.prefilter.search(line.low) is None:
+            if candidates[i] is not None and index not in candidates[i]:
                 continue
-            match = grp.pattern.search(line.text)
+            match = lines.search(grp, index)
             if match is None or (grp.hedged and line.src.kind == LOG and HEDGE.search(line.text)):
                 continue
             if ordered and i and hits[i - 1][0].order >= line.order:
@@ -369,7 +507,8 @@ class RulesJudge(Judge):
         for strategy in load_strategies():
             score, evidence = judge_rule(RULES[strategy.key], lines)
             results.append({"id": strategy.id, "strategy": strategy.name, "score": score, "evidence": evidence})
-        return [{"label": f"{challenge_id}-rules", "flagged": False, "results": results}], [], None
+        flags = [STOPPED_NOTE] if lines.stopped else []
+        return [{"label": f"{challenge_id}-rules", "flagged": False, "results": results}], flags, None
 
     def judge_stages(self, sources, challenge_id, ignore):
         out = {}
@@ -378,5 +517,6 @@ class RulesJudge(Judge):
             groups = STAGE_RULES[stage]
             hits = scan(lines, groups)
             found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits) if h]
-            out[stage] = {"score": sum(1 for h in hits if h) / len(groups), "evidence": " || ".join(found)}
+            out[stage] = {"score": sum(1 for h in hits if h) / len(groups),
+                          "evidence": " || ".join(found + ([STOPPED_NOTE] if lines.stopped else []))}
         return out

@@ -9,7 +9,12 @@ Sources, in a fixed order so evidence and section labels are reproducible:
 ``workspace/agent/`` is skipped: the ``command`` agent copies its own scaffold there, and a scaffold's
 prompt templates mention strategies ("consider test-time augmentation") that the run never executed.
 Hidden folders, virtual environments, ``site-packages``, ``node_modules`` and caches are skipped too, as
-are binary files. ANSI colour codes are removed.
+are binary files. ANSI escapes and control characters are removed.
+
+Everything here was written by the agent, so reading is bounded (see :mod:`pytest_rexmle.hostile`): regular
+files only (never a FIFO, a device or a link), at most ``MAX_FILE_BYTES`` of each file (its head and its
+tail, with a marker line for what was skipped), at most ``MAX_RUN_BYTES`` per run in the order above, at
+most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels. A 1 GiB log costs 1 MiB of reading.
 
 The LLM judge reads sources 1–2 with fenced code blocks removed (capability.md §2), cut into sections of
 at most 15 000 characters at line boundaries; the rules judge also reads the code (source 3).
@@ -17,21 +22,28 @@ at most 15 000 characters at line boundaries; the rules judge also reads the cod
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..hostile import RefusedFile, clean_text, read_head_tail
+
 LOG, CODE = "log", "code"
 SECTION_CHARS = 15_000
-MAX_FILE_BYTES = 10 * 1024 * 1024
+#: bytes read of one file (head and tail halves), of one run, files considered, folder depth
+MAX_FILE_BYTES = 1024 * 1024
+MAX_RUN_BYTES = 4 * 1024 * 1024
+MAX_FILES = 5000
+MAX_DEPTH = 24
 LOG_SUFFIXES = (".log", ".md", ".txt", ".jsonl", ".out")
 CODE_SUFFIXES = (".py", ".sh", ".yaml", ".yml", ".cfg", ".toml")
 PRIMARY_LOGS = ("agent.stdout.log", "agent.stderr.log")
 SKIP_DIRS = {"agent", "__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "env", ".venv"}
 #: files the harness or adapters write for other purposes (not part of the agent's trace)
 SKIP_FILES = {"usage.json", "capability.json", "stages.json"}
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -47,64 +59,97 @@ class Source:
         return self.text.splitlines()
 
 
-def _read_text(path: Path) -> str | None:
+class _Budget:
+    """Bytes left to read for one run."""
+
+    def __init__(self, total: int) -> None:
+        self.left = total
+
+
+def _read_text(path: Path, budget: _Budget | None = None) -> str | None:
+    """A text file's head and tail (cleaned), or None for binary, special or unreadable files."""
+    allowed = MAX_FILE_BYTES if budget is None else min(MAX_FILE_BYTES, budget.left)
+    if allowed <= 0:
+        return None
     try:
-        if not path.is_file() or path.is_symlink():
-            return None
-        with path.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES)
+        head, tail, skipped = read_head_tail(path, allowed - allowed // 2, allowed // 2)
+    except RefusedFile:
+        return None
+    if b"\x00" in head[:8192]:
+        return None
+    if budget is not None:
+        budget.left -= len(head) + len(tail)
+    text = head.decode("utf-8", "replace")
+    if skipped:
+        text = text.rpartition("\n")[0] if "\n" in text else text
+        rest = tail.decode("utf-8", "replace")
+        rest = rest.partition("\n")[2] if "\n" in rest else rest
+        text += f"\n[... {skipped} bytes not read ...]\n" + rest
+    return clean_text(text, keep_newlines=True)
+
+
+def _listing(folder: Path) -> list[tuple[str, int]]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted((e.name, e.stat(follow_symlinks=False).st_mode) for e in it)
     except OSError:
-        return None
-    if b"\x00" in data[:8192]:
-        return None
-    return _ANSI.sub("", data.decode("utf-8", "replace"))
+        return []
 
 
 def _walk(root: Path, top: Path) -> Iterator[Path]:
-    """Files under ``root`` in sorted order, pruning skipped and hidden folders (never following links)."""
-    try:
-        entries = sorted(root.iterdir(), key=lambda p: p.name)
-    except OSError:
-        return
-    for entry in entries:
-        if entry.is_symlink():
+    """Regular files under ``root`` in sorted depth-first order, pruning skipped and hidden folders, never
+    following links; iterative, at most MAX_DEPTH levels and MAX_FILES files (later ones are not read)."""
+    stack: list[tuple[Path, list[tuple[str, int]], int]] = [(root, _listing(root), 0)]
+    found = 0
+    while stack:
+        folder, entries, index = stack[-1]
+        if index >= len(entries):
+            stack.pop()
             continue
-        if entry.is_dir():
-            if entry.name.startswith(".") or (entry.name in SKIP_DIRS and (entry.parent == top or entry.name != "agent")):
-                continue
-            yield from _walk(entry, top)
-        elif entry.is_file():
+        stack[-1] = (folder, entries, index + 1)
+        name, mode = entries[index]
+        entry = folder / name
+        if stat.S_ISDIR(mode):
+            if len(stack) < MAX_DEPTH and not name.startswith(".") \
+                    and not (name in SKIP_DIRS and (folder == top or name != "agent")):
+                stack.append((entry, _listing(entry), 0))
+        elif stat.S_ISREG(mode):
+            found += 1
+            if found > MAX_FILES:
+                return
             yield entry
 
 
 def collect_sources(run_dir: Path, *, include_code: bool = True, include_workspace_logs: bool = True) -> list[Source]:
-    """All judge-readable text of a run, logs first (see module docstring for the order and exclusions)."""
+    """All judge-readable text of a run, logs first (see module docstring for the order and bounds)."""
     run_dir = Path(run_dir)
+    budget = _Budget(MAX_RUN_BYTES)
     out: list[Source] = []
     logs = run_dir / "logs"
     ordered = [logs / name for name in PRIMARY_LOGS]
-    if logs.is_dir():
+    if logs.is_dir() and not logs.is_symlink():
         ordered += [p for p in _walk(logs, logs) if p.name not in PRIMARY_LOGS]
     for path in ordered:
         if path.name in SKIP_FILES or (path.name not in PRIMARY_LOGS and path.suffix not in LOG_SUFFIXES):
             continue
-        text = _read_text(path)
+        text = _read_text(path, budget)
         if text is not None:
             out.append(Source(path.relative_to(run_dir).as_posix(), LOG, text))
     workspace = run_dir / "workspace"
-    if workspace.is_dir() and (include_workspace_logs or include_code):
+    if workspace.is_dir() and not workspace.is_symlink() and (include_workspace_logs or include_code):
         files = list(_walk(workspace, workspace))
         if include_workspace_logs:
-            out += _sources(run_dir, [p for p in files if p.suffix in LOG_SUFFIXES and p.name not in SKIP_FILES], LOG)
+            out += _sources(run_dir, [p for p in files if p.suffix in LOG_SUFFIXES and p.name not in SKIP_FILES], LOG,
+                            budget)
         if include_code:
-            out += _sources(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], CODE)
+            out += _sources(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], CODE, budget)
     return out
 
 
-def _sources(run_dir: Path, paths: list[Path], kind: str) -> list[Source]:
+def _sources(run_dir: Path, paths: list[Path], kind: str, budget: _Budget | None = None) -> list[Source]:
     found = []
     for path in paths:
-        text = _read_text(path)
+        text = _read_text(path, budget)
         if text is not None:
             found.append(Source(path.relative_to(run_dir).as_posix(), kind, text))
     return found
