@@ -7,8 +7,10 @@
 #               GPU pods, Kubernetes and shared servers give you (no user namespaces, so no bubblewrap)
 #   privileged  seccomp and AppArmor unconfined plus CAP_SYS_ADMIN — a roomy container or a VM
 #
-# Each must end with the results table: all 20 challenges graded (status ok), 0 FAIL, and the score the
-# README prints (REXMLE_NEWCOMER_SCORE overrides it; "any" skips the score comparison).
+# Each must end with the results table: all 20 challenges graded (status ok), 0 FAIL, and a score line.
+# REXMLE_NEWCOMER_SCORE=13.5% also requires that score; by default the score is compared with the one the
+# README prints only for information, since synthetic answers are keyed by a per-cache secret unless a
+# seed is pinned (a fresh machine's cache may grade the trivial baseline a little differently).
 #
 # The image is built like CI's test image (debootstrap minbase + `docker import`, no registry needed)
 # and cached by the hash of this recipe (label rexmle.newcomer-recipe; --force rebuilds). What is
@@ -19,7 +21,10 @@
 # as such a machine's own pip configuration would. REXMLE_NEWCOMER_PIP_CACHE (a host folder) shares
 # downloaded wheels between the two cases to save time; it does not change what gets installed.
 #
-# Usage: .ci/newcomer-check.sh [--case default|privileged|all] [--force]
+# --worktree tests the working tree instead (tracked and untracked, not ignored, files; for developers
+# checking uncommitted work): the files are copied in, and the README is read from the working tree.
+#
+# Usage: .ci/newcomer-check.sh [--case default|privileged|all] [--force] [--worktree]
 # Logs: $REXMLE_NEWCOMER_OUT/<case>.log (default a fresh temp folder, printed). Exit 0 when every case passed.
 set -euo pipefail
 
@@ -30,10 +35,12 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=bookworm
 CASE=all
 FORCE=0
+WORKTREE=0
 while (($#)); do
     case "$1" in
         --case) CASE="$2"; shift 2 ;;
         --force) FORCE=1; shift ;;
+        --worktree) WORKTREE=1; shift ;;
         *) echo "newcomer-check: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -81,17 +88,25 @@ flock -u 9
 
 # The README's first command, as written; the score line it promises.
 readme_command() { awk '/^```bash$/ {inside=1; next} inside && /^```$/ {exit} inside {print}' "$1"; }
-COMMAND="$(git -C "$REPO" show HEAD:README.md | readme_command /dev/stdin)"
+readme() { if [[ "$WORKTREE" == 1 ]]; then cat "$REPO/README.md"; else git -C "$REPO" show HEAD:README.md; fi; }
+COMMAND="$(readme | readme_command /dev/stdin)"
 [[ -n "$COMMAND" ]] || { say "no \`\`\`bash block in README.md" >&2; exit 1; }
-EXPECT="${REXMLE_NEWCOMER_SCORE:-$(git -C "$REPO" show HEAD:README.md | grep -oE 'ReX-MLE score: [0-9.]+%' | head -1 | grep -oE '[0-9.]+%' || true)}"
-say "commit $(git -C "$REPO" rev-parse --short HEAD); README command: $COMMAND"
-say "expected: 20 challenges ok, 0 FAIL, score ${EXPECT:-any}"
+EXPECT="${REXMLE_NEWCOMER_SCORE:-}"
+README_SCORE="$(readme | grep -oE 'ReX-MLE score: [0-9.]+%' | head -1 | grep -oE '[0-9.]+%' || true)"
+if [[ "$WORKTREE" == 1 ]]; then
+    (cd "$REPO" && git ls-files -z -co --exclude-standard | tar --null -T - -cf "$OUT/tree.tar")
+    say "working tree of commit $(git -C "$REPO" rev-parse --short HEAD) (with uncommitted changes); README command: $COMMAND"
+else
+    say "commit $(git -C "$REPO" rev-parse --short HEAD); README command: $COMMAND"
+fi
+say "expected: 20 challenges ok, 0 FAIL, score ${EXPECT:-any} (the README shows ${README_SCORE:-none})"
 
 CA="${REXMLE_NEWCOMER_CA:-${PIP_CERT:-${SSL_CERT_FILE:-}}}"
 run_case() {
     local case="$1" log="$OUT/$1.log" start rc=0
     local -a flags=(--rm --name "rexmle-newcomer-$case-$$" --label rexmle.newcomer=1 -v "$REPO:/src:ro"
-                    -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180)
+                    -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180 -e "WORKTREE=$WORKTREE")
+    [[ "$WORKTREE" == 1 ]] && flags+=(-v "$OUT/tree.tar:/tree.tar:ro")
     [[ "$case" == privileged ]] && flags+=(--security-opt seccomp=unconfined --security-opt apparmor=unconfined
                                           --cap-add SYS_ADMIN)
     [[ -n "$CA" && -f "$CA" ]] && flags+=(-v "$CA:/etc/rexmle-newcomer-ca.pem:ro" -e PIP_CERT=/etc/rexmle-newcomer-ca.pem)
@@ -102,7 +117,8 @@ run_case() {
     # inside: clone the commit, then run the README's command exactly as written
     timeout "${REXMLE_NEWCOMER_TIMEOUT:-1800}" docker run "${flags[@]}" "$IMAGE" bash -c '
         set -e
-        git -c safe.directory="*" clone -q /src /root/pytest-rexmle
+        if [ "$WORKTREE" = 1 ]; then mkdir /root/pytest-rexmle && tar -C /root/pytest-rexmle -xf /tree.tar
+        else git -c safe.directory="*" clone -q /src /root/pytest-rexmle; fi
         cd /root/pytest-rexmle
         echo "newcomer: python $(python3 -c "import sys; print(sys.version.split()[0])"), $(git --version), uid $(id -u)"
         echo "newcomer: bubblewrap installed: $(command -v bwrap || echo no)"
@@ -120,7 +136,7 @@ check_log() {
     [[ "$ok" == 20 ]] || problems+=("$ok of 20 challenges graded ok")
     [[ -n "$score" ]] || problems+=("no line 'ReX-MLE score: ...% over 20 challenge(s), 0 FAIL'")
     if [[ -n "$score" && -n "$EXPECT" && "$EXPECT" != any && "$score" != "$EXPECT" ]]; then
-        problems+=("score $score, the README says $EXPECT")
+        problems+=("score $score, expected $EXPECT")
     fi
     if ((${#problems[@]})); then
         say "[$case] FAILED: $(IFS=';'; echo "${problems[*]}")"
@@ -128,7 +144,7 @@ check_log() {
         tail -40 "$log"
         return 1
     fi
-    say "[$case] passed: 20 challenges ok, 0 FAIL, score $score"
+    say "[$case] passed: 20 challenges ok, 0 FAIL, score $score (README: ${README_SCORE:-none})"
 }
 
 status=0

@@ -31,13 +31,21 @@ from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
 from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
 from .render import fmt_number
+from .store import local_time
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 STAGE_IDS = ("S1", "S2", "S3", "S4", "S5")
 
 CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px 32px;color:#1b1f24;
-background:#fff;max-width:1500px}
+body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;padding:24px 32px;
+color:#1b1f24;background:#fff}
+main{margin:0 auto;max-width:2400px}
+.scroll{overflow-x:auto;max-width:100%}
+table.wide{width:100%}
+svg.fig1{display:block;margin:0 auto}
+svg.radar{display:block;margin:0 auto;max-width:100%;height:auto}
+p.nocap{font-size:15px;background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:10px 14px}
+@media (max-width:900px){body{padding:16px 12px}table{font-size:12px}}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}p.meta,p.note{color:#57606a;font-size:13px}
 table{border-collapse:collapse;font-size:13px;margin:6px 0 12px}
@@ -125,7 +133,7 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> st
                                      for a in agents]) for i, cid in enumerate(ids)]
     groups.append(("Score (mean)", [(a["mean"], a["ci"], a["n_runs"]) for a in agents]))
     n_ag = max(1, len(agents))
-    bar = max(5.0, min(18.0, 64.0 / n_ag))
+    bar = max(5.0, min(34.0, 80.0 / n_ag))  # ~1100-1300 px for 20 challenges: fills a wide page
     group_w = n_ag * bar + 14
     left, top, plot_h, bottom = 56, 16, 300, 130
     width = int(left + group_w * len(groups) + 24)
@@ -222,7 +230,7 @@ def _legend(merged: dict, colors: dict[str, str]) -> str:
 
 def summary_table(merged: dict, colors: dict[str, str]) -> str:
     conf = merged["bootstrap"]["confidence"]
-    rows = ["<table class='summary'><tr><th>Rank</th><th>Agent</th><th>Runs</th><th>Score (mean)</th><th>SEM</th>"
+    rows = ["<div class='scroll'><table class='summary wide'><tr><th>Rank</th><th>Agent</th><th>Runs</th><th>Score (mean)</th><th>SEM</th>"
             f"<th>{conf:.0%} CI</th><th>FAIL per run</th><th>Run scores</th></tr>"]
     for a in merged["agents"]:
         fails = ", ".join(str(f) for f in a["n_fail"])
@@ -231,7 +239,7 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
                     f'</span>{_e(a["label"])}</td><td class="num">{a["n_runs"]}</td><td class="num"><b>{_pct(a["mean"])}</b></td>'
                     f'<td class="num">{_pct(a["sem"])}</td><td class="num">{_pct(a["ci"][0])} – {_pct(a["ci"][1])}</td>'
                     f'<td class="num">{_e(fails)}</td><td class="num">{_e(runs)}</td></tr>')
-    rows.append("</table>")
+    rows.append("</table></div>")
     return "".join(rows)
 
 
@@ -243,7 +251,7 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
 
     agents = merged["agents"]
     head = "".join(f"<th>{_e(a['label'])}</th>" for a in agents)
-    rows = [f"<table class='table3'><tr><th>Challenge</th><th>N</th><th>Metric</th><th>Human best</th>{head}</tr>"]
+    rows = [f"<div class='scroll'><table class='table3 wide'><tr><th>Challenge</th><th>N</th><th>Metric</th><th>Human best</th>{head}</tr>"]
     for i, cid in enumerate(merged["challenges"]):
         cells = [a["challenges"][i] for a in agents]
         try:
@@ -280,7 +288,7 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
         pct_row += f"<td><i>percentile</i></td><td class='num' title='top human team'>{_pct(top)}</td>"
         pct_row += "".join(f"<td class='num'><b>{_pct(c['mean_percentile'])}</b></td>" for c in cells)
         rows.append(pct_row + "</tr>")
-    rows.append("</table>")
+    rows.append("</table></div>")
     return "".join(rows)
 
 
@@ -302,12 +310,12 @@ def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str
     for label, doc in shown:
         rows.append(f"<h3>{_e(label)}: per-challenge table (1 = strategy shown in the run)</h3>")
         ids = "".join(f"<th title='{_e(s.name)}'>{s.id}</th>" for s in load_strategies())
-        rows.append(f"<table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
+        rows.append(f"<div class='scroll'><table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
         for run in doc.get("runs", []):
             cells = "".join("<td class='hit'>1</td>" if v else "<td class='miss'>0</td>" for v in run["scores"])
             rows.append(f"<tr><td>{_e(run.get('challenge_id'))}</td><td class='num'>{_e(run.get('seed') if run.get('seed') is not None else '-')}"
                         f"</td>{cells}<td>{_e(', '.join(run.get('flags') or []))}</td></tr>")
-        rows.append("</table>")
+        rows.append("</table></div>")
     return "".join(rows)
 
 
@@ -316,7 +324,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for doc in stages:
         grouped[(str(doc.get("agent")), str(doc.get("challenge_id")))].append(doc)
-    rows = ["<table class='stages'><tr><th>Agent</th><th>Challenge</th><th>Percentile</th>"
+    rows = ["<div class='scroll'><table class='stages wide'><tr><th>Agent</th><th>Challenge</th><th>Percentile</th>"
             + "".join(f"<th>{sid}</th>" for sid in STAGE_IDS)
             + "<th>Stage total</th><th>Turns</th><th>Tokens</th><th>Cost (USD)</th><th>Wall time (s)</th></tr>"]
     for a in merged["agents"]:
@@ -336,7 +344,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
                         f"<td class='num'>{_e(fmt_number(usage['total_tokens']))}</td>"
                         f"<td class='num'>{_e(fmt_number(usage['cost_usd']))}</td>"
                         f"<td class='num'>{_e(fmt_number(usage['wall_seconds']))}</td></tr>")
-    rows.append("</table>")
+    rows.append("</table></div>")
     return "".join(rows)
 
 
@@ -350,15 +358,19 @@ def render_html(reports: list[dict], capability: list[dict] | None = None) -> st
     conf = merged["bootstrap"]
     body = [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
-            f"Generated {_e(merged['created'])}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
+            f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
             "<h2>Summary</h2>", summary_table(merged, colors),
             "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
-            f"<figure>{bar_chart(merged, colors, names)}<figcaption>Mean percentile per challenge over each agent's "
+            f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
             f"runs (whiskers: bootstrap interval when an agent has several runs); last group: overall score."
             f"</figcaption></figure>",
             "<h2>Metric values against the human best (Table 3 style)</h2>", metric_table(merged, names)]
-    if caps:
+    if not caps:
+        body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
+                 "<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
+                 "or no run left logs to judge. Nothing to draw.</p>"]
+    else:
         series = []
         for a in merged["agents"]:
             doc = caps.get(str(a["agent"]))
@@ -369,12 +381,23 @@ def render_html(reports: list[dict], capability: list[dict] | None = None) -> st
             series.append((name, PALETTE[(len(colors) + j) % len(PALETTE)], [r["mean_score"] for r in doc["strategies"]]))
         judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
         judge_text = f" Judge: {_e(judge.get('name'))} ({_e(judge.get('model'))}, prompt {_e(judge.get('prompt_version'))})." if judge else ""
-        body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
-                 "<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
-                                         for label, c, _ in series) + "</p>",
-                 f"<figure>{radar_chart(series)}<figcaption>Fraction of each agent's runs whose log shows the "
-                 f"strategy executed.{judge_text}</figcaption></figure>",
-                 "<h2>Capability tables</h2>", capability_tables(merged, caps, colors)]
+        body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
+        runs_of = {a["label"]: a["n_runs"] for a in merged["agents"]}
+        empty = [(label, c) for label, c, values in series if not any(v > 0 for v in values)]
+        drawn = [item for item in series if any(v > 0 for v in item[2])]
+        for label, _ in empty:
+            doc = caps.get(label) or next((caps[str(a["agent"])] for a in merged["agents"]
+                                           if a["label"] == label and str(a["agent"]) in caps), {})
+            n = doc.get("n_runs", runs_of.get(label, 0))
+            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its {_e(n)} judged run(s) the "
+                        f"judge found none of the 13 winning strategies executed in the logs and code, so it has "
+                        f"no polygon on the radar.{judge_text}</p>")
+        if drawn:
+            body += ["<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
+                                             for label, c, _ in drawn) + "</p>",
+                     f"<figure>{radar_chart(drawn)}<figcaption>Fraction of each agent's runs whose log shows the "
+                     f"strategy executed.{judge_text}</figcaption></figure>"]
+        body += ["<h2>Capability tables</h2>", capability_tables(merged, caps, colors)]
     if stages:
         body += ["<h2>Workflow stages and cost</h2>",
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
@@ -382,8 +405,18 @@ def render_html(reports: list[dict], capability: list[dict] | None = None) -> st
                  stage_table(merged, stages)]
     body.append(f"<p class='note'>{_e(merged['note'])}</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE report</title>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body>"
-            + "".join(body) + "</body></html>\n")
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body><main>"
+            + "".join(body) + "</main></body></html>\n")
+
+
+def _sessions_started(merged: dict) -> str:
+    """When the session(s) behind the page started, in this machine's local time."""
+    times = sorted(local_time(src.get("created")) for src in merged.get("sources", []) if src.get("created"))
+    if not times:
+        return ""
+    if len(times) == 1:
+        return f" from the session of {_e(times[0])}"
+    return f" from sessions between {_e(times[0])} and {_e(times[-1])}"
 
 
 def write_html(reports: list[dict], capability: list[dict] | None, out: Path) -> Path:

@@ -46,7 +46,7 @@ def score_line(doc: dict) -> str:
     return f"{label}: {pct(doc['score'])} over {len(doc['selected'])} challenge(s), {doc['n_fail']} FAIL{errors}"
 
 
-MIN_TEXT_WIDTH = 50
+MIN_TEXT_WIDTH = 40
 
 
 def terminal_lines(doc: dict, width: int = 100) -> list[str]:

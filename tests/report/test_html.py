@@ -122,3 +122,57 @@ def test_report_renders_in_headless_chromium(inputs, tmp_path):
     assert len(re.findall(r"<rect\b", dom)) >= 42 and len(re.findall(r'<polygon class="agent"', dom)) == 2
     assert "ReX-MLE report" in dom
     Path(tempfile.gettempdir(), "rexmle-report-screenshot.png").write_bytes(data)  # kept for a human look
+
+
+def _chromium() -> str:
+    binary = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+    require_service(binary is not None, "REXMLE_REQUIRE_CHROMIUM", "chromium (Debian package 'chromium')")
+    return binary
+
+
+def _rightmost_ink(png: Path, rows: range) -> int:
+    """The rightmost x of a non-white pixel within ``rows`` (where the summary table is drawn)."""
+    from PIL import Image
+
+    with Image.open(png) as img:
+        grey = img.convert("L")
+        width = grey.width
+        pixels = grey.load()
+        for x in range(width - 1, -1, -1):
+            if any(pixels[x, y] < 200 for y in rows):
+                return x
+    return -1
+
+
+def test_page_uses_the_width_and_explains_an_agent_without_capability(inputs, tmp_path):
+    """Before: a narrow left column, a raw ISO timestamp, ``1.665e+04`` beside ``3175``, and an empty
+    radar with no word for an agent that showed no capability. Rendered at 1400 and 800 px."""
+    binary = _chromium()
+    reports, cap = inputs
+    runs_zero, stages_zero = _capability("sample", [0.0] * 13, (0,))
+    zero = session_document(runs_zero, stages_zero)
+    page = write_html([*reports, session("sample", "r9", seed=9)], [*cap, zero], tmp_path / "report.html")
+    for width in (1400, 800):
+        shot = tmp_path / f"shot-{width}.png"
+        with tempfile.TemporaryDirectory() as profile:
+            subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
+                            f"--window-size={width},2000", page.as_uri()], check=True, capture_output=True, timeout=120)
+        assert _png_size(shot.read_bytes()) == (width, 2000)
+        # the summary table spans the page: ink within 60 px of the right edge (32 px padding + scrollbar)
+        assert _rightmost_ink(shot, range(60, 260)) > width - 60, width
+        Path(tempfile.gettempdir(), f"rexmle-report-{width}.png").write_bytes(shot.read_bytes())
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                             check=True, capture_output=True, timeout=120, text=True).stdout
+    assert re.search(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d", dom)
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", dom), "raw ISO time on the page"
+    assert not re.search(r"\d\.\d+e[+-]\d\d", dom), "exponent notation for an ordinary number"
+    assert re.search(r"<b>sample</b> showed no capability: in its 20 judged run\(s\)", dom)
+    assert len(re.findall(r'<polygon class="agent"', dom)) == 2  # aide and ml-master only: no empty polygon
+    assert 'class="summary wide"' in dom
+
+
+def test_no_capability_data_is_said_in_words(inputs):
+    reports, _ = inputs
+    page = render_html(reports)
+    assert '<svg class="radar"' not in page and "No capability data" in page

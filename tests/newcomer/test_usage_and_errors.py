@@ -1,0 +1,85 @@
+"""Newcomer problems of the usage kind: a wrong agent/runtime pair is a usage error at start, and a
+harness breakage before grading is an ERROR with its real message and traceback — in the report, the
+JUnit file and the score line — never an agent FAIL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ..conftest import report_json, require_service
+
+
+@pytest.mark.parametrize("agent", ["aide", "ml-master", "rd-agent"])
+def test_image_agent_on_the_local_runtime_is_a_usage_error(bench, agent):
+    """It used to run and end as an agent FAIL ("can't open file '/opt/rexmle-agent/start.py'")."""
+    result = bench(f"--agent={agent}", "--rexmle-runtime=local", "-k", "ldct-iqa")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*agent '{agent}' runs only in 'docker' isolation, not 'local'; "
+                                 "pass --rexmle-runtime=docker*"])
+    assert not (bench.path / ".rexmle" / "runs").exists(), "nothing may run before the usage error"
+
+
+def test_every_bundled_agent_declares_its_isolation():
+    from pytest_rexmle.agents import get_agent
+
+    declared = {name: get_agent(name, {"cmd": "true"} if name == "command" else {}).supported_isolation
+                for name in ("sample", "command", "aide", "ml-master", "rd-agent")}
+    assert declared == {"sample": None, "command": None, "aide": ("docker",), "ml-master": ("docker",),
+                        "rd-agent": ("docker",)}
+
+
+def test_scheduler_runtime_is_judged_by_its_inner_isolation():
+    """A Slurm-like runtime answers ``isolation`` with its inner provider: docker inside is fine."""
+    from pytest_rexmle.agents import get_agent
+    from pytest_rexmle.errors import RexmleError
+
+    aide = get_agent("aide", {})
+    aide.check_isolation("docker", "slurm")
+    with pytest.raises(RexmleError, match="runtime 'slurm' isolates with 'local'"):
+        aide.check_isolation("local", "slurm")
+
+
+def _junit_error(path) -> ET.Element:
+    case = next(ET.parse(path).getroot().iter("testcase"))
+    error = case.find("error")
+    assert error is not None, ET.tostring(case, encoding="unicode")[:2000]
+    return error
+
+
+def test_setup_breakage_is_an_error_with_message_and_traceback(bench, tmp_path):
+    """Before: counted as a FAIL, reason "not run: harness error during setup: <file>:<line>: <Type>",
+    traceback null."""
+    blocker = tmp_path / "runs-is-a-file"
+    blocker.write_text("not a folder\n")
+    result = bench("--agent=sample", "-k", "ldct-iqa", f"--rexmle-runs-dir={blocker}", "--junitxml=out.xml")
+    result.assert_outcomes(errors=1)
+    record = report_json(bench.path)["challenges"][0]
+    assert record["status"] == "error" and record["percentile"] == 0.0
+    assert "NotADirectoryError" in record["reason"] and str(blocker) in record["reason"]
+    assert "Traceback" in record["traceback"] or "def " in record["traceback"]
+    assert "NotADirectoryError" in record["traceback"]
+    doc = report_json(bench.path)
+    assert (doc["n_fail"], doc["n_error"]) == (0, 1)
+    result.stdout.fnmatch_lines(["*partial score: 0.0% over 1 challenge(s), 0 FAIL, 1 ERROR (harness, not the agent)"])
+    assert "NotADirectoryError" in _junit_error(bench.path / "out.xml").get("message")
+
+
+def test_missing_docker_image_is_an_error_not_a_fail(bench, monkeypatch):
+    docker = shutil.which("docker")
+    ok = docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
+    require_service(ok, "REXMLE_REQUIRE_DOCKER", "a Docker engine")
+    monkeypatch.setenv("REXMLE_DOCKER_IMAGE", "rexmle/no-such-image-for-this-test:latest")
+    result = bench("--agent=sample", "--rexmle-runtime=docker", "-k", "ldct-iqa", "--junitxml=out.xml")
+    result.assert_outcomes(errors=1)
+    doc = report_json(bench.path)
+    record = doc["challenges"][0]
+    assert record["status"] == "error" and (doc["n_fail"], doc["n_error"]) == (0, 1)
+    assert "rexmle/no-such-image-for-this-test:latest" in record["reason"]
+    assert "is not on this machine" in record["reason"] and "RuntimeUnavailable" in record["traceback"]
+    assert "no-such-image-for-this-test" in _junit_error(bench.path / "out.xml").get("message")
+    result.stdout.fnmatch_lines(["*0 FAIL, 1 ERROR (harness, not the agent)"])
