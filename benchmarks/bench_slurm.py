@@ -91,11 +91,12 @@ def main() -> int:
     cache = root / "cache"
     print(f"campaign folders under {root}")
     # warm the synthetic twins once, so neither campaign pays for generating them
-    from pytest_rexmle.data.synthetic import ensure_synthetic
+    os.environ["REXMLE_CACHE_DIR"] = str(cache)
+    from pytest_rexmle.data.store import synthetic_data
     from pytest_rexmle.task import registry
 
     for task in registry():
-        ensure_synthetic(task, cache)
+        synthetic_data(task, seed=0)  # what the sessions' rexmle_data fixture asks for
     slurm_wall = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache)
     local_wall = campaign(root / "local", ["-n", "2"], args.repeats, cache)
 

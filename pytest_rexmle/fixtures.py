@@ -96,12 +96,10 @@ def rexmle_preparer(rexmle_settings):
 
 @pytest.fixture
 def rexmle_data(rexmle_task, rexmle_settings, rexmle_preparer):
-    from .data.store import prepared_data, synthetic_data
+    from .campaign import task_data  # the same data the campaign launched other items' runs with
 
-    if rexmle_settings.data == "synthetic":
-        return synthetic_data(rexmle_task, seed=rexmle_settings.seed)
     try:
-        return prepared_data(rexmle_task, rexmle_settings.data_dir)
+        return task_data(rexmle_settings, rexmle_task)
     except DataNotPreparedError as exc:
         if rexmle_preparer is None:
             pytest.skip(f"{exc} (or pass --rexmle-prepare)")

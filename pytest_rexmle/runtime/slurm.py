@@ -256,7 +256,8 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         import uuid
 
         runs = dict(self.settings.shared_paths).get("runs folder")
-        checks = [(what, path) for what, path in self.settings.shared_paths if what != "runs folder"]
+        # a path missing here too (data not prepared yet) is not a sharing problem: the items say what to do
+        checks = [(what, path) for what, path in self.settings.shared_paths if what != "runs folder" and path.exists()]
         if runs is None:
             return
         runs.mkdir(parents=True, exist_ok=True)
@@ -285,7 +286,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                               f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
                               f"the nodes share", stacklevel=1)
                 return
-            if proc.returncode != 0 and not out.exists():
+            if not stdout.strip():  # no job id: sbatch itself refused (partition, account, ...)
                 raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr.strip()[:300]}")
             if not out.exists():
                 raise RuntimeUnavailable(f"the runs folder {runs} is not shared with the compute nodes (the probe "

@@ -25,6 +25,7 @@ REFERENCE_TASKS = ("ldct-iqa", "topcow-cta-det", "isles22")
 @pytest.fixture
 def slurm_env(monkeypatch, needs_slurm):
     monkeypatch.setenv("REXMLE_SLURM_POLL_SECONDS", "1")
+    monkeypatch.setenv("REXMLE_SLURM_PROBE_SECONDS", "600")  # a busy test cluster must not skip the probe
 
 
 def _records(folder: Path) -> list[dict]:
@@ -143,7 +144,8 @@ def test_sleeper_past_its_limit_is_a_fail_and_leaves_no_job_or_process(bench, sl
     marker = f"sleeper-{uuid.uuid4().hex[:8]}"
     result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
                    f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=3",
-                   "--rexmle-runtime=slurm", "-k", "ldct-iqa")
+                   "--rexmle-runtime=slurm", "--rexmle-slurm-partition=debug", "--rexmle-slurm-option=mem=300M",
+                   "-k", "ldct-iqa")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FAIL [[]timeout[]] time limit of 3 s exceeded*"])
     run = run_folders(bench.path, "ldct-iqa")[-1]
@@ -153,6 +155,10 @@ def test_sleeper_past_its_limit_is_a_fail_and_leaves_no_job_or_process(bench, sl
     job = json.loads((run / "run.json").read_text())["slurm"]["job_id"]
     assert _wait_until_gone([job]) == []
     assert _sacct_state(job) == "COMPLETED"  # the inner sandbox, not Slurm, enforced the agent's limit
+    # the options reached sbatch; Slurm's --time is the agent's limit plus the 5-minute margin, in minutes
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "Partition,ReqMem,Timelimit", "-j", job],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "debug|300M|00:06:00", out
     assert _alive(marker) == []
 
 
@@ -206,7 +212,8 @@ def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_e
         assert meta["slurm"]["job_id"] in jobs and "reattached" in meta and "finished" in meta
 
 
-def test_ctrl_c_cancels_every_job_of_the_session(bench, slurm_env, needs_bwrap):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_cancels_every_job_of_the_session(bench, slurm_env, needs_bwrap, signum):
     marker = f"sleeper-{uuid.uuid4().hex[:8]}"
     session = _spawn(bench, "--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
                      f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=600",
@@ -215,11 +222,11 @@ def test_ctrl_c_cancels_every_job_of_the_session(bench, slurm_env, needs_bwrap):
         jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
         _wait_for(lambda: _alive(marker), 120, "an agent to start on the node")
         assert len(_queued(jobs)) == 3
-        session.send_signal(signal.SIGINT)
+        session.send_signal(signum)
         session.wait(timeout=120)
     finally:
         session.kill()
-    assert _wait_until_gone(jobs) == [], "Ctrl-C must cancel every job of the session"
+    assert _wait_until_gone(jobs) == [], f"{signal.Signals(signum).name} must cancel every job of the session"
     assert {_sacct_state(j) for j in jobs} == {"CANCELLED"}
     time.sleep(1)
     assert _alive(marker) == []
@@ -248,3 +255,23 @@ def test_rexmle_status_shows_slurm_states(bench, slurm_env, needs_bwrap):
             assert s["node"] and s["limit"]
         else:
             assert s["reason"]
+
+
+@pytest.mark.parametrize("what", ["data", "runs"])
+def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, slurm_env, tmp_path, what):
+    """pytest runs in its own mount namespace with a tmpfs the Slurm daemons cannot see: a host-only folder."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a private mount namespace")
+    private = tmp_path / "host-only"
+    private.mkdir()
+    option = f"--rexmle-data-dir={private}/data" if what == "data" else f"--rexmle-runs-dir={private}/runs"
+    script = (f"mount -t tmpfs none {private} && mkdir -p {private}/data && exec {sys.executable} -m pytest "
+              f"-p no:cacheprovider --agent=sample --rexmle-runtime=slurm --rexmle-data=prepared {option} -k ldct-iqa")
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], cwd=bench.path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # a usage error, before any item
+    if what == "data":
+        assert f"compute nodes do not see these paths" in proc.stderr and f"data root {private}/data" in proc.stderr
+    else:
+        assert f"the runs folder {private}/runs is not shared with the compute nodes" in proc.stderr, proc.stderr
+    assert "test_challenge" not in proc.stdout

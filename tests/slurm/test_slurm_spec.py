@@ -1,0 +1,62 @@
+"""What travels to the node (no cluster needed): the run spec, generically, and the sbatch parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_rexmle.runtime.base import RunOutcome, RunSpec
+from pytest_rexmle.runtime.node import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
+from pytest_rexmle.runtime.slurm import SlurmRuntime, SlurmSettings
+
+
+def _spec(tmp_path: Path, **extra) -> RunSpec:
+    return RunSpec("ldct-iqa", ["python", "agent.py"], {"REXMLE_TASK": "ldct-iqa", "CUDA_VISIBLE_DEVICES": ""},
+                   tmp_path / "public", tmp_path / "ws", tmp_path / "sub", tmp_path / "logs", tmp_path / "i.md",
+                   90.0, cwd=tmp_path / "ws" / "agent", gpus=("0",), hidden=(tmp_path / "private",), **extra)
+
+
+def test_spec_round_trips_with_paths_tuples_and_nested_dataclasses(tmp_path):
+    spec = _spec(tmp_path)
+    write_spec(tmp_path / "slurm" / "spec.json", spec, "local", {"unsafe": False})
+    back, inner, options = read_spec(tmp_path / "slurm" / "spec.json")
+    assert back == spec and inner == "local" and options == {"unsafe": False}
+    assert isinstance(back.hidden, tuple) and isinstance(back.hidden[0], Path) and isinstance(back.argv, list)
+    nested = SlurmSettings(options={"mem": "1G"}, shared_paths=(("runs folder", tmp_path),))
+    assert decode(encode(nested)) == nested  # any pytest_rexmle dataclass field travels, nested or not
+
+
+def test_spec_decoding_refuses_types_outside_the_package():
+    with pytest.raises(ValueError, match="not a pytest_rexmle type"):
+        decode({"$dataclass": "subprocess:Popen", "fields": {"args": ["true"]}})
+    with pytest.raises(TypeError):
+        encode(object())
+
+
+def test_outcome_round_trips(tmp_path):
+    outcome = RunOutcome(None, True, 12.5, tmp_path / "o", tmp_path / "e", note="n", details={"gpus": ["1"]},
+                         killed="Slurm job 3 ended TIMEOUT")
+    assert outcome_from_json(outcome_to_json(outcome)) == outcome
+
+
+def test_sbatch_parameters_from_the_options(tmp_path):
+    runtime = SlurmRuntime(SlurmSettings(partition="gpu", account="lab", qos="high",
+                                         options={"constraint": "a100", "mem": "64G"}, margin_seconds=300))
+    runtime._cluster_gpus = True
+    params = runtime.parameters(_spec(tmp_path))
+    assert params["partition"] == "gpu" and params["account"] == "lab" and params["qos"] == "high"
+    assert params["gres"] == "gpu:1"  # ldct-iqa declares one GPU
+    assert params["time"] == 7        # 90 s + 300 s margin, rounded up to minutes
+    assert params["additional_parameters"] == {"no-requeue": True, "constraint": "a100", "mem": "64G"}
+    runtime._cluster_gpus = False      # a CPU-only cluster: no gres request that could never be met
+    assert "gres" not in runtime.parameters(_spec(tmp_path))
+
+
+def test_isolation_is_the_inner_runtime():
+    assert SlurmRuntime(SlurmSettings(inner="docker")).isolation == "docker"
+    assert SlurmRuntime().isolation == "local"
+    from pytest_rexmle.runtime.base import RuntimeUnavailable
+
+    with pytest.raises(RuntimeUnavailable, match="--rexmle-slurm-inner"):
+        SlurmRuntime(SlurmSettings(inner="apptainer"))
