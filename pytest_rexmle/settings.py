@@ -32,8 +32,14 @@ OPTIONS = [
     ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
      "all that nvidia-smi lists); xdist workers get one each", "str", None),
-    ("--rexmle-network", "rexmle_network", "container network for agents: bridge (default; agents need their LLM API) or "
-     "none (no network at all)", "str", "bridge"),
+    ("--rexmle-network", "rexmle_network", "network for agents: bridge (default; docker: Docker's bridge network; "
+     "local: same as host), host (local: the host's network, loopback services included; docker: the host network) "
+     "or none (no network at all; local: bwrap --unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "bridge"),
+    ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
+     "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)", "str", "auto"),
+    ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
+     "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
+     "list", []),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -57,7 +63,8 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
             parser.addini(ini, help_text, type="linelist", default=default)
         else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "none"),
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none"),
+                       "--rexmle-sandbox": ("auto", "bwrap", "landlock"),
                        "--rexmle-slurm-inner": ("local", "docker"),
                        "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
             group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
@@ -108,11 +115,26 @@ class Settings:
     slurm_options: dict[str, str] = field(default_factory=dict)
     slurm_inner: str = "local"
     slurm_detach: bool = False
+    sandbox: str = "auto"                                       # local runtime: auto, bwrap or landlock
+    limits: dict[str, str] = field(default_factory=dict)        # --rexmle-limit NAME=VALUE overrides
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
-                "gpus": list(self.gpus), "network": self.network, "judge": self.judge}
+                "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
+                "sandbox": self.sandbox, "limits": dict(self.limits)}
+
+
+def _limits(pairs: list[str]) -> dict[str, str]:
+    """``--rexmle-limit`` pairs, checked now so a typo is one usage error, not a failed run per task."""
+    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
+
+    try:
+        pairs_by_name = parse_pairs(pairs)
+        Limits().with_overrides(pairs_by_name)
+    except LimitError as exc:
+        raise pytest.UsageError(f"--rexmle-limit: {exc}") from None
+    return pairs_by_name
 
 
 def parse_agent_options(pairs: list[str]) -> dict[str, str]:
@@ -168,6 +190,8 @@ def read_settings(config: pytest.Config) -> Settings:
         slurm_options=parse_agent_options(list(v["rexmle_slurm_options"] or [])),
         slurm_inner=v["rexmle_slurm_inner"],
         slurm_detach=bool(v["rexmle_slurm_detach"]),
+        sandbox=v["rexmle_sandbox"],
+        limits=_limits(list(v["rexmle_limits"] or [])),
     )
 
 

@@ -13,6 +13,14 @@ from pytest_rexmle.runtime.base import RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
 
 from .conftest import AGENTS, run_folders
+from .sandbox.conftest import require_mechanism
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+def sandbox(request) -> str:
+    """Each end-to-end check runs under both local sandbox mechanisms (forced with --rexmle-sandbox)."""
+    require_mechanism(request.param)
+    return request.param
 
 
 def _latest_run(bench, task_id: str):
@@ -21,7 +29,7 @@ def _latest_run(bench, task_id: str):
     return folders[-1]
 
 
-def test_hostile_agent_finds_no_answers_and_leaves_no_files(bench, needs_bwrap, shared_cache, tmp_path):
+def test_hostile_agent_finds_no_answers_and_leaves_no_files(bench, sandbox, shared_cache, tmp_path):
     from pytest_rexmle.data.synthetic import ensure_synthetic
     from pytest_rexmle.task import registry
 
@@ -33,17 +41,20 @@ def test_hostile_agent_finds_no_answers_and_leaves_no_files(bench, needs_bwrap, 
     escape_target = tmp_path / "escaped.txt"
     cmd = f"HOSTILE_TARGET={escape_target} python agent.py {twin.private}"
     result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'hostile'}", f"--agent-option=cmd={cmd}",
-                   "-k", "ldct-iqa")
+                   "-k", "ldct-iqa", f"--rexmle-sandbox={sandbox}")
     result.assert_outcomes(failed=1)  # it writes no submission
     report = json.loads((_latest_run(bench, "ldct-iqa") / "workspace" / "hostile.json").read_text())
+    assert report["found_content"] == [], "the private folder's path string must not appear in any readable file"
+    assert report["wrote"] == [], f"wrote outside the run folders: {report['wrote']}"
+    if sandbox == "landlock":  # Landlock hides no name (documented); contents and writes are what it guards
+        assert not escape_target.exists() and not (twin.public / "rexmle-hostile").exists()
+        return
     assert report["found_names"] == [] or all("/usr/include" in p or "site-packages" in p for p in report["found_names"]), report["found_names"]
     assert not any("answers.csv" in p or "prepare_manifest" in p for p in report["found_names"])
-    assert report["found_content"] == [], "the private folder's path string must not appear in any visible file"
     # a fresh PID namespace: bwrap's init as pid 1 and the agent's own processes, nothing of the host
     cmdlines = [cmd for _, cmd in report["processes"]]
     assert max(pid for pid, _ in report["processes"]) < 20, report["processes"]
     assert all(cmd.startswith("/usr/bin/bwrap ") or "agent.py" in cmd for cmd in cmdlines), cmdlines
-    assert report["wrote"] == [], f"wrote outside the run folders: {report['wrote']}"
     assert not escape_target.exists()
     for leftover in ("/etc/rexmle-hostile", "/usr/rexmle-hostile", "/rexmle-hostile", "/root/rexmle-hostile"):
         assert not __import__("os").path.exists(leftover)
@@ -56,16 +67,18 @@ def _alive(marker: str) -> list[str]:
     return [line for line in out.splitlines() if "pgrep" not in line]
 
 
-def test_time_limit_kills_the_whole_tree_and_is_a_fail(bench, needs_bwrap):
+def test_time_limit_kills_the_whole_tree_and_is_a_fail(bench, sandbox):
     marker = f"sleeper-{uuid.uuid4().hex[:8]}"
     start = time.monotonic()
     result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
-                   f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=2", "-k", "ldct-iqa")
+                   f"--agent-option=cmd=python agent.py {marker}", "--rexmle-time-limit=2", "-k", "ldct-iqa",
+                   f"--rexmle-sandbox={sandbox}")
     elapsed = time.monotonic() - start
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FAIL [[]timeout[]] time limit of 2 s exceeded*"])
-    # pytest start-up (~2 s) + the 2 s limit + the kill: well within "a few seconds of the limit"
-    assert elapsed < 15, elapsed
+    # pytest start-up and report (several seconds on a loaded 2-core CI box) + the 2 s limit + the kill;
+    # the precise check is agent_seconds below
+    assert elapsed < 40, elapsed
     time.sleep(0.5)
     assert _alive(marker) == []
     record = json.loads((_latest_run(bench, "ldct-iqa") / "result.json").read_text())
@@ -73,47 +86,74 @@ def test_time_limit_kills_the_whole_tree_and_is_a_fail(bench, needs_bwrap):
     assert 2.0 <= record["timings"]["agent_seconds"] < 6.0
 
 
-def test_contract_environment_and_read_only_data(bench, needs_bwrap):
+def test_contract_environment_and_read_only_data(bench, sandbox):
     result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'echo'}", "--agent-option=cmd=python agent.py",
-                   "-k", "ldct-iqa", "--rexmle-time-limit=120")
+                   "-k", "ldct-iqa", "--rexmle-time-limit=120", f"--rexmle-sandbox={sandbox}")
     result.assert_outcomes(passed=1)
     run = _latest_run(bench, "ldct-iqa")
     echo = json.loads((run / "workspace" / "echo.json").read_text())
     from pytest_rexmle.task import tasks_root
 
     assert echo["env"].pop("REXMLE_TASKS_DIR") == str(tasks_root().resolve())
-    assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": "/rexmle/data",
-                           "REXMLE_WORKSPACE": "/rexmle/workspace", "REXMLE_SUBMISSION_DIR": "/rexmle/submission",
-                           "REXMLE_INSTRUCTIONS": "/rexmle/instructions.md", "REXMLE_TIME_LIMIT": "120",
+    # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths
+    inside = ({"data": "/rexmle/data", "workspace": "/rexmle/workspace", "submission": "/rexmle/submission",
+               "instructions": "/rexmle/instructions.md"} if sandbox == "bwrap" else
+              {"data": echo["env"]["REXMLE_DATA_DIR"], "workspace": str(run / "workspace"),
+               "submission": str(run / "submission"), "instructions": str(run / "instructions.md")})
+    if sandbox == "landlock":
+        assert echo["env"]["REXMLE_DATA_DIR"].endswith("/public")
+    assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": inside["data"],
+                           "REXMLE_WORKSPACE": inside["workspace"], "REXMLE_SUBMISSION_DIR": inside["submission"],
+                           "REXMLE_INSTRUCTIONS": inside["instructions"], "REXMLE_TIME_LIMIT": "120",
                            "CUDA_VISIBLE_DEVICES": ""}
-    assert echo["cwd"] == "/rexmle/workspace/agent"
+    assert echo["cwd"] == inside["workspace"] + "/agent"
     assert echo["data_writable"] is False
     assert echo["instructions_mentions_validate"] is True
     assert "description.md" in echo["listing"] and "sample_submission.csv" in echo["listing"]
     assert (run / "submission" / "submission.csv").is_file()
 
 
-def test_validator_runs_inside_the_sandbox(bench, needs_bwrap):
+def test_validator_runs_inside_the_sandbox(bench, sandbox):
     cmd = ("cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv && "
            "rexmle validate --submission $REXMLE_SUBMISSION_DIR > $REXMLE_WORKSPACE/ok.txt; "
            "printf 'image_id,quality_score\\n' > $REXMLE_WORKSPACE/bad.csv; mkdir -p $REXMLE_WORKSPACE/bad; "
            "mv $REXMLE_WORKSPACE/bad.csv $REXMLE_WORKSPACE/bad/submission.csv; "
            "rexmle validate --submission $REXMLE_WORKSPACE/bad > $REXMLE_WORKSPACE/bad.txt; echo $? >> $REXMLE_WORKSPACE/bad.txt")
-    bench("--agent=command", f"--agent-option=cmd={cmd}", "-k", "ldct-iqa").assert_outcomes(passed=1)
+    bench("--agent=command", f"--agent-option=cmd={cmd}", "-k", "ldct-iqa",
+          f"--rexmle-sandbox={sandbox}").assert_outcomes(passed=1)
     run = _latest_run(bench, "ldct-iqa")
     assert (run / "workspace" / "ok.txt").read_text().startswith("OK: 15 test case(s)")
     bad = (run / "workspace" / "bad.txt").read_text().splitlines()
     assert bad[0].startswith("INVALID: submission.csv: missing test case(s) '1000'") and bad[-1] == "1"
 
 
-def test_local_runtime_refuses_without_bubblewrap_unless_unsafe():
-    runtime = LocalRuntime()
-    runtime.bwrap = None
-    with pytest.raises(RuntimeUnavailable, match="apt-get install bubblewrap.*--rexmle-unsafe-local"):
+def test_local_runtime_refuses_an_unusable_forced_sandbox_unless_unsafe(tmp_path):
+    runtime = LocalRuntime(sandbox="bwrap", bwrap=str(tmp_path / "no-such-bwrap"))
+    with pytest.raises(RuntimeUnavailable, match="bwrap.*apt-get install bubblewrap.*--rexmle-unsafe-local"):
         runtime.check()
-    unsafe = LocalRuntime(unsafe=True)
+    unsafe = LocalRuntime(unsafe=True, sandbox="bwrap", bwrap=str(tmp_path / "no-such-bwrap"))
     unsafe.check()
     assert not unsafe.sandboxed
+
+
+def test_forced_sandbox_that_cannot_work_is_one_usage_error(bench, tmp_path, monkeypatch):
+    """With bubblewrap off PATH, --rexmle-sandbox=bwrap stops the session once, before any item runs."""
+    import os
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.path.dirname(sys.executable)}")
+    result = bench("--agent=sample", "--rexmle-sandbox=bwrap")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.errlines.count("ERROR: the local runtime cannot isolate the agent here "
+                                 "(--rexmle-sandbox=bwrap does not work: bwrap: bubblewrap is not installed "
+                                 "(apt-get install bubblewrap)). Install bubblewrap (`apt-get install bubblewrap`) "
+                                 "where user namespaces are allowed, or use a kernel with Landlock and `pip install "
+                                 "landlockpy`; --rexmle-sandbox=auto|bwrap|landlock picks one; pass "
+                                 "--rexmle-unsafe-local to run without isolation at your own risk") == 1, result.errlines
+    assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
 
 
 def test_unsafe_local_runs_without_a_sandbox(bench):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from .sandbox.limits import Limits
 
 #: where the contract folders appear inside an isolated environment
 SANDBOX_ROOT = Path("/rexmle")
@@ -32,8 +33,9 @@ class RunSpec:
     gpus: tuple[str, ...] = ()
     hidden: tuple[Path, ...] = ()  # host paths that must never be visible (private answers, caches)
     image: str | None = None       # container image for container runtimes (the agent's own image)
-    network: str = "bridge"        # container runtimes: "bridge" or "none"
+    network: str = "bridge"        # "bridge" (Docker's default; the local runtime reads it as "host"), "host" or "none"
     secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
+    limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
 
 
 @dataclass

@@ -1,13 +1,21 @@
-"""The local runtime: the agent runs on this machine inside a bubblewrap sandbox.
+"""The local runtime: the agent runs on this machine in a sandbox built from an allow-list.
 
-The sandbox is built from an allow-list, not a deny-list: the agent sees the system and Python
-installation read-only, the task's public data read-only, its workspace and submission folders
-read-write, a private /tmp, and nothing else. In particular no data root, cache or runs folder is
-mounted, so private answers are unreachable by any path; any of those that happens to lie under an
-allowed folder is covered by an empty tmpfs. A new PID namespace means killing the sandbox's first
-process kills every process the agent started, so a time limit leaves nothing behind.
+The agent sees the system and Python installation read-only, the task's public data read-only, its
+workspace and submission folders read-write, a private /tmp on disk, and nothing else; no data root,
+cache or runs folder is reachable. Two mechanisms give that view (``sandbox/probe.py`` picks the first
+that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one):
 
-Without bubblewrap the agent would see everything this user can read, so the runtime refuses to start
+* **bwrap** — bubblewrap builds a fresh root in new mount/PID/IPC/UTS (and, unprivileged, user)
+  namespaces; hidden folders are simply absent. Its PID namespace ends every agent process with it.
+* **landlock** — the kernel's Landlock LSM restricts the agent to the same paths without any
+  namespace (works unprivileged and in ordinary containers). Paths stay visible but inaccessible;
+  a subreaper launcher ends every agent process. Contract paths are the real host paths.
+
+In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (a dedicated
+one when the harness is root, see :mod:`.sandbox.identity`), no capabilities, ``no_new_privs``, a
+seccomp filter, rlimits; the harness adds a cgroup v2 group when it can and watches disk use.
+
+Without any sandbox the agent would see everything this user can read, so the runtime refuses to start
 unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 """
 
@@ -19,16 +27,30 @@ import signal
 import site
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ..task import tasks_root
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable
+from .sandbox import identity as ident
+from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, args_blob, bwrap_args
+from .sandbox.fds import data_fd
+from .sandbox.landlock import LandlockView, etc_entries
+from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for
+from .sandbox.probe import launcher_command, launcher_env, pick
+from .sandbox.seccomp import build_filter
 
-SYSTEM_DIRS = ("/usr", "/etc", "/opt")
-MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-GPU_DEVICE_GLOBS = ("nvidia*", "dri")
 KILL_GRACE_SECONDS = 3.0
+POLL_SECONDS = 0.25
+DISK_POLL_SECONDS = 1.0
+SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
+NETWORK_CHOICES = ("host", "bridge", "none")  # bridge (the session default) means host here
+SIGXFSZ = 25
+# what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
+LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
+                 "processes": ("Resource temporarily unavailable", "BlockingIOError", "fork: retry"),
+                 "file_size": ("File too large", "[Errno 27]")}
 
 
 def _is_under(path: Path, parent: Path) -> bool:
@@ -42,7 +64,6 @@ def _is_under(path: Path, parent: Path) -> bool:
 def python_roots() -> list[Path]:
     """Folders the agent's Python (and this package, for the validator) needs, outermost first."""
     import pytest_rexmle
-
 
     candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
     user_site = site.getusersitepackages()
@@ -60,91 +81,206 @@ def python_roots() -> list[Path]:
 class LocalRuntime(Runtime):
     name = "local"
 
-    def __init__(self, unsafe: bool = False, bwrap: str | None = None, **_: object) -> None:
+    def __init__(self, unsafe: bool = False, bwrap: str | None = None, sandbox: str = "auto",
+                 limits: dict[str, str] | None = None, **_: object) -> None:
+        if sandbox not in SANDBOX_CHOICES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}")
         self.unsafe = unsafe
         self.bwrap = bwrap or shutil.which("bwrap")
+        self.sandbox = sandbox
+        self.limit_overrides = dict(limits or {})
+        self._mechanism: str | None = None
 
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
-        return cls(unsafe=settings.unsafe_local)
+        return cls(unsafe=settings.unsafe_local, sandbox=getattr(settings, "sandbox", "auto"),
+                   limits=getattr(settings, "limits", None))
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
-        if self.bwrap or self.unsafe:
-            return
-        raise RuntimeUnavailable(
-            "the local runtime needs bubblewrap (`apt-get install bubblewrap`) to hide the private answers "
-            "from the agent; pass --rexmle-unsafe-local to run without isolation at your own risk")
+        self.mechanism()
+
+    def mechanism(self) -> str:
+        """The sandbox that runs the agents here: ``bwrap``, ``landlock`` or ``none`` (unsafe only)."""
+        if self._mechanism is not None:
+            return self._mechanism
+        if self.unsafe:  # the user asked for no isolation at all
+            self._mechanism = "none"
+            return self._mechanism
+        chosen, tried = pick(self.sandbox, self.bwrap)
+        if chosen is None:
+            why = "; ".join(f"{p.mechanism}: {p.reason}" for p in tried)
+            wanted = "the sandbox" if self.sandbox == "auto" else f"--rexmle-sandbox={self.sandbox}"
+            raise RuntimeUnavailable(
+                f"the local runtime cannot isolate the agent here ({wanted} does not work: {why}). Install "
+                "bubblewrap (`apt-get install bubblewrap`) where user namespaces are allowed, or use a kernel "
+                "with Landlock and `pip install landlockpy`; --rexmle-sandbox=auto|bwrap|landlock picks one; "
+                "pass --rexmle-unsafe-local to run without isolation at your own risk")
+        self._mechanism = chosen
+        return chosen
 
     @property
     def sandboxed(self) -> bool:
-        return self.bwrap is not None and not self.unsafe
+        return self.mechanism() != "none"
 
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        if not self.sandboxed:
+        if self.mechanism() != "bwrap":  # Landlock (and unsafe) keep the host's paths
             return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
                     "submission": str(spec.submission), "instructions": str(spec.instructions)}
         return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
                 "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
 
-    # -- sandbox construction ------------------------------------------------------------------------
-    def bwrap_argv(self, spec: RunSpec) -> list[str]:
-        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "rexmle-agent", "--clearenv",
-                # fresh /proc, /dev and /tmp first, so the binds below may sit inside /tmp
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
-        for d in SYSTEM_DIRS:
-            if os.path.isdir(d):
-                args += ["--ro-bind", d, d]
-        for d in MERGED_DIRS:
-            if os.path.islink(d):
-                args += ["--symlink", os.readlink(d), d]
-            elif os.path.isdir(d):
-                args += ["--ro-bind", d, d]
-        bound = [Path(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
-        for root in python_roots():
-            args += ["--ro-bind", str(root), str(root)]
-            bound.append(root)
-        for hidden in spec.hidden:
-            if hidden.exists() and any(_is_under(hidden, b) for b in bound):
-                args += ["--tmpfs", str(hidden.resolve())]
-        if spec.gpus:
-            for pattern in GPU_DEVICE_GLOBS:
-                for dev in sorted(Path("/dev").glob(pattern)):
-                    args += ["--dev-bind-try", str(dev), str(dev)]
-        inside = self.contract_paths(spec)
-        args += ["--dir", str(SANDBOX_ROOT),
-                 "--ro-bind", str(spec.data_dir), inside["data"],
-                 "--bind", str(spec.workspace), inside["workspace"],
-                 "--bind", str(spec.submission), inside["submission"],
-                 "--ro-bind", str(spec.instructions), inside["instructions"]]
-        cwd = Path(inside["workspace"])
-        if spec.cwd is not None:
-            cwd = cwd / spec.cwd.relative_to(spec.workspace)
-        args += ["--remount-ro", "/", "--chdir", str(cwd)]
-        for key, value in self.environment(spec).items():
-            args += ["--setenv", key, value]
-        return args + ["--", *spec.argv]
+    def limits(self, spec: RunSpec) -> Limits:
+        base = spec.limits if spec.limits is not None else Limits()
+        return base.with_overrides(self.limit_overrides)
 
-    def environment(self, spec: RunSpec) -> dict[str, str]:
+    # -- sandbox construction ------------------------------------------------------------------------
+    def environment(self, spec: RunSpec, tmp: str = "/tmp") -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
         env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": "/tmp",
+               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp,
                # the validator inside needs the same (read-only) task registry as the harness
                "REXMLE_TASKS_DIR": str(tasks_root().resolve())}
         env.update(spec.env)
         return env
 
+    def _cwd(self, spec: RunSpec) -> str:
+        inside = Path(self.contract_paths(spec)["workspace"])
+        return str(inside / spec.cwd.relative_to(spec.workspace)) if spec.cwd is not None else str(inside)
+
+    def identity(self, spec: RunSpec, tmp: Path) -> ident.Identity:
+        """The host uid the agent runs as (see sandbox/identity.py for the uid-0 Landlock case)."""
+        if not ident.harness_is_root():
+            return ident.own_identity()
+        dedicated = ident.dedicated_identity()
+        if self.mechanism() == "bwrap":  # bubblewrap mounts as root, so the agent needs no path to them
+            return dedicated
+        needed = [Path(sys.executable), *python_roots(), spec.data_dir, spec.workspace, spec.submission,
+                  spec.instructions, tmp]
+        return dedicated if ident.can_reach(dedicated, needed) else ident.Identity(0, 0)
+
+    def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
+                         tmp: Path, mode: str) -> dict:
+        return {"mode": mode, "argv": list(spec.argv), "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp)),
+                "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
+                "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
+                "network": self._network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True}
+
+    @staticmethod
+    def _network(spec: RunSpec) -> str:
+        network = spec.network or "host"
+        if network not in NETWORK_CHOICES:
+            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network host or none (bridge = host), "
+                                     f"not {network!r}")
+        return "none" if network == "none" else "host"
+
+    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int]) -> list[str]:
+        inside = self.contract_paths(spec)
+        binds = [Bind(spec.data_dir, inside["data"]), Bind(spec.workspace, inside["workspace"], True),
+                 Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"])]
+        config_fd = data_fd(__import__("json").dumps(config).encode(), "launcher-config")
+        seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
+                             "seccomp")
+        args = bwrap_args(python_roots=python_roots(), binds=binds, tmp=tmp, hidden=spec.hidden, cwd="/",
+                          env=launcher_env(), gpus=bool(spec.gpus), network_none=config["network"] == "none",
+                          user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd)
+        args_fd = data_fd(args_blob(args), "bwrap-args")
+        fds += [config_fd, seccomp_fd, args_fd]
+        return [self.bwrap, "--args", str(args_fd), "--", *launcher_command(config_fd)]
+
+    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int]) -> list[str]:
+        logs = [str(spec.logs / "agent.stdout.log"), str(spec.logs / "agent.stderr.log")]
+        devices = list(LandlockView.devices)
+        if spec.gpus:
+            for pattern in GPU_DEVICE_GLOBS:
+                devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
+        read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
+        view = LandlockView(read_exec=tuple([*read_exec, *map(str, python_roots())]),
+                            read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
+                            read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
+                            write_files=tuple(logs), devices=tuple(devices), list_only=tuple(_import_roots()),
+                            network_none=config["network"] == "none")
+        config = {**config, "landlock": view.to_json()}
+        config_fd = data_fd(__import__("json").dumps(config).encode(), "launcher-config")
+        fds.append(config_fd)
+        return launcher_command(config_fd)
+
     # -- running ---------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
-        self.check()
+        mechanism = self.mechanism()
         spec.logs.mkdir(parents=True, exist_ok=True)
         stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
-        if self.sandboxed:
-            argv, env, cwd = self.bwrap_argv(spec), {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None
-        else:
-            argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
-            env = {**os.environ, **self.environment(spec), "HOME": str(spec.workspace)}
+        for path in (stdout_path, stderr_path):
+            path.touch()
+        if mechanism == "none":
+            return self._run_unsafe(spec, stdout_path, stderr_path)
+        limits = self.limits(spec)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
+        who = self.identity(spec, tmp)
+        ident.hand_over([spec.workspace, spec.submission, tmp], who)
+        cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
+        fds: list[int] = []
+        try:
+            mode = "exec" if mechanism == "bwrap" else "supervise"
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, mode)
+            build = self._bwrap_command if mechanism == "bwrap" else self._landlock_command
+            argv = build(spec, config, tmp, fds)
+            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.kill()
+                cgroup.remove()
+            shutil.rmtree(tmp, ignore_errors=True)
+        outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
+                               cgroup=sorted(cgroup.controllers) if cgroup else None,
+                               network=config["network"])
+        return outcome
+
+    def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
+                   tmp: Path, stdout_path: Path, stderr_path: Path) -> RunOutcome:
+        join = _cgroup_joiner(cgroup)
+        start = time.monotonic()
+        exceeded: tuple[str, str] | None = None
+        timed_out = False
+        with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
+                                    cwd="/", pass_fds=tuple(fds), start_new_session=True, preexec_fn=join)
+            try:
+                next_disk = start
+                while True:
+                    try:
+                        proc.wait(timeout=POLL_SECONDS)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    now = time.monotonic()
+                    if now - start >= spec.time_limit:
+                        timed_out = True
+                        break
+                    if now >= next_disk:
+                        exceeded = _disk_exceeded(spec, limits, tmp)
+                        if exceeded:
+                            break
+                        next_disk = now + DISK_POLL_SECONDS
+            finally:
+                # On a time or disk limit, an interrupt or any error: the whole run goes.
+                self._stop(proc, cgroup)
+        duration = time.monotonic() - start
+        exit_code = None if (timed_out or exceeded) else proc.returncode
+        if exceeded is None and not timed_out:
+            exceeded = _limit_hit(exit_code, stderr_path, cgroup, limits)
+        outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path)
+        if exceeded:  # a FAIL naming the limit, whatever the agent left (see run.killed_reason)
+            name, message = exceeded
+            outcome.note = outcome.killed = message
+            outcome.details["limit_exceeded"] = name
+        return outcome
+
+    def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
+        argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
+        env = {**os.environ, **self.environment(spec, os.environ.get("TMPDIR", "/tmp")), "HOME": str(spec.workspace)}
         start = time.monotonic()
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
@@ -155,20 +291,90 @@ class LocalRuntime(Runtime):
             except subprocess.TimeoutExpired:
                 timed_out = True
             finally:
-                # On a time limit, an interrupt or any error: the whole process group goes.
-                self._kill_group(proc)
-        duration = time.monotonic() - start
-        return RunOutcome(None if timed_out else proc.returncode, timed_out, duration, stdout_path, stderr_path,
-                          details={"sandbox": "bwrap" if self.sandboxed else "none"})
+                self._stop(proc, None)
+        return RunOutcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start, stdout_path,
+                          stderr_path, details={"sandbox": "none"})
 
     @staticmethod
-    def _kill_group(proc: subprocess.Popen) -> None:
+    def _stop(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
+        """End the run: SIGTERM lets the Landlock supervisor kill its whole tree; then the process group,
+        the cgroup, and SIGKILL for whatever is left."""
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=KILL_GRACE_SECONDS)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if cgroup is not None:
+            cgroup.kill()
         try:
             proc.wait(timeout=KILL_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _import_roots() -> list[str]:
+    """``sys.path`` folders above a Python root (an editable install's checkout, the launcher's own
+    import root): Python must list them to import from them, though nothing else below them is readable."""
+    import pytest_rexmle
+
+    roots = python_roots()
+    out = []
+    for entry in [*sys.path, str(Path(pytest_rexmle.__file__).resolve().parent.parent)]:
+        path = Path(entry or ".").resolve()
+        if path.is_dir() and any(root != path and _is_under(root, path) for root in roots):
+            out.append(str(path))
+    return sorted(set(out))
+
+
+def _cgroup_joiner(cgroup: RunCgroup | None):
+    """A preexec function putting the child (bwrap or the launcher) into the run's cgroup before exec."""
+    if cgroup is None:
+        return None
+    path = str(cgroup.path / "cgroup.procs")
+
+    def join() -> None:
+        with open(path, "w") as fh:
+            fh.write("0")
+
+    return join
+
+
+def _disk_exceeded(spec: RunSpec, limits: Limits, tmp: Path) -> tuple[str, str] | None:
+    if limits.disk is not None:
+        used = disk_usage(spec.workspace) + disk_usage(spec.submission)
+        if used > limits.disk:
+            return "disk", exceeded_message(limits, "disk", f"workspace and submission use {used / 2**20:.0f} MiB")
+    if limits.tmp is not None:
+        used = disk_usage(tmp)
+        if used > limits.tmp:
+            return "tmp", exceeded_message(limits, "tmp", f"/tmp uses {used / 2**20:.0f} MiB")
+    return None
+
+
+def _limit_hit(exit_code: int | None, stderr_path: Path, cgroup: RunCgroup | None,
+               limits: Limits) -> tuple[str, str] | None:
+    """Which limit ended a failed run, from the cgroup's counters, the exit signal or the agent's last words."""
+    if exit_code in (0, None):
+        return None
+    if cgroup is not None and cgroup.oom_killed():
+        return "memory", exceeded_message(limits, "memory", "killed by the kernel's OOM killer")
+    if exit_code == 128 + SIGXFSZ:
+        return "file_size", exceeded_message(limits, "file_size", "killed by SIGXFSZ")
+    try:
+        with open(stderr_path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 8192))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    for name, markers in LIMIT_MARKERS.items():
+        if getattr(limits, name) is not None and any(marker in tail for marker in markers):
+            return name, exceeded_message(limits, name, "the agent's stderr reports the refusal")
+    if cgroup is not None and cgroup.pids_refused():
+        return "processes", exceeded_message(limits, "processes", "the cgroup refused a fork")
+    return None

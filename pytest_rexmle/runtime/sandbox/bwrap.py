@@ -1,0 +1,100 @@
+"""The bubblewrap view: a fresh root with only what the agent needs, and its arguments kept off argv.
+
+Every bubblewrap option is written NUL-separated to a memory file read with ``--args FD``, so the host
+paths of the data root, cache and runs folder never appear in any process's command line. What still
+names host paths inside the sandbox is ``/proc/self/mountinfo``: the kernel prints each bind mount's
+source *within its filesystem* (e.g. ``/tmp/x/.rexmle/runs/.../workspace  /rexmle/workspace``) and the
+mount points of the empty tmpfs laid over hidden folders. No bubblewrap option changes that (only a
+different filesystem, such as a copy, would); it reveals names, never contents — the private folders
+are not mounted at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSTEM_DIRS = ("/usr", "/etc", "/opt")
+MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+GPU_DEVICE_GLOBS = ("nvidia*", "dri")
+
+
+@dataclass(frozen=True)
+class Bind:
+    source: Path
+    target: str
+    writable: bool = False
+
+
+def _is_under(path: Path, parent: Path) -> bool:
+    try:
+        path.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...], cwd: str,
+               env: dict[str, str], gpus: bool, network_none: bool, user_namespace: bool,
+               seccomp_fd: int | None, hostname: str = "rexmle-agent") -> list[str]:
+    """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
+    from its real argv, so the command — the launcher, which names no run path — stays there)."""
+    args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--hostname", hostname, "--clearenv"]
+    if user_namespace:
+        args += ["--unshare-user"]
+    if network_none:
+        args += ["--unshare-net"]
+    # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             "--bind", str(tmp), "/tmp", "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+    bound: list[Path] = []
+    for d in SYSTEM_DIRS:
+        if os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+            bound.append(Path(d))
+    for d in MERGED_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    made: set[str] = set()
+    for root in python_roots:
+        args += _parents(root, made)  # bubblewrap would make them 0700, unreachable for the agent's uid
+        args += ["--ro-bind", str(root), str(root)]
+        bound.append(root)
+    for path in hidden:
+        if path.exists() and any(_is_under(path, b) for b in bound):
+            args += ["--tmpfs", str(path.resolve())]
+    if gpus:
+        for pattern in GPU_DEVICE_GLOBS:
+            for dev in sorted(Path("/dev").glob(pattern)):
+                args += ["--dev-bind-try", str(dev), str(dev)]
+    args += ["--dir", "/rexmle"]
+    for bind in binds:
+        args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
+    args += ["--remount-ro", "/", "--chdir", cwd]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def _parents(target: Path, made: set[str]) -> list[str]:
+    """``--perms 0755 --dir`` for each missing ancestor of a bind target, outermost first."""
+    out = []
+    for parent in reversed(target.parents[:-1]):
+        name = str(parent)
+        if name not in made and not any(name == d or name.startswith(d + "/") for d in (*SYSTEM_DIRS, *MERGED_DIRS)):
+            made.add(name)
+            out += ["--perms", "0755", "--dir", name]
+    return out
+
+
+def args_blob(args: list[str]) -> bytes:
+    """``--args`` wants NUL-terminated arguments; none may contain a NUL itself."""
+    if any("\0" in a for a in args):
+        raise ValueError("a sandbox argument contains a NUL byte")
+    return b"".join(a.encode() + b"\0" for a in args)

@@ -1,0 +1,158 @@
+"""Who the agent is: an unprivileged uid with no capabilities, whatever the harness runs as.
+
+* Harness not root: the agent keeps the user's own uid (it cannot become anyone else) and has no
+  capabilities; under bubblewrap it is that uid inside a new user namespace.
+* Harness root: the agent runs as a dedicated uid (``REXMLE_AGENT_UID``, default 65534 "nobody",
+  gid ``REXMLE_AGENT_GID`` or the same number). The run's writable folders are handed to it with
+  ``lchown``. Under bubblewrap we deliberately do *not* use ``--unshare-user`` as root: a user
+  namespace created by host root maps the agent back to host uid 0, which owns most files, is exempt
+  from RLIMIT_NPROC and reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
+* Harness root, Landlock, and the agent's interpreter unreachable by the dedicated uid (this machine:
+  ``/root`` is 0700 and Python lives in ``/root/.pyenv``; Landlock has no mount namespace to expose it):
+  the agent stays host uid 0 but with an empty capability set (bounding set included), locked
+  securebits (``NOROOT``, ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can
+  give capabilities back. Being uid 0 still means owning root's files, so this mode additionally
+  refuses ``socket(AF_UNIX)`` (root-only sockets like Docker's), leaves ``/etc`` secrets out of the
+  Landlock view, and relies on Landlock for every write. ``run.json`` records it as
+  ``"agent_uid": 0``; install Python where other users can reach it (or use bubblewrap) to avoid it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_DUMPABLE = 4
+# securebits: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off), NO_CAP_AMBIENT_RAISE, each with its lock bit
+SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1 << 0, 1 << 1
+SECBIT_NO_SETUID_FIXUP, SECBIT_NO_SETUID_FIXUP_LOCKED = 1 << 2, 1 << 3
+SECBIT_KEEP_CAPS_LOCKED = 1 << 5
+SECBIT_NO_CAP_AMBIENT_RAISE, SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED = 1 << 6, 1 << 7
+DEFAULT_AGENT_ID = 65534
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The uid/gid the agent runs as on the host (``None``: keep the harness's own)."""
+    uid: int
+    gid: int
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+
+def harness_is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def dedicated_identity() -> Identity:
+    """The uid/gid an agent gets when the harness runs as root (configurable by environment)."""
+    uid = int(os.environ.get("REXMLE_AGENT_UID", DEFAULT_AGENT_ID))
+    gid = int(os.environ.get("REXMLE_AGENT_GID", uid))
+    if uid == 0 or gid == 0:
+        raise ValueError("REXMLE_AGENT_UID/GID must not be 0")
+    return Identity(uid, gid)
+
+
+def own_identity() -> Identity:
+    return Identity(os.getuid(), os.getgid())
+
+
+def can_reach(identity: Identity, paths: list[Path]) -> bool:
+    """Whether ``identity`` can open every one of ``paths`` for reading (asked of a real child process
+    that switched to the uid, so every DAC rule and ACL on the way counts)."""
+    if identity.uid == os.geteuid():
+        return True
+    code = "import os,sys; sys.exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in sys.argv[1:]) else 1)"
+
+    def switch() -> None:
+        os.setgroups([])
+        os.setresgid(identity.gid, identity.gid, identity.gid)
+        os.setresuid(identity.uid, identity.uid, identity.uid)
+
+    try:
+        return subprocess.run(["/usr/bin/env", "-i", sys.executable, "-I", "-S", "-c", code, *map(str, paths)],
+                              preexec_fn=switch, cwd="/", capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def hand_over(paths: list[Path], identity: Identity) -> None:
+    """Give the run's writable folders (and what the harness put in them) to the agent's uid.
+    ``lchown`` never follows a link, and the folders hold only what the harness wrote so far."""
+    if not harness_is_root() or identity.uid == 0:
+        return
+    for top in paths:
+        os.lchown(top, identity.uid, identity.gid)
+        for root, dirs, files in os.walk(top):
+            for name in dirs + files:
+                os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+
+
+def last_cap() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        return 63
+
+
+def drop_privileges(identity: Identity) -> None:
+    """In the child, before exec: no capability left or obtainable, running as ``identity``.
+
+    Works from host root (dedicated uid, or uid 0 with locked securebits) and from an ordinary user
+    (where most steps are no-ops because nothing is held)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    privileged = os.geteuid() == 0 or _has_cap_setpcap()
+    if privileged:
+        for cap in range(last_cap() + 1):
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        bits = (SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED
+                | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
+        if libc.prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if os.getuid() != identity.uid or os.getgid() != identity.gid or os.geteuid() == 0:
+        os.setgroups([])
+    os.setresgid(identity.gid, identity.gid, identity.gid)
+    os.setresuid(identity.uid, identity.uid, identity.uid)
+    _clear_capabilities(libc)
+    if _capabilities()["CapEff"] or _capabilities()["CapPrm"]:
+        raise PermissionError("capabilities survived the privilege drop")
+
+
+def _has_cap_setpcap() -> bool:
+    return bool(_capabilities()["CapEff"] & (1 << 8))
+
+
+def _capabilities() -> dict[str, int]:
+    caps = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.startswith("Cap"):
+            caps[key] = int(value.strip(), 16)
+    return caps
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _clear_capabilities(libc) -> None:
+    """capset() with empty sets: uid 0 with NOROOT keeps its capabilities until told otherwise."""
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")

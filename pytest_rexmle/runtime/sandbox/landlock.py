@@ -1,0 +1,115 @@
+"""The Landlock view: the same allow-list as the bubblewrap view, enforced by the kernel's LSM.
+
+We use the PyPI binding ``landlockpy`` (pure Python over the three syscalls, no dependencies, typed,
+kept current with new ABIs — checked against ABI 7 here). The older ``landlock`` package stopped at a
+development release in 2025 and knows no network rules or scopes, so it was not chosen.
+
+What Landlock can and cannot do, compared with bubblewrap:
+* It cannot hide a path: the whole host tree stays *visible* (``ls``/``stat`` of directories works, as
+  far as DAC allows) but nothing outside the allow-list can be read, executed or written. Private
+  answers, caches and the runs folder are unreadable, not invisible.
+* It has no PID namespace: the agent sees the host's process list in /proc (command lines included);
+  it cannot signal (Landlock signal scope, uid) or trace (seccomp, Yama/uid) any of them.
+* Scopes (ABI 6+): the agent cannot connect to abstract unix sockets or signal processes outside its
+  own Landlock domain — including the launcher that supervises it.
+* Python's import system lists every ``sys.path`` folder. An editable install puts a source checkout
+  on ``sys.path``, so that folder (and only its names, below it: ``READ_DIR``) becomes listable.
+* Network ``none``: TCP bind/connect are handled with no port allowed (ABI 4+), and the seccomp filter
+  refuses ``socket(AF_INET/AF_INET6)``, which also covers UDP and ICMP.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: entries of /etc that stay out of the view: password hashes, host keys, privilege configuration
+ETC_SECRETS = frozenset({"shadow", "shadow-", "gshadow", "gshadow-", "ssh", "sudoers", "sudoers.d", "security",
+                         "ssl/private", "munge", "slurm", "docker", "machine-id", "krb5.keytab"})
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+@dataclass(frozen=True)
+class LandlockView:
+    """Host paths by kind of access. Plain lists of strings so it crosses the launcher's JSON pipe."""
+    read_exec: tuple[str, ...] = ()       # system dirs and Python roots
+    read: tuple[str, ...] = ()            # public data, instructions, /proc, /sys
+    read_write: tuple[str, ...] = ()      # workspace, submission, private tmp
+    write_files: tuple[str, ...] = ()     # the run's own log files (reopened via /dev/stdout)
+    devices: tuple[str, ...] = DEVICES    # character devices opened read-write (GPUs join here)
+    list_only: tuple[str, ...] = ()       # directories whose names may be listed (an editable install's root)
+    network_none: bool = False
+
+    def to_json(self) -> dict:
+        return {"read_exec": list(self.read_exec), "read": list(self.read), "read_write": list(self.read_write),
+                "write_files": list(self.write_files), "devices": list(self.devices), "list_only": list(self.list_only),
+                "network_none": self.network_none}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LandlockView":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def etc_entries(etc: Path = Path("/etc")) -> list[str]:
+    """/etc without its secrets: Landlock grants whole hierarchies, so secrets are left out by listing
+    the other entries one by one."""
+    out = []
+    for entry in sorted(os.listdir(etc)):
+        if entry in ETC_SECRETS:
+            continue
+        if entry == "ssl":
+            out += [str(etc / "ssl" / e) for e in sorted(os.listdir(etc / "ssl")) if f"ssl/{e}" not in ETC_SECRETS]
+            continue
+        out.append(str(etc / entry))
+    return out
+
+
+def available() -> tuple[bool, str]:
+    """Whether the binding imports and the kernel offers Landlock (with the ABI), as a reason."""
+    try:
+        import landlockpy
+    except ImportError:
+        return False, "the Python package landlockpy is not installed (pip install landlockpy)"
+    try:
+        if not landlockpy.supported():
+            return False, "the kernel does not offer Landlock (not built in, or not in the lsm= boot list)"
+        return True, f"Landlock ABI {landlockpy.abi_version()}"
+    except OSError as exc:
+        return False, f"Landlock is unavailable: {exc}"
+
+
+def prepare(view: LandlockView):
+    """Build the ruleset (opening every path now, while the caller still has the rights to reach it);
+    ``restrict()`` on the result, after the privilege drop, enforces it."""
+    from landlockpy import AccessFS, AccessNet, Ruleset, Scope
+
+    handled_net = (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP) if view.network_none else AccessNet.NONE
+    ruleset = Ruleset(handled_net=handled_net, scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL)
+    read_file = AccessFS.READ_FILE
+    read = AccessFS.READ_FILE | AccessFS.READ_DIR
+    read_exec = read | AccessFS.EXECUTE
+    write = (read_exec | AccessFS.WRITE_FILE | AccessFS.REMOVE_DIR | AccessFS.REMOVE_FILE | AccessFS.MAKE_DIR
+             | AccessFS.MAKE_REG | AccessFS.MAKE_SYM | AccessFS.MAKE_SOCK | AccessFS.REFER | AccessFS.TRUNCATE)
+    device = AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV | AccessFS.TRUNCATE
+
+    def allow(path: str, access) -> None:
+        if not os.path.lexists(path):
+            return
+        if not os.path.isdir(path):  # file rules take only file rights
+            access &= AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.EXECUTE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
+        ruleset.allow_path(path, access)
+
+    for path in view.read_exec:
+        allow(path, read_exec)
+    for path in view.read:
+        allow(path, read if os.path.isdir(path) else read_file)
+    for path in view.read_write:
+        allow(path, write)
+    for path in view.write_files:
+        allow(path, AccessFS.WRITE_FILE)
+    for path in view.devices:
+        allow(path, device)
+    for path in view.list_only:
+        allow(path, AccessFS.READ_DIR)
+    return ruleset

@@ -1,0 +1,275 @@
+"""Resource limits of one local run: memory, processes, file size, disk of the run folders, /tmp size.
+
+Where the harness can create a cgroup v2 group with the ``memory`` and ``pids`` controllers enabled,
+those limits are the group's ``memory.max`` / ``pids.max`` and the group's ``cgroup.kill`` ends every
+process of the run at once. Elsewhere (e.g. a v1/hybrid host like this one, whose v2 part has no
+controllers) they are rlimits set in the agent's first process and inherited by its children:
+``RLIMIT_DATA`` (private writable memory, per process — an address-space limit would break CUDA's
+huge reservations), ``RLIMIT_NPROC`` (per uid, so it is exact for the dedicated uid and counts the
+user's other processes otherwise; uid 0 is exempt from it), ``RLIMIT_FSIZE`` (largest file). Disk:
+the harness measures the workspace, submission and private /tmp while it waits and kills the run
+past the limit (``disk`` for workspace+submission, ``tmp`` for the /tmp folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+NAMES = ("memory", "processes", "file_size", "disk", "tmp")
+
+
+class LimitError(ValueError):
+    pass
+
+
+def parse_size(text: str | int | float) -> int:
+    """``64G``, ``512M``, ``1.5GiB`` or a number of bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text <= 0:
+            raise LimitError(f"size must be positive, got {text!r}")
+        return int(text)
+    match = _SIZE.match(str(text))
+    if not match:
+        raise LimitError(f"not a size: {text!r} (use e.g. 512M, 8G)")
+    value = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    if value <= 0:
+        raise LimitError(f"size must be positive, got {text!r}")
+    return value
+
+
+def format_size(value: int) -> str:
+    for unit in ("T", "G", "M", "K"):
+        if value >= _UNITS[unit] and value % _UNITS[unit] == 0:
+            return f"{value // _UNITS[unit]} {unit}iB"
+    if value >= _UNITS["M"]:
+        return f"{value / _UNITS['G']:.1f} GiB" if value >= _UNITS["G"] else f"{value / _UNITS['M']:.1f} MiB"
+    return f"{value} B"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run limits; ``None`` means unlimited. Sizes are bytes, processes a count."""
+    memory: int | None = 16 << 30
+    processes: int | None = 512
+    file_size: int | None = 64 << 30
+    disk: int | None = 100 << 30
+    tmp: int | None = 20 << 30
+
+    def with_overrides(self, pairs: dict[str, object]) -> "Limits":
+        """``{"memory": "64G", "processes": "2000", "tmp": "none"}`` over these limits."""
+        changes: dict[str, int | None] = {}
+        for key, raw in pairs.items():
+            name = key.strip().replace("-", "_")
+            if name not in NAMES:
+                raise LimitError(f"unknown limit {key!r}; known: {', '.join(NAMES)}")
+            if raw is None or str(raw).strip().lower() in ("none", "unlimited", "0"):
+                changes[name] = None
+            elif name == "processes":
+                try:
+                    changes[name] = int(str(raw))
+                except ValueError:
+                    raise LimitError(f"limit processes expects a count, got {raw!r}") from None
+                if changes[name] <= 0:
+                    raise LimitError("limit processes must be positive")
+            else:
+                changes[name] = parse_size(raw)
+        return replace(self, **changes)
+
+    def describe(self, name: str) -> str:
+        value = getattr(self, name)
+        if value is None:
+            return "unlimited"
+        return str(value) if name == "processes" else format_size(value)
+
+    def to_json(self) -> dict[str, int | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+LABELS = {"memory": "memory", "processes": "process", "file_size": "file size", "disk": "workspace disk",
+          "tmp": "/tmp size"}
+
+
+def exceeded_message(limits: Limits, name: str, detail: str = "") -> str:
+    message = f"{LABELS[name]} limit of {limits.describe(name)} exceeded"
+    return f"{message} ({detail})" if detail else message
+
+
+def parse_pairs(pairs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        for item in str(pair).replace(",", " ").split():
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise LimitError(f"limits are NAME=VALUE (e.g. memory=64G), got {item!r}")
+            out[key] = value
+    return out
+
+
+# -- rlimits (applied in the agent's first process, before exec) ------------------------------------
+def rlimits_for(limits: Limits, uid: int, cgroup_has: frozenset[str]) -> dict[int, int]:
+    """The rlimits to set; those a cgroup enforces better are left out."""
+    out: dict[int, int] = {}
+    if limits.memory is not None and "memory" not in cgroup_has:
+        out[resource.RLIMIT_DATA] = limits.memory
+    if limits.processes is not None and "pids" not in cgroup_has:
+        out[resource.RLIMIT_NPROC] = limits.processes + _processes_of(uid)
+    if limits.file_size is not None:
+        out[resource.RLIMIT_FSIZE] = limits.file_size
+    out[resource.RLIMIT_CORE] = 0  # a core dump is a file the size of the process, outside FSIZE's reach
+    return out
+
+
+def apply_rlimits(values: dict[int, int]) -> None:
+    for which, value in values.items():
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _processes_of(uid: int) -> int:
+    """How many tasks (threads count for RLIMIT_NPROC) ``uid`` already has; they share its budget."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+            except OSError:
+                continue
+    return count
+
+
+# -- cgroup v2 --------------------------------------------------------------------------------------
+def cgroup_v2_root() -> Path | None:
+    """A writable cgroup v2 hierarchy (pure v2 at /sys/fs/cgroup, or the hybrid /sys/fs/cgroup/unified)."""
+    for candidate in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+        if (candidate / "cgroup.procs").exists() and (candidate / "cgroup.controllers").exists() \
+                and os.access(candidate, os.W_OK):
+            return candidate
+    return None
+
+
+class RunCgroup:
+    """One run's cgroup: limits where the controllers exist, and ``cgroup.kill`` for the whole tree."""
+
+    def __init__(self, path: Path, controllers: frozenset[str]) -> None:
+        self.path = path
+        self.controllers = controllers
+
+    @classmethod
+    def create(cls, name: str, limits: Limits) -> "RunCgroup | None":
+        root = cgroup_v2_root()
+        if root is None:
+            return None
+        parent = _own_cgroup(root)
+        if parent is None:
+            return None
+        available = set((parent / "cgroup.controllers").read_text().split()) if (parent / "cgroup.controllers").exists() else set()
+        wanted = available & {"memory", "pids"}
+        if wanted:
+            try:  # enabling controllers for children fails if the parent holds processes (v2 rule)
+                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
+            except OSError:
+                wanted = set()
+        path = parent / name
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        enabled = frozenset(c for c in wanted if (path / f"{c}.max").exists())
+        group = cls(path, enabled)
+        if not (path / "cgroup.kill").exists():
+            group.remove()
+            return None
+        if "memory" in enabled and limits.memory is not None:
+            (path / "memory.max").write_text(str(limits.memory))
+            if (path / "memory.swap.max").exists():
+                (path / "memory.swap.max").write_text("0")
+        if "pids" in enabled and limits.processes is not None:
+            (path / "pids.max").write_text(str(limits.processes))
+        return group
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def oom_killed(self) -> bool:
+        try:
+            for line in (self.path / "memory.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def pids_refused(self) -> bool:
+        try:
+            for line in (self.path / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def kill(self) -> None:
+        try:
+            (self.path / "cgroup.kill").write_text("1")
+        except OSError:
+            pass
+
+    def remove(self) -> None:
+        import time
+
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                self.kill()
+                time.sleep(0.05)
+
+
+def _own_cgroup(root: Path) -> Path | None:
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            hierarchy, _, rest = line.partition(":")
+            controllers, _, relative = rest.partition(":")
+            if hierarchy == "0" and controllers == "":
+                path = root / relative.lstrip("/")
+                return path if os.access(path, os.W_OK) else None
+    except OSError:
+        pass
+    return None
+
+
+# -- disk -------------------------------------------------------------------------------------------
+def disk_usage(top: Path, budget: int = 200_000) -> int:
+    """Bytes allocated under ``top`` (st_blocks, so sparse files count what they use), not following
+    links; stops counting after ``budget`` entries (a million tiny files still show up as usage)."""
+    total, seen = 0, 0
+    stack = [str(top)]
+    while stack and seen < budget:
+        path = stack.pop()
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    seen += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total

@@ -1,0 +1,127 @@
+"""Which sandbox works here, found by running a tiny sandboxed command — not by looking for a binary.
+
+A bubblewrap binary may exist and still fail (no user namespaces in an unprivileged container, a
+seccomp profile refusing ``unshare``, AppArmor's userns restriction); Landlock may be compiled out or
+left off the ``lsm=`` list. So each mechanism is tried once per process with the same launcher the
+runs use, and the answer (with the error text when it fails) is cached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fds import data_fd
+
+MECHANISMS = ("bwrap", "landlock")
+_cache: dict[str, "Probe"] = {}
+
+
+@dataclass(frozen=True)
+class Probe:
+    mechanism: str
+    works: bool
+    reason: str
+
+
+def probe(mechanism: str, bwrap: str | None = None) -> Probe:
+    key = f"{mechanism}:{bwrap}"
+    if key not in _cache:
+        _cache[key] = _probe_bwrap(bwrap) if mechanism == "bwrap" else _probe_landlock()
+    return _cache[key]
+
+
+def pick(choice: str, bwrap: str | None = None) -> tuple[str | None, list[Probe]]:
+    """The mechanism to use for ``choice`` (auto, bwrap or landlock) and every probe tried."""
+    order = MECHANISMS if choice == "auto" else (choice,)
+    tried = []
+    for mechanism in order:
+        result = probe(mechanism, bwrap)
+        tried.append(result)
+        if result.works:
+            return mechanism, tried
+    return None, tried
+
+
+def _tiny_command() -> list[str]:
+    return [sys.executable, "-I", "-S", "-c", "import os; os.stat('/')"]
+
+
+def _probe_bwrap(binary: str | None) -> Probe:
+    from ..local import python_roots
+    from .bwrap import args_blob, bwrap_args
+
+    binary = binary or shutil.which("bwrap")
+    if not binary:
+        return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
+    with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
+        args = bwrap_args(python_roots=python_roots(), binds=[], tmp=Path(tmp), hidden=(), cwd="/", env={},
+                          gpus=False, network_none=False, user_namespace=os.geteuid() != 0, seccomp_fd=None)
+        read = data_fd(args_blob(args), "bwrap-args")
+        try:
+            done = subprocess.run([binary, "--args", str(read), "--", *_tiny_command()], pass_fds=(read,), capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Probe("bwrap", False, f"bubblewrap failed to start: {exc}")
+        finally:
+            os.close(read)
+    if done.returncode != 0:
+        error = done.stderr.decode(errors="replace").strip().splitlines()
+        return Probe("bwrap", False, f"bubblewrap cannot create its namespaces here: {error[-1] if error else done.returncode}")
+    return Probe("bwrap", True, "bubblewrap works")
+
+
+def _probe_landlock() -> Probe:
+    from .landlock import LandlockView, available
+
+    ok, reason = available()
+    if not ok:
+        return Probe("landlock", False, reason)
+    from ..local import python_roots
+    from .bwrap import SYSTEM_DIRS, MERGED_DIRS
+
+    with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
+        view = LandlockView(read_exec=tuple([*SYSTEM_DIRS, *MERGED_DIRS, *map(str, python_roots())]),
+                            read_write=(tmp,))
+        config = {"mode": "supervise", "argv": _tiny_command(), "env": {}, "cwd": tmp, "uid": os.getuid(),
+                  "gid": os.getgid(), "rlimits": {}, "network": "host", "landlock": view.to_json()}
+        try:
+            done = launch(config, capture=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Probe("landlock", False, f"the Landlock launcher failed to start: {exc}")
+    if done.returncode != 0:
+        error = done.stderr.decode(errors="replace").strip().splitlines()
+        return Probe("landlock", False, f"Landlock sandbox failed: {error[-1] if error else done.returncode}")
+    return Probe("landlock", True, reason)
+
+
+def launcher_command(fd: int) -> list[str]:
+    """``python -I`` (no environment, no user site) importing this very copy of the package, wherever it
+    was imported from (installed, editable or on PYTHONPATH)."""
+    import pytest_rexmle
+
+    home = str(Path(pytest_rexmle.__file__).resolve().parent.parent)
+    bootstrap = (f"import sys; sys.path.insert(0, {home!r}); "
+                 "from pytest_rexmle.runtime.sandbox.launcher import main; main(sys.argv)")
+    return [sys.executable, "-I", "-c", bootstrap, str(fd)]
+
+
+def launch(config: dict, capture: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run the launcher to completion with ``config`` (used by the probe)."""
+    read = data_fd(json.dumps(config).encode(), "launcher-config")
+    try:
+        return subprocess.run(launcher_command(read), pass_fds=(read,), capture_output=capture,
+                              stdin=subprocess.DEVNULL, timeout=timeout, env=launcher_env())
+    finally:
+        os.close(read)
+
+
+def launcher_env() -> dict[str, str]:
+    """The launcher's own environment (the agent's is in its config): just enough to start Python."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}

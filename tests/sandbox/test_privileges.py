@@ -1,0 +1,149 @@
+"""Inside the local sandbox the agent holds no privilege: checked from the agent's side, per mechanism."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from pytest_rexmle.runtime.sandbox.identity import harness_is_root
+
+from .conftest import SECRET, run_agent
+
+PROBE = r'''
+import ctypes, errno, json, os, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+status = {l.split(":")[0]: l.split(":", 1)[1].strip() for l in open("/proc/self/status")}
+
+def call(fn, *args):
+    rc = fn(*args)
+    return 0 if rc == 0 else ctypes.get_errno()
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, exc.errno)
+
+out = {"uid": os.getuid(), "euid": os.geteuid(), "CapEff": status["CapEff"], "CapPrm": status["CapPrm"],
+       "CapBnd": status["CapBnd"], "CapAmb": status["CapAmb"], "NoNewPrivs": status["NoNewPrivs"],
+       "Seccomp": status["Seccomp"]}
+out["mount"] = errno.errorcode.get(call(libc.mount, b"none", os.getcwd().encode(), b"tmpfs", 0, None))
+out["umount"] = errno.errorcode.get(call(libc.umount2, b"/proc", 2))
+out["unshare_user"] = errno.errorcode.get(call(libc.unshare, 0x10000000))
+out["unshare_mount"] = errno.errorcode.get(call(libc.unshare, 0x00020000))
+out["mknod_char"] = attempt(lambda: os.mknod("dev-null-copy", 0o600 | stat.S_IFCHR, os.makedev(1, 3)))
+out["mknod_fifo"] = attempt(lambda: os.mkfifo("a-fifo"))
+out["ptrace_parent"] = errno.errorcode.get(call(libc.ptrace, 16, os.getppid(), None, None))  # PTRACE_ATTACH
+out["chroot"] = attempt(lambda: os.chroot("."))
+out["proc_sys_write"] = attempt(lambda: open("/proc/sys/kernel/hostname", "w").write("pwned"))
+open("tool", "w").write("#!/bin/sh\nid\n")
+out["chmod_setuid"] = attempt(lambda: os.chmod("tool", 0o4755))
+out["chmod_setgid"] = attempt(lambda: os.chmod("tool", 0o2755))
+try:
+    fd = os.open("made-setuid", os.O_CREAT | os.O_WRONLY, 0o4755)
+    out["open_setuid_mode"] = oct(os.fstat(fd).st_mode & 0o7777)
+except OSError as exc:
+    out["open_setuid_mode"] = None
+    out["open_setuid_error"] = errno.errorcode.get(exc.errno)
+out["mkdir_setgid"] = attempt(lambda: os.mkdir("sgid-dir", 0o2755))
+read = []
+for path in open("target.txt").read().split():  # the worst case: the agent knows the host path
+    try:
+        read.append(open(path).read())
+    except OSError as exc:
+        out.setdefault("answers_errors", []).append(errno.errorcode.get(exc.errno))
+out["answers_read"] = read
+out["environ"] = dict(os.environ)
+out["cmdline"] = open("/proc/self/cmdline").read().split("\0")
+out["parent_cmdline"] = open(f"/proc/{os.getppid()}/cmdline").read().split("\0") if os.getppid() > 0 else []
+print(json.dumps(out))
+'''
+
+
+def _probe(tmp_path, mechanism):
+    private = tmp_path / "data" / "private" / "answers.csv"
+    return run_agent(tmp_path, mechanism, PROBE, files={"target.txt": f"{private} {private.parent}/../private/answers.csv"})
+
+
+def test_agent_has_no_privilege(tmp_path, mechanism):
+    run = _probe(tmp_path, mechanism)
+    assert run.outcome.exit_code == 0, run.stderr[-3000:]
+    report = run.report()
+    assert report["uid"] != 0 or (mechanism == "landlock" and run.outcome.details["agent_uid"] == 0)
+    if harness_is_root() and mechanism == "bwrap":
+        assert report["uid"] == report["euid"] == 65534
+    assert report["CapEff"] == report["CapPrm"] == report["CapBnd"] == report["CapAmb"] == "0000000000000000"
+    assert report["NoNewPrivs"] == "1" and report["Seccomp"] == "2"
+    for key in ("mount", "umount", "unshare_user", "unshare_mount", "ptrace_parent"):
+        assert report[key] == "EPERM", (key, report[key])
+    assert report["mknod_char"] == "EPERM" and report["mknod_fifo"] == "EPERM"
+    assert report["chroot"] == "EPERM"
+    assert report["proc_sys_write"] in ("EROFS", "EACCES", "EPERM"), report["proc_sys_write"]
+    assert report["chmod_setuid"] == report["chmod_setgid"] == "EPERM"
+    assert report["mkdir_setgid"] == "EPERM"
+    # open(O_CREAT) asking for a setuid bit is refused by the filter
+    assert report["open_setuid_mode"] is None and report["open_setuid_error"] == "EPERM"
+    assert report["answers_read"] == [], "private answers were readable"
+    assert set(report["answers_errors"]) == {"ENOENT" if mechanism == "bwrap" else "EACCES"}
+    assert run.outcome.details["sandbox"] == mechanism
+    leftovers = [p for p in (run.root / "workspace").rglob("*") if p.lstat().st_mode & (stat.S_ISUID | stat.S_ISGID)]
+    assert leftovers == []
+
+
+def test_no_host_run_paths_in_argv_or_environment(tmp_path, mechanism):
+    run = _probe(tmp_path, mechanism)
+    report = run.report()
+    private = str(tmp_path / "data" / "private")
+    data_root = str(tmp_path / "data")
+    blob = repr(report["environ"]) + repr(report["cmdline"])
+    assert private not in blob and SECRET not in blob
+    if mechanism == "bwrap":  # the run's own paths are /rexmle/... inside; bwrap's argv names none
+        assert data_root not in blob and str(run.root) not in blob
+        assert str(tmp_path) not in repr(report["parent_cmdline"])
+
+
+def test_double_forked_sleeper_dies_at_the_time_limit(tmp_path, mechanism):
+    marker = f"rexmle-sleeper-{os.getpid()}-{mechanism}"
+    code = f'''
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+    os._exit(0)
+time.sleep(600)
+'''
+    run = run_agent(tmp_path, mechanism, code, time_limit=3)
+    assert run.outcome.timed_out and run.outcome.exit_code is None
+    assert 3 <= run.outcome.duration < 12
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline").read():
+                alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []
+
+
+def test_agent_exit_takes_its_orphans_along(tmp_path, mechanism):
+    """A run that ends normally must not leave a detached child behind either."""
+    marker = f"rexmle-orphan-{os.getpid()}-{mechanism}"
+    code = f'''
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+print("{{}}")
+'''
+    run = run_agent(tmp_path, mechanism, code, time_limit=30)
+    assert run.outcome.exit_code == 0 and not run.outcome.timed_out
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline").read():
+                alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []
