@@ -7,6 +7,7 @@ usage errors, printing one clear line instead of a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -14,7 +15,26 @@ from pathlib import Path
 
 from .errors import RexmleError
 from .paths import default_data_dir
-from .report.render import pct
+
+#: sub-commands whose arguments live in their own (heavier) module: ``name: (module, add-arguments
+#: function, run function, help)``. The module is imported only when that sub-command runs, so that
+#: ``rexmle list`` or ``rexmle validate`` (which agents call often) start without the download,
+#: report-merging and image-building code.
+LAZY_COMMANDS = {
+    "prepare": (".data.prepare", "add_prepare_arguments", "run_prepare",
+                "download and prepare real challenge data (TASK or all)"),
+    "report": (".report.merge", "add_report_arguments", "run_report",
+               "merge session reports (agents side by side, repeated runs with intervals)"),
+    "status": (".status", "add_status_arguments", "run_status",
+               "runs in progress (elapsed / limit) and finished ones, from the runs folder"),
+    "images": (".images", "add_images_arguments", "run_images", "build or list the agent container images"),
+}
+
+
+def pct(value) -> str:
+    from .report.render import pct as render_pct
+
+    return render_pct(value)
 
 
 def _json(obj) -> str:
@@ -152,7 +172,8 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; of the :data:`LAZY_COMMANDS` only the one named in ``argv`` gets its arguments."""
     parser = argparse.ArgumentParser(prog="rexmle", description="ReX-MLE medical-imaging agent benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -166,29 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
 
-    from .data.prepare import add_prepare_arguments, run_prepare
-
-    p = sub.add_parser("prepare", help="download and prepare real challenge data (TASK or all)")
-    add_prepare_arguments(p)
-    p.set_defaults(func=run_prepare)
-
-    from .report.merge import add_report_arguments, run_report
-
-    p = sub.add_parser("report", help="merge session reports (agents side by side, repeated runs with intervals)")
-    add_report_arguments(p)
-    p.set_defaults(func=run_report)
-
-    from .status import add_status_arguments, run_status
-
-    p = sub.add_parser("status", help="runs in progress (elapsed / limit) and finished ones, from the runs folder")
-    add_status_arguments(p)
-    p.set_defaults(func=run_status)
-
-    from .images import add_images_arguments, run_images
-
-    p = sub.add_parser("images", help="build or list the agent container images")
-    add_images_arguments(p)
-    p.set_defaults(func=run_images)
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    for name, (module_name, add_arguments, run, help_text) in LAZY_COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if name == chosen:
+            module = importlib.import_module(module_name, __package__)
+            getattr(module, add_arguments)(p)
+            p.set_defaults(func=getattr(module, run))
 
     p = sub.add_parser("rank", help="rank metric values against the human leaderboard")
     p.add_argument("task")
@@ -221,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except RexmleError as exc:

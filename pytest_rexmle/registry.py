@@ -7,7 +7,6 @@ package adds an agent by declaring one entry point and never touches this projec
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import RexmleError
@@ -19,10 +18,14 @@ class Registry:
         self._builtins = dict(builtins)
 
     def names(self) -> list[str]:
+        from importlib.metadata import entry_points  # email, zipfile, csv...: only when a provider is looked up
+
         found = {ep.name for ep in entry_points(group=self.group)}
         return sorted(found | set(self._builtins))
 
     def load(self, name: str) -> Any:
+        from importlib.metadata import entry_points
+
         for ep in entry_points(group=self.group):
             if ep.name == name:
                 return ep.load()

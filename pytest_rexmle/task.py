@@ -19,9 +19,6 @@ task.yaml fields (all required unless marked optional):
   must be exactly the metric columns of ``leaderboard.csv``.
 * ``public_files`` (list[str], optional): files of the task folder the agent gets in ``public/`` next to
   ``description.md`` (e.g. TopBrain's valid-neighbour table, which its ``neighbor_error`` metric uses).
-* ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
-  :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
-  tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
 * ``grader`` / ``synthetic`` (optional ``module:attribute`` under ``pytest_rexmle.graders`` /
   ``pytest_rexmle.data.synthetic``): absent while a task has no grader yet; such a task is collected and
   skipped with that reason.
@@ -35,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from .errors import TaskConfigError, UnknownTaskError
+from .taskindex import read_task_yaml
 
 TASK_TYPES = ("segmentation", "detection", "classification", "quality_assessment", "enhancement")
 MODALITIES = ("ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy")
@@ -76,7 +72,6 @@ class Task:
     grader: str | None = None
     synthetic: str | None = None
     public_files: tuple[str, ...] = ()
-    limits: Any = None  # runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -139,11 +134,9 @@ def load_task(folder: Path) -> Task:
     """Read and validate one task folder."""
     path = folder / "task.yaml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_task_yaml(path)  # the parsed YAML, from a compiled index while the file is unchanged
     except FileNotFoundError:
         raise TaskConfigError(f"{path}: file not found") from None
-    except yaml.YAMLError as exc:
-        raise TaskConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise TaskConfigError(f"{path}: top level must be a mapping")
     task_id = _require(data, "id", str, path)
@@ -185,7 +178,7 @@ def load_task(folder: Path) -> Task:
         if not (folder / name).is_file():
             raise TaskConfigError(f"{path}: field 'public_files' names {name!r}, which is not in {folder}")
     known = {"id", "reference_id", "aliases", "public_files", "name", "paper_name", "competition", "modality", "task_type", "markers",
-             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic", "limits"}
+             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic"}
     task = Task(
         id=task_id,
         reference_id=_require(data, "reference_id", str, path),
@@ -206,24 +199,10 @@ def load_task(folder: Path) -> Task:
         grader=data.get("grader"),
         synthetic=data.get("synthetic"),
         public_files=tuple(public_files),
-        limits=_parse_limits(data.get("limits"), path),
         extra={k: v for k, v in data.items() if k not in known},
     )
     _check_leaderboard_columns(task)
     return task
-
-
-def _parse_limits(raw: Any, path: Path):
-    from .runtime.sandbox.limits import LimitError, Limits
-
-    if raw is None:
-        return Limits()
-    if not isinstance(raw, dict):
-        raise TaskConfigError(f"{path}: field 'limits' must be a mapping like {{memory: 32G}}")
-    try:
-        return Limits().with_overrides(raw)
-    except LimitError as exc:
-        raise TaskConfigError(f"{path}: field 'limits': {exc}") from None
 
 
 def _check_leaderboard_columns(task: Task) -> None:

@@ -14,8 +14,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Mapping
 
-import numpy as np
-
 from ..errors import InvalidSubmission, TaskConfigError
 from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
 from ..task import Task
@@ -99,6 +97,8 @@ class Grader(ABC):
     def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path],
                           rel_for: Callable[[str], str]) -> None:
         """A baseline of all-background volumes, each on the grid of its public test image."""
+        import numpy as np
+
         from ..imaging import image_like, reference_geometry, write_image
 
         def empty(case_id: str, path: Path) -> None:

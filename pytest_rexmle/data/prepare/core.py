@@ -25,7 +25,6 @@ from ...result import write_json_atomic
 from ...task import Task
 from ..store import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
-from .layout import Context
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 
 #: bump when a preparer's output changes; prepared folders of another version are rebuilt
@@ -142,6 +141,8 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             aside = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.old.", dir=data_dir))
             os.replace(final, aside / "old")
             _remove_quietly(aside)
+        from .layout import Context  # NumPy and SimpleITK: only when something is prepared (not for `rexmle info`)
+
         preparer = load_preparer(task)
         raw = ensure_raw(task, data_dir, archives, progress, keep_archives)
         tmp = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.", dir=data_dir))

@@ -1,0 +1,224 @@
+"""Performance budget of grading, commands and the harness, as ratios measured in one run.
+
+Run ``python benchmarks/bench_perf.py`` (``--quick`` skips the 20-challenge session; ``--root DIR``
+measures another checkout of the package, e.g. an older commit unpacked with ``git archive``).
+Every number is the best of ``--repeats`` runs of a fresh process, so a busy machine inflates less;
+the ratios compare quantities measured side by side in this run, never against a stored number:
+
+* ``grade / decode floor``: ``rexmle grade topcow-cta-seg`` of one TopCoW-size case (512×512×256,
+  13 labels, 0.4×0.4×0.6 mm, gzip NIfTI) against a fresh Python that only decodes the two volumes
+  with SimpleITK (goal ≤ 2.5), plus the peak RSS of the grade over the two decoded volumes (≤ 4);
+* ``rexmle list / info / rank / validate`` start-to-exit times (goal ≤ 0.3 s each), next to a bare
+  ``python -c pass`` for scale;
+* ``pytest --collect-only`` of the 20 items with the plugin (goal ≤ 1 s);
+* the 20-challenge ``sample`` session with ``-n 2`` (goal ≤ 10 s) and its per-item harness overhead:
+  the item's time minus the agent's own time and minus grading (re-graded here in a warm process)
+  (goal ≤ 0.3 s).
+
+Not a test: pytest never collects it (outside ``tests/``, not named ``test_*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SPACING = (0.4, 0.4, 0.6)
+SHAPE = (256, 512, 512)            # (z, y, x): 512×512×256 in SimpleITK order
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> dict:
+    """Like :func:`run` but with the child's own rusage (os.wait4), so CPU and RSS are per process."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n{stderr[-3000:]}{stdout[-2000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+            "stdout": stdout, "stderr": stderr, "rc": proc.returncode}
+
+
+def best(cmd: list[str], cwd: Path, env: dict[str, str], repeats: int, check: bool = True) -> dict:
+    runs = [timed(cmd, cwd, env, check) for _ in range(repeats)]
+    out = min(runs, key=lambda r: r["wall"])
+    out["cpu"] = min(r["cpu"] for r in runs)
+    out["rss_mb"] = max(r["rss_mb"] for r in runs)
+    return out
+
+
+def build_topcow_case(folder: Path, quick: bool) -> int:
+    """answers/ and sub/ folders of one TopCoW-size case; returns the bytes of one decoded volume."""
+    sys.path.insert(0, str(HERE))
+    import SimpleITK as sitk
+    from bench_grading import build_case
+
+    shape = (128, 256, 256) if quick else SHAPE
+    truth, pred = build_case(shape)
+    (folder / "answers").mkdir(parents=True)
+    (folder / "sub" / "predictions").mkdir(parents=True)
+    for arr, path in ((truth, folder / "answers" / "case_001.nii.gz"),
+                      (pred, folder / "sub" / "predictions" / "case_001.nii.gz")):
+        img = sitk.GetImageFromArray(arr)
+        img.SetSpacing(SPACING)
+        sitk.WriteImage(img, str(path), useCompression=True)
+    (folder / "answers" / "answers.csv").write_text("image_id,label_path\ncase_001,case_001.nii.gz\n")
+    (folder / "sub" / "submission.csv").write_text(
+        "image_id,predicted_mask_path\ncase_001,predictions/case_001.nii.gz\n")
+    return int(truth.nbytes)
+
+
+def write_twin_submissions(root: Path, work: Path, env: dict[str, str]) -> None:
+    """Synthetic twins and baseline submissions of two tasks for ``rexmle validate``, in a child process
+    so that this process never imports the measured package."""
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from pytest_rexmle.task import get_task\nfrom pytest_rexmle.data.synthetic import generate\n"
+        "from pytest_rexmle.graders.base import load_grader\n"
+        "work = Path(sys.argv[1])\n"
+        "for tid in ('ldct-iqa', 'topcow-cta-seg'):\n"
+        "    task = get_task(tid)\n"
+        "    data = generate(task, work / tid)\n"
+        "    load_grader(task).write_baseline(data.public, work / (tid + '-sub'))\n")
+    timed([sys.executable, "-c", code, str(work)], work, env)
+
+
+def session(root: Path, work: Path, env: dict[str, str]) -> dict:
+    """The 20-challenge sample session with -n 2 (second run: twins cached), and per-item overhead."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "--agent=sample", "--rexmle-data=synthetic", "-n", "2",
+           "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={work / 'junit.xml'}",
+           f"--rexmle-runs-dir={work / 'runs'}", f"--rexmle-report-dir={work / 'report'}"]
+    timed(cmd, work, env, check=False)                  # warm: synthetic twins generated once
+    result = timed(cmd, work, env, check=False)
+    items = {}
+    for case in ET.parse(work / "junit.xml").getroot().iter("testcase"):
+        name = case.get("name", "")
+        task = name[name.find("[") + 1:-1] if "[" in name else name
+        items[task] = float(case.get("time", 0.0))
+    # agent seconds and the submission of each item's newest run; grading is re-timed in one warm process
+    code = (
+        "import json, sys, time\nfrom pathlib import Path\n"
+        "from pytest_rexmle.task import get_task\nfrom pytest_rexmle.grading import grade_submission\n"
+        "from pytest_rexmle.data.store import synthetic_data\n"
+        "out = {}\n"
+        "for task_dir in sorted(Path(sys.argv[1]).iterdir()):\n"
+        "    runs = sorted(task_dir.glob('*/*/result.json'))\n"
+        "    if not runs: continue\n"
+        "    run = runs[-1].parent\n"
+        "    meta = json.loads((run / 'run.json').read_text())\n"
+        "    task = get_task(task_dir.name)\n"
+        "    priv = synthetic_data(task).private\n"
+        "    grade_submission(task, run / 'submission', priv)\n"
+        "    t = time.perf_counter(); grade_submission(task, run / 'submission', priv)\n"
+        "    out[task.id] = {'agent': meta.get('duration') or 0.0, 'grade': time.perf_counter() - t}\n"
+        "print(json.dumps(out))\n")
+    parts = json.loads(timed([sys.executable, "-c", code, str(work / "runs")], work, env)["stdout"])
+    overhead = {t: items[t] - parts[t]["agent"] - parts[t]["grade"] for t in items if t in parts}
+    return {"wall": result["wall"], "passed": result["stdout"].strip().splitlines()[-1:], "items": items,
+            "parts": parts, "overhead": overhead}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=str(HERE.parent), help="checkout whose pytest_rexmle is measured")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="quarter-size case, no sample session")
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args(argv)
+    root = Path(args.root).resolve()
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               REXMLE_TASKS_DIR=str(root / "tasks"))
+    py = sys.executable
+    r = args.repeats
+    numbers: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="rexmle-perf-") as tmp:
+        work = Path(tmp)
+        env["REXMLE_CACHE_DIR"] = str(work / "cache")
+        volume_bytes = build_topcow_case(work / "case", args.quick)
+        case = work / "case"
+        a, b = case / "answers" / "case_001.nii.gz", case / "sub" / "predictions" / "case_001.nii.gz"
+        bare = best([py, "-c", "pass"], work, env, r)
+        floor = best([py, "-c", f"import SimpleITK as s; s.ReadImage({str(a)!r}); s.ReadImage({str(b)!r})"],
+                     work, env, r)
+        grade = best([py, "-m", "pytest_rexmle", "grade", "topcow-cta-seg", "--submission", "sub",
+                      "--answers", "answers", "--json"], case, env, r)
+        if json.loads(grade["stdout"])["status"] != "ok":
+            raise RuntimeError(f"grade did not succeed: {grade['stdout']}")
+        numbers.update(python_start_s=bare["wall"], decode_floor_s=floor["wall"], grade_s=grade["wall"],
+                       grade_cpu_s=grade["cpu"], decode_floor_cpu_s=floor["cpu"],
+                       grade_over_floor=grade["wall"] / floor["wall"],
+                       grade_rss_mb=grade["rss_mb"], decoded_volumes_mb=2 * volume_bytes / 2**20,
+                       rss_over_volumes=grade["rss_mb"] / (2 * volume_bytes / 2**20))
+
+        twins = work / "twins"
+        twins.mkdir()
+        write_twin_submissions(root, twins, env)
+        commands = {
+            "list": ["list"],
+            "info": ["info", "topcow-cta-seg"],
+            "rank": ["rank", "topcow-cta-det", "--metrics", '{"iou": 0.6707, "boundary_iou": 0.611}'],
+            "validate_csv": ["validate", "--task", "ldct-iqa", "--data", str(twins / "ldct-iqa" / "public"),
+                             "--submission", str(twins / "ldct-iqa-sub")],
+            "validate_nifti": ["validate", "--task", "topcow-cta-seg", "--data",
+                               str(twins / "topcow-cta-seg" / "public"), "--submission",
+                               str(twins / "topcow-cta-seg-sub")],
+        }
+        for name, cmd in commands.items():
+            numbers[f"cmd_{name}_s"] = best([py, "-m", "pytest_rexmle", *cmd], work, env, r)["wall"]
+
+        empty = work / "collect"
+        empty.mkdir()
+        collect = best([py, "-m", "pytest", "--collect-only", "-q", "--agent=sample", "--rexmle-data=synthetic",
+                        "-p", "no:cacheprovider"], empty, env, r)
+        numbers["collect_s"] = collect["wall"]
+        if not args.quick:
+            sess_dir = work / "session"
+            sess_dir.mkdir()
+            sess = session(root, sess_dir, env)
+            numbers["session_s"] = sess["wall"]
+            over = list(sess["overhead"].values())
+            numbers["overhead_mean_s"] = statistics.mean(over) if over else float("nan")
+            numbers["overhead_max_s"] = max(over) if over else float("nan")
+            numbers["session_items"] = len(sess["items"])
+
+    print(f"measured: {root}  (best of {r}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    rows = [
+        ("python -c pass", numbers["python_start_s"], "s", None),
+        ("decode floor (fresh python, 2 volumes)", numbers["decode_floor_s"], "s", None),
+        ("rexmle grade topcow-cta-seg", numbers["grade_s"], "s", None),
+        ("  grade / decode floor", numbers["grade_over_floor"], "x", 2.5),
+        ("  grade CPU / floor CPU", numbers["grade_cpu_s"] / numbers["decode_floor_cpu_s"], "x", None),
+        ("  grade peak RSS", numbers["grade_rss_mb"], "MiB", None),
+        ("  peak RSS / decoded volumes", numbers["rss_over_volumes"], "x", 4.0),
+        *[(f"rexmle {k[4:-2].replace('_', ' ')}", v, "s", 0.3) for k, v in numbers.items() if k.startswith("cmd_")],
+        ("pytest --collect-only (20 items)", numbers["collect_s"], "s", 1.0),
+    ]
+    if "session_s" in numbers:
+        rows += [("sample session, 20 items, -n 2", numbers["session_s"], "s", 10.0),
+                 ("per-item harness overhead (mean)", numbers["overhead_mean_s"], "s", 0.3),
+                 ("per-item harness overhead (max)", numbers["overhead_max_s"], "s", None)]
+    print(f"{'quantity':42s} {'value':>9s}  {'goal':>6s}")
+    for name, value, unit, goal in rows:
+        mark = "" if goal is None else ("  ok" if value <= goal else "  OVER")
+        print(f"{name:42s} {value:9.3f} {unit:3s} {'' if goal is None else f'≤ {goal:g}':>6s}{mark}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(numbers, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
