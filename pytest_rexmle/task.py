@@ -19,6 +19,9 @@ task.yaml fields (all required unless marked optional):
   must be exactly the metric columns of ``leaderboard.csv``.
 * ``public_files`` (list[str], optional): files of the task folder the agent gets in ``public/`` next to
   ``description.md`` (e.g. TopBrain's valid-neighbour table, which its ``neighbor_error`` metric uses).
+* ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
+  :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
+  tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
 * ``grader`` / ``synthetic`` (optional ``module:attribute`` under ``pytest_rexmle.graders`` /
   ``pytest_rexmle.data.synthetic``): absent while a task has no grader yet; such a task is collected and
   skipped with that reason.
@@ -72,6 +75,7 @@ class Task:
     grader: str | None = None
     synthetic: str | None = None
     public_files: tuple[str, ...] = ()
+    limits: Any = None  # runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -178,7 +182,7 @@ def load_task(folder: Path) -> Task:
         if not (folder / name).is_file():
             raise TaskConfigError(f"{path}: field 'public_files' names {name!r}, which is not in {folder}")
     known = {"id", "reference_id", "aliases", "public_files", "name", "paper_name", "competition", "modality", "task_type", "markers",
-             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic"}
+             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic", "limits"}
     task = Task(
         id=task_id,
         reference_id=_require(data, "reference_id", str, path),
@@ -199,10 +203,24 @@ def load_task(folder: Path) -> Task:
         grader=data.get("grader"),
         synthetic=data.get("synthetic"),
         public_files=tuple(public_files),
+        limits=_parse_limits(data.get("limits"), path),
         extra={k: v for k, v in data.items() if k not in known},
     )
     _check_leaderboard_columns(task)
     return task
+
+
+def _parse_limits(raw: Any, path: Path):
+    from .runtime.sandbox.limits import LimitError, Limits
+
+    if raw is None:
+        return Limits()
+    if not isinstance(raw, dict):
+        raise TaskConfigError(f"{path}: field 'limits' must be a mapping like {{memory: 32G}}")
+    try:
+        return Limits().with_overrides(raw)
+    except LimitError as exc:
+        raise TaskConfigError(f"{path}: field 'limits': {exc}") from None
 
 
 def _check_leaderboard_columns(task: Task) -> None:
