@@ -61,18 +61,26 @@ def _is_under(path: Path, parent: Path) -> bool:
         return False
 
 
+def _exists(path: Path) -> bool:
+    """Exists and is reachable by this user (a HOME under a 0700 folder is neither)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def python_roots() -> list[Path]:
     """Folders the agent's Python (and this package, for the validator) needs, outermost first."""
     import pytest_rexmle
 
     candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
     user_site = site.getusersitepackages()
-    if user_site and Path(user_site).is_dir():
+    if user_site:
         candidates.append(Path(user_site))
     package_dir = Path(pytest_rexmle.__file__).resolve().parent
     candidates += [package_dir, tasks_root().resolve()]
     roots: list[Path] = []
-    for path in sorted({c.resolve() for c in candidates if c.exists()}, key=lambda p: len(p.parts)):
+    for path in sorted({c.resolve() for c in candidates if _exists(c)}, key=lambda p: len(p.parts)):
         if not any(_is_under(path, r) for r in roots) and not any(_is_under(path, Path(s)) for s in SYSTEM_DIRS):
             roots.append(path)
     return roots
@@ -333,14 +341,15 @@ def _import_roots() -> list[str]:
 
 
 def _cgroup_joiner(cgroup: RunCgroup | None):
-    """A preexec function putting the child (bwrap or the launcher) into the run's cgroup before exec."""
+    """A preexec function putting the child (bwrap or the launcher) into the run's cgroups before exec."""
     if cgroup is None:
         return None
-    path = str(cgroup.path / "cgroup.procs")
+    paths = [str(p) for p in cgroup.procs_files]
 
     def join() -> None:
-        with open(path, "w") as fh:
-            fh.write("0")
+        for path in paths:
+            with open(path, "w") as fh:
+                fh.write("0")
 
     return join
 

@@ -140,30 +140,34 @@ def run_supervised(config: dict) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    ruleset = prepare(LandlockView.from_json(config["landlock"]))
-    child = os.fork()
-    if child == 0:
-        try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.setsid()
-            _confine(config, ruleset)
-        except BaseException as exc:  # never fall through into the supervisor's loop
-            print(f"rexmle launcher: cannot confine the agent: {exc}", file=sys.stderr, flush=True)
-            os._exit(126)
-        _exec(config)
-    ruleset.close()
     code = None
-    while code is None and stop["signal"] is None:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except _Stop:
-            break
-        except ChildProcessError:
-            break
-        if pid == child:
-            code = _status_code(status)
-    kill_descendants(me)
+    try:
+        ruleset = prepare(LandlockView.from_json(config["landlock"]))
+        child = os.fork()
+        if child == 0:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.setsid()
+                _confine(config, ruleset)
+            except BaseException as exc:  # never fall through into the supervisor's loop
+                print(f"rexmle launcher: cannot confine the agent: {exc}", file=sys.stderr, flush=True)
+                os._exit(126)
+            _exec(config)
+        ruleset.close()
+        while code is None:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == child:
+                code = _status_code(status)
+    except _Stop:
+        pass
+    finally:  # whatever ended the wait, nothing the agent started outlives the supervisor
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        kill_descendants(me)
     if code is None:
         code = 128 + (stop["signal"] or signal.SIGKILL)
     sys.stdout.flush()

@@ -2,8 +2,8 @@
 
 Where the harness can create a cgroup v2 group with the ``memory`` and ``pids`` controllers enabled,
 those limits are the group's ``memory.max`` / ``pids.max`` and the group's ``cgroup.kill`` ends every
-process of the run at once. Elsewhere (e.g. a v1/hybrid host like this one, whose v2 part has no
-controllers) they are rlimits set in the agent's first process and inherited by its children:
+process of the run at once; on a hybrid host (v2 without those controllers) a root harness uses the v1
+``memory``/``pids`` hierarchies instead. Elsewhere (no writable cgroup) they are rlimits set in the agent's first process and inherited by its children:
 ``RLIMIT_DATA`` (private writable memory, per process — an address-space limit would break CUDA's
 huge reservations), ``RLIMIT_NPROC`` (per uid, so it is exact for the dedicated uid and counts the
 user's other processes otherwise; uid 0 is exempt from it), ``RLIMIT_FSIZE`` (largest file). Disk:
@@ -156,11 +156,21 @@ def cgroup_v2_root() -> Path | None:
 
 
 class RunCgroup:
-    """One run's cgroup: limits where the controllers exist, and ``cgroup.kill`` for the whole tree."""
+    """One run's cgroup: limits where the controllers exist, and ``cgroup.kill`` for the whole tree.
 
-    def __init__(self, path: Path, controllers: frozenset[str]) -> None:
+    The v2 group is the run's handle (``cgroup.kill``); on a hybrid host whose v2 part has no
+    ``memory``/``pids`` controller, a root harness also uses the v1 ``memory`` and ``pids``
+    hierarchies when it can create groups there (``legacy``), so the totals are still enforced.
+    """
+
+    def __init__(self, path: Path, controllers: frozenset[str], legacy: dict[str, Path] | None = None) -> None:
         self.path = path
         self.controllers = controllers
+        self.legacy = dict(legacy or {})
+
+    @property
+    def procs_files(self) -> list[Path]:
+        return [self.path / "cgroup.procs", *(d / "cgroup.procs" for d in self.legacy.values())]
 
     @classmethod
     def create(cls, name: str, limits: Limits) -> "RunCgroup | None":
@@ -182,10 +192,9 @@ class RunCgroup:
             path.mkdir()
         except OSError:
             return None
-        enabled = frozenset(c for c in wanted if (path / f"{c}.max").exists())
-        group = cls(path, enabled)
+        enabled = set(c for c in wanted if (path / f"{c}.max").exists())
         if not (path / "cgroup.kill").exists():
-            group.remove()
+            cls(path, frozenset()).remove()
             return None
         if "memory" in enabled and limits.memory is not None:
             (path / "memory.max").write_text(str(limits.memory))
@@ -193,30 +202,45 @@ class RunCgroup:
                 (path / "memory.swap.max").write_text("0")
         if "pids" in enabled and limits.processes is not None:
             (path / "pids.max").write_text(str(limits.processes))
-        return group
+        legacy = {}
+        for controller in ({"memory", "pids"} - enabled):
+            folder = _legacy_group(controller, name)
+            if folder is None:
+                continue
+            try:
+                if controller == "pids" and limits.processes is not None:
+                    (folder / "pids.max").write_text(str(limits.processes))
+                elif controller == "memory" and limits.memory is not None:
+                    (folder / "memory.limit_in_bytes").write_text(str(limits.memory))
+                    if (folder / "memory.memsw.limit_in_bytes").exists():
+                        (folder / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+            except OSError:
+                _rmdir(folder)
+                continue
+            legacy[controller] = folder
+            enabled.add(controller)
+        return cls(path, frozenset(enabled), legacy)
 
     def add(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(str(pid))
+        for procs in self.procs_files:
+            procs.write_text(str(pid))
+
+    def _event(self, file: str, key: str) -> bool:
+        for folder in (self.path, *self.legacy.values()):
+            try:
+                for line in (folder / file).read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == key and int(value) > 0:
+                        return True
+            except (OSError, ValueError):
+                continue
+        return False
 
     def oom_killed(self) -> bool:
-        try:
-            for line in (self.path / "memory.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
+        return self._event("memory.events", "oom_kill") or self._event("memory.oom_control", "oom_kill")
 
     def pids_refused(self) -> bool:
-        try:
-            for line in (self.path / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max" and int(value) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
+        return self._event("pids.events", "max")
 
     def kill(self) -> None:
         try:
@@ -230,12 +254,44 @@ class RunCgroup:
         for _ in range(50):
             try:
                 self.path.rmdir()
-                return
+                break
             except FileNotFoundError:
-                return
+                break
             except OSError:
                 self.kill()
                 time.sleep(0.05)
+        for folder in self.legacy.values():
+            _rmdir(folder)
+
+
+def _rmdir(folder: Path) -> None:
+    import time
+
+    for _ in range(50):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def _legacy_group(controller: str, name: str) -> Path | None:
+    """A new v1 group for ``controller`` below this process's own (root only, where v1 is mounted)."""
+    mount = Path("/sys/fs/cgroup") / controller
+    if os.geteuid() != 0 or not (mount / "cgroup.procs").exists() or (mount / "cgroup.controllers").exists():
+        return None
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, relative = line.split(":", 2)
+            if controller in controllers.split(","):
+                folder = mount / relative.lstrip("/") / name
+                folder.mkdir()
+                return folder
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _own_cgroup(root: Path) -> Path | None:
