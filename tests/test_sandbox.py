@@ -161,3 +161,22 @@ def test_unsafe_local_runs_without_a_sandbox(bench):
     result.assert_outcomes(passed=1)
     meta = json.loads((_latest_run(bench, "ldct-iqa") / "run.json").read_text())
     assert meta["sandbox"] == "none"
+
+
+def test_exceeded_limit_is_a_fail_naming_it_and_the_report_names_the_sandbox(bench):
+    from .conftest import report_json
+
+    cmd = "python -c \"open('big.bin', 'wb').write(b'0' * (3 * 2**20))\""
+    result = bench("--agent=command", f"--agent-option=cmd={cmd}", "--rexmle-limit=file_size=1M", "-k", "ldct-iqa")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*FAIL*file size limit of 1 MiB exceeded*"])
+    meta = json.loads((_latest_run(bench, "ldct-iqa") / "run.json").read_text())
+    assert meta["limit_exceeded"] == "file_size" and meta["limits"]["file_size"] == 2**20
+    assert meta["sandbox"] in ("bwrap", "landlock")
+    assert report_json(bench.path)["settings"]["sandbox"] == meta["sandbox"]
+
+
+def test_unknown_limit_is_one_usage_error(bench):
+    result = bench("--agent=sample", "--rexmle-limit=memroy=1G")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--rexmle-limit: unknown limit 'memroy'; known: memory, processes, file_size, disk, tmp*"])

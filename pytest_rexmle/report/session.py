@@ -64,7 +64,8 @@ class SessionReporter:
         for task_id, why in self.seen.items():
             records.setdefault(task_id, not_run(task_id, why))
         return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                            agent_options=_safe_options(self.settings), settings=self.settings.public())
+                            agent_options=_safe_options(self.settings),
+                            settings={**self.settings.public(), **_runtime_facts(self.settings)})
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -119,4 +120,14 @@ def _safe_options(settings) -> dict:
     try:
         return get_agent(settings.agent, settings.agent_options).public_options()
     except Exception:
+        return {}
+
+
+def _runtime_facts(settings) -> dict:
+    """What the runtime reports about how the agents ran (the sandbox that was used, not the one asked for)."""
+    from ..runtime import runtime_for
+
+    try:
+        return runtime_for(settings).facts()
+    except Exception:  # a report is still written when the runtime cannot describe itself
         return {}

@@ -96,6 +96,10 @@ class Runtime(ABC):
     def check(self) -> None:
         """Raise RuntimeUnavailable when this runtime cannot run agents on this machine."""
 
+    def facts(self) -> dict:
+        """How agents actually run, for the session report (e.g. ``{"sandbox": "landlock"}``)."""
+        return {}
+
     @abstractmethod
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
         """The paths the agent sees for data, workspace, submission and instructions."""

@@ -127,6 +127,9 @@ class LocalRuntime(Runtime):
         self._mechanism = chosen
         return chosen
 
+    def facts(self) -> dict:
+        return {"sandbox": self.mechanism()}
+
     @property
     def sandboxed(self) -> bool:
         return self.mechanism() != "none"
