@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections import defaultdict
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -66,8 +67,18 @@ def components(mask: np.ndarray) -> int:
     return int(counter.GetObjectCount())
 
 
-@functools.cache
+_LEE_LOCK = threading.Lock()
+
+
 def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
+    """The thinning kernel, loaded once per process even when two threads ask at the same moment (a
+    compiled module initialised twice would reset the tables the other thread is using)."""
+    with _LEE_LOCK:
+        return _load_lee_kernel()
+
+
+@functools.cache
+def _load_lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
     """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology``.
 
     Importing the package runs its ``__init__`` (scipy.ndimage, the whole morphology API): about half a
