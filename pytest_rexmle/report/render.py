@@ -47,20 +47,27 @@ def score_line(doc: dict) -> str:
 
 
 MIN_TEXT_WIDTH = 40
+MAX_METRICS_WIDTH = 60
 
 
 def terminal_lines(doc: dict, width: int = 100) -> list[str]:
     """The results table. Reasons are wrapped onto continuation lines, never cut: the end of a reason
     (the last stderr line of a crash) is usually the part that says what went wrong."""
     rows = [("task", "status", "key metrics", "percentile")]
+    metric_cells = []
     for rec in doc["challenges"]:
         metrics = rec.get("metrics") or {}
         keys = rec["ranking_metrics"][:3]
-        shown = ", ".join(f"{k}={fmt_number(metrics[k])}" for k in keys if k in metrics) or (rec.get("reason") or "")
+        shown = ", ".join(f"{k}={fmt_number(metrics[k])}" for k in keys if k in metrics)
+        if shown:
+            metric_cells.append(shown)
+        shown = shown or (rec.get("reason") or "")
         rows.append((rec["challenge_id"], rec["status"], " ".join(shown.split()), pct(rec["percentile"])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     room = max(MIN_TEXT_WIDTH, width - widths[0] - widths[1] - widths[3] - 6)
-    widths[2] = min(widths[2], room)
+    # metrics stay on one line (up to MAX_METRICS_WIDTH) even on a narrow terminal; reasons wrap
+    metrics_need = min(MAX_METRICS_WIDTH, max((len(c) for c in metric_cells), default=0))
+    widths[2] = min(widths[2], max(room, metrics_need))
     lines = []
     for row in rows:
         chunks = textwrap.wrap(row[2], widths[2], break_on_hyphens=False) or [""]
