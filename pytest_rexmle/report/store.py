@@ -106,7 +106,8 @@ def resolve(path: Path) -> Path:
     path = Path(path)
     if path.is_file():
         return path
-    for candidate in (path / REPORT_JSON, path / LATEST / REPORT_JSON):
+    # latest first: a report folder from before per-session folders may still hold an old report file
+    for candidate in (path / LATEST / REPORT_JSON, path / REPORT_JSON):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"no {REPORT_JSON} at {path} (nor in {path / LATEST})")
