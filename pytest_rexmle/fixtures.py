@@ -20,6 +20,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,8 +132,13 @@ def rexmle_campaign(request, rexmle_settings, rexmle_agent, rexmle_runtime):
     from .campaign import Campaign
 
     terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
     if terminal is not None and rexmle_runtime.batches:
-        rexmle_runtime.progress = lambda line: terminal.write_line(line)
+        def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                terminal.write_line(line)
+
+        rexmle_runtime.progress = show
     on_worker = hasattr(request.config, "workerinput")
     return Campaign(rexmle_settings, rexmle_agent, rexmle_runtime, list(request.session.items), enabled=not on_worker)
 

@@ -436,7 +436,9 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         if self.progress is None:
             return
         counts = self.counts()
-        line = ", ".join(f"{n} {state.lower()}" for state, n in sorted(counts.items()))
+        # UNKNOWN: accounting has not recorded a just-submitted job yet
+        line = ", ".join(f"{n} {'submitted' if state == 'UNKNOWN' else state.lower()}"
+                         for state, n in sorted(counts.items()))
         now = time.monotonic()
         if line and (line != self._last_progress[1] or now - self._last_progress[0] > 60):
             self._last_progress = (now, line)
