@@ -207,7 +207,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--answers", help="an explicit private-answers folder (answers.csv + ground truth)")
     p.add_argument("--data", choices=("prepared", "synthetic"), default="prepared")
     p.add_argument("--data-dir", default=str(default_data_dir()))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="pinned synthetic seed (default: the cache's secret)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_grade)
 
@@ -220,7 +220,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("synth", help="write a synthetic twin in the prepared layout")
     p.add_argument("task", help="task id or 'all'")
     p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="pinned synthetic seed (default: the cache's secret)")
     p.set_defaults(func=cmd_synth)
     return parser
 

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from .errors import InvalidSubmission
 from .graders.base import load_grader
+from .hostile import clean_text
 from .leaderboard import Leaderboard
 from .ranking import rank
 from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
 from .submission import SUBMISSION_CSV
 from .task import Task
+
+
+MAX_REASON_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -29,10 +33,11 @@ def grade_submission(task: Task, submission_dir: Path, answers_dir: Path) -> Gra
         return GradeOutcome(MISSING, None, f"no {SUBMISSION_CSV} in the submission folder")
     try:
         metrics = load_grader(task).grade(submission_dir, answers_dir)
-    except InvalidSubmission as exc:
-        return GradeOutcome(INVALID, None, str(exc))
+    except InvalidSubmission as exc:  # the reason may quote agent text: no escapes or controls reach a report
+        return GradeOutcome(INVALID, None, clean_text(str(exc), limit=MAX_REASON_CHARS))
     except Exception as exc:  # a grader bug: FAIL for the agent, but reported as the harness's error
-        return GradeOutcome(ERROR, None, f"grader error: {type(exc).__name__}: {exc}", traceback.format_exc())
+        return GradeOutcome(ERROR, None, clean_text(f"grader error: {type(exc).__name__}: {exc}", limit=MAX_REASON_CHARS),
+                            traceback.format_exc())
     bad = [k for k, v in metrics.items() if isinstance(v, float) and math.isnan(v)]
     missing = [m.key for m in task.ranking_metrics if m.key not in metrics]
     if bad or missing:

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-import numpy as np
-
 from .errors import InvalidSubmission
 
 #: default cap for a single file read whole (JSON, CSV)
@@ -232,6 +230,8 @@ class _NumberTooLong(ValueError):
 def json_depth(data: bytes) -> int:
     """Deepest bracket nesting of a JSON text, strings excluded; linear time, small bounded memory."""
     blanked = _JSON_STRING.sub(b'""', data)
+    import numpy as np  # only for JSON nesting checks, not for every importer of this module
+
     arr = np.frombuffer(blanked, dtype=np.uint8)
     depth = peak = 0
     for start in range(0, arr.size, _DEPTH_CHUNK):

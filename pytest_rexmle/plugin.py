@@ -101,7 +101,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.agent:
         return None
-    data = f"synthetic (seed {settings.seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
+    seed = "secret-keyed" if settings.seed is None else f"seed {settings.seed}, answers reproducible"
+    data = f"synthetic ({seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
     limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
     return [f"rexmle: agent={settings.agent} runtime={settings.runtime} data={data} time-limit={limit}",
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]

@@ -15,10 +15,15 @@ from pathlib import Path
 
 from .agents.base import Agent, AgentContext
 from .data.store import TaskData
+from .hostile import RefusedFile, clean_text, read_bytes, read_tail, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .task import Task
+
+
+#: run.json / result.json are a few kB; larger ones are not parsed
+MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,23 @@ class RunFolder:
         return folder
 
 
-def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str) -> dict:
-    """Everything that must match for a stored result to stand in for a new run."""
-    return {"task": task.id, "task_version": task.version, "agent": agent.name, "options": agent.options_key(),
-            "data": data.kind, "time_limit": time_limit, "runtime": runtime}
+#: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
+KEY_IGNORES = frozenset({"agent", "data", "runtime", "time_limit", "min_percentile", "resume", "gpus", "judge"})
+
+
+def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None) -> dict:
+    """Everything that must match for a stored result to stand in for a new run.
+
+    Besides task, agent and limits: which answers the data holds (a twin's seed or secret, a prepared
+    manifest's hash), so a result graded against other answers is never reused, and every public
+    setting that may change what the agent can do (network, sandbox, resource limits, ...); settings
+    added later join the key unless listed in ``KEY_IGNORES``.
+    """
+    key = {"task": task.id, "task_version": task.version, "agent": agent.name, "options": agent.options_key(),
+           "data": data.kind, "answers": data.answers_id, "time_limit": time_limit, "runtime": runtime}
+    if settings is not None:
+        key["settings"] = {k: v for k, v in sorted(settings.public().items()) if k not in KEY_IGNORES}
+    return key
 
 
 def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
@@ -74,9 +92,10 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
     parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
     for result_path in sorted(parent.glob("*/result.json"), reverse=True):
         try:
-            meta = json.loads((result_path.parent / "run.json").read_text())
+            meta = json.loads(read_bytes(result_path.parent / "run.json", MAX_RECORD_BYTES))
+            read_bytes(result_path, MAX_RECORD_BYTES)  # a regular file of sane size before it is parsed
             result = ChallengeResult.read(result_path)
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, RefusedFile):
             continue
         if meta.get("key") == key and result.status != ERROR:
             return result
@@ -141,6 +160,8 @@ def finish(run: LaunchedRun) -> RunOutcome:
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
     outcome = run.handle.wait()
     meta.update(run.handle.record())
+    # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
+    meta["scrub"] = scrub_run_folder(folder.root).to_json()
     agent.finish(ctx)
     meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
@@ -201,8 +222,11 @@ def crash_reason(outcome: RunOutcome) -> str | None:
 
 
 def _tail(path: Path, limit: int = 300) -> str:
+    """The last ``limit`` characters of an agent log, read within bounds (a FIFO or a link to /dev/zero
+    gives nothing) and stripped of escapes and control characters before it is quoted anywhere."""
     try:
-        data = path.read_bytes()[-limit:]
-    except OSError:
+        data = read_tail(path, limit * 8)
+    except RefusedFile:
         return ""
-    return data.decode("utf-8", "replace").strip().replace("\n", " | ")
+    text = clean_text(data.decode("utf-8", "replace"), keep_newlines=True).strip()[-limit:]
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())

@@ -25,7 +25,8 @@ OPTIONS = [
     ("--rexmle-prepare", "rexmle_prepare", "prepare missing real data on demand (downloads; locked, so xdist-safe)", "bool", False),
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
     ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
-    ("--rexmle-seed", "rexmle_seed", "seed of the synthetic twins", "int", 0),
+    ("--rexmle-seed", "rexmle_seed", "pin the seed of the synthetic twins (reproducible answers, which an agent "
+     "that imports the generators can also rebuild); default: keyed by the cache's secret", "int", None),
     ("--rexmle-judge", "rexmle_judge", "capability judge for each run's logs: rules (offline, default) or llm "
      "(any OpenAI-compatible endpoint)", "str", "rules"),
     ("--rexmle-judge-model", "rexmle_judge_model", "model name for --rexmle-judge=llm", "str", None),
@@ -102,7 +103,7 @@ class Settings:
     min_percentile: float
     resume: bool
     unsafe_local: bool
-    seed: int
+    seed: int | None  # None: synthetic twins keyed by the cache's secret
     gpus: tuple[str, ...] = field(default=())
     network: str = "bridge"
     prepare: bool = False
@@ -121,6 +122,7 @@ class Settings:
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
+                "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
                 "sandbox": self.sandbox, "limits": dict(self.limits)}
 

@@ -17,6 +17,9 @@ class TaskData:
     task_id: str
     kind: str  # "prepared" or "synthetic"
     root: Path
+    #: what the private answers depend on besides the task: ``seed-<n>`` / ``secret-<hash>`` for twins,
+    #: ``manifest-<hash>`` for prepared data (part of the resume key)
+    answers_id: str | None = None
 
     @property
     def public(self) -> Path:
@@ -33,10 +36,11 @@ def prepared_data(task: Task, data_dir: Path) -> TaskData:
         command = f"rexmle prepare {task.id} --data-dir {data_dir}"
         raise DataNotPreparedError(
             f"{task.id}: data not prepared in {data_dir}; run `{command}` (or use --rexmle-data=synthetic)", command)
-    return TaskData(task.id, "prepared", root)
+    return TaskData(task.id, "prepared", root, f"manifest-{sha256_file(root / 'private' / MANIFEST)[:16]}")
 
 
-def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int = 0) -> TaskData:
+def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
+    """The task's twin; ``seed=None`` (the default) keys it by the cache's secret, see ``synthetic.secret``."""
     from .synthetic import ensure_synthetic
 
     return ensure_synthetic(task, cache_dir, seed)
