@@ -128,7 +128,7 @@ def session(root: Path, work: Path, env: dict[str, str]) -> dict:
         "print(json.dumps(out))\n")
     parts = json.loads(timed([sys.executable, "-c", code, str(work / "runs")], work, env)["stdout"])
     overhead = {t: items[t] - parts[t]["agent"] - parts[t]["grade"] for t in items if t in parts}
-    return {"wall": result["wall"], "passed": result["stdout"].strip().splitlines()[-1:], "items": items,
+    return {"wall": result["wall"], "cpu": result["cpu"], "passed": result["stdout"].strip().splitlines()[-1:], "items": items,
             "parts": parts, "overhead": overhead}
 
 
@@ -138,13 +138,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="quarter-size case, no sample session")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument("--keep-bytecode-setting", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE if set (every process then recompiles every module "
+                             "and pytest re-rewrites every plugin module: not how an installed package runs)")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                REXMLE_TASKS_DIR=str(root / "tasks"))
+    if not args.keep_bytecode_setting:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     py = sys.executable
     r = args.repeats
     numbers: dict[str, float] = {}
+    cpu: dict[str, float] = {}          # CPU seconds (user + sys) of the same runs: less inflated by a busy machine
     with tempfile.TemporaryDirectory(prefix="rexmle-perf-") as tmp:
         work = Path(tmp)
         env["REXMLE_CACHE_DIR"] = str(work / "cache")
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                       "--answers", "answers", "--json"], case, env, r)
         if json.loads(grade["stdout"])["status"] != "ok":
             raise RuntimeError(f"grade did not succeed: {grade['stdout']}")
+        cpu.update(python_start_s=bare["cpu"], decode_floor_s=floor["cpu"], grade_s=grade["cpu"])
         numbers.update(python_start_s=bare["wall"], decode_floor_s=floor["wall"], grade_s=grade["wall"],
                        grade_cpu_s=grade["cpu"], decode_floor_cpu_s=floor["cpu"],
                        grade_over_floor=grade["wall"] / floor["wall"],
@@ -178,18 +185,23 @@ def main(argv: list[str] | None = None) -> int:
                                str(twins / "topcow-cta-seg-sub")],
         }
         for name, cmd in commands.items():
-            numbers[f"cmd_{name}_s"] = best([py, "-m", "pytest_rexmle", *cmd], work, env, r)["wall"]
+            out = best([py, "-m", "pytest_rexmle", *cmd], work, env, r)
+            numbers[f"cmd_{name}_s"], cpu[f"cmd_{name}_s"] = out["wall"], out["cpu"]
 
         empty = work / "collect"
         empty.mkdir()
-        collect = best([py, "-m", "pytest", "--collect-only", "-q", "--agent=sample", "--rexmle-data=synthetic",
-                        "-p", "no:cacheprovider"], empty, env, r)
-        numbers["collect_s"] = collect["wall"]
+        collect_cmd = [py, "-m", "pytest", "--collect-only", "-q", "--agent=sample", "--rexmle-data=synthetic",
+                       "-p", "no:cacheprovider"]
+        out = best(collect_cmd, empty, env, r)
+        numbers["collect_s"], cpu["collect_s"] = out["wall"], out["cpu"]
+        # hypothesis (a dev extra) imports itself at every session's end; a user's install has no such plugin
+        out = best([*collect_cmd, "-p", "no:hypothesispytest"], empty, env, r)
+        numbers["collect_no_hypothesis_s"], cpu["collect_no_hypothesis_s"] = out["wall"], out["cpu"]
         if not args.quick:
             sess_dir = work / "session"
             sess_dir.mkdir()
             sess = session(root, sess_dir, env)
-            numbers["session_s"] = sess["wall"]
+            numbers["session_s"], cpu["session_s"] = sess["wall"], sess["cpu"]
             over = list(sess["overhead"].values())
             numbers["overhead_mean_s"] = statistics.mean(over) if over else float("nan")
             numbers["overhead_max_s"] = max(over) if over else float("nan")
@@ -197,24 +209,29 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"measured: {root}  (best of {r}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     rows = [
-        ("python -c pass", numbers["python_start_s"], "s", None),
-        ("decode floor (fresh python, 2 volumes)", numbers["decode_floor_s"], "s", None),
-        ("rexmle grade topcow-cta-seg", numbers["grade_s"], "s", None),
-        ("  grade / decode floor", numbers["grade_over_floor"], "x", 2.5),
-        ("  grade CPU / floor CPU", numbers["grade_cpu_s"] / numbers["decode_floor_cpu_s"], "x", None),
-        ("  grade peak RSS", numbers["grade_rss_mb"], "MiB", None),
-        ("  peak RSS / decoded volumes", numbers["rss_over_volumes"], "x", 4.0),
-        *[(f"rexmle {k[4:-2].replace('_', ' ')}", v, "s", 0.3) for k, v in numbers.items() if k.startswith("cmd_")],
-        ("pytest --collect-only (20 items)", numbers["collect_s"], "s", 1.0),
+        ("python -c pass", "python_start_s", "s", None),
+        ("decode floor (fresh python, 2 volumes)", "decode_floor_s", "s", None),
+        ("rexmle grade topcow-cta-seg", "grade_s", "s", None),
+        ("  grade / decode floor", "grade_over_floor", "x", 2.5),
+        ("  grade peak RSS", "grade_rss_mb", "MiB", None),
+        ("  peak RSS / decoded volumes", "rss_over_volumes", "x", 4.0),
+        *[(f"rexmle {k[4:-2].replace('_', ' ')}", k, "s", 0.3) for k in numbers if k.startswith("cmd_")],
+        ("pytest --collect-only (20 items)", "collect_s", "s", 1.0),
+        ("  without the hypothesis plugin", "collect_no_hypothesis_s", "s", 1.0),
     ]
+    numbers["grade_cpu_over_floor_cpu"] = cpu["grade_s"] / cpu["decode_floor_s"]
+    cpu["grade_over_floor"] = numbers["grade_cpu_over_floor_cpu"]
     if "session_s" in numbers:
-        rows += [("sample session, 20 items, -n 2", numbers["session_s"], "s", 10.0),
-                 ("per-item harness overhead (mean)", numbers["overhead_mean_s"], "s", 0.3),
-                 ("per-item harness overhead (max)", numbers["overhead_max_s"], "s", None)]
-    print(f"{'quantity':42s} {'value':>9s}  {'goal':>6s}")
-    for name, value, unit, goal in rows:
+        rows += [("sample session, 20 items, -n 2", "session_s", "s", 10.0),
+                 ("per-item harness overhead (mean)", "overhead_mean_s", "s", 0.3),
+                 ("per-item harness overhead (max)", "overhead_max_s", "s", None)]
+    print(f"{'quantity':42s} {'wall':>9s}      {'CPU':>7s}  {'goal':>6s}")
+    for name, key, unit, goal in rows:
+        value = numbers[key]
         mark = "" if goal is None else ("  ok" if value <= goal else "  OVER")
-        print(f"{name:42s} {value:9.3f} {unit:3s} {'' if goal is None else f'≤ {goal:g}':>6s}{mark}")
+        used = f"{cpu[key]:7.3f}" if key in cpu else " " * 7
+        print(f"{name:42s} {value:9.3f} {unit:3s}  {used}  {'' if goal is None else f'≤ {goal:g}':>6s}{mark}")
+    numbers.update({f"cpu_{k}": v for k, v in cpu.items()})
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2))
     return 0

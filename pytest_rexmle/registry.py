@@ -6,10 +6,20 @@ package adds an agent by declaring one entry point and never touches this projec
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
 from .errors import RexmleError
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_points(group: str) -> tuple:
+    """A group's entry points, scanned once per process: every scan reads all installed distributions'
+    metadata (tens of milliseconds), and agents and runtimes are looked up for every benchmark item."""
+    from importlib.metadata import entry_points  # email, zipfile, csv...: only when a provider is looked up
+
+    return tuple(entry_points(group=group))
 
 
 class Registry:
@@ -18,15 +28,11 @@ class Registry:
         self._builtins = dict(builtins)
 
     def names(self) -> list[str]:
-        from importlib.metadata import entry_points  # email, zipfile, csv...: only when a provider is looked up
-
-        found = {ep.name for ep in entry_points(group=self.group)}
+        found = {ep.name for ep in _entry_points(self.group)}
         return sorted(found | set(self._builtins))
 
     def load(self, name: str) -> Any:
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group=self.group):
+        for ep in _entry_points(self.group):
             if ep.name == name:
                 return ep.load()
         target = self._builtins.get(name)

@@ -14,6 +14,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..imaging import read_image, reference_geometry, zyx_spacing
+from ..metrics.parallel import parallel_map
 from ..submission import CaseTable
 from .base import Grader
 
@@ -53,8 +54,11 @@ class BinaryMaskGrader(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = []
         for case_id in answers.ids:
-            truth_img = read_image(answers.root / answers.value(case_id, "label_path"), case_id)
-            pred = self.read_prediction(submission, case_id, truth_img)
+            truth_path = answers.root / answers.value(case_id, "label_path")
+            ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
+            truth_img, pred = parallel_map(lambda read: read(), (
+                lambda: read_image(truth_path, case_id),
+                lambda: self.read_prediction(submission, case_id, ref)))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
         return self.aggregate(per_case)

@@ -12,6 +12,8 @@ from ..errors import InvalidSubmission
 from ..imaging import read_image, read_mask, reference_geometry, voxel_volume_mm3
 from ..metrics.components import lesion_detection
 from ..metrics.overlap import dice
+from ..metrics.parallel import parallel_map
+from ..metrics.surface import bounding_box, union_box
 from ..submission import CaseTable
 from .base import Grader
 
@@ -41,12 +43,17 @@ class StrokeLesion(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = []
         for case_id in answers.ids:
-            truth_img = read_image(answers.root / answers.value(case_id, "mask_path"), case_id)
+            truth_path = answers.root / answers.value(case_id, "mask_path")
             path = submission.file(case_id, "predicted_mask_path")
             _require_nifti(path, case_id)
-            pred = read_mask(path, truth_img, case_id) != 0
+            ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
+            truth_img, pred = parallel_map(lambda read: read(), (
+                lambda: read_image(truth_path, case_id),
+                lambda: read_mask(path, ref, case_id) != 0))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            per_case.append(case_metrics(pred, truth, voxel_volume_mm3(truth_img) / 1000.0))
+            # every metric counts voxels or components, so the union box of both foregrounds loses nothing
+            box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim
+            per_case.append(case_metrics(pred[box], truth[box], voxel_volume_mm3(truth_img) / 1000.0))
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
-
-from ..metrics.correlation import correlation_scores
 from ..submission import CaseTable, SUBMISSION_CSV
 from .base import SAMPLE_SUBMISSION, Grader, write_submission_csv
 
@@ -17,6 +14,10 @@ class QualityScore(Grader):
     answer_columns = ("quality_score",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        import numpy as np  # validation and the baseline need neither NumPy nor SciPy
+
+        from ..metrics.correlation import correlation_scores
+
         ids = answers.ids
         pred = np.array([submission.number(i, "quality_score") for i in ids])
         truth = np.array([float(answers.value(i, "quality_score")) for i in ids])

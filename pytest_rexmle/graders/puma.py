@@ -21,6 +21,7 @@ from PIL import Image, ImageDraw
 
 from ..errors import InvalidSubmission
 from ..hostile import SafeReader, read_json
+from ..metrics.parallel import parallel_map
 from ..metrics.points import Point, case_class_f1, macro_f1_over_cases, polygon_centroid
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
@@ -262,14 +263,17 @@ class TissueSegmentation(Grader):
     answer_columns = ("label_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        counts = np.zeros((6, 6), dtype=np.int64)
-        for case_id in answers.ids:
+        def case_counts(case_id: str) -> np.ndarray:
             pred = read_tissue_mask(submission.file(case_id, "predicted_mask_path"), case_id)
             try:
                 truth = read_tissue_mask(answers.root / answers.value(case_id, "label_path"), case_id)
             except InvalidSubmission as exc:
                 raise RuntimeError(f"private ground truth is broken: {exc}") from None
-            counts += confusion(pred, truth)
+            return confusion(pred, truth)
+
+        counts = np.zeros((6, 6), dtype=np.int64)
+        for case in parallel_map(case_counts, answers.ids):  # Pillow decodes and resizes without the GIL
+            counts += case
         return micro_dice(counts)
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:

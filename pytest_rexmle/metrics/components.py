@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
 
 
 def label_components(mask: np.ndarray, structure: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Component labels with 26-connectivity in 3-D (full connectivity in any dimension)."""
+    from scipy import ndimage
+
     if structure is None:
         structure = np.ones((3,) * mask.ndim, dtype=bool)
     labels, n = ndimage.label(mask, structure=structure)
     return labels, int(n)
+
+
+def full_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
+    """Like :func:`label_components` with full connectivity (same components, other label numbers).
+
+    2-D and 3-D masks go through SimpleITK's fully connected ``ConnectedComponent``, which the graders
+    have loaded anyway, instead of importing ``scipy.ndimage`` (a quarter of a second per process);
+    every use here depends only on which voxels share a component, never on the numbers.
+    """
+    mask = np.asarray(mask) != 0
+    if mask.ndim not in (2, 3) or mask.size == 0:
+        return label_components(mask)
+    import SimpleITK as sitk
+
+    labeller = sitk.ConnectedComponentImageFilter()
+    labeller.SetFullyConnected(True)
+    labels = labeller.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
+    return sitk.GetArrayFromImage(labels), int(labeller.GetObjectCount())
 
 
 def count_components(mask: np.ndarray) -> int:
@@ -26,8 +45,8 @@ def lesion_detection(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     A ground-truth component touching the prediction is a TP (else FN); a predicted component touching
     no ground truth is an FP. F1 = TP / (TP + (FP + FN) / 2), and 1.0 when nothing is there at all.
     """
-    g_labels, n_g = label_components(truth)
-    p_labels, n_p = label_components(pred)
+    g_labels, n_g = full_components(truth)
+    p_labels, n_p = full_components(pred)
     tp = len(np.unique(g_labels[(g_labels > 0) & pred]))
     fn = n_g - tp
     fp = n_p - len(np.unique(p_labels[(p_labels > 0) & truth]))

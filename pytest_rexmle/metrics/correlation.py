@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 
 def _defined(value: float) -> float:
@@ -15,6 +14,8 @@ def _defined(value: float) -> float:
 
 def correlation_scores(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """|Pearson|, |Spearman| (average ranks), |Kendall tau-b| and their sum ``score``."""
+    from scipy import stats  # about a second to import: only when something is scored
+
     pred = np.asarray(pred, dtype=np.float64)
     truth = np.asarray(truth, dtype=np.float64)
     if pred.size < 2 or np.ptp(pred) == 0 or np.ptp(truth) == 0:

@@ -21,8 +21,6 @@ import io
 from statistics import mean
 from typing import Iterable, Mapping, Sequence
 
-from pycocotools.coco import COCO
-from pycocotools.cocoeval import COCOeval
 
 LEVELS: tuple[tuple[str, int], ...] = (("quadrant", 1), ("enumeration", 2), ("diagnosis", 3))
 #: metric prefix -> index into COCOeval.stats (AP@[.5:.95], AP50, AP75, AR@100 over all areas)
@@ -48,6 +46,8 @@ def coco_bbox_stats(images: Sequence[Mapping], annotations: Sequence[Mapping], c
     """
     if not detections:
         return {stat: 0.0 for stat, _ in STATS}
+    from pycocotools.coco import COCO  # imported when there is something to evaluate
+    from pycocotools.cocoeval import COCOeval
     gt_anns = []
     for i, ann in enumerate(annotations, start=1):
         x, y, w, h = (float(v) for v in ann["bbox"])

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.ndimage import uniform_filter
-from skimage.metrics import structural_similarity
 
 LNCC_WINDOW = 11
 LNCC_EPS = 1e-8
@@ -32,6 +30,8 @@ def lncc(pred: np.ndarray, truth: np.ndarray) -> float:
     normalised images agree (``numpy.allclose`` defaults) and 0.0 otherwise.
     """
     x1, x2 = _minmax(np.asarray(pred, dtype=np.float64)), _minmax(np.asarray(truth, dtype=np.float64))
+
+    from scipy.ndimage import uniform_filter  # imported when images are scored, not by every importer
 
     def box(a: np.ndarray) -> np.ndarray:
         return uniform_filter(a, size=LNCC_WINDOW, mode="mirror")
@@ -58,6 +58,8 @@ def ssim(pred: np.ndarray, truth: np.ndarray) -> float:
     rng = data_range(p, g)
     if rng == 0.0:
         return 1.0
+    from skimage.metrics import structural_similarity
+
     return float(structural_similarity(p, g, data_range=rng))
 
 

@@ -29,8 +29,8 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage
-from skimage.measure import marching_cubes
+
+from .parallel import parallel_map
 
 #: bit weight of each voxel of a corner's 2×2×2 neighbourhood, indexed [dz, dy, dx]
 CORNER_WEIGHTS = np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], dtype=np.uint8)
@@ -41,8 +41,22 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
     """Per neighbour code, the (k, 3) area vectors of its marching-cubes triangles at unit spacing.
 
     Area *vectors* (not scalar areas) are kept so that any anisotropic spacing can be applied exactly
-    afterwards: a linear map diag(s) turns an area vector into its cofactor-scaled version.
+    afterwards: a linear map diag(s) turns an area vector into its cofactor-scaled version. Read from
+    the precomputed :mod:`._surfel_table` (identical to :func:`_marching_cubes_area_vectors`).
     """
+    from ._surfel_table import UNIT_AREA_VECTORS_X8
+
+    vectors = []
+    for word in UNIT_AREA_VECTORS_X8.split():
+        digits = [] if word == "-" else [ord(c) - ord("0") - 4 for c in word]
+        vectors.append(np.array(digits, dtype=np.float64).reshape(-1, 3) / 8.0)
+    return tuple(vectors)
+
+
+def _marching_cubes_area_vectors() -> tuple[np.ndarray, ...]:
+    """The table derived from scikit-image's Lorensen marching cubes on each code's minority side."""
+    from skimage.measure import marching_cubes
+
     vectors: list[np.ndarray] = []
     for code in range(256):
         minority = code if bin(code).count("1") <= 4 else 255 - code
@@ -127,15 +141,22 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
     if box is None:
         return SurfaceDistances(empty, empty, empty, empty)
     table = surfel_area_table(spacing)
-    codes = [_corner_codes(np.pad(m[box].astype(np.uint8), 1)) for m in (gt, pred)]
-    borders = [(c != 0) & (c != 255) for c in codes]
+
+    def surfels(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        codes = _corner_codes(np.pad(m[box].astype(np.uint8), 1))
+        return codes, (codes != 0) & (codes != 255)
+
+    from scipy import ndimage  # imported here, once, before the threads use it
 
     def distance_to(border: np.ndarray) -> np.ndarray:
         if not border.any():
             return np.full(border.shape, np.inf)
         return ndimage.distance_transform_edt(~border, sampling=spacing)
 
-    to_gt, to_pred = distance_to(borders[0]), distance_to(borders[1])
+    # the two masks' surfels, then the two distance transforms, each pair on two cores
+    (code_gt, border_gt), (code_pred, border_pred) = parallel_map(surfels, (gt, pred))
+    codes, borders = (code_gt, code_pred), (border_gt, border_pred)
+    to_gt, to_pred = parallel_map(distance_to, borders)
     d_gt, a_gt = _sorted(to_pred[borders[0]], table[codes[0][borders[0]]])
     d_pred, a_pred = _sorted(to_gt[borders[1]], table[codes[1][borders[1]]])
     return SurfaceDistances(d_gt, a_gt, d_pred, a_pred)
