@@ -37,7 +37,7 @@ from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
 from .sandbox.landlock import LandlockView, etc_entries
-from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for
+from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 
@@ -129,6 +129,10 @@ class LocalRuntime(Runtime):
 
     def facts(self) -> dict:
         return {"sandbox": self.mechanism()}
+
+    def sweep_orphans(self) -> int:
+        """Run cgroups a killed session left behind (their processes are killed with them)."""
+        return sweep_cgroups()
 
     @property
     def sandboxed(self) -> bool:

@@ -123,3 +123,19 @@ print(json.dumps(out))
     else:
         assert report["tcp"] != "hello" and report["udp"] != "sent", report
         assert run.outcome.details["network"] == "none"
+
+
+def test_cgroups_of_a_dead_session_are_swept():
+    import subprocess
+
+    from pytest_rexmle.runtime.sandbox.limits import Limits, RunCgroup, sweep_cgroups
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    group = RunCgroup.create(f"rexmle-{dead.pid}-swept", Limits())
+    if group is None:
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    folders = [group.path, *group.legacy.values()]
+    assert all(f.is_dir() for f in folders)
+    assert sweep_cgroups() >= len(folders)
+    assert not any(f.exists() for f in folders)

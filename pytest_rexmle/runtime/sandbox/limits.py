@@ -56,7 +56,7 @@ def format_size(value: int) -> str:
 class Limits:
     """Per-run limits; ``None`` means unlimited. Sizes are bytes, processes a count."""
     memory: int | None = 16 << 30
-    processes: int | None = 512
+    processes: int | None = 4096  # threads count too (BLAS and PyTorch start one per core)
     file_size: int | None = 64 << 30
     disk: int | None = 100 << 30
     tmp: int | None = 20 << 30
@@ -329,3 +329,50 @@ def disk_usage(top: Path, budget: int = 200_000) -> int:
         except OSError:
             continue
     return total
+
+
+def sweep_cgroups() -> int:
+    """Remove the run cgroups of dead sessions (``rexmle-<harness pid>-...`` whose harness is gone),
+    killing whatever still runs in them; returns how many were removed."""
+    import signal
+
+    parents: list[Path] = []
+    root = cgroup_v2_root()
+    own = _own_cgroup(root) if root is not None else None
+    if own is not None:
+        parents.append(own)
+    for controller in ("memory", "pids"):
+        mount = Path("/sys/fs/cgroup") / controller
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, controllers, relative = line.split(":", 2)
+                if controller in controllers.split(","):
+                    parents.append(mount / relative.lstrip("/"))
+        except (OSError, ValueError):
+            pass
+    removed = 0
+    for parent in parents:
+        try:
+            groups = [p for p in parent.iterdir() if p.is_dir() and p.name.startswith("rexmle-")]
+        except OSError:
+            continue
+        for group in groups:
+            try:
+                owner = int(group.name.split("-")[1])
+            except (IndexError, ValueError):
+                continue
+            if Path(f"/proc/{owner}").exists():
+                continue
+            try:
+                if (group / "cgroup.kill").exists():
+                    (group / "cgroup.kill").write_text("1")
+                for pid in (group / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            _rmdir(group)
+            removed += not group.exists()
+    return removed
