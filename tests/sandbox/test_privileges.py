@@ -147,3 +147,58 @@ print("{{}}")
         except OSError:
             pass
     assert alive == []
+
+
+def _marked(marker: str) -> list[str]:
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline").read():
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def test_kill_9_of_the_harness_takes_every_agent_process_along(tmp_path, mechanism):
+    """The session itself dies hard (OOM killer, kill -9): no agent process may keep running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    marker = f"rexmle-orphan9-{os.getpid()}-{mechanism}"
+    agent = f'''
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+    os._exit(0)
+time.sleep(600)
+'''
+    code_file = tmp_path / "agent-code.py"  # not on a command line: only the grandchild's argv has the marker
+    code_file.write_text(agent)
+    harness = ("import sys; from pathlib import Path; from tests.sandbox.conftest import run_agent; "
+               "run_agent(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]).read_text(), time_limit=300)")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", harness, str(tmp_path), mechanism, str(code_file)], cwd=repo,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _marked(marker), "the agent's grandchild never started"
+        assert str(proc.pid) not in _marked(marker)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _marked(marker) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _marked(marker):
+            os.kill(int(pid), signal.SIGKILL)

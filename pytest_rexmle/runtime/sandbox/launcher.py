@@ -131,7 +131,6 @@ def run_supervised(config: dict) -> None:
     me = os.getpid()
     if _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the harness died: so does the run
     stop = {"signal": None}
 
     def on_term(signum, _frame):
@@ -140,6 +139,10 @@ def run_supervised(config: dict) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    # the harness died (even kill -9): SIGTERM, so the handler below still ends the agent's whole tree
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the harness is already gone
+        os._exit(137)
     code = None
     try:
         ruleset = prepare(LandlockView.from_json(config["landlock"]))
