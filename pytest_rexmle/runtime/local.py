@@ -21,6 +21,7 @@ unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -193,7 +194,7 @@ class LocalRuntime(Runtime):
         inside = self.contract_paths(spec)
         binds = [Bind(spec.data_dir, inside["data"]), Bind(spec.workspace, inside["workspace"], True),
                  Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"])]
-        config_fd = data_fd(__import__("json").dumps(config).encode(), "launcher-config")
+        config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
         args = bwrap_args(python_roots=python_roots(), binds=binds, tmp=tmp, hidden=spec.hidden, cwd="/",
@@ -216,7 +217,7 @@ class LocalRuntime(Runtime):
                             write_files=tuple(logs), devices=tuple(devices), list_only=tuple(_import_roots()),
                             network_none=config["network"] == "none")
         config = {**config, "landlock": view.to_json()}
-        config_fd = data_fd(__import__("json").dumps(config).encode(), "launcher-config")
+        config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         fds.append(config_fd)
         return launcher_command(config_fd)
 

@@ -21,7 +21,7 @@ What Landlock can and cannot do, compared with bubblewrap:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 #: entries of /etc that stay out of the view: password hashes, host keys, privilege configuration
