@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -162,7 +163,10 @@ def finish(run: LaunchedRun) -> RunOutcome:
     meta.update(run.handle.record())
     # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
     meta["scrub"] = scrub_run_folder(folder.root).to_json()
-    agent.finish(ctx)
+    try:
+        agent.finish(ctx)
+    except (OSError, RecursionError, shutil.Error) as exc:  # the agent's files broke the collection
+        meta["finish_error"] = clean_text(f"{type(exc).__name__}: {exc}", limit=500)
     meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
     write_json_atomic(folder.root / "run.json", meta)

@@ -148,3 +148,29 @@ def test_a_run_is_scrubbed_before_the_host_reads_it(tmp_path):
     assert stat.S_IMODE(os.lstat(folder.workspace / "suid").st_mode) == 0o755
     scrub = json.loads((folder.root / "run.json").read_text())["scrub"]
     assert scrub["complete"] and scrub["n_removed"] >= 2 and scrub["n_neutralised"] == 1
+
+
+def test_an_agent_finish_broken_by_its_own_files_does_not_stop_the_run(tmp_path):
+    """An adapter copying the agent's logs (``shutil.copytree`` recurses) meets a 1,500-level folder:
+    the run still ends, with the failure recorded, and is graded on what it left."""
+    from pytest_rexmle.agents.command import CommandAgent
+    from pytest_rexmle.data.synthetic import ensure_synthetic
+    from pytest_rexmle.run import RunFolder, execute
+    from pytest_rexmle.runtime import get_runtime
+    from pytest_rexmle.task import registry
+
+    class CopyingAgent(CommandAgent):
+        def finish(self, ctx) -> None:
+            shutil.copytree(ctx.workspace / "logs", ctx.logs / "copied")
+
+    task = registry().get("ldct-iqa")
+    data = ensure_synthetic(task, tmp_path / "cache")
+    agent = CopyingAgent("command", {"cmd": "mkdir -p logs"})
+    folder = RunFolder.create(tmp_path / "runs", task, agent)
+    try:
+        deep_folder(folder.workspace / "logs", 1500)
+        execute(task, data, agent, get_runtime("local", unsafe=True), folder, 60.0)
+        meta = json.loads((folder.root / "run.json").read_text())
+        assert meta["finish_error"].startswith("RecursionError") and "finished" in meta
+    finally:
+        remove_tree(folder.root)
