@@ -71,3 +71,28 @@ def test_judge_and_stages_finish_bounded(hostile_run):
     assert out["S3"] > 0  # the validation metric at the head of the log was seen
     assert out["peak_mb"] < floor + 300, out
     assert out["seconds"] < 120, out  # the goal (< 10 s on an idle machine) is measured in benchmarks/
+
+
+def test_literal_indexed_search_equals_the_full_pattern():
+    """The rules judge's speed-up (candidate lines by literal, per-alternative search) never changes a
+    match: same span for every group on every line of the rule tests' corpus and of crafted lines."""
+    from pytest_rexmle.capability.rules import RULES, STAGE_RULES, Line, Lines
+    from pytest_rexmle.capability.trace import LOG, Source
+
+    from ..capability.test_rules import CASES
+
+    corpus = [line for (pos, files), (neg, nfiles) in CASES.values()
+              for text in (pos, neg, *files.values(), *nfiles.values()) for line in text.splitlines()]
+    corpus += ["ValueError: x then Traceback (most recent call last)", "loss nan loss=nan NaN LOSS",
+               "step 1: plan: first load then train", "OOM oom CUDA out of memory", "a" * 5000 + "Error: x"]
+    src = Source("logs/x.log", LOG, "\n".join(corpus))
+    lines = Lines([Line(i, src, i, t, t.lower()) for i, t in enumerate(corpus)])
+    groups = [g for r in RULES.values() for g in r.groups] + [g for gs in STAGE_RULES.values() for g in gs]
+    checked = 0
+    for grp in groups:
+        for index, text in enumerate(corpus):
+            full = grp.pattern.search(text)
+            fast = lines.search(grp, index)
+            assert (full.span() if full else None) == (fast.span() if fast else None), (grp.what, text[:80])
+            checked += full is not None
+    assert checked > 30
