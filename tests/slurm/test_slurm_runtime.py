@@ -275,3 +275,11 @@ def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, sl
     else:
         assert f"the runs folder {private}/runs is not shared with the compute nodes" in proc.stderr, proc.stderr
     assert "test_challenge" not in proc.stdout
+
+
+def test_xdist_workers_submit_their_own_items(bench, slurm_env, needs_bwrap):
+    result = bench("--agent=sample", "--rexmle-runtime=slurm", "-n", "2", "-k", "ldct-iqa or topcow-cta-cls")
+    result.assert_outcomes(passed=2)
+    records = _records(bench.path)
+    assert len(records) == 2 and all(_sacct_state(r["slurm"]["job_id"]) == "COMPLETED" for r in records)
+    assert {c["challenge_id"] for c in report_json(bench.path)["challenges"]} == {"ldct-iqa", "topcow-cta-cls"}
