@@ -43,6 +43,7 @@ def test_hostile_leftovers_finish_the_session_within_memory(bench, needs_bwrap, 
                            "-k", "ldct-iqa"], cwd=bench.path, capture_output=True, text=True, timeout=600)
     lines = proc.stdout.splitlines()
     peak_mb = float(lines[-1])
+    print(f"session peak RSS: {peak_mb:.0f} MB")
     assert any("1 failed" in line for line in lines), proc.stdout[-3000:]
     assert peak_mb < 1000, peak_mb  # the session grew to 6.6 GB on the logs alone
     fail = next(line for line in lines if "agent exited with code 3" in line)
