@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,10 +75,35 @@ def write_description(contract: Contract, folder: Path, where_to_write: str) -> 
     return path
 
 
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    """The API-key values of the environment (long enough to be keys, not flags)."""
+    env = os.environ if environ is None else environ
+    return [v for v in (env.get(k, "") for k in SECRET_VARIABLES) if len(v) >= 8]
+
+
+def _relay(source, sink, secrets: list[bytes]) -> None:
+    """Copy the agent's output line by line, every key replaced by ``***`` (agents log their settings)."""
+    for line in iter(source.readline, b""):
+        for value in secrets:
+            line = line.replace(value, b"***")
+        sink.write(line)
+        sink.flush()
+    source.close()
+
+
 def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None) -> int | None:
-    """Run the agent in its own process group; at the deadline interrupt it, then kill it. None: deadline hit."""
+    """Run the agent in its own process group; at the deadline interrupt it, then kill it. None: deadline hit.
+
+    Its stdout/stderr reach ours (the harness's log files) through a relay that masks API keys.
+    """
     log(f"starting {argv[0]} with a budget of {seconds:.0f} s")
-    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+    secrets = [v.encode() for v in secret_values(env)]
+    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    relays = [threading.Thread(target=_relay, args=(pipe, sink, secrets), daemon=True)
+              for pipe, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))]
+    for relay in relays:
+        relay.start()
     try:
         return proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -99,6 +125,8 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for relay in relays:  # a grandchild may keep a pipe open: do not wait for it forever
+            relay.join(timeout=5)
 
 
 def referenced_files(csv_path: Path, files_base: Path | None = None) -> list[str]:
@@ -159,7 +187,7 @@ def _mask(path: Path, data: bytes, value: str) -> bytes:
 
 def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
     """Replace API-key values in the agent's own logs/configs (some agents save their config or settings)."""
-    values = [v for v in (os.environ.get(k, "") for k in SECRET_VARIABLES) if len(v) >= 8]
+    values = secret_values()
     if not values or not folder.is_dir():
         return 0
     changed = 0

@@ -22,7 +22,9 @@ fetched (``LITELLM_LOCAL_MODEL_COST_MAP``). Logs go to ``LOG_TRACE_PATH`` and ex
 The final submission is the workspace of the experiment R&D-Agent itself chose to submit (its
 ``sota_exp_to_submit`` log record, read with R&D-Agent's own Python by ``rdagent_sota.py``), else the
 newest workspace with a submission.csv; its prediction files are resolved relative to that workspace.
-API keys are then masked in R&D-Agent's logs (it logs its settings, keys included).
+R&D-Agent logs its LLM settings, OPENAI_API_KEY included: its output reaches the harness through the
+adapter's masking relay, and the key is masked in every file it leaves under the run's workspace
+(stars of the same length in its pickled log records, so they still load).
 """
 
 from __future__ import annotations
@@ -131,8 +133,7 @@ def main(argv: list[str]) -> int:
     code = run_with_deadline(command(contract, args, budget), budget, cwd=root, env=environment(contract, args, root))
     log(f"R&D-Agent ended with {'the deadline' if code is None else f'exit code {code}'}")
     ok = has_submission(contract.submission) or collect(root, contract.submission)
-    scrub_secrets(root / "log")
-    scrub_secrets(root / "workspace")
+    scrub_secrets(root)  # its log, workspaces and files it leaves in its working folder (selector.log)
     if not ok:
         log("R&D-Agent left no submission.csv")
     return 0 if ok else 1
