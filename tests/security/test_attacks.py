@@ -1,0 +1,338 @@
+"""Issue 10's attack classes, each against every sandbox mechanism, as root and as an unprivileged user.
+
+One *probe* session per (mechanism, user) runs the attack agent on three tiny tasks at once:
+``ldct-iqa`` (read/search/proc/mount/remount/write/forge/setuid/sysctl/loopback/twin regeneration),
+``isles22`` (NIfTI decompression bombs) and ``topcow-cta-det`` (hostile JSON, a 1,500-level folder);
+then a ``--rexmle-resume`` session checks that nothing forged is reused. ``leftovers`` (FIFO and
+/dev/zero traps, control characters) and ``limits`` (fork bomb, memory hog) get sessions of their own.
+Each test asserts both halves of "the attack failed": the run is still graded or FAILed cleanly with a
+reason, and the specific damage did not happen on the host.
+
+Gaps: a defence that has not landed yet is listed in ``KNOWN_GAPS`` and its test is
+``xfail(strict=True)`` — it turns into a failure the moment the defence lands, so the list stays true.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import http.server
+import os
+import re
+import site
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import ATTACKS, Mechanism, limit_option_known, session_dict, shared_once
+
+MARK = "rexmle_attack_marker"
+PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
+
+#: (attack, mechanism, user) -> the defence that is missing; "*" matches any
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {
+    ("runs_path", "bwrap", "*"): "bubblewrap's private /tmp is a bind of <run>/.tmp-*, so /proc/self/mountinfo "
+                                 "names the runs folder (local sandbox, issue 10 deliverable 4)",
+    ("unprivileged", "landlock", "root"): "the Landlock sandbox started by root keeps the agent at uid 0 (without "
+                                          "capabilities, with no_new_privs and seccomp); issue 10 deliverable 1 asks "
+                                          "for an unprivileged uid",
+    ("runs_path", "docker", "*"): "Docker bind mounts show their host source in /proc/self/mountinfo (the public "
+                                  "folder, the run's workspace/submission): documented, not access",
+}
+
+
+def gap(request, attack: str, mechanism: Mechanism) -> None:
+    for (a, m, u), reason in KNOWN_GAPS.items():
+        if a == attack and m in ("*", mechanism.name) and u in ("*", mechanism.user):
+            request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+            return
+
+
+# -- host snapshots -------------------------------------------------------------------------------------
+
+SYSCTLS = ("net/ipv4/ip_default_ttl", "kernel/core_pattern", "vm/overcommit_memory")
+
+
+def host_snapshot() -> dict:
+    import pytest_rexmle
+    from pytest_rexmle.task import tasks_root
+
+    package = Path(pytest_rexmle.__file__).resolve().parent
+    sites = [*site.getsitepackages()]
+    # the files the attack opens for writing (not whole trees: other work may change the package meanwhile)
+    targets = [package / "grading.py", package / "graders" / "ldct.py", tasks_root().resolve() / "ldct-iqa" / "task.yaml"]
+    return {"targets": {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in targets},
+            "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in SYSCTLS},
+            "markers": sorted(p for s in sites + [str(package), str(tasks_root())] for p in glob.glob(f"{s}/*{MARK}*")),
+            "pth_ran": os.path.exists(f"/tmp/{MARK}-pth-ran")}
+
+
+def special_files(root: Path) -> list[str]:
+    """Setuid/setgid files and device nodes under ``root`` (``find``: the agent's 1,500-level folders
+    are deeper than Python's recursion limit)."""
+    out = subprocess.run(["find", str(root), "-xdev", "(", "-perm", "-4000", "-o", "-perm", "-2000", "-o",
+                          "-type", "b", "-o", "-type", "c", ")", "-printf", "%M %u %p\n"],
+                         capture_output=True, text=True, check=False)
+    return sorted(out.stdout.splitlines())
+
+
+def answer_rows(cache: Path, task: str) -> list[str]:
+    rows = set()
+    for path in glob.glob(str(cache / "**" / task / "private" / "answers.csv"), recursive=True):
+        rows.update(line.strip() for line in Path(path).read_text().splitlines()[1:] if line.strip())
+    return sorted(rows)
+
+
+class LoopbackService:
+    """An HTTP server on the host's loopback only, answering with a secret token."""
+
+    def __init__(self) -> None:
+        self.token = f"loopback-secret-{uuid.uuid4().hex}"
+        token = self.token.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(token)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# -- the probe session ----------------------------------------------------------------------------------
+
+def _command(mech: Mechanism, folder: Path, scenario: str, **extra: str) -> list[str]:
+    import pytest_rexmle
+    from pytest_rexmle.task import tasks_root
+
+    env = {"ATTACK_CACHE": str(mech.cache), "ATTACK_RUNS": str(folder / ".rexmle" / "runs"),
+           "ATTACK_PACKAGE": str(Path(pytest_rexmle.__file__).resolve().parent),
+           "ATTACK_TASKS": str(tasks_root().resolve()), "ATTACK_SITE": ":".join(site.getsitepackages()), **extra}
+    env.setdefault("ATTACK_SEEDS", "2")
+    cmd = " ".join(f"{k}={v}" for k, v in env.items()) + f" python attack.py {scenario}"
+    return ["--agent=command", f"--agent-option=dir={ATTACKS}", f"--agent-option=cmd={cmd}"]
+
+
+def private_dirs(cache: Path, task: str) -> list[str]:
+    return sorted(str(Path(p).parent) for p in glob.glob(str(cache / "**" / task / "private" / "answers.csv"),
+                                                         recursive=True))
+
+
+def _probe(mech: Mechanism) -> dict:
+    if not private_dirs(mech.cache, "ldct-iqa"):
+        # the twin first (a sample run), so the attack can be handed the answers' exact host path
+        warm = mech.new_folder("warm")
+        mech.run(warm, [*mech.args(), "--agent=sample", "--rexmle-judge=none", "-k", "ldct-iqa"], timeout=180)
+    [private] = private_dirs(mech.cache, "ldct-iqa")
+    before = host_snapshot()
+    service = LoopbackService()
+    try:
+        folder = mech.new_folder("probe")
+        args = [*mech.args(), *_command(mech, folder, "auto", ATTACK_PORT=str(service.port), ATTACK_PRIVATE=private),
+                "--rexmle-time-limit=180", "-k", " or ".join(PROBE_TASKS)]
+        first = mech.run(folder, args, timeout=420)
+        resumed = mech.run(folder, [*args[:-2], "-k", "ldct-iqa", "--rexmle-resume"], timeout=240)
+    finally:
+        service.close()
+    after = host_snapshot()
+    runs_root = folder / ".rexmle" / "runs"
+    return {"first": session_dict(first), "resumed": session_dict(resumed), "before": before, "after": after,
+            "token": service.token, "answers": answer_rows(mech.cache, "ldct-iqa"),
+            "special_files": special_files(runs_root),
+            "forged_dirs": sorted(glob.glob(str(runs_root / "*" / "*" / "99991231T235959-1"))),
+            "run_files": sorted(str(p.relative_to(runs_root)) for p in runs_root.glob("*/*/*/*.json")),
+            "logs": {task: _read_logs(Path(d)) for task, d in first.run_dirs.items()}}
+
+
+def _read_logs(run: Path) -> str:
+    text = ""
+    for name in ("logs/agent.stdout.log", "logs/agent.stderr.log", "workspace/attack.json"):
+        try:
+            text += (run / name).read_text(errors="replace")
+        except OSError:
+            pass
+    return text
+
+
+@pytest.fixture
+def probe(mechanism, tmp_path_factory) -> dict:
+    result = shared_once(tmp_path_factory, f"probe-{mechanism.id}", lambda: _probe(mechanism))
+    first = result["first"]
+    assert not first["timed_out"], first["output"][-3000:]
+    assert set(first["results"]) == set(PROBE_TASKS), first["output"][-3000:]
+    return result
+
+
+def _attempt(probe: dict, name: str) -> dict:
+    return probe["first"]["attack"]["ldct-iqa"]["attempts"][name]
+
+
+# -- reading the answers ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("attack", ["read_by_path", "search_filesystem", "proc_other_processes", "mount_host_disk"])
+def test_agent_cannot_read_the_private_answers(request, mechanism, probe, attack):
+    gap(request, attack, mechanism)
+    assert _attempt(probe, attack)["ok"] is False, _attempt(probe, attack)["detail"]
+    rows = probe["answers"]
+    assert len(rows) >= 10, "the twin's answers were not found on the host"
+    # the answers' rows appear nowhere the agent wrote (its logs, its report of what it found)
+    leaked = [row for row in rows if row in probe["logs"]["ldct-iqa"] and not row.endswith(",0.0")]
+    assert leaked == []
+    result = probe["first"]["results"]["ldct-iqa"]
+    assert result["status"] == "ok" and result["percentile"] < 100
+
+
+def _visible(probe: dict) -> str:
+    """What the agent could read about the host: its mountinfo and other processes' environ/cmdline."""
+    report = probe["first"]["attack"]["ldct-iqa"]
+    # processes running this test's own attack command (which hands the agent the path) are left out
+    return report.get("mountinfo", "") + "".join(f["text"] for f in report["found"]
+                                                 if f["where"].startswith("/proc/") and "ATTACK_" not in f["text"])
+
+
+def test_no_host_path_of_the_private_answers_in_the_sandbox(request, mechanism, probe):
+    gap(request, "private_path", mechanism)
+    assert "/private" not in _visible(probe)
+
+
+def test_mountinfo_names_no_runs_folder(request, mechanism, probe):
+    """Docker's mountinfo names its bind sources and Landlock shows the host's own mount table: both
+    documented limits (a path is not access), listed as gaps."""
+    gap(request, "runs_path", mechanism)
+    report = probe["first"]["attack"]["ldct-iqa"]
+    assert str(Path(probe["first"]["folder"]) / ".rexmle") not in report.get("mountinfo", "")
+
+
+# -- privilege --------------------------------------------------------------------------------------------
+
+def test_agent_runs_unprivileged(request, mechanism, probe):
+    """Whoever runs the harness: a non-root uid, no capabilities, no_new_privs, a seccomp filter."""
+    gap(request, "unprivileged", mechanism)
+    status = probe["first"]["attack"]["ldct-iqa"]["status"]
+    assert probe["first"]["attack"]["ldct-iqa"]["uid"] != 0 and status["Uid"].split()[1] != "0", status
+    assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0, status
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+
+
+@pytest.mark.parametrize("attack", ["remount_data_rw", "remount_root_rw", "device_node"])
+def test_no_mount_or_device_privilege(request, mechanism, probe, attack):
+    gap(request, attack, mechanism)
+    assert _attempt(probe, attack)["ok"] is False, _attempt(probe, attack)["detail"]
+    assert probe["first"]["results"]["ldct-iqa"]["status"] == "ok"
+
+
+def test_harness_grader_tasks_and_answers_cannot_be_written(request, mechanism, probe):
+    gap(request, "write_harness", mechanism)
+    assert _attempt(probe, "write_harness")["ok"] is False, _attempt(probe, "write_harness")["detail"]
+    assert probe["after"]["targets"] == probe["before"]["targets"]
+    assert probe["after"]["markers"] == []
+
+
+def test_no_pth_or_sitecustomize_reaches_the_harness_python(request, mechanism, probe):
+    gap(request, "plant_pth", mechanism)
+    assert _attempt(probe, "plant_pth")["ok"] is False, _attempt(probe, "plant_pth")["detail"]
+    assert probe["after"]["markers"] == [] and probe["after"]["pth_ran"] is False
+
+
+def test_no_setuid_or_device_file_survives_in_the_run_folder(request, mechanism, probe):
+    gap(request, "setuid_binary", mechanism)
+    assert probe["special_files"] == []
+
+
+def test_kernel_settings_cannot_be_changed(request, mechanism, probe):
+    gap(request, "sysctl_write", mechanism)
+    assert _attempt(probe, "sysctl_write")["ok"] is False, _attempt(probe, "sysctl_write")["detail"]
+    assert probe["after"]["sysctl"] == probe["before"]["sysctl"]
+
+
+def test_host_loopback_service_is_not_reachable(request, mechanism, probe):
+    """network=none for the local sandboxes, the bridge for Docker: the host's 127.0.0.1 never answers."""
+    gap(request, "loopback_service", mechanism)
+    assert probe["token"] not in probe["logs"]["ldct-iqa"]
+    assert _attempt(probe, "loopback_service")["ok"] is False, _attempt(probe, "loopback_service")["detail"]
+
+
+# -- results ----------------------------------------------------------------------------------------------
+
+def test_forged_results_are_not_written_nor_resumed(request, mechanism, probe):
+    gap(request, "forge_results", mechanism)
+    genuine = probe["first"]["results"]["ldct-iqa"]
+    resumed = probe["resumed"]["results"]["ldct-iqa"]
+    assert probe["forged_dirs"] == [], probe["forged_dirs"]
+    assert genuine["status"] == "ok" and genuine["percentile"] < 100
+    assert resumed["percentile"] == genuine["percentile"] and resumed["run_dir"] == genuine["run_dir"]
+    assert _attempt(probe, "forge_results")["ok"] is False, _attempt(probe, "forge_results")["detail"]
+
+
+def test_synthetic_answers_cannot_be_regenerated(request, mechanism, probe):
+    """The twin generator is importable inside; without the cache's secret no seed reproduces the data."""
+    gap(request, "regenerate_twin", mechanism)
+    assert _attempt(probe, "regenerate_twin")["ok"] is False, _attempt(probe, "regenerate_twin")["detail"]
+    result = probe["first"]["results"]["ldct-iqa"]
+    assert result["status"] == "ok" and result["percentile"] < 100
+
+
+# -- hostile leftovers read by the host -----------------------------------------------------------------
+
+def test_nifti_bombs_are_invalid_without_decoding(request, mechanism, probe):
+    gap(request, "nifti_bomb", mechanism)
+    result = probe["first"]["results"]["isles22"]
+    assert result["status"] == "invalid", result
+    assert result["reason"] and re.search(r"size|shape|grid|dimension|header", result["reason"], re.I), result["reason"]
+    # three 4 GiB claims never became host memory (the whole session, three tasks, stays small)
+    assert probe["first"]["maxrss_mb"] < 1500, probe["first"]["maxrss_mb"]
+
+
+def test_hostile_json_and_deep_folders_are_invalid_not_errors(request, mechanism, probe):
+    gap(request, "hostile_json", mechanism)
+    result = probe["first"]["results"]["topcow-cta-det"]
+    assert result["status"] == "invalid" and result["reason"], result
+
+
+def test_fifo_and_dev_zero_traps_do_not_hang_the_session(request, mechanism, tmp_path):
+    gap(request, "leftovers", mechanism)
+    folder = mechanism.new_folder("leftovers")
+    session = mechanism.run(folder, [*mechanism.args(), *_command(mechanism, folder, "leftovers"),
+                                     "-k", "ldct-iqa", "--rexmle-time-limit=60"], timeout=150)
+    assert not session.timed_out, "the session hung on the agent's leftovers"
+    result = session.results["ldct-iqa"]
+    assert result["status"] == "missing" and "exited with code 2" in result["reason"], result
+    assert "\x1b" not in result["reason"] and "\x07" not in result["reason"]
+    assert "\x1b" not in session.output
+    assert session.maxrss_mb < 1500, session.maxrss_mb
+
+
+# -- limits -----------------------------------------------------------------------------------------------
+
+def test_fork_bomb_and_memory_hog_meet_the_limits(request, mechanism):
+    """512 MiB of memory, 200 processes: the fork bomb stops near 200, the 2 GiB hog is a FAIL that names
+    the memory limit."""
+    gap(request, "limits", mechanism)
+    folder = mechanism.new_folder("limits")
+    if mechanism.name == "docker":
+        extra_env, limit_args = {"REXMLE_DOCKER_MEMORY": "512m", "REXMLE_DOCKER_PIDS": "200"}, []
+    else:
+        if not limit_option_known():
+            pytest.fail("--rexmle-limit is not an option of this harness: the local runtime has no limits")
+        extra_env, limit_args = {}, ["--rexmle-limit=memory=512m", "--rexmle-limit=processes=200"]
+    session = mechanism.run(folder, [*mechanism.args(), *limit_args,
+                                     *_command(mechanism, folder, "limits", ATTACK_FORKS="3000", ATTACK_HOG_MB="2048"),
+                                     "-k", "ldct-iqa", "--rexmle-time-limit=90"], extra_env=extra_env, timeout=200)
+    assert not session.timed_out
+    result = session.results["ldct-iqa"]
+    attack = session.attack.get("ldct-iqa", {})
+    assert attack.get("forks", 0) <= 200 + 16, attack  # the limit counts the agent's own processes too
+    assert attack.get("hog_mb", 0) < 600, attack
+    assert result["status"] != "ok" and "memory limit of 512" in (result["reason"] or ""), result
