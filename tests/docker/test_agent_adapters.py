@@ -180,6 +180,28 @@ def test_adapter_scrubs_keys_and_skips_paths_outside(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["submission.csv"]
 
 
+def test_adapter_masks_keys_in_pickles_without_breaking_them(tmp_path, monkeypatch):
+    import pickle
+
+    start = _start_module("rd-agent")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / "settings.pkl").write_bytes(pickle.dumps({"openai_api_key": KEY, "model": "gpt-4o"}))
+    assert start.scrub_secrets(tmp_path) == 1
+    assert pickle.loads((tmp_path / "settings.pkl").read_bytes()) == {"openai_api_key": "*" * len(KEY),
+                                                                      "model": "gpt-4o"}
+
+
+def test_adapter_relays_the_agents_output_with_keys_masked(tmp_path, capfd):
+    start = _start_module("aide")
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    code = start.run_with_deadline([sys.executable, "-c", f"import sys; print('settings: key={KEY!s}'); "
+                                    f"print('warn {KEY!s}', file=sys.stderr)"], 30, tmp_path, env=env)
+    out, err = capfd.readouterr()
+    assert code == 0 and "settings: key=***" in out and "warn ***" in err and KEY not in out + err
+    # the deadline still interrupts it, and the relay does not keep us waiting
+    assert start.run_with_deadline([sys.executable, "-c", "import time; time.sleep(60)"], 1, tmp_path, env=env) is None
+
+
 # -- AIDE end to end --------------------------------------------------------------------------------------
 
 def _bridge_gateway(client) -> str:
