@@ -194,6 +194,7 @@ class SlurmRuntime(Runtime):
             raise RuntimeUnavailable(f"--rexmle-slurm-inner must be one of {', '.join(INNER_RUNTIMES)}, "
                                      f"got {self.settings.inner!r}")
         self._live: dict[str, SlurmHandle] = {}
+        self._inner: Runtime | None = None
         self._lock = threading.Lock()
         self._cluster_gpus: bool | None = None
         self._last_poll = 0.0
@@ -227,9 +228,12 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         return self.settings.inner
 
     def inner(self) -> Runtime:
-        from . import RUNTIMES
+        """The provider that isolates the agent on the node (built once: it may probe the machine)."""
+        if self._inner is None:
+            from . import RUNTIMES
 
-        return RUNTIMES.load(self.settings.inner)(**self.settings.inner_options)
+            self._inner = RUNTIMES.load(self.settings.inner)(**self.settings.inner_options)
+        return self._inner
 
     def check(self) -> None:
         try:
