@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -98,38 +97,23 @@ def write_twin_submissions(root: Path, work: Path, env: dict[str, str]) -> None:
 
 
 def session(root: Path, work: Path, env: dict[str, str]) -> dict:
-    """The 20-challenge sample session with -n 2 (second run: twins cached), and per-item overhead."""
+    """The 20-challenge sample session with -n 2 (second run: twins cached), and per-item overhead.
+
+    ``perf_probe`` (beside this file) records, per item and where it ran, the item's time, the agent's
+    own time and the grading time; the harness overhead is the item's time minus the other two.
+    """
+    probe = work / "probe.jsonl"
+    env = dict(env, REXMLE_PERF_PROBE=str(probe), PYTHONPATH=str(HERE) + os.pathsep + env.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "pytest", "-q", "--agent=sample", "--rexmle-data=synthetic", "-n", "2",
-           "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={work / 'junit.xml'}",
+           "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "perf_probe",
            f"--rexmle-runs-dir={work / 'runs'}", f"--rexmle-report-dir={work / 'report'}"]
     timed(cmd, work, env, check=False)                  # warm: synthetic twins generated once
+    probe.unlink(missing_ok=True)
     result = timed(cmd, work, env, check=False)
-    items = {}
-    for case in ET.parse(work / "junit.xml").getroot().iter("testcase"):
-        name = case.get("name", "")
-        task = name[name.find("[") + 1:-1] if "[" in name else name
-        items[task] = float(case.get("time", 0.0))
-    # agent seconds and the submission of each item's newest run; grading is re-timed in one warm process
-    code = (
-        "import json, sys, time\nfrom pathlib import Path\n"
-        "from pytest_rexmle.task import get_task\nfrom pytest_rexmle.grading import grade_submission\n"
-        "from pytest_rexmle.data.store import synthetic_data\n"
-        "out = {}\n"
-        "for task_dir in sorted(Path(sys.argv[1]).iterdir()):\n"
-        "    runs = sorted(task_dir.glob('*/*/result.json'))\n"
-        "    if not runs: continue\n"
-        "    run = runs[-1].parent\n"
-        "    meta = json.loads((run / 'run.json').read_text())\n"
-        "    task = get_task(task_dir.name)\n"
-        "    priv = synthetic_data(task).private\n"
-        "    grade_submission(task, run / 'submission', priv)\n"
-        "    t = time.perf_counter(); grade_submission(task, run / 'submission', priv)\n"
-        "    out[task.id] = {'agent': meta.get('duration') or 0.0, 'grade': time.perf_counter() - t}\n"
-        "print(json.dumps(out))\n")
-    parts = json.loads(timed([sys.executable, "-c", code, str(work / "runs")], work, env)["stdout"])
-    overhead = {t: items[t] - parts[t]["agent"] - parts[t]["grade"] for t in items if t in parts}
-    return {"wall": result["wall"], "cpu": result["cpu"], "passed": result["stdout"].strip().splitlines()[-1:], "items": items,
-            "parts": parts, "overhead": overhead}
+    rows = [json.loads(line) for line in probe.read_text().splitlines() if line.strip()]
+    overhead = {r["task"]: r["item"] - r["agent"] - r["grade"] for r in rows}
+    return {"wall": result["wall"], "cpu": result["cpu"], "passed": result["stdout"].strip().splitlines()[-1:],
+            "items": {r["task"]: r["item"] for r in rows}, "rows": rows, "overhead": overhead}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             numbers["overhead_mean_s"] = statistics.mean(over) if over else float("nan")
             numbers["overhead_max_s"] = max(over) if over else float("nan")
             numbers["session_items"] = len(sess["items"])
+            worst = sorted(sess["rows"], key=lambda row: -(row["item"] - row["agent"] - row["grade"]))[:3]
 
     print(f"measured: {root}  (best of {r}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     rows = [
@@ -232,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         used = f"{cpu[key]:7.3f}" if key in cpu else " " * 7
         print(f"{name:42s} {value:9.3f} {unit:3s}  {used}  {'' if goal is None else f'≤ {goal:g}':>6s}{mark}")
     numbers.update({f"cpu_{k}": v for k, v in cpu.items()})
+    if "session_s" in numbers:
+        print("largest per-item overheads (item = agent + grading + overhead, seconds):")
+        for row in worst:
+            print(f"  {row['task']:22s} item {row['item']:6.2f}  agent {row['agent']:6.2f}  grading {row['grade']:6.2f}"
+                  f"  overhead {row['item'] - row['agent'] - row['grade']:6.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2))
     return 0
