@@ -12,16 +12,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import ndimage
-from scipy.spatial import cKDTree
 
 from .parallel import parallel_map
 
-_FACE_NEIGHBOURS = ndimage.generate_binary_structure(3, 1)
+#: the 6-connected (face) neighbourhood, as ``ndimage.generate_binary_structure(3, 1)``
+_FACE_NEIGHBOURS = np.array([[[0, 0, 0], [0, 1, 0], [0, 0, 0]],
+                             [[0, 1, 0], [1, 1, 1], [0, 1, 0]],
+                             [[0, 0, 0], [0, 1, 0], [0, 0, 0]]], dtype=bool)
 
 
 def surface_voxels(mask: np.ndarray) -> np.ndarray:
     """Boolean map of the 6-connected surface voxels of a 3-D mask (outside counts as background)."""
+    from scipy import ndimage  # SciPy is imported where it is used, not by every importer
+
     mask = np.asarray(mask, dtype=bool)
     return mask & ~ndimage.binary_erosion(mask, structure=_FACE_NEIGHBOURS, border_value=0)
 
@@ -33,6 +36,8 @@ def image_diagonal(shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
 
 def directed_hausdorff_mm(from_points: np.ndarray, to_points: np.ndarray) -> float:
     """max over ``from_points`` of the distance to the nearest of ``to_points`` (both (k, 3) in mm)."""
+    from scipy.spatial import cKDTree
+
     distances, _ = cKDTree(to_points).query(from_points, k=1)
     return float(np.max(distances))
 
@@ -50,6 +55,9 @@ def hausdorff_mm(pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, floa
         return 0.0
     if has_pred != has_truth:
         return image_diagonal(pred.shape, spacing)
+    import scipy.ndimage  # noqa: F401  (imported once here, before the two threads use it)
+    import scipy.spatial  # noqa: F401
+
     # the two surfaces, then the two directed distances: independent pairs, on two cores
     p, g = parallel_map(lambda m: surface_points_mm(m, spacing), (pred, truth))
     return max(parallel_map(lambda pair: directed_hausdorff_mm(*pair), ((p, g), (g, p))))

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 BORDER = 2
@@ -105,6 +104,8 @@ def true_positives(ti: np.ndarray, pi: np.ndarray, iou: np.ndarray, n_true: int,
     dense = np.zeros((rows.size, cols.size))
     dense[r_idx, c_idx] = iou[ok]
     cost = -(dense >= threshold).astype(float) - dense / (2 * min(n_true, n_pred))
+    from scipy.optimize import linear_sum_assignment  # a second to import; most images never need it
+
     r, c = linear_sum_assignment(cost)
     return int(np.count_nonzero(dense[r, c] >= threshold))
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 #: organisers' matching radius in pixels; a match needs distance strictly below it
 MATCH_RADIUS = 15.0
@@ -48,6 +47,8 @@ def match_counts(truth: Sequence[Point], pred: Sequence[Point], radius: float = 
     equals the winner's (not necessarily the winner itself when exact duplicates exist); the same is done
     here so duplicates behave identically.
     """
+    from scipy.spatial import cKDTree  # imported when predictions are matched, not by every importer
+
     by_class: dict[str, list[Point]] = defaultdict(list)
     for p in pred:
         by_class[p.name].append(p)
