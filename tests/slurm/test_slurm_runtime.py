@@ -267,8 +267,10 @@ def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, sl
     option = f"--rexmle-data-dir={private}/data" if what == "data" else f"--rexmle-runs-dir={private}/runs"
     script = (f"mount -t tmpfs none {private} && mkdir -p {private}/data && exec {sys.executable} -m pytest "
               f"-p no:cacheprovider --agent=sample --rexmle-runtime=slurm --rexmle-data=prepared {option} -k ldct-iqa")
+    # a session of its own, not an xdist worker's (workers leave the probe to their controller)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], cwd=bench.path,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=700, env=env)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # a usage error, before any item
     if what == "data":
         assert f"compute nodes do not see these paths" in proc.stderr and f"data root {private}/data" in proc.stderr
