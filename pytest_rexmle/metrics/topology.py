@@ -123,23 +123,46 @@ def _public_skeleton(mask: np.ndarray) -> np.ndarray:
     return np.asarray(skeletonize(np.ascontiguousarray(mask)), dtype=bool)
 
 
+def _thin_xyz(crop: np.ndarray) -> np.ndarray:
+    """Lee thinning of the (x, y, z) transpose of a (z, y, x) boolean crop, returned in (z, y, x)."""
+    padded = np.zeros(tuple(n + 2 for n in crop.shape[::-1]), np.uint8)
+    padded[1:-1, 1:-1, 1:-1] = crop.transpose(2, 1, 0)
+    thin = _lee_kernel()(padded)
+    return np.ascontiguousarray(thin[1:-1, 1:-1, 1:-1].transpose(2, 1, 0) != 0)
+
+
 def skeleton_xyz(mask: np.ndarray) -> tuple[np.ndarray, tuple[slice, ...]] | None:
     """Lee skeleton of the (x, y, z) transpose of a (z, y, x) mask, on the mask's own bounding box.
 
     Returns ``(skeleton, box)``: the skeleton in (z, y, x) order covering ``mask[box]``, or None for an
     empty mask. Thinning is translation invariant and looks only at 3×3×3 neighbourhoods (the kernel
     works on a one-voxel zero border, as ``skeletonize`` pads), so the tight box gives the skeleton of the
-    whole array; its cost grows with the box's volume, not with the foreground.
+    whole array; its cost grows with the box's volume, not with the foreground. For the same reason
+    26-connected components thin independently (no voxel of one is in a neighbourhood of another, and
+    thinning only removes voxels), so scattered components, e.g. a prediction's stray voxels far from
+    the vessels, are thinned each on its own box instead of on the box spanning them all.
     """
     mask = np.asarray(mask) != 0
     box = bounding_box(mask)
     if box is None:
         return None
     crop = mask[box]
-    padded = np.zeros(tuple(n + 2 for n in crop.shape[::-1]), np.uint8)
-    padded[1:-1, 1:-1, 1:-1] = crop.transpose(2, 1, 0)
-    thin = _lee_kernel()(padded)
-    return np.ascontiguousarray(thin[1:-1, 1:-1, 1:-1].transpose(2, 1, 0) != 0), box
+    from .components import full_components
+    from .labelindex import LabelIndex, box_volume
+
+    # components can only have clearly smaller boxes when some plane across the box is empty; a
+    # single connected vessel tree (the usual case) skips the labelling
+    planes_empty = any(not crop.any(axis=tuple(a for a in range(3) if a != axis)).all() for axis in range(3))
+    labels, n = full_components(crop) if planes_empty else (None, 1)
+    if n > 1:
+        index = LabelIndex.of(labels)
+        boxes = [index.box(c) for c in index.labels]
+        if sum(box_volume(b) for b in boxes) <= 0.75 * crop.size:
+            out = np.zeros(crop.shape, bool)
+            for c, b in zip(index.labels, boxes):
+                out[b] |= _thin_xyz(labels[b] == c)
+            return out, box
+    return _thin_xyz(crop), box
 
 
 def _cl_score(skeleton: tuple[np.ndarray, tuple[slice, ...]] | None, volume: np.ndarray) -> float:

@@ -78,3 +78,17 @@ def test_parallel_map_runs_serially_when_capped(monkeypatch):
     monkeypatch.setenv("REXMLE_GRADE_THREADS", "1")
     names = parallel_map(lambda _: threading.current_thread().name, range(4))
     assert names == [threading.current_thread().name] * 4
+
+
+def test_scattered_components_thin_each_on_its_own_box():
+    # a vessel-like blob plus stray voxels far away: split into components, same skeleton as the whole
+    rng = np.random.default_rng(11)
+    mask = np.zeros((40, 60, 70), bool)
+    mask[2:14, 3:25, 4:30] = ndimage.binary_dilation(rng.random((12, 22, 26)) < 0.02, iterations=2)
+    mask[35:38, 55:58, 60:66] = True
+    mask[30, 5, 68] = True
+    whole = skeletonize(np.ascontiguousarray(mask.transpose(2, 1, 0))).transpose(2, 1, 0)
+    skeleton, box = skeleton_xyz(mask)
+    placed = np.zeros_like(mask)
+    placed[box] = skeleton
+    assert np.array_equal(placed, whole)
