@@ -88,11 +88,13 @@ flock -u 9
 
 # The README's first command, as written; the score line it promises.
 readme_command() { awk '/^```bash$/ {inside=1; next} inside && /^```$/ {exit} inside {print}' "$1"; }
-readme() { if [[ "$WORKTREE" == 1 ]]; then cat "$REPO/README.md"; else git -C "$REPO" show HEAD:README.md; fi; }
-COMMAND="$(readme | readme_command /dev/stdin)"
+# read the README whole first: awk stops at the closing fence, which would SIGPIPE a writer (and pipefail)
+if [[ "$WORKTREE" == 1 ]]; then README_TEXT="$(cat "$REPO/README.md")"; else README_TEXT="$(git -C "$REPO" show HEAD:README.md)"; fi
+readme() { printf '%s\n' "$README_TEXT"; }
+COMMAND="$(readme_command <(readme))"
 [[ -n "$COMMAND" ]] || { say "no \`\`\`bash block in README.md" >&2; exit 1; }
 EXPECT="${REXMLE_NEWCOMER_SCORE:-}"
-README_SCORE="$(readme | grep -oE 'ReX-MLE score: [0-9.]+%' | head -1 | grep -oE '[0-9.]+%' || true)"
+README_SCORE="$(grep -oE 'ReX-MLE score: [0-9.]+%' <(readme) | sed -n '1s/.* //p' || true)"
 if [[ "$WORKTREE" == 1 ]]; then
     (cd "$REPO" && git ls-files -z -co --exclude-standard | tar --null -T - -cf "$OUT/tree.tar")
     say "working tree of commit $(git -C "$REPO" rev-parse --short HEAD) (with uncommitted changes); README command: $COMMAND"
