@@ -46,7 +46,8 @@ What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of
 public data folder, its own run folder's ``workspace``/``submission``, the harness package); a path is
 not access, and the private answers are neither mounted nor under any mount. Network: ``bridge`` (the
 default) reaches the internet, and the host only through the bridge's gateway address — services
-bound to the host's loopback are not reachable; ``none`` has no interface but loopback.
+bound to the host's loopback are not reachable; ``none`` has no interface but loopback; ``host`` (only
+when asked for) shares the host's network, loopback services included.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
 for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_SHM_SIZE`` (``4g``),
@@ -350,10 +351,10 @@ class DockerRuntime(Runtime):
 
     @staticmethod
     def network_mode(network: str) -> str:
-        """``none`` stays offline; every other mode is the engine's bridge: outbound traffic works, the
-        host's loopback services do not answer (the container has its own loopback), and the host's
-        network namespace is never shared."""
-        return "none" if network == "none" else "bridge"
+        """``none`` stays offline; ``host`` shares the host's network (its loopback services included),
+        only because the user asked for exactly that; every other mode is the engine's bridge: outbound
+        traffic works and the host's loopback services do not answer (the container has its own)."""
+        return network if network in ("none", "host") else "bridge"
 
     def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
         """The agent's command under ``timeout -s KILL``: the container enforces its own deadline, so a

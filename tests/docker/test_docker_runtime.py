@@ -85,8 +85,8 @@ def test_no_gpu_no_device_request_and_network_none(tmp_path):
     # no memory setting anywhere: 32 GiB, capped by what the engine has
     assert kw["mem_limit"] == 32 << 30
     assert rt.create_kwargs(_spec(tmp_path / "b"), "img", (1, 1), host_memory=3 << 30)["mem_limit"] == 3 << 30
-    # every network mode but none is the bridge: the host's network namespace is never shared
-    assert [rt.network_mode(m) for m in ("bridge", "host", "none")] == ["bridge", "bridge", "none"]
+    # the host's network only when asked for by name; anything else is the bridge
+    assert [rt.network_mode(m) for m in ("bridge", "host", "none", "other")] == ["bridge", "host", "none", "bridge"]
 
 
 @pytest.mark.parametrize("env, run_limits, expected", [
