@@ -106,7 +106,8 @@ say "expected: 20 challenges ok, 0 FAIL, score ${EXPECT:-any} (the README shows 
 CA="${REXMLE_NEWCOMER_CA:-${PIP_CERT:-${SSL_CERT_FILE:-}}}"
 run_case() {
     local case="$1" log="$OUT/$1.log" start rc=0
-    local -a flags=(--rm --name "rexmle-newcomer-$case-$$" --label rexmle.newcomer=1 -v "$REPO:/src:ro"
+    # --init: a shell session's commands never run as PID 1 (bash would exec the last one into PID 1 here)
+    local -a flags=(--rm --init --name "rexmle-newcomer-$case-$$" --label rexmle.newcomer=1 -v "$REPO:/src:ro"
                     -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180 -e "WORKTREE=$WORKTREE")
     [[ "$WORKTREE" == 1 ]] && flags+=(-v "$OUT/tree.tar:/tree.tar:ro")
     [[ "$case" == privileged ]] && flags+=(--security-opt seccomp=unconfined --security-opt apparmor=unconfined
@@ -115,7 +116,7 @@ run_case() {
     [[ -n "${REXMLE_NEWCOMER_PIP_CACHE:-}" ]] && mkdir -p "$REXMLE_NEWCOMER_PIP_CACHE" \
         && flags+=(-v "$REXMLE_NEWCOMER_PIP_CACHE:/root/.cache/pip")
     start=$(date +%s)
-    say "[$case] docker run ${flags[*]:5} $IMAGE"
+    say "[$case] docker run ${flags[*]:6} $IMAGE"
     # inside: clone the commit, then run the README's command exactly as written
     timeout "${REXMLE_NEWCOMER_TIMEOUT:-1800}" docker run "${flags[@]}" "$IMAGE" bash -c '
         set -e
