@@ -26,6 +26,20 @@ if ((${#need[@]})); then
 fi
 
 host=$(hostname -s)
+# REXMLE_SLURM_FAKE_GPUS=N: N placeholder GPUs (character devices like /dev/null) as gres, so a machine
+# without a GPU exercises the whole --gres=gpu path: Slurm allocates them and sets CUDA_VISIBLE_DEVICES
+fake_gpus=${REXMLE_SLURM_FAKE_GPUS:-0}
+gres_types="" node_gres=""
+if ((fake_gpus > 0)); then
+    for i in $(seq 0 $((fake_gpus - 1))); do
+        [[ -e /run/rexmle-fake-gpu$i ]] || mknod -m 0666 /run/rexmle-fake-gpu$i c 1 3
+    done
+    gres_types=$'GresTypes=gpu\nAccountingStorageTRES=gres/gpu' node_gres=" Gres=gpu:${fake_gpus}"
+    { echo "AutoDetect=off"; for i in $(seq 0 $((fake_gpus - 1))); do echo "Name=gpu File=/run/rexmle-fake-gpu$i"; done; } \
+        > /etc/slurm/gres.conf
+else
+    rm -f /etc/slurm/gres.conf
+fi
 cpus=$(nproc)
 # leave 1 GiB (or a quarter on a small box) to the system
 mem_mb=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
@@ -39,6 +53,7 @@ install -d -o munge -g munge -m 0755 /run/munge
 conf=$(cat <<EOF
 # written by .ci/slurm-setup.sh: one node, this host
 ClusterName=rexmle
+${gres_types}
 SlurmctldHost=${host}
 SlurmUser=slurm
 AuthType=auth/munge
@@ -66,7 +81,7 @@ MinJobAge=300
 SchedulerParameters=defer_batch
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName=${host} CPUs=${cpus} RealMemory=${real_mb} State=UNKNOWN
+NodeName=${host}${node_gres} CPUs=${cpus} RealMemory=${real_mb} State=UNKNOWN
 PartitionName=debug Nodes=${host} Default=YES MaxTime=INFINITE State=UP
 EOF
 )
@@ -113,8 +128,11 @@ if ! pgrep -x slurmdbd >/dev/null; then
 fi
 sacctmgr -n list cluster format=cluster | grep -qw rexmle || sacctmgr -i add cluster rexmle >/dev/null
 
-if ((changed)) && pgrep -x slurmctld >/dev/null; then
-    scontrol reconfigure || true
+if ((changed)); then  # node resources changed: restart (reconfigure does not take new gres)
+    for daemon in slurmd slurmctld; do
+        pid=$(pgrep -x "$daemon" || true)
+        if [[ -n "$pid" ]]; then kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done; fi
+    done
 fi
 pgrep -x slurmctld >/dev/null || /usr/sbin/slurmctld
 pgrep -x slurmd >/dev/null || /usr/sbin/slurmd

@@ -285,3 +285,27 @@ def test_xdist_workers_submit_their_own_items(bench, slurm_env, needs_bwrap):
     records = _records(bench.path)
     assert len(records) == 2 and all(_sacct_state(r["slurm"]["job_id"]) == "COMPLETED" for r in records)
     assert {c["challenge_id"] for c in report_json(bench.path)["challenges"]} == {"ldct-iqa", "topcow-cta-cls"}
+
+
+def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, needs_bwrap):
+    """Needs a cluster with GPU gres; CI gives its one node placeholder GPUs (REXMLE_SLURM_FAKE_GPUS)."""
+    from ..conftest import require_service
+
+    gres = subprocess.run(["sinfo", "-h", "-o", "%G"], capture_output=True, text=True).stdout
+    require_service("gpu" in gres, "REXMLE_REQUIRE_SLURM_GPUS", "a Slurm node with GPU gres")
+    cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/cvd.txt && python -m pytest_rexmle.agents.sample_main"
+    bench("--agent=command", f"--agent-option=cmd={cmd}", "--rexmle-runtime=slurm", "--rexmle-gpus=none",
+          "-k", "ldct-iqa or topcow-cta-cls").assert_outcomes(passed=2)
+    seen = set()
+    for task in ("ldct-iqa", "topcow-cta-cls"):
+        run = run_folders(bench.path, task)[-1]
+        visible = (run / "workspace" / "cvd.txt").read_text().strip()
+        meta = json.loads((run / "run.json").read_text())
+        result = json.loads((run / "result.json").read_text())
+        job = meta["slurm"]["job_id"]
+        alloc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "AllocTRES", "-j", job],
+                               capture_output=True, text=True, check=True).stdout
+        assert "gres/gpu=1" in alloc, alloc  # the task's one GPU was requested and allocated
+        assert visible in {"0", "1"} and meta["gpus"] == [visible] and result["gpu"] == visible
+        seen.add(visible)
+    assert seen
