@@ -51,7 +51,7 @@ def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
 
 def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime) -> Begun:
     time_limit = settings.time_limit or task.time_limit_seconds
-    key = run_key(task, agent, data, time_limit, runtime.name)
+    key = run_key(task, agent, data, time_limit, runtime.name, settings)
     if settings.resume:
         previous = find_resumable(settings.runs_dir, task, agent, key)
         if previous is not None:
