@@ -70,7 +70,7 @@ def landlock_works() -> bool:
     return True
 
 
-def _untraversable_ancestors(paths: list[Path]) -> dict[Path, set[str]]:
+def untraversable_ancestors(paths: list[Path]) -> dict[Path, set[str]]:
     """For each folder that uid 65534 cannot enter (no o+x) on the way to ``paths``: the children needed."""
     needs: dict[Path, set[str]] = {}
     for path in paths:
@@ -89,7 +89,7 @@ def unprivileged_prefix(groups: list[int]) -> list[str]:
     """The command prefix that runs the harness as 65534 with this Python reachable (see module doc)."""
     import site
 
-    needs = _untraversable_ancestors([Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO,
+    needs = untraversable_ancestors([Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO,
                                       *map(Path, site.getsitepackages())])
     lines = ["set -e", 'hold=$(mktemp -d /tmp/rexmle-hold.XXXXXX)']
     for i, (folder, children) in enumerate(sorted(needs.items())):

@@ -21,13 +21,14 @@ import os
 import re
 import site
 import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from .conftest import ATTACKS, Mechanism, limit_option_known, session_dict, shared_once
+from .conftest import ATTACKS, Mechanism, untraversable_ancestors, limit_option_known, session_dict, shared_once
 
 MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
@@ -36,12 +37,17 @@ PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
     ("runs_path", "bwrap", "*"): "bubblewrap's private /tmp is a bind of <run>/.tmp-*, so /proc/self/mountinfo "
                                  "names the runs folder (local sandbox, issue 10 deliverable 4)",
-    ("unprivileged", "landlock", "root"): "the Landlock sandbox started by root keeps the agent at uid 0 (without "
-                                          "capabilities, with no_new_privs and seccomp); issue 10 deliverable 1 asks "
-                                          "for an unprivileged uid",
     ("runs_path", "docker", "*"): "Docker bind mounts show their host source in /proc/self/mountinfo (the public "
                                   "folder, the run's workspace/submission): documented, not access",
 }
+
+
+if untraversable_ancestors([Path(sys.executable).resolve()]):
+    # README "Security": Landlock started by root falls back to uid 0 (every capability removed) when the
+    # dedicated uid cannot reach the interpreter, as with this machine's Python under a 0700 /root
+    KNOWN_GAPS[("unprivileged", "landlock", "root")] = (
+        "Landlock as root with a Python the agent uid cannot reach keeps the agent at uid 0 (no capabilities, "
+        "no_new_privs, seccomp); issue 10 deliverable 1 asks for an unprivileged uid")
 
 
 def gap(request, attack: str, mechanism: Mechanism) -> None:
@@ -149,6 +155,7 @@ def _probe(mech: Mechanism) -> dict:
     after = host_snapshot()
     runs_root = folder / ".rexmle" / "runs"
     return {"first": session_dict(first), "resumed": session_dict(resumed), "before": before, "after": after,
+            "private": private,
             "token": service.token, "answers": answer_rows(mech.cache, "ldct-iqa"),
             "special_files": special_files(runs_root),
             "forged_dirs": sorted(glob.glob(str(runs_root / "*" / "*" / "99991231T235959-1"))),
@@ -203,8 +210,10 @@ def _visible(probe: dict) -> str:
 
 
 def test_no_host_path_of_the_private_answers_in_the_sandbox(request, mechanism, probe):
+    """This run's private folder is named nowhere the agent can read (other sessions' processes on a
+    shared host are not this run's business: Landlock shows the host's process list, as documented)."""
     gap(request, "private_path", mechanism)
-    assert "/private" not in _visible(probe)
+    assert probe["private"] not in _visible(probe)
 
 
 def test_mountinfo_names_no_runs_folder(request, mechanism, probe):
