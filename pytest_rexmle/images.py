@@ -9,6 +9,8 @@ the local engine is a clear error, not a registry request. A base needs ``python
 
 ``--source DIR`` (ML-Master) builds from a local checkout instead of cloning the pinned commit: the
 folder is copied into the context as ``<recipe>/source/`` and the Dockerfile copies it in.
+``--build-arg KEY=VALUE`` sets a Dockerfile ARG (another ML-Master commit; ``RDAGENT_LOCK=`` to resolve
+R&D-Agent's tree afresh rather than install images/rd-agent/rdagent-lock.txt).
 
 Every built image carries a ``rexmle.recipe`` label: a hash of the build context (recipe, shared
 helpers, source checkout), the build arguments and the base image's id. When the tag already carries
@@ -194,6 +196,9 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", default=None,
                         help=f"base image of agent images, one the local engine has (default {BASE_TAG}, the CUDA "
                              "PyTorch base; e.g. rexmle/test-base:latest offline); nothing is pulled")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a Dockerfile ARG (repeatable), e.g. ML_MASTER_REF=<commit> or RDAGENT_LOCK= "
+                             "(empty: resolve R&D-Agent's dependencies instead of installing its lock file)")
     parser.add_argument("--source", default=None, metavar="DIR",
                         help="build ml-master from this local checkout instead of cloning its pinned commit")
     parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent)")
@@ -216,6 +221,13 @@ def run_images(args: argparse.Namespace) -> int:
     if args.source and any(not RECIPES[n].takes_source for n in names if n != "base"):
         print("rexmle images: --source applies to --agent ml-master only", file=sys.stderr)
         return 2
+    build_args: dict[str, str] = {}
+    for item in args.build_arg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"rexmle images: --build-arg wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        build_args[key.strip()] = value
     try:
         import docker
 
@@ -234,7 +246,8 @@ def run_images(args: argparse.Namespace) -> int:
         for name in ordered:
             image_id = build_image(name, tag=args.tag, base=base, ca_bundle=args.ca_bundle or default_ca_bundle(),
                                    client=client, nocache=args.no_cache, network_mode=args.network,
-                                   source=args.source if RECIPES[name].takes_source else None)
+                                   source=args.source if RECIPES[name].takes_source else None,
+                                   buildargs=build_args)
             print(f"built {args.tag or RECIPES[name].tag} ({image_id[:19]})")
     except RexmleError as exc:
         print(f"rexmle images: {exc}", file=sys.stderr)

@@ -284,6 +284,10 @@ def test_recipes_pin_what_they_install():
     rd_agent = (IMAGES / "rd-agent" / "Dockerfile").read_text()
     version = next(line.split("=", 1)[1] for line in rd_agent.splitlines() if line.startswith("ARG RDAGENT_VERSION="))
     assert version.count(".") == 2 and version.replace(".", "").isdigit()
+    lock = [line for line in (IMAGES / "rd-agent" / "rdagent-lock.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert f"rdagent=={version}" in lock and all("==" in line for line in lock)  # every package pinned exactly
+    assert len({line.split("==")[0].lower() for line in lock}) == len(lock)
     aide = (IMAGES / "aide" / "Dockerfile").read_text()
     assert "ARG AIDEML_VERSION=0.2.2" in aide
 
