@@ -180,7 +180,10 @@ class LocalRuntime(Runtime):
         return {"mode": mode, "argv": list(spec.argv), "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp)),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
-                "network": self._network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True}
+                "network": self._network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
+                # the launcher's own parent: it compares against this, not against pid 1, because the
+                # harness may itself be pid 1 (``docker run image pytest ...``)
+                "parent": os.getpid()}
 
     @staticmethod
     def _network(spec: RunSpec) -> str:

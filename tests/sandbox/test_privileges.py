@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
+
 from pytest_rexmle.runtime.sandbox.identity import harness_is_root
 
 from .conftest import SECRET, run_agent
@@ -202,3 +204,24 @@ time.sleep(600)
             proc.kill()
         for pid in _marked(marker):
             os.kill(int(pid), signal.SIGKILL)
+
+
+def test_a_harness_that_is_pid_1_still_runs_agents(tmp_path, mechanism):
+    """``docker run image pytest ...`` makes the harness PID 1: the launcher must not take that for a dead
+    parent (it compares with the pid it was started by, not with 1)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and util-linux unshare to make the harness pid 1 of its own pid namespace")
+    harness = ("import os, sys; from pathlib import Path; from tests.sandbox.conftest import run_agent; "
+               "assert os.getpid() == 1, os.getpid(); "
+               "run = run_agent(Path(sys.argv[1]), sys.argv[2], 'print(\"agent ran\")', time_limit=60); "
+               "print('exit', run.outcome.exit_code, run.stdout.strip())")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", harness,
+                           str(tmp_path), mechanism], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "exit 0 agent ran" in proc.stdout, proc.stdout + proc.stderr[-2000:]

@@ -141,7 +141,7 @@ def run_supervised(config: dict) -> None:
     signal.signal(signal.SIGINT, on_term)
     # the harness died (even kill -9): SIGTERM, so the handler below still ends the agent's whole tree
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() == 1:  # the harness is already gone
+    if os.getppid() != config.get("parent", os.getppid()):  # the harness died before PDEATHSIG was armed
         os._exit(137)
     code = None
     try:
