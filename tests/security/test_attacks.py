@@ -342,6 +342,8 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(request, mechanism):
     assert not session.timed_out
     result = session.results["ldct-iqa"]
     attack = session.attack.get("ldct-iqa", {})
-    assert attack.get("forks", 0) <= 200 + 16, attack  # the limit counts the agent's own processes too
+    # the bomb was stopped by the limit, not by its own cap of 3000; exact (200 + the agent's own) with a
+    # cgroup, approximate with RLIMIT_NPROC, which counts every process of the uid (concurrent runs too)
+    assert attack.get("fork_error") and attack.get("forks", 0) < 1000, attack
     assert attack.get("hog_mb", 0) < 600, attack
     assert result["status"] != "ok" and "memory limit of 512" in (result["reason"] or ""), result
