@@ -70,6 +70,15 @@ class RunHandle:
         return self.runtime.run(self.spec)
 
 
+def is_under(path: Path, parent: Path) -> bool:
+    """Whether ``path`` lies inside ``parent`` once links are resolved (a hidden folder under a bound one)."""
+    try:
+        path.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
 class RuntimeUnavailable(Exception):
     """The runtime cannot isolate the agent here; the message says what to install or which flag to pass."""
 

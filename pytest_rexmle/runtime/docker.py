@@ -77,7 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable
+from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 
 DEFAULT_IMAGE = "rexmle/base:latest"
 HARNESS_ROOT = Path("/opt/rexmle")
@@ -217,14 +217,6 @@ def _pid_alive(pid: int, start: str | None) -> bool:
     return start is None or _process_start(pid) in (None, start)
 
 
-def _is_under(path: Path, parent: Path) -> bool:
-    try:
-        path.resolve().relative_to(parent.resolve())
-        return True
-    except ValueError:
-        return False
-
-
 class DockerRuntime(Runtime):
     name = "docker"
 
@@ -292,7 +284,7 @@ class DockerRuntime(Runtime):
             if not hidden.exists():
                 continue
             for src, dst, _ in binds:
-                if src.is_dir() and _is_under(hidden, src):
+                if src.is_dir() and is_under(hidden, src):
                     covers.append(str(Path(dst) / hidden.resolve().relative_to(src.resolve())))
         return sorted(set(covers))
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from ..task import tasks_root
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable
+from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
@@ -52,14 +52,6 @@ SIGXFSZ = 25
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
                  "processes": ("Resource temporarily unavailable", "BlockingIOError", "fork: retry"),
                  "file_size": ("File too large", "[Errno 27]")}
-
-
-def _is_under(path: Path, parent: Path) -> bool:
-    try:
-        path.resolve().relative_to(parent.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 def _exists(path: Path) -> bool:
@@ -82,7 +74,7 @@ def python_roots() -> list[Path]:
     candidates += [package_dir, tasks_root().resolve()]
     roots: list[Path] = []
     for path in sorted({c.resolve() for c in candidates if _exists(c)}, key=lambda p: len(p.parts)):
-        if not any(_is_under(path, r) for r in roots) and not any(_is_under(path, Path(s)) for s in SYSTEM_DIRS):
+        if not any(is_under(path, r) for r in roots) and not any(is_under(path, Path(s)) for s in SYSTEM_DIRS):
             roots.append(path)
     return roots
 
@@ -346,7 +338,7 @@ def _import_roots() -> list[str]:
     out = []
     for entry in [*sys.path, str(Path(pytest_rexmle.__file__).resolve().parent.parent)]:
         path = Path(entry or ".").resolve()
-        if path.is_dir() and any(root != path and _is_under(root, path) for root in roots):
+        if path.is_dir() and any(root != path and is_under(root, path) for root in roots):
             out.append(str(path))
     return sorted(set(out))
 

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..base import is_under
+
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 GPU_DEVICE_GLOBS = ("nvidia*", "dri")
@@ -25,14 +27,6 @@ class Bind:
     source: Path
     target: str
     writable: bool = False
-
-
-def _is_under(path: Path, parent: Path) -> bool:
-    try:
-        path.resolve().relative_to(parent.resolve())
-        return True
-    except ValueError:
-        return False
 
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...], cwd: str,
@@ -65,7 +59,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
         args += ["--ro-bind", str(root), str(root)]
         bound.append(root)
     for path in hidden:
-        if path.exists() and any(_is_under(path, b) for b in bound):
+        if path.exists() and any(is_under(path, b) for b in bound):
             args += ["--tmpfs", str(path.resolve())]
     if gpus:
         for pattern in GPU_DEVICE_GLOBS:
