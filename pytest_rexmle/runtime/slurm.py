@@ -332,8 +332,9 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         job = SlurmJob(folder=folder, job_id=str(job_id))
         handle = SlurmHandle(self, spec, job, folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
-        if handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file():
-            return None  # accounting has never heard of it: nothing to wait for
+        if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
+                and not _controller_holds(str(job_id))):
+            return None  # neither accounting nor the controller has heard of it: nothing to wait for
         self._track(handle)
         return handle
 
@@ -478,6 +479,18 @@ def _append_run_record(spec: RunSpec, extra: dict) -> None:
         meta = {}
     meta.update(extra)
     write_json_atomic(path, meta)
+
+
+def _controller_holds(job_id: str) -> bool:
+    """Whether slurmctld still queues or runs the job. Accounting (sacct, what submitit reads) learns of
+    a job a moment after sbatch returns, so a session killed right after submitting leaves jobs that
+    sacct calls UNKNOWN while they are pending; re-submitting those would run them twice."""
+    try:
+        out = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "--format", "%i"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return job_id in out.split()
 
 
 def _submitted_job_id(folder: Path) -> str | None:
