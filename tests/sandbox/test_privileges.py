@@ -105,9 +105,21 @@ def test_no_host_run_paths_in_argv_or_environment(tmp_path, mechanism):
         assert str(tmp_path) not in repr(report["parent_cmdline"])
 
 
-def test_double_forked_sleeper_dies_at_the_time_limit(tmp_path, mechanism):
-    marker = f"rexmle-sleeper-{os.getpid()}-{mechanism}"
-    code = f'''
+def _marked(marker: str) -> list[str]:
+    """Pids of live processes whose command line carries ``marker``."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/cmdline").read():
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def _double_forked_sleeper(marker: str) -> str:
+    """Agent code whose grandchild escapes into its own session, the classic way to outlive a kill."""
+    return f'''
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
@@ -116,17 +128,15 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(600)
 '''
+
+
+def test_double_forked_sleeper_dies_at_the_time_limit(tmp_path, mechanism):
+    marker = f"rexmle-sleeper-{os.getpid()}-{mechanism}"
+    code = _double_forked_sleeper(marker)
     run = run_agent(tmp_path, mechanism, code, time_limit=3)
     assert run.outcome.timed_out and run.outcome.exit_code is None
     assert 3 <= run.outcome.duration < 12
-    alive = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker in open(f"/proc/{pid}/cmdline").read():
-                alive.append(pid)
-        except OSError:
-            pass
-    assert alive == []
+    assert _marked(marker) == []
 
 
 def test_agent_exit_takes_its_orphans_along(tmp_path, mechanism):
@@ -141,25 +151,7 @@ print("{{}}")
 '''
     run = run_agent(tmp_path, mechanism, code, time_limit=30)
     assert run.outcome.exit_code == 0 and not run.outcome.timed_out
-    alive = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker in open(f"/proc/{pid}/cmdline").read():
-                alive.append(pid)
-        except OSError:
-            pass
-    assert alive == []
-
-
-def _marked(marker: str) -> list[str]:
-    alive = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker in open(f"/proc/{pid}/cmdline").read():
-                alive.append(pid)
-        except OSError:
-            pass
-    return alive
+    assert _marked(marker) == []
 
 
 def test_kill_9_of_the_harness_takes_every_agent_process_along(tmp_path, mechanism):
@@ -171,15 +163,7 @@ def test_kill_9_of_the_harness_takes_every_agent_process_along(tmp_path, mechani
     from pathlib import Path
 
     marker = f"rexmle-orphan9-{os.getpid()}-{mechanism}"
-    agent = f'''
-import os, sys, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
-    os._exit(0)
-time.sleep(600)
-'''
+    agent = _double_forked_sleeper(marker)
     code_file = tmp_path / "agent-code.py"  # not on a command line: only the grandchild's argv has the marker
     code_file.write_text(agent)
     harness = ("import sys; from pathlib import Path; from tests.sandbox.conftest import run_agent; "
