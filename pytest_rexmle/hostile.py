@@ -197,6 +197,17 @@ def read_tail(path: Path | str, limit: int, what: str | None = None) -> bytes:
     return first + last
 
 
+def log_tail(path: Path | str, limit: int) -> str:
+    """The last ``limit`` characters of a log, read within bounds (a FIFO or a link to /dev/zero gives
+    nothing) and stripped of escapes and control characters before it is quoted anywhere, on one line."""
+    try:
+        data = read_tail(path, limit * 8)
+    except RefusedFile:
+        return ""
+    text = clean_text(data.decode("utf-8", "replace"), keep_newlines=True).strip()[-limit:]
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 class SafeReader:
     """A binary file object over :func:`open_regular`, for libraries that take a file handle (Pillow,
     tifffile): they then read the inode that was checked, never what a path resolves to later."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .agents.base import Agent, AgentContext
 from .data.store import TaskData
-from .hostile import RefusedFile, clean_text, read_bytes, read_tail, scrub_run_folder
+from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
@@ -221,16 +221,6 @@ def crash_reason(outcome: RunOutcome) -> str | None:
     """Why a run that left no submission ended, for the FAIL message."""
     if outcome.exit_code in (0, None):
         return None
-    tail = _tail(outcome.stderr)
+    tail = log_tail(outcome.stderr, 300)
     return f"agent exited with code {outcome.exit_code}" + (f"; stderr ends with: {tail}" if tail else "")
 
-
-def _tail(path: Path, limit: int = 300) -> str:
-    """The last ``limit`` characters of an agent log, read within bounds (a FIFO or a link to /dev/zero
-    gives nothing) and stripped of escapes and control characters before it is quoted anywhere."""
-    try:
-        data = read_tail(path, limit * 8)
-    except RefusedFile:
-        return ""
-    text = clean_text(data.decode("utf-8", "replace"), keep_newlines=True).strip()[-limit:]
-    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
