@@ -178,10 +178,9 @@ def _seconds(elapsed: str | None) -> float:
 
 
 def _tail(path: Path, limit: int = 600) -> str:
-    try:
-        return path.read_text(errors="replace")[-limit:].strip().replace("\n", " | ")
-    except OSError:
-        return "(no job log)"
+    from ..hostile import log_tail
+
+    return log_tail(path, limit) or "(no job log)"
 
 
 class SlurmRuntime(Runtime):
@@ -333,7 +332,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         handle = SlurmHandle(self, spec, job, folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
         if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
-                and not _controller_holds(str(job_id))):
+                and _controller_state(str(job_id)) is None):
             return None  # neither accounting nor the controller has heard of it: nothing to wait for
         self._track(handle)
         return handle
@@ -466,6 +465,10 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                 out[record["run_dir"]] = {"job_id": job_id, "state": _state_name(info.get("State", "")),
                                           "reason": info.get("Reason"), "node": info.get("NodeList"),
                                           "elapsed": _seconds(info.get("Elapsed")), "limit": info.get("Timelimit")}
+            elif (held := _controller_state(job_id)) is not None:  # submitted, not yet in accounting
+                out[record["run_dir"]] = {"job_id": job_id, "state": _state_name(held["state"]),
+                                          "reason": held["reason"] or None, "node": held["node"] or None,
+                                          "elapsed": None, "limit": held["limit"] or None}
         return out
 
 
@@ -481,16 +484,20 @@ def _append_run_record(spec: RunSpec, extra: dict) -> None:
     write_json_atomic(path, meta)
 
 
-def _controller_holds(job_id: str) -> bool:
-    """Whether slurmctld still queues or runs the job. Accounting (sacct, what submitit reads) learns of
-    a job a moment after sbatch returns, so a session killed right after submitting leaves jobs that
-    sacct calls UNKNOWN while they are pending; re-submitting those would run them twice."""
+def _controller_state(job_id: str) -> dict[str, str] | None:
+    """State, reason, node and time limit of a job slurmctld still queues or runs, else None. Accounting (sacct, what
+    submitit reads) learns of a job a moment after sbatch returns, so a job submitted just now is
+    UNKNOWN there while it is pending: re-submitting it would run it twice, and progress would miss it."""
     try:
-        out = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "--format", "%i"], capture_output=True,
-                             text=True, timeout=30).stdout
+        out = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "--format", "%i|%T|%r|%N|%l"],
+                             capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return job_id in out.split()
+        return None
+    for line in out.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 5 and fields[0] == job_id:
+            return dict(zip(("state", "reason", "node", "limit"), fields[1:]))
+    return None
 
 
 def _submitted_job_id(folder: Path) -> str | None:

@@ -309,3 +309,20 @@ def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, need
         assert visible in {"0", "1"} and meta["gpus"] == [visible] and result["gpu"] == visible
         seen.add(visible)
     assert seen
+
+
+def test_a_queued_job_accounting_has_not_seen_is_still_known(needs_slurm, tmp_path):
+    """sacct lags sbatch: the controller's view keeps a just-submitted job from looking unknown (which made
+    resume submit it twice and progress skip it)."""
+    from pytest_rexmle.runtime.slurm import SlurmRuntime, _controller_state
+
+    job_id = subprocess.run(["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"],
+                            capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    try:
+        held = _controller_state(job_id)
+        assert held is not None and held["state"] == "PENDING" and "Held" in held["reason"], held
+        rows = SlurmRuntime.live_states([{"slurm": {"job_id": job_id}, "run_dir": str(tmp_path)}])
+        assert rows[str(tmp_path)]["job_id"] == job_id and rows[str(tmp_path)]["state"] == "PENDING"
+    finally:
+        subprocess.run(["scancel", job_id], capture_output=True)
+    assert _controller_state("999999999") is None
