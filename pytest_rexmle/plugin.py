@@ -52,10 +52,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _sweep_orphans(settings) -> None:
-    """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)."""
+    """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)
+    and move the folders of its staged runs back into their run folders."""
     from .runtime import runtime_for
+    from .runtime.staging import recover_all
 
-    removed = runtime_for(settings).sweep_orphans()
+    removed = runtime_for(settings).sweep_orphans() + recover_all(settings.runs_dir)
     if removed:
         import warnings
 

@@ -128,8 +128,9 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it)."""
     ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
     cwd = agent.setup(ctx)
-    probe = RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
-                    folder.instructions, time_limit)
+    # the runtime may stage the run first, so that the contract names the stage, never a host path
+    probe = runtime.stage(RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
+                                  folder.instructions, time_limit, hidden=hidden))
     paths = runtime.contract_paths(probe)
     folder.instructions.write_text(render_instructions(task, paths, time_limit), encoding="utf-8")
     env = {
@@ -144,7 +145,8 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     }
     spec = RunSpec(task.id, agent.command(ctx), env, data.public, folder.workspace, folder.submission, folder.logs,
                    folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden,
-                   image=agent.image, network=network, secret_env=agent.secret_environment(), limits=task.limits)
+                   image=agent.image, network=network, secret_env=agent.secret_environment(), limits=task.limits,
+                   stage=probe.stage)
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat()}

@@ -36,6 +36,7 @@ class RunSpec:
     network: str = "bridge"        # "bridge" (Docker's default; the local runtime reads it as "host"), "host" or "none"
     secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
     limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
+    stage: Path | None = None         # the neutral folder the run's folders move to while it runs (runtime/staging.py)
 
 
 @dataclass
@@ -108,6 +109,12 @@ class Runtime(ABC):
     def facts(self) -> dict:
         """How agents actually run, for the session report (e.g. ``{"sandbox": "landlock"}``)."""
         return {}
+
+    def stage(self, spec: RunSpec) -> RunSpec:
+        """Called before the contract is written: a runtime whose agent sees host paths (Landlock) stages
+        the run now, so that the contract (instructions, environment) names the neutral stage; the others
+        stage inside ``run`` (see :mod:`.staging`)."""
+        return spec
 
     @abstractmethod
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:

@@ -42,9 +42,10 @@ runs under ``timeout -s KILL <time limit + grace>``, and when that ends, ``init`
 the engine kills everything left in the container. The exited container is removed by the next
 session's sweep.
 
-What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of its bind mounts (the
-public data folder, its own run folder's ``workspace``/``submission``, the harness package); a path is
-not access, and the private answers are neither mounted nor under any mount. Network: ``bridge`` (the
+What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of its bind mounts. The
+run's folders and the public data are bound from the run's neutral stage (``/var/tmp/rexmle-XXXX/...``,
+see :mod:`.staging`), so no runs folder, cache or data root is named; the harness package's own path
+shows. A path is not access, and the private answers are neither mounted nor under any mount. Network: ``bridge`` (the
 default) reaches the internet, and the host only through the bridge's gateway address — services
 bound to the host's loopback are not reachable; ``none`` has no interface but loopback; ``host`` (only
 when asked for) shares the host's network, loopback services included.
@@ -77,7 +78,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
+from .liveness import pid_alive as _pid_alive
+from .liveness import process_start as _process_start
 
 DEFAULT_IMAGE = "rexmle/base:latest"
 HARNESS_ROOT = Path("/opt/rexmle")
@@ -196,25 +200,6 @@ def spec_limits(spec: RunSpec) -> dict[str, object]:
                 found[name] = raw[key]
                 break
     return found
-
-
-def _process_start(pid: int) -> str | None:
-    """Start time of a process (clock ticks since boot): tells a live harness from a reused pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _pid_alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return start is None or _process_start(pid) in (None, start)
 
 
 class DockerRuntime(Runtime):
@@ -416,9 +401,15 @@ class DockerRuntime(Runtime):
 
     def run(self, spec: RunSpec) -> RunOutcome:
         spec.logs.mkdir(parents=True, exist_ok=True)
-        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         image_name, image = self._image(spec)
-        user = self.user_for(spec)
+        user = self.user_for(spec)  # the run folder's owner, before its folders move to the neutral stage
+        with staging.staged(spec) as view:  # bind sources the kernel names in mountinfo: the stage's
+            outcome = self._run_container(view.spec, image_name, image, user)
+        outcome.details.update(view.details)
+        return outcome
+
+    def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
+        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         self._prepare_folders(spec, user)
         info = self._engine_info()
         kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,

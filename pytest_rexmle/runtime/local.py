@@ -9,7 +9,8 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   namespaces; hidden folders are simply absent. Its PID namespace ends every agent process with it.
 * **landlock** — the kernel's Landlock LSM restricts the agent to the same paths without any
   namespace (works unprivileged and in ordinary containers). Paths stay visible but inaccessible;
-  a subreaper launcher ends every agent process. Contract paths are the real host paths.
+  a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
+  stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (a dedicated
 one when the harness is root, see :mod:`.sandbox.identity`), no capabilities, ``no_new_privs``, a
@@ -21,6 +22,7 @@ unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 from ..task import tasks_root
+from . import staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, args_blob, bwrap_args
@@ -131,8 +134,18 @@ class LocalRuntime(Runtime):
     def sandboxed(self) -> bool:
         return self.mechanism() != "none"
 
+    def stage(self, spec: RunSpec) -> RunSpec:
+        """Landlock's agent sees real paths: they must be the stage's before the contract names them."""
+        if self.mechanism() != "landlock" or spec.stage is not None:
+            return spec
+        return dataclasses.replace(spec, stage=staging.plan(spec))
+
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        if self.mechanism() != "bwrap":  # Landlock (and unsafe) keep the host's paths
+        if self.mechanism() != "bwrap":  # Landlock (and unsafe) see real paths: the stage's, when there is one
+            if spec.stage is not None:
+                stage = spec.stage
+                return {"data": str(stage / staging.DATA), "workspace": str(stage / "workspace"),
+                        "submission": str(stage / "submission"), "instructions": str(stage / staging.INSTRUCTIONS)}
             return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
                     "submission": str(spec.submission), "instructions": str(spec.instructions)}
         return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
@@ -199,8 +212,7 @@ class LocalRuntime(Runtime):
         fds += [config_fd, seccomp_fd, args_fd]
         return [self.bwrap, "--args", str(args_fd), "--", *launcher_command(config_fd)]
 
-    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int]) -> list[str]:
-        logs = [str(spec.logs / "agent.stdout.log"), str(spec.logs / "agent.stderr.log")]
+    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int], logs: list[str]) -> list[str]:
         devices = list(LandlockView.devices)
         if spec.gpus:
             for pattern in GPU_DEVICE_GLOBS:
@@ -225,6 +237,14 @@ class LocalRuntime(Runtime):
             path.touch()
         if mechanism == "none":
             return self._run_unsafe(spec, stdout_path, stderr_path)
+        # Landlock's contract named the stage already (or the host paths, when it could not): never re-plan it
+        with staging.staged(spec, plan_now=mechanism == "bwrap", logs=(stdout_path, stderr_path)) as view:
+            outcome = self._run_sandboxed(view.spec, mechanism, *view.logs)
+        outcome.stdout, outcome.stderr = stdout_path, stderr_path
+        outcome.details.update(view.details)
+        return outcome
+
+    def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         limits = self.limits(spec)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
         who = self.identity(spec, tmp)
@@ -234,8 +254,10 @@ class LocalRuntime(Runtime):
         try:
             mode = "exec" if mechanism == "bwrap" else "supervise"
             config = self._launcher_config(spec, who, limits, cgroup, tmp, mode)
-            build = self._bwrap_command if mechanism == "bwrap" else self._landlock_command
-            argv = build(spec, config, tmp, fds)
+            if mechanism == "bwrap":
+                argv = self._bwrap_command(spec, config, tmp, fds)
+            else:
+                argv = self._landlock_command(spec, config, tmp, fds, [str(stdout_path), str(stderr_path)])
             outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path)
         finally:
             for fd in fds:
@@ -243,7 +265,7 @@ class LocalRuntime(Runtime):
             if cgroup is not None:
                 cgroup.kill()
                 cgroup.remove()
-            shutil.rmtree(tmp, ignore_errors=True)
+            staging.remove_tree(tmp)  # any depth: the agent wrote it
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=config["network"])

@@ -69,5 +69,5 @@ def run_agent(tmp_path: Path, mechanism: str, code: str, *, limits: Limits | Non
                    root / "workspace", root / "submission", root / "logs", root / "instructions.md", time_limit,
                    hidden=(private, tmp_path / "data"), network=network, limits=limits or Limits())
     runtime = LocalRuntime(sandbox=mechanism, limits=overrides)
-    outcome = runtime.run(spec)
+    outcome = runtime.run(runtime.stage(spec))  # as run.launch does: Landlock's contract names the stage
     return AgentRun(outcome, outcome.stdout.read_text(errors="replace"), outcome.stderr.read_text(errors="replace"), root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,10 @@ for path in open("target.txt").read().split():  # the worst case: the agent know
         out.setdefault("answers_errors", []).append(errno.errorcode.get(exc.errno))
 out["answers_read"] = read
 out["environ"] = dict(os.environ)
+out["mountinfo"] = open("/proc/self/mountinfo").read()
+out["fds"] = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+              if os.path.islink(f"/proc/self/fd/{fd}")}
+out["cwd"] = os.getcwd()
 out["cmdline"] = open("/proc/self/cmdline").read().split("\0")
 out["parent_cmdline"] = open(f"/proc/{os.getppid()}/cmdline").read().split("\0") if os.getppid() > 0 else []
 print(json.dumps(out))
@@ -94,15 +99,25 @@ def test_agent_has_no_privilege(tmp_path, mechanism):
 
 
 def test_no_host_run_paths_in_argv_or_environment(tmp_path, mechanism):
+    """Neither the run folder nor the data root shows in the agent's argv, environment, mountinfo, open
+    descriptors or working directory: bubblewrap binds the run's neutral stage at /rexmle/..., Landlock
+    runs on the stage's own paths (runtime/staging.py)."""
     run = _probe(tmp_path, mechanism)
     report = run.report()
     private = str(tmp_path / "data" / "private")
     data_root = str(tmp_path / "data")
-    blob = repr(report["environ"]) + repr(report["cmdline"])
+    blob = "".join(repr(report[k]) for k in ("environ", "cmdline", "mountinfo", "fds", "cwd", "parent_cmdline"))
+    assert run.outcome.details["host_paths_hidden"] is True, run.outcome.details
+    stage = run.outcome.details["stage"]
+    assert Path(stage).name.startswith("rexmle-") and not Path(stage).exists()
     assert private not in blob and SECRET not in blob
-    if mechanism == "bwrap":  # the run's own paths are /rexmle/... inside; bwrap's argv names none
-        assert data_root not in blob and str(run.root) not in blob
-        assert str(tmp_path) not in repr(report["parent_cmdline"])
+    assert data_root not in blob and str(run.root) not in blob and str(tmp_path) not in blob
+    if mechanism == "landlock":  # the agent was told the stage's paths, and ran there
+        assert report["environ"]["HOME"] == f"{stage}/workspace" and report["cwd"] == f"{stage}/workspace"
+    else:
+        assert f"{stage}/workspace /rexmle/workspace " in report["mountinfo"]
+    # and the run folder is whole again, with what the agent wrote
+    assert (run.root / "workspace" / "tool").is_file() and not (run.root / "stage.json").exists()
 
 
 def _marked(marker: str) -> list[str]:
