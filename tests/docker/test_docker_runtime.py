@@ -208,3 +208,18 @@ def test_missing_image_names_the_build_command(docker_client, tmp_path):
 
     with pytest.raises(RuntimeUnavailable, match="rexmle images build"):
         DockerRuntime(image="rexmle/does-not-exist:0").run(_spec(tmp_path))
+
+
+def test_bind_sources_are_the_neutral_stage_not_the_run_or_data_folders(docker_client, test_image, tmp_path,
+                                                                       session_id):
+    """The kernel names each bind's host source in mountinfo: they are the run's stage (runtime/staging.py)."""
+    spec = _spec(tmp_path, argv=["/bin/sh", "-c", "cat /proc/self/mountinfo; echo made > /rexmle/workspace/made"])
+    (spec.data_dir / "train.csv").write_text("a,b\n")
+    outcome = DockerRuntime(image=test_image, session=session_id).run(spec)
+    assert outcome.exit_code == 0, outcome.stderr.read_text()
+    mountinfo = outcome.stdout.read_text()
+    stage = outcome.details["stage"]
+    assert outcome.details["host_paths_hidden"] is True and stage.startswith("/var/tmp/rexmle-")
+    assert f"{stage}/workspace /rexmle/workspace " in mountinfo and f"{stage}/data /rexmle/data " in mountinfo
+    assert str(tmp_path) not in mountinfo
+    assert (spec.workspace / "made").read_text() == "made\n" and not Path(stage).exists()
