@@ -34,12 +34,7 @@ MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
 
 #: (attack, mechanism, user) -> the defence that is missing; "*" matches any
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    ("runs_path", "bwrap", "*"): "bubblewrap's private /tmp is a bind of <run>/.tmp-*, so /proc/self/mountinfo "
-                                 "names the runs folder (local sandbox, issue 10 deliverable 4)",
-    ("runs_path", "docker", "*"): "Docker bind mounts show their host source in /proc/self/mountinfo (the public "
-                                  "folder, the run's workspace/submission): documented, not access",
-}
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
 
 
 if untraversable_ancestors([Path(sys.executable).resolve()]):
@@ -155,7 +150,7 @@ def _probe(mech: Mechanism) -> dict:
     after = host_snapshot()
     runs_root = folder / ".rexmle" / "runs"
     return {"first": session_dict(first), "resumed": session_dict(resumed), "before": before, "after": after,
-            "private": private,
+            "private": private, "cache": str(mech.cache),
             "token": service.token, "answers": answer_rows(mech.cache, "ldct-iqa"),
             "special_files": special_files(runs_root),
             "forged_dirs": sorted(glob.glob(str(runs_root / "*" / "*" / "99991231T235959-1"))),
@@ -217,11 +212,23 @@ def test_no_host_path_of_the_private_answers_in_the_sandbox(request, mechanism, 
 
 
 def test_mountinfo_names_no_runs_folder(request, mechanism, probe):
-    """Docker's mountinfo names its bind sources and Landlock shows the host's own mount table: both
-    documented limits (a path is not access), listed as gaps."""
+    """The kernel names every bind's host source in mountinfo, and Landlock's agent runs on real paths:
+    both are the run's neutral stage (runtime/staging.py), so neither mountinfo nor the agent's own
+    environment, descriptors or working directory name the runs folder, the cache or the data root
+    (synthetic data lives in the cache)."""
     gap(request, "runs_path", mechanism)
     report = probe["first"]["attack"]["ldct-iqa"]
-    assert str(Path(probe["first"]["folder"]) / ".rexmle") not in report.get("mountinfo", "")
+    run = probe["first"]["runs"]["ldct-iqa"]
+    assert run["host_paths_hidden"] is True and "/rexmle-" in run["stage"], run
+    assert report.get("environ") and report.get("mountinfo") and report.get("fds"), "the agent reported nothing"
+    own = repr(report["environ"]) + repr(report["fds"]) + report["cwd"]
+    for root in (str(Path(probe["first"]["folder"]) / ".rexmle"), probe["cache"]):
+        assert root not in report["mountinfo"], root
+        assert root not in own, root
+    if mechanism.name == "landlock":  # the host's own mount table (no stage in it); the agent works in the stage
+        assert report["cwd"].startswith(f"{run['stage']}/workspace"), report["cwd"]
+    else:
+        assert f"{run['stage']}/workspace /rexmle/workspace " in report["mountinfo"]
 
 
 # -- privilege --------------------------------------------------------------------------------------------
