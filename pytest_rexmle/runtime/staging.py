@@ -109,7 +109,7 @@ def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = ()) -
     ``plan_now`` (the contract names sandbox paths). Everything moves back when the block ends, however."""
     stage = spec.stage if spec.stage is not None else (plan(spec) if plan_now else None)
     run_dir = _run_dir(spec)
-    if stage is None or run_dir is None:
+    if stage is None or run_dir is None or not _usable(stage, run_dir):
         yield StagedRun(spec, list(logs), {"host_paths_hidden": False, "stage": None})
         return
     started = time.perf_counter()
@@ -255,6 +255,15 @@ def _run_dir(spec: RunSpec) -> Path | None:
     """The folder holding workspace and submission (where the record lives); None for odd specs."""
     parent = spec.workspace.parent
     return parent if spec.submission.parent == parent and parent.is_dir() else None
+
+
+def _usable(stage: Path, run_dir: Path) -> bool:
+    """A stage planned elsewhere (another host's /var/tmp) cannot take this run's folders."""
+    try:
+        st = os.lstat(stage)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_dev == run_dir.stat().st_dev
 
 
 def _identity(path: Path) -> list[int]:

@@ -135,7 +135,10 @@ def test_hostile_agent_on_a_node_finds_no_answers_and_leaves_nothing(bench, slur
     for leftover in ("/etc/rexmle-hostile", "/usr/rexmle-hostile", "/rexmle-hostile", "/root/rexmle-hostile"):
         assert not os.path.exists(leftover)
     assert not (twin.public / "rexmle-hostile").exists()
-    job = json.loads((run / "run.json").read_text())["slurm"]["job_id"]
+    record = json.loads((run / "run.json").read_text())
+    # the inner runtime staged the run on the node (runtime/staging.py): its mounts named no run folder
+    assert record["host_paths_hidden"] is True and not (run / "stage.json").exists(), record
+    job = record["slurm"]["job_id"]
     assert _wait_until_gone([job]) == []
     assert _alive(f"agent.py {twin.private}") == []
 
