@@ -95,13 +95,13 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     from pytest_rexmle.task import tasks_root
 
     assert echo["env"].pop("REXMLE_TASKS_DIR") == str(tasks_root().resolve())
-    # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths
+    # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths of
+    # the run's neutral stage (runtime/staging.py), where the folders were while it ran
+    stage = json.loads((run / "run.json").read_text())["stage"]
     inside = ({"data": "/rexmle/data", "workspace": "/rexmle/workspace", "submission": "/rexmle/submission",
                "instructions": "/rexmle/instructions.md"} if sandbox == "bwrap" else
-              {"data": echo["env"]["REXMLE_DATA_DIR"], "workspace": str(run / "workspace"),
-               "submission": str(run / "submission"), "instructions": str(run / "instructions.md")})
-    if sandbox == "landlock":
-        assert echo["env"]["REXMLE_DATA_DIR"].endswith("/public")
+              {"data": f"{stage}/data", "workspace": f"{stage}/workspace", "submission": f"{stage}/submission",
+               "instructions": f"{stage}/instructions.md"})
     assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": inside["data"],
                            "REXMLE_WORKSPACE": inside["workspace"], "REXMLE_SUBMISSION_DIR": inside["submission"],
                            "REXMLE_INSTRUCTIONS": inside["instructions"], "REXMLE_TIME_LIMIT": "120",

@@ -3,10 +3,10 @@
 Every bubblewrap option is written NUL-separated to a memory file read with ``--args FD``, so the host
 paths of the data root, cache and runs folder never appear in any process's command line. What still
 names host paths inside the sandbox is ``/proc/self/mountinfo``: the kernel prints each bind mount's
-source *within its filesystem* (e.g. ``/tmp/x/.rexmle/runs/.../workspace  /rexmle/workspace``) and the
-mount points of the empty tmpfs laid over hidden folders. No bubblewrap option changes that (only a
-different filesystem, such as a copy, would); it reveals names, never contents — the private folders
-are not mounted at all.
+source *within its filesystem* and the mount points of the empty tmpfs laid over hidden folders. No
+bubblewrap option changes that, so the run's folders are bound from its neutral stage
+(``/var/tmp/rexmle-XXXX/workspace  /rexmle/workspace``, see ``runtime/staging.py``); the Python
+installation's folders show under their own names. The private folders are not mounted at all.
 """
 
 from __future__ import annotations
