@@ -114,7 +114,12 @@ def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = ()) -
         return
     started = time.perf_counter()
     details: dict = {"stage": str(stage)}
-    identities = {inside: _identity(getattr(spec, attr)) for inside, attr in MOVED}
+    try:
+        identities = {inside: _identity(getattr(spec, attr)) for inside, attr in MOVED}
+    except OSError:  # nothing moved yet: the stage goes, the error is the caller's
+        remove_tree(stage)
+        (run_dir / RECORD).unlink(missing_ok=True)
+        raise
     try:
         _write_record(run_dir, stage, identities)  # before anything moves: a kill -9 from here on is recoverable
         for inside, attr in MOVED:
@@ -246,8 +251,10 @@ def remove_tree(path: Path) -> None:
         return
     command = ["rm", "-rf", "--one-file-system", "--", str(path)]
     if subprocess.run(command, capture_output=True, check=False).returncode != 0:
-        # folders the agent made unwritable to us (we are their owner, not root): open them up, once
-        subprocess.run(["chmod", "-R", "u+rwx", "--", str(path)], capture_output=True, check=False)
+        # folders made unwritable to us (we are their owner, not root): open them up, once. Folders only:
+        # the files may be hard links shared with the cache, whose modes must not change
+        subprocess.run(["find", str(path), "-xdev", "-type", "d", "-exec", "chmod", "u+rwx", "{}", "+"],
+                       capture_output=True, check=False)
         subprocess.run(command, capture_output=True, check=False)
 
 
