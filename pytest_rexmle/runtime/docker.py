@@ -45,10 +45,10 @@ session's sweep.
 What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of its bind mounts. The
 run's folders and the public data are bound from the run's neutral stage (``/var/tmp/rexmle-XXXX/...``,
 see :mod:`.staging`), so no runs folder, cache or data root is named; the harness package's own path
-shows. A path is not access, and the private answers are neither mounted nor under any mount. Network: ``bridge`` (the
-default) reaches the internet, and the host only through the bridge's gateway address — services
-bound to the host's loopback are not reachable; ``none`` has no interface but loopback; ``host`` (only
-when asked for) shares the host's network, loopback services included.
+shows. A path is not access, and the private answers are neither mounted nor under any mount.
+Network: ``bridge`` (the default) reaches the internet, and the host only through the bridge's gateway
+address — services bound to the host's loopback are not reachable; ``none`` has no interface but
+loopback; ``host`` (only when asked for) shares the host's network, loopback services included.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
 for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_SHM_SIZE`` (``4g``),

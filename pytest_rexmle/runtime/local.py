@@ -326,7 +326,7 @@ class LocalRuntime(Runtime):
             finally:
                 self._stop(proc, None)
         return RunOutcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start, stdout_path,
-                          stderr_path, details={"sandbox": "none"})
+                          stderr_path, details={"sandbox": "none", "host_paths_hidden": False})
 
     @staticmethod
     def _stop(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
