@@ -299,7 +299,7 @@ class DockerRuntime(Runtime):
         pid = os.getpid()
         labels = {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
                   f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": _process_start(pid) or "",
-                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.workspace.parent),
+                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
                   f"{LABEL}.gpus": ",".join(spec.gpus)}
         if limits is not None:
             labels[f"{LABEL}.deadline_s"] = str(limits.deadline)

@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.runtime import staging
 from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings
 
 from ..conftest import AGENTS, REPO, run_folders
@@ -136,6 +138,8 @@ def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docke
         harness.wait()
         [container] = session_containers(docker_client, session_id)
         assert container.status == "running"  # nothing on the host stopped it
+        run_dir = Path(container.labels["rexmle.run_dir"])  # the run folder, whose folders sit in the stage
+        assert not (run_dir / "workspace").exists() and (run_dir / "stage.json").exists()
         while container.status == "running":
             assert time.monotonic() - started < limit + grace + 5, "the container outlived its own deadline"
             time.sleep(0.3)
@@ -144,6 +148,7 @@ def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docke
         assert state["ExitCode"] == 137 and time.monotonic() - started >= grace  # killed, not finished
         assert DockerRuntime(image=test_image).sweep_orphans() >= 1
         assert session_containers(docker_client, session_id) == []
+        assert staging.recover(run_dir) and (run_dir / "workspace").is_dir()  # as the next session does
     finally:
         if harness.poll() is None:
             harness.kill()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.runtime import staging
 from pytest_rexmle.runtime.sandbox.identity import harness_is_root
 
 from .conftest import SECRET, run_agent
@@ -198,6 +199,7 @@ def test_kill_9_of_the_harness_takes_every_agent_process_along(tmp_path, mechani
         while _marked(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _marked(marker) == []
+        assert staging.recover(tmp_path / "run")  # the stage it left goes home, as the next session does
     finally:
         if proc.poll() is None:
             proc.kill()
