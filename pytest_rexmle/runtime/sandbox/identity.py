@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PR_CAPBSET_DROP = 24
@@ -41,9 +39,10 @@ DEFAULT_AGENT_ID = 65534
 
 @dataclass(frozen=True)
 class Identity:
-    """The uid/gid the agent runs as on the host (``None``: keep the harness's own)."""
+    """The uid/gid the agent runs as on the host; ``reason`` says why a root harness left it at uid 0."""
     uid: int
     gid: int
+    reason: str | None = field(default=None, compare=False)
 
     @property
     def is_root(self) -> bool:
@@ -68,22 +67,39 @@ def own_identity() -> Identity:
 
 
 def can_reach(identity: Identity, paths: list[Path]) -> bool:
-    """Whether ``identity`` can open every one of ``paths`` for reading (asked of a real child process
-    that switched to the uid, so every DAC rule and ACL on the way counts)."""
-    if identity.uid == os.geteuid():
-        return True
-    code = "import os,sys; sys.exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in sys.argv[1:]) else 1)"
+    """Whether ``identity`` can open every one of ``paths`` for reading."""
+    return not unreachable(identity, paths)
 
-    def switch() -> None:
-        os.setgroups([])
-        os.setresgid(identity.gid, identity.gid, identity.gid)
-        os.setresuid(identity.uid, identity.uid, identity.uid)
 
-    try:
-        return subprocess.run(["/usr/bin/env", "-i", sys.executable, "-I", "-S", "-c", code, *map(str, paths)],
-                              preexec_fn=switch, cwd="/", capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+def unreachable(identity: Identity, paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` that ``identity`` cannot read (folders: read and enter), asked of a forked
+    child that switched to the uid, so every DAC rule and ACL on the way counts. Forked, not exec'd:
+    the harness's interpreter may be exactly what the uid cannot reach."""
+    paths = list(paths)
+    if identity.uid == os.geteuid() or not paths:
+        return []
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls from here to _exit
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setresgid(identity.gid, identity.gid, identity.gid)
+            os.setresuid(identity.uid, identity.uid, identity.uid)
+            blocked = [str(i) for i, p in enumerate(paths)
+                       if not os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0))]
+            os.write(write, ",".join(blocked).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        answer = fh.read().decode()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return paths
+    return [paths[int(i)] for i in answer.split(",") if i]
 
 
 def hand_over(paths: list[Path], identity: Identity) -> None:
