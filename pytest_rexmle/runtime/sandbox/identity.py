@@ -9,12 +9,17 @@
   from RLIMIT_NPROC and reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
 * Harness root, Landlock, and the agent's interpreter unreachable by the dedicated uid (this machine:
   ``/root`` is 0700 and Python lives in ``/root/.pyenv``; Landlock has no mount namespace to expose it):
-  the agent stays host uid 0 but with an empty capability set (bounding set included), locked
-  securebits (``NOROOT``, ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can
-  give capabilities back. Being uid 0 still means owning root's files, so this mode additionally
-  refuses ``socket(AF_UNIX)`` (root-only sockets like Docker's), leaves ``/etc`` secrets out of the
-  Landlock view, and relies on Landlock for every write. ``run.json`` records it as
-  ``"agent_uid": 0``; install Python where other users can reach it (or use bubblewrap) to avoid it.
+  the harness builds a mirror of its Python where that uid can reach it (:mod:`.mirror`, under
+  ``/var/cache/rexmle/python-mirror``) and the agent runs as the dedicated uid with the mirrored
+  interpreter; ``run.json`` names it under ``python_mirror``.
+* Only when no uid but 0 can work — the run's folders lie where the dedicated uid cannot go (a runs
+  folder under ``/root``), or not even the mirror can be built — does the agent stay host uid 0, with
+  an empty capability set (bounding set included) and locked securebits (``NOROOT``,
+  ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can give capabilities back.
+  Being uid 0 still means owning root's files, so this mode additionally refuses ``socket(AF_UNIX)``
+  (root-only sockets like Docker's), leaves ``/etc`` secrets out of the Landlock view, and relies on
+  Landlock for every write. ``run.json`` records it as ``"agent_uid": 0`` with the reason in
+  ``agent_uid_reason``.
 """
 
 from __future__ import annotations
