@@ -21,9 +21,10 @@ import pytest_rexmle
 from pytest_rexmle.paths import cache_home, python_mirror_home
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
-from pytest_rexmle.runtime.sandbox.elf import is_elf, run_paths
+from pytest_rexmle.runtime.sandbox.elf import ElfError, is_elf, relocate_run_paths, run_paths
 from pytest_rexmle.runtime.sandbox.identity import Identity, dedicated_identity, unreachable
-from pytest_rexmle.runtime.sandbox.mirror import MARKER, MirrorUnavailable, Source, TreeCopier, ensure, plan, prepare_home
+from pytest_rexmle.runtime.sandbox.mirror import MARKER, MirrorUnavailable, Source, ensure, plan, prepare_home
+from pytest_rexmle.runtime.sandbox.mirror_tree import TreeCopier
 from pytest_rexmle.task import tasks_root
 
 from .conftest import require_mechanism
@@ -120,6 +121,26 @@ def test_nothing_in_the_mirror_names_the_source_or_is_writable_or_setuid(built):
     assert elf_checked > 10
 
 
+def test_run_path_is_rewritten_relative_to_the_binary_and_never_longer(tmp_path):
+    base = Path(sys.base_prefix).resolve()
+    binary = Path(sys.executable).resolve()
+    paths = [e for rp in run_paths(binary.read_bytes()) for e in rp.entries]
+    if not any(e.startswith(str(base)) for e in paths):
+        pytest.skip(f"{binary} has no run path into its installation ({paths})")
+    copy = tmp_path / binary.name
+    copy.write_bytes(binary.read_bytes())
+    assert relocate_run_paths(copy, binary.parent, [base]) == [
+        ":".join(f"$ORIGIN/{os.path.relpath(e, binary.parent)}" if e.startswith(str(base)) else e for e in paths)]
+    assert [rp.value for rp in run_paths(copy.read_bytes())][0].startswith("$ORIGIN/")
+    assert copy.stat().st_size == binary.stat().st_size
+    deep = base.joinpath(*["d"] * 40)  # "$ORIGIN/../../...": longer than the absolute path
+    again = tmp_path / "again"
+    again.write_bytes(binary.read_bytes())
+    with pytest.raises(ElfError, match="longer"):
+        relocate_run_paths(again, deep, [base])
+    assert again.read_bytes() == binary.read_bytes()
+
+
 def test_tree_copier_carries_no_setuid_bit_or_agent_writable_file(tmp_path):
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "lib" / "private").mkdir(parents=True)
@@ -196,6 +217,11 @@ def test_concurrent_builders_make_one_good_mirror_and_a_broken_one_is_rebuilt():
         assert sorted(p.name for p in home.iterdir()) == sorted([root.name, f".{root.name}.lock"])
         done = as_uid(NOBODY, [str(again.python), "-c", "import numpy, pytest_rexmle; print('ok')"])
         assert done.stdout.strip() == "ok", done.stderr[-2000:]
+        # complete but no longer starting (its encodings package gone; unlinking the mirror's hard link
+        # leaves the source alone): rebuilt as well
+        encodings = root / "base" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "encodings"
+        (encodings / "__init__.py").unlink()
+        assert ensure(NOBODY, source_for(), home).built is True
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
 

@@ -16,15 +16,16 @@ One mirror, ``<home>/py<X.Y>-<key>/``:
   Binaries whose ELF run path names the source (a shared ``libpython`` found through
   ``RUNPATH=/root/.pyenv/.../lib``) are copied and given ``$ORIGIN``-relative run paths (:mod:`.elf`),
   and scripts whose ``#!`` names the source interpreter are copied with the mirrored one, so nothing
-  is looked up in the unreachable place.
+  is looked up in the unreachable place (:mod:`.mirror_tree`).
 * ``venv/``: a small virtual environment whose ``pyvenv.cfg`` ``home`` is ``base/bin``, so the
   mirrored interpreter behaves as the harness's venv: the venv's site-packages are named in a ``.pth``
   (``site.addsitedir``) when the agent reaches them, else mirrored here; its scripts are copied with
   the mirrored interpreter in their ``#!``.
 * ``roots/``: this package's folder and the task registry, only when the agent cannot reach them.
 * ``rexmle-mirror.json``, written last. A mirror is built in a temporary folder beside the final one,
-  under a file lock (several xdist workers and sessions race for it), and renamed into place; one
-  without its marker is half-built or broken and is rebuilt.
+  under a file lock (several xdist workers and sessions race for it), and renamed into place. Before
+  use (once per process) it is started as the agent's uid; one without its marker, or that does not
+  start, is rebuilt.
 
 The key names the source interpreter (path, size and mtime of the binary, version), the mtime of the
 site-packages folders it copies (a ``pip install`` changes them) and the content listing of copied
@@ -41,7 +42,6 @@ import os
 import shutil
 import site
 import stat
-import struct
 import subprocess
 import sys
 import sysconfig
@@ -51,14 +51,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .elf import ELF_MAGIC, ElfError, relocate_run_paths, run_paths
 from .identity import Identity, unreachable
+from .mirror_tree import TreeCopier, TreeError, copy_script, mkdirs, write_file
 
 FORMAT = 1
 MARKER = "rexmle-mirror.json"
 SITES_PTH = "_rexmle_sites.pth"
 ROOTS_PTH = "00_rexmle_roots.pth"
-SCRIPT_LIMIT = 1 << 20
 VERIFY = "import encodings, json, site, sys; print(json.dumps([sys.prefix, sys.base_prefix]))"
 
 
@@ -262,17 +261,17 @@ def _locked(path: Path):
 # -- building ------------------------------------------------------------------------------------------
 
 def ensure(identity: Identity, source: Source, home: Path) -> Mirror:
-    """The finished mirror of ``source`` under ``home``, built once (whoever gets the lock first) and
-    checked by running it as ``identity``."""
+    """The finished mirror of ``source`` under ``home``: reused when it starts as ``identity``, else
+    built (or rebuilt) once by whoever gets the lock first, in a temporary folder renamed into place."""
     home = prepare_home(home)
     final = home / source.name
-    if _complete(final, source):
+    if _usable(Mirror(final, source), identity):
         return Mirror(final, source)
     with _locked(home / f".{source.name}.lock"):
-        if _complete(final, source):
+        if _usable(Mirror(final, source), identity):  # another builder finished while we waited
             return Mirror(final, source)
-        for leftover in home.glob(f".build-{source.name}-*"):  # a builder that died holding the lock
-            shutil.rmtree(leftover, ignore_errors=True)
+        for leftover in [*home.glob(f".build-{source.name}-*"), *home.glob(f".trash-{source.name}-*")]:
+            shutil.rmtree(leftover, ignore_errors=True)  # a builder that died holding the lock
         start = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix=f".build-{source.name}-", dir=home))
         try:
@@ -283,6 +282,9 @@ def ensure(identity: Identity, source: Source, home: Path) -> Mirror:
                 os.rename(final, trash / "old")
                 shutil.rmtree(trash, ignore_errors=True)
             os.rename(work, final)
+        except TreeError as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            raise MirrorUnavailable(str(exc)) from exc
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -293,6 +295,16 @@ def ensure(identity: Identity, source: Source, home: Path) -> Mirror:
             shutil.rmtree(final, ignore_errors=True)
             raise
         return mirror
+
+
+def _usable(mirror: Mirror, identity: Identity) -> bool:
+    if not _complete(mirror.root, mirror.source):
+        return False
+    try:
+        verify(mirror, identity)
+        return True
+    except MirrorUnavailable:
+        return False
 
 
 def _complete(final: Path, source: Source) -> bool:
@@ -344,148 +356,25 @@ def _relocate(path: Path, moved: list[tuple[Path, Path]]) -> Path | None:
 
 def _make_venv(source: Source, venv: Path, final: Path) -> None:
     bin_dir = venv / "bin"
-    _mkdirs(bin_dir)
+    mkdirs(bin_dir)
     site_dir = venv / "lib" / f"python{source.short_version}" / "site-packages"
-    _mkdirs(site_dir)
+    mkdirs(site_dir)
     real = final / "base" / source.interpreter.relative_to(source.base)
     os.symlink(real, bin_dir / source.executable_name)
     for alias in ("python", f"python{source.short_version.split('.')[0]}"):
         os.symlink(source.executable_name, bin_dir / alias)
-    _write(venv / "pyvenv.cfg", f"home = {real.parent}\n"
+    write_file(venv / "pyvenv.cfg", f"home = {real.parent}\n"
                                 f"include-system-site-packages = {str(source.include_system_site).lower()}\n"
                                 f"version = {source.version}\n")
     if source.linked_sites:
-        _write(site_dir / SITES_PTH, "import site; " + "; ".join(f"site.addsitedir({str(s)!r})"
+        write_file(site_dir / SITES_PTH, "import site; " + "; ".join(f"site.addsitedir({str(s)!r})"
                                                                  for s in source.linked_sites) + "\n")
     if source.package is not None:
-        _write(site_dir / ROOTS_PTH, f"{final / 'roots' / '0'}\n")
+        write_file(site_dir / ROOTS_PTH, f"{final / 'roots' / '0'}\n")
     if source.venv is not None:  # the venv's console scripts (pytest, pip, ...), run by the mirror
         real_bin = source.venv / "bin"
         for entry in sorted(os.listdir(real_bin)) if real_bin.is_dir() else []:
             target = bin_dir / entry
             if not os.path.lexists(target):
-                _copy_script(real_bin / entry, target,
+                copy_script(real_bin / entry, target,
                              lambda p: final / "venv" / "bin" / p.name if p.parent == real_bin else None)
-
-
-def _copy_script(src: Path, dst: Path, relocate) -> bool:
-    """Copy a ``#!`` script whose interpreter ``relocate`` maps, naming the mapped one; False if not one."""
-    try:
-        st = os.lstat(src)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > SCRIPT_LIMIT:
-            return False
-        data = src.read_bytes()
-    except OSError:
-        return False
-    if not data.startswith(b"#!"):
-        return False
-    first, _, rest = data.partition(b"\n")
-    interpreter, _, args = first[2:].strip().partition(b" ")
-    mapped = relocate(Path(os.fsdecode(interpreter))) if interpreter.startswith(b"/") else None
-    if mapped is None:
-        return False
-    line = b"#!" + os.fsencode(str(mapped)) + (b" " + args if args else b"")
-    dst.write_bytes(line + b"\n" + rest)
-    os.chmod(dst, stat.S_IMODE(st.st_mode) & 0o755)
-    return True
-
-
-def _mkdirs(path: Path) -> None:
-    """``mkdir -p`` with mode 0755 for each folder it creates (whatever the umask)."""
-    missing = []
-    while not os.path.isdir(path):
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        os.mkdir(folder, 0o755)
-        os.chmod(folder, 0o755)
-
-
-def _write(path: Path, text: str) -> None:
-    path.write_text(text)
-    os.chmod(path, 0o644)
-
-
-class TreeCopier:
-    """Recreates a folder tree for the agent: folders 0755, files hard-linked when that is safe and
-    possible, else copied; never a setuid/setgid bit, never a file the agent can write."""
-
-    def __init__(self, agent_uid: int, relocate=lambda p: None) -> None:
-        self.agent_uid = agent_uid
-        self.relocate = relocate  # source path -> its place in the finished mirror (or None)
-        self._root = Path("/")
-        self.stats = {"linked": 0, "copied": 0, "patched": 0, "links": 0, "folders": 0, "skipped": 0, "bytes_copied": 0}
-
-    def mirror(self, src: Path, dst: Path) -> None:
-        self._root = src
-        device = os.stat(src).st_dev
-        for folder, dirs, files in os.walk(src):
-            here = Path(folder)
-            target = dst / here.relative_to(src)
-            _mkdirs(target)
-            self.stats["folders"] += 1
-            for name in list(dirs):
-                if os.path.islink(here / name):  # os.walk lists links to folders here, without entering them
-                    dirs.remove(name)
-                    files.append(name)
-            for name in files:
-                self._entry(here / name, target / name, device)
-
-    def _entry(self, src: Path, dst: Path, device: int) -> None:
-        st = os.lstat(src)
-        if stat.S_ISLNK(st.st_mode):
-            link = os.readlink(src)
-            mapped = self.relocate(Path(link)) if os.path.isabs(link) else None
-            os.symlink(str(mapped) if mapped else link, dst)
-            self.stats["links"] += 1
-            return
-        if not stat.S_ISREG(st.st_mode):  # FIFOs, sockets, devices: nothing an interpreter needs
-            self.stats["skipped"] += 1
-            return
-        mode = stat.S_IMODE(st.st_mode)
-        if src.parent.name == "bin" and mode & 0o111 and _copy_script(src, dst, self.relocate):
-            self.stats["patched"] += 1
-            return
-        if (".so" in src.name or mode & 0o111) and self._relocated_elf(src, dst, mode):
-            return
-        safe = (st.st_uid in (0, os.geteuid()) and st.st_uid != self.agent_uid
-                and not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_IWGRP | stat.S_IWOTH))
-        if safe and st.st_dev == device:
-            try:
-                os.link(src, dst, follow_symlinks=False)
-                self.stats["linked"] += 1
-                return
-            except OSError:  # another filesystem below a mount point, or links refused: copy
-                pass
-        shutil.copyfile(src, dst, follow_symlinks=False)
-        os.chmod(dst, mode & 0o755)
-        self.stats["copied"] += 1
-        self.stats["bytes_copied"] += st.st_size
-
-    def _relocated_elf(self, src: Path, dst: Path, mode: int) -> bool:
-        """An ELF file whose run path names a mirrored folder: a private copy with ``$ORIGIN`` paths."""
-        try:
-            with open(src, "rb") as fh:
-                if fh.read(4) != ELF_MAGIC:
-                    return False
-                fh.seek(0)
-                data = fh.read()
-            paths = run_paths(data)
-        except (OSError, ElfError, struct.error):
-            return False
-        # made relative only within the tree being mirrored: only there is the layout the same
-        if not any(_names_under(entry, self._root) for path in paths for entry in path.entries):
-            return False
-        dst.write_bytes(data)
-        try:
-            relocate_run_paths(dst, src.parent, [self._root])
-        except ElfError as exc:
-            raise MirrorUnavailable(str(exc)) from exc
-        os.chmod(dst, mode & 0o755)
-        self.stats["patched"] += 1
-        self.stats["bytes_copied"] += len(data)
-        return True
-
-
-def _names_under(entry: str, root: Path) -> bool:
-    return entry.startswith("/") and _under(Path(os.path.normpath(entry)), root)
