@@ -150,12 +150,13 @@ def test_tree_copier_carries_no_setuid_bit_or_agent_writable_file(tmp_path):
         (src / "lib" / name).write_text(name)
         (src / "lib" / name).chmod(mode)
     (src / "lib" / "private" / "owned").write_text("agent's")
+    agent = 65534 if os.geteuid() != 65534 else 65533  # never the harness's own uid
     if os.geteuid() == 0:
-        os.chown(src / "lib" / "private" / "owned", 65534, 65534)
+        os.chown(src / "lib" / "private" / "owned", agent, agent)
     os.symlink(src / "lib" / "plain", src / "lib" / "absolute")
     os.symlink("plain", src / "lib" / "relative")
     os.mkfifo(src / "lib" / "fifo")
-    copier = TreeCopier(agent_uid=65534, relocate=lambda p: dst / p.relative_to(src) if src in p.parents else None)
+    copier = TreeCopier(agent_uid=agent, relocate=lambda p: dst / p.relative_to(src) if src in p.parents else None)
     copier.mirror(src, dst)
     out = dst / "lib"
     assert stat.S_IMODE(out.stat().st_mode) == stat.S_IMODE((out / "private").stat().st_mode) == 0o755
@@ -164,8 +165,10 @@ def test_tree_copier_carries_no_setuid_bit_or_agent_writable_file(tmp_path):
     same = {name: (out / name).stat().st_ino == (src / "lib" / name).stat().st_ino for name in files}
     assert same == {"plain": True, "tool": False, "group_tool": False, "shared": False, "open": False}
     owned = out / "private" / "owned"
-    assert owned.read_text() == "agent's" and owned.stat().st_ino != (src / "lib" / "private" / "owned").stat().st_ino
-    assert owned.stat().st_uid == os.geteuid()
+    assert owned.read_text() == "agent's"
+    if os.geteuid() == 0:  # the agent's own file: a copy the agent does not own, never a link it could write
+        assert owned.stat().st_ino != (src / "lib" / "private" / "owned").stat().st_ino
+        assert owned.stat().st_uid == 0
     assert os.readlink(out / "absolute") == str(out / "plain") and os.readlink(out / "relative") == "plain"
     assert not os.path.lexists(out / "fifo") and copier.stats["skipped"] == 1
 
