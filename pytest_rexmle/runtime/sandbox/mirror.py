@@ -16,7 +16,8 @@ One mirror, ``<home>/py<X.Y>-<key>/``:
   Binaries whose ELF run path names the source (a shared ``libpython`` found through
   ``RUNPATH=/root/.pyenv/.../lib``) are copied and given ``$ORIGIN``-relative run paths (:mod:`.elf`),
   and scripts whose ``#!`` names the source interpreter are copied with the mirrored one, so nothing
-  is looked up in the unreachable place (:mod:`.mirror_tree`).
+  is looked up in the unreachable place (:mod:`.mirror_tree`). Without the rewrite the loader, denied
+  the old run path, would quietly take the system's ``libpython3.11`` (Debian's 3.11.2 here) instead.
 * ``venv/``: a small virtual environment whose ``pyvenv.cfg`` ``home`` is ``base/bin``, so the
   mirrored interpreter behaves as the harness's venv: the venv's site-packages are named in a ``.pth``
   (``site.addsitedir``) when the agent reaches them, else mirrored here; its scripts are copied with
@@ -30,7 +31,10 @@ One mirror, ``<home>/py<X.Y>-<key>/``:
 The key names the source interpreter (path, size and mtime of the binary, version), the mtime of the
 site-packages folders it copies (a ``pip install`` changes them) and the content listing of copied
 package roots, so an upgraded Python gets a new mirror. Old mirrors are not removed (a running agent
-may use one); with hard links they cost inodes, not data.
+may use one); with hard links they cost inodes, not data (but keep a removed Python's files on disk).
+
+Where: :func:`..paths.python_mirror_home` (``/var/cache/rexmle/python-mirror``), refused by
+:func:`prepare_home` unless every folder on the way is root's, traversable, and writable by no one else.
 """
 
 from __future__ import annotations
