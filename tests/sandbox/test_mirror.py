@@ -313,3 +313,30 @@ def test_unreachable_run_folder_keeps_uid_0_and_says_why(tmp_path, monkeypatch, 
     assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
     assert outcome.stdout.read_text().strip() == "0" and outcome.details["agent_uid"] == 0
     assert "cannot reach the run folder" in outcome.details["agent_uid_reason"]
+
+
+@needs_root
+def test_an_unreachable_package_and_task_registry_are_mirrored_too():
+    """A checkout the agent's uid cannot enter (e.g. under /root): its package and tasks join the mirror,
+    and the mirrored interpreter imports the package from there."""
+    import shutil
+
+    folder = open_folder("rexmle-mirror-roots-")
+    try:
+        closed = folder / "closed" / "checkout"
+        shutil.copytree(Path(pytest_rexmle.__file__).parent, closed / "pytest_rexmle",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(tasks_root(), closed / "tasks")
+        (folder / "closed").chmod(0o700)
+        source = plan(NOBODY, closed / "pytest_rexmle", closed / "tasks")
+        assert source.package == closed / "pytest_rexmle" and source.tasks == closed / "tasks"
+        mirror = ensure(NOBODY, source, folder / "mirrors")
+        assert mirror.tasks_dir == mirror.root / "roots" / "1" / "tasks"
+        assert sorted(p.name for p in mirror.tasks_dir.iterdir()) == sorted(p.name for p in tasks_root().iterdir())
+        done = as_uid(NOBODY, [str(mirror.python), "-c", "import pytest_rexmle; print(pytest_rexmle.__file__)"])
+        assert done.stdout.strip() == str(mirror.root / "roots" / "0" / "pytest_rexmle" / "__init__.py"), done.stderr
+        # a change in the checkout is a new mirror
+        (closed / "pytest_rexmle" / "__init__.py").write_text("# edited\n")
+        assert plan(NOBODY, closed / "pytest_rexmle", closed / "tasks").name != mirror.root.name
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
