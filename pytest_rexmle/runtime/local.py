@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..paths import python_mirror_home
 from ..task import tasks_root
 from . import staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
@@ -42,6 +43,7 @@ from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, arg
 from .sandbox.fds import data_fd
 from .sandbox.landlock import LandlockView, etc_entries
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
+from .sandbox.mirror import AgentPython, MirrorUnavailable, ensure, plan
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 
@@ -94,6 +96,7 @@ class LocalRuntime(Runtime):
         self.sandbox = sandbox
         self.limit_overrides = dict(limits or {})
         self._mechanism: str | None = None
+        self._pythons: dict[int, AgentPython | MirrorUnavailable] = {}  # per agent uid, built once
 
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
@@ -156,12 +159,12 @@ class LocalRuntime(Runtime):
         return base.with_overrides(self.limit_overrides)
 
     # -- sandbox construction ------------------------------------------------------------------------
-    def environment(self, spec: RunSpec, tmp: str = "/tmp") -> dict[str, str]:
-        bin_dir = str(Path(sys.executable).parent)
-        env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+    def environment(self, spec: RunSpec, tmp: str = "/tmp", python: AgentPython | None = None) -> dict[str, str]:
+        python = python or _harness_python()
+        env = {"PATH": f"{python.bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp,
                # the validator inside needs the same (read-only) task registry as the harness
-               "REXMLE_TASKS_DIR": str(tasks_root().resolve())}
+               "REXMLE_TASKS_DIR": str(python.tasks_dir)}
         env.update(spec.env)
         return env
 
@@ -170,19 +173,43 @@ class LocalRuntime(Runtime):
         return str(inside / spec.cwd.relative_to(spec.workspace)) if spec.cwd is not None else str(inside)
 
     def identity(self, spec: RunSpec, tmp: Path) -> ident.Identity:
-        """The host uid the agent runs as (see sandbox/identity.py for the uid-0 Landlock case)."""
+        """The host uid the agent runs as (see sandbox/identity.py): as root under Landlock, the dedicated
+        uid when it reaches the run's folders and a Python (its mirror if need be), else uid 0 with why."""
         if not ident.harness_is_root():
             return ident.own_identity()
         dedicated = ident.dedicated_identity()
         if self.mechanism() == "bwrap":  # bubblewrap mounts as root, so the agent needs no path to them
             return dedicated
-        needed = [Path(sys.executable), *python_roots(), spec.data_dir, spec.workspace, spec.submission,
-                  spec.instructions, tmp]
-        return dedicated if ident.can_reach(dedicated, needed) else ident.Identity(0, 0)
+        # the writable folders become the agent's own (hand_over): only the way to them must be open
+        handed = dict.fromkeys(p.parent for p in (spec.workspace, spec.submission, tmp))
+        blocked = ident.unreachable(dedicated, [spec.data_dir, spec.instructions, *handed])
+        if blocked:
+            return ident.Identity(0, 0, f"uid {dedicated.uid} cannot reach the run folder {blocked[0]}")
+        try:
+            self.agent_python(dedicated)
+        except MirrorUnavailable as exc:
+            return ident.Identity(0, 0, str(exc))
+        return dedicated
+
+    def agent_python(self, who: ident.Identity) -> AgentPython:
+        """The Python the agent runs with: the harness's own, or, when Landlock gives a root harness's
+        dedicated uid no way to it, a mirror it can reach (sandbox/mirror.py; built once per uid and
+        process). Raises :class:`MirrorUnavailable` with the reason when even that cannot be had."""
+        own = _harness_python()
+        if who.uid == os.geteuid() or self.mechanism() != "landlock":
+            return own
+        if who.uid not in self._pythons:
+            self._pythons[who.uid] = _mirrored_python(who, own)
+        found = self._pythons[who.uid]
+        if isinstance(found, MirrorUnavailable):
+            raise found
+        return found
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
                          tmp: Path, mode: str) -> dict:
-        return {"mode": mode, "argv": list(spec.argv), "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp)),
+        python = self.agent_python(who)
+        return {"mode": mode, "argv": python.argv(spec.argv),
+                "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), python),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": self._network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
@@ -218,7 +245,8 @@ class LocalRuntime(Runtime):
             for pattern in GPU_DEVICE_GLOBS:
                 devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
         read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
-        view = LandlockView(read_exec=tuple([*read_exec, *map(str, python_roots())]),
+        python = self.agent_python(ident.Identity(config["uid"], config["gid"]))
+        view = LandlockView(read_exec=tuple([*read_exec, *map(str, python.roots)]),
                             read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
                             read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
                             write_files=tuple(logs), devices=tuple(devices), list_only=tuple(_import_roots()),
@@ -269,6 +297,11 @@ class LocalRuntime(Runtime):
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=config["network"])
+        if who.reason:  # a root harness that could not give the agent its dedicated uid says why
+            outcome.details["agent_uid_reason"] = who.reason
+        python = self.agent_python(who)
+        if python.mirror is not None:
+            outcome.details["python_mirror"] = str(python.mirror.root)
         return outcome
 
     def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
@@ -349,6 +382,26 @@ class LocalRuntime(Runtime):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _harness_python() -> AgentPython:
+    return AgentPython(Path(sys.executable), tuple(python_roots()), tasks_root().resolve())
+
+
+def _mirrored_python(who: ident.Identity, own: AgentPython) -> AgentPython | MirrorUnavailable:
+    """``own`` if ``who`` reaches it, else the mirror of it (or why there is none)."""
+    import pytest_rexmle
+
+    blocked = set(ident.unreachable(who, [own.executable, *own.roots]))
+    if not blocked:
+        return own
+    try:
+        mirror = ensure(who, plan(who, Path(pytest_rexmle.__file__).parent, own.tasks_dir), python_mirror_home())
+    except (MirrorUnavailable, OSError) as exc:
+        return MirrorUnavailable(f"uid {who.uid} cannot reach this Python ({sorted(map(str, blocked))[0]}) and "
+                                 f"no mirror of it could be made: {exc}")
+    roots = [mirror.root, *(r for r in own.roots if r not in blocked)]
+    return AgentPython(mirror.python, tuple(roots), mirror.tasks_dir or own.tasks_dir, mirror)
 
 
 def _import_roots() -> list[str]:

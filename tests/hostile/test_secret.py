@@ -67,6 +67,8 @@ def test_a_readable_or_linked_secret_is_refused(tmp_path):
 def test_private_answers_are_not_world_readable(tmp_path):
     data = ensure_synthetic(registry().get(TASK), tmp_path / "cache")
     assert stat.S_IMODE(os.stat(data.private).st_mode) == 0o700
+    # the task folder is traversable: a root harness's agent uid reads public/ beside it (Landlock)
+    assert stat.S_IMODE(os.stat(data.private.parent).st_mode) == 0o755
 
 
 def test_the_run_key_names_the_answers_and_the_settings(tmp_path):

@@ -147,6 +147,7 @@ class Mechanism:
 
     def new_folder(self, label: str) -> Path:
         folder = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=self.base))
+        folder.chmod(0o755)  # Landlock as root: the agent's uid must reach the runs folder below it
         (folder / "home").mkdir()
         _own(folder, self.uid, self.gid)
         return folder

@@ -21,28 +21,19 @@ import os
 import re
 import site
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from .conftest import ATTACKS, Mechanism, untraversable_ancestors, limit_option_known, session_dict, shared_once
+from .conftest import ATTACKS, Mechanism, limit_option_known, session_dict, shared_once
 
 MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
 
 #: (attack, mechanism, user) -> the defence that is missing; "*" matches any
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
-
-
-if untraversable_ancestors([Path(sys.executable).resolve()]):
-    # README "Security": Landlock started by root falls back to uid 0 (every capability removed) when the
-    # dedicated uid cannot reach the interpreter, as with this machine's Python under a 0700 /root
-    KNOWN_GAPS[("unprivileged", "landlock", "root")] = (
-        "Landlock as root with a Python the agent uid cannot reach keeps the agent at uid 0 (no capabilities, "
-        "no_new_privs, seccomp); issue 10 deliverable 1 asks for an unprivileged uid")
 
 
 def gap(request, attack: str, mechanism: Mechanism) -> None:

@@ -104,6 +104,9 @@ def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None
         if (final / "private" / MANIFEST).is_file() and _fresh(task, final):
             return TaskData(task.id, "synthetic", final, ident)
         tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}.", dir=base))
+        # traversable (mkdtemp makes it 0700): a root harness's agent uid reads public/ under Landlock;
+        # private/ stays 0700
+        os.chmod(tmp, 0o755)
         try:
             generate(task, tmp, seed, secret)
             if final.exists():

@@ -9,21 +9,24 @@
   from RLIMIT_NPROC and reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
 * Harness root, Landlock, and the agent's interpreter unreachable by the dedicated uid (this machine:
   ``/root`` is 0700 and Python lives in ``/root/.pyenv``; Landlock has no mount namespace to expose it):
-  the agent stays host uid 0 but with an empty capability set (bounding set included), locked
-  securebits (``NOROOT``, ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can
-  give capabilities back. Being uid 0 still means owning root's files, so this mode additionally
-  refuses ``socket(AF_UNIX)`` (root-only sockets like Docker's), leaves ``/etc`` secrets out of the
-  Landlock view, and relies on Landlock for every write. ``run.json`` records it as
-  ``"agent_uid": 0``; install Python where other users can reach it (or use bubblewrap) to avoid it.
+  the harness builds a mirror of its Python where that uid can reach it (:mod:`.mirror`, under
+  ``/var/cache/rexmle/python-mirror``) and the agent runs as the dedicated uid with the mirrored
+  interpreter; ``run.json`` names it under ``python_mirror``.
+* Only when no uid but 0 can work — the run's folders lie where the dedicated uid cannot go (a runs
+  folder under ``/root``), or not even the mirror can be built — does the agent stay host uid 0, with
+  an empty capability set (bounding set included) and locked securebits (``NOROOT``,
+  ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can give capabilities back.
+  Being uid 0 still means owning root's files, so this mode additionally refuses ``socket(AF_UNIX)``
+  (root-only sockets like Docker's), leaves ``/etc`` secrets out of the Landlock view, and relies on
+  Landlock for every write. ``run.json`` records it as ``"agent_uid": 0`` with the reason in
+  ``agent_uid_reason``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PR_CAPBSET_DROP = 24
@@ -41,9 +44,10 @@ DEFAULT_AGENT_ID = 65534
 
 @dataclass(frozen=True)
 class Identity:
-    """The uid/gid the agent runs as on the host (``None``: keep the harness's own)."""
+    """The uid/gid the agent runs as on the host; ``reason`` says why a root harness left it at uid 0."""
     uid: int
     gid: int
+    reason: str | None = field(default=None, compare=False)
 
     @property
     def is_root(self) -> bool:
@@ -68,22 +72,39 @@ def own_identity() -> Identity:
 
 
 def can_reach(identity: Identity, paths: list[Path]) -> bool:
-    """Whether ``identity`` can open every one of ``paths`` for reading (asked of a real child process
-    that switched to the uid, so every DAC rule and ACL on the way counts)."""
-    if identity.uid == os.geteuid():
-        return True
-    code = "import os,sys; sys.exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in sys.argv[1:]) else 1)"
+    """Whether ``identity`` can open every one of ``paths`` for reading."""
+    return not unreachable(identity, paths)
 
-    def switch() -> None:
-        os.setgroups([])
-        os.setresgid(identity.gid, identity.gid, identity.gid)
-        os.setresuid(identity.uid, identity.uid, identity.uid)
 
-    try:
-        return subprocess.run(["/usr/bin/env", "-i", sys.executable, "-I", "-S", "-c", code, *map(str, paths)],
-                              preexec_fn=switch, cwd="/", capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+def unreachable(identity: Identity, paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` that ``identity`` cannot read (folders: read and enter), asked of a forked
+    child that switched to the uid, so every DAC rule and ACL on the way counts. Forked, not exec'd:
+    the harness's interpreter may be exactly what the uid cannot reach."""
+    paths = list(paths)
+    if identity.uid == os.geteuid() or not paths:
+        return []
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls from here to _exit
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setresgid(identity.gid, identity.gid, identity.gid)
+            os.setresuid(identity.uid, identity.uid, identity.uid)
+            blocked = [str(i) for i, p in enumerate(paths)
+                       if not os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0))]
+            os.write(write, ",".join(blocked).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        answer = fh.read().decode()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return paths
+    return [paths[int(i)] for i in answer.split(",") if i]
 
 
 def hand_over(paths: list[Path], identity: Identity) -> None:
