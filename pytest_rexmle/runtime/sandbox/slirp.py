@@ -16,8 +16,17 @@ The hand-off uses bubblewrap's own options, so the launcher is unchanged:
 2. the harness waits until bubblewrap has configured the namespace's loopback — slirp4netns brings
    ``lo`` up too, and if it wins the race the kernel's automatic 127.0.0.1 makes bubblewrap's own
    address request fail and the run die;
-3. slirp4netns joins the namespace (through bubblewrap's user namespace when the harness is not root),
-   creates and configures ``tap0`` and writes to ``--ready-fd``;
+3. slirp4netns joins the namespace (a descriptor the harness opened, ``/proc/self/fd/N``, so a
+   reused pid cannot redirect it), creates and configures ``tap0`` and writes to ``--ready-fd``.
+   When the harness is not root, slirp4netns needs capabilities over that namespace, i.e. to live in
+   the user namespace that *owns* it. That is not simply ``/proc/PID/ns/user``: unprivileged
+   bubblewrap later moves its child into a second, nested user namespace (mapping the agent's uid),
+   and joining that one fails (``setns(CLONE_NEWNET): Operation not permitted``) depending on timing.
+   So the harness asks the kernel for the owner (``NS_GET_USERNS`` on the network namespace) and
+   starts slirp4netns *inside* it, as that namespace's root — the way rootlesskit runs it; only so
+   does ``--enable-sandbox`` work unprivileged (slirp4netns's ``--userns-path`` joins it for the
+   tap device only, and its sandbox then fails on ``setegid(0)`` in the host's user namespace).
+   Capabilities there reach only the sandbox's own namespaces, and the sandbox drops them;
 4. ``--block-fd``: only then is bubblewrap released to exec the agent, which therefore never sees a
    half-configured network.
 
@@ -30,6 +39,8 @@ capabilities but the ones it needs; ``--enable-seccomp``), since it parses the a
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import json
 import os
 import select
@@ -45,6 +56,8 @@ SLIRP_DNS = "10.0.2.3"
 RESOLV_CONF = f"# rexmle: the sandbox's DNS is slirp4netns's forwarder\nnameserver {SLIRP_DNS}\n".encode()
 TAP = "tap0"
 MTU = 65520  # slirp4netns's recommended maximum: fewer, larger packets through the user-mode stack
+NS_GET_USERNS = 0xB701  # ioctl on a namespace descriptor: a descriptor of the user namespace that owns it
+CLONE_NEWUSER = 0x10000000
 START_TIMEOUT = 20.0
 STOP_GRACE = 2.0
 INSTALL_HINT = "apt-get install slirp4netns"
@@ -143,21 +156,21 @@ class SlirpNetwork:
             time.sleep(0.002)
         raise NetworkSetupError(f"bubblewrap did not set up the sandbox's loopback (exit status {bwrap.poll()})")
 
-    def command(self, pid: int, ready_fd: int, exit_fd: int) -> list[str]:
-        argv = [self.binary, "--configure", f"--mtu={MTU}", "--disable-host-loopback", "--enable-sandbox",
-                "--enable-seccomp", f"--ready-fd={ready_fd}", f"--exit-fd={exit_fd}"]
-        if self.user_namespace:  # joining the namespace needs the capabilities of the userns that owns it
-            argv.append(f"--userns-path=/proc/{pid}/ns/user")
-        return [*argv, str(pid), TAP]
+    def command(self, netns_fd: int, ready_fd: int, exit_fd: int) -> list[str]:
+        return [self.binary, "--configure", f"--mtu={MTU}", "--disable-host-loopback", "--enable-sandbox",
+                "--enable-seccomp", f"--ready-fd={ready_fd}", f"--exit-fd={exit_fd}", "--netns-type=path",
+                f"/proc/self/fd/{netns_fd}", TAP]
 
     def _start(self, pid: int, deadline: float) -> None:
+        netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        userns = fcntl.ioctl(netns, NS_GET_USERNS) if self.user_namespace else -1
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()
         try:
             with open(self.log, "ab") as log:
-                self.process = subprocess.Popen(self.command(pid, ready_w, exit_r), stdin=subprocess.DEVNULL,
-                                                stdout=log, stderr=log, pass_fds=(ready_w, exit_r),
-                                                start_new_session=True)
+                self.process = subprocess.Popen(self.command(netns, ready_w, exit_r), stdin=subprocess.DEVNULL,
+                                                stdout=log, stderr=log, pass_fds=(ready_w, exit_r, netns),
+                                                start_new_session=True, preexec_fn=_joiner(userns))
             os.close(ready_w)
             ready_w = -1
             left = max(0.0, deadline - time.monotonic())
@@ -166,7 +179,7 @@ class SlirpNetwork:
                 raise NetworkSetupError(f"slirp4netns did not bring the sandbox's network up "
                                         f"(exit status {self.process.poll()}): {self._log_tail()}")
         finally:
-            for fd in (ready_r, ready_w, exit_r):
+            for fd in (ready_r, ready_w, exit_r, netns, userns):
                 if fd >= 0:
                     os.close(fd)
 
@@ -191,3 +204,15 @@ class SlirpNetwork:
         except subprocess.TimeoutExpired:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+
+
+def _joiner(userns: int):
+    """A preexec function moving the child into user namespace ``userns`` (none for -1)."""
+    if userns < 0:
+        return None
+
+    def join() -> None:
+        if ctypes.CDLL(None, use_errno=True).setns(userns, CLONE_NEWUSER) != 0:
+            raise OSError(ctypes.get_errno(), "setns(CLONE_NEWUSER) into the sandbox's user namespace failed")
+
+    return join
