@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,8 +68,8 @@ def loopback_token():
 @pytest.fixture
 def internet():
     """The stand-in internet (root only: it creates a network namespace and a veth pair)."""
-    require_service(os.geteuid() == 0, "REXMLE_REQUIRE_SLIRP",
-                    "root, to build the stand-in internet (ip netns, veth) for the bridge tests")
+    require_service(os.geteuid() == 0 and shutil.which("ip") is not None, "REXMLE_REQUIRE_SLIRP",
+                    "root and iproute2, to build the stand-in internet (ip netns, veth) for the bridge tests")
     net = StandInInternet.create()
     try:
         yield net
@@ -247,3 +248,30 @@ def test_slirp4netns_ends_when_the_harness_is_killed(tmp_path, bridge):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+
+
+# -- where the bridge cannot hide the loopback, it says so and records the truth ---------------------------
+
+@pytest.mark.parametrize("why", ["landlock", "no-slirp4netns"])
+def test_bridge_falls_back_to_the_host_network_once_and_says_so(tmp_path, monkeypatch, loopback_token, why):
+    from pytest_rexmle.runtime import local
+
+    mechanism = "landlock" if why == "landlock" else "bwrap"
+    require_mechanism(mechanism)
+    monkeypatch.setattr(local, "_fallbacks_warned", set())  # a fresh session
+    if why == "no-slirp4netns":
+        monkeypatch.setattr(local, "slirp4netns", lambda: None)
+    code = fetch_code(loopback_urls(loopback_token.port)[:1])
+    with pytest.warns(UserWarning, match="apt-get install slirp4netns") as caught:
+        first = run_agent(tmp_path / "first", mechanism, code, network="bridge")
+    assert len([w for w in caught if "rexmle-network=bridge" in str(w.message)]) == 1
+    assert ("Landlock" in str(caught[0].message)) is (why == "landlock")
+    # the run says what it really had: the host's network, where the loopback service answers
+    assert first.outcome.details["network"] == "host"
+    assert first.report()["urls"] == {loopback_urls(loopback_token.port)[0]: loopback_token.token}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per session, not once per run
+        second = run_agent(tmp_path / "second", mechanism, code, network="bridge")
+    assert second.outcome.details["network"] == "host"
