@@ -274,8 +274,9 @@ def test_kernel_settings_cannot_be_changed(request, mechanism, probe):
 
 
 def test_host_loopback_service_is_not_reachable(request, mechanism, probe):
-    """network=none for the local sandboxes, the bridge for Docker: the host's 127.0.0.1 never answers."""
+    """The bridge for bubblewrap (slirp4netns) and Docker, none for Landlock: the host's 127.0.0.1 never answers."""
     gap(request, "loopback_service", mechanism)
+    assert probe["first"]["runs"]["ldct-iqa"]["network"] == mechanism.default_network  # the mode attacked ran
     assert probe["token"] not in probe["logs"]["ldct-iqa"]
     assert _attempt(probe, "loopback_service")["ok"] is False, _attempt(probe, "loopback_service")["detail"]
 
