@@ -231,7 +231,8 @@ def test_slirp4netns_ends_when_the_harness_is_killed(tmp_path, bridge):
         while not slirps and time.monotonic() < deadline and harness.poll() is None:
             time.sleep(0.1)
             slirps = slirp_children(harness.pid)
-        assert slirps, f"the harness started no slirp4netns: {harness.stderr.read().decode()[-2000:] if harness.poll() is not None else ''}"
+        died = harness.stderr.read().decode()[-2000:] if harness.poll() is not None else ""
+        assert slirps, f"the harness started no slirp4netns: {died}"
         time.sleep(0.5)  # the agent is running now
         harness.send_signal(signal.SIGKILL)
         harness.wait()

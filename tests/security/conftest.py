@@ -141,12 +141,14 @@ class Mechanism:
     def default_network(self) -> str:
         """bubblewrap is attacked in the session default, ``bridge`` (its own namespace behind slirp4netns),
         where slirp4netns is installed; Landlock, whose ``bridge`` is the host's network, in ``none``."""
-        return "bridge" if self.name in ("bwrap", "docker") and (self.name == "docker" or shutil.which("slirp4netns")) \
-            else "none"
+        if self.name == "docker" or (self.name == "bwrap" and shutil.which("slirp4netns")):
+            return "bridge"
+        return "none"
 
     def args(self, network: str | None = None) -> list[str]:
         if self.name == "docker":
-            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker", f"--rexmle-network={network or self.default_network}"]
+            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker",
+                    f"--rexmle-network={network or self.default_network}"]
         args = ["--rexmle-runtime=local", f"--rexmle-network={network or self.default_network}"]
         if sandbox_option_known():
             args.append(f"--rexmle-sandbox={self.name}")
