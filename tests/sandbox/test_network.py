@@ -276,3 +276,16 @@ def test_bridge_falls_back_to_the_host_network_once_and_says_so(tmp_path, monkey
         warnings.simplefilter("error")  # said once per session, not once per run
         second = run_agent(tmp_path / "second", mechanism, code, network="bridge")
     assert second.outcome.details["network"] == "host"
+
+
+def test_resolv_conf_is_laid_where_a_symlinked_one_points(tmp_path):
+    """systemd-resolved's /etc/resolv.conf is a link into /run, which the sandbox lacks: the overlay goes
+    to the link's target, with the folders bubblewrap must create first."""
+    from pytest_rexmle.runtime.sandbox.slirp import resolv_conf_target
+
+    assert resolv_conf_target(str(tmp_path / "missing")) == (str(tmp_path / "missing"), [])
+    link = tmp_path / "resolv.conf"
+    link.symlink_to("/run/rexmle-test-none/resolve/stub-resolv.conf")
+    assert resolv_conf_target(str(link)) == ("/run/rexmle-test-none/resolve/stub-resolv.conf",
+                                             ["--dir", "/run", "--dir", "/run/rexmle-test-none",
+                                              "--dir", "/run/rexmle-test-none/resolve"])
