@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.runtime import staging
 from pytest_rexmle.runtime.sandbox.slirp import SLIRP_DNS, slirp4netns
 
 from ..conftest import REPO, require_service
@@ -244,6 +245,7 @@ def test_slirp4netns_ends_when_the_harness_is_killed(tmp_path, bridge):
         if harness.poll() is None:
             harness.kill()
             harness.wait()
+        staging.recover(tmp_path / "run")  # the stage the killed harness left goes home, as the next session does
         for pid in slirps:  # never leave one behind on the shared machine, even when the test fails
             try:
                 os.kill(pid, signal.SIGKILL)
