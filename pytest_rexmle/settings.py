@@ -33,9 +33,10 @@ OPTIONS = [
     ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
      "all that nvidia-smi lists); xdist workers get one each", "str", None),
-    ("--rexmle-network", "rexmle_network", "network for agents: bridge (default; docker: Docker's bridge network; "
-     "local: same as host), host (local: the host's network, loopback services included; docker: the host network) "
-     "or none (no network at all; local: bwrap --unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "bridge"),
+    ("--rexmle-network", "rexmle_network", "network for agents: bridge (default: the internet but not the host's "
+     "loopback services; docker: Docker's bridge network; local: bwrap's own network namespace NATed by slirp4netns, "
+     "else the host's network with a warning), host (the host's network, loopback services included) or none (no "
+     "network at all; local: bwrap --unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "bridge"),
     ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
      "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)", "str", "auto"),
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "

@@ -33,7 +33,7 @@ class RunSpec:
     gpus: tuple[str, ...] = ()
     hidden: tuple[Path, ...] = ()  # host paths that must never be visible (private answers, caches)
     image: str | None = None       # container image for container runtimes (the agent's own image)
-    network: str = "bridge"        # "bridge" (Docker's default; the local runtime reads it as "host"), "host" or "none"
+    network: str = "bridge"        # "bridge" (internet, not the host's loopback; see each runtime), "host" or "none"
     secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
     limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
     stage: Path | None = None         # the neutral folder the run's folders move to while it runs (runtime/staging.py)

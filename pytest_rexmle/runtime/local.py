@@ -12,6 +12,14 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
   stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
+Network (``--rexmle-network``): ``none`` is a namespace with only a loopback (bwrap) or seccomp and
+Landlock refusing IP sockets (landlock); ``host`` is the host's network, loopback services included;
+``bridge`` (the session default) is, under bwrap with slirp4netns installed, a namespace of its own
+NATed to the outside by slirp4netns (:mod:`.sandbox.slirp`): the internet answers, the host's
+loopback does not. Elsewhere (Landlock has no namespaces and its network rules only know ports; no
+slirp4netns) ``bridge`` falls back to the host's network, with one warning per session; the run's
+details record the network that actually ran.
+
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (a dedicated
 one when the harness is root, see :mod:`.sandbox.identity`), no capabilities, ``no_new_privs``, a
 seccomp filter, rlimits; the harness adds a cgroup v2 group when it can and watches disk use.
@@ -32,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from ..paths import python_mirror_home
@@ -39,19 +48,21 @@ from ..task import tasks_root
 from . import staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
-from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS, Bind, args_blob, bwrap_args
+from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, NO_NETWORK, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
 from .sandbox.landlock import LandlockView, etc_entries
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.mirror import AgentPython, MirrorUnavailable, ensure, plan
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
+from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
 
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
-NETWORK_CHOICES = ("host", "bridge", "none")  # bridge (the session default) means host here
+NETWORK_CHOICES = ("host", "bridge", "none")
+_fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
 SIGXFSZ = 25
 # what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
@@ -212,20 +223,37 @@ class LocalRuntime(Runtime):
                 "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), python),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
-                "network": self._network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
+                "network": self.network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
                 # the launcher's own parent: it compares against this, not against pid 1, because the
                 # harness may itself be pid 1 (``docker run image pytest ...``)
                 "parent": os.getpid()}
 
-    @staticmethod
-    def _network(spec: RunSpec) -> str:
-        network = spec.network or "host"
+    def network(self, spec: RunSpec) -> str:
+        """The network the agent actually gets: ``bridge`` only where the sandbox can hide the host's
+        loopback (bubblewrap with slirp4netns), else the host's network, said once per session."""
+        network = spec.network or "bridge"
         if network not in NETWORK_CHOICES:
-            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network host or none (bridge = host), "
+            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(NETWORK_CHOICES)}, "
                                      f"not {network!r}")
-        return "none" if network == "none" else "host"
+        if network != "bridge":
+            return network
+        mechanism = self.mechanism()
+        if mechanism == "bwrap" and slirp4netns():
+            return "bridge"
+        if mechanism == "bwrap":
+            why = f"slirp4netns is not installed ({INSTALL_HINT})"
+        else:
+            why = (f"the {mechanism} sandbox has no network namespace (Landlock's network rules know ports, not "
+                   f"addresses); use bubblewrap (apt-get install bubblewrap) with slirp4netns ({INSTALL_HINT})")
+        if why not in _fallbacks_warned:
+            _fallbacks_warned.add(why)
+            warnings.warn(f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they "
+                          f"reach services listening on the host's loopback: {why}; --rexmle-network=none cuts "
+                          f"the network entirely", stacklevel=2)
+        return "host"
 
-    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int]) -> list[str]:
+    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int],
+                       bridge: SlirpNetwork | None) -> list[str]:
         inside = self.contract_paths(spec)
         binds = [Bind(spec.data_dir, inside["data"]), Bind(spec.workspace, inside["workspace"], True),
                  Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"])]
@@ -233,7 +261,7 @@ class LocalRuntime(Runtime):
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
         args = bwrap_args(python_roots=python_roots(), binds=binds, tmp=tmp, hidden=spec.hidden, cwd="/",
-                          env=launcher_env(), gpus=bool(spec.gpus), network_none=config["network"] == "none",
+                          env=launcher_env(), gpus=bool(spec.gpus), network=_network_args(config["network"], bridge),
                           user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
@@ -279,15 +307,21 @@ class LocalRuntime(Runtime):
         ident.hand_over([spec.workspace, spec.submission, tmp], who)
         cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
         fds: list[int] = []
+        bridge: SlirpNetwork | None = None
         try:
             mode = "exec" if mechanism == "bwrap" else "supervise"
             config = self._launcher_config(spec, who, limits, cgroup, tmp, mode)
+            if config["network"] == "bridge":
+                bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
+                                      log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, config, tmp, fds)
+                argv = self._bwrap_command(spec, config, tmp, fds, bridge)
             else:
                 argv = self._landlock_command(spec, config, tmp, fds, [str(stdout_path), str(stderr_path)])
-            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path)
+            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge)
         finally:
+            if bridge is not None:
+                bridge.close()
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -305,15 +339,22 @@ class LocalRuntime(Runtime):
         return outcome
 
     def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
-                   tmp: Path, stdout_path: Path, stderr_path: Path) -> RunOutcome:
+                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=tuple(fds), start_new_session=True, preexec_fn=join)
+                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ())),
+                                    start_new_session=True, preexec_fn=join)
             try:
+                if bridge is not None:  # the agent starts only once its network is up
+                    try:
+                        bridge.connect(proc)
+                    except NetworkSetupError as exc:
+                        raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
+                                                 f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
                 next_disk = start
                 while True:
                     try:
@@ -402,6 +443,13 @@ def _mirrored_python(who: ident.Identity, own: AgentPython) -> AgentPython | Mir
                                  f"no mirror of it could be made: {exc}")
     roots = [mirror.root, *(r for r in own.roots if r not in blocked)]
     return AgentPython(mirror.python, tuple(roots), mirror.tasks_dir or own.tasks_dir, mirror)
+
+
+def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
+    """bubblewrap's network options: the host's (none), a lone loopback, or the slirp4netns bridge."""
+    if network == "none":
+        return NO_NETWORK
+    return bridge.bwrap_args() if bridge is not None else []
 
 
 def _import_roots() -> list[str]:

@@ -28,6 +28,7 @@ from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
 
 mechanism, code = sys.argv[1], open(sys.argv[2]).read()
+network = sys.argv[3] if len(sys.argv) > 3 else "bridge"
 root = Path(tempfile.mkdtemp(prefix="rexmle-unpriv-run-"))
 public, private = root / "data" / "public", root / "data" / "private"
 for folder in (public, private, root / "workspace", root / "submission", root / "logs"):
@@ -37,7 +38,7 @@ for folder in (public, private, root / "workspace", root / "submission", root / 
 (root / "workspace" / "agent.py").write_text(code)
 (root / "workspace" / "target.txt").write_text(str(private / "answers.csv"))
 spec = RunSpec("unpriv", [sys.executable, "agent.py"], {}, public, root / "workspace", root / "submission",
-               root / "logs", root / "instructions.md", 60, hidden=(private,))
+               root / "logs", root / "instructions.md", 60, hidden=(private,), network=network)
 outcome = LocalRuntime(sandbox=mechanism).run(spec)
 print(json.dumps({"details": outcome.details, "exit_code": outcome.exit_code, "stdout": outcome.stdout.read_text(),
                   "stderr": outcome.stderr.read_text()[-3000:], "root": str(root)}))
@@ -74,17 +75,28 @@ def unprivileged_site():
         shutil.rmtree(site, ignore_errors=True)
 
 
-@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
-def test_unprivileged_harness_gives_an_unprivileged_agent(unprivileged_site, mechanism):
-    require_mechanism(mechanism)
+def run_as_nobody(unprivileged_site, mechanism: str, code_file: str, network: str = "bridge") -> dict:
+    """The harness run by uid 65534 on the agent code in ``site/code_file``: its outcome as JSON."""
     python, setpriv, site = unprivileged_site
     env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(site), "LANG": "C.UTF-8",
            "REXMLE_TASKS_DIR": str(site / "tasks")}
     done = subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python,
-                           str(site / "harness.py"), mechanism, str(site / "agent_code.py")],
+                           str(site / "harness.py"), mechanism, str(site / code_file), network],
                           capture_output=True, text=True, env=env, cwd="/", timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def remove_as_nobody(unprivileged_site, result: dict) -> None:
+    _, setpriv, _ = unprivileged_site
+    subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
+                    result["root"]], capture_output=True)
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_unprivileged_harness_gives_an_unprivileged_agent(unprivileged_site, mechanism):
+    require_mechanism(mechanism)
+    result = run_as_nobody(unprivileged_site, mechanism, "agent_code.py")
     try:
         assert result["exit_code"] == 0, result["stderr"]
         assert result["details"]["sandbox"] == mechanism and result["details"]["agent_uid"] == NOBODY
@@ -98,5 +110,4 @@ def test_unprivileged_harness_gives_an_unprivileged_agent(unprivileged_site, mec
         assert report["proc_sys_write"] in ("EROFS", "EACCES", "EPERM")
         assert report["answers_read"] == []
     finally:
-        subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
-                        result["root"]], capture_output=True)
+        remove_as_nobody(unprivileged_site, result)

@@ -137,10 +137,19 @@ class Mechanism:
     def id(self) -> str:
         return f"{self.name}-{self.user}"
 
+    @property
+    def default_network(self) -> str:
+        """bubblewrap is attacked in the session default, ``bridge`` (its own namespace behind slirp4netns),
+        where slirp4netns is installed; Landlock, whose ``bridge`` is the host's network, in ``none``."""
+        if self.name == "docker" or (self.name == "bwrap" and shutil.which("slirp4netns")):
+            return "bridge"
+        return "none"
+
     def args(self, network: str | None = None) -> list[str]:
         if self.name == "docker":
-            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker", f"--rexmle-network={network or 'bridge'}"]
-        args = ["--rexmle-runtime=local", f"--rexmle-network={network or 'none'}"]
+            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker",
+                    f"--rexmle-network={network or self.default_network}"]
+        args = ["--rexmle-runtime=local", f"--rexmle-network={network or self.default_network}"]
         if sandbox_option_known():
             args.append(f"--rexmle-sandbox={self.name}")
         return args

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import http.server
 import os
 import re
 import site
 import subprocess
-import threading
-import uuid
 from pathlib import Path
 
 import pytest
 
+from ..sandbox.standin import TokenServer
 from .conftest import ATTACKS, Mechanism, limit_option_known, session_dict, shared_once
 
 MARK = "rexmle_attack_marker"
@@ -78,31 +76,6 @@ def answer_rows(cache: Path, task: str) -> list[str]:
     return sorted(rows)
 
 
-class LoopbackService:
-    """An HTTP server on the host's loopback only, answering with a secret token."""
-
-    def __init__(self) -> None:
-        self.token = f"loopback-secret-{uuid.uuid4().hex}"
-        token = self.token.encode()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(token)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 # -- the probe session ----------------------------------------------------------------------------------
 
 def _command(mech: Mechanism, folder: Path, scenario: str, **extra: str) -> list[str]:
@@ -129,7 +102,7 @@ def _probe(mech: Mechanism) -> dict:
         mech.run(warm, [*mech.args(), "--agent=sample", "--rexmle-judge=none", "-k", "ldct-iqa"], timeout=180)
     [private] = private_dirs(mech.cache, "ldct-iqa")
     before = host_snapshot()
-    service = LoopbackService()
+    service = TokenServer("127.0.0.1")  # an HTTP server on the host's loopback only, with a secret token
     try:
         folder = mech.new_folder("probe")
         args = [*mech.args(), *_command(mech, folder, "auto", ATTACK_PORT=str(service.port), ATTACK_PRIVATE=private),
@@ -265,8 +238,9 @@ def test_kernel_settings_cannot_be_changed(request, mechanism, probe):
 
 
 def test_host_loopback_service_is_not_reachable(request, mechanism, probe):
-    """network=none for the local sandboxes, the bridge for Docker: the host's 127.0.0.1 never answers."""
+    """The bridge for bubblewrap (slirp4netns) and Docker, none for Landlock: the host's 127.0.0.1 never answers."""
     gap(request, "loopback_service", mechanism)
+    assert probe["first"]["runs"]["ldct-iqa"]["network"] == mechanism.default_network  # the mode attacked ran
     assert probe["token"] not in probe["logs"]["ldct-iqa"]
     assert _attempt(probe, "loopback_service")["ok"] is False, _attempt(probe, "loopback_service")["detail"]
 

@@ -20,6 +20,7 @@ from ..base import is_under
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 GPU_DEVICE_GLOBS = ("nvidia*", "dri")
+NO_NETWORK = ["--unshare-net"]  # a namespace of its own with only a loopback: nothing outside is reachable
 
 
 @dataclass(frozen=True)
@@ -30,16 +31,17 @@ class Bind:
 
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...], cwd: str,
-               env: dict[str, str], gpus: bool, network_none: bool, user_namespace: bool,
+               env: dict[str, str], gpus: bool, network: list[str], user_namespace: bool,
                seccomp_fd: int | None, hostname: str = "rexmle-agent") -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
-    from its real argv, so the command — the launcher, which names no run path — stays there)."""
+    from its real argv, so the command — the launcher, which names no run path — stays there).
+
+    ``network``: nothing for the host's network, :data:`NO_NETWORK`, or the bridge's options
+    (:meth:`.slirp.SlirpNetwork.bwrap_args`, which lay a file over ``/etc`` and so go after it)."""
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--hostname", hostname, "--clearenv"]
     if user_namespace:
         args += ["--unshare-user"]
-    if network_none:
-        args += ["--unshare-net"]
     # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
              "--bind", str(tmp), "/tmp", "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
@@ -68,6 +70,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     args += ["--dir", "/rexmle"]
     for bind in binds:
         args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
+    args += network
     args += ["--remount-ro", "/", "--chdir", cwd]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
