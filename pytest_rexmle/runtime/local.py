@@ -193,7 +193,7 @@ class LocalRuntime(Runtime):
             return dedicated
         # the writable folders become the agent's own (hand_over): only the way to them must be open
         handed = dict.fromkeys(p.parent for p in (spec.workspace, spec.submission, tmp))
-        blocked = ident.unreachable(dedicated, [spec.data_dir, spec.instructions, *handed])
+        blocked = ident.unreachable(dedicated, [spec.data_dir, spec.instructions], enter=list(handed))
         if blocked:
             return ident.Identity(0, 0, f"uid {dedicated.uid} cannot reach the run folder {blocked[0]}")
         try:

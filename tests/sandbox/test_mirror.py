@@ -268,6 +268,20 @@ def test_default_mirror_home_is_outside_the_cache_and_reachable(monkeypatch):
 
 
 @needs_root
+def test_a_stage_the_uid_may_only_pass_through_is_reachable_for_entering_not_reading():
+    """The run's stage is 0711: the agent enters it to its own folders but cannot list it."""
+    stage = Path(tempfile.mkdtemp(prefix="rexmle-enter-", dir="/var/tmp"))
+    try:
+        os.chmod(stage, 0o711)
+        assert unreachable(NOBODY, [stage]) == [stage]
+        assert unreachable(NOBODY, [], enter=[stage]) == []
+        os.chmod(stage, 0o700)
+        assert unreachable(NOBODY, [], enter=[stage]) == [stage]
+    finally:
+        os.rmdir(stage)
+
+
+@needs_root
 def test_landlock_as_root_runs_the_agent_as_the_dedicated_uid(monkeypatch, home):
     require_mechanism("landlock")
     monkeypatch.setenv("REXMLE_PYTHON_MIRROR_DIR", str(home))

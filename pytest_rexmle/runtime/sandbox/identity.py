@@ -76,11 +76,13 @@ def can_reach(identity: Identity, paths: list[Path]) -> bool:
     return not unreachable(identity, paths)
 
 
-def unreachable(identity: Identity, paths: list[Path]) -> list[Path]:
-    """Those of ``paths`` that ``identity`` cannot read (folders: read and enter), asked of a forked
-    child that switched to the uid, so every DAC rule and ACL on the way counts. Forked, not exec'd:
-    the harness's interpreter may be exactly what the uid cannot reach."""
-    paths = list(paths)
+def unreachable(identity: Identity, paths: list[Path], enter: list[Path] = ()) -> list[Path]:
+    """Those of ``paths`` that ``identity`` cannot read (folders: read and enter) and of ``enter`` that
+    it cannot pass through (a 0711 stage needs no listing), asked of a forked child that switched to the
+    uid, so every DAC rule and ACL on the way counts. Forked, not exec'd: the harness's interpreter may
+    be exactly what the uid cannot reach."""
+    wanted = [(p, os.R_OK) for p in paths] + [(p, os.X_OK) for p in enter]
+    paths = [p for p, _ in wanted]
     if identity.uid == os.geteuid() or not paths:
         return []
     read, write = os.pipe()
@@ -92,8 +94,8 @@ def unreachable(identity: Identity, paths: list[Path]) -> list[Path]:
             os.setgroups([])
             os.setresgid(identity.gid, identity.gid, identity.gid)
             os.setresuid(identity.uid, identity.uid, identity.uid)
-            blocked = [str(i) for i, p in enumerate(paths)
-                       if not os.access(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0))]
+            blocked = [str(i) for i, (p, mode) in enumerate(wanted)
+                       if not os.access(p, mode | (os.X_OK if os.path.isdir(p) else 0))]
             os.write(write, ",".join(blocked).encode())
             code = 0
         finally:
