@@ -13,7 +13,8 @@
   ``/var/cache/rexmle/python-mirror``) and the agent runs as the dedicated uid with the mirrored
   interpreter; ``run.json`` names it under ``python_mirror``.
 * Only when no uid but 0 can work — the run's folders lie where the dedicated uid cannot go (a runs
-  folder under ``/root``), or not even the mirror can be built — does the agent stay host uid 0, with
+  folder under ``/root`` *and* no stage for it, see :mod:`..staging`), or not even the mirror can be
+  built — does the agent stay host uid 0, with
   an empty capability set (bounding set included) and locked securebits (``NOROOT``,
   ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can give capabilities back.
   Being uid 0 still means owning root's files, so this mode additionally refuses ``socket(AF_UNIX)``
