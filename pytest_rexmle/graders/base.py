@@ -96,14 +96,14 @@ class Grader(ABC):
 
     def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path],
                           rel_for: Callable[[str], str]) -> None:
-        """A baseline of all-background volumes, each on the grid of its public test image."""
-        import numpy as np
+        """A baseline of all-background volumes, each on the grid of its public test image.
 
-        from ..imaging import image_like, reference_geometry, write_image
+        The header-only reference image is already that volume (uint8, zero-filled, the file's
+        geometry): written as it is, the baseline needs SimpleITK but not NumPy."""
+        from ..imaging import reference_geometry, write_image
 
         def empty(case_id: str, path: Path) -> None:
-            ref = reference_geometry(grid_for(case_id))
-            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), path)
+            write_image(reference_geometry(grid_for(case_id)), path)
 
         self.write_files(out_dir, self.public_test_ids(public_dir), rel_for, empty)
 
