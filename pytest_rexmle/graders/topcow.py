@@ -74,6 +74,18 @@ def test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}_0000.nii.gz"
 
 
+def volume_size(path: Path) -> list[int]:
+    """(x, y, z) voxel counts of a test volume: from a plain 3-D NIfTI-1 header directly, else SimpleITK's."""
+    from ..nifti import read_header
+
+    found = read_header(path)
+    if found is not None and len(found[2]) == 3:
+        return list(found[2])
+    from ..imaging import reference_geometry
+
+    return list(reference_geometry(path).GetSize())
+
+
 class BoxDetection(Grader):
     prediction_columns = ("predicted_bbox_path",)
     answer_columns = ("label_path",)
@@ -93,11 +105,9 @@ class BoxDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The whole volume as the box: valid, and a fair 'no localisation' floor."""
-        from ..imaging import reference_geometry
-
         rows = []
         for case_id in self.public_test_ids(public_dir):
-            size = list(reference_geometry(test_image(public_dir, case_id)).GetSize())
+            size = volume_size(test_image(public_dir, case_id))
             rel = f"predictions/{case_id}.json"
             (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
             (out_dir / rel).write_text(json.dumps({"size": size, "location": [0, 0, 0]}))
