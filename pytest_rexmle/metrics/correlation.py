@@ -5,7 +5,7 @@ norms, ``spearmanr``'s average ranks through ``np.corrcoef``, ``kendalltau``'s t
 counts), so the values are those of ``scipy.stats`` bit for bit, without importing ``scipy.stats``
 (most of a second of CPU, paid by every process that grades this task). Inputs that are not all
 finite never come from a checked submission; they still go to SciPy so that NaN and infinity keep
-SciPy's exact behaviour.
+SciPy's exact behaviour, as does everything under NumPy 1.x (no ``vecdot``, which SciPy's Pearson uses).
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def correlation_scores(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     truth = np.asarray(truth, dtype=np.float64).ravel()
     if pred.size < 2 or np.ptp(pred) == 0 or np.ptp(truth) == 0:
         plcc = srocc = krocc = 0.0
-    elif not (np.isfinite(pred).all() and np.isfinite(truth).all()):
-        plcc, srocc, krocc = _scipy_coefficients(pred, truth)
+    elif not (np.isfinite(pred).all() and np.isfinite(truth).all()) or not hasattr(np, "vecdot"):
+        plcc, srocc, krocc = _scipy_coefficients(pred, truth)  # NumPy < 2 has no vecdot: SciPy's own
     else:
         plcc = _defined(pearson(pred, truth))
         srocc = _defined(spearman(pred, truth))
