@@ -232,6 +232,10 @@ class SafeReader:
 # -- JSON ------------------------------------------------------------------------------------------------
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _DEPTH_CHUNK = 4 * 1024 * 1024
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+#: up to this many brackets a Python loop is faster than importing NumPy (the box, edge and nuclei
+#: JSON an agent or the validator reads hold a few hundred)
+_PYTHON_LOOP_BRACKETS = 200_000
 
 
 class _NumberTooLong(ValueError):
@@ -240,10 +244,19 @@ class _NumberTooLong(ValueError):
 
 def json_depth(data: bytes) -> int:
     """Deepest bracket nesting of a JSON text, strings excluded; linear time, small bounded memory."""
-    blanked = _JSON_STRING.sub(b'""', data)
-    import numpy as np  # only for JSON nesting checks, not for every importer of this module
+    brackets = _JSON_STRING.sub(b'""', data).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= _PYTHON_LOOP_BRACKETS:
+        depth = peak = 0
+        for byte in brackets:
+            if byte in b"[{":
+                depth += 1
+                peak = max(peak, depth)
+            else:
+                depth -= 1
+        return peak
+    import numpy as np  # only for huge bracket counts, not for every importer of this module
 
-    arr = np.frombuffer(blanked, dtype=np.uint8)
+    arr = np.frombuffer(brackets, dtype=np.uint8)
     depth = peak = 0
     for start in range(0, arr.size, _DEPTH_CHUNK):
         chunk = arr[start:start + _DEPTH_CHUNK]

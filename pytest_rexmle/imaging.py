@@ -9,6 +9,9 @@ multi-megabyte header extensions) and then by SimpleITK's own header-only read w
 the file name, each compared with the expected grid; only then are voxels decoded, so a 4 MB gzip bomb
 or a 4 KB sparse file declaring a terabyte grid is an INVALID that costs a few kilobytes of reading.
 Decoded memory is then at most the expected voxel count times 8 bytes.
+
+NumPy is imported inside the functions that use it: writing an empty mask or reading a header (the
+sample agent, ``rexmle validate`` of box and edge tasks) needs SimpleITK only.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import SimpleITK as sitk
 
 from .errors import InvalidSubmission
@@ -282,6 +284,7 @@ def _nrrd_sizes(fh, name: str, where: str) -> list[int]:
 def _reject_hidden_non_finite(path: Path, case_id: str) -> None:
     """SimpleITK's NIfTI reader turns NaN and ±inf into 0; read the raw values to see them."""
     import nibabel as nib
+    import numpy as np
 
     try:
         data = np.asanyarray(nib.load(str(path)).dataobj)
@@ -296,6 +299,8 @@ def check_geometry(pred: sitk.Image, ref: sitk.Image, case_id: str) -> None:
 
 
 def check_geometry_of(pred: Geometry, ref: Geometry, case_id: str) -> None:
+    import numpy as np
+
     if pred.dimension != ref.dimension:
         raise InvalidSubmission(f"case {case_id!r}: prediction is {pred.dimension}-D, expected {ref.dimension}-D")
     if pred.components != 1:
@@ -317,6 +322,8 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
     Integer images keep their own type (a 512×512×256 uint8 volume stays 64 MB instead of 512 MB as
     int64); floats with integral values become int64; booleans become uint8.
     """
+    import numpy as np
+
     arr = sitk.GetArrayFromImage(img)  # an owned copy: views die with the image
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
@@ -339,6 +346,8 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
 
 def present_values(labels: np.ndarray) -> set[int]:
     """The distinct values of an integer array; a lookup table for 8/16-bit labels (no sort, no copy)."""
+    import numpy as np
+
     if labels.dtype in (np.uint8, np.uint16):
         seen = np.zeros(256 if labels.dtype == np.uint8 else 65536, dtype=bool)
         seen[labels.ravel()] = True
@@ -382,6 +391,8 @@ def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
 
 def voxel_volume_mm3(img: sitk.Image) -> float:
     """|det(direction · diag(spacing))| — the physical volume of one voxel."""
+    import numpy as np
+
     dim = img.GetDimension()
     direction = np.asarray(img.GetDirection(), dtype=float).reshape(dim, dim)
     return float(abs(np.linalg.det(direction @ np.diag(img.GetSpacing()))))

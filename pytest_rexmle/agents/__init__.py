@@ -1,19 +1,36 @@
-"""Agents: what gets run against a task. Built-ins plus the ``rexmle.agents`` entry-point group."""
+"""Agents: what gets run against a task. Built-ins plus the ``rexmle.agents`` entry-point group.
 
-from ..registry import Registry
-from .base import Agent, AgentContext
+The names are resolved on first use (PEP 562): the sample agent runs as
+``python -m pytest_rexmle.agents.sample_main`` inside every sandbox, which executes this file first,
+and needs neither the registry nor the agent interface to write its baseline.
+"""
 
-AGENTS = Registry("rexmle.agents", {
+from __future__ import annotations
+
+BUILTIN_AGENTS = {
     "sample": "pytest_rexmle.agents.sample:SampleAgent",
     "command": "pytest_rexmle.agents.command:CommandAgent",
     "aide": "pytest_rexmle.agents.aide:AideAgent",
     "ml-master": "pytest_rexmle.agents.ml_master:MLMasterAgent",
     "rd-agent": "pytest_rexmle.agents.rd_agent:RDAgent",
-})
+}
 
 
-def get_agent(name: str, options: dict[str, str] | None = None) -> Agent:
-    return AGENTS.load(name)(name=name, options=dict(options or {}))
+def __getattr__(name: str):
+    if name == "AGENTS":
+        from ..registry import Registry
+
+        globals()["AGENTS"] = registry = Registry("rexmle.agents", BUILTIN_AGENTS)
+        return registry
+    if name in ("Agent", "AgentContext"):
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def get_agent(name: str, options: dict[str, str] | None = None) -> "Agent":
+    return __getattr__("AGENTS").load(name)(name=name, options=dict(options or {}))
 
 
 __all__ = ["AGENTS", "Agent", "AgentContext", "get_agent"]

@@ -96,14 +96,19 @@ class Grader(ABC):
 
     def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path],
                           rel_for: Callable[[str], str]) -> None:
-        """A baseline of all-background volumes, each on the grid of its public test image."""
-        import numpy as np
+        """A baseline of all-background volumes, each on the grid of its public test image.
 
-        from ..imaging import image_like, reference_geometry, write_image
+        NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
+        NumPy); other formats through SimpleITK, whose header-only reference image already is that
+        volume (uint8, zero-filled, the file's geometry)."""
+        from ..nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
-            ref = reference_geometry(grid_for(case_id))
-            write_image(image_like(np.zeros(ref.GetSize()[::-1], dtype=np.uint8), ref), path)
+            grid = grid_for(case_id)
+            if not write_empty_like(grid, path):
+                from ..imaging import reference_geometry, write_image
+
+                write_image(reference_geometry(grid), path)
 
         self.write_files(out_dir, self.public_test_ids(public_dir), rel_for, empty)
 

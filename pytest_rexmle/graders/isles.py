@@ -1,19 +1,14 @@
-"""ISLES'22 grader (challenges.md §19): binary infarct masks on the DWI grid, organisers' metrics."""
+"""ISLES'22 grader (challenges.md §19): binary infarct masks on the DWI grid, organisers' metrics.
+
+Imaging and metric modules are imported where used: the baseline (empty NIfTI masks) needs neither.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from statistics import mean
 
-import numpy as np
-import SimpleITK as sitk
-
 from ..errors import InvalidSubmission
-from ..imaging import read_image, read_mask, reference_geometry, voxel_volume_mm3
-from ..metrics.components import lesion_detection
-from ..metrics.overlap import dice
-from ..metrics.parallel import parallel_map
-from ..metrics.surface import bounding_box, union_box
 from ..submission import CaseTable
 from .base import Grader
 
@@ -26,6 +21,11 @@ def _require_nifti(path: Path, case_id: str) -> None:
 
 
 def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[str, float]:
+    import numpy as np
+
+    from ..metrics.components import lesion_detection
+    from ..metrics.overlap import dice
+
     lesions = lesion_detection(pred, truth)
     return {
         "dice": dice(pred, truth, empty=1.0),
@@ -41,6 +41,12 @@ class StrokeLesion(Grader):
     keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        import SimpleITK as sitk
+
+        from ..imaging import read_image, read_mask, reference_geometry, voxel_volume_mm3
+        from ..metrics.parallel import parallel_map
+        from ..metrics.surface import bounding_box, union_box
+
         per_case = []
         for case_id in answers.ids:
             truth_path = answers.root / answers.value(case_id, "mask_path")
@@ -57,6 +63,8 @@ class StrokeLesion(Grader):
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        from ..imaging import read_mask, reference_geometry
+
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)
         read_mask(path, reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)

@@ -16,13 +16,11 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
 
-import numpy as np
 from PIL import Image, ImageDraw
 
 from ..errors import InvalidSubmission
 from ..hostile import SafeReader, read_json
 from ..metrics.parallel import parallel_map
-from ..metrics.points import Point, case_class_f1, macro_f1_over_cases, polygon_centroid
 from ..submission import CaseTable, read_answers
 from .base import Grader, write_submission_csv
 
@@ -84,6 +82,8 @@ def _feature_polygons(feature: dict, source: str) -> tuple[str, list[list[list[S
 
 
 def _ring_mask(ring: Sequence[Sequence[float]], size: tuple[int, int]) -> np.ndarray:
+    import numpy as np
+
     canvas = Image.new("L", size, 0)
     ImageDraw.Draw(canvas).polygon([(float(p[0]), float(p[1])) for p in ring], fill=1, outline=1)
     return np.asarray(canvas, dtype=bool)
@@ -95,6 +95,8 @@ def rasterise_tissue(geojson: Any, size: tuple[int, int], source: str = "tissue 
     Each polygon is its exterior minus its holes, every ring drawn filled *and* outlined by Pillow, so
     boundary pixels belong to the polygon as in the organisers' masks. Unknown class names raise.
     """
+    import numpy as np
+
     width, height = size
     out = np.zeros((height, width), dtype=np.uint8)
     for feature in _geojson_features(geojson, source):
@@ -142,6 +144,8 @@ def nuclei_from_geojson(geojson: Any, track: int, source: str = "nuclei GeoJSON"
 # -- reading predictions -----------------------------------------------------------------------------
 def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
     """A single-channel integer TIFF/PNG with values 0–5, resized to 1024×1024 as the organisers do."""
+    import numpy as np
+
     where = f"case {case_id!r}"
     try:
         with SafeReader(path, MAX_MASK_FILE_BYTES, f"{where}: {path.name!r}") as fh, Image.open(fh) as img:
@@ -189,6 +193,8 @@ def _number(value: Any, what: str) -> float:
 
 def parse_nuclei(data: Any, names: Iterable[str], where: str) -> list[Point]:
     """The organisers' polygon JSON reduced to centroids; polygons with < 3 points are skipped."""
+    from ..metrics.points import Point, polygon_centroid
+
     allowed = set(names)
     if not isinstance(data, dict) or not isinstance(data.get("polygons"), list):
         raise InvalidSubmission(f"{where}: the JSON must be an object with a 'polygons' list")
@@ -244,6 +250,8 @@ def micro_dice(counts: np.ndarray) -> dict[str, float]:
 
     dice_c = (2·I + 1e-5)/(U + 1e-5), and 0 whenever I = 0 (also for a class absent everywhere).
     """
+    import numpy as np
+
     out = {}
     for value, name in TISSUE_SCORED.items():
         inter = int(counts[value, value])
@@ -254,6 +262,8 @@ def micro_dice(counts: np.ndarray) -> dict[str, float]:
 
 def confusion(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """6×6 pixel counts ``[pred, truth]`` of two label maps with values 0–5."""
+    import numpy as np
+
     return np.bincount(pred.astype(np.int64).ravel() * 6 + truth.astype(np.int64).ravel(),
                        minlength=36).reshape(6, 6)
 
@@ -263,6 +273,8 @@ class TissueSegmentation(Grader):
     answer_columns = ("label_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        import numpy as np
+
         def case_counts(case_id: str) -> np.ndarray:
             pred = read_tissue_mask(submission.file(case_id, "predicted_mask_path"), case_id)
             try:
@@ -287,7 +299,7 @@ class TissueSegmentation(Grader):
             with Image.open(public_test_image(public_dir, case_id)) as img:
                 width, height = img.size
             rel = f"predictions/{case_id}.tif"
-            Image.fromarray(np.zeros((height, width), dtype=np.uint8)).save(out_dir / rel, compression="tiff_deflate")
+            Image.new("L", (width, height), 0).save(out_dir / rel, compression="tiff_deflate")
             rows.append({self.id_column: case_id, "predicted_mask_path": rel})
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
 
@@ -311,6 +323,8 @@ class NucleiDetection(Grader):
             raise RuntimeError(f"private ground truth is broken: {exc}") from None
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        from ..metrics.points import case_class_f1, macro_f1_over_cases
+
         per_case = []
         for case_id in answers.ids:
             pred = read_nuclei(submission.file(case_id, "predicted_nuclei_path"), self.class_names, case_id)

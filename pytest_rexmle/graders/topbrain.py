@@ -4,7 +4,8 @@ The organisers' ``topbrain25_eval`` definitions: class-average Dice, clDice, B0 
 the labels present in G or P (HD95 290 mm for a label missing on one side), the invalid-neighbour
 error of the prediction against the modality's valid-neighbour table (``tasks/<id>/valid_neighbors_*``)
 and the pooled detection F1 of the small "side-road" vessels. Loading, cropping and the per-label
-scores are shared with TopCoW task 1 (:mod:`.topcow`).
+scores are shared with TopCoW task 1 (:mod:`.topcow`, :mod:`.cow_volumes`); the scoring functions
+import them (and NumPy) when called, so the baseline and the validator's header checks do not.
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ from pathlib import Path
 from statistics import mean
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from ..errors import TaskConfigError
-from ..metrics.topology import FN, FP, TN, TP, f1_from_counts, label_adjacency, neighbor_error
 from ..submission import CaseTable
 from ..task import Task
-from .topcow import _LabelVolumeGrader, class_means, label_scores
+from .topcow import _LabelVolumeGrader
 
 HD95_ABSENT_MM = 290.0
 
@@ -62,6 +60,9 @@ class BrainCase:
 def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float],
                      valid: Mapping[int, frozenset[int]], side_road: Sequence[int]) -> BrainCase:
     """§21 per-case quantities from two (z, y, x) label arrays on the same grid."""
+    from ..metrics.topology import TN, label_adjacency, neighbor_error
+    from .cow_volumes import class_means, label_scores
+
     scores = label_scores(pred, truth, spacing, HD95_ABSENT_MM, with_cldice=True)
     means = class_means(scores, with_cldice=True)
     means["neighbor_error"] = neighbor_error(label_adjacency(pred), valid)
@@ -70,6 +71,8 @@ def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[floa
 
 
 def aggregate_brain(cases: Sequence[BrainCase], side_road: Sequence[int]) -> dict[str, float]:
+    from ..metrics.topology import FN, FP, TP, f1_from_counts
+
     out = {k: float(mean(c.means[k] for c in cases))
            for k in ("dice", "cldice", "b0_error", "hd95", "neighbor_error")}
     f1s = []

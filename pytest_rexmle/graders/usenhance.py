@@ -12,12 +12,10 @@ import warnings
 from pathlib import Path
 from statistics import mean
 
-import numpy as np
 from PIL import Image
 
 from ..errors import InvalidSubmission
 from ..hostile import SafeReader
-from ..metrics.image_similarity import similarity_scores
 from ..submission import CaseTable
 from .base import Grader, write_submission_csv
 
@@ -29,6 +27,8 @@ MAX_FILE_BYTES = 4096 * 4096 * 8
 
 def read_png(path: Path, case_id: str, size: tuple[int, int] | None = None) -> np.ndarray:
     """An 8-bit PNG as float64 grayscale; ``size`` = (width, height) the image must have."""
+    import numpy as np
+
     where = f"case {case_id!r}"
     try:
         with warnings.catch_warnings():
@@ -64,6 +64,10 @@ class ImageEnhancement(Grader):
     answer_columns = ("ground_truth_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        import numpy as np
+
+        from ..metrics.image_similarity import similarity_scores
+
         per_case = []
         for case_id in answers.ids:
             gt_path = answers.root / answers.value(case_id, "ground_truth_path")

@@ -29,16 +29,11 @@ import numpy as np
 from .parallel import parallel_map
 from .surface import bounding_box, union_box
 
+from .cow_anatomy import (ACOM, ANTERIOR_EDGES, ANTERIOR_LABELS, BA, L_ACA, L_ICA, L_MCA, L_PCA, L_PCOM,  # noqa: F401
+                          POSTERIOR_EDGES, POSTERIOR_LABELS, R_ACA, R_ICA, R_MCA, R_PCA, R_PCOM, THIRD_A2)
+
 IOU_THRESHOLD = 0.25
 TP, FP, FN, TN = "TP", "FP", "FN", "TN"
-
-# TopCoW label ids (§7)
-BA, R_PCA, L_PCA, R_ICA, R_MCA, L_ICA, L_MCA, R_PCOM, L_PCOM, ACOM, R_ACA, L_ACA, THIRD_A2 = \
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15
-ANTERIOR_LABELS = (ACOM, R_ACA, L_ACA, THIRD_A2)
-POSTERIOR_LABELS = (R_PCA, L_PCA, R_PCOM, L_PCOM)
-ANTERIOR_EDGES = ("L-A1", "Acom", "3rd-A2", "R-A1")
-POSTERIOR_EDGES = ("L-Pcom", "L-P1", "R-P1", "R-Pcom")
 
 # the 13 offsets that, with their negatives, make up the 26-neighbourhood
 _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0, 0, 0)]

@@ -47,8 +47,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-import numpy as np
-
 from ..result import _decode_number, _encode
 from .model import NOTE, SCHEMA as REPORT_SCHEMA, validate_report
 
@@ -83,6 +81,8 @@ def labels_for(docs: Iterable[dict]) -> dict[tuple[str, str], str]:
 def sem(values: list[float]) -> float | None:
     if len(values) < 2:
         return None
+    import numpy as np  # only for statistics over several sessions: a session's own HTML report needs none
+
     return float(np.std(values, ddof=1) / math.sqrt(len(values)))
 
 
@@ -91,9 +91,11 @@ def bootstrap_ci(values: list[float], *, resamples: int = RESAMPLES, confidence:
     """Percentile bootstrap interval of the mean (resampling values with replacement); fixed seed."""
     if not values:
         return [0.0, 0.0]
+    if all(float(v) == float(values[0]) for v in values):  # one session, or all equal: no interval
+        return [float(values[0]), float(values[0])]
+    import numpy as np
+
     data = np.asarray(values, dtype=float)
-    if len(data) == 1 or np.all(data == data[0]):
-        return [float(data[0]), float(data[0])]
     rng = np.random.default_rng(list(seed))
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import shutil
 import signal
 import site
@@ -357,11 +358,8 @@ class LocalRuntime(Runtime):
                                                  f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
                 next_disk = start
                 while True:
-                    try:
-                        proc.wait(timeout=POLL_SECONDS)
+                    if wait_exit(proc, POLL_SECONDS):
                         break
-                    except subprocess.TimeoutExpired:
-                        pass
                     now = time.monotonic()
                     if now - start >= spec.time_limit:
                         timed_out = True
@@ -464,6 +462,29 @@ def _import_roots() -> list[str]:
         if path.is_dir() and any(root != path and is_under(root, path) for root in roots):
             out.append(str(path))
     return sorted(set(out))
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Whether ``proc`` has ended within ``timeout`` seconds, noticed the moment it exits.
+
+    ``Popen.wait(timeout)`` polls with sleeps growing to 50 ms, which added 25 ms on average to every
+    run; a pidfd (Linux 5.3+) becomes readable exactly when the child exits. Falls back to that
+    polling where pidfds are missing."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the child is already reaped
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(timeout * 1000)
+    finally:
+        os.close(fd)
+    return proc.poll() is not None
 
 
 def _cgroup_joiner(cgroup: RunCgroup | None):

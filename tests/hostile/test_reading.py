@@ -66,6 +66,24 @@ def test_json_depth_ignores_brackets_inside_strings():
     assert load_json(b'{"a": "[[[[[[[[[["}', "x", max_depth=1) == {"a": "[[[[[[[[[["}
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_json_depth_python_loop_and_numpy_agree(seed, monkeypatch):
+    import random
+
+    import pytest_rexmle.hostile as hostile
+
+    rng = random.Random(seed)
+    data = "".join(rng.choice(['[', ']', '{', '}', '"[{"', '1,', ' ']) for _ in range(2000)).encode()
+    small = json_depth(data)
+    monkeypatch.setattr(hostile, "_PYTHON_LOOP_BRACKETS", 0)  # force the NumPy pass
+    assert json_depth(data) == small
+    depth = peak = 0  # the definition, byte by byte, on the text with its strings blanked
+    for ch in hostile._JSON_STRING.sub(b'""', data).decode():
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(ch, 0)
+        peak = max(peak, depth)
+    assert small == peak
+
+
 def test_json_huge_integers_never_become_ints():
     value = load_json(b"[" + b"7" * 5000 + b", 12]", "x")
     assert value == [float("inf"), 12] and isinstance(value[1], int)
