@@ -75,7 +75,14 @@ def _spawn(bench, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic",
             "--rexmle-runtime=slurm", *args]
     log = open(bench.path / f"session-{uuid.uuid4().hex[:6]}.log", "wb")
-    return subprocess.Popen(argv, cwd=bench.path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # as a terminal session would be: Ctrl-C raises KeyboardInterrupt. A test run started in the background
+    # of a non-interactive shell (`.ci/run &`) inherits SIGINT *ignored*, and Python keeps it ignored
+    return subprocess.Popen(argv, cwd=bench.path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(predicate, seconds: float, what: str):
@@ -231,12 +238,20 @@ def test_ctrl_c_or_sigterm_cancels_every_job_of_the_session(bench, slurm_env, ne
         assert len(_queued(jobs)) == 3
         session.send_signal(signum)
         session.wait(timeout=120)
+        assert _wait_until_gone(jobs) == [], f"{signal.Signals(signum).name} must cancel every job of the session"
+        assert {_sacct_state(j) for j in jobs} == {"CANCELLED"}
+        time.sleep(1)
+        assert _alive(marker) == []
     finally:
         session.kill()
-    assert _wait_until_gone(jobs) == [], f"{signal.Signals(signum).name} must cancel every job of the session"
-    assert {_sacct_state(j) for j in jobs} == {"CANCELLED"}
-    time.sleep(1)
-    assert _alive(marker) == []
+        _cancel_leftovers(bench.path)
+
+
+def _cancel_leftovers(workdir: Path) -> None:
+    """A failed test must not leave 10-minute sleepers holding the one-node cluster for the next tests."""
+    leftovers = _job_ids(workdir)
+    if leftovers:
+        subprocess.run(["scancel", *leftovers], capture_output=True, check=False)
 
 
 def test_rexmle_status_shows_slurm_states(bench, slurm_env, needs_bwrap):
