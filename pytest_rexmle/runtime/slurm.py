@@ -208,7 +208,7 @@ class SlurmRuntime(Runtime):
 
         from ..paths import cache_home
 
-        inner_options = {"unsafe": True} if settings.unsafe_local and settings.slurm_inner == "local" else {}
+        inner_options = _local_options(settings) if settings.slurm_inner == "local" else {}
         data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
         shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", Path(sys.executable)),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
@@ -470,6 +470,16 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                                           "reason": held["reason"] or None, "node": held["node"] or None,
                                           "elapsed": None, "limit": held["limit"] or None}
         return out
+
+
+def _local_options(settings) -> dict:
+    """What the node's inner local runtime must be built with to isolate as a local session would:
+    ``--rexmle-unsafe-local``, the forced ``--rexmle-sandbox`` and the ``--rexmle-limit`` overrides
+    (without them the node picked its own sandbox and ran with the task's default limits)."""
+    options: dict = {"sandbox": settings.sandbox, "limits": dict(settings.limits)}
+    if settings.unsafe_local:
+        options["unsafe"] = True
+    return options
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:

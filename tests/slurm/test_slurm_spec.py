@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,25 @@ def test_isolation_is_the_inner_runtime():
 
     with pytest.raises(RuntimeUnavailable, match="--rexmle-slurm-inner"):
         SlurmRuntime(SlurmSettings(inner="apptainer"))
+
+
+def test_sandbox_and_limit_options_reach_the_node_inner_runtime(tmp_path):
+    """``--rexmle-sandbox`` and ``--rexmle-limit`` are options of the local runtime: the node must build its inner
+    one with them, or it picks its own sandbox and ignores the limits (the adversarial suite's fork bomb ran to
+    3,000 processes through Slurm before)."""
+    from pytest_rexmle.runtime.local import LocalRuntime
+    from pytest_rexmle.settings import Settings
+
+    settings = Settings(agent="sample", agent_options={}, data="synthetic", data_dir=tmp_path, runtime="slurm",
+                        time_limit=None, runs_dir=tmp_path / "runs", report_dir=tmp_path / "report", min_percentile=0,
+                        resume=False, unsafe_local=False, seed=None, sandbox="landlock",
+                        limits={"memory": "512m", "processes": "200"})
+    runtime = SlurmRuntime.from_settings(settings)
+    write_spec(tmp_path / "spec.json", _spec(tmp_path), runtime.settings.inner, runtime.settings.inner_options)
+    inner = LocalRuntime(**read_spec(tmp_path / "spec.json")[2])
+    assert inner.sandbox == "landlock" and not inner.unsafe
+    assert inner.limit_overrides == {"memory": "512m", "processes": "200"}
+    unsafe = SlurmRuntime.from_settings(dataclasses.replace(settings, unsafe_local=True, sandbox="auto", limits={}))
+    assert unsafe.settings.inner_options == {"sandbox": "auto", "limits": {}, "unsafe": True}
+    docker = SlurmRuntime.from_settings(dataclasses.replace(settings, slurm_inner="docker"))
+    assert docker.settings.inner_options == {}  # Docker takes its limits from REXMLE_DOCKER_* in the job's environment
