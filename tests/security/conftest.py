@@ -1,7 +1,8 @@
 """The adversarial suite's machinery: every sandbox mechanism, as root and as an unprivileged user.
 
-Mechanisms (``MECHANISMS``): the local runtime with bubblewrap, the local runtime with Landlock, and
-Docker. Each test runs a real benchmark session in a subprocess (``python -m pytest --agent=command``
+Mechanisms (``MECHANISMS``): the local runtime with bubblewrap, the local runtime with Landlock,
+Docker, and Slurm: each run one job on the cluster ``.ci/slurm-setup.sh`` starts on this machine, whose
+node hands it to the local runtime with bubblewrap (``--rexmle-sandbox=bwrap`` travels to the node). Each test runs a real benchmark session in a subprocess (``python -m pytest --agent=command``
 with the attack agent of ``fixtures/agents/attacks/attack.py``) and then inspects what the session
 left: result.json, run.json, the agent's own report, and the host.
 
@@ -43,7 +44,7 @@ from ..docker.conftest import docker_client, test_image  # noqa: F401  (fixtures
 
 UNPRIVILEGED = 65534
 ATTACKS = AGENTS / "attacks"
-MECHANISMS = ("bwrap", "landlock", "docker")
+MECHANISMS = ("bwrap", "landlock", "docker", "slurm")
 USERS = ("root", "unprivileged")
 
 
@@ -85,12 +86,16 @@ def untraversable_ancestors(paths: list[Path]) -> dict[Path, set[str]]:
     return needs
 
 
-def unprivileged_prefix(groups: list[int]) -> list[str]:
-    """The command prefix that runs the harness as 65534 with this Python reachable (see module doc)."""
+def harness_paths() -> list[Path]:
+    """What a process running this harness must reach: the interpreter, its installation, the repository."""
     import site
 
-    needs = untraversable_ancestors([Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO,
-                                      *map(Path, site.getsitepackages())])
+    return [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), REPO, *map(Path, site.getsitepackages())]
+
+
+def unprivileged_prefix(groups: list[int]) -> list[str]:
+    """The command prefix that runs the harness as 65534 with this Python reachable (see module doc)."""
+    needs = untraversable_ancestors(harness_paths())
     lines = ["set -e", 'hold=$(mktemp -d /tmp/rexmle-hold.XXXXXX)']
     for i, (folder, children) in enumerate(sorted(needs.items())):
         f = shlex.quote(str(folder))
@@ -104,6 +109,26 @@ def unprivileged_prefix(groups: list[int]) -> list[str]:
     group_arg = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
     lines.append(f'exec setpriv --reuid={UNPRIVILEGED} --regid={UNPRIVILEGED} {group_arg} --inh-caps=-all -- "$@"')
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines), "rexmle-as-nobody"]
+
+
+def slurm_job_unreachable() -> str | None:
+    """Why a Slurm job of the unprivileged harness cannot start here, or None when it can.
+
+    The harness reaches this Python only inside its private mount namespace (see the module doc), but
+    slurmd starts the job as uid 65534 in the host's namespace, where a folder like ``/root`` (0700) keeps
+    the interpreter out of reach: the job's ``python`` fails with EACCES, and the Slurm runtime's
+    start-up probe refuses the session first, naming the interpreter (pinned by
+    ``test_slurm_as_unprivileged_is_refused_where_its_job_cannot_start_python``). A Python the uid can reach
+    (a system or shared-filesystem one, as clusters have) makes this None and the attacks run."""
+    if os.geteuid() != 0:  # the unprivileged user is this user: the jobs run as it, with its own access
+        return None
+    blocked = untraversable_ancestors(harness_paths())
+    if not blocked:
+        return None
+    where = ", ".join(f"{folder} (mode {folder.stat().st_mode & 0o777:04o})" for folder in sorted(blocked))
+    return (f"slurm-unprivileged cannot run on this machine: slurmd starts each job as uid {UNPRIVILEGED} in the "
+            f"host's mount namespace, where {where} keeps this Python ({Path(sys.executable).resolve()}) out of "
+            f"reach, so the Slurm runtime's shared-paths probe refuses the session before any job runs")
 
 
 @dataclass
@@ -141,7 +166,7 @@ class Mechanism:
     def default_network(self) -> str:
         """bubblewrap is attacked in the session default, ``bridge`` (its own namespace behind slirp4netns),
         where slirp4netns is installed; Landlock, whose ``bridge`` is the host's network, in ``none``."""
-        if self.name == "docker" or (self.name == "bwrap" and shutil.which("slirp4netns")):
+        if self.name == "docker" or (self.name in ("bwrap", "slurm") and shutil.which("slirp4netns")):
             return "bridge"
         return "none"
 
@@ -149,9 +174,10 @@ class Mechanism:
         if self.name == "docker":
             return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker",
                     f"--rexmle-network={network or self.default_network}"]
-        args = ["--rexmle-runtime=local", f"--rexmle-network={network or self.default_network}"]
+        runtime, sandbox = ("slurm", "bwrap") if self.name == "slurm" else ("local", self.name)
+        args = [f"--rexmle-runtime={runtime}", f"--rexmle-network={network or self.default_network}"]
         if sandbox_option_known():
-            args.append(f"--rexmle-sandbox={self.name}")
+            args.append(f"--rexmle-sandbox={sandbox}")
         return args
 
     def new_folder(self, label: str) -> Path:
@@ -167,6 +193,8 @@ class Mechanism:
                "REXMLE_SESSION": f"security-{self.id}-{folder.name}", "REXMLE_DOCKER_CPUS": "1"}
         if self.image:
             env["REXMLE_DOCKER_IMAGE"] = self.image
+        if self.name == "slurm":  # poll often; a busy test cluster must not skip the shared-paths probe
+            env.update(REXMLE_SLURM_POLL_SECONDS="1", REXMLE_SLURM_PROBE_SECONDS="600")
         for name in ("REXMLE_REQUIRE_SANDBOX", "REXMLE_REQUIRE_LANDLOCK", "REXMLE_REQUIRE_DOCKER"):
             if name in os.environ:
                 env[name] = os.environ[name]
@@ -197,6 +225,8 @@ class Mechanism:
                     pid, status, usage = os.wait4(proc.pid, 0)
                     break
                 time.sleep(0.2)
+        if self.name == "slurm":
+            cancel_jobs(folder)
         proc.returncode = os.waitstatus_to_exitcode(status)
         session = Session(proc.returncode, log.read_text(errors="replace")[-20000:], time.monotonic() - start,
                           usage.ru_maxrss / 1024, str(folder), timed_out=timed_out)
@@ -213,6 +243,27 @@ class Mechanism:
                 except (OSError, ValueError):
                     pass
         return session
+
+
+def slurm_job_ids(folder: Path) -> list[str]:
+    """Every Slurm job the session in ``folder`` submitted, from its run folders: the id in ``run.json``
+    and, for a session killed before it wrote that, submitit's ``<id>_submitted.pkl`` beside the spec."""
+    ids = set()
+    for run in (folder / ".rexmle" / "runs").glob("*/*/*/"):
+        try:
+            ids.add(str(json.loads((run / "run.json").read_text())["slurm"]["job_id"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        ids.update(p.name.split("_", 1)[0] for p in (run / "slurm").glob("*_submitted.pkl"))
+    return sorted(ids)
+
+
+def cancel_jobs(folder: Path) -> None:
+    """A session that failed or was killed at its timeout leaves no job holding the one-node cluster
+    (the session cancels its own jobs on a normal exit; ``kill -9`` at the timeout skips that)."""
+    ids = slurm_job_ids(folder)
+    if ids:
+        subprocess.run(["scancel", *ids], capture_output=True, check=False)
 
 
 #: address-space cap of a benchmark session (and its local agents): a defence that is missing must fail
@@ -245,8 +296,10 @@ def security_base():
 
 
 def _mechanism(request, security_base, name: str, user: str) -> Mechanism:
-    if name in ("bwrap", "landlock"):
-        if name == "bwrap":
+    if name == "slurm":
+        request.getfixturevalue("needs_slurm")
+    if name in ("bwrap", "landlock", "slurm"):
+        if name != "landlock":  # the Slurm node isolates with bubblewrap
             require_service(shutil.which("bwrap") is not None, "REXMLE_REQUIRE_SANDBOX", "bubblewrap (bwrap)")
         else:
             if not sandbox_option_known():
@@ -285,7 +338,10 @@ MATRIX = [pytest.param((m, u), id=f"{m}-{u}") for m in MECHANISMS for u in USERS
 @pytest.fixture(params=MATRIX)
 def mechanism(request, security_base) -> Mechanism:
     name, user = request.param
-    return _mechanism(request, security_base, name, user)
+    mechanism = _mechanism(request, security_base, name, user)
+    if name == "slurm" and user == "unprivileged" and (why := slurm_job_unreachable()):
+        pytest.skip(why)
+    return mechanism
 
 
 def shared_once(tmp_path_factory, key: str, compute) -> dict:

@@ -20,12 +20,14 @@ import os
 import re
 import site
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ..sandbox.standin import TokenServer
-from .conftest import ATTACKS, Mechanism, limit_option_known, session_dict, shared_once
+from .conftest import (ATTACKS, Mechanism, _mechanism, limit_option_known, session_dict, shared_once,
+                       slurm_job_ids, slurm_job_unreachable)
 
 MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
@@ -139,6 +141,22 @@ def probe(mechanism, tmp_path_factory) -> dict:
     assert not first["timed_out"], first["output"][-3000:]
     assert set(first["results"]) == set(PROBE_TASKS), first["output"][-3000:]
     return result
+
+
+def test_every_attack_ran_through_the_mechanism(mechanism, probe):
+    """The probe's runs really went where the parameter says: Slurm's as finished jobs of the cluster whose
+    node isolated the agent with bubblewrap, the others in their own runtime and sandbox."""
+    runtime = {"slurm": "slurm", "docker": "docker"}.get(mechanism.name, "local")
+    for task in PROBE_TASKS:
+        run = probe["first"]["runs"][task]
+        assert run["runtime"] == runtime, run
+        if mechanism.name != "docker":
+            assert run["sandbox"] == ("bwrap" if mechanism.name == "slurm" else mechanism.name), run
+        if mechanism.name == "slurm":
+            assert run["slurm"]["job_id"] and run["node"], run
+            state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(run["slurm"]["job_id"])],
+                                   capture_output=True, text=True).stdout.split()
+            assert state[:1] == ["COMPLETED"], (task, state)
 
 
 def _attempt(probe: dict, name: str) -> dict:
@@ -319,3 +337,19 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(request, mechanism):
     assert attack.get("fork_error") and attack.get("forks", 0) < 1000, attack
     assert attack.get("hog_mb", 0) < 600, attack
     assert result["status"] != "ok" and "memory limit of 512" in (result["reason"] or ""), result
+
+
+# -- Slurm as an unprivileged user ------------------------------------------------------------------------
+
+def test_slurm_as_unprivileged_is_refused_where_its_job_cannot_start_python(request, security_base):
+    """The premise of the slurm-unprivileged skip, checked: where uid 65534 cannot reach this Python on the
+    host, the session stops at once with a usage error naming the interpreter, and submits no benchmark job."""
+    if (why := slurm_job_unreachable()) is None:
+        pytest.skip("uid 65534 reaches this Python on the host: the slurm-unprivileged attacks run for real")
+    mech = _mechanism(request, security_base, "slurm", "unprivileged")
+    folder = mech.new_folder("refused")
+    session = mech.run(folder, [*mech.args(), "--agent=sample", "-k", "ldct-iqa"], timeout=180)
+    assert session.returncode == 4, session.output[-3000:]
+    assert "compute nodes do not see these paths" in session.output, session.output[-3000:]
+    assert f"Python interpreter {sys.executable}" in session.output, (why, session.output[-3000:])
+    assert session.run_dirs == {} and slurm_job_ids(folder) == []
