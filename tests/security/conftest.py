@@ -2,9 +2,10 @@
 
 Mechanisms (``MECHANISMS``): the local runtime with bubblewrap, the local runtime with Landlock,
 Docker, and Slurm: each run one job on the cluster ``.ci/slurm-setup.sh`` starts on this machine, whose
-node hands it to the local runtime with bubblewrap (``--rexmle-sandbox=bwrap`` travels to the node). Each test runs a real benchmark session in a subprocess (``python -m pytest --agent=command``
-with the attack agent of ``fixtures/agents/attacks/attack.py``) and then inspects what the session
-left: result.json, run.json, the agent's own report, and the host.
+node hands it to the local runtime with bubblewrap (``--rexmle-sandbox=bwrap`` travels to the node).
+Each test runs a real benchmark session in a subprocess (``python -m pytest --agent=command`` with the
+attack agent of ``fixtures/agents/attacks/attack.py``) and then inspects what the session left:
+result.json, run.json, the agent's own report, and the host.
 
 Users: ``root`` runs the harness as this process's user (root on CI); ``unprivileged`` runs it as
 uid/gid 65534 (``nobody``) with no supplementary groups — for Docker, with the ``docker`` group only,
@@ -15,7 +16,9 @@ repository (here ``/root``) is covered by a 0755 tmpfs holding bind mounts of ju
 (``.pyenv``): the interpreter and its site-packages keep their real paths, nothing else of ``/root``
 is visible, and the host's own mount table is untouched. ``setpriv`` then drops to 65534 with no
 capabilities and ``no_new_privs`` unset (the sandbox sets it itself). Everything the session writes
-(its folder, its synthetic-data cache) is owned by that uid.
+(its folder, its synthetic-data cache) is owned by that uid. Slurm's jobs are started by slurmd as that
+uid in the host's namespace, without the harness's view: where they cannot reach this Python, Slurm as
+the unprivileged user is skipped with that reason (``slurm_job_unreachable``).
 
 A session's outcome is computed once per (mechanism, user) and shared between xdist workers through a
 file lock and a JSON file in the session's shared temporary folder, so ``-n 2`` never runs the same
