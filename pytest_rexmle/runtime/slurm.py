@@ -210,7 +210,7 @@ class SlurmRuntime(Runtime):
 
         inner_options = _local_options(settings) if settings.slurm_inner == "local" else {}
         data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
-        shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", Path(sys.executable)),
+        shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", job_python()),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
         return cls(SlurmSettings(shared_paths=shared,
                                  probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
@@ -389,7 +389,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         from .node import node_main
 
         _watcher()
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(sys.executable))
+        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))
         return executor.submit(node_main, str(folder / SPEC_NAME))
 
@@ -470,6 +470,13 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                                           "reason": held["reason"] or None, "node": held["node"] or None,
                                           "elapsed": None, "limit": held["limit"] or None}
         return out
+
+
+def job_python() -> Path:
+    """The interpreter each job starts on the node: this one, unless ``REXMLE_SLURM_PYTHON`` names another
+    (same version, with this package and submitit importable) for nodes where this path is not theirs or
+    the job's user cannot reach it, e.g. a pyenv under a 0700 home that only this process's namespace opens."""
+    return Path(os.environ.get("REXMLE_SLURM_PYTHON") or sys.executable)
 
 
 def _local_options(settings) -> dict:

@@ -17,8 +17,8 @@ repository (here ``/root``) is covered by a 0755 tmpfs holding bind mounts of ju
 is visible, and the host's own mount table is untouched. ``setpriv`` then drops to 65534 with no
 capabilities and ``no_new_privs`` unset (the sandbox sets it itself). Everything the session writes
 (its folder, its synthetic-data cache) is owned by that uid. Slurm's jobs are started by slurmd as that
-uid in the host's namespace, without the harness's view: where they cannot reach this Python, Slurm as
-the unprivileged user is skipped with that reason (``slurm_job_unreachable``).
+uid in the host's namespace, without the harness's view: where they cannot reach this Python, they start
+the harness's mirror of it for that uid instead (``REXMLE_SLURM_PYTHON``, see ``job_side_python``).
 
 A session's outcome is computed once per (mechanism, user) and shared between xdist workers through a
 file lock and a JSON file in the session's shared temporary folder, so ``-n 2`` never runs the same
@@ -115,23 +115,34 @@ def unprivileged_prefix(groups: list[int]) -> list[str]:
 
 
 def slurm_job_unreachable() -> str | None:
-    """Why a Slurm job of the unprivileged harness cannot start here, or None when it can.
+    """Why a Slurm job of the unprivileged harness cannot start this Python, or None when it can.
 
     The harness reaches this Python only inside its private mount namespace (see the module doc), but
     slurmd starts the job as uid 65534 in the host's namespace, where a folder like ``/root`` (0700) keeps
-    the interpreter out of reach: the job's ``python`` fails with EACCES, and the Slurm runtime's
-    start-up probe refuses the session first, naming the interpreter (pinned by
-    ``test_slurm_as_unprivileged_is_refused_where_its_job_cannot_start_python``). A Python the uid can reach
-    (a system or shared-filesystem one, as clusters have) makes this None and the attacks run."""
+    the interpreter out of reach: the job's ``python`` fails with EACCES (and the Slurm runtime's start-up
+    probe refuses such a session first, naming the interpreter)."""
     if os.geteuid() != 0:  # the unprivileged user is this user: the jobs run as it, with its own access
         return None
     blocked = untraversable_ancestors(harness_paths())
     if not blocked:
         return None
     where = ", ".join(f"{folder} (mode {folder.stat().st_mode & 0o777:04o})" for folder in sorted(blocked))
-    return (f"slurm-unprivileged cannot run on this machine: slurmd starts each job as uid {UNPRIVILEGED} in the "
-            f"host's mount namespace, where {where} keeps this Python ({Path(sys.executable).resolve()}) out of "
-            f"reach, so the Slurm runtime's shared-paths probe refuses the session before any job runs")
+    return (f"slurmd starts each job as uid {UNPRIVILEGED} in the host's mount namespace, where {where} keeps "
+            f"this Python ({Path(sys.executable).resolve()}) out of reach")
+
+
+def job_side_python() -> Path:
+    """An interpreter uid 65534 can start on the host: the harness's mirror of this Python for that uid
+    (``runtime/sandbox/mirror.py``, the one a root harness gives Landlock's agent), built here as root."""
+    import pytest_rexmle
+    from pytest_rexmle.paths import python_mirror_home
+    from pytest_rexmle.runtime.sandbox import mirror
+    from pytest_rexmle.runtime.sandbox.identity import Identity
+    from pytest_rexmle.task import tasks_root
+
+    who = Identity(UNPRIVILEGED, UNPRIVILEGED)
+    source = mirror.plan(who, Path(pytest_rexmle.__file__).resolve().parent, tasks_root())
+    return mirror.ensure(who, source, mirror.prepare_home(python_mirror_home())).python
 
 
 @dataclass
@@ -160,6 +171,7 @@ class Mechanism:
     gid: int
     groups: list[int]
     image: str | None = None
+    job_python: str | None = None    # Slurm: the interpreter the jobs start (REXMLE_SLURM_PYTHON), if not this one
 
     @property
     def id(self) -> str:
@@ -198,6 +210,8 @@ class Mechanism:
             env["REXMLE_DOCKER_IMAGE"] = self.image
         if self.name == "slurm":  # poll often; a busy test cluster must not skip the shared-paths probe
             env.update(REXMLE_SLURM_POLL_SECONDS="1", REXMLE_SLURM_PROBE_SECONDS="600")
+            if self.job_python:
+                env["REXMLE_SLURM_PYTHON"] = self.job_python
         for name in ("REXMLE_REQUIRE_SANDBOX", "REXMLE_REQUIRE_LANDLOCK", "REXMLE_REQUIRE_DOCKER"):
             if name in os.environ:
                 env[name] = os.environ[name]
@@ -343,7 +357,12 @@ def mechanism(request, security_base) -> Mechanism:
     name, user = request.param
     mechanism = _mechanism(request, security_base, name, user)
     if name == "slurm" and user == "unprivileged" and (why := slurm_job_unreachable()):
-        pytest.skip(why)
+        from pytest_rexmle.runtime.sandbox.mirror import MirrorUnavailable
+
+        try:
+            mechanism.job_python = str(job_side_python())
+        except MirrorUnavailable as exc:
+            pytest.skip(f"slurm-unprivileged cannot run here: {why}, and no mirror of it can be built ({exc})")
     return mechanism
 
 

@@ -154,9 +154,9 @@ def test_every_attack_ran_through_the_mechanism(mechanism, probe):
             assert run["sandbox"] == ("bwrap" if mechanism.name == "slurm" else mechanism.name), run
         if mechanism.name == "slurm":
             assert run["slurm"]["job_id"] and run["node"], run
-            state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", str(run["slurm"]["job_id"])],
-                                   capture_output=True, text=True).stdout.split()
-            assert state[:1] == ["COMPLETED"], (task, state)
+            job = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State,UID", "-j", str(run["slurm"]["job_id"])],
+                                 capture_output=True, text=True).stdout.strip()
+            assert job == f"COMPLETED|{mechanism.uid}", (task, job)  # as the harness's user
 
 
 def _attempt(probe: dict, name: str) -> dict:
@@ -339,14 +339,15 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(request, mechanism):
     assert result["status"] != "ok" and "memory limit of 512" in (result["reason"] or ""), result
 
 
-# -- Slurm as an unprivileged user ------------------------------------------------------------------------
+# -- Slurm: the job's interpreter ------------------------------------------------------------------------
 
-def test_slurm_as_unprivileged_is_refused_where_its_job_cannot_start_python(request, security_base):
-    """The premise of the slurm-unprivileged skip, checked: where uid 65534 cannot reach this Python on the
-    host, the session stops at once with a usage error naming the interpreter, and submits no benchmark job."""
+def test_slurm_job_python_out_of_the_job_user_reach_is_refused_at_once(request, security_base):
+    """Why the unprivileged Slurm sessions above name a job-side interpreter: without one, where uid 65534
+    cannot reach this Python on the host, the session stops at once with a usage error naming the
+    interpreter (the runtime's shared-paths probe), and submits no benchmark job."""
     if (why := slurm_job_unreachable()) is None:
-        pytest.skip("uid 65534 reaches this Python on the host: the slurm-unprivileged attacks run for real")
-    mech = _mechanism(request, security_base, "slurm", "unprivileged")
+        pytest.skip("uid 65534 reaches this Python on the host: nothing for the probe to refuse")
+    mech = _mechanism(request, security_base, "slurm", "unprivileged")  # no job_python: this very Python
     folder = mech.new_folder("refused")
     session = mech.run(folder, [*mech.args(), "--agent=sample", "-k", "ldct-iqa"], timeout=180)
     assert session.returncode == 4, session.output[-3000:]
