@@ -359,6 +359,9 @@ def mechanism(request, security_base) -> Mechanism:
     if name == "slurm" and user == "unprivileged" and (why := slurm_job_unreachable()):
         from pytest_rexmle.runtime.sandbox.mirror import MirrorUnavailable
 
+        if blocked := untraversable_ancestors([REPO]):  # a mirrored interpreter does not bring the repository
+            pytest.skip(f"slurm-unprivileged cannot run here: the repository {REPO} (this package, the attack "
+                        f"agent) is out of uid {UNPRIVILEGED}'s reach on the host, under {', '.join(map(str, blocked))}")
         try:
             mechanism.job_python = str(job_side_python())
         except MirrorUnavailable as exc:
