@@ -95,7 +95,13 @@ class Runtime(ABC):
     @classmethod
     def from_settings(cls, settings) -> "Runtime":
         """Build the runtime from the session's settings; each provider picks the options it knows."""
-        return cls()
+        return cls(**cls.settings_options(settings))
+
+    @classmethod
+    def settings_options(cls, settings) -> dict:
+        """The constructor options this provider takes from the session's settings, as plain JSON data:
+        a scheduler that runs the provider on another machine (Slurm) sends them along with the run."""
+        return {}
 
     @property
     def isolation(self) -> str:

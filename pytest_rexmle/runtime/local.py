@@ -111,9 +111,9 @@ class LocalRuntime(Runtime):
         self._pythons: dict[int, AgentPython | MirrorUnavailable] = {}  # per agent uid, built once
 
     @classmethod
-    def from_settings(cls, settings) -> "LocalRuntime":
-        return cls(unsafe=settings.unsafe_local, sandbox=getattr(settings, "sandbox", "auto"),
-                   limits=getattr(settings, "limits", None))
+    def settings_options(cls, settings) -> dict:
+        return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
+                "limits": dict(getattr(settings, "limits", None) or {})}
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:

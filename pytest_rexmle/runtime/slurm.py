@@ -208,7 +208,12 @@ class SlurmRuntime(Runtime):
 
         from ..paths import cache_home
 
-        inner_options = _local_options(settings) if settings.slurm_inner == "local" else {}
+        from . import RUNTIMES
+
+        # the node builds its inner runtime as this session would have (forced sandbox, limit overrides);
+        # an unknown inner name is refused by __init__ with the choices
+        inner_options = (RUNTIMES.load(settings.slurm_inner).settings_options(settings)
+                         if settings.slurm_inner in INNER_RUNTIMES else {})
         data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
         shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", job_python()),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
@@ -477,16 +482,6 @@ def job_python() -> Path:
     (same version, with this package and submitit importable) for nodes where this path is not theirs or
     the job's user cannot reach it, e.g. a pyenv under a 0700 home that only this process's namespace opens."""
     return Path(os.environ.get("REXMLE_SLURM_PYTHON") or sys.executable)
-
-
-def _local_options(settings) -> dict:
-    """What the node's inner local runtime must be built with to isolate as a local session would:
-    ``--rexmle-unsafe-local``, the forced ``--rexmle-sandbox`` and the ``--rexmle-limit`` overrides
-    (without them the node picked its own sandbox and ran with the task's default limits)."""
-    options: dict = {"sandbox": settings.sandbox, "limits": dict(settings.limits)}
-    if settings.unsafe_local:
-        options["unsafe"] = True
-    return options
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:
