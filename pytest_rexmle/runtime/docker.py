@@ -80,8 +80,7 @@ from typing import Any
 
 from . import staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
-from .liveness import pid_alive as _pid_alive
-from .liveness import process_start as _process_start
+from .liveness import pid_alive, process_start
 
 DEFAULT_IMAGE = "rexmle/base:latest"
 HARNESS_ROOT = Path("/opt/rexmle")
@@ -298,7 +297,7 @@ class DockerRuntime(Runtime):
         """Host-side bookkeeping (the agent cannot read its own labels): who started it, for the sweep."""
         pid = os.getpid()
         labels = {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
-                  f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": _process_start(pid) or "",
+                  f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": process_start(pid) or "",
                   f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
                   f"{LABEL}.gpus": ",".join(spec.gpus)}
         if limits is not None:
@@ -576,7 +575,7 @@ class DockerRuntime(Runtime):
                 pid = int(labels.get(f"{LABEL}.pid", ""))
             except ValueError:
                 continue
-            if _pid_alive(pid, labels.get(f"{LABEL}.pid_start") or None):
+            if pid_alive(pid, labels.get(f"{LABEL}.pid_start") or None):
                 continue
             self._remove(container)
             removed += 1

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from pytest_rexmle.paths import cache_home, python_mirror_home
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
 from pytest_rexmle.runtime.sandbox.elf import ElfError, is_elf, relocate_run_paths, run_paths
-from pytest_rexmle.runtime.sandbox.identity import Identity, dedicated_identity, unreachable
+from pytest_rexmle.runtime.sandbox.identity import Identity, become, dedicated_identity, unreachable
 from pytest_rexmle.runtime.sandbox.mirror import MARKER, MirrorUnavailable, Source, ensure, plan, prepare_home
 from pytest_rexmle.runtime.sandbox.mirror_tree import TreeCopier
 from pytest_rexmle.task import tasks_root
@@ -45,12 +46,7 @@ def source_for(who: Identity = NOBODY) -> Source:
 
 
 def as_uid(who: Identity, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    def switch() -> None:
-        os.setgroups([])
-        os.setresgid(who.gid, who.gid, who.gid)
-        os.setresuid(who.uid, who.uid, who.uid)
-
-    return subprocess.run(argv, preexec_fn=switch, env={}, cwd="/", capture_output=True, text=True, timeout=120,
+    return subprocess.run(argv, preexec_fn=partial(become, who), env={}, cwd="/", capture_output=True, text=True, timeout=120,
                           **kwargs)
 
 

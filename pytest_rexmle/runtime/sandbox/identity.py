@@ -77,6 +77,14 @@ def can_reach(identity: Identity, paths: list[Path]) -> bool:
     return not unreachable(identity, paths)
 
 
+def become(identity: Identity) -> None:
+    """Switch this process (a fresh child) to ``identity`` with no supplementary groups: for asking
+    what that uid may do, never for running the agent (see :func:`drop_privileges` for that)."""
+    os.setgroups([])
+    os.setresgid(identity.gid, identity.gid, identity.gid)
+    os.setresuid(identity.uid, identity.uid, identity.uid)
+
+
 def unreachable(identity: Identity, paths: list[Path], enter: list[Path] = ()) -> list[Path]:
     """Those of ``paths`` that ``identity`` cannot read (folders: read and enter) and of ``enter`` that
     it cannot pass through (a 0711 stage needs no listing), asked of a forked child that switched to the
@@ -92,9 +100,7 @@ def unreachable(identity: Identity, paths: list[Path], enter: list[Path] = ()) -
         code = 1
         try:
             os.close(read)
-            os.setgroups([])
-            os.setresgid(identity.gid, identity.gid, identity.gid)
-            os.setresuid(identity.uid, identity.uid, identity.uid)
+            become(identity)
             blocked = [str(i) for i, (p, mode) in enumerate(wanted)
                        if not os.access(p, mode | (os.X_OK if os.path.isdir(p) else 0))]
             os.write(write, ",".join(blocked).encode())

@@ -53,9 +53,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 
-from .identity import Identity, unreachable
+from .identity import Identity, become, unreachable
 from .mirror_tree import TreeCopier, TreeError, copy_script, mkdirs, write_file
 
 FORMAT = 1
@@ -92,8 +93,10 @@ class Source:
                 "copied_sites": {str(p): _mtime(p) for p in self.copied_sites},
                 "linked_sites": [str(p) for p in self.linked_sites], "roots": copied}
 
-    @property
+    @cached_property
     def name(self) -> str:
+        """The mirror's folder name: computed once per Source (the fingerprint stats the interpreter and
+        may walk a package tree), so one build names its lock, work folder and marker alike."""
         digest = hashlib.sha256(json.dumps(self.fingerprint(), sort_keys=True).encode()).hexdigest()[:16]
         return f"py{self.short_version}-{digest}"
 
@@ -322,14 +325,9 @@ def _complete(final: Path, source: Source) -> bool:
 def verify(mirror: Mirror, identity: Identity) -> None:
     """Start the mirrored interpreter as ``identity`` (empty environment, from ``/``): it must come
     up with the mirror as its prefix."""
-    def switch() -> None:
-        os.setgroups([])
-        os.setresgid(identity.gid, identity.gid, identity.gid)
-        os.setresuid(identity.uid, identity.uid, identity.uid)
-
     try:
         done = subprocess.run([str(mirror.python), "-c", VERIFY], env={}, cwd="/", capture_output=True, timeout=60,
-                              preexec_fn=switch if identity.uid != os.geteuid() else None)
+                              preexec_fn=partial(become, identity) if identity.uid != os.geteuid() else None)
     except (OSError, subprocess.SubprocessError) as exc:
         raise MirrorUnavailable(f"the mirrored Python does not start: {exc}") from exc
     expected = [str(mirror.root / "venv"), str(mirror.root / "base")]

@@ -184,11 +184,9 @@ class SlirpNetwork:
                     os.close(fd)
 
     def _log_tail(self) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "no log"
-        return " / ".join(lines[-3:]) or "no output"
+        from ...hostile import log_tail  # the project's bounded, cleaned one-line tail of a log
+
+        return log_tail(self.log, 600) or "no output"
 
     def close(self) -> None:
         """End slirp4netns (its exit-fd first, then SIGKILL) and drop every descriptor still held."""
