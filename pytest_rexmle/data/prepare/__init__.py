@@ -22,7 +22,8 @@ from ...errors import RexmleError
 from ...paths import default_data_dir
 from .core import RULE_VERSION, data_status, prepare_task
 from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
-from .sources import parts_for
+from .recognise import inspect
+from .sources import expand_folders, parts_for
 
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,18 +43,26 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _archives_for(task, archives: list[Path], many: bool) -> list[Path]:
-    """With ``all``, offer each task only the archives whose names one of its parts expects."""
+    """With ``all``, offer each task only the archives that are, by content, one of its parts."""
     if not many:
         return archives
-    import re
-
+    parts = parts_for(task)
     out = []
-    for path in archives:
-        for part in parts_for(task):
-            if (part.files and path.name in part.files) or (part.pattern and re.search(part.pattern, path.name)):
-                out.append(path)
-                break
+    for path in expand_folders(archives):
+        contents = _listing(path)
+        if any(part.recognises(contents) for part in parts):
+            out.append(path)
     return out
+
+
+_LISTINGS: dict[Path, object] = {}
+
+
+def _listing(path: Path):
+    """Each supplied archive is listed once per command, not once per task (tar.gz listing reads it all)."""
+    if path not in _LISTINGS:
+        _LISTINGS[path] = inspect(path)
+    return _LISTINGS[path]
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -63,6 +72,19 @@ def run_prepare(args: argparse.Namespace) -> int:
     tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
     archives = [Path(p).expanduser() for p in args.raw_archive]
     data_dir = Path(args.data_dir).expanduser()
+    _LISTINGS.clear()
+    if len(tasks) > 1:
+        try:
+            unused = [p for p in expand_folders(archives)
+                      if not any(part.recognises(_listing(p)) for t in tasks for part in parts_for(t))]
+        except RexmleError as exc:
+            print(f"rexmle prepare: {exc}", file=sys.stderr)
+            return 1
+        for path in unused:
+            print(f"rexmle prepare: --raw-archive {path} is no raw file of any task; found inside: "
+                  f"{_listing(path).summary()}", file=sys.stderr)
+        if unused:
+            return 1
     failed = 0
     for task in tasks:
         try:
