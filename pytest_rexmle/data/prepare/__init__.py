@@ -38,6 +38,9 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no download progress bars")
     parser.add_argument("--keep-archives", action="store_true",
                         help="keep downloaded archives after extraction (default: delete them)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing: say which raw files were found (by content), which part each is, "
+                             "what is missing and what is unusual; run it first after a manual download")
     parser.add_argument("--verify", action="store_true",
                         help="re-hash every prepared file against the manifest (default: sizes only)")
 
@@ -65,6 +68,19 @@ def _listing(path: Path):
     return _LISTINGS[path]
 
 
+def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
+    """``--check``: one report per task; 1 when any task could not be prepared from what is there."""
+    from .check import check_raw
+
+    blocking = False
+    for task in tasks:
+        offered = _archives_for(task, archives, len(tasks) > 1)
+        report = check_raw(task, data_dir, offered)
+        print("\n".join(report.lines()))
+        blocking |= report.blocking
+    return 1 if blocking else 0
+
+
 def run_prepare(args: argparse.Namespace) -> int:
     """Prepare the selected tasks; 0 when all are prepared, 1 when any could not be (reason printed)."""
     from ...task import get_task, registry
@@ -73,6 +89,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     archives = [Path(p).expanduser() for p in args.raw_archive]
     data_dir = Path(args.data_dir).expanduser()
     _LISTINGS.clear()
+    if getattr(args, "check", False):
+        return _run_check(tasks, archives, data_dir)
     if len(tasks) > 1:
         try:
             unused = [p for p in expand_folders(archives)

@@ -79,6 +79,19 @@ def _read(path: Path, scratch: Path, repaired: list[str]) -> sitk.Image:
     return img
 
 
+#: case-id initial → centre archive of the release (§5)
+CENTRES = {"D": "Dongyang.zip", "K": "KiTS.zip", "R": "Rider.zip"}
+
+
+def require_every_centre(ctx: Context, ids: list[str]) -> None:
+    """All three centres must be there: centre zips are downloaded one by one, and a forgotten one would
+    silently change the split and the answers."""
+    missing = [name for initial, name in CENTRES.items() if not any(i.startswith(initial) for i in ids)]
+    if missing:
+        raise PrepareError(f"{ctx.task.id}: no case of {', '.join(missing)} under {ctx.raw}; the release has three "
+                           f"centres: pass every centre zip (or figshare's download-all archive) with --raw-archive")
+
+
 def prepare(ctx: Context) -> dict[str, int]:
     labels = unique_ids(((check_id(ctx.task, stem_of(p, (".seg.nrrd",)), p), p) for p in ctx.files("*.seg.nrrd")),
                         "label", ctx.task)
@@ -89,6 +102,7 @@ def prepare(ctx: Context) -> dict[str, int]:
         if labels[case_id].parent != images[case_id].parent:
             ctx.warn(f"case {case_id}: image and label are in different folders")
     ids = complete_ids(ctx.task, {"image": images, "label": labels}, ctx)
+    require_every_centre(ctx, ids)
     train, test = split_and_record(ids, ctx)
     repaired: list[str] = []
     answers = {}

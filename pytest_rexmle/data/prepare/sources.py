@@ -25,7 +25,7 @@ from typing import Sequence
 from filelock import FileLock
 
 from ...task import Task
-from .download import RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
+from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
 from .extract import Limits, is_archive, safe_extract
 from .recognise import Contents, inspect, is_archive_name, is_debris
@@ -150,6 +150,15 @@ def raw_ready(task: Task, data_dir: Path) -> bool:
     return all(part_done(raw, p) for p in parts_for(task))
 
 
+def where_to_fetch(part: Part) -> str:
+    """The page a user opens to fetch ``part`` by hand (what ``rexmle info`` shows as the source)."""
+    if part.origin == "zenodo":
+        return f"https://zenodo.org/records/{part.record}"
+    if part.origin == "figshare":
+        return part.page or f"https://figshare.com/articles/dataset/{part.record}"
+    return part.page or "the source page"
+
+
 def manual_message(task: Task, part: Part) -> str:
     return (f"{task.id}: the raw file {part.name!r} must be downloaded by hand: open {part.page} in a browser, "
             f"download {part.name!r}, then run `rexmle prepare {task.id} --raw-archive PATH/{part.name}`")
@@ -250,15 +259,24 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
                 raise ManualDownloadRequired(manual_message(task, part))
         plans: list[tuple[Part, list[tuple[Path, bool]]]] = []
         remotes: list[tuple[Part, list[RemoteFile]]] = []
+        offline: list[Part] = []
         for part in missing:
             if part.dest in supplied:
                 plans.append((part, [(path, False) for path in supplied[part.dest]]))
             else:
                 try:
                     remotes.append((part, _remote_files(part)))
+                except NoNetwork as exc:
+                    offline.append(part)
+                    unreachable_why = str(exc).split(". No network here?")[0]
                 except PrepareError as exc:
                     hint = f"; or download {part.page} by hand and pass it with --raw-archive" if part.page else ""
                     raise PrepareError(f"{task.id}: {exc}{hint}") from None
+        if offline:
+            raise NoNetwork(f"{task.id}: {unreachable_why}. Download by hand on a machine with network: "
+                            + "; ".join(f"{p.name} from {where_to_fetch(p)}" for p in offline)
+                            + f"; then run `rexmle prepare {task.id} --raw-archive PATH` once per file "
+                              f"(any file name, any order; `--check` lists what is found)")
         downloads = raw / STATE / "downloads"
         pending = sum((f.size or 0) for _, files in remotes for f in files
                       if not is_downloaded(f, downloads / f.name))
