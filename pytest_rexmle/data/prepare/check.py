@@ -17,7 +17,7 @@ from typing import Sequence
 from ...errors import RexmleError
 from ...task import Task
 from .recognise import Contents, inspect
-from .sources import Part, expand_folders, part_done, parts_for, raw_dir, where_to_fetch
+from .sources import Part, expand_folders, part_done, parts_for, raw_dir, source_parts, where_to_fetch
 
 SEGA_CENTRES = {"d": "Dongyang", "k": "KiTS", "r": "Rider"}
 
@@ -78,7 +78,8 @@ def check_raw(task: Task, data_dir: Path, supplied: Sequence[Path]) -> CheckRepo
             report.unrecognised.append(str(exc))
             report.blocking = True
             continue
-        hits = [p for p in parts if p.recognises(contents)]
+        own = {p.dest for p in parts}
+        hits = [p for p in parts + [q for q in source_parts(task) if q.dest not in own] if p.recognises(contents)]
         if len(hits) > 1:
             hits = [p for p in hits if p.named(path.name)] or hits
         if len(hits) != 1:
@@ -87,6 +88,9 @@ def check_raw(task: Task, data_dir: Path, supplied: Sequence[Path]) -> CheckRepo
             report.blocking = True
             continue
         part = hits[0]
+        if part.dest not in own:
+            report.unusual.append(f"{path.name} is {part.name}, which {task.id} does not use (it is not needed)")
+            continue
         report.found.append(_describe(path, part, contents))
         if part.files and path.name not in part.files and path.is_file():
             report.unusual.append(f"{path.name} is published as {' / '.join(part.files)} (recognised by content)")

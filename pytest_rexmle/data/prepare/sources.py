@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class Part:
     excludes: tuple[str, ...] = ()
     expects: str = ""
     many: bool = False              # several supplied files together make this part (SEG.A centre zips)
+    alternates: tuple[str, ...] = ()    # newer versions of ``record``, used only when it cannot deliver
 
     @property
     def single(self) -> bool:
@@ -103,7 +105,7 @@ def parts_for(task: Task) -> list[Part]:
         else:
             signature, expects = SIGNATURES.get(name, ((), ""))
             parts.append(Part(name, "zenodo", _stem(name), record=record, files=(name,), signature=signature,
-                              expects=expects))
+                              expects=expects, alternates=tuple(str(r) for r in src.get("newer_record_ids") or ())))
     return parts
 
 
@@ -171,21 +173,26 @@ class Assignment:
     parts: dict[str, list[Path]]            # part.dest → supplied paths
     contents: dict[Path, Contents]
     already_present: list[tuple[Path, Part]]
+    unused: list[tuple[Path, Part]]          # a part of the same source that this task does not use
 
 
 def _expected(parts: Sequence[Part]) -> str:
     return "; ".join(f"{p.name}: {p.expects or 'a file named ' + p.name}" for p in parts)
 
 
-def identify(task: Task, parts: Sequence[Part], path: Path) -> tuple[Part, Contents]:
-    """The one part ``path`` is, by content (a file name only breaks a tie); a one-line error otherwise."""
+def identify(task: Task, parts: Sequence[Part], path: Path,
+             wanted: Sequence[Part] | None = None) -> tuple[Part, Contents]:
+    """The one part ``path`` is, by content (a file name only breaks a tie); a one-line error otherwise.
+
+    ``wanted``: the parts the message lists as expected (default: ``parts``).
+    """
     contents = inspect(path)
     hits = [p for p in parts if p.recognises(contents)]
     if len(hits) > 1:
         hits = [p for p in hits if p.named(path.name)] or hits
     if not hits:
         raise PrepareError(f"{task.id}: --raw-archive {path} is none of the raw files this task uses "
-                           f"(expected {_expected(parts)}); found inside: {contents.summary()}")
+                           f"(expected {_expected(wanted or parts)}); found inside: {contents.summary()}")
     if len(hits) > 1:
         raise PrepareError(f"{task.id}: --raw-archive {path} looks like several raw files at once "
                            f"({', '.join(p.name for p in hits)}); found inside: {contents.summary()}")
@@ -206,13 +213,33 @@ def expand_folders(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
+def source_parts(task: Task) -> list[Part]:
+    """Every part of the task's raw source, including those only its sibling tasks use (PUMA nuclei for
+    a tissue task): a file of the same release is recognised, and then not used, instead of refused."""
+    from ...task import registry
+
+    out = {p.dest: p for p in parts_for(task)}
+    for other in registry():
+        if other.source.get("raw") == task.source.get("raw"):
+            for part in parts_for(other):
+                out.setdefault(part.dest, part)
+    return list(out.values())
+
+
 def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]) -> Assignment:
     """Map each supplied file or folder to the part it is, whatever its name and order."""
-    out = Assignment({}, {}, [])
+    out = Assignment({}, {}, [], [])
     open_dests = {p.dest for p in missing}
+    own = {p.dest for p in parts}
+    known = list(parts) + [p for p in source_parts(task) if p.dest not in own]
     for path in expand_folders([Path(p) for p in supplied]):
-        part, contents = identify(task, parts, path)
+        part, contents = identify(task, known, path, parts)
         out.contents[path] = contents
+        if part.dest not in own:
+            out.unused.append((path, part))
+            print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, which this task does not use; skipped",
+                  file=sys.stderr)
+            continue
         if part.dest not in open_dests:
             out.already_present.append((path, part))
             continue
@@ -224,8 +251,8 @@ def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied:
     return out
 
 
-def _remote_files(part: Part) -> list[RemoteFile]:
-    listing = zenodo_files(part.record) if part.origin == "zenodo" else figshare_files(part.record, part.version)
+def _files_of_record(part: Part, record: str) -> list[RemoteFile]:
+    listing = zenodo_files(record) if part.origin == "zenodo" else figshare_files(record, part.version)
     if part.files is None:
         if not listing:
             raise PrepareError(f"{part.name}: the source lists no files")
@@ -237,10 +264,36 @@ def _remote_files(part: Part) -> list[RemoteFile]:
             hits = [f for f in listing if re.search(part.pattern, f.name)]
         if len(hits) != 1:
             listed = ", ".join(f.name for f in listing)
-            raise PrepareError(f"{part.name}: expected one file named {name!r} in record {part.record}, "
+            raise PrepareError(f"{part.name}: expected one file named {name!r} in record {record}, "
                                f"found {len(hits)} (the record lists: {listed})")
         chosen.append(hits[0])
     return chosen
+
+
+def _remote_files(part: Part) -> tuple[list[RemoteFile], dict[str, str]]:
+    """The files to download and where they came from: the pinned record, else a listed newer version.
+
+    A newer version of a record (PUMA 15050523 beside the pinned 14869398) is used only when the pinned
+    one cannot deliver the file, and the manifest then says so: the answers may differ from the pinned
+    release's.
+    """
+    try:
+        return _files_of_record(part, part.record), {"record": str(part.record)}
+    except NoNetwork:
+        raise
+    except PrepareError as pinned_failure:
+        for other in part.alternates:
+            try:
+                files = _files_of_record(part, other)
+            except NoNetwork:
+                raise
+            except PrepareError:
+                continue
+            note = (f"taken from record {other}, a newer version of the pinned record {part.record} "
+                    f"(the pinned one failed: {pinned_failure})")
+            print(f"rexmle prepare: {part.name}: {note}", file=sys.stderr)
+            return files, {"record": other, "note": note}
+        raise
 
 
 def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), progress: bool = True,
@@ -260,12 +313,15 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         plans: list[tuple[Part, list[tuple[Path, bool]]]] = []
         remotes: list[tuple[Part, list[RemoteFile]]] = []
         offline: list[Part] = []
+        provenance: dict[str, dict[str, str]] = {}
         for part in missing:
             if part.dest in supplied:
                 plans.append((part, [(path, False) for path in supplied[part.dest]]))
             else:
                 try:
-                    remotes.append((part, _remote_files(part)))
+                    files, origin = _remote_files(part)
+                    remotes.append((part, files))
+                    provenance[part.dest] = origin
                 except NoNetwork as exc:
                     offline.append(part)
                     unreachable_why = str(exc).split(". No network here?")[0]
@@ -286,11 +342,12 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         for part, files in remotes:
             plans.append((part, [(download(f, downloads / f.name, progress), not keep_archives) for f in files]))
         for part, files in plans:
-            _install(raw, part, files, limits)
+            _install(raw, part, files, limits, provenance.get(part.dest))
     return raw
 
 
-def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limits | None) -> None:
+def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limits | None,
+             provenance: dict[str, str] | None = None) -> None:
     """Extract/copy ``files`` into ``raw/<part.dest>`` via a temporary folder, then mark the part done."""
     dest = raw / part.dest
     if dest.exists():
@@ -317,7 +374,8 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
         os.replace(content, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    info = {"part": part.name, "files": [{"name": p.name, "bytes": _size(p)} for p, _ in files]}
+    info = {"part": part.name, "files": [{"name": p.name, "bytes": _size(p)} for p, _ in files],
+            **(provenance or {"supplied": [str(p) for p, _ in files]})}
     marker = _marker(raw, part)
     marker.write_text(json.dumps(info, indent=2) + "\n")
     for path, delete in files:
