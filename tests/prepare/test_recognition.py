@@ -203,3 +203,21 @@ def test_check_names_a_missing_sega_centre(tmp_path, offline, capsys):
     out = capsys.readouterr().out
     assert "KiTS.zip -> figshare article 14806362 v1" in out
     assert "without cases in the given files: Dongyang, Rider" in out
+
+
+def test_check_all_offers_each_file_to_its_task_and_names_strays(tmp_path, offline, capsys):
+    train, test, _ = ldct_files(tmp_path)
+    (tmp_path / "Rider.zip").write_bytes(releases.sega()["Rider.zip"])
+    stray = tmp_path / "notes.zip"
+    stray.write_bytes(zip_bytes({"notes/todo.txt": b"call the organisers\r\n"}))
+    status = run_prepare(args(["all", "--check", "--data-dir", str(tmp_path / "d"), "--raw-archive", str(test),
+                               "--raw-archive", str(tmp_path / "Rider.zip"), "--raw-archive", str(stray),
+                               "--raw-archive", str(train)]))
+    out = capsys.readouterr().out
+    assert status == 1
+    assert f"not recognised: {stray} is no raw file of any task; found inside: 1 files (notes/todo.txt)" in out
+    ldct = out[out.index("ldct-iqa: raw files"):].split("=>")[0]
+    assert "LDCTIQAC_test.zip -> test_dataset.zip" in ldct and "LDCTIQAG2023_train.zip -> Zenodo record" in ldct
+    sega = out[out.index("seg-a: raw files"):].split("=>")[0]
+    assert "Rider.zip -> figshare article" in sega and "Dongyang, KiTS" in sega
+    assert not (tmp_path / "d").exists()

@@ -73,6 +73,17 @@ def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
     from .check import check_raw
 
     blocking = False
+    if len(tasks) > 1:
+        for path in expand_folders(archives):
+            try:
+                contents = _listing(path)
+            except RexmleError as exc:
+                print(f"not recognised: {exc}")
+                blocking = True
+                continue
+            if not any(part.recognises(contents) for t in tasks for part in parts_for(t)):
+                print(f"not recognised: {path} is no raw file of any task; found inside: {contents.summary()}")
+                blocking = True
     for task in tasks:
         offered = _archives_for(task, archives, len(tasks) > 1)
         report = check_raw(task, data_dir, offered)
