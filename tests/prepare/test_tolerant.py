@@ -223,3 +223,13 @@ def test_panther_label_value_outside_the_release_coding_is_an_error(tmp_path, of
     with pytest.raises(PrepareError, match=r"\[0, 1, 2, 3\]"):
         prepare_task(task("panther-t2"), tmp_path / "data", archive, progress=False)
     assert not (tmp_path / "data" / "panther-t2").exists()
+
+
+def test_label_on_a_grid_away_from_its_image_is_an_error_naming_it(tmp_path, offline):
+    files = members(releases.panther()["PANTHER_Task2.zip"])
+    label = np.zeros((6, 8, 10), np.uint8)
+    label[2:4, 2:4, 2:4] = 1
+    files["PANTHER_Task2/LabelsTr/10302.mha"] = volume_bytes(label, ".mha", origin=(500.0, 0.0, 0.0))
+    archive = write(tmp_path, "task2.zip", files)
+    with pytest.raises(PrepareError, match=r"10302\.mha: its grid does not overlap the image 10302_0000\.mha"):
+        prepare_task(task("panther-t2"), tmp_path / "data", archive, progress=False)

@@ -100,9 +100,18 @@ class Context:
             return
         img = sitk.ReadImage(str(label))
         out = sitk.Resample(img, ref, sitk.Transform(), sitk.sitkNearestNeighbor, 0, img.GetPixelID())
+        lost_all_foreground(img, out, label, image)
         write_volume(out, dst)
         self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
                                "from": geometry(lab), "to": geometry(ref)})
+
+
+def lost_all_foreground(before: sitk.Image, after: sitk.Image, label: Path, image: Path) -> None:
+    """A resampling that leaves nothing of a non-empty label means the label is not on its image at all
+    (another case, another scan): that would silently turn the answer into an empty mask."""
+    if np.any(sitk.GetArrayViewFromImage(before)) and not np.any(sitk.GetArrayViewFromImage(after)):
+        raise PrepareError(f"{label}: its grid does not overlap the image {image.name}; resampling it would leave "
+                           f"an empty label (wrong file, or a label of another scan?)")
 
 
 def _ignored(path: Path, base: Path) -> bool:
@@ -153,6 +162,8 @@ def complete_ids(task: Task, required: Mapping[str, Mapping[str, Path]], ctx: Co
     dropped = {i: sorted(n for n, s in sets.items() if i not in s) for i in sorted(everything - set(ids))}
     if dropped:
         ctx.notes["incomplete_cases"] = {i: {"missing": m} for i, m in dropped.items()}
+        shown = ", ".join(f"{i} (no {'/'.join(m)})" for i, m in list(dropped.items())[:5])
+        ctx.warn(f"{len(dropped)} incomplete case(s) left out: {shown}{', ...' if len(dropped) > 5 else ''}")
     if not ids:
         raise PrepareError(f"{task.id}: no complete case found in {ctx.raw} (needed: {', '.join(required)})")
     return ids

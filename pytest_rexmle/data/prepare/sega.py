@@ -14,8 +14,8 @@ from pathlib import Path
 import SimpleITK as sitk
 
 from .errors import PrepareError
-from .layout import Context, check_id, complete_ids, geometry, geometry_difference, split_and_record, \
-    standard_outputs, stem_of, unique_ids, write_volume
+from .layout import Context, check_id, complete_ids, geometry, geometry_difference, lost_all_foreground, \
+    split_and_record, standard_outputs, stem_of, unique_ids, write_volume
 
 #: an NRRD header line: a comment, "field: value" or "key:=value" (printable ASCII only)
 HEADER_LINE = re.compile(rb"^(#[\x20-\x7e\t]*|[\x20-\x7e]+?:=?[\x20-\x7e\t]*)\r?$")
@@ -113,7 +113,9 @@ def prepare(ctx: Context) -> dict[str, int]:
         if difference is not None:
             ctx.resampled.append({"case": case_id, "label": labels[case_id].name, "image": images[case_id].name,
                                   "reason": difference, "from": geometry(label), "to": geometry(image)})
-            label = sitk.Resample(label, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0, label.GetPixelID())
+            resampled = sitk.Resample(label, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0, label.GetPixelID())
+            lost_all_foreground(label, resampled, labels[case_id], images[case_id])
+            label = resampled
         where = "train" if case_id in train else "test"
         write_volume(image, ctx.public / where / "images" / f"{case_id}.nrrd")
         if where == "train":
