@@ -6,10 +6,10 @@ import argparse
 import csv
 import io
 import json
-import shutil
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pytest_rexmle.data.prepare import PrepareError, add_prepare_arguments, prepare_task, run_prepare
@@ -19,8 +19,6 @@ from pytest_rexmle.task import registry
 
 from . import releases
 from .releases import tiff_bytes, zip_bytes
-
-import numpy as np
 
 
 @pytest.fixture

@@ -160,7 +160,7 @@ def _puma_with_unclassified() -> dict[str, bytes]:
     for archive, data in bundle.items():
         files = members(data)
         for name in list(files):
-            if name.endswith("primary_roi_001_tissue.geojson") or name.endswith("primary_roi_002_nuclei.geojson"):
+            if name.endswith(("primary_roi_001_tissue.geojson", "primary_roi_002_nuclei.geojson")):
                 geo = json.loads(files[name])
                 geo["features"].append({"type": "Feature", "properties": {"objectType": "annotation"},
                                         "geometry": {"type": "Polygon",

@@ -26,14 +26,14 @@ SCORED_LABEL = 1
 
 def _label_values(path: Path) -> set[int]:
     image = sitk.ReadImage(str(path))  # keep the image alive while its array view is used
-    return set(int(v) for v in np.unique(sitk.GetArrayViewFromImage(image)))
+    return {int(v) for v in np.unique(sitk.GetArrayViewFromImage(image))}
 
 
 def tumour_only(label_path: Path, dst: Path) -> set[int]:
     """Write ``label == 1`` (uint8, same grid) to ``dst``; return the values the label held."""
     image = sitk.ReadImage(str(label_path))
     array = sitk.GetArrayViewFromImage(image)
-    values = set(int(v) for v in np.unique(array))
+    values = {int(v) for v in np.unique(array)}
     out = sitk.GetImageFromArray((array == SCORED_LABEL).astype(np.uint8))
     out.CopyInformation(image)
     write_volume(out, dst)
