@@ -219,3 +219,29 @@ def test_check_all_offers_each_file_to_its_task_and_names_strays(tmp_path, offli
     sega = out[out.index("seg-a: raw files"):].split("=>")[0]
     assert "Rider.zip -> figshare article" in sega and "Dongyang, KiTS" in sega
     assert not (tmp_path / "d").exists()
+
+
+def test_check_after_prepare_reports_parts_present_and_files_not_needed(tmp_path, offline, capsys):
+    train, test, _ = ldct_files(tmp_path)
+    data_dir = tmp_path / "data"
+    prepare_task(task("ldct-iqa"), data_dir, [test, train], progress=False)
+    before = sorted(p.relative_to(data_dir) for p in data_dir.rglob("*"))
+    assert run_prepare(args(["ldct-iqa", "--check", "--data-dir", str(data_dir), "--raw-archive", str(test)])) == 0
+    out = capsys.readouterr().out
+    assert "already present:" in out and "test_dataset.zip (" in out and "missing:" not in out
+    assert "LDCTIQAC_test.zip: test_dataset.zip is already present" in out
+    assert sorted(p.relative_to(data_dir) for p in data_dir.rglob("*")) == before
+
+
+def test_windows_backslash_member_names_are_recognised(tmp_path):
+    from pytest_rexmle.data.prepare.recognise import inspect
+    from pytest_rexmle.data.prepare.sources import parts_for
+
+    archive = tmp_path / "x.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("PANTHER_Task2\\LabelsTr\\10300.mha", b"")
+        zf.writestr("PANTHER_Task2\\Thumbs.db", b"")
+    contents = inspect(archive)
+    assert contents.members == ["PANTHER_Task2/LabelsTr/10300.mha"] and contents.debris == 1
+    assert [p.dest for p in parts_for(task("panther-t2")) if p.recognises(contents)] == ["task2"]
+    assert not any(p.recognises(contents) for p in parts_for(task("panther-t1")))

@@ -110,6 +110,7 @@ def inspect(path: Path) -> Contents:
             raise PrepareError(f"--raw-archive {path}: named like an archive but neither zip nor tar "
                                f"(an interrupted download, or an HTML page saved instead?)")
         return Contents(path, "file", [path.name])
+    raw = [m.replace("\\", "/") for m in raw]          # zips written on Windows may use backslashes
     members = [m for m in raw if not is_debris(m)]
     return Contents(path, kind, members, len(raw) - len(members))
 

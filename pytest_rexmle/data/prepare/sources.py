@@ -242,6 +242,8 @@ def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied:
             continue
         if part.dest not in open_dests:
             out.already_present.append((path, part))
+            print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, already present under raw/; not used",
+                  file=sys.stderr)
             continue
         taken = out.parts.setdefault(part.dest, [])
         if taken and not part.many:
