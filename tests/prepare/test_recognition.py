@@ -158,6 +158,12 @@ def test_isles_offline_needs_only_the_image_archive(tmp_path, offline, capsys):
     archive.write_bytes(bundle["ISLES-2022.zip"])
     assert run_prepare(args(["isles22", "--data-dir", str(tmp_path / "data"), "--no-progress",
                              "--raw-archive", str(archive)])) == 0
+    # the whole record passed (the spreadsheet too): the unused file is recognised and skipped
+    sheet = tmp_path / "center_ids.xlsx"
+    sheet.write_bytes(bundle["center_ids.xlsx"])
+    assert run_prepare(args(["isles22", "--data-dir", str(tmp_path / "again"), "--no-progress",
+                             "--raw-archive", str(sheet), "--raw-archive", str(archive)])) == 0
+    assert "center_ids.xlsx is center_ids.xlsx, which this task does not use; skipped" in capsys.readouterr().err
     split = json.loads((tmp_path / "data" / "isles22" / "private" / "split.json").read_text())
     assert split["n"] == 6
 

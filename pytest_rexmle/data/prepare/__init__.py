@@ -23,7 +23,7 @@ from ...paths import default_data_dir
 from .core import RULE_VERSION, data_status, prepare_task
 from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
 from .recognise import inspect
-from .sources import expand_folders, parts_for
+from .sources import expand_folders, parts_for, source_parts, unused_listed
 
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
                 print(f"not recognised: {exc}")
                 blocking = True
                 continue
-            if not any(part.recognises(contents) for t in tasks for part in parts_for(t)):
+            if not any(part.recognises(contents) for t in tasks for part in source_parts(t) + unused_listed(t)):
                 print(f"not recognised: {path} is no raw file of any task; found inside: {contents.summary()}")
                 blocking = True
     for task in tasks:
@@ -105,7 +105,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     if len(tasks) > 1:
         try:
             unused = [p for p in expand_folders(archives)
-                      if not any(part.recognises(_listing(p)) for t in tasks for part in parts_for(t))]
+                      if not any(part.recognises(_listing(p)) for t in tasks for part in source_parts(t) + unused_listed(t))]
         except RexmleError as exc:
             print(f"rexmle prepare: {exc}", file=sys.stderr)
             return 1

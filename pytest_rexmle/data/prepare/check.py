@@ -17,7 +17,7 @@ from typing import Sequence
 from ...errors import RexmleError
 from ...task import Task
 from .recognise import Contents, inspect
-from .sources import Part, expand_folders, part_done, parts_for, raw_dir, source_parts, where_to_fetch
+from .sources import Part, expand_folders, part_done, parts_for, raw_dir, source_parts, unused_listed, where_to_fetch
 
 SEGA_CENTRES = {"d": "Dongyang", "k": "KiTS", "r": "Rider"}
 
@@ -79,7 +79,8 @@ def check_raw(task: Task, data_dir: Path, supplied: Sequence[Path]) -> CheckRepo
             report.blocking = True
             continue
         own = {p.dest for p in parts}
-        hits = [p for p in parts + [q for q in source_parts(task) if q.dest not in own] if p.recognises(contents)]
+        hits = [p for p in parts + [q for q in source_parts(task) if q.dest not in own] if p.recognises(contents)] \
+            or [p for p in unused_listed(task) if p.recognises(contents)]
         if len(hits) > 1:
             hits = [p for p in hits if p.named(path.name)] or hits
         if len(hits) != 1:

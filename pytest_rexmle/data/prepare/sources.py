@@ -180,14 +180,17 @@ def _expected(parts: Sequence[Part]) -> str:
     return "; ".join(f"{p.name}: {p.expects or 'a file named ' + p.name}" for p in parts)
 
 
-def identify(task: Task, parts: Sequence[Part], path: Path,
-             wanted: Sequence[Part] | None = None) -> tuple[Part, Contents]:
+def identify(task: Task, parts: Sequence[Part], path: Path, wanted: Sequence[Part] | None = None,
+             fallback: Sequence[Part] = ()) -> tuple[Part, Contents]:
     """The one part ``path`` is, by content (a file name only breaks a tie); a one-line error otherwise.
 
-    ``wanted``: the parts the message lists as expected (default: ``parts``).
+    ``wanted``: the parts the message lists as expected (default: ``parts``); ``fallback``: parts tried
+    only when none of ``parts`` matches (unused files known by name).
     """
     contents = inspect(path)
     hits = [p for p in parts if p.recognises(contents)]
+    if not hits:
+        hits = [p for p in fallback if p.recognises(contents)]
     if len(hits) > 1:
         hits = [p for p in hits if p.named(path.name)] or hits
     if not hits:
@@ -226,6 +229,14 @@ def source_parts(task: Task) -> list[Part]:
     return list(out.values())
 
 
+def unused_listed(task: Task) -> list[Part]:
+    """Files the record publishes that no task uses (ISLES'22 center_ids.xlsx, CellSeg Testing.zip), known
+    by name only and consulted last, so that passing the whole record is fine."""
+    known = source_parts(task)
+    return [Part(name, "zenodo", f"unused:{name}", files=(name,)) for name in task.source.get("files") or []
+            if isinstance(name, str) and not any(p.named(name) or p.dest == _stem(name) for p in known)]
+
+
 def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]) -> Assignment:
     """Map each supplied file or folder to the part it is, whatever its name and order."""
     out = Assignment({}, {}, [], [])
@@ -233,7 +244,7 @@ def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied:
     own = {p.dest for p in parts}
     known = list(parts) + [p for p in source_parts(task) if p.dest not in own]
     for path in expand_folders([Path(p) for p in supplied]):
-        part, contents = identify(task, known, path, parts)
+        part, contents = identify(task, known, path, parts, unused_listed(task))
         out.contents[path] = contents
         if part.dest not in own:
             out.unused.append((path, part))
