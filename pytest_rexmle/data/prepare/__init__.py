@@ -33,8 +33,9 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data root holding raw/ and one folder per task (default: $REXMLE_DATA_DIR "
                              "or ~/.cache/rexmle/data)")
     parser.add_argument("--raw-archive", action="append", default=[], metavar="PATH",
-                        help="a raw file downloaded by hand (Google Drive sources, or any archive you already "
-                             "have); repeat for several files")
+                        help="a raw file or folder downloaded by hand (Google Drive sources, or any archive you "
+                             "already have), under any name and in any order: it is recognised by its content; "
+                             "repeat for several files")
     parser.add_argument("--no-progress", action="store_true", help="no download progress bars")
     parser.add_argument("--keep-archives", action="store_true",
                         help="keep downloaded archives after extraction (default: delete them)")
