@@ -23,6 +23,9 @@ DEBRIS_NAMES = frozenset({".ds_store", "thumbs.db", "desktop.ini"})
 DEBRIS_FOLDERS = frozenset({"__macosx"})
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 MAX_NESTED = 16            # nested archives listed per file (SEG.A's bundle holds three)
+#: a compressed nested zip is listed only below this size: its directory sits at its end, and reaching it
+#: means inflating everything before (a stored one is listed at any size, seeking is free there)
+NESTED_DEFLATED_BYTES = 256 * 1024 ** 2
 SHOWN = 4                  # member names quoted in a one-line error
 
 
@@ -65,7 +68,8 @@ def _zip_members(zf: zipfile.ZipFile, prefix: str, nested: list[int]) -> list[st
     names = [prefix + i.filename for i in zf.infolist() if not i.is_dir()]
     out = list(names)
     for info in zf.infolist():
-        if is_archive_name(info.filename) and info.filename.lower().endswith(".zip") and nested[0] < MAX_NESTED \
+        cheap = info.compress_type == zipfile.ZIP_STORED or info.compress_size <= NESTED_DEFLATED_BYTES
+        if info.filename.lower().endswith(".zip") and nested[0] < MAX_NESTED and cheap \
                 and not is_debris(info.filename):
             nested[0] += 1
             try:
