@@ -251,3 +251,51 @@ def test_windows_backslash_member_names_are_recognised(tmp_path):
     assert contents.members == ["PANTHER_Task2/LabelsTr/10300.mha"] and contents.debris == 1
     assert [p.dest for p in parts_for(task("panther-t2")) if p.recognises(contents)] == ["task2"]
     assert not any(p.recognises(contents) for p in parts_for(task("panther-t1")))
+
+
+# -- everything by hand: every release file under a meaningless name, in reverse order -------------------
+def _prepared_hashes(root: Path) -> dict[str, dict[str, str]]:
+    """task → {file: sha256} of everything prepared (the manifest's own list, which the preparer hashed)."""
+    out = {}
+    for manifest in sorted(root.glob(f"*/private/{MANIFEST}")):
+        data = json.loads(manifest.read_text())
+        out[data["project_id"]] = data["files"]
+    return out
+
+
+def test_prepare_all_from_scrambled_hand_downloads_equals_the_automatic_path(release_bundle, tmp_path, monkeypatch,
+                                                                             capsys):
+    from .fake_server import FakeServer, RunningServer
+
+    template, manual = release_bundle
+    state = FakeServer(zenodo=template.zenodo, figshare=template.figshare)
+    server = RunningServer(state)
+    monkeypatch.setenv("REXMLE_ZENODO_URL", state.url)
+    monkeypatch.setenv("REXMLE_FIGSHARE_URL", state.url)
+    monkeypatch.setenv("REXMLE_DOWNLOAD_BACKOFF", "0")
+    try:
+        assert run_prepare(args(["all", "--data-dir", str(tmp_path / "auto"), "--no-progress",
+                                 "--raw-archive", str(manual["train_dataset.zip"]),
+                                 "--raw-archive", str(manual["test_dataset.zip"])])) == 0
+    finally:
+        server.close()
+    monkeypatch.setenv("REXMLE_ZENODO_URL", "http://127.0.0.1:9")      # from here on: no network at all
+    monkeypatch.setenv("REXMLE_FIGSHARE_URL", "http://127.0.0.1:9")
+    unused = {"center_ids.xlsx", "Testing.zip", "train-unlabeled-part1.zip", "train-unlabeled-part2.zip"}
+    payloads = [data for files in template.zenodo.values() for name, data in files.items() if name not in unused]
+    payloads += [data for files in template.figshare.values() for data in files.values()]
+    payloads += [path.read_bytes() for path in manual.values()]
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    given = []
+    for k, data in enumerate(reversed(payloads)):
+        given.append(downloads / f"download ({k}).zip")
+        given[-1].write_bytes(data)
+    argv = ["all", "--data-dir", str(tmp_path / "hand"), "--no-progress"]
+    for path in given:
+        argv += ["--raw-archive", str(path)]
+    assert run_prepare(args(argv)) == 0, capsys.readouterr().err
+    auto, hand = _prepared_hashes(tmp_path / "auto"), _prepared_hashes(tmp_path / "hand")
+    assert sorted(hand) == sorted(registry().ids) and len(hand) == 20
+    for task_id, files in auto.items():
+        assert hand[task_id] == files, task_id
