@@ -299,3 +299,12 @@ def test_prepare_all_from_scrambled_hand_downloads_equals_the_automatic_path(rel
     assert sorted(hand) == sorted(registry().ids) and len(hand) == 20
     for task_id, files in auto.items():
         assert hand[task_id] == files, task_id
+
+
+def test_check_all_with_an_unreadable_file_reports_it_and_goes_on(tmp_path, capsys):
+    page = tmp_path / "test_dataset.zip"
+    page.write_text("<html>quota exceeded</html>")
+    assert run_prepare(args(["all", "--check", "--data-dir", str(tmp_path / "d"), "--raw-archive", str(page)])) == 1
+    out = capsys.readouterr().out
+    assert "not recognised: --raw-archive" in out and "neither zip nor tar" in out
+    assert out.count(": raw files") == 20 and not (tmp_path / "d").exists()

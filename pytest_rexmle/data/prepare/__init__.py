@@ -53,10 +53,19 @@ def _archives_for(task, archives: list[Path], many: bool) -> list[Path]:
     parts = parts_for(task)
     out = []
     for path in expand_folders(archives):
-        contents = _listing(path)
+        try:
+            contents = _listing(path)
+        except RexmleError:
+            continue  # reported once for the whole command, not once per task
         if any(part.recognises(contents) for part in parts):
             out.append(path)
     return out
+
+
+def _known_to_any(path: Path, tasks) -> bool:
+    """``path`` is some task's raw file, or a file a record publishes that no task uses."""
+    contents = _listing(path)
+    return any(part.recognises(contents) for t in tasks for part in source_parts(t) + unused_listed(t))
 
 
 _LISTINGS: dict[Path, object] = {}
@@ -82,7 +91,7 @@ def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
                 print(f"not recognised: {exc}")
                 blocking = True
                 continue
-            if not any(part.recognises(contents) for t in tasks for part in source_parts(t) + unused_listed(t)):
+            if not _known_to_any(path, tasks):
                 print(f"not recognised: {path} is no raw file of any task; found inside: {contents.summary()}")
                 blocking = True
     for task in tasks:
@@ -105,8 +114,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         return _run_check(tasks, archives, data_dir)
     if len(tasks) > 1:
         try:
-            unused = [p for p in expand_folders(archives)
-                      if not any(part.recognises(_listing(p)) for t in tasks for part in source_parts(t) + unused_listed(t))]
+            unused = [p for p in expand_folders(archives) if not _known_to_any(p, tasks)]
         except RexmleError as exc:
             print(f"rexmle prepare: {exc}", file=sys.stderr)
             return 1
