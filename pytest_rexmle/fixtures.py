@@ -32,6 +32,7 @@ from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .campaign import begin
 from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
+from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
@@ -55,6 +56,8 @@ class AgentRun:
     resumed: ChallengeResult | None
     time_limit: float
     gpus: tuple[str, ...] = ()
+    #: the run's key as the harness computed it (never re-read from run.json): what the result's seal binds
+    key: dict | None = None
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +157,7 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_run
     with begun.hold:
         outcome = finish(begun.launched)
     used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
-    return AgentRun(begun.folder, outcome, None, begun.time_limit, used)
+    return AgentRun(begun.folder, outcome, None, begun.time_limit, used, begun.launched.meta.get("key"))
 
 
 @pytest.fixture
@@ -225,6 +228,7 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
         result.write(run.folder.result_path)
+        seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     record_result(request.node, result)
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
