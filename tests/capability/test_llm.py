@@ -53,7 +53,8 @@ def test_valid_reply_prompt_and_document(tmp_path, server, judge):
     user = body["messages"][1]["content"]
     # capability.md §2: 13 blocks "TARGET STRATEGY: <name>\n<criteria>" verbatim, in id order, blank-line separated
     blocks = "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
-    assert user.startswith(blocks + "\n\nLog section (isles22-section-1):\n=== logs/agent.stdout.log ===\n")
+    # the log is the observed trace (the gateway's recorded model calls), never the agent's stdout
+    assert user.startswith(blocks + "\n\nLog section (isles22-section-1):\n=== logs/model-calls.jsonl#1 ===\n")
     assert user.count("TARGET STRATEGY: ") == 13
     assert "\"results\"" in user.splitlines()[-1]
 
