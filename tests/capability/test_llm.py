@@ -166,3 +166,17 @@ def test_credentials_in_the_url_are_not_recorded():
 ])
 def test_parse_reply(content, expected):
     assert parse_reply(content, "results") == expected
+
+
+def test_forged_log_is_never_sent_to_the_model(tmp_path, server, judge):
+    # every strategy's token in the agent's own stdout and notes: a claim, not an observed trace
+    claims = "\n".join(f"EVIDENCE-{i}" for i in range(1, 14)) + "\nPLAN-DONE SETUP-DONE VALID-DONE\n"
+    run = make_run(tmp_path / "run", stdout=claims, files={"workspace/notes.md": claims})
+    doc = judge.judge_run(run, "isles22")
+    stages = stage_scores(run, "isles22", None, judge)
+    assert server.requests == [] and all(r["score"] == 0 for r in doc["strategies"])
+    assert [s["score"] for s in stages["stages"][:3]] == [0.0, 0.0, 0.0]
+    # the same tokens in the recorded model calls are judged
+    run2 = make_run(tmp_path / "run2", claims)
+    assert all(r["score"] == 1 for r in judge.judge_run(run2, "isles22")["strategies"])
+    assert [s["score"] for s in stage_scores(run2, "isles22", None, judge)["stages"][:3]] == [1.0, 1.0, 1.0]
