@@ -227,6 +227,7 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
+        result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
         seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     record_result(request.node, result)
@@ -236,6 +237,23 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
     return result
+
+
+def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
+    """The leak rules of :mod:`pytest_rexmle.leaks`; the answers' own metrics are graded once per answers
+    (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
+    from . import leaks
+    from .paths import cache_home
+
+    if result.status != "ok":
+        return None
+    perfect = None
+    try:
+        perfect = leaks.perfect_metrics(task, data.private, cache_home(), data.answers_id)
+    except Exception as exc:
+        item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
+                                       f"{type(exc).__name__}: {exc}"))
+    return leaks.check(task, result, perfect)
 
 
 def record_result(item: pytest.Item, result: ChallengeResult) -> None:
@@ -251,4 +269,9 @@ def record_result(item: pytest.Item, result: ChallengeResult) -> None:
         props.append((f"position.{key}", value))
     if result.reason:
         props.append(("reason", result.reason))
+    if result.suspected_leak:
+        from .leaks import summary
+
+        egress = result.suspected_leak.get("egress")
+        props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))
