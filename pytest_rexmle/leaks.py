@@ -64,9 +64,9 @@ def perfect_metrics(task: Task, answers_dir: Path, cache_dir: Path, answers_id: 
     cached = Path(cache_dir) / REFERENCE_DIR / f"{key}.json"
     try:
         data = json.loads(cached.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and all(isinstance(v, (int, float)) for v in data.values()):
-            return {k: float(v) for k, v in data.items()}
-    except (OSError, ValueError):
+        if isinstance(data, dict) and data:
+            return {str(k): float(v) for k, v in data.items()}  # float() reads back "inf" / "-inf"
+    except (OSError, ValueError, TypeError):
         pass
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="leak-reference-", dir=cache_dir) as tmp:
