@@ -142,14 +142,7 @@ def collect_sources(run_dir: Path, *, include_code: bool = True, include_files: 
     workspace = run_dir / "workspace"
     files = list(_walk(workspace, workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
     if include_code and out:
-        names, shared = _trace_index(out)
-        budget = _Budget(MAX_RUN_BYTES)
-        for path in files:
-            if path.suffix not in CODE_SUFFIXES:
-                continue
-            text = _read_text(path, budget)
-            if text is not None and (path.name in names or _shares_a_line(text, shared)):
-                out.append(Source(path.relative_to(run_dir).as_posix(), CODE, text))
+        out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
     if include_files:
         submission = run_dir / "submission"
         listed = files + (list(_walk(submission, submission)) if not submission.is_symlink() else [])
@@ -160,6 +153,27 @@ def collect_sources(run_dir: Path, *, include_code: bool = True, include_files: 
             out.append(Source("files", FILES, "Files in the run folder after the run (observed by the harness):\n"
                               + "\n".join(lines)))
     return out
+
+
+def _corroborated_code(run_dir: Path, paths: list[Path], trace: list[Source]) -> list[Source]:
+    """The code files the trace corroborates, in walk order. Files the trace names are read first, so
+    that large files it never mentions cannot use up the run's budget before the ones that matter;
+    the others are scanned for a shared line on a budget of their own."""
+    names, shared = _trace_index(trace)
+    budget, scan = _Budget(MAX_RUN_BYTES), _Budget(MAX_RUN_BYTES)
+    found: dict[Path, str] = {}
+    for path in (p for p in paths if p.name in names):
+        text = _read_text(path, budget)
+        if text is not None:
+            found[path] = text
+    for path in (p for p in paths if p.name not in names):
+        if budget.left <= 0:
+            break
+        text = _read_text(path, scan)
+        if text is not None and _shares_a_line(text, shared):
+            budget.left -= len(text)
+            found[path] = text
+    return [Source(p.relative_to(run_dir).as_posix(), CODE, found[p]) for p in paths if p in found]
 
 
 def has_trace(sources: list[Source]) -> bool:

@@ -175,3 +175,17 @@ def test_model_calls_file_is_read_within_bounds(tmp_path):
     os.mkfifo(run / "logs" / "model-calls.jsonl")
     assert read_model_calls(run).present is False
     assert FILES not in {s.kind for s in collect_sources(run, include_files=False)}
+
+
+def test_code_the_model_wrote_is_corroborated_by_its_content(tmp_path):
+    # an AIDE-style scaffold saves the model's code under a name of its own: the code itself is in the trace
+    code = "study = optuna.create_study(direction='maximize', sampler=TPESampler())\n"
+    run = make_run(tmp_path / "run", files={"workspace/runfile_3.py": "import optuna\n" + code,
+                                            "workspace/other.py": "import optuna\nx = 1\n"})
+    write_model_calls(run, [model_call("Write the tuning script.", reply=f"```python\nimport optuna\n{code}```")])
+    rels = [s.rel for s in collect_sources(run) if s.kind == CODE]
+    # a short shared line ("import optuna") is not enough; the long one is
+    assert rels == ["workspace/runfile_3.py"]
+    row = next(r for r in get_judge("rules").judge_run(run, "isles22")["strategies"]
+               if r["key"] == "hyperparameter_optimization")
+    assert row["score"] == 1
