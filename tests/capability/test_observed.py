@@ -189,3 +189,18 @@ def test_code_the_model_wrote_is_corroborated_by_its_content(tmp_path):
     row = next(r for r in get_judge("rules").judge_run(run, "isles22")["strategies"]
                if r["key"] == "hyperparameter_optimization")
     assert row["score"] == 1
+
+
+def test_session_with_the_forging_agent_earns_no_capability(bench, needs_bwrap):
+    """The attack end to end: the plugin's judge and stage scores of a real session (rules judge)."""
+    from ..conftest import AGENTS, run_folders
+
+    result = bench("--agent=command", f"--agent-option=dir={AGENTS / 'forger'}", "--agent-option=cmd=python agent.py",
+                   "-k", "ldct-iqa")
+    result.assert_outcomes(passed=1)
+    (run,) = run_folders(bench.path, "ldct-iqa")
+    assert "Threshold sweep on validation" in (run / "logs" / "agent.stdout.log").read_text()  # the claims are there
+    capability = json.loads((run / "capability.json").read_text())
+    assert [r["score"] for r in capability["strategies"]] == [0] * 13 and capability["flags"] == [NO_TRACE_FLAG]
+    stages = json.loads((run / "stages.json").read_text())
+    assert _stages(stages) == {"S1": 0.0, "S2": 0.0, "S3": 0.0, "S4": 1.0, "S5": 1.0}
