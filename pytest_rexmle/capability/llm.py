@@ -41,8 +41,9 @@ from .schema import NO_TEXT, NO_TRACE_FLAG, UNPARSABLE, normalise_results, zero_
 from .strategies import load_strategies
 from .trace import SECTION_CHARS, Source, split_sections, trace_text
 
-PROMPT_VERSION = "rexmle-capability-1"
-STAGE_PROMPT_VERSION = "rexmle-stages-1"
+#: 2: the log sections are the observed trace (recorded model calls, file inventory), not the agent's logs
+PROMPT_VERSION = "rexmle-capability-2"
+STAGE_PROMPT_VERSION = "rexmle-stages-2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-5"
 DEFAULT_KEY_ENV = "REXMLE_JUDGE_API_KEY"

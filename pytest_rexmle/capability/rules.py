@@ -32,7 +32,8 @@ from .base import JUDGED_STAGES, Judge, normalise_line
 from .schema import load_strategies
 from .trace import CODE, TRACE, Source
 
-PROMPT_VERSION = "rules-1"
+#: 2: the evidence is the observed trace and the code it corroborates, no longer the agent's logs
+PROMPT_VERSION = "rules-2"
 MAX_QUOTE = 160
 HITS_KEPT = 2
 

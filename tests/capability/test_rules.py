@@ -161,7 +161,7 @@ def test_document_is_written_and_complete(tmp_path):
     assert json.loads((run / "capability.json").read_text()) == doc
     validate_capability(doc)
     assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["challenge_id"] == "isles22"
-    assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-1"}
+    assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-2"}
     # every positive case is in this run, so every strategy scores 1
     assert [r["score"] for r in doc["strategies"]] == [1] * 13
     assert [r["id"] for r in doc["results"]] == list(range(1, 14))
