@@ -32,6 +32,7 @@ from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .campaign import begin
 from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
+from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
@@ -55,6 +56,8 @@ class AgentRun:
     resumed: ChallengeResult | None
     time_limit: float
     gpus: tuple[str, ...] = ()
+    #: the run's key as the harness computed it (never re-read from run.json): what the result's seal binds
+    key: dict | None = None
 
 
 @pytest.fixture(scope="session")
@@ -154,7 +157,7 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_run
     with begun.hold:
         outcome = finish(begun.launched)
     used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
-    return AgentRun(begun.folder, outcome, None, begun.time_limit, used)
+    return AgentRun(begun.folder, outcome, None, begun.time_limit, used, begun.launched.meta.get("key"))
 
 
 @pytest.fixture
@@ -224,7 +227,9 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
+        result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
+        seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     record_result(request.node, result)
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
@@ -232,6 +237,23 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
     return result
+
+
+def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
+    """The leak rules of :mod:`pytest_rexmle.leaks`; the answers' own metrics are graded once per answers
+    (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
+    from . import leaks
+    from .paths import cache_home
+
+    if result.status != "ok":
+        return None
+    perfect = None
+    try:
+        perfect = leaks.perfect_metrics(task, data.private, cache_home(), data.answers_id)
+    except Exception as exc:
+        item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
+                                       f"{type(exc).__name__}: {exc}"))
+    return leaks.check(task, result, perfect)
 
 
 def record_result(item: pytest.Item, result: ChallengeResult) -> None:
@@ -247,4 +269,9 @@ def record_result(item: pytest.Item, result: ChallengeResult) -> None:
         props.append((f"position.{key}", value))
     if result.reason:
         props.append(("reason", result.reason))
+    if result.suspected_leak:
+        from .leaks import summary
+
+        egress = result.suspected_leak.get("egress")
+        props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))
