@@ -170,9 +170,16 @@ def _handler(state: StandIn):
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:  # the gateway hung up on a "hang" answer
+        return
+
+
 def start_standin() -> tuple[StandIn, ThreadingHTTPServer]:
     state = StandIn("")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server = _QuietServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()
