@@ -44,6 +44,7 @@ GEMINI_USAGE = {"promptTokenCount": 9, "candidatesTokenCount": 4, "thoughtsToken
 def _handler(state: StandIn):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # as real servers do: headers and body leave at once
 
         def log_message(self, *args) -> None:
             return
@@ -114,8 +115,9 @@ def _handler(state: StandIn):
                                         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
                                                      "finish_reason": "stop"}], "usage": OPENAI_USAGE})
             chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model}
+            words = ("tok ",) * 100 if model == "long" else ("Hel", "lo", "!")  # "long": a 100-event stream
             events = [(None, {**chunk, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
-                      for w in ("Hel", "lo", "!")]
+                      for w in words]
             events.append((None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
             if (doc.get("stream_options") or {}).get("include_usage"):
                 events.append((None, {**chunk, "choices": [], "usage": OPENAI_USAGE}))

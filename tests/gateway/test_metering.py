@@ -79,3 +79,16 @@ def test_trajectory_line_per_call_with_usage(served):
     assert call["protocol"] == "gemini" and call["stream"] is True and len(call["response"]) == 2
     assert call["usage"]["output_tokens"] == 6 and call["usage"]["cost_usd"] > 0
     assert "?key" not in call["route"]
+
+
+def test_sse_reader_across_chunk_boundaries():
+    from pytest_rexmle.gateway.sse import SSEReader
+
+    stream = (b'event: message_start\r\ndata: {"a": 1}\r\n\r\n: comment\n\ndata: {"b":\ndata: 2}\n\n'
+              b"data: not json\n\ndata: [DONE]\n\n")
+    reader, out = SSEReader(), []
+    for i in range(len(stream)):  # one byte at a time: nothing may depend on where chunks break
+        out += reader.feed(stream[i:i + 1])
+    out += reader.close()
+    assert [event for event, _ in out] == [{"a": 1}, {"b": 2}, "not json", "[DONE]"]
+    assert out[1][1] == len('{"b":\n2}')
