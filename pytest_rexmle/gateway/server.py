@@ -26,7 +26,7 @@ from .egress import EgressLog, EgressPolicy
 from .metering import CallUsage, RunMeter
 from .protocols import error_body
 from .trajectory import Trajectory
-from .upstream import Upstream, secrets_of, upstreams_from
+from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
 #: connections one run may hold open at once; more are answered 503 and closed
 MAX_CONNECTIONS_PER_RUN = 256
@@ -66,7 +66,16 @@ class Gateway:
         self._task_hosts = None if task_hosts is None else tuple(task_hosts)
         self._lock = threading.Lock()
         self._runs: dict[str, GatewayRun] = {}
+        self._pools: dict[Upstream, ConnectionPool] = {}
         self.closed = False
+
+    def pool(self, upstream: Upstream) -> ConnectionPool:
+        """The keep-alive pool of an upstream (shared by runs: a connection carries no run's identity)."""
+        with self._lock:
+            pool = self._pools.get(upstream)
+            if pool is None:
+                pool = self._pools[upstream] = ConnectionPool(upstream)
+            return pool
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
@@ -98,6 +107,10 @@ class Gateway:
             runs = list(self._runs.values())
         for run in runs:
             run.close()
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
 
 
 @dataclass(frozen=True)

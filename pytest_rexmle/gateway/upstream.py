@@ -10,6 +10,7 @@ import http.client
 import os
 import socket
 import ssl
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -81,3 +82,34 @@ def upstreams_from(environ: Mapping[str, str] | None = None) -> dict[str, Upstre
 def secrets_of(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
     """Every real key, for redaction."""
     return tuple(sorted({u.key for u in upstreams.values() if u.key}, key=len, reverse=True))
+
+
+class ConnectionPool:
+    """Idle keep-alive connections to one upstream, so a call does not pay a TCP and TLS handshake each time
+    (a provider's HTTPS endpoint is tens of milliseconds away; the agent's own SDK would keep its
+    connection too)."""
+
+    def __init__(self, upstream: Upstream, size: int = 16) -> None:
+        self.upstream, self.size = upstream, size
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def get(self, connect_timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """(connection, reused?): an idle one when there is one, else a fresh one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self.upstream.connect(connect_timeout), False
+
+    def put(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

@@ -105,3 +105,15 @@ def test_trajectory_records_calls_redacted(served, standin):
     assert first["usage"]["input_tokens"] == 11 and first["usage"]["output_tokens"] == 7
     assert first["duration_s"] > 0 and first["model"] == "gpt-4o-mini"
     assert second["status"] == 401 and "[REDACTED]" in json.dumps(second["response"])
+
+
+def test_upstream_connections_kept_alive_and_stale_ones_retried(served, standin):
+    for _ in range(3):
+        assert served.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 200
+    assert len({s.client_port for s in standin.seen}) == 1  # one upstream connection for three calls
+    for sock in standin.sockets:  # the provider drops its idle connections
+        sock.shutdown(socket.SHUT_RDWR)
+    status, _, body = served.request("POST", "/openai/v1/chat/completions", CHAT)
+    assert status == 200, body
+    assert standin.seen[-1].client_port != standin.seen[0].client_port
+    assert served.run.close()["usage"]["requests"] == 4
