@@ -18,6 +18,8 @@ MAX_BODY_BYTES = 256 * 1024
 #: a stream keeps at most this many parsed events in its record
 MAX_EVENTS = 2000
 PREVIEW_CHARS = 4096
+#: past this many bytes in a run's file, records keep their metadata and usage but no bodies
+MAX_FILE_BYTES = 1024 * 1024 * 1024
 REDACTED = "[REDACTED]"
 CALLS_FILE = "model-calls.jsonl"
 
@@ -61,7 +63,9 @@ class Trajectory:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
+        self.max_bytes = MAX_FILE_BYTES
         self.path.touch(exist_ok=True)
+        self._written = self.path.stat().st_size
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -70,6 +74,12 @@ class Trajectory:
 
     def write(self, record: dict) -> None:
         record.setdefault("ts", datetime.now(timezone.utc).isoformat())
-        line = self.redact(json.dumps(record, ensure_ascii=False, default=str))
-        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock:
+            if self._written >= self.max_bytes and (record.get("request") is not None
+                                                    or record.get("response") is not None):
+                record = {**record, "request": None, "response": None, "truncated": True,
+                          "note": f"the run's trajectory passed {self.max_bytes} bytes: bodies no longer kept"}
+            line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+            self._written += len(line.encode())

@@ -94,6 +94,12 @@ class ConnectionPool:
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
+    @property
+    def idle(self) -> int:
+        """How many connections wait for reuse."""
+        with self._lock:
+            return len(self._idle)
+
     def get(self, connect_timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """(connection, reused?): an idle one when there is one, else a fresh one."""
         with self._lock:

@@ -108,8 +108,13 @@ def test_trajectory_records_calls_redacted(served, standin):
 
 
 def test_upstream_connections_kept_alive_and_stale_ones_retried(served, standin):
+    gateway = served.run.gateway
+    pool = gateway.pool(gateway.upstreams["openai"])
     for _ in range(3):
         assert served.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 200
+        deadline = time.monotonic() + 5  # the gateway's thread hands the connection back just after answering
+        while pool.idle == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert len({s.client_port for s in standin.seen}) == 1  # one upstream connection for three calls
     for sock in standin.sockets:  # the provider drops its idle connections
         sock.shutdown(socket.SHUT_RDWR)
@@ -117,3 +122,14 @@ def test_upstream_connections_kept_alive_and_stale_ones_retried(served, standin)
     assert status == 200, body
     assert standin.seen[-1].client_port != standin.seen[0].client_port
     assert served.run.close()["usage"]["requests"] == 4
+
+
+def test_trajectory_keeps_metadata_past_its_size_cap(served):
+    served.run.trajectory.max_bytes = 1  # as if the run had already written a gigabyte
+    served.request("POST", "/openai/v1/chat/completions", CHAT)
+    served.request("POST", "/openai/v1/chat/completions", CHAT)
+    served.run.close()
+    first, second = calls(served)
+    assert first["request"] is not None  # the file was empty before it
+    assert second["request"] is None and second["response"] is None and second["truncated"] is True
+    assert second["usage"]["input_tokens"] == 11 and second["status"] == 200
