@@ -55,12 +55,16 @@ def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> No
         usage.model = request_doc["model"][:200]
     elif route.path_model:
         usage.model = route.path_model
+    upstream = gateway.upstreams.get(route.protocol)
+    if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
+        run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
+                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, model=usage.model)
+        return
     refused = run.admit()
     if refused:
         run.refuse(conn, route.protocol, 429, f"rexmle gateway: this run's budget ran out: {refused}",
                    route=label, model=usage.model, request=request_doc)
         return
-    upstream = gateway.upstreams[route.protocol]
     started, clock = datetime.now(timezone.utc), time.perf_counter()
     record = {"ts": started.isoformat(), "protocol": route.protocol, "route": label, "model": usage.model,
               "status": None, "stream": False, "request": request_doc, "response": None,

@@ -68,15 +68,21 @@ class Upstream:
         return conn
 
 
-def upstreams_from(environ: Mapping[str, str] | None = None) -> dict[str, Upstream]:
-    """Each protocol's upstream from the harness's environment (defaults: the providers' official APIs)."""
+def upstreams_from(environ: Mapping[str, str] | None = None) -> tuple[dict[str, Upstream], dict[str, str]]:
+    """Each protocol's upstream from the harness's environment (defaults: the providers' official APIs),
+    and why a protocol has none (a base URL that is not one): that protocol's calls then get a clear 502
+    while the others work."""
     env = os.environ if environ is None else environ
-    out = {}
+    out, broken = {}, {}
     for protocol, (url_vars, key_vars, default) in SOURCES.items():
-        url = next((env[v] for v in url_vars if env.get(v)), default)
+        name = next((v for v in url_vars if env.get(v)), None)
+        url = env[name] if name else default
         key = next((env[v] for v in key_vars if env.get(v)), None)
-        out[protocol] = Upstream.from_url(protocol, url, key)
-    return out
+        try:
+            out[protocol] = Upstream.from_url(protocol, url, key)
+        except UpstreamConfigError as exc:
+            broken[protocol] = f"the harness's {name or 'default'} is not usable: {exc}"
+    return out, broken
 
 
 def secrets_of(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:

@@ -141,3 +141,17 @@ def test_environment_names_the_gateway_and_only_the_token(served):
     assert env["HTTPS_PROXY"] == f"http://rexmle:{served.run.token}@10.0.2.2:8484"
     assert "10.0.2.2" in env["NO_PROXY"].split(",")
     assert not any(key in json.dumps(env) for key in REAL_KEYS.values())
+
+
+def test_broken_upstream_setting_breaks_only_its_protocol(standin, tmp_path):
+    from pytest_rexmle.gateway import Gateway, Limits
+
+    gw = Gateway(None, environ={"OPENAI_BASE_URL": "localhost:8000/v1", "ANTHROPIC_BASE_URL": standin.url,
+                                **REAL_KEYS}, limits=Limits(), task_hosts=())
+    s = open_served(gw, tmp_path)
+    status, _, body = s.request("POST", "/openai/v1/chat/completions", CHAT)
+    assert status == 502 and "OPENAI_BASE_URL is not usable" in json.loads(body)["error"]["message"]
+    status, _, _ = s.request("POST", "/anthropic/v1/messages", {"model": "claude-sonnet-4-5", "messages": []})
+    assert status == 200
+    assert s.run.close()["usage"]["requests"] == 1
+    gw.close()
