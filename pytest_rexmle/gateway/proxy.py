@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import http.client
 import selectors
 import socket
