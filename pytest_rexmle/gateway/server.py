@@ -157,8 +157,9 @@ class GatewayRun:
         no_proxy = ",".join(dict.fromkeys((parts.hostname, "localhost", "127.0.0.1", "::1")))
         env = {
             "OPENAI_BASE_URL": f"{base}/openai/v1", "OPENAI_API_BASE": f"{base}/openai/v1",
-            "ANTHROPIC_BASE_URL": f"{base}/anthropic",
+            "ANTHROPIC_BASE_URL": f"{base}/anthropic", "ANTHROPIC_API_BASE": f"{base}/anthropic",  # LiteLLM's name
             "GOOGLE_GEMINI_BASE_URL": f"{base}/gemini", "GEMINI_BASE_URL": f"{base}/gemini",
+            "GEMINI_API_BASE": f"{base}/gemini",  # LiteLLM's name
             "REXMLE_GATEWAY": base, "REXMLE_VALIDATE_URL": f"{base}/rexmle/validate",
             "REXMLE_GATEWAY_TOKEN": self.token,
             "NO_PROXY": no_proxy, "no_proxy": no_proxy,
@@ -363,6 +364,7 @@ class GatewayRun:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.gateway.forget(self)
+        self.trajectory.close()
         record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
                   "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors)}

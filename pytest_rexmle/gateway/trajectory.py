@@ -8,6 +8,8 @@ every key (the run's token, the host's real keys) is replaced before a line is w
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,8 +66,14 @@ class Trajectory:
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
         self.max_bytes = MAX_FILE_BYTES
-        self.path.touch(exist_ok=True)
-        self._written = self.path.stat().st_size
+        # opened once, never following a link: whatever appears in the logs folder later, the harness
+        # (often root) appends to this very file and nowhere else
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        info = os.fstat(self._fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(self._fd)
+            raise OSError(f"{self.path} is not a regular file")
+        self._written = info.st_size
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -79,7 +87,16 @@ class Trajectory:
                                                     or record.get("response") is not None):
                 record = {**record, "request": None, "response": None, "truncated": True,
                           "note": f"the run's trajectory passed {self.max_bytes} bytes: bodies no longer kept"}
-            line = self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n"
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-            self._written += len(line.encode())
+            data = (self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode()
+            if self._fd < 0:
+                return
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            self._written += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

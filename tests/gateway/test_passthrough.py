@@ -133,3 +133,14 @@ def test_trajectory_keeps_metadata_past_its_size_cap(served):
     assert first["request"] is not None  # the file was empty before it
     assert second["request"] is None and second["response"] is None and second["truncated"] is True
     assert second["usage"]["input_tokens"] == 11 and second["status"] == 200
+
+
+def test_trajectory_never_follows_a_link_planted_in_the_logs(gateway, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    logs = tmp_path / "planted" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "model-calls.jsonl").symlink_to(victim)
+    with pytest.raises(OSError):
+        gateway.open_run("planted", logs_dir=logs, submission_dir=tmp_path, task_id="ldct-iqa")
+    assert victim.read_text() == "untouched\n"
