@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .connection import HOP_BY_HOP
-from .metering import CallUsage
+from .metering import CallUsage, model_name
 from .protocols import KEY_HEADERS, Route, auth_headers, error_body
 from .sse import SSEReader
 from .trajectory import EventLog, body_record
@@ -52,9 +52,9 @@ def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> No
     request_doc, request_truncated = body_record(body)
     usage = CallUsage(route.protocol)
     if isinstance(request_doc, dict) and isinstance(request_doc.get("model"), str):
-        usage.model = request_doc["model"][:200]
+        usage.model = model_name(request_doc["model"])
     elif route.path_model:
-        usage.model = route.path_model
+        usage.model = model_name(route.path_model)
     upstream = gateway.upstreams.get(route.protocol)
     if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
         run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "

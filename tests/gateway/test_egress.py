@@ -150,3 +150,15 @@ def test_task_source_hosts_from_task_yaml():
     hosts = task_source_hosts()
     for host in ("zenodo.org", "figshare.com", "drive.google.com", "grand-challenge.org"):
         assert host in hosts
+
+
+def test_egress_log_cleans_agent_text_and_is_bounded():
+    from pytest_rexmle.gateway.egress import MAX_HOSTS, Decision, EgressLog
+
+    log = EgressLog()
+    log.record("evil\x1b[31m.example", 80, Decision(False, "not on the allow-list"), "/a\x1b[2Jb\u202e")
+    (entry,) = log.to_json()
+    assert "\x1b" not in entry["host"] and "\x1b" not in entry["paths"][0] and "\u202e" not in entry["paths"][0]
+    for i in range(MAX_HOSTS + 5):
+        log.record(f"h{i}.example", 443, Decision(False, "x"), None)
+    assert len(log.to_json()) == MAX_HOSTS and log.dropped == 6
