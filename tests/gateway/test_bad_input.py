@@ -155,3 +155,13 @@ def test_broken_upstream_setting_breaks_only_its_protocol(standin, tmp_path):
     assert status == 200
     assert s.run.close()["usage"]["requests"] == 1
     gw.close()
+
+
+def test_paths_that_could_mean_another_route_never_reach_the_provider(served, standin):
+    """The real key is attached only to the listed routes: no dot segments or encodings to walk elsewhere."""
+    for path in ("/openai/v1/models/../../v1/files", "/openai/v1/responses/..", "/openai/v1/models/%2e%2e/files",
+                 "/anthropic/v1/models/..%2Forganizations", "/openai/v1//chat/completions",
+                 "/gemini/v1beta/models/./x:generateContent", "/openai/v1/models\\..\\files"):
+        status, _, body = served.request("GET", path)
+        assert status == 404, (path, body)
+    assert standin.seen == []
