@@ -149,12 +149,20 @@ class EgressPolicy:
         return Decision(True, reason, check_address=not rule.explicit)
 
 
+#: the host itself and its local networks: loopback, "this network", RFC 1918, carrier-grade NAT,
+#: link-local (cloud metadata services live there), IPv6 unique-local and link-local
+_INTERNAL_NETS = tuple(ipaddress.ip_network(n) for n in (
+    "127.0.0.0/8", "0.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+    "169.254.0.0/16", "::1/128", "::/128", "fc00::/7", "fe80::/10"))
+
+
 def internal_address(address: str) -> bool:
-    """Loopback, private, link-local and other non-internet addresses (the host's own services among them)."""
+    """An address of the host or its local networks, where the host's own services and metadata live;
+    a default-allowed name resolving there is refused (public and documentation ranges are not)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return not ip.is_global
+    return ip.is_multicast or any(ip in net for net in _INTERNAL_NETS if net.version == ip.version)
 
 
 def resolve(host: str, port: int, check_internal: bool) -> list[tuple]:

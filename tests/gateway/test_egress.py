@@ -162,3 +162,13 @@ def test_egress_log_cleans_agent_text_and_is_bounded():
     for i in range(MAX_HOSTS + 5):
         log.record(f"h{i}.example", 443, Decision(False, "x"), None)
     assert len(log.to_json()) == MAX_HOSTS and log.dropped == 6
+
+
+def test_internal_addresses():
+    from pytest_rexmle.gateway.egress import internal_address
+
+    for address in ("127.0.0.1", "10.1.2.3", "172.20.0.1", "192.168.1.1", "169.254.169.254", "::1", "fe80::1%eth0",
+                    "fd00::5", "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1", "224.0.0.1"):
+        assert internal_address(address), address
+    for address in ("151.101.0.223", "2a04:4e42::223", "203.0.113.80", "8.8.8.8"):
+        assert not internal_address(address), address
