@@ -83,6 +83,16 @@ class Connection(BaseHTTPRequestHandler):
                     pass
             self.close_connection = True
 
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue`` with a body over the cap: 413 at once, so the client never sends it."""
+        length = (self.headers.get("content-length") or "").strip()
+        limit = self.binding.run.gateway.limits.max_body
+        if length.isdigit() and int(length) > limit:
+            self.binding.run.note_error("bad_request", "body over the cap")
+            self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
+            return False
+        return super().handle_expect_100()
+
     # --- requests --------------------------------------------------------------------------------------
 
     def framing(self) -> tuple[str, int]:

@@ -165,3 +165,21 @@ def test_paths_that_could_mean_another_route_never_reach_the_provider(served, st
         status, _, body = served.request("GET", path)
         assert status == 404, (path, body)
     assert standin.seen == []
+
+
+def test_expect_100_continue(served, standin):
+    big = _raw(served, b"POST /openai/v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer %s\r\n"
+                       b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+               % (served.run.token.encode(), 5 * 1024 * 1024))
+    assert big.startswith(b"HTTP/1.1 413") and b"100 Continue" not in big
+    body = json.dumps(CHAT).encode()
+    sock = socket.create_connection((served.host, served.port), timeout=10)
+    sock.sendall(b"POST /openai/v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n"
+                 b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (served.run.token.encode(), len(body)))
+    assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+    sock.sendall(body)
+    rest = b""
+    while part := sock.recv(65536):
+        rest += part
+    sock.close()
+    assert b"HTTP/1.1 200" in rest and standin.last().body == body
