@@ -38,6 +38,7 @@ class Limits:
 
     max_body: int = 32 * 1024 * 1024       # request body cap (413 beyond)
     client_timeout: float = 60.0           # a client silent this long mid-request is dropped
+    request_timeout: float = 300.0         # one request's head and body must arrive within this
     connect_timeout: float = 20.0          # reaching the provider or a proxied host
     upstream_timeout: float = 600.0        # the provider silent this long (first byte or mid-stream): 504
     validate_timeout: float = 600.0        # one /rexmle/validate
@@ -46,7 +47,8 @@ class Limits:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
         env = os.environ if environ is None else environ
         values = {}
-        for name, kind in (("max_body", int), ("client_timeout", float), ("connect_timeout", float),
+        for name, kind in (("max_body", int), ("client_timeout", float), ("request_timeout", float),
+                           ("connect_timeout", float),
                            ("upstream_timeout", float), ("validate_timeout", float)):
             raw = env.get(f"REXMLE_GATEWAY_{name.upper()}")
             if raw:

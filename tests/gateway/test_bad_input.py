@@ -183,3 +183,26 @@ def test_expect_100_continue(served, standin):
         rest += part
     sock.close()
     assert b"HTTP/1.1 200" in rest and standin.last().body == body
+
+
+def test_trickling_client_is_dropped_at_the_request_deadline(standin, tmp_path):
+    gw = make_gateway(standin, client_timeout=1.0, request_timeout=1.5)
+    s = open_served(gw, tmp_path)
+    sock = socket.create_connection((s.host, s.port), timeout=5)
+    started = time.monotonic()
+    dropped = None
+    try:
+        for byte in b"POST /openai/v1/chat/completions HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+            sock.sendall(bytes([byte]))  # one byte every 0.1 s: each read is quick, the request never ends
+            time.sleep(0.1)
+            if time.monotonic() - started > 6:
+                break
+    except OSError:
+        dropped = time.monotonic() - started
+    if dropped is None:
+        sock.settimeout(3)
+        assert sock.recv(100) == b""
+        dropped = time.monotonic() - started
+    sock.close()
+    assert dropped < 6
+    gw.close()
