@@ -92,7 +92,7 @@ class Connection(BaseHTTPRequestHandler):
             dispatch(self)
             self.wfile.flush()
         except BadRequest as exc:
-            self.binding.run.note_error("bad_request", str(exc))
+            self.binding.run.note_bad_request(self, exc.status, str(exc))
             if not self.headers_sent:
                 self.send_error(exc.status, str(exc))
             self.close_connection = True
@@ -112,7 +112,7 @@ class Connection(BaseHTTPRequestHandler):
         length = (self.headers.get("content-length") or "").strip()
         limit = self.binding.run.gateway.limits.max_body
         if length.isdigit() and int(length) > limit:
-            self.binding.run.note_error("bad_request", "body over the cap")
+            self.binding.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
             self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
             return False
         return super().handle_expect_100()

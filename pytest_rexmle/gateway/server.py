@@ -289,6 +289,16 @@ class GatewayRun:
                                "stream": False, "request": request, "response": None, "usage": None,
                                "truncated": False, "error": message, "duration_s": 0.0})
 
+    def note_bad_request(self, conn, status: int, message: str) -> None:
+        """A request the gateway could not read: counted, and a line in the trajectory for the reviewer."""
+        from ..hostile import clean_text
+
+        self.note_error("bad_request", message)
+        route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
+        self.trajectory.write({"protocol": None, "route": clean_text(route, limit=300), "model": None,
+                               "status": status, "stream": False, "request": None, "response": None, "usage": None,
+                               "truncated": False, "error": clean_text(message, limit=500), "duration_s": 0.0})
+
     def note_error(self, kind: str, message: str) -> None:
         with self._lock:
             self.errors[kind] = self.errors.get(kind, 0) + 1

@@ -58,6 +58,9 @@ def test_huge_body_is_413_without_reading_it(served, standin):
                           b"Content-Length: %d\r\n\r\n" % (served.run.token.encode(), len(big)))
     assert answer.startswith(b"HTTP/1.1 413") and b"exceeds the gateway's limit" in answer
     assert standin.seen == []
+    served.run.close()
+    (line,) = calls(served)
+    assert line["status"] == 413 and line["route"] == "POST /openai/v1/chat/completions" and "limit" in line["error"]
 
 
 def test_chunked_request_body_is_forwarded_whole(served, standin):
