@@ -1,0 +1,112 @@
+"""The coding-CLI agents end to end: the real CLI from its registry, in its image built FROM the offline
+test base, driven by a scripted loopback provider speaking that CLI's protocol.
+
+Each provider has the CLI run one shell command through the CLI's *own* tool (Claude Code's Bash, Codex's
+shell, Gemini CLI's run_shell_command, mini-swe-agent's bash): copy the sample submission into
+$REXMLE_SUBMISSION_DIR and run ``rexmle validate``. The test then checks what the CLI really sent
+(path, key, model, the task's description in the prompt, the validator's "OK" coming back as the tool's
+result), that the run was graded ``ok``, that the CLI's own files and usage report are in the run's
+logs, that no key is in any file of the run folder, and that no container is left.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
+import pytest
+
+from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.task import registry
+
+from ..conftest import run_folders
+from .conftest import _locked_build, session_containers
+from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
+from .test_agent_adapters import KEY, _bridge_gateway
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+#: every provider variable a CLI could read: cleared first, so only what a test sets reaches the agent
+PROVIDER_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                      "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "OPENROUTER_API_KEY",
+                      "DEEPSEEK_API_KEY", "REXMLE_VALIDATE_URL")
+
+
+def cli_image(name: str, test_image: str, docker_client, tmp_path_factory) -> str:
+    """images/<name>/Dockerfile FROM the offline test image, tagged rexmle/test-<name> (cached by recipe hash)."""
+    from pytest_rexmle.images import build_image
+
+    tag = f"rexmle/test-{name}:latest"
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    _locked_build(tmp_path_factory, f"{name}-image",
+                  lambda: build_image(name, tag=tag, base=test_image, client=docker_client,
+                                      ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None))
+    return tag
+
+
+@pytest.fixture
+def provider_env(monkeypatch):
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def set_env(**values: str) -> None:
+        for name, value in values.items():
+            monkeypatch.setenv(name, value)
+
+    return set_env
+
+
+def assert_graded_ok(run: Path, twin, image: str, session_id: str, docker_client) -> dict:
+    """What every CLI run must leave: the copied sample submission graded ok, no key anywhere, nothing running."""
+    assert (run / "submission" / "submission.csv").read_text() == (twin.public / "sample_submission.csv").read_text()
+    record = json.loads((run / "result.json").read_text())
+    assert record["status"] == "ok", record
+    for path in run.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
+            assert KEY.encode() not in path.read_bytes(), path
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["image"] == image and meta["exit_code"] == 0
+    assert session_containers(docker_client, session_id) == []
+    return record
+
+
+def description_line(twin) -> str:
+    return next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
+
+
+# -- Claude Code ------------------------------------------------------------------------------------------
+
+def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_bench, docker_client, test_image,
+                                                                      tmp_path_factory, session_id, shared_cache,
+                                                                      provider_env):
+    image = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    with AnthropicScript() as llm:
+        provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
+        result = docker_bench("--agent=claude-code", "--agent-option=model=claude-scripted-1",
+                              "--agent-option=steps=8", f"--agent-option=image={image}", "--rexmle-time-limit=240",
+                              "-k", "ldct-iqa", timeout=400)
+        agent_requests = llm.agent_requests()
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
+    result.assert_outcomes(passed=1)
+    assert not llm.errors, llm.errors
+    assert len(agent_requests) == 2, llm.dump()
+    first, second = agent_requests
+    assert first.path == "/v1/messages" and first.headers.get("x-api-key") == KEY
+    assert first.body["model"] == "claude-scripted-1" and first.streaming  # Claude Code streams its turns
+    prompt = json.dumps(first.body["messages"], ensure_ascii=False)
+    assert description_line(twin) in prompt and "rexmle validate" in prompt
+    # the Bash tool really ran: the validator's verdict came back to the model as the tool's result
+    results = AnthropicScript.tool_results(second)
+    assert len(results) == 1 and "OK: " in json.dumps(results[0]["content"]), llm.dump()
+    assert_graded_ok(run, twin, image, session_id, docker_client)
+    # Claude Code's own files and its own usage report are kept in the run's logs
+    kept = run / "logs" / "claude-code" / "claude-code"
+    assert (kept / "prompt.md").is_file() and (kept / "stdout.jsonl").is_file()
+    assert any((kept / "config").rglob("*.jsonl")), "no Claude Code session transcript kept"
+    reported = json.loads((kept / "reported_usage.json").read_text())
+    assert reported["source"] == "claude-code result event" and reported["turns"] == 2
+    assert reported["output_tokens"] == 2 * OUTPUT_TOKENS, reported
+    assert "[rexmle-adapter] claude-code ended" in stderr
