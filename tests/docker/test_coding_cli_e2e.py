@@ -23,6 +23,7 @@ from pytest_rexmle.task import registry
 from ..conftest import run_folders
 from .conftest import _locked_build, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
+from .providers.chat import PROMPT_TOKENS, ChatScript
 from .test_agent_adapters import KEY, _bridge_gateway
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -110,3 +111,36 @@ def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_ben
     assert reported["source"] == "claude-code result event" and reported["turns"] == 2
     assert reported["output_tokens"] == 2 * OUTPUT_TOKENS, reported
     assert "[rexmle-adapter] claude-code ended" in stderr
+
+
+# -- mini-swe-agent ---------------------------------------------------------------------------------------
+
+def test_mini_swe_agent_runs_end_to_end_against_scripted_chat_completions(docker_bench, docker_client, test_image,
+                                                                          tmp_path_factory, session_id,
+                                                                          shared_cache, provider_env):
+    image = cli_image("mini-swe-agent", test_image, docker_client, tmp_path_factory)
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    with ChatScript() as llm:
+        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        result = docker_bench("--agent=mini-swe-agent", "--agent-option=model=scripted-chat",
+                              "--agent-option=steps=6", f"--agent-option=image={image}", "--rexmle-time-limit=240",
+                              "-k", "ldct-iqa", timeout=400)
+        agent_requests = llm.agent_requests()
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    result.assert_outcomes(passed=1)
+    assert not llm.errors, llm.errors
+    assert len(agent_requests) == 2, llm.dump()
+    first, second = agent_requests
+    assert first.path == "/v1/chat/completions" and first.headers.get("authorization") == f"Bearer {KEY}"
+    assert first.body["model"] == "scripted-chat"  # LiteLLM's openai/ prefix is stripped on the wire
+    prompt = json.dumps(first.body["messages"], ensure_ascii=False)
+    assert description_line(twin) in prompt and "rexmle validate" in prompt
+    # mini-swe-agent's bash tool really ran the command: the validator's verdict came back as the tool message
+    observations = ChatScript.tool_messages(second)
+    assert len(observations) == 1 and "OK: " in json.dumps(observations[0]["content"]), llm.dump()
+    assert_graded_ok(run, twin, image, session_id, docker_client)
+    kept = run / "logs" / "mini-swe-agent" / "mini-swe-agent"
+    trajectory = json.loads((kept / "trajectory.json").read_text())
+    assert trajectory["info"]["exit_status"] == "Submitted"
+    reported = json.loads((kept / "reported_usage.json").read_text())
+    assert reported["calls"] == 2 and reported["input_tokens"] == 2 * PROMPT_TOKENS, reported
