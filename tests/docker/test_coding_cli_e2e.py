@@ -24,6 +24,7 @@ from ..conftest import run_folders
 from .conftest import _locked_build, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
+from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
 from .test_agent_adapters import KEY, _bridge_gateway
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -144,3 +145,36 @@ def test_mini_swe_agent_runs_end_to_end_against_scripted_chat_completions(docker
     assert trajectory["info"]["exit_status"] == "Submitted"
     reported = json.loads((kept / "reported_usage.json").read_text())
     assert reported["calls"] == 2 and reported["input_tokens"] == 2 * PROMPT_TOKENS, reported
+
+
+# -- Codex CLI --------------------------------------------------------------------------------------------
+
+def test_codex_runs_end_to_end_against_a_scripted_responses_api(docker_bench, docker_client, test_image,
+                                                                tmp_path_factory, session_id, shared_cache,
+                                                                provider_env):
+    image = cli_image("codex", test_image, docker_client, tmp_path_factory)
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    with ResponsesScript() as llm:
+        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        result = docker_bench("--agent=codex", "--agent-option=model=gpt-scripted", f"--agent-option=image={image}",
+                              "--rexmle-time-limit=240", "-k", "ldct-iqa", timeout=400)
+        agent_requests = llm.agent_requests()
+    print(f"codex offered {sorted(t.get('name', t.get('type')) for t in agent_requests[0].body.get('tools') or [])}, "
+          f"the script used {llm.tool_used}")
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    result.assert_outcomes(passed=1)
+    assert not llm.errors, llm.errors
+    assert len(agent_requests) == 2, llm.dump()
+    first, second = agent_requests
+    assert first.path == "/v1/responses" and first.headers.get("authorization") == f"Bearer {KEY}"
+    assert first.body["model"] == "gpt-scripted" and first.streaming  # Codex always streams
+    prompt = json.dumps(first.body["input"], ensure_ascii=False)
+    assert description_line(twin) in prompt and "rexmle validate" in prompt
+    # Codex's shell tool really ran the command: the validator's verdict came back as the call's output
+    outputs = ResponsesScript.call_outputs(second)
+    assert len(outputs) == 1 and "OK: " in json.dumps(outputs[0]["output"]), llm.dump()
+    assert_graded_ok(run, twin, image, session_id, docker_client)
+    kept = run / "logs" / "codex" / "codex"
+    assert any((kept / "home" / "sessions").rglob("rollout-*.jsonl")), "no Codex session rollout kept"
+    reported = json.loads((kept / "reported_usage.json").read_text())
+    assert reported["input_tokens"] == 2 * RESPONSES_INPUT_TOKENS and reported["turns"] == 1, reported
