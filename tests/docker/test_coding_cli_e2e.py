@@ -24,6 +24,7 @@ from ..conftest import run_folders
 from .conftest import _locked_build, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
+from .providers.gemini import GeminiScript
 from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
 from .test_agent_adapters import KEY, _bridge_gateway
 
@@ -178,3 +179,36 @@ def test_codex_runs_end_to_end_against_a_scripted_responses_api(docker_bench, do
     assert any((kept / "home" / "sessions").rglob("rollout-*.jsonl")), "no Codex session rollout kept"
     reported = json.loads((kept / "reported_usage.json").read_text())
     assert reported["input_tokens"] == 2 * RESPONSES_INPUT_TOKENS and reported["turns"] == 1, reported
+
+
+# -- Gemini CLI -------------------------------------------------------------------------------------------
+
+def test_gemini_cli_runs_end_to_end_against_a_scripted_gemini_api(docker_bench, docker_client, test_image,
+                                                                  tmp_path_factory, session_id, shared_cache,
+                                                                  provider_env):
+    image = cli_image("gemini-cli", test_image, docker_client, tmp_path_factory)
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    with GeminiScript() as llm:
+        provider_env(GEMINI_API_KEY=KEY, GOOGLE_GEMINI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
+        result = docker_bench("--agent=gemini-cli", "--agent-option=model=gemini-scripted", "--agent-option=steps=8",
+                              f"--agent-option=image={image}", "--rexmle-time-limit=240", "-k", "ldct-iqa",
+                              timeout=400)
+        agent_requests = llm.agent_requests()
+    print("gemini-cli sent:", [(r.path, r.query) for r in llm.requests])
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    result.assert_outcomes(passed=1)
+    assert not llm.errors, llm.errors
+    assert len(agent_requests) == 2, llm.dump()
+    first, second = agent_requests
+    assert first.path == "/v1beta/models/gemini-scripted:streamGenerateContent" and first.streaming
+    assert first.headers.get("x-goog-api-key") == KEY
+    prompt = json.dumps(first.body["contents"], ensure_ascii=False)
+    assert description_line(twin) in prompt and "rexmle validate" in prompt
+    # Gemini CLI's shell tool really ran the command: the validator's verdict came back as the function response
+    responses = GeminiScript.function_responses(second)
+    assert len(responses) == 1 and "OK: " in json.dumps(responses[0]["response"]), llm.dump()
+    assert_graded_ok(run, twin, image, session_id, docker_client)
+    kept = run / "logs" / "gemini-cli" / "gemini-cli"
+    assert any((kept / "home" / ".gemini").rglob("session-*.json*")), "no Gemini CLI chat session kept"
+    reported = json.loads((kept / "reported_usage.json").read_text())
+    assert reported["status"] == "success" and reported["tool_calls"] == 1, reported
