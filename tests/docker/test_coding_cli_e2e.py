@@ -25,6 +25,7 @@ from .conftest import _locked_build, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
 from .providers.gemini import GeminiScript
+from .providers.misbehaving import AsksAndStops, Loops, OverBudget
 from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
 from .test_agent_adapters import KEY, _bridge_gateway
 
@@ -212,3 +213,31 @@ def test_gemini_cli_runs_end_to_end_against_a_scripted_gemini_api(docker_bench, 
     assert any((kept / "home" / ".gemini").rglob("session-*.json*")), "no Gemini CLI chat session kept"
     reported = json.loads((kept / "reported_usage.json").read_text())
     assert reported["status"] == "success" and reported["tool_calls"] == 1, reported
+
+
+# -- a CLI that misbehaves is a FAIL with the reason, and nothing is left running ---------------------------
+
+@pytest.mark.parametrize("script, options, expected", [
+    (AsksAndStops, ["--agent-option=steps=8"], "claude-code left no submission: it exited with code 0"),
+    (Loops, ["--agent-option=steps=3"], "claude-code left no submission: it exited with code 1"),
+    (OverBudget, ["--agent-option=steps=8"], "claude-code left no submission: its budget ran out"),
+], ids=["asks-and-stops", "loops", "over-budget"])
+def test_a_misbehaving_cli_is_a_fail_with_its_reason(script, options, expected, docker_bench, docker_client,
+                                                     test_image, tmp_path_factory, session_id, shared_cache,
+                                                     provider_env):
+    image = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
+    with script() as llm:
+        provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
+        result = docker_bench("--agent=claude-code", *options, f"--agent-option=image={image}",
+                              "--rexmle-time-limit=60", "-k", "ldct-iqa", timeout=300)
+        turns = len(llm.agent_requests())
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    result.assert_outcomes(failed=1)
+    record = json.loads((run / "result.json").read_text())
+    assert record["status"] == "missing" and expected in record["reason"], record["reason"]
+    if script is Loops:
+        assert turns == 3, llm.dump()  # --max-turns stopped it, not the budget
+    if script is OverBudget:
+        assert 40 <= record["timings"]["agent_seconds"] < 60  # interrupted at the budget, before the hard limit
+    assert not (run / "submission" / "submission.csv").exists()
+    assert session_containers(docker_client, session_id) == []

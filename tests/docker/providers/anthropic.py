@@ -43,14 +43,8 @@ class AnthropicScript(ScriptedProvider):
         if not request.path.endswith("/messages"):
             raise ValueError(f"no script for {request.method} {request.path}")
         number = len(self.requests)
-        if self._offers_tool(request) and not self.tool_results(request):
-            blocks = [{"type": "text", "text": "I will copy the sample submission and validate it."},
-                      {"type": "tool_use", "id": f"toolu_{number:04d}", "name": self.tool,
-                       "input": {"command": self.command, "description": "Write and validate the submission"}}]
-            stop = "tool_use"
-        else:
-            blocks = [{"type": "text", "text": FINAL_TEXT if self._offers_tool(request) else "Submission task"}]
-            stop = "end_turn"
+        blocks, stop = self.turn(request, number) if self._offers_tool(request) else \
+            ([{"type": "text", "text": "Submission task"}], "end_turn")
         self.served["input_tokens"] += INPUT_TOKENS
         self.served["output_tokens"] += OUTPUT_TOKENS
         self.served["messages"] += 1
@@ -58,6 +52,17 @@ class AnthropicScript(ScriptedProvider):
                    "model": request.body.get("model", "scripted"), "content": blocks, "stop_reason": stop,
                    "stop_sequence": None, "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS}}
         return Reply(events=self._events(message)) if request.streaming else Reply(message)
+
+    def turn(self, request: Request, number: int) -> tuple[list[dict], str]:
+        """The agent loop's next answer: run the command once, then close."""
+        if not self.tool_results(request):
+            return [{"type": "text", "text": "I will copy the sample submission and validate it."},
+                    self.tool_use(number, self.command)], "tool_use"
+        return [{"type": "text", "text": FINAL_TEXT}], "end_turn"
+
+    def tool_use(self, number: int, command: str) -> dict:
+        return {"type": "tool_use", "id": f"toolu_{number:04d}", "name": self.tool,
+                "input": {"command": command, "description": "Run a step of the task"}}
 
     @staticmethod
     def _events(message: dict) -> list[tuple[str, dict]]:
