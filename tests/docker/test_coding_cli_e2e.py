@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
 import pytest
 
+from pytest_rexmle.agents.usage import compare_usage
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 
@@ -113,6 +114,8 @@ def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_ben
     reported = json.loads((kept / "reported_usage.json").read_text())
     assert reported["source"] == "claude-code result event" and reported["turns"] == 2
     assert reported["output_tokens"] == 2 * OUTPUT_TOKENS, reported
+    # the stand-in counts what it served, as the gateway meters: Claude Code's own report agrees with it
+    assert compare_usage(reported, llm.served)["mismatch"] == {}
     assert "[rexmle-adapter] claude-code ended" in stderr
 
 
