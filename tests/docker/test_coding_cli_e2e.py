@@ -244,3 +244,31 @@ def test_a_misbehaving_cli_is_a_fail_with_its_reason(script, options, expected, 
         assert 40 <= record["timings"]["agent_seconds"] < 60  # interrupted at the budget, before the hard limit
     assert not (run / "submission" / "submission.csv").exists()
     assert session_containers(docker_client, session_id) == []
+
+
+# -- two CLIs in one session -------------------------------------------------------------------------------
+
+def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_bench, docker_client, test_image,
+                                                                     tmp_path_factory, session_id, shared_cache,
+                                                                     provider_env):
+    claude = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
+    mini = cli_image("mini-swe-agent", test_image, docker_client, tmp_path_factory)
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    host = _bridge_gateway(docker_client)
+    with AnthropicScript() as anthropic, ChatScript() as chat:
+        provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{host}:{anthropic.port}",
+                     OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{host}:{chat.port}/v1")
+        result = docker_bench("--agent=claude-code", "--agent=mini-swe-agent", "--agent-option=steps=8",
+                              f"--agent-option=claude-code:image={claude}", f"--agent-option=mini-swe-agent:image={mini}",
+                              "--agent-option=mini-swe-agent:model=scripted-chat", "--rexmle-time-limit=240",
+                              "-k", "ldct-iqa", timeout=500)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*agent claude-code: score *% over 1 challenge(s), 0 FAIL",
+                                 "*agent mini-swe-agent: score *% over 1 challenge(s), 0 FAIL"])
+    assert len(anthropic.agent_requests()) == 2 and len(chat.agent_requests()) == 2
+    runs = run_folders(docker_bench.path, "ldct-iqa")
+    assert sorted(r.parent.name.rsplit("-", 1)[0] for r in runs) == ["claude-code", "mini-swe-agent"]
+    for run in runs:
+        agent = run.parent.name.rsplit("-", 1)[0]
+        assert_graded_ok(run, twin, claude if agent == "claude-code" else mini, session_id, docker_client)
+        assert json.loads((run / "result.json").read_text())["agent"] == agent
