@@ -26,7 +26,7 @@ from .conftest import _locked_build, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
 from .providers.gemini import GeminiScript
-from .providers.misbehaving import AsksAndStops, Loops, OverBudget
+from .providers.misbehaving import AsksAndStops, AsksThroughItsTool, Loops, OverBudget
 from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
 from .test_agent_adapters import KEY, _bridge_gateway
 
@@ -272,3 +272,22 @@ def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_benc
         agent = run.parent.name.rsplit("-", 1)[0]
         assert_graded_ok(run, twin, claude if agent == "claude-code" else mini, session_id, docker_client)
         assert json.loads((run / "result.json").read_text())["agent"] == agent
+
+
+def test_codex_asking_through_its_own_tool_gets_no_answer_and_fails(docker_bench, docker_client, test_image,
+                                                                   tmp_path_factory, session_id, provider_env):
+    """Codex 0.169.0 offers ``request_user_input`` even in ``exec``; called there it answers the model with an
+    error (nobody is asking), the model stops, and the run is a FAIL with the reason."""
+    image = cli_image("codex", test_image, docker_client, tmp_path_factory)
+    with AsksThroughItsTool() as llm:
+        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        result = docker_bench("--agent=codex", "--agent-option=model=gpt-scripted", f"--agent-option=image={image}",
+                              "--rexmle-time-limit=120",
+                              "-k", "ldct-iqa", timeout=300)
+    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    result.assert_outcomes(failed=1)
+    outputs = [o["output"] for r in llm.requests for o in llm.call_outputs(r)]
+    assert llm.asked and outputs == ["request_user_input is unavailable in Default mode"], llm.dump()
+    record = json.loads((run / "result.json").read_text())
+    assert "codex left no submission: it exited with code 0" in record["reason"], record["reason"]
+    assert session_containers(docker_client, session_id) == []
