@@ -174,3 +174,22 @@ def test_usage_comparison_shows_a_mismatch_and_only_then():
     assert mismatch_line(differ) == ("usage reported by the agent differs from the gateway's: "
                                      "input_tokens: agent 240 vs gateway 360")
     assert compare_usage(None, {"input_tokens": 1})["mismatch"] == {}
+
+
+def test_a_cli_that_waits_for_input_reads_end_of_file_and_fails_with_the_reason(tmp_path, capfd):
+    """stdin is closed: a prompt for a person ends at once instead of hanging until the time limit."""
+    import time
+
+    cli = start_module("claude-code")
+    c = contract(tmp_path, cli)
+    c.workspace.mkdir(parents=True)
+    folder = cli.agent_folder(c, "claude-code")
+    started = time.monotonic()
+    code = cli.run_cli([sys.executable, "-c", "answer = input('Proceed? [y/N] '); print('got', answer)"], c, folder, {})
+    assert code == 1 and time.monotonic() - started < 20
+    assert cli.conclude("claude-code", c, code, folder) == 1
+    err = capfd.readouterr().err
+    assert "EOFError" in err and "claude-code left no submission: it exited with code 1" in err
+    c.submission.mkdir()
+    (c.submission / "submission.csv").write_text("a\n")
+    assert cli.conclude("claude-code", c, 0, folder) == 0
