@@ -96,6 +96,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("rexmle_task_id", "rexmle_agent_name") if by_agent else "rexmle_task_id", params)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_rexmle_result(result, item) -> None:
+    """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
+    mismatch between the two, in the run's logs and the item's JUnit properties."""
+    from .agents.usage import junit_properties, record_comparison
+
+    if result.run_dir and result.agent and Path(result.run_dir).is_dir():
+        item.user_properties.extend(junit_properties(record_comparison(Path(result.run_dir), result.agent)))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Let ``-k`` match a challenge's reference id and aliases as well as its project id."""
     for item in items:

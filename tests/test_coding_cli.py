@@ -193,3 +193,25 @@ def test_a_cli_that_waits_for_input_reads_end_of_file_and_fails_with_the_reason(
     c.submission.mkdir()
     (c.submission / "submission.csv").write_text("a\n")
     assert cli.conclude("claude-code", c, 0, folder) == 0
+
+
+def test_the_agents_report_is_recorded_beside_the_gateways_usage(tmp_path):
+    from pytest_rexmle.agents.usage import junit_properties, record_comparison
+
+    run = tmp_path / "run"
+    (run / "logs" / "codex" / "codex").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"agent": "codex"}))
+    assert record_comparison(run, "codex") is None  # the CLI reported nothing: nothing to compare
+    (run / "logs" / "codex" / "codex" / "reported_usage.json").write_text(
+        json.dumps({"source": "codex turn.completed events", "input_tokens": 400, "output_tokens": 80}))
+    alone = record_comparison(run, "codex")
+    assert alone["metered_by_gateway"] is None and alone["mismatch"] == {}
+    assert junit_properties(alone) == [("usage.reported_by_agent.input_tokens", 400),
+                                       ("usage.reported_by_agent.output_tokens", 80)]
+    (run / "run.json").write_text(json.dumps({"agent": "codex", "usage": {"source": "gateway", "requests": 3,
+                                                                         "input_tokens": 600, "output_tokens": 80}}))
+    both = record_comparison(run, "codex")
+    assert both["mismatch"] == {"input_tokens": {"agent": 400, "gateway": 600}}
+    assert json.loads((run / "logs" / "codex" / "usage_comparison.json").read_text()) == both
+    assert ("usage.mismatch", "usage reported by the agent differs from the gateway's: "
+                              "input_tokens: agent 400 vs gateway 600") in junit_properties(both)
