@@ -36,11 +36,6 @@ class CodingCLIAgent(ContainerAgent):
     #: the protocol the CLI speaks, for the README and usage checks
     protocol: ClassVar[str] = ""
 
-    def __init__(self, name: str, options: dict[str, str]) -> None:
-        super().__init__(name, options)
-        self.image = options.get("image") or f"rexmle/{name}:latest"
-        self.log_folders = (name,)
-
     def passed_through(self) -> dict[str, str]:
         return {k: os.environ[k] for k in CLI_PASS_THROUGH if os.environ.get(k)}
 
@@ -54,7 +49,7 @@ class CodingCLIAgent(ContainerAgent):
 
     def reported_usage(self, ctx: AgentContext) -> dict | None:
         """What the CLI itself reported (its start script's ``reported_usage.json``), if anything."""
-        path = ctx.logs / self.name / self.name / "reported_usage.json"
+        path = ctx.logs / self.name / self.log_folders[0] / "reported_usage.json"
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -62,19 +57,27 @@ class CodingCLIAgent(ContainerAgent):
 
 
 class ClaudeCodeAgent(CodingCLIAgent):
+    image = "rexmle/claude-code:latest"
+    log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
     protocol = "Anthropic Messages"
 
 
 class CodexAgent(CodingCLIAgent):
+    image = "rexmle/codex:latest"
+    log_folders = ("codex",)
     protocol = "OpenAI Responses"
     known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
 
 
 class GeminiCLIAgent(CodingCLIAgent):
+    image = "rexmle/gemini-cli:latest"
+    log_folders = ("gemini-cli",)
     protocol = "Gemini generateContent"
 
 
 class MiniSweAgent(CodingCLIAgent):
+    image = "rexmle/mini-swe-agent:latest"
+    log_folders = ("mini-swe-agent",)
     protocol = "OpenAI chat completions"
     steps_flag = "--step-limit"
 
