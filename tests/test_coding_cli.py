@@ -215,3 +215,15 @@ def test_the_agents_report_is_recorded_beside_the_gateways_usage(tmp_path):
     assert json.loads((run / "logs" / "codex" / "usage_comparison.json").read_text()) == both
     assert ("usage.mismatch", "usage reported by the agent differs from the gateway's: "
                               "input_tokens: agent 400 vs gateway 600") in junit_properties(both)
+
+
+def test_model_endpoints_bypass_the_proxy_when_one_is_set():
+    sys.path.insert(0, str(IMAGES / "common"))  # the helper as the images have it
+    try:
+        import cli_agent as cli
+    finally:
+        sys.path.remove(str(IMAGES / "common"))
+    assert cli.direct_endpoints({"OPENAI_BASE_URL": "http://10.0.0.1:9000/v1"}) == {}
+    env = {"HTTPS_PROXY": "http://10.0.0.1:9000", "NO_PROXY": "localhost",
+           "OPENAI_BASE_URL": "http://10.0.0.1:9000/v1", "REXMLE_VALIDATE_URL": "http://10.0.0.1:9000/rexmle/validate"}
+    assert cli.direct_endpoints(env) == {"NO_PROXY": "localhost,10.0.0.1", "no_proxy": "localhost,10.0.0.1"}

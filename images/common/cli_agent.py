@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rexmle_adapter import Contract, has_submission, log, run_with_deadline, scrub_secrets, task_description
 
@@ -56,10 +57,29 @@ def write_prompt(folder: Path, text: str) -> Path:
     return path
 
 
+#: the variables naming the model endpoints (the gateway's, in a gated run) and the validation service
+ENDPOINT_VARIABLES = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
+
+
+def direct_endpoints(environ: dict[str, str]) -> dict[str, str]:
+    """NO_PROXY/no_proxy extended by the endpoints' hosts, when a proxy is set.
+
+    Why: in a gated run HTTP(S)_PROXY and the model endpoints are the same gateway; a CLI that sends its
+    model calls through the proxy too (Node and Rust HTTP clients honour HTTPS_PROXY) would reach the
+    gateway's egress proxy instead of its model route. The endpoints are reached directly."""
+    if not any(environ.get(k) for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")):
+        return {}
+    hosts = [urlsplit(environ[k]).hostname for k in ENDPOINT_VARIABLES if environ.get(k)]
+    current = [h for h in (environ.get("NO_PROXY") or environ.get("no_proxy") or "").split(",") if h.strip()]
+    merged = ",".join(dict.fromkeys([*current, *(h for h in hosts if h)]))
+    return {"NO_PROXY": merged, "no_proxy": merged} if merged else {}
+
+
 def run_cli(argv: list[str], contract: Contract, folder: Path, env: dict[str, str]) -> int | None:
     """Run the CLI in the workspace until it ends or its budget is spent; stdout also lands in
     ``<folder>/stdout.jsonl`` (the CLIs' JSON event streams, which carry their own usage reports)."""
     full_env = {**os.environ, **env}
+    full_env.update(direct_endpoints(full_env))
     return run_with_deadline(argv, contract.agent_budget(), cwd=contract.workspace, env=full_env,
                              stdout_copy=folder / "stdout.jsonl")
 
