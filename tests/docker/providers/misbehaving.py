@@ -3,10 +3,9 @@ ends as a FAIL with its reason and leaves nothing running."""
 
 from __future__ import annotations
 
-import json
-
 from .anthropic import AnthropicScript
-from .base import Reply, Request
+from .base import Request
+from .gemini import from_schema
 from .responses import ResponsesScript
 
 
@@ -40,32 +39,15 @@ class OverBudget(AnthropicScript):
 class AsksThroughItsTool(ResponsesScript):
     """Codex's model calls Codex's own ``request_user_input`` tool: in ``codex exec`` nobody can answer.
 
-    The tool's arguments come from its own schema in the request; every later request gets a closing message."""
+    The call's arguments are built from the tool's own schema in the request; once its output is back, the
+    model closes with a message (and so leaves no submission)."""
 
     asked: dict | None = None
 
-    def answer(self, request: Request) -> Reply:
-        tools = {t.get("name"): t for t in request.body.get("tools") or [] if t.get("type") == "function"}
-        if "request_user_input" not in tools or self.call_outputs(request) or not request.path.endswith("/responses"):
-            return super().answer(request) if not request.path.endswith("/responses") else self._close(request)
-        self.asked = tools["request_user_input"]
-        item = {"type": "function_call", "id": "fc_ask", "call_id": "call_ask", "name": "request_user_input",
-                "arguments": json.dumps(self._question(tools["request_user_input"])), "status": "completed"}
-        return Reply(events=self._events(self._response(request, item), item))
-
-    def _close(self, request: Request) -> Reply:
-        item = {"type": "message", "id": "msg_end", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": "I will wait for your answer.", "annotations": []}]}
-        return Reply(events=self._events(self._response(request, item), item))
-
-    @staticmethod
-    def _question(tool: dict) -> dict:
-        from .gemini import from_schema
-
-        args = from_schema(tool.get("parameters") or {})
-        return args if isinstance(args, dict) else {}
-
-    @staticmethod
-    def _response(request: Request, item: dict) -> dict:
-        return {"id": "resp_ask", "object": "response", "status": "completed", "model": request.body.get("model"),
-                "output": [item], "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+    def turn(self, request: Request, number: int) -> dict:
+        tool = self.tools(request).get("request_user_input")
+        if tool is None or self.call_outputs(request):
+            return self.message(number, "I will wait for your answer.")
+        self.asked = tool
+        arguments = from_schema(tool.get("parameters") or {})
+        return self.function_call(number, "request_user_input", arguments if isinstance(arguments, dict) else {})

@@ -47,18 +47,9 @@ class ResponsesScript(ScriptedProvider):
         if not request.path.endswith("/responses"):
             raise ValueError(f"no script for {request.method} {request.path}")
         number = len(self.requests)
-        tools = {t.get("name"): t for t in request.body.get("tools") or [] if t.get("type") == "function"}
-        shell = next((tools[n] for n in SHELL_TOOLS if n in tools), None)
-        if shell is not None and not self.call_outputs(request):
-            self.tool_used = shell["name"]
-            item = {"type": "function_call", "id": f"fc_{number:04d}", "call_id": f"call_{number:04d}",
-                    "name": shell["name"], "arguments": json.dumps(shell_call_arguments(shell, self.command)),
-                    "status": "completed"}
-        elif shell is None and not tools and not request.body.get("input"):
-            raise ValueError("an empty request")
-        else:
-            item = {"type": "message", "id": f"msg_{number:04d}", "role": "assistant", "status": "completed",
-                    "content": [{"type": "output_text", "text": FINAL_TEXT, "annotations": []}]}
+        if not request.body.get("input"):
+            raise ValueError("a request without input")
+        item = self.turn(request, number)
         response = {"id": f"resp_{number:04d}", "object": "response", "status": "completed",
                     "model": request.body.get("model", "scripted"), "output": [item],
                     "usage": {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
@@ -67,6 +58,29 @@ class ResponsesScript(ScriptedProvider):
         if not request.streaming:
             return Reply(response)
         return Reply(events=self._events(response, item))
+
+    @staticmethod
+    def tools(request: Request) -> dict[str, dict]:
+        return {t.get("name"): t for t in request.body.get("tools") or [] if t.get("type") == "function"}
+
+    def turn(self, request: Request, number: int) -> dict:
+        """The next output item: the shell call once, then a closing message."""
+        tools = self.tools(request)
+        shell = next((tools[n] for n in SHELL_TOOLS if n in tools), None)
+        if shell is not None and not self.call_outputs(request):
+            self.tool_used = shell["name"]
+            return self.function_call(number, shell["name"], shell_call_arguments(shell, self.command))
+        return self.message(number, FINAL_TEXT)
+
+    @staticmethod
+    def function_call(number: int, name: str, arguments: dict) -> dict:
+        return {"type": "function_call", "id": f"fc_{number:04d}", "call_id": f"call_{number:04d}", "name": name,
+                "arguments": json.dumps(arguments), "status": "completed"}
+
+    @staticmethod
+    def message(number: int, text: str) -> dict:
+        return {"type": "message", "id": f"msg_{number:04d}", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
     @staticmethod
     def _events(response: dict, item: dict) -> list[tuple[str, dict]]:
