@@ -42,6 +42,13 @@ OPTIONS = [
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
      "list", []),
+    ("--rexmle-agent-uids", "rexmle_agent_uids", "root harness: the host uids agents run as, START-END; each "
+     "concurrent run holds one of its own (default 2000000000-2000000255)", "str", None),
+    ("--rexmle-agent-as-root", "rexmle_agent_as_root", "root harness, local runtime: run the agent as uid 0 (no "
+     "capabilities) instead of a uid of its own; printed and recorded in run.json", "bool", False),
+    ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
+     "your own uid, which reaches the harness's environment, venv, cache and runs folder (recorded in run.json)",
+     "bool", False),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -119,13 +126,18 @@ class Settings:
     slurm_detach: bool = False
     sandbox: str = "auto"                                       # local runtime: auto, bwrap or landlock
     limits: dict[str, str] = field(default_factory=dict)        # --rexmle-limit NAME=VALUE overrides
+    agent_uids: str | None = None                               # root harness: START-END, one uid per run
+    agent_as_root: bool = False                                 # explicit: the agent keeps uid 0
+    unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
-                "sandbox": self.sandbox, "limits": dict(self.limits)}
+                "sandbox": self.sandbox, "limits": dict(self.limits),
+                **({"agent_as_root": True} if self.agent_as_root else {}),
+                **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
 
 def _limits(pairs: list[str]) -> dict[str, str]:
@@ -195,7 +207,23 @@ def read_settings(config: pytest.Config) -> Settings:
         slurm_detach=bool(v["rexmle_slurm_detach"]),
         sandbox=v["rexmle_sandbox"],
         limits=_limits(list(v["rexmle_limits"] or [])),
+        agent_uids=_agent_uids(v["rexmle_agent_uids"]),
+        agent_as_root=bool(v["rexmle_agent_as_root"]),
+        unsafe_same_uid=bool(v["rexmle_unsafe_same_uid"]),
     )
+
+
+def _agent_uids(value: str | None) -> str | None:
+    """``--rexmle-agent-uids`` checked now: a typo is one usage error, not a failed run per task."""
+    from .runtime.sandbox.uids import UidRange, UidRangeError
+
+    if value is None:
+        return None
+    try:
+        UidRange.parse(value)
+    except UidRangeError as exc:
+        raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
+    return value
 
 
 def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:
