@@ -49,6 +49,10 @@ OPTIONS = [
     ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
      "your own uid, which reaches the harness's environment, venv, cache and runs folder (recorded in run.json)",
      "bool", False),
+    ("--rexmle-budget", "rexmle_budget", "per-run model budget through the gateway, e.g. usd=5,tokens=2000000,"
+     "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
+    ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
+     "(repeatable; the tasks' data hosts stay refused)", "list", []),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -72,7 +76,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
             parser.addini(ini, help_text, type="linelist", default=default)
         else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none"),
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none", "gateway"),
                        "--rexmle-sandbox": ("auto", "bwrap", "landlock"),
                        "--rexmle-slurm-inner": ("local", "docker"),
                        "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
@@ -129,13 +133,16 @@ class Settings:
     agent_uids: str | None = None                               # root harness: START-END, one uid per run
     agent_as_root: bool = False                                 # explicit: the agent keeps uid 0
     unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
+    budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
+    egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
-                "sandbox": self.sandbox, "limits": dict(self.limits),
+                "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
+                "egress_allow": list(self.egress_allow),
                 **({"agent_as_root": True} if self.agent_as_root else {}),
                 **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
@@ -210,6 +217,8 @@ def read_settings(config: pytest.Config) -> Settings:
         agent_uids=_agent_uids(v["rexmle_agent_uids"]),
         agent_as_root=bool(v["rexmle_agent_as_root"]),
         unsafe_same_uid=bool(v["rexmle_unsafe_same_uid"]),
+        budget=_budget(v["rexmle_budget"]),
+        egress_allow=tuple(h.strip() for h in (v["rexmle_egress_allow"] or []) if h.strip()),
     )
 
 
@@ -224,6 +233,16 @@ def _agent_uids(value: str | None) -> str | None:
     except UidRangeError as exc:
         raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
     return value
+
+
+def _budget(text: str | None) -> str | None:
+    """``--rexmle-budget`` checked now, so a typo is one usage error and not a failed run per task."""
+    from .gateway.budget import Budget, BudgetError
+
+    try:
+        return text.strip() if Budget.parse(text) is not None else None
+    except BudgetError as exc:
+        raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
 
 
 def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:
