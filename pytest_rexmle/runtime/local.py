@@ -332,6 +332,7 @@ class LocalRuntime(Runtime):
             path.touch()
         if mechanism == "none":
             return self._run_unsafe(spec, stdout_path, stderr_path)
+        self.check_identity()  # also for callers that never asked check(): no run as the harness under Landlock
         # Landlock's contract named the stage already (or the host paths, when it could not): never re-plan it
         # a Landlock agent of the harness's own uid could chmod hard links to the cache's inodes: it gets a copy
         same_uid = mechanism == "landlock" and not ident.harness_is_root()
