@@ -113,6 +113,8 @@ def processes_of(uid: int) -> list[int]:
         except OSError:
             continue
         for line in status.splitlines():
+            if line.startswith(b"State:") and b"Z" in line.split()[1:2]:
+                break  # a zombie holds nothing and cannot be killed again: its parent reaps it
             if line.startswith(b"Uid:"):
                 if str(uid).encode() in line.split()[1:]:
                     found.append(int(entry.name))
