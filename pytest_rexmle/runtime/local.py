@@ -33,9 +33,11 @@ unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import site
@@ -244,10 +246,11 @@ class LocalRuntime(Runtime):
                 f"the agent's uid {who.uid} cannot reach its run folder ({blocked[0]}) under Landlock: set "
                 f"{staging.STAGE_ENV} to a folder on the runs folder's filesystem that every user can traverse, use "
                 "bubblewrap (--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
-        command = _resolve(spec.argv[0], agent_tools.agent_path(tools)) if spec.argv else None
-        if command is not None and (blocked := ident.unreachable(who, [command])):
+        path = agent_tools.agent_path(tools)
+        commands = [c for c in (_resolve(word, path) for word in _programs(spec.argv)) if c is not None]
+        if commands and (blocked := ident.unreachable(who, commands)):
             raise AgentIdentityRefused(
-                f"the agent's command {spec.argv[0]!r} ({command}) cannot run as its uid {who.uid} under Landlock "
+                f"the agent's command {' '.join(spec.argv)[:200]!r} cannot run as its uid {who.uid} under Landlock "
                 f"(it cannot reach {blocked[0]}): start it with an interpreter every user can run (the system's "
                 "python3, e.g. `python3 agent.py`), use bubblewrap (--rexmle-sandbox=bwrap), or pass "
                 "--rexmle-agent-as-root")
@@ -495,6 +498,23 @@ def _owner(path: Path) -> tuple[int, int]:
     """Who owns the run's folders before the agent gets them (the harness's user)."""
     st = os.lstat(path.parent)
     return st.st_uid, st.st_gid
+
+
+def _programs(argv: list[str]) -> list[str]:
+    """The programs an agent's command starts first: ``argv[0]``, and for ``sh -c 'VAR=x prog ...'`` the
+    first program of the script (the usual form of ``--agent=command``), as far as a plain split tells."""
+    if not argv:
+        return []
+    programs = [argv[0]]
+    if os.path.basename(argv[0]) in ("sh", "bash", "dash") and len(argv) > 2 and argv[1] == "-c":
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:
+            return programs
+        words = list(itertools.dropwhile(lambda w: "=" in w and not w.startswith(("/", "=")), words))
+        if words and not any(ch in words[0] for ch in "$`;|&<>()"):
+            programs.append(words[0])
+    return programs
 
 
 def _resolve(command: str, path: str) -> str | None:

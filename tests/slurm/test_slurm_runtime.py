@@ -198,7 +198,7 @@ def test_job_cancelled_by_slurm_is_a_fail_with_the_slurm_state(bench, slurm_env,
 
 def _slow_sample(seconds: int) -> list[str]:
     """A command agent that waits, then runs the sample agent's baseline."""
-    cmd = f"sleep {seconds} && python -m pytest_rexmle.agents.sample_main"
+    cmd = f"sleep {seconds} && cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv"
     return ["--agent=command", f"--agent-option=cmd={cmd}"]
 
 
@@ -315,7 +315,7 @@ def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, need
 
     gres = subprocess.run(["sinfo", "-h", "-o", "%G"], capture_output=True, text=True).stdout
     require_service("gpu" in gres, "REXMLE_REQUIRE_SLURM_GPUS", "a Slurm node with GPU gres")
-    cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/cvd.txt && python -m pytest_rexmle.agents.sample_main"
+    cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/cvd.txt && cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv"
     bench("--agent=command", f"--agent-option=cmd={cmd}", "--rexmle-runtime=slurm", "--rexmle-gpus=none",
           "-k", "ldct-iqa or topcow-cta-cls").assert_outcomes(passed=2)
     seen = set()
