@@ -250,6 +250,7 @@ def recover(run_dir: Path) -> bool:
     if not stage.name.startswith(PREFIX) or stage.is_symlink():
         return False
     notes, keep = move_back(run_dir, stage, record.get("identities") or {})
+    reclaim(run_dir)
     if notes:
         warnings.warn(f"rexmle: recovering {run_dir}: {'; '.join(notes)}", stacklevel=2)
     if not keep:
@@ -257,6 +258,20 @@ def recover(run_dir: Path) -> bool:
             remove_tree(stage)
         record_path.unlink(missing_ok=True)
     return True
+
+
+def reclaim(run_dir: Path) -> None:
+    """A root harness takes back what a killed session's agent (a uid of its own, which a later run may get)
+    still owns in ``run_dir``'s workspace and submission; hard-linked files stay as they are, since a
+    link's inode may be someone else's."""
+    if os.geteuid() != 0:
+        return
+    owner = os.lstat(run_dir)
+    tops = [str(run_dir / name) for name, _ in MOVED if os.path.isdir(run_dir / name)]
+    if tops:
+        subprocess.run(["find", *tops, "-xdev", "!", "-uid", str(owner.st_uid), "(", "-type", "d", "-o", "-links", "1",
+                        ")", "-exec", "chown", "-h", f"{owner.st_uid}:{owner.st_gid}", "{}", "+"],
+                       capture_output=True, check=False, timeout=600)
 
 
 def recover_all(runs_dir: Path) -> int:

@@ -268,6 +268,8 @@ def test_a_kill_9_harness_leaves_a_stage_the_next_session_brings_home(tmp_path, 
     assert not (run / "workspace").exists() and (run / "stage.json").exists()
     assert staging.recover(run) is True
     assert (run / "workspace" / "progress.txt").read_text() == "half done"
+    if os.geteuid() == 0:  # the dead run's uid (a later run may get it) owns nothing of it any more
+        assert all(p.lstat().st_uid == 0 for p in [run / "workspace", *(run / "workspace").rglob("*")])
     assert (run / "submission").is_dir() and not (run / "stage.json").exists() and not stage.exists()
 
 
