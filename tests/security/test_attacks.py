@@ -495,15 +495,19 @@ def test_root_agent_only_by_explicit_option(request, security_base):
     if not [p for p in Path(sys.executable).resolve().parents if p != Path("/") and not os.stat(p).st_mode & 0o001]:
         pytest.skip(f"every user reaches this Python ({sys.executable}): nothing to refuse")
     folder = mech.new_folder("as-root")
-    command = [f"--agent-option=cmd={sys.executable} -c \"import os; open(os.environ['REXMLE_WORKSPACE'] + "
-               "'/uid.txt', 'w').write(str(os.getuid()))\" && cp $REXMLE_DATA_DIR/sample_submission.csv "
-               "$REXMLE_SUBMISSION_DIR/submission.csv", "--agent=command", "--rexmle-judge=none", "-k", "ldct-iqa"]
-    refused = mech.run(folder, [*mech.args(), *command], timeout=180)
+
+    def command(python: str) -> list[str]:
+        return [f"--agent-option=cmd={python} -c \"import os; open(os.environ['REXMLE_WORKSPACE'] + "
+                "'/uid.txt', 'w').write(str(os.getuid()))\" && cp $REXMLE_DATA_DIR/sample_submission.csv "
+                "$REXMLE_SUBMISSION_DIR/submission.csv", "--agent=command", "--rexmle-judge=none", "-k", "ldct-iqa"]
+
+    refused = mech.run(folder, [*mech.args(), *command(sys.executable)], timeout=180)
     assert refused.returncode == 4, refused.output[-3000:]
     assert "cannot run as its uid" in refused.output and "--rexmle-agent-as-root" in refused.output
     assert "python3" in refused.output  # the fix: an interpreter every user can run
     folder = mech.new_folder("as-root-ok")
-    allowed = mech.run(folder, [*mech.args(), *command, "--rexmle-agent-as-root"], timeout=180)
+    # uid 0 by the user's choice; Landlock still shows it no harness interpreter, so the system's python3
+    allowed = mech.run(folder, [*mech.args(), *command("python3"), "--rexmle-agent-as-root"], timeout=180)
     assert allowed.returncode == 0, allowed.output[-3000:]
     assert "WARNING --rexmle-agent-as-root" in allowed.output
     run = allowed.runs["ldct-iqa"]
