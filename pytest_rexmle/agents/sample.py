@@ -11,15 +11,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import RexmleError
 from .base import Agent, AgentContext
 
 #: the workspace folder the host writes the baseline into
 BASELINE = "sample-baseline"
-COPY = ('echo "sample agent: copying the baseline submission for $REXMLE_TASK into $REXMLE_SUBMISSION_DIR" && '
+COPY = ('echo "sample agent: copying the baseline submission for $REXMLE_TASK into $REXMLE_SUBMISSION_DIR '
+        '(GPUs: ${CUDA_VISIBLE_DEVICES:-none})" && '
         f'cp -R "$REXMLE_WORKSPACE/{BASELINE}/." "$REXMLE_SUBMISSION_DIR/"')
 
 
 class SampleAgent(Agent):
+    #: ``delay=SECONDS`` waits before submitting: a slow agent, for exercising schedulers and resume
+    known_options = ("delay",)
+
+    def __init__(self, name: str, options: dict[str, str]) -> None:
+        super().__init__(name, options)
+        delay = options.get("delay", "0")
+        try:
+            self.delay = float(delay)
+        except ValueError:
+            self.delay = -1.0
+        if not 0 <= self.delay <= 86400:
+            raise RexmleError(f"agent {name!r}: delay must be a number of seconds from 0 to 86400, got {delay!r}")
+
     def setup(self, ctx: AgentContext) -> Path | None:
         from ..graders.base import load_grader
 
@@ -29,4 +44,5 @@ class SampleAgent(Agent):
         return None
 
     def command(self, ctx: AgentContext) -> list[str]:
-        return ["/bin/sh", "-c", COPY]
+        wait = f"sleep {self.delay:g} && " if self.delay else ""
+        return ["/bin/sh", "-c", wait + COPY]

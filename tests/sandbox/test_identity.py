@@ -283,3 +283,29 @@ def test_agent_path_names_no_harness_python_and_the_tools_are_read_only(tmp_path
     assert not any(report["exe"].startswith(h) for h in harness), report["exe"]
     assert {"rexmle", "rexmle-validate"} <= set(report["tools"]) and report["wrote"] is False
     assert report["other"][0] == 2 and "only 'rexmle validate" in report["other"][1]
+
+
+def test_sample_agent_starts_no_harness_code(tmp_path):
+    """The sample agent's command inside is a plain shell copy of what its host-side setup wrote: no
+    harness interpreter, module or path; ``delay`` only adds a sleep, and a bad one is a clear error."""
+    from pytest_rexmle.agents.base import AgentContext
+    from pytest_rexmle.agents.sample import BASELINE, SampleAgent
+    from pytest_rexmle.data.synthetic import ensure_synthetic
+    from pytest_rexmle.errors import RexmleError
+    from pytest_rexmle.task import registry
+
+    task = registry().get("ldct-iqa")
+    twin = ensure_synthetic(task, tmp_path / "cache")
+    ctx = AgentContext(task, tmp_path, tmp_path / "workspace", tmp_path / "submission", tmp_path / "logs",
+                       twin.public, 60)
+    ctx.workspace.mkdir()
+    agent = SampleAgent("sample", {})
+    assert agent.setup(ctx) is None
+    assert (ctx.workspace / BASELINE / "submission.csv").is_file()
+    argv = agent.command(ctx)
+    assert argv[:2] == ["/bin/sh", "-c"] and "pytest_rexmle" not in argv[2] and "python" not in argv[2]
+    assert not any(h in " ".join(argv) for h in {sys.prefix, sys.base_prefix, str(Path(sys.executable).parent)})
+    assert SampleAgent("sample", {"delay": "2.5"}).command(ctx)[2].startswith("sleep 2.5 && ")
+    for bad in ("-1", "soon"):
+        with pytest.raises(RexmleError, match="delay must be a number of seconds"):
+            SampleAgent("sample", {"delay": bad})
