@@ -168,13 +168,18 @@ def rexmle_campaign(request, rexmle_settings, rexmle_agents, rexmle_runtime):
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings,
                      rexmle_campaign) -> AgentRun:
-    begun = rexmle_campaign.take(request.node.nodeid)
-    if begun is None:
-        begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
-    if begun.resumed is not None:
-        return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
-    with begun.hold:
-        outcome = finish(begun.launched)
+    from .runtime.local import AgentIdentityRefused
+
+    try:
+        begun = rexmle_campaign.take(request.node.nodeid)
+        if begun is None:
+            begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
+        if begun.resumed is not None:
+            return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
+        with begun.hold:
+            outcome = finish(begun.launched)
+    except AgentIdentityRefused as exc:  # never a run as root or as the harness: the session stops, with the fix
+        pytest.exit(f"rexmle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
     return AgentRun(begun.folder, outcome, None, begun.time_limit, used, begun.launched.meta.get("key"))
 

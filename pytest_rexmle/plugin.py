@@ -51,12 +51,23 @@ def pytest_configure(config: pytest.Config) -> None:
         _sweep_orphans(settings)
 
 
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` readable by its owner only (0700), or make it so when this user owns it."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_uid == os.geteuid():
+        folder.chmod(0o700)
+
+
 def _sweep_orphans(settings) -> None:
     """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)
     and move the folders of its staged runs back into their run folders."""
     from .runtime import runtime_for
     from .runtime.staging import recover_all
 
+    for folder in (settings.runs_dir, settings.report_dir):  # no agent's uid reads another run's folders
+        private_folder(folder)
     removed = runtime_for(settings).sweep_orphans() + recover_all(settings.runs_dir)
     if removed:
         import warnings
@@ -78,6 +89,19 @@ def _check_agent_and_runtime(settings) -> None:
         runtime.check()
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
+    _identity_notice(settings)
+
+
+def _identity_notice(settings) -> None:
+    """Agents as root or as the harness's own uid only by explicit option, and then said out loud."""
+    import sys
+
+    if settings.agent_as_root:
+        print("rexmle: WARNING --rexmle-agent-as-root: agents run as uid 0 (no capabilities); run.json records "
+              "agent_as_root", file=sys.stderr)
+    if settings.unsafe_same_uid:
+        print("rexmle: WARNING --rexmle-unsafe-same-uid: Landlock agents run as your own uid and can reach this "
+              "harness's environment, venv, cache and runs folder; run.json records unsafe_same_uid", file=sys.stderr)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -44,6 +44,13 @@ OPTIONS = [
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
      "list", []),
+    ("--rexmle-agent-uids", "rexmle_agent_uids", "root harness: the host uids agents run as, START-END; each "
+     "concurrent run holds one of its own (default 2000000000-2000000255)", "str", None),
+    ("--rexmle-agent-as-root", "rexmle_agent_as_root", "root harness, local runtime: run the agent as uid 0 (no "
+     "capabilities) instead of a uid of its own; printed and recorded in run.json", "bool", False),
+    ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
+     "your own uid, which reaches the harness's environment, venv, cache and runs folder (recorded in run.json)",
+     "bool", False),
     ("--rexmle-budget", "rexmle_budget", "per-run model budget through the gateway, e.g. usd=5,tokens=2000000,"
      "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
     ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
@@ -128,6 +135,9 @@ class Settings:
     slurm_detach: bool = False
     sandbox: str = "auto"                                       # local runtime: auto, bwrap or landlock
     limits: dict[str, str] = field(default_factory=dict)        # --rexmle-limit NAME=VALUE overrides
+    agent_uids: str | None = None                               # root harness: START-END, one uid per run
+    agent_as_root: bool = False                                 # explicit: the agent keeps uid 0
+    unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
     budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
     egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
     #: every --agent of the session, in order (``agent`` is the first); each with its own options
@@ -144,7 +154,9 @@ class Settings:
                 "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
                 "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
-                "egress_allow": list(self.egress_allow)}
+                "egress_allow": list(self.egress_allow),
+                **({"agent_as_root": True} if self.agent_as_root else {}),
+                **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
 
 def _limits(pairs: list[str]) -> dict[str, str]:
@@ -244,9 +256,25 @@ def read_settings(config: pytest.Config) -> Settings:
         slurm_detach=bool(v["rexmle_slurm_detach"]),
         sandbox=v["rexmle_sandbox"],
         limits=_limits(list(v["rexmle_limits"] or [])),
+        agent_uids=_agent_uids(v["rexmle_agent_uids"]),
+        agent_as_root=bool(v["rexmle_agent_as_root"]),
+        unsafe_same_uid=bool(v["rexmle_unsafe_same_uid"]),
         budget=_budget(v["rexmle_budget"]),
         egress_allow=tuple(h.strip() for h in (v["rexmle_egress_allow"] or []) if h.strip()),
     )
+
+
+def _agent_uids(value: str | None) -> str | None:
+    """``--rexmle-agent-uids`` checked now: a typo is one usage error, not a failed run per task."""
+    from .runtime.sandbox.uids import UidRange, UidRangeError
+
+    if value is None:
+        return None
+    try:
+        UidRange.parse(value)
+    except UidRangeError as exc:
+        raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
+    return value
 
 
 def _budget(text: str | None) -> str | None:
