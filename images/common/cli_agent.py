@@ -29,8 +29,8 @@ def submission_note(contract: Contract) -> str:
         f"Write `submission.csv` yourself into `{contract.submission}` (the graded folder), with the columns "
         "and ids of `sample_submission.csv` in the data folder, and write every prediction file it refers to "
         "into that folder too, named in the CSV by its path relative to it.",
-        f"Check it with `rexmle validate --submission {contract.submission}` (or `python3 -m pytest_rexmle "
-        f"validate --submission {contract.submission}`) and fix what it reports.",
+        f"Check it with `rexmle validate --submission {contract.submission}` (the same as `rexmle-validate`; "
+        "it asks the session's gateway, which checks the format only, never against answers) and fix what it reports.",
     ]
     url = os.environ.get("REXMLE_VALIDATE_URL")
     if url:
