@@ -29,7 +29,8 @@ shutil.copyfile("./input/sample_submission.csv", "./working/submission.csv")
 print("Validation metric: 0.5")
 """
 
-# ML-Master's programs leave their submission in ./submission/ (its start script says so)
+# ML-Master's programs leave their submission in ./submission/ (its prompt and start script say so); it
+# rewrites "submission/submission.csv" in the code to submission_<node id>.csv before running it
 ML_MASTER_SCRIPT = """\
 import os
 import shutil
@@ -88,6 +89,8 @@ class ScriptedLLM:
             name = tools[0]["function"]["name"]
             if name == "submit_review":
                 args = {"is_bug": False, "summary": "Ran fine.", "metric": 0.5, "lower_is_better": False}
+                if "has_csv_submission" in tools[0]["function"].get("parameters", {}).get("properties", {}):
+                    args["has_csv_submission"] = True  # ML-Master's review asks for it too
             else:
                 args = {"plan": "Copy the sample submission as a first valid baseline.",
                         "code": f"```python\n{self.script}```"}
