@@ -20,7 +20,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
 
 STARTED = time.monotonic()
@@ -92,13 +91,10 @@ def _relay(source, sink, secrets: list[bytes]) -> None:
     source.close()
 
 
-def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None,
-                      finished: Callable[[], bool] | None = None) -> int | None:
+def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None) -> int | None:
     """Run the agent in its own process group; at the deadline interrupt it, then kill it. None: deadline hit.
 
     Its stdout/stderr reach ours (the harness's log files) through a relay that masks API keys.
-    ``finished`` (polled every 2 s) says when an agent that does not exit by itself is done: it is then
-    stopped the same way and its exit status returned.
     """
     log(f"starting {argv[0]} with a budget of {seconds:.0f} s")
     secrets = [v.encode() for v in secret_values(env)]
@@ -108,7 +104,10 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
               for pipe, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))]
     for relay in relays:
         relay.start()
-    def stop() -> None:
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        log("agent budget used up: interrupting it to collect its best submission")
         for sig, grace in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
             try:
                 os.killpg(proc.pid, sig)
@@ -119,23 +118,7 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
                 break
             except subprocess.TimeoutExpired:
                 continue
-
-    deadline = time.monotonic() + seconds
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                return proc.wait(timeout=max(0.0, min(left, 2.0) if finished else left))
-            except subprocess.TimeoutExpired:
-                pass
-            if time.monotonic() >= deadline:
-                log("agent budget used up: interrupting it to collect its best submission")
-                stop()
-                return None
-            if finished is not None and finished():
-                log("the agent has finished its work but not exited: stopping it")
-                stop()
-                return proc.returncode if proc.returncode is not None and proc.returncode >= 0 else 0
+        return None
     finally:
         if proc.poll() is None:
             try:

@@ -17,8 +17,9 @@ ML-Master's ``main_mcts.py`` and ``utils/config_mcts.yaml`` define it at the com
 * the best node's submission copied to ``best_submission/submission.csv``;
 * ``<log_dir>/<exp_name>/`` with ``ml-master.log``, the resolved config as ``config_mcts.yaml`` (keys
   included, as ML-Master saves it) and ``best_solution.py``;
-* once ``agent.steps`` nodes exist it logs the final "Solution tree" and then does not exit (the real
-  main loop keeps polling an empty set of futures), so the adapter must stop it.
+* once ``agent.steps`` nodes exist it fails printing its final solution tree (the real
+  ``journal_to_string_tree`` formats the virtual root's metric, None) and exits with status 1, so the
+  adapter must not trust its exit status.
 
 There is no tree search here: ``agent.steps``'' drafts, the best valid metric wins.
 """
@@ -201,16 +202,15 @@ def main(argv: list[str]) -> int:
         buggy = (review["is_bug"] or failed or metric is None or not review["has_csv_submission"]
                  or not produced.is_file())
         nodes.append({"id": node_id, "buggy": buggy, "metric": metric})
-        say(f"current node count is {step + 1}, current node.id is {node_id}")
+        say(f"current node count is {step}, current node.id is {node_id}")  # as it logs it: before counting this one
         if not buggy and (best is None or (metric < best["metric"]) == review["lower_is_better"]):
             best = nodes[-1]
             (ws / "best_submission").mkdir(exist_ok=True)
             shutil.copy(produced, ws / "best_submission" / "submission.csv")
             (log / "best_solution.py").write_text(code)
-    say("Solution tree\n" + "".join(f"{'◍ bug' if n['buggy'] else '● %.3f' % n['metric']} (ID: {n['id']})\n"
-                                     for n in nodes))
-    while True:  # the real main loop does not return here either
-        time.sleep(1)
+    print("Traceback (most recent call last):\n  File \"main_mcts.py\", in journal_to_string_tree\n"
+          "TypeError: unsupported format string passed to NoneType.__format__", file=sys.stderr, flush=True)
+    return 1  # as the real one does at the end of its last step
 
 
 if __name__ == "__main__":
