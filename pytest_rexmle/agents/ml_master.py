@@ -3,9 +3,12 @@
 ``--agent=ml-master --rexmle-runtime=docker [--agent-option model=deepseek-r1]
 [--agent-option feedback_model=gpt-4o-2024-08-06] [--agent-option steps=500] [--agent-option parallel=3]``.
 The image's start script (``images/ml-master/start.py``) runs ``python main_mcts.py key=value ...`` with
-the contract mapped onto ML-Master's config, interrupts it before the hard limit, and exports
-``best_submission/submission.csv`` (plus its prediction files) into the submission folder. Keys come
-from the host environment as secret environment (OPENAI_API_KEY, OPENAI_BASE_URL, DEEPSEEK_API_KEY, ...).
+the contract mapped onto ML-Master's config (upstream commit pinned in images/ml-master/Dockerfile),
+interrupts it before the hard limit, and exports ``<workspace>/rexmle/best_submission/submission.csv``
+(plus its prediction files) into the submission folder. The coding model is called through streamed
+chat completions (a ``gpt-5*`` one through the Responses API); the feedback model must be ``gpt-*`` or a
+Qwen/DeepSeek model (ML-Master's own provider rule). Keys come from the host environment as secret
+environment (OPENAI_API_KEY, OPENAI_BASE_URL, DEEPSEEK_API_KEY, ...).
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
         requests = list(llm.requests)
     run = run_folders(docker_bench.path, "ldct-iqa")[-1]
     stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
-    stdout = (run / "logs" / "agent.stdout.log").read_text(errors="replace") if (run / "logs" / "agent.stdout.log").exists() else ""
+    out_log = run / "logs" / "agent.stdout.log"
+    stdout = out_log.read_text(errors="replace") if out_log.exists() else ""
     result.assert_outcomes(passed=1)
     assert not llm.errors
     # two steps: a streamed code request to the coding model, a submit_review call to the feedback model, each

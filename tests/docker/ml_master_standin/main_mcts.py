@@ -91,7 +91,8 @@ def load_config(argv: list[str]) -> dict:
     for key in ("dataset_dir", "start_cpu_id", "cpu_number"):  # typed, not Optional, in its Config schema
         if cfg[key] is None:
             raise SystemExit(f"main_mcts.py: {key} is required")
-    if cfg["agent"]["steerable_reasoning"] and any(m in cfg["agent"]["code"]["model"] for m in ("gpt", "gemini", "claude")):
+    closed = ("gpt", "gemini", "claude")
+    if cfg["agent"]["steerable_reasoning"] and any(m in cfg["agent"]["code"]["model"] for m in closed):
         raise SystemExit("main_mcts.py: steerable reasoning does not support close sourced models")
     if int(cfg["cpu_number"]) < int(cfg["agent"]["search"]["parallel_search_num"]):
         raise SystemExit("main_mcts.py: the maximum level of parallelism exceeds the number of allocated CPU cores")
@@ -182,7 +183,8 @@ def main(argv: list[str]) -> int:
             {"role": "user", "content": user}])
         match = re.search(r"```(?:python)?\n(.*?)```", reply, re.S)
         node_id = f"{step:04d}standin"
-        code = (match.group(1) if match else "").replace("submission/submission.csv", f"submission/submission_{node_id}.csv")
+        code = (match.group(1) if match else "").replace("submission/submission.csv",
+                                                         f"submission/submission_{node_id}.csv")
         runfile = ws / "runfile_0.py"
         runfile.write_text(code)
         try:
