@@ -50,12 +50,13 @@ def embedding(text: str) -> list[float]:
 
 
 class ScriptedLLM:
-    def __init__(self, script: str = SCRIPT) -> None:
+    def __init__(self, script: str = SCRIPT, host: str = "0.0.0.0") -> None:
+        """``host``: where to listen; ``127.0.0.1`` for agents run with ``--rexmle-network=host``."""
         self.script = script
         self.requests: list[dict] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), self._handler())
+        self.server = ThreadingHTTPServer((host, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

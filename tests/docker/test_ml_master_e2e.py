@@ -25,7 +25,7 @@ from pytest_rexmle.task import registry
 from ..conftest import run_folders
 from .conftest import _locked_build, session_containers
 from .fake_llm import ML_MASTER_SCRIPT, ScriptedLLM
-from .test_agent_adapters import KEY, _bridge_gateway
+from .test_agent_adapters import KEY
 
 STANDIN = Path(__file__).resolve().parent / "ml_master_standin"
 ML_MASTER_TEST_IMAGE = "rexmle/test-ml-master:latest"
@@ -72,11 +72,12 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
                     time_limit: int) -> dict:
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
     description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
-    with ScriptedLLM(ML_MASTER_SCRIPT) as llm:
+    # the scripted LLM listens on loopback only; the agent shares the host's network to reach it
+    with ScriptedLLM(ML_MASTER_SCRIPT, host="127.0.0.1") as llm:
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
         monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-        result = docker_bench("--agent=ml-master", "--agent-option=model=scripted-coder",
+        result = docker_bench("--agent=ml-master", "--rexmle-network=host", "--agent-option=model=scripted-coder",
                               "--agent-option=feedback_model=gpt-4o-2024-08-06", "--agent-option=steps=2",
                               "--agent-option=parallel=1", f"--agent-option=image={image}",
                               f"--rexmle-time-limit={time_limit}", "-k", "ldct-iqa", timeout=time_limit + 200)
@@ -92,8 +93,11 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     reviewer = [r for r in requests if r.get("tools")]
     assert len(coder) == 2 and len(reviewer) == 2, (stdout + stderr)[-4000:]
     assert {r["model"] for r in coder} == {"scripted-coder"} and all(r.get("stream") is True for r in coder)
+    assert all(r.get("chat_template_kwargs") == {"thinking": True} for r in coder)  # its extra_body, sent as is
+    assert [m["role"] for m in coder[0]["messages"]] == ["system", "user"]
     assert {r["model"] for r in reviewer} == {"gpt-4o-2024-08-06"}
     assert all(r["tools"][0]["function"]["name"] == "submit_review" for r in reviewer)
+    assert all(r["tool_choice"] == {"type": "function", "function": {"name": "submit_review"}} for r in reviewer)
     assert "has_csv_submission" in reviewer[0]["tools"][0]["function"]["parameters"]["properties"]
     assert all(r["_path"] == "/v1/chat/completions" and r["_auth"] == f"Bearer {KEY}" for r in requests)
     prompt = "\n".join(m["content"] for m in coder[0]["messages"])
