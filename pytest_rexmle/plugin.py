@@ -71,9 +71,10 @@ def _check_agent_and_runtime(settings) -> None:
     from .runtime.base import RuntimeUnavailable
 
     try:
-        agent = get_agent(settings.agent, settings.agent_options)
+        agents = [get_agent(name, settings.options_for(name)) for name in settings.agents or (settings.agent,)]
         runtime = runtime_for(settings)
-        agent.check_isolation(runtime.isolation, runtime.name)
+        for agent in agents:
+            agent.check_isolation(runtime.isolation, runtime.name)
         runtime.check()
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -82,11 +83,27 @@ def _check_agent_and_runtime(settings) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "rexmle_task_id" not in metafunc.fixturenames:
         return
+    settings = metafunc.config.stash.get(SETTINGS_KEY, None)
+    agents = (settings.agents if settings is not None else ()) or (None,)
+    by_agent = "rexmle_agent_name" in metafunc.fixturenames and len(agents) > 1
     params = []
     for task in registry():
         marks = [getattr(pytest.mark, m) for m in task.markers] + [pytest.mark.rexmle]
-        params.append(pytest.param(task.id, id=task.id, marks=marks))
-    metafunc.parametrize("rexmle_task_id", params)
+        if by_agent:  # one item per challenge and agent: test_challenge[isles22-codex]
+            params += [pytest.param(task.id, agent, id=f"{task.id}-{agent}", marks=marks) for agent in agents]
+        else:
+            params.append(pytest.param(task.id, id=task.id, marks=marks))
+    metafunc.parametrize(("rexmle_task_id", "rexmle_agent_name") if by_agent else "rexmle_task_id", params)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_rexmle_result(result, item) -> None:
+    """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
+    mismatch between the two, in the run's logs and the item's JUnit properties."""
+    from .agents.usage import junit_properties, record_comparison
+
+    if result.run_dir and result.agent and Path(result.run_dir).is_dir():
+        item.user_properties.extend(junit_properties(record_comparison(Path(result.run_dir), result.agent)))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -106,7 +123,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     seed = "secret-keyed" if settings.seed is None else f"seed {settings.seed}, answers reproducible"
     data = f"synthetic ({seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
     limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
-    return [f"rexmle: agent={settings.agent} runtime={settings.runtime} data={data} time-limit={limit}",
+    agents = ",".join(settings.agents) or settings.agent
+    return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}",
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
 
 

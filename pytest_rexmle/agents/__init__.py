@@ -13,6 +13,10 @@ BUILTIN_AGENTS = {
     "aide": "pytest_rexmle.agents.aide:AideAgent",
     "ml-master": "pytest_rexmle.agents.ml_master:MLMasterAgent",
     "rd-agent": "pytest_rexmle.agents.rd_agent:RDAgent",
+    "claude-code": "pytest_rexmle.agents.coding_cli:ClaudeCodeAgent",
+    "codex": "pytest_rexmle.agents.coding_cli:CodexAgent",
+    "gemini-cli": "pytest_rexmle.agents.coding_cli:GeminiCLIAgent",
+    "mini-swe-agent": "pytest_rexmle.agents.coding_cli:MiniSweAgent",
 }
 
 
