@@ -69,18 +69,41 @@ def test_ml_master_image_holds_the_given_checkout(docker_client, ml_master_image
 
 
 def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monkeypatch, session_id,
-                    time_limit: int) -> dict:
+                    time_limit: int, gateway_logs: Path | None = None) -> dict:
+    """One ML-Master run on ldct-iqa against the scripted LLM; with ``gateway_logs``, through a model gateway
+    run (a loopback listener demanding the run's token; the scripted LLM is its upstream)."""
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
     description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
-    # the scripted LLM listens on loopback only; the agent shares the host's network to reach it
+    # the scripted LLM (and the gateway) listen on loopback only; the agent shares the host's network
+    gateway = gateway_run = gateway_record = None
     with ScriptedLLM(ML_MASTER_SCRIPT, host="127.0.0.1") as llm:
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
         monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-        result = docker_bench("--agent=ml-master", "--rexmle-network=host", "--agent-option=model=scripted-coder",
-                              "--agent-option=feedback_model=gpt-4o-2024-08-06", "--agent-option=steps=2",
-                              "--agent-option=parallel=1", f"--agent-option=image={image}",
-                              f"--rexmle-time-limit={time_limit}", "-k", "ldct-iqa", timeout=time_limit + 200)
+        if gateway_logs is None:
+            monkeypatch.setenv("OPENAI_API_KEY", KEY)
+            monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
+        else:
+            from pytest_rexmle.gateway import Gateway, Limits
+
+            gateway = Gateway(None, environ={"OPENAI_BASE_URL": f"http://127.0.0.1:{llm.port}/v1",
+                                             "OPENAI_API_KEY": KEY},
+                              limits=Limits(upstream_timeout=60.0), task_hosts=())
+            gateway_run = gateway.open_run("ml-master-1", logs_dir=gateway_logs,
+                                           submission_dir=gateway_logs.parent / "sub", task_id="ldct-iqa")
+            host, port = gateway_run.host_address("127.0.0.1")
+            env = gateway_run.environment(f"http://{host}:{port}")
+            for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REXMLE_VALIDATE_URL"):
+                monkeypatch.setenv(name, env[name])
+        try:
+            result = docker_bench("--agent=ml-master", "--rexmle-network=host",
+                                  "--agent-option=model=scripted-coder",
+                                  "--agent-option=feedback_model=gpt-4o-2024-08-06", "--agent-option=steps=2",
+                                  "--agent-option=parallel=1", f"--agent-option=image={image}",
+                                  f"--rexmle-time-limit={time_limit}", "-k", "ldct-iqa", timeout=time_limit + 200)
+            if gateway_run is not None:
+                gateway_record = gateway_run.close()
+        finally:
+            if gateway is not None:
+                gateway.close()
         requests = list(llm.requests)
     run = run_folders(docker_bench.path, "ldct-iqa")[-1]
     stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
@@ -120,12 +143,14 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     for path in run.rglob("*"):
         if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
             assert KEY.encode() not in path.read_bytes(), path
+            if gateway_run is not None:
+                assert gateway_run.token.encode() not in path.read_bytes(), path  # scrubbed like a key
     capability = json.loads((run / "capability.json").read_text())
     assert len(capability["results"]) == 13
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == image and meta["exit_code"] == 0
     assert session_containers(docker_client, session_id) == []
-    return {"run": run, "requests": requests, "log": log_text, "stderr": stderr}
+    return {"run": run, "requests": requests, "log": log_text, "stderr": stderr, "gateway": gateway_record}
 
 
 def test_ml_master_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client, ml_master_image, session_id,
@@ -139,3 +164,19 @@ def test_real_ml_master_runs_end_to_end_against_a_scripted_llm(docker_bench, doc
     out = _run_end_to_end(docker_bench, docker_client, ml_master_real_image, shared_cache, monkeypatch, session_id,
                           420)
     assert "Starting run \"rexmle\"" in out["log"] and "is the best node so far" in out["log"]
+
+
+def test_real_ml_master_through_the_model_gateway(docker_bench, docker_client, ml_master_real_image, session_id,
+                                                  shared_cache, monkeypatch, tmp_path):
+    """The real code again, its only peer a gateway run: it holds the run's token, the LLM sees the real key
+    (checked in _run_end_to_end), and the gateway meters and records its four calls."""
+    out = _run_end_to_end(docker_bench, docker_client, ml_master_real_image, shared_cache, monkeypatch, session_id,
+                          420, gateway_logs=tmp_path / "gateway-logs")
+    usage = out["gateway"]["usage"]
+    assert usage["source"] == "gateway" and usage["requests"] == len(out["requests"]) == 4, usage
+    assert set(usage["by_model"]) == {"scripted-coder", "gpt-4o-2024-08-06"}, usage
+    calls = [json.loads(line) for line in (tmp_path / "gateway-logs" / "model-calls.jsonl").read_text().splitlines()]
+    assert len(calls) == 4
+    # its coding calls stream without asking for stream_options.include_usage, so a provider sends no usage
+    # chunk and the gateway can count those calls but not their tokens (the scripted LLM sends none either)
+    assert sum(c["stream"] for c in calls) == 2 and usage["by_model"]["gpt-4o-2024-08-06"]["input_tokens"] == 20
