@@ -88,7 +88,7 @@ def cpus() -> tuple[int, int]:
 
 def feedback_model_ok(model: str) -> bool:
     """ML-Master's backend.determine_provider: gpt-* goes to OpenAI, qwen/deepseek to its Qwen backend."""
-    return model.startswith("gpt-") or "qwen" in model.lower() or "deepseek" in model
+    return model.startswith("gpt-") or "qwen" in model or "Qwen" in model or "deepseek" in model
 
 
 def command(contract: Contract, args: argparse.Namespace, root: Path, desc: Path, budget: float) -> list[str]:

@@ -118,6 +118,9 @@ def test_ml_master_refuses_a_feedback_model_its_backend_cannot_call():
     assert start.feedback_model_ok("Qwen3-235B") and not start.feedback_model_ok("o3-mini")
     assert not start.feedback_model_ok("claude-sonnet-4")
     assert start.main(["--feedback-model", "o3-mini"]) == 2
+    with pytest.raises(RexmleError, match="feedback model must be"):  # refused before the session runs anything
+        MLMasterAgent("ml-master", {"feedback_model": "gemini-3-pro-preview"})
+    assert MLMasterAgent("ml-master", {"feedback_model": "Qwen3-235B-A22B"})
 
 
 def test_ml_master_exports_its_best_submission_with_prediction_files(tmp_path):
