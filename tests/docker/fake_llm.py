@@ -29,7 +29,8 @@ shutil.copyfile("./input/sample_submission.csv", "./working/submission.csv")
 print("Validation metric: 0.5")
 """
 
-# ML-Master's programs leave their submission in ./submission/ (its start script says so)
+# ML-Master's programs leave their submission in ./submission/ (its prompt and start script say so); it
+# rewrites "submission/submission.csv" in the code to submission_<node id>.csv before running it
 ML_MASTER_SCRIPT = """\
 import os
 import shutil
@@ -49,12 +50,13 @@ def embedding(text: str) -> list[float]:
 
 
 class ScriptedLLM:
-    def __init__(self, script: str = SCRIPT) -> None:
+    def __init__(self, script: str = SCRIPT, host: str = "0.0.0.0") -> None:
+        """``host``: where to listen; ``127.0.0.1`` for agents run with ``--rexmle-network=host``."""
         self.script = script
         self.requests: list[dict] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), self._handler())
+        self.server = ThreadingHTTPServer((host, 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -88,6 +90,8 @@ class ScriptedLLM:
             name = tools[0]["function"]["name"]
             if name == "submit_review":
                 args = {"is_bug": False, "summary": "Ran fine.", "metric": 0.5, "lower_is_better": False}
+                if "has_csv_submission" in tools[0]["function"].get("parameters", {}).get("properties", {}):
+                    args["has_csv_submission"] = True  # ML-Master's review asks for it too
             else:
                 args = {"plan": "Copy the sample submission as a first valid baseline.",
                         "code": f"```python\n{self.script}```"}

@@ -99,11 +99,33 @@ def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
     assert overrides["agent.steerable_reasoning"] == "false" and overrides["agent.check_format"] == "false"
     assert overrides["agent.search.parallel_search_num"] == "2" and overrides["exec.timeout"] == "2700"  # 0.375 * 7200
     assert start.format_time(3725) == "1hrs 2mins 5secs"
+    # what its Config schema needs (dataset_dir is a non-optional Path) and its folder names
+    assert overrides["dataset_dir"] == str(contract.data) and overrides["exp_name"] == start.EXP == "rexmle"
+    assert overrides["copy_data"] == "False" and overrides["preprocess_data"] == "False"
+    # its interpreter pins each parallel run to start_cpu_id .. +cpu_number: the cpus this process may use
+    monkeypatch.setattr(start.os, "sched_getaffinity", lambda pid: {4, 5, 6, 9}, raising=False)
+    assert start.cpus() == (4, 3)
+    args = start.parse(["--parallel", "8"])
+    overrides = dict(a.split("=", 1) for a in start.command(contract, args, tmp_path / "root",
+                                                             tmp_path / "root" / "task.md", budget=6000)[2:])
+    assert (overrides["start_cpu_id"], overrides["cpu_number"]) == ("4", "3")
+    assert overrides["agent.search.parallel_search_num"] == "3"  # it refuses more parallel runs than cpus
+
+
+def test_ml_master_refuses_a_feedback_model_its_backend_cannot_call():
+    start = _start_module("ml-master")
+    assert start.feedback_model_ok("gpt-4o-2024-08-06") and start.feedback_model_ok("deepseek-v3")
+    assert start.feedback_model_ok("Qwen3-235B") and not start.feedback_model_ok("o3-mini")
+    assert not start.feedback_model_ok("claude-sonnet-4")
+    assert start.main(["--feedback-model", "o3-mini"]) == 2
+    with pytest.raises(RexmleError, match="feedback model must be"):  # refused before the session runs anything
+        MLMasterAgent("ml-master", {"feedback_model": "gemini-3-pro-preview"})
+    assert MLMasterAgent("ml-master", {"feedback_model": "Qwen3-235B-A22B"})
 
 
 def test_ml_master_exports_its_best_submission_with_prediction_files(tmp_path):
     start = _start_module("ml-master")
-    ws = tmp_path / "root" / "workspaces" / "0-rexmle"
+    ws = tmp_path / "root" / "workspaces" / "rexmle"  # <workspace_dir>/<exp_name>
     (ws / "submission" / "preds").mkdir(parents=True)
     (ws / "best_submission").mkdir()
     (ws / "submission" / "preds" / "case1.nii.gz").write_bytes(b"mask")
