@@ -12,9 +12,11 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
   stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
-Network (``--rexmle-network``): ``none`` is a namespace with only a loopback (bwrap) or seccomp and
+Network (``--rexmle-network``): ``gateway`` (the session default) is a network namespace of the
+sandbox's own whose only peer is the session's gateway, listening on the namespace's 127.0.0.1
+(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself); ``none`` is a namespace with only a loopback (bwrap) or seccomp and
 Landlock refusing IP sockets (landlock); ``host`` is the host's network, loopback services included;
-``bridge`` (the session default) is, under bwrap with slirp4netns installed, a namespace of its own
+``bridge`` (an explicit choice: the task's answers are then downloadable) is, under bwrap with slirp4netns installed, a namespace of its own
 NATed to the outside by slirp4netns (:mod:`.sandbox.slirp`): the internet answers, the host's
 loopback does not. Elsewhere (Landlock has no namespaces and its network rules only know ports; no
 slirp4netns) ``bridge`` falls back to the host's network, with one warning per session; the run's
@@ -47,10 +49,13 @@ from pathlib import Path
 from ..paths import python_mirror_home
 from ..task import tasks_root
 from . import staging
+from . import gateway_link
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, NO_NETWORK, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
+from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
+    can_create_network_namespace
 from .sandbox.landlock import LandlockView, etc_entries
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.mirror import AgentPython, MirrorUnavailable, ensure, plan
@@ -62,8 +67,9 @@ KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
-NETWORK_CHOICES = ("host", "bridge", "none")
+NETWORK_CHOICES = gateway_link.NETWORKS
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
+_own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
 SIGXFSZ = 25
 # what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
@@ -100,7 +106,8 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def __init__(self, unsafe: bool = False, bwrap: str | None = None, sandbox: str = "auto",
-                 limits: dict[str, str] | None = None, **_: object) -> None:
+                 limits: dict[str, str] | None = None, gateway: gateway_link.GatewayFactory | None = None,
+                 **_: object) -> None:
         if sandbox not in SANDBOX_CHOICES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}")
         self.unsafe = unsafe
@@ -109,6 +116,11 @@ class LocalRuntime(Runtime):
         self.limit_overrides = dict(limits or {})
         self._mechanism: str | None = None
         self._pythons: dict[int, AgentPython | MirrorUnavailable] = {}  # per agent uid, built once
+        self.gateway = gateway or gateway_link.session_gateway_factory()
+
+    @classmethod
+    def from_settings(cls, settings) -> "LocalRuntime":
+        return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
     @classmethod
     def settings_options(cls, settings) -> dict:
@@ -218,27 +230,38 @@ class LocalRuntime(Runtime):
         return found
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, mode: str) -> dict:
+                         tmp: Path, mode: str, channel: ListenerChannel | None = None) -> dict:
         python = self.agent_python(who)
+        network = self.network(spec)
+        gateway = None
+        if channel is not None:  # Landlock has no namespace of its own: its launcher makes one
+            gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": python.argv(spec.argv),
                 "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), python),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
-                "network": self.network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
+                "network": network, "gateway": gateway, "pdeathsig": True,
+                # Landlock leaves the host's /run (munge, databases, Docker) visible and does not filter
+                # pathname unix sockets: no socket(AF_UNIX) there (socketpair stays); nor for a uid-0 agent
+                "deny_unix_sockets": who.is_root or mode == "supervise",
                 # the launcher's own parent: it compares against this, not against pid 1, because the
                 # harness may itself be pid 1 (``docker run image pytest ...``)
                 "parent": os.getpid()}
 
     def network(self, spec: RunSpec) -> str:
-        """The network the agent actually gets: ``bridge`` only where the sandbox can hide the host's
-        loopback (bubblewrap with slirp4netns), else the host's network, said once per session."""
-        network = spec.network or "bridge"
+        """The network the agent actually gets: ``gateway`` wherever the agent can have a network namespace
+        (else the session stops: nothing would keep it from the host's services); ``bridge`` only where
+        the sandbox can hide the host's loopback (bubblewrap with slirp4netns), else the host's network,
+        said once per session."""
+        network = spec.network or gateway_link.DEFAULT_NETWORK
         if network not in NETWORK_CHOICES:
             raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(NETWORK_CHOICES)}, "
                                      f"not {network!r}")
+        mechanism = self.mechanism()
+        if network == "gateway" and mechanism == "landlock":
+            _require_own_netns()
         if network != "bridge":
             return network
-        mechanism = self.mechanism()
         if mechanism == "bwrap" and slirp4netns():
             return "bridge"
         if mechanism == "bwrap":
@@ -309,9 +332,16 @@ class LocalRuntime(Runtime):
         cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
+        channel: ListenerChannel | None = None
+        gateway_run = None
+        record: dict | None = None
         try:
             mode = "exec" if mechanism == "bwrap" else "supervise"
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, mode)
+            if self.network(spec) == "gateway":
+                gateway_run = gateway_link.open_run(self.gateway, spec)
+                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
+                channel = ListenerChannel()
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, mode, channel)
             if config["network"] == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
@@ -319,10 +349,15 @@ class LocalRuntime(Runtime):
                 argv = self._bwrap_command(spec, config, tmp, fds, bridge)
             else:
                 argv = self._landlock_command(spec, config, tmp, fds, [str(stdout_path), str(stderr_path)])
-            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge)
+            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
+                                      _GatewayHookup(channel, gateway_run) if channel else None)
         finally:
             if bridge is not None:
                 bridge.close()
+            if channel is not None:
+                channel.close()
+            if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
+                record = gateway_run.close()
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -332,6 +367,8 @@ class LocalRuntime(Runtime):
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=config["network"])
+        if record is not None:
+            outcome.details.update(gateway_link.record_details(record))
         if who.reason:  # a root harness that could not give the agent its dedicated uid says why
             outcome.details["agent_uid_reason"] = who.reason
         python = self.agent_python(who)
@@ -340,14 +377,16 @@ class LocalRuntime(Runtime):
         return outcome
 
     def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
-                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None) -> RunOutcome:
+                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None,
+                   gateway: "_GatewayHookup | None" = None) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ())),
+                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ()),
+                                                       *((gateway.channel.child_fd,) if gateway else ())),
                                     start_new_session=True, preexec_fn=join)
             try:
                 if bridge is not None:  # the agent starts only once its network is up
@@ -356,6 +395,8 @@ class LocalRuntime(Runtime):
                     except NetworkSetupError as exc:
                         raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
                                                  f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
+                if gateway is not None:  # the listener is already listening: the agent's connects queue
+                    gateway.connect(proc)
                 next_disk = start
                 while True:
                     if wait_exit(proc, POLL_SECONDS):
@@ -423,6 +464,35 @@ class LocalRuntime(Runtime):
             proc.wait()
 
 
+class _GatewayHookup:
+    """The run's gateway listener on its way from the sandbox's first process to the gateway."""
+
+    def __init__(self, channel: ListenerChannel, run) -> None:
+        self.channel, self.run = channel, run
+
+    def connect(self, proc: subprocess.Popen) -> None:
+        try:
+            listener = self.channel.receive(proc)
+        except GatewayNetworkError as exc:
+            raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: {exc}") from None
+        self.run.serve(listener)
+
+
+def _require_own_netns() -> None:
+    """Landlock's gateway network needs a network namespace the launcher can create; without one nothing
+    keeps the agent from the host's services, so the session stops rather than run it unprotected."""
+    global _own_netns
+    if _own_netns is None:
+        _own_netns = can_create_network_namespace()
+    works, why = _own_netns
+    if not works:
+        raise RuntimeUnavailable(
+            f"--rexmle-network=gateway under Landlock needs a network namespace for the agent, and this harness "
+            f"cannot create one ({why}); run the harness as root, allow unprivileged user namespaces "
+            "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces), use bubblewrap, or choose "
+            "--rexmle-network=none")
+
+
 def _harness_python() -> AgentPython:
     return AgentPython(Path(sys.executable), tuple(python_roots()), tasks_root().resolve())
 
@@ -445,7 +515,7 @@ def _mirrored_python(who: ident.Identity, own: AgentPython) -> AgentPython | Mir
 
 def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
     """bubblewrap's network options: the host's (none), a lone loopback, or the slirp4netns bridge."""
-    if network == "none":
+    if network in ("none", "gateway"):  # the gateway's listener is the launcher's, inside this namespace
         return NO_NETWORK
     return bridge.bwrap_args() if bridge is not None else []
 

@@ -1,0 +1,75 @@
+"""A runtime's side of ``--rexmle-network=gateway``: open the run on the session's gateway, give the agent
+its variables, and bring the gateway's record of the run back into ``run.json``.
+
+The runtimes own this (not ``run.py``) because only they know where the gateway's listener can live: in
+the sandbox's own network namespace (bubblewrap, Landlock, Docker) or on a Slurm node, where the node's
+harness process runs a gateway of its own for the runs it hosts. Whatever the runtime, the agent gets
+the run's random token in place of every key it was given (``RunSpec.secret_env``), so the real keys stay
+in the harness process (and, on a Slurm node, in the job's environment, never the agent's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from .base import RunSpec, RuntimeUnavailable
+
+#: the networks every runtime knows; ``gateway`` is the session default
+NETWORKS = ("gateway", "bridge", "host", "none")
+DEFAULT_NETWORK = "gateway"
+
+
+class GatewayRun(Protocol):
+    """What a runtime needs of the gateway's per-run handle (``pytest_rexmle.gateway``)."""
+    token: str
+
+    def environment(self, base_url: str) -> dict[str, str]: ...
+    def serve(self, listener: Any) -> None: ...
+    def host_address(self) -> tuple[str, int]: ...
+    def close(self) -> dict: ...
+
+
+GatewayFactory = Callable[[], Any]  # returns an object with ``open_run`` (the session's gateway)
+
+
+def session_gateway_factory(settings=None) -> GatewayFactory:
+    """The session's gateway, created on first use (the harness process's one, also on a Slurm node)."""
+    def make():
+        try:
+            from ..gateway import session_gateway
+        except ImportError as exc:
+            raise RuntimeUnavailable(f"--rexmle-network=gateway needs the gateway (pytest_rexmle.gateway): {exc}; "
+                                     "--rexmle-network=none runs without any network") from None
+        return session_gateway(settings)
+
+    return make
+
+
+def open_run(factory: GatewayFactory, spec: RunSpec) -> GatewayRun:
+    """The run's handle on the gateway: its token, trajectory file and budget, keyed by the run folder."""
+    run_id = f"{spec.task_id}-{spec.logs.parent.name}"
+    return factory().open_run(run_id, logs_dir=spec.logs, submission_dir=spec.submission, task_id=spec.task_id)
+
+
+def agent_environment(spec: RunSpec, run: GatewayRun, base_url: str) -> dict[str, str]:
+    """The agent's environment under the gateway: every secret it was given becomes the run's token, then
+    the gateway's own variables (base URLs, proxies, keys = token) go on top."""
+    env = dict(spec.env)
+    for name in spec.secret_env:
+        if name in env:
+            env[name] = run.token
+    env.update(run.environment(base_url))
+    return env
+
+
+def record_details(record: dict, network: str = "gateway") -> dict:
+    """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``)."""
+    details: dict = {"network": network}
+    for key in ("usage", "egress", "budget_exhausted"):
+        if key in record:
+            details[key] = record[key]
+    if record.get("calls"):
+        details["model_calls"] = str(Path(record["calls"]).name)
+    return details
