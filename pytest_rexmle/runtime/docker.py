@@ -78,9 +78,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import staging
+from . import gateway_link, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .liveness import pid_alive, process_start
+from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 
 DEFAULT_IMAGE = "rexmle/base:latest"
 HARNESS_ROOT = Path("/opt/rexmle")
@@ -205,13 +206,28 @@ class DockerRuntime(Runtime):
     name = "docker"
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
-                 session: str | None = None, mount_harness: bool = True, **_: object) -> None:
+                 session: str | None = None, mount_harness: bool = True,
+                 gateway: gateway_link.GatewayFactory | None = None, **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
         self._client = client
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.mount_harness = mount_harness
+        self.gateway = gateway or gateway_link.session_gateway_factory()
+
+    @classmethod
+    def from_settings(cls, settings) -> "DockerRuntime":
+        return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
+
+    def network_notices(self, network: str) -> list[str]:
+        """The gateway's listener is placed in the container's namespace with ``setns``, which needs root."""
+        if network == "gateway" and os.geteuid() != 0:
+            raise RuntimeUnavailable(
+                "--rexmle-network=gateway on Docker places the gateway's listener inside the container's network "
+                "namespace, which needs a root harness (setns); run the session as root, use the local runtime, "
+                "or choose --rexmle-network=none")
+        return []
 
     # -- engine ----------------------------------------------------------------------------------------
     @property
@@ -328,8 +344,11 @@ class DockerRuntime(Runtime):
     @staticmethod
     def network_mode(network: str) -> str:
         """``none`` stays offline; ``host`` shares the host's network (its loopback services included),
-        only because the user asked for exactly that; every other mode is the engine's bridge: outbound
-        traffic works and the host's loopback services do not answer (the container has its own)."""
+        only because the user asked for exactly that; ``gateway`` starts from ``none`` (the run then joins
+        its network holder, see :meth:`_network_holder`); every other mode is the engine's bridge:
+        outbound traffic works and the host's loopback services do not answer (the container has its own)."""
+        if network == "gateway":
+            return "none"
         return network if network in ("none", "host") else "bridge"
 
     def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
@@ -408,6 +427,46 @@ class DockerRuntime(Runtime):
         return outcome
 
     def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
+        if spec.network != "gateway":
+            return self._run_agent_container(spec, image_name, image, user)
+        gateway_run = gateway_link.open_run(self.gateway, spec)
+        record: dict = {}
+        try:
+            spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
+            outcome = self._run_agent_container(spec, image_name, image, user, gateway_run)
+        finally:
+            record = gateway_run.close()
+        outcome.details.update(gateway_link.record_details(record))
+        return outcome
+
+    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run):
+        """A container with no network (``--network none``) holding the namespace the agent's container
+        joins (``--network container:ID``), with the gateway's listener put into it before the agent
+        starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
+        holder = self.client.containers.create(
+            image=image_name, command=["timeout", "-s", "KILL", str(limits.deadline + 60), "sleep",
+                                       str(limits.deadline + 60)],
+            user="65534:65534", network_mode="none", hostname="rexmle-agent",
+            labels={**self.labels(spec, limits), f"{LABEL}.role": "network"}, read_only=True, init=True,
+            name=f"rexmle-{spec.task_id}-net-{uuid.uuid4().hex[:10]}", cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"], pids_limit=8, mem_limit="64m")
+        try:
+            holder.start()
+            holder.reload()
+            pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
+            if not pid:
+                raise RuntimeUnavailable("Docker started the network holder but reported no process for it")
+            gateway_run.serve(listener_in_namespace(pid))
+        except GatewayNetworkError as exc:
+            self._remove(holder)
+            raise RuntimeUnavailable(f"the gateway's listener could not be placed in the container's network: {exc}") from None
+        except BaseException:
+            self._remove(holder)
+            raise
+        return holder
+
+    def _run_agent_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int],
+                             gateway_run=None) -> RunOutcome:
         stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         self._prepare_folders(spec, user)
         info = self._engine_info()
@@ -419,12 +478,17 @@ class DockerRuntime(Runtime):
                                    "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"],
                                    "network": kwargs["network_mode"], "limits": limits.describe(),
                                    "seccomp": _seccomp_profile(info)}
-        container = None
+        container = holder = None
         threads: list[threading.Thread] = []
         restore = self._trap_sigterm()
         start = time.monotonic()
         timed_out = False
         try:
+            if gateway_run is not None:
+                holder = self._network_holder(spec, image_name, limits, gateway_run)
+                kwargs["network_mode"] = f"container:{holder.id}"
+                kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
+                details["network"] = "gateway"
             container = self.client.containers.create(**kwargs)
             self._record(spec, container, secret=set(spec.secret_env))
             try:
@@ -447,6 +511,8 @@ class DockerRuntime(Runtime):
             duration = time.monotonic() - start
             if container is not None:
                 self._remove(container)
+            if holder is not None:
+                self._remove(holder)
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
             restore()

@@ -47,6 +47,24 @@ def session_gateway_factory(settings=None) -> GatewayFactory:
     return make
 
 
+BRIDGE_WARNING = ("rexmle: --rexmle-network=bridge gives agents the internet, where every task's public release, "
+                  "test labels included, is downloadable; these results are recorded with network=bridge and are "
+                  "not comparable with gateway runs (the default)")
+
+
+def network_notices(runtime, network: str) -> list[str]:
+    """The session's network warnings, said once by the controller: ``bridge`` leaves the answers
+    downloadable, plus what the runtime says (a fallback to the host's network). Raises
+    ``RuntimeUnavailable`` when the runtime cannot give ``network`` safely. Silences the runtimes'
+    own per-run warnings in this process."""
+    notices = [BRIDGE_WARNING] if network == "bridge" else []
+    notices += runtime.network_notices(network)
+    from .local import silence_network_warnings
+
+    silence_network_warnings()
+    return notices
+
+
 def open_run(factory: GatewayFactory, spec: RunSpec) -> GatewayRun:
     """The run's handle on the gateway: its token, trajectory file and budget, keyed by the run folder."""
     run_id = f"{spec.task_id}-{spec.logs.parent.name}"

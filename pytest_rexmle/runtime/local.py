@@ -262,19 +262,31 @@ class LocalRuntime(Runtime):
             _require_own_netns()
         if network != "bridge":
             return network
-        if mechanism == "bwrap" and slirp4netns():
+        why = self._bridge_fallback()
+        if why is None:
             return "bridge"
-        if mechanism == "bwrap":
-            why = f"slirp4netns is not installed ({INSTALL_HINT})"
-        else:
-            why = (f"the {mechanism} sandbox has no network namespace (Landlock's network rules know ports, not "
-                   f"addresses); use bubblewrap (apt-get install bubblewrap) with slirp4netns ({INSTALL_HINT})")
-        if why not in _fallbacks_warned:
+        if why not in _fallbacks_warned and SESSION_WARNED not in _fallbacks_warned:
             _fallbacks_warned.add(why)
-            warnings.warn(f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they "
-                          f"reach services listening on the host's loopback: {why}; --rexmle-network=none cuts "
-                          f"the network entirely", stacklevel=2)
+            warnings.warn(_fallback_message(why), stacklevel=2)
         return "host"
+
+    def _bridge_fallback(self) -> str | None:
+        """Why ``bridge`` cannot be had here (the agent then gets the host's network), or None."""
+        mechanism = self.mechanism()
+        if mechanism == "bwrap" and slirp4netns():
+            return None
+        if mechanism == "bwrap":
+            return f"slirp4netns is not installed ({INSTALL_HINT})"
+        return (f"the {mechanism} sandbox has no network namespace (Landlock's network rules know ports, not "
+                f"addresses); use bubblewrap (apt-get install bubblewrap) with slirp4netns ({INSTALL_HINT})")
+
+    def network_notices(self, network: str) -> list[str]:
+        """Checked once per process at session start (raises when ``gateway`` cannot confine the agent);
+        the fallback of ``bridge`` to the host's network is said here, once per session."""
+        if network == "gateway" and self.mechanism() == "landlock":
+            _require_own_netns()
+        why = self._bridge_fallback() if network == "bridge" and self.mechanism() != "none" else None
+        return [_fallback_message(why)] if why else []
 
     def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int],
                        bridge: SlirpNetwork | None) -> list[str]:
@@ -462,6 +474,20 @@ class LocalRuntime(Runtime):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+#: set once the session has said its network warnings (the controller, see plugin.py): runs stay quiet
+SESSION_WARNED = "<session>"
+
+
+def silence_network_warnings() -> None:
+    _fallbacks_warned.add(SESSION_WARNED)
+
+
+def _fallback_message(why: str) -> str:
+    return (f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they reach "
+            f"services listening on the host's loopback: {why}; --rexmle-network=gateway (the default) or none "
+            "keep them off it")
 
 
 class _GatewayHookup:
