@@ -207,7 +207,8 @@ class DockerRuntime(Runtime):
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
                  session: str | None = None, mount_harness: bool = True,
-                 gateway: gateway_link.GatewayFactory | None = None, **_: object) -> None:
+                 gateway: gateway_link.GatewayFactory | None = None, gateway_budget: str | None = None,
+                 egress_allow: list[str] | tuple[str, ...] = (), **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
@@ -215,10 +216,18 @@ class DockerRuntime(Runtime):
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.mount_harness = mount_harness
         self.gateway = gateway or gateway_link.session_gateway_factory()
+        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
+
+    @classmethod
+    def settings_options(cls, settings) -> dict:
+        return gateway_link.gateway_options(settings)
 
     @classmethod
     def from_settings(cls, settings) -> "DockerRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
+
+    def _open_gateway_run(self, spec: RunSpec):
+        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
 
     def network_notices(self, network: str) -> list[str]:
         """The gateway's listener is placed in the container's namespace with ``setns``, which needs root."""
@@ -429,7 +438,7 @@ class DockerRuntime(Runtime):
     def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
         if spec.network != "gateway":
             return self._run_agent_container(spec, image_name, image, user)
-        gateway_run = gateway_link.open_run(self.gateway, spec)
+        gateway_run = self._open_gateway_run(spec)
         record: dict = {}
         try:
             spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))

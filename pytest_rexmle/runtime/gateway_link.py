@@ -65,10 +65,26 @@ def network_notices(runtime, network: str) -> list[str]:
     return notices
 
 
-def open_run(factory: GatewayFactory, spec: RunSpec) -> GatewayRun:
+def gateway_options(settings) -> dict:
+    """The session's budget and egress additions as plain data, so they also reach a Slurm node's gateway
+    (whose harness process has no settings of its own)."""
+    return {"gateway_budget": getattr(settings, "budget", None),
+            "egress_allow": list(getattr(settings, "egress_allow", ()) or ())}
+
+
+def open_run(factory: GatewayFactory, spec: RunSpec, budget: str | None = None,
+             egress_allow: tuple[str, ...] | list[str] = ()) -> GatewayRun:
     """The run's handle on the gateway: its token, trajectory file and budget, keyed by the run folder."""
     run_id = f"{spec.task_id}-{spec.logs.parent.name}"
-    return factory().open_run(run_id, logs_dir=spec.logs, submission_dir=spec.submission, task_id=spec.task_id)
+    extra: dict = {}
+    if budget:
+        from ..gateway import Budget
+
+        extra["budget"] = Budget.parse(budget)
+    if egress_allow:
+        extra["egress_allow"] = tuple(egress_allow)
+    return factory().open_run(run_id, logs_dir=spec.logs, submission_dir=spec.submission, task_id=spec.task_id,
+                              public_dir=spec.data_dir, **extra)
 
 
 def agent_environment(spec: RunSpec, run: GatewayRun, base_url: str) -> dict[str, str]:
@@ -83,8 +99,10 @@ def agent_environment(spec: RunSpec, run: GatewayRun, base_url: str) -> dict[str
 
 
 def record_details(record: dict, network: str = "gateway") -> dict:
-    """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``)."""
-    details: dict = {"network": network}
+    """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``): the record itself under
+    ``gateway`` (``run.finish`` turns it into run.json's fields) and, so that run.json has them whichever
+    side is present, its ``usage``, ``egress`` and ``budget_exhausted``."""
+    details: dict = {"network": network, "gateway": record}
     for key in ("usage", "egress", "budget_exhausted"):
         if key in record:
             details[key] = record[key]

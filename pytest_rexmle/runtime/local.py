@@ -107,6 +107,7 @@ class LocalRuntime(Runtime):
 
     def __init__(self, unsafe: bool = False, bwrap: str | None = None, sandbox: str = "auto",
                  limits: dict[str, str] | None = None, gateway: gateway_link.GatewayFactory | None = None,
+                 gateway_budget: str | None = None, egress_allow: list[str] | tuple[str, ...] = (),
                  **_: object) -> None:
         if sandbox not in SANDBOX_CHOICES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}")
@@ -117,15 +118,19 @@ class LocalRuntime(Runtime):
         self._mechanism: str | None = None
         self._pythons: dict[int, AgentPython | MirrorUnavailable] = {}  # per agent uid, built once
         self.gateway = gateway or gateway_link.session_gateway_factory()
+        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
 
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
+    def _open_gateway_run(self, spec: RunSpec):
+        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
+
     @classmethod
     def settings_options(cls, settings) -> dict:
         return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
-                "limits": dict(getattr(settings, "limits", None) or {})}
+                "limits": dict(getattr(settings, "limits", None) or {}), **gateway_link.gateway_options(settings)}
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -350,7 +355,7 @@ class LocalRuntime(Runtime):
         try:
             mode = "exec" if mechanism == "bwrap" else "supervise"
             if self.network(spec) == "gateway":
-                gateway_run = gateway_link.open_run(self.gateway, spec)
+                gateway_run = self._open_gateway_run(spec)
                 spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
                 channel = ListenerChannel()
             config = self._launcher_config(spec, who, limits, cgroup, tmp, mode, channel)

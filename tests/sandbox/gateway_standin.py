@@ -148,73 +148,8 @@ class UnixService:
             self.folder.rmdir()
 
 
-#: the agent: from inside, look for the key everywhere and try every way out (reads TARGETS, a JSON dict)
-HUNT = r'''
-import errno, json, os, socket, urllib.request
-
-def err(exc):
-    reason = getattr(exc, "reason", exc)
-    return errno.errorcode.get(getattr(reason, "errno", None), type(reason).__name__)
-
-t = json.loads(TARGETS)
-out = {"env_keys": {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")},
-       "gateway": None, "tcp": {}, "unix": None, "abstract": None, "dns": None, "proc_read": 0}
-loot = [json.dumps(dict(os.environ))]
-for pid in os.listdir("/proc"):
-    if pid.isdigit():
-        for name in ("environ", "cmdline"):
-            try:
-                with open(f"/proc/{pid}/{name}", "rb") as fh:
-                    loot.append(fh.read().decode(errors="replace"))
-                    out["proc_read"] += 1
-            except OSError:
-                pass
-for top in {os.getcwd(), os.environ.get("HOME", "."), os.environ.get("TMPDIR", "/tmp"), "/tmp"}:
-    for folder, _, files in os.walk(top):
-        for f in files:
-            try:
-                with open(os.path.join(folder, f), "rb") as fh:
-                    loot.append(fh.read(1 << 20).decode(errors="replace"))
-            except OSError:
-                pass
-with open("loot.txt", "w") as fh:
-    fh.write("\n".join(loot))
-gw = os.environ.get("REXMLE_GATEWAY")
-if gw:
-    req = urllib.request.Request(gw + "/rexmle/ping", headers={"Authorization": "Bearer " + os.environ.get("OPENAI_API_KEY", "")})
-    try:
-        out["gateway"] = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=5).status
-    except OSError as exc:
-        out["gateway"] = getattr(exc, "code", None) or err(exc)
-for host, port in t["tcp"]:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(3)
-    try:
-        s.connect((host, port)); out["tcp"][f"{host}:{port}"] = "connected"
-    except OSError as exc:
-        out["tcp"][f"{host}:{port}"] = err(exc)
-    finally:
-        s.close()
-for key, address in (("unix", t["unix"]), ("abstract", "\0" + t["abstract"])):
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(3)
-        s.connect(address); out[key] = "connected"
-        s.close()
-    except OSError as exc:
-        out[key] = err(exc)
-try:
-    out["dns"] = socket.getaddrinfo("zenodo.org", 443)[0][4][0]
-except OSError as exc:
-    out["dns"] = type(exc).__name__
-try:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(2)
-    u.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x06zenodo\x03org\x00\x00\x01\x00\x01", tuple(t["dns"]))
-    out["udp_dns"] = "answered" if u.recvfrom(512) else "silent"
-except OSError as exc:
-    out["udp_dns"] = err(exc)
-print(json.dumps(out))
-'''
+#: the agent that hunts for the key and a way out (``fixtures/agents/gateway_hunt/agent.py``)
+HUNT_AGENT = Path(__file__).resolve().parents[2] / "fixtures" / "agents" / "gateway_hunt" / "agent.py"
 
 
 class UdpResponder:
@@ -246,7 +181,7 @@ class UdpResponder:
 
 
 def hunt_code(targets: dict) -> str:
-    return f"TARGETS = {json.dumps(json.dumps(targets))}\n{HUNT}"
+    return f"TARGETS = {json.dumps(json.dumps(targets))}\n{HUNT_AGENT.read_text()}"
 
 
 def host_address() -> str:
