@@ -225,7 +225,7 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
         result.write(run.folder.result_path)
-    record_result(request.node, result)
+    record_result(request.node, result, usage=_metered_usage(run.folder.root))
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
@@ -234,8 +234,22 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     return result
 
 
-def record_result(item: pytest.Item, result: ChallengeResult) -> None:
-    """Per-case JUnit properties, plus the whole record for the controller's session report."""
+def _metered_usage(run_dir: Path) -> dict | None:
+    """The gateway's ``usage`` in the run's run.json, when the run went through the gateway."""
+    from .hostile import RefusedFile, read_json
+
+    try:
+        meta = read_json(run_dir / "run.json", 4 * 1024 * 1024, "run.json")
+    except (RefusedFile, OSError, ValueError):
+        return None
+    return meta.get("usage") if isinstance(meta, dict) else None
+
+
+def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None) -> None:
+    """Per-case JUnit properties (with the gateway's ``usage.*`` when given), plus the whole record for the
+    controller's session report."""
+    from .gateway.record import junit_properties
+
     props = item.user_properties
     props.append(("status", result.status))
     props.append(("percentile", result.percentile))
@@ -247,4 +261,5 @@ def record_result(item: pytest.Item, result: ChallengeResult) -> None:
         props.append((f"position.{key}", value))
     if result.reason:
         props.append(("reason", result.reason))
+    props.extend(junit_properties(usage))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .agents.base import Agent, AgentContext
 from .data.store import TaskData
+from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
@@ -163,6 +164,8 @@ def finish(run: LaunchedRun) -> RunOutcome:
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
     outcome = run.handle.wait()
     meta.update(run.handle.record())
+    # the gateway's record of the run (metered usage, egress), when the runtime ran one
+    meta.update(run_json_fields(outcome.details.pop("gateway", None)))
     # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
     meta["scrub"] = scrub_run_folder(folder.root).to_json()
     try:

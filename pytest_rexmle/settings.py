@@ -45,6 +45,10 @@ OPTIONS = [
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
      "list", []),
+    ("--rexmle-budget", "rexmle_budget", "per-run model budget through the gateway, e.g. usd=5,tokens=2000000,"
+     "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
+    ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
+     "(repeatable; the tasks' data hosts stay refused)", "list", []),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -122,13 +126,16 @@ class Settings:
     slurm_detach: bool = False
     sandbox: str = "auto"                                       # local runtime: auto, bwrap or landlock
     limits: dict[str, str] = field(default_factory=dict)        # --rexmle-limit NAME=VALUE overrides
+    budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
+    egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
-                "sandbox": self.sandbox, "limits": dict(self.limits)}
+                "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
+                "egress_allow": list(self.egress_allow)}
 
 
 def _limits(pairs: list[str]) -> dict[str, str]:
@@ -198,7 +205,19 @@ def read_settings(config: pytest.Config) -> Settings:
         slurm_detach=bool(v["rexmle_slurm_detach"]),
         sandbox=v["rexmle_sandbox"],
         limits=_limits(list(v["rexmle_limits"] or [])),
+        budget=_budget(v["rexmle_budget"]),
+        egress_allow=tuple(h.strip() for h in (v["rexmle_egress_allow"] or []) if h.strip()),
     )
+
+
+def _budget(text: str | None) -> str | None:
+    """``--rexmle-budget`` checked now, so a typo is one usage error and not a failed run per task."""
+    from .gateway.budget import Budget, BudgetError
+
+    try:
+        return text.strip() if Budget.parse(text) is not None else None
+    except BudgetError as exc:
+        raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
 
 
 def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:
