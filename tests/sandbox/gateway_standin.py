@@ -192,3 +192,48 @@ def host_address() -> str:
             return s.getsockname()[0]
         except OSError:
             return "127.0.0.1"
+
+
+class StandInProvider:
+    """An OpenAI-compatible chat endpoint on the host's loopback (the model provider, which cannot exist
+    here): answers ``POST /v1/chat/completions`` with a fixed completion and its usage, and records the
+    ``Authorization`` header of every request, so a test can see which key reached it."""
+
+    ANSWER = "rexmle-provider-answer"
+
+    def __init__(self) -> None:
+        self.authorizations: list[str] = []
+        provider = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                request = json.loads(self.rfile.read(length) or b"{}")
+                provider.authorizations.append(self.headers.get("Authorization", ""))
+                body = json.dumps({"id": "chatcmpl-standin", "object": "chat.completion", "model": request.get("model"),
+                                   "choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": provider.ANSWER}}],
+                                   "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802
+                provider.authorizations.append(self.headers.get("Authorization", ""))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(provider.ANSWER.encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

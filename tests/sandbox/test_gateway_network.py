@@ -203,3 +203,57 @@ def test_unprivileged_harness_agent_reaches_only_the_gateway(unprivileged_gatewa
         subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
                         result["root"]], capture_output=True, timeout=60)
 
+
+
+# -- through the real gateway: the provider gets the real key, the agent only the token; data hosts refused --
+CHAT = r'''
+import json, os, socket, urllib.request
+out = {}
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", method="POST",
+                             data=json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+                             headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+out["chat"] = json.loads(urllib.request.urlopen(req, timeout=20).read())["choices"][0]["message"]["content"]
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect(("127.0.0.1", PROVIDER_PORT)); out["direct"] = "connected"
+except OSError as exc:
+    out["direct"] = type(exc).__name__
+try:
+    out["zenodo"] = urllib.request.urlopen("https://zenodo.org/api/records/1", timeout=10).status
+except OSError as exc:
+    out["zenodo"] = str(getattr(exc, "reason", exc))[:200]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("mechanism", ["bwrap", "landlock"])
+def test_real_gateway_swaps_the_key_meters_and_refuses_data_hosts(tmp_path, mechanism):
+    from .gateway_standin import StandInProvider, require_real_gateway
+
+    require_mechanism(mechanism)
+    require_real_gateway()
+    from pytest_rexmle.gateway import Gateway
+
+    provider = StandInProvider()
+    try:
+        gateway = Gateway(environ={"OPENAI_API_KEY": REAL_KEY, "OPENAI_BASE_URL": provider.base_url})
+        runtime = LocalRuntime(sandbox=mechanism, gateway=lambda: gateway)
+        spec = make_run(tmp_path, f"PROVIDER_PORT = {provider.port}\n{CHAT}")
+        outcome = runtime.run(runtime.stage(spec))
+        gateway.close()
+    finally:
+        provider.close()
+    stdout = outcome.stdout.read_text()
+    assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
+    report = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
+    assert report["chat"] == StandInProvider.ANSWER
+    assert provider.authorizations == [f"Bearer {REAL_KEY}"]  # only the gateway's call, with the real key
+    assert report["direct"] == "ConnectionRefusedError"
+    assert "403" in report["zenodo"], report["zenodo"]
+    details = outcome.details
+    assert details["network"] == "gateway" and details["usage"]["requests"] == 1
+    assert details["usage"]["input_tokens"] == 11 and details["usage"]["output_tokens"] == 7
+    refused = [e for e in details["egress"] if e["host"] == "zenodo.org"]
+    assert refused and refused[0]["allowed"] is False and refused[0]["port"] == 443
+    calls = (spec.logs / "model-calls.jsonl").read_text()
+    assert REAL_KEY not in calls and StandInProvider.ANSWER in calls
