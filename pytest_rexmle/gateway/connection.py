@@ -85,8 +85,9 @@ class Connection(BaseHTTPRequestHandler):
 
     # --- requests --------------------------------------------------------------------------------------
 
-    def read_body(self, limit: int) -> bytes:
-        """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
+    def framing(self) -> tuple[str, int]:
+        """How the body is delimited: ("chunked", 0), ("length", n) or ("none", 0). Ambiguous framing
+        (both headers, differing lengths: the stuff of request smuggling) is refused before anything else."""
         lengths = self.headers.get_all("content-length") or []
         encoding = (self.headers.get("transfer-encoding") or "").strip().lower()
         if encoding and lengths:
@@ -94,12 +95,20 @@ class Connection(BaseHTTPRequestHandler):
         if encoding:
             if encoding != "chunked":
                 raise BadRequest(501, f"transfer encoding {encoding!r} is not supported")
-            return self._read_chunked(limit)
+            return "chunked", 0
         if not lengths:
-            return b""
+            return "none", 0
         if len(set(v.strip() for v in lengths)) != 1 or not lengths[0].strip().isdigit():
             raise BadRequest(400, f"invalid Content-Length {lengths!r}")
-        length = int(lengths[0])
+        return "length", int(lengths[0])
+
+    def read_body(self, limit: int) -> bytes:
+        """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
+        kind, length = self.framing()
+        if kind == "chunked":
+            return self._read_chunked(limit)
+        if kind == "none":
+            return b""
         if length > limit:
             raise BadRequest(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
         body = self.rfile.read(length)

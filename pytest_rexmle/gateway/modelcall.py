@@ -160,9 +160,9 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
             conn.close_connection = True
             break
         if reader is not None:
-            for event in reader.feed(chunk):
+            for event, size in reader.feed(chunk):
                 usage.observe(event)
-                events.add(event)
+                events.add(event, size)
         elif not overflow:
             if len(kept) + len(chunk) > MAX_METERED_BYTES:
                 overflow = True
@@ -179,9 +179,9 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
 def _finish_meter(reader, events, usage: CallUsage, kept: bytearray, overflow: bool):
     """(response record, truncated?) after the last byte; usage folded in."""
     if reader is not None:
-        for event in reader.close():
+        for event, size in reader.close():
             usage.observe(event)
-            events.add(event)
+            events.add(event, size)
         return events.events, events.truncated
     if overflow:
         return {"preview": None, "note": f"answer larger than {MAX_METERED_BYTES} bytes: not parsed"}, True

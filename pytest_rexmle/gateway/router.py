@@ -25,6 +25,7 @@ def dispatch(conn: "Connection") -> None:
 
     run = conn.binding.run
     target = conn.path
+    conn.framing()  # ambiguous framing is a 400 whoever asks
     if conn.command == "CONNECT":
         proxy.tunnel(conn, run)
         return

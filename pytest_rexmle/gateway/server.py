@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,7 @@ class GatewayRun:
         self._listeners: list[socket.socket] = []
         self._connections: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
+        self._workers: set[threading.Thread] = set()
         self._stop = threading.Event()
         self._record: dict | None = None
 
@@ -200,6 +202,8 @@ class GatewayRun:
                 self._turn_away(sock)
                 continue
             worker = threading.Thread(target=self._handle, args=(sock, address, binding), daemon=True)
+            with self._lock:
+                self._workers = {w for w in self._workers if w.is_alive()} | {worker}
             worker.start()
 
     def _turn_away(self, sock: socket.socket) -> None:
@@ -339,8 +343,12 @@ class GatewayRun:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        for thread in self._threads:
-            thread.join(timeout=2.0)
+        deadline = time.monotonic() + 5.0  # let calls cut short write their trajectory line
+        with self._lock:
+            threads = [*self._threads, *self._workers]
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.gateway.forget(self)
         record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),

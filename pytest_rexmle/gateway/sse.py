@@ -14,7 +14,7 @@ MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class SSEReader:
-    """Feed raw bytes; get back the events completed so far as parsed JSON (or the raw text)."""
+    """Feed raw bytes; get back the events completed so far as (parsed JSON or the raw text, text size)."""
 
     def __init__(self) -> None:
         self._pending = b""
@@ -22,7 +22,7 @@ class SSEReader:
         self._size = 0
         self._event: str | None = None
 
-    def feed(self, chunk: bytes) -> list[Any]:
+    def feed(self, chunk: bytes) -> list[tuple[Any, int]]:
         self._pending += chunk
         out = []
         while True:
@@ -50,20 +50,20 @@ class SSEReader:
                 self._event = value.decode("utf-8", "replace")
         return out
 
-    def close(self) -> list[Any]:
+    def close(self) -> list[tuple[Any, int]]:
         """Whatever a stream that ended without a blank line still held."""
         tail = self.feed(b"\n\n") if self._pending or self._data else []
         return tail
 
-    def _dispatch(self) -> Any:
+    def _dispatch(self) -> tuple[Any, int] | None:
         data, self._data, self._size = self._data, [], 0
         self._event = None
         if not data:
             return None
         text = b"\n".join(data).decode("utf-8", "replace")
         if text.strip() == "[DONE]":
-            return "[DONE]"
+            return "[DONE]", len(text)
         try:
-            return json.loads(text)
+            return json.loads(text), len(text)
         except ValueError:
-            return text
+            return text, len(text)

@@ -42,10 +42,10 @@ class EventLog:
         self.size = 0
         self.truncated = False
 
-    def add(self, event: Any) -> None:
+    def add(self, event: Any, size: int) -> None:
+        """Keep ``event`` (``size``: its text length, so it is not serialised again to be measured)."""
         if self.truncated:
             return
-        size = len(json.dumps(event)) if not isinstance(event, str) else len(event)
         if len(self.events) >= MAX_EVENTS or self.size + size > MAX_BODY_BYTES:
             self.truncated = True
             return
