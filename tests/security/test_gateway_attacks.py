@@ -77,7 +77,6 @@ def test_gateway_is_the_agents_only_way_out(mechanism, tmp_path_factory):
         assert session["runs"] == {}
         return
     run = session["runs"]["ldct-iqa"]
-    Path("/tmp/netsmoke/run-" + mechanism.id + ".json").write_text(json.dumps(result))
     assert run["network"] == "gateway", run
     report = result["hunt"]
     assert report is not None and result["loot"] is not None, session["output"][-3000:]
@@ -88,7 +87,7 @@ def test_gateway_is_the_agents_only_way_out(mechanism, tmp_path_factory):
     assert report["chat"] == result["answer"] and result["provider_auth"] == [f"Bearer {REAL_KEY}"]
     assert "403" in report["proxy_data_host"], report["proxy_data_host"]
     assert any(e["host"] == "zenodo.org" and e["allowed"] is False for e in run["egress"]), run["egress"]
-    assert run["usage"]["requests"] == 1 and run["usage"]["source"] == "gateway", (run["usage"], result["calls"], {k: v for k, v in run.items() if k not in ("egress",)})
+    assert run["usage"]["requests"] == 1 and run["usage"]["source"] == "gateway", run["usage"]
     assert result["calls"] and result["answer"] in result["calls"]
     assert result["key_in"] == [], "the real key was written into the run folder"
     assert REAL_KEY not in session["output"]
