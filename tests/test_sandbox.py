@@ -95,6 +95,10 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     from pytest_rexmle.task import tasks_root
 
     assert echo["env"].pop("REXMLE_TASKS_DIR") == str(tasks_root().resolve())
+    # the default network: the session's gateway, on the sandbox's own loopback, reached with the run's token
+    assert echo["env"].pop("REXMLE_GATEWAY") == "http://127.0.0.1:8484"
+    assert echo["env"].pop("REXMLE_VALIDATE_URL") == "http://127.0.0.1:8484/rexmle/validate"
+    assert echo["env"].pop("REXMLE_GATEWAY_TOKEN").startswith("rexmle-")
     # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths of
     # the run's neutral stage (runtime/staging.py), where the folders were while it ran
     stage = json.loads((run / "run.json").read_text())["stage"]
