@@ -439,16 +439,17 @@ class DockerRuntime(Runtime):
         if spec.network != "gateway":
             return self._run_agent_container(spec, image_name, image, user)
         gateway_run = self._open_gateway_run(spec)
+        listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
         record: dict = {}
         try:
             spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
-            outcome = self._run_agent_container(spec, image_name, image, user, gateway_run)
+            outcome = self._run_agent_container(spec, image_name, image, user, gateway_run, listeners)
         finally:
-            record = gateway_run.close()
+            record = gateway_link.close_run(gateway_run, listeners)
         outcome.details.update(gateway_link.record_details(record))
         return outcome
 
-    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run):
+    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run, listeners: list):
         """A container with no network (``--network none``) holding the namespace the agent's container
         joins (``--network container:ID``), with the gateway's listener put into it before the agent
         starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
@@ -465,7 +466,9 @@ class DockerRuntime(Runtime):
             pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
             if not pid:
                 raise RuntimeUnavailable("Docker started the network holder but reported no process for it")
-            gateway_run.serve(listener_in_namespace(pid))
+            listener = listener_in_namespace(pid)
+            listeners.append(listener)
+            gateway_run.serve(listener)
         except GatewayNetworkError as exc:
             self._remove(holder)
             raise RuntimeUnavailable(f"the gateway's listener could not be placed in the container's network: {exc}") from None
@@ -475,7 +478,7 @@ class DockerRuntime(Runtime):
         return holder
 
     def _run_agent_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int],
-                             gateway_run=None) -> RunOutcome:
+                             gateway_run=None, listeners: list | None = None) -> RunOutcome:
         stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         self._prepare_folders(spec, user)
         info = self._engine_info()
@@ -494,7 +497,8 @@ class DockerRuntime(Runtime):
         timed_out = False
         try:
             if gateway_run is not None:
-                holder = self._network_holder(spec, image_name, limits, gateway_run)
+                holder = self._network_holder(spec, image_name, limits, gateway_run,
+                                              listeners if listeners is not None else [])
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
                 details["network"] = "gateway"

@@ -98,6 +98,19 @@ def agent_environment(spec: RunSpec, run: GatewayRun, base_url: str) -> dict[str
     return env
 
 
+def close_run(run: GatewayRun, listeners: list) -> dict:
+    """End the run on the gateway: its listeners are shut down first, which wakes the gateway's accept
+    loop at once (closing alone leaves it to notice on its next poll), then its record."""
+    import socket
+
+    for listener in listeners:
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed, or never connected: nothing to wake
+            pass
+    return run.close()
+
+
 def record_details(record: dict, network: str = "gateway") -> dict:
     """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``): the record itself under
     ``gateway`` (``run.finish`` turns it into run.json's fields) and, so that run.json has them whichever

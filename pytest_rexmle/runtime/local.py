@@ -350,6 +350,7 @@ class LocalRuntime(Runtime):
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
         channel: ListenerChannel | None = None
+        hookup: _GatewayHookup | None = None
         gateway_run = None
         record: dict | None = None
         try:
@@ -366,15 +367,16 @@ class LocalRuntime(Runtime):
                 argv = self._bwrap_command(spec, config, tmp, fds, bridge)
             else:
                 argv = self._landlock_command(spec, config, tmp, fds, [str(stdout_path), str(stderr_path)])
+            hookup = _GatewayHookup(channel, gateway_run) if channel else None
             outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
-                                      _GatewayHookup(channel, gateway_run) if channel else None)
+                                      hookup)
         finally:
             if bridge is not None:
                 bridge.close()
             if channel is not None:
                 channel.close()
             if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
-                record = gateway_run.close()
+                record = gateway_link.close_run(gateway_run, hookup.listeners if hookup else [])
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -500,12 +502,14 @@ class _GatewayHookup:
 
     def __init__(self, channel: ListenerChannel, run) -> None:
         self.channel, self.run = channel, run
+        self.listeners: list = []
 
     def connect(self, proc: subprocess.Popen) -> None:
         try:
             listener = self.channel.receive(proc)
         except GatewayNetworkError as exc:
             raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: {exc}") from None
+        self.listeners.append(listener)
         self.run.serve(listener)
 
 
