@@ -13,8 +13,9 @@ module and kexec calls, keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``,
 operations bypass seccomp), ``mknod``, ``chroot``, swap, reboot, clock changes, file handles, and any
 ``chmod``/``creat``/``open``/``mkdir`` that asks for a setuid or setgid bit. With ``network="none"`` it
 also refuses ``socket(AF_INET|AF_INET6|AF_PACKET)``; ``deny_unix_sockets`` refuses ``socket(AF_UNIX)``
-for the case where the agent keeps host uid 0 (see ``identity.py``), so it cannot talk to root-owned
-sockets such as Docker's. The architecture is checked first: a syscall from any other ABI (x32,
+(``socketpair`` stays) for every Landlock agent — the host's ``/run`` stays visible there and Landlock
+does not filter pathname sockets, so munged's, MariaDB's or Docker's would otherwise answer — and for
+an agent that keeps host uid 0 (see ``identity.py``). The architecture is checked first: a syscall from any other ABI (x32,
 i386 via ``int 0x80``) kills the process.
 """
 
