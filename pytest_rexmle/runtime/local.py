@@ -264,7 +264,7 @@ class LocalRuntime(Runtime):
                                      f"not {network!r}")
         mechanism = self.mechanism()
         if network == "gateway" and mechanism == "landlock":
-            _require_own_netns()
+            _landlock_gateway_mode()
         if network != "bridge":
             return network
         why = self._bridge_fallback()
@@ -288,10 +288,11 @@ class LocalRuntime(Runtime):
     def network_notices(self, network: str) -> list[str]:
         """Checked once per process at session start (raises when ``gateway`` cannot confine the agent);
         the fallback of ``bridge`` to the host's network is said here, once per session."""
-        if network == "gateway" and self.mechanism() == "landlock":
-            _require_own_netns()
+        notices = []
+        if network == "gateway" and self.mechanism() == "landlock" and _landlock_gateway_mode() == "port":
+            notices.append(f"rexmle: {PORT_MODE_NOTE}")
         why = self._bridge_fallback() if network == "bridge" and self.mechanism() != "none" else None
-        return [_fallback_message(why)] if why else []
+        return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int],
                        bridge: SlirpNetwork | None) -> list[str]:
@@ -319,7 +320,8 @@ class LocalRuntime(Runtime):
                             read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
                             read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
                             write_files=tuple(logs), devices=tuple(devices), list_only=tuple(_import_roots()),
-                            network_none=config["network"] == "none")
+                            network_none=config["network"] == "none",
+                            connect_ports=tuple(config.get("connect_ports", ())))
         config = {**config, "landlock": view.to_json()}
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         fds.append(config_fd)
@@ -355,11 +357,19 @@ class LocalRuntime(Runtime):
         record: dict | None = None
         try:
             mode = "exec" if mechanism == "bwrap" else "supervise"
+            port_mode = False
             if self.network(spec) == "gateway":
                 gateway_run = self._open_gateway_run(spec)
-                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
-                channel = ListenerChannel()
+                port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
+                if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
+                    host_port = gateway_run.host_address()[1]
+                    url = f"http://127.0.0.1:{host_port}"
+                else:
+                    channel, url = ListenerChannel(), base_url()
+                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, url))
             config = self._launcher_config(spec, who, limits, cgroup, tmp, mode, channel)
+            if port_mode:
+                config.update(seccomp_network="tcp-only", connect_ports=[host_port])
             if config["network"] == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
@@ -388,6 +398,8 @@ class LocalRuntime(Runtime):
                                network=config["network"])
         if record is not None:
             outcome.details.update(gateway_link.record_details(record))
+            outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
+                                                      "network-namespace")
         if who.reason:  # a root harness that could not give the agent its dedicated uid says why
             outcome.details["agent_uid_reason"] = who.reason
         python = self.agent_python(who)
@@ -513,19 +525,34 @@ class _GatewayHookup:
         self.run.serve(listener)
 
 
-def _require_own_netns() -> None:
-    """Landlock's gateway network needs a network namespace the launcher can create; without one nothing
-    keeps the agent from the host's services, so the session stops rather than run it unprotected."""
+PORT_MODE_NOTE = ("--rexmle-network=gateway under Landlock without a network namespace (none can be created "
+                  "here): each agent may open TCP connections to one port only, the gateway's on the host's "
+                  "loopback, and no UDP, raw or unix socket (Landlock + seccomp); a host elsewhere listening on "
+                  "that same port number would answer too. Bubblewrap, a root harness or user namespaces give "
+                  "the agent a network namespace of its own instead")
+MIN_PORT_ABI = 4  # Landlock's TCP connect/bind rules
+
+
+def _landlock_gateway_mode() -> str:
+    """How Landlock's agent gets the gateway: ``netns`` (a network namespace of its own, the launcher's),
+    else ``port`` (Landlock's TCP connect rule for the gateway's host port, seccomp allowing only TCP
+    streams); where neither can confine it, the session stops rather than run it unprotected."""
     global _own_netns
     if _own_netns is None:
         _own_netns = can_create_network_namespace()
     works, why = _own_netns
-    if not works:
-        raise RuntimeUnavailable(
-            f"--rexmle-network=gateway under Landlock needs a network namespace for the agent, and this harness "
-            f"cannot create one ({why}); run the harness as root, allow unprivileged user namespaces "
-            "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces), use bubblewrap, or choose "
-            "--rexmle-network=none")
+    if works:
+        return "netns"
+    from .sandbox.landlock import abi
+
+    if abi() >= MIN_PORT_ABI:
+        return "port"
+    raise RuntimeUnavailable(
+        f"--rexmle-network=gateway under Landlock needs a network namespace for the agent or Landlock's TCP "
+        f"rules (ABI {MIN_PORT_ABI}+, this kernel has {abi()}), and this harness has neither (no namespace: "
+        f"{why}); run the harness as root, allow unprivileged user namespaces (sysctl "
+        "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces), use bubblewrap, or choose "
+        "--rexmle-network=none")
 
 
 def _harness_python() -> AgentPython:

@@ -126,14 +126,42 @@ def test_listener_hand_over_refuses_a_dead_sandbox():
         channel.close()
 
 
-def test_landlock_without_a_network_namespace_refuses_to_start(monkeypatch):
+def test_landlock_without_namespace_or_tcp_rules_refuses_to_start(monkeypatch):
     require_mechanism("landlock")
     monkeypatch.setattr("pytest_rexmle.runtime.local._own_netns", (False, "unshare: Operation not permitted"))
+    monkeypatch.setattr("pytest_rexmle.runtime.sandbox.landlock.abi", lambda: 3)
     runtime = LocalRuntime(sandbox="landlock", gateway=gateway_factory()[0])
     spec = RunSpec("t", ["true"], {}, Path("/nonexistent"), Path("/nonexistent/w"), Path("/nonexistent/s"),
                    Path("/nonexistent/l"), Path("/nonexistent/i"), 10, network="gateway")
-    with pytest.raises(RuntimeUnavailable, match="needs a network namespace for the agent"):
+    with pytest.raises(RuntimeUnavailable, match="needs a network namespace for the agent or Landlock's TCP"):
         runtime.network(spec)
+    with pytest.raises(RuntimeUnavailable, match="unshare: Operation not permitted"):
+        runtime.network_notices("gateway")
+
+
+def test_landlock_without_a_namespace_reaches_only_the_gateways_port(tmp_path, host_services, monkeypatch):
+    """No network namespace to be had (a default Docker container, user namespaces off): the agent may
+    connect to the gateway's port on the host's loopback and nowhere else, with no UDP, raw or unix socket."""
+    require_mechanism("landlock")
+    monkeypatch.setattr("pytest_rexmle.runtime.local._own_netns", (False, "unshare: Operation not permitted"))
+    targets, services = host_services
+    monkeypatch.setenv("OPENAI_API_KEY", REAL_KEY)
+    factory, standin = gateway_factory()
+    runtime = LocalRuntime(sandbox="landlock", gateway=factory)
+    assert "one port only" in runtime.network_notices("gateway")[0]
+    spec = make_run(tmp_path, hunt_code(targets))
+    outcome = runtime.run(runtime.stage(spec))
+    stdout, stderr = outcome.stdout.read_text(), outcome.stderr.read_text()
+    assert outcome.exit_code == 0, stderr[-2000:]
+    report = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
+    assert outcome.details["gateway_confinement"] == "tcp-port" and outcome.details["network"] == "gateway"
+    assert REAL_KEY not in (spec.workspace / "loot.txt").read_text()
+    assert isinstance(report["gateway"], int)  # the gateway answered (the stand-in 200, the real one 404)
+    assert set(report["tcp"].values()) == {"EACCES"}, report["tcp"]  # Landlock's connect rule
+    assert report["unix"] == report["abstract"] == "EAFNOSUPPORT"
+    assert report["udp_dns"] == "EPERM" and report["dns"] == "gaierror"
+    provider, everywhere, munge, abstract, dns = services
+    assert munge.accepted == abstract.accepted == dns.received == 0
 
 
 # -- the harness as uid 65534 ----------------------------------------------------------------------------

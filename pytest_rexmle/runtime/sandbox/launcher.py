@@ -45,7 +45,8 @@ def _confine(config: dict, ruleset=None) -> None:
     if ruleset is not None:
         ruleset.restrict()
         ruleset.close()
-    install(build_filter(network=config["network"], deny_unix_sockets=config.get("deny_unix_sockets", False)))
+    install(build_filter(network=config.get("seccomp_network") or config["network"],
+                         deny_unix_sockets=config.get("deny_unix_sockets", False)))
 
 
 def _exec(config: dict) -> None:
