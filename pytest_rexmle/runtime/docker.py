@@ -46,8 +46,11 @@ What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of
 run's folders and the public data are bound from the run's neutral stage (``/var/tmp/rexmle-XXXX/...``,
 see :mod:`.staging`), so no runs folder, cache or data root is named; the harness package's own path
 shows. A path is not access, and the private answers are neither mounted nor under any mount.
-Network: ``bridge`` (the default) reaches the internet, and the host only through the bridge's gateway
-address — services bound to the host's loopback are not reachable; ``none`` has no interface but
+Network: ``gateway`` (the session default) runs the agent's container in the network namespace of a
+*holder* container (``--network none``), into which the harness first put the gateway's listener
+(``setns`` through the holder's pid: a root harness only; :mod:`.sandbox.gateway_net`), so the agent's
+only peer is the gateway on its own ``127.0.0.1:8484``; ``bridge`` reaches the internet, and the host
+only through the bridge's gateway address — services bound to the host's loopback are not reachable; ``none`` has no interface but
 loopback; ``host`` (only when asked for) shares the host's network, loopback services included.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
