@@ -32,6 +32,8 @@ ALWAYS_DENY = ("datasets-server.huggingface.co", "zenodo.org", "figshare.com", "
 #: ports the proxy connects to: CONNECT only to 443, plain HTTP only to 80 (unless an entry names a port)
 CONNECT_PORT, HTTP_PORT = 443, 80
 MAX_PATHS = 50
+#: distinct (host, port, verdict) entries kept per run; more are counted, not listed
+MAX_HOSTS = 1000
 
 
 def _normal(host: str) -> str:
@@ -147,12 +149,20 @@ class EgressPolicy:
         return Decision(True, reason, check_address=not rule.explicit)
 
 
+#: the host itself and its local networks: loopback, "this network", RFC 1918, carrier-grade NAT,
+#: link-local (cloud metadata services live there), IPv6 unique-local and link-local
+_INTERNAL_NETS = tuple(ipaddress.ip_network(n) for n in (
+    "127.0.0.0/8", "0.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+    "169.254.0.0/16", "::1/128", "::/128", "fc00::/7", "fe80::/10"))
+
+
 def internal_address(address: str) -> bool:
-    """Loopback, private, link-local and other non-internet addresses (the host's own services among them)."""
+    """An address of the host or its local networks, where the host's own services and metadata live;
+    a default-allowed name resolving there is refused (public and documentation ranges are not)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return not ip.is_global
+    return ip.is_multicast or any(ip in net for net in _INTERNAL_NETS if net.version == ip.version)
 
 
 def resolve(host: str, port: int, check_internal: bool) -> list[tuple]:
@@ -179,14 +189,24 @@ class EgressLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, int, bool], _Entry] = {}
+        self.dropped = 0
 
     def record(self, host: str, port: int, decision: Decision, path: str | None) -> None:
-        key = (_normal(host), port, decision.allowed)
+        from ..hostile import clean_text  # hosts and paths are the agent's text, bound for reports
+
+        key = (clean_text(_normal(host), limit=255), port, decision.allowed)
+        path = None if path is None else clean_text(path, limit=500)
         with self._lock:
-            entry = self._entries.setdefault(key, _Entry(key[0], port, decision.allowed, decision.reason))
+            entry = self._entries.get(key)
+            if entry is None:
+                if len(self._entries) >= MAX_HOSTS:
+                    self.dropped += 1
+                    return
+                entry = self._entries[key] = _Entry(key[0], port, decision.allowed, clean_text(decision.reason,
+                                                                                              limit=300))
             entry.count += 1
             if path is not None and path not in entry.paths and len(entry.paths) < MAX_PATHS:
-                entry.paths.append(path[:500])
+                entry.paths.append(path)
 
     def to_json(self) -> list[dict]:
         with self._lock:

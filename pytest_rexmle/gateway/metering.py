@@ -17,10 +17,16 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hostile import clean_text
 from .prices import call_cost
 from .protocols import ANTHROPIC, GEMINI
 
 TOTAL_KEYS = ("requests", "input_tokens", "output_tokens", "cached_tokens", "model_seconds", "cost_usd")
+
+
+def model_name(text: str) -> str:
+    """A model name as the record keeps it: it comes from the agent or the provider, and reaches reports."""
+    return clean_text(text, limit=200)
 
 
 def _count(value: Any) -> int:
@@ -62,8 +68,8 @@ class CallUsage:
         for holder in (obj, obj.get("response"), obj.get("message")):
             if isinstance(holder, dict):
                 name = holder.get("model") or holder.get("modelVersion")
-                if isinstance(name, str) and name and len(name) <= 200:
-                    self.model = name
+                if isinstance(name, str) and name:
+                    self.model = model_name(name)
                     return
 
     def _usage(self, usage: dict) -> None:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .connection import HOP_BY_HOP
-from .metering import CallUsage
+from .metering import CallUsage, model_name
 from .protocols import KEY_HEADERS, Route, auth_headers, error_body
 from .sse import SSEReader
 from .trajectory import EventLog, body_record
@@ -29,6 +29,8 @@ MAX_METERED_BYTES = 32 * 1024 * 1024
 #: an upstream error body is read whole (to redact it) up to this size
 MAX_ERROR_BYTES = 1024 * 1024
 READ_SIZE = 64 * 1024
+#: what a kept-alive connection the provider has closed meanwhile looks like
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
 def upstream_headers(headers, protocol: str, key: str | None) -> dict[str, str]:
@@ -50,15 +52,19 @@ def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> No
     request_doc, request_truncated = body_record(body)
     usage = CallUsage(route.protocol)
     if isinstance(request_doc, dict) and isinstance(request_doc.get("model"), str):
-        usage.model = request_doc["model"][:200]
+        usage.model = model_name(request_doc["model"])
     elif route.path_model:
-        usage.model = route.path_model
+        usage.model = model_name(route.path_model)
+    upstream = gateway.upstreams.get(route.protocol)
+    if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
+        run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
+                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, model=usage.model)
+        return
     refused = run.admit()
     if refused:
         run.refuse(conn, route.protocol, 429, f"rexmle gateway: this run's budget ran out: {refused}",
                    route=label, model=usage.model, request=request_doc)
         return
-    upstream = gateway.upstreams[route.protocol]
     started, clock = datetime.now(timezone.utc), time.perf_counter()
     record = {"ts": started.isoformat(), "protocol": route.protocol, "route": label, "model": usage.model,
               "status": None, "stream": False, "request": request_doc, "response": None,
@@ -95,29 +101,48 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
     """Send upstream, relay the answer; returns (status, stream?, response record, truncated?)."""
     limits = run.gateway.limits
     where = f"the upstream {route.protocol} API ({upstream.display})"
-    try:
-        up = upstream.connect(limits.connect_timeout)
-    except (TimeoutError, socket.timeout):
-        raise _UpstreamFailure(504, f"rexmle gateway: {where} did not accept a connection within "
-                                    f"{limits.connect_timeout:g} s") from None
-    except OSError as exc:
-        raise _UpstreamFailure(502, f"rexmle gateway: {where} cannot be reached: {type(exc).__name__}: "
-                                    f"{exc.strerror or exc}") from None
-    try:
-        up.sock.settimeout(limits.upstream_timeout)
+    pool = run.gateway.pool(upstream)
+    target = upstream.target(route.upstream_path, query)
+    headers = upstream_headers(conn.headers, route.protocol, upstream.key)
+    payload = body if body or conn.command in ("POST", "PUT", "PATCH") else None
+    for attempt in (0, 1):
         try:
-            up.request(conn.command, upstream.target(route.upstream_path, query),
-                       body=body if body or conn.command in ("POST", "PUT", "PATCH") else None,
-                       headers=upstream_headers(conn.headers, route.protocol, upstream.key))
-            resp = up.getresponse()
+            up, reused = pool.get(limits.connect_timeout) if attempt == 0 else (
+                upstream.connect(limits.connect_timeout), False)
         except (TimeoutError, socket.timeout):
+            raise _UpstreamFailure(504, f"rexmle gateway: {where} did not accept a connection within "
+                                        f"{limits.connect_timeout:g} s") from None
+        except OSError as exc:
+            raise _UpstreamFailure(502, f"rexmle gateway: {where} cannot be reached: {type(exc).__name__}: "
+                                        f"{exc.strerror or exc}") from None
+        try:
+            up.sock.settimeout(limits.upstream_timeout)
+            up.request(conn.command, target, body=payload, headers=headers)
+            resp = up.getresponse()
+        except _STALE:
+            up.close()
+            if reused:  # an idle connection the provider had closed meanwhile: once more on a fresh one
+                continue
+            raise _UpstreamFailure(502, f"rexmle gateway: {where} closed the connection") from None
+        except (TimeoutError, socket.timeout):
+            up.close()
             raise _UpstreamFailure(504, f"rexmle gateway: {where} did not answer within "
                                         f"{limits.upstream_timeout:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
+            up.close()
             raise _UpstreamFailure(502, f"rexmle gateway: {where} failed: {type(exc).__name__}") from None
-        return _relay(conn, run, resp, usage, where)
-    finally:
-        up.close()
+        try:
+            result = _relay(conn, run, resp, usage, where)
+        except BaseException:
+            up.close()
+            raise
+        if (resp.isclosed() or resp.length == 0) and not resp.will_close:  # read to its end: reusable
+            resp.close()  # releases the reader only; the connection stays open for the next call
+            pool.put(up)
+        else:
+            up.close()
+        return result
+    raise _UpstreamFailure(502, f"rexmle gateway: {where} closed the connection twice")  # pragma: no cover
 
 
 def _relay(conn, run, resp, usage: CallUsage, where: str):

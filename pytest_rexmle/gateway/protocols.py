@@ -22,6 +22,8 @@ _ANTHROPIC_ROUTES = re.compile(r"^/v1/(messages|messages/count_tokens|models(/[\
 _GEMINI_ROUTES = re.compile(
     r"^/(v1|v1beta|v1alpha)/models(/(?P<model>[\w.-]+)(:(?P<verb>generateContent|streamGenerateContent|countTokens"
     r"|embedContent|batchEmbedContents))?)?$")
+#: percent-encoded dot, slash or backslash, and raw backslashes: paths an upstream may read differently
+_AMBIGUOUS = re.compile(r"%2e|%2f|%5c|\\", re.IGNORECASE)
 #: routes whose answer is not a billed model call (token counting, model lists)
 _FREE = re.compile(r"(count_tokens|:countTokens|/models(/[\w.:-]+)?)$")
 
@@ -50,7 +52,12 @@ def classify(path: str, headers) -> Route:
 
     Prefixed paths (``/openai/v1/...``, ``/anthropic/v1/...``, ``/gemini/v1beta/...``) are what the agent's
     variables name; bare ``/v1/...`` and ``/v1beta/...`` are accepted too for clients configured by hand.
+    A path that could mean another one upstream (``..`` or ``.`` segments, empty segments, encoded dots,
+    slashes or backslashes) is unknown: the real key must only ever reach the routes listed here.
     """
+    segments = path.split("/")[1:]
+    if any(seg in ("", ".", "..") for seg in segments) or _AMBIGUOUS.search(path):
+        raise UnknownRoute(path, guess_protocol(path, headers))
     if path.startswith("/openai/"):
         rest = path[len("/openai"):]
         rest = rest[3:] if rest.startswith("/v1/") else rest

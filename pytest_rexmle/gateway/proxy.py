@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import http.client
 import selectors
 import socket
@@ -177,8 +176,9 @@ def forward(conn: "Connection", run: "RunState") -> None:
     upstream.sock = sock
     sock.settimeout(run.gateway.limits.upstream_timeout)
     try:
-        headers = {k: v for k, v in conn.headers.items() if k.lower() not in HOP_BY_HOP or k.lower() == "host"}
-        headers.setdefault("Host", parts.netloc.rpartition("@")[2])
+        # Host is the URL's: a different Host header would let an allowed CDN front for a refused site
+        headers = {k: v for k, v in conn.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Host"] = parts.netloc.rpartition("@")[2]
         try:
             upstream.request(conn.command, path, body=body or None, headers=headers)
             resp = upstream.getresponse()

@@ -26,7 +26,7 @@ from .egress import EgressLog, EgressPolicy
 from .metering import CallUsage, RunMeter
 from .protocols import error_body
 from .trajectory import Trajectory
-from .upstream import Upstream, secrets_of, upstreams_from
+from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
 #: connections one run may hold open at once; more are answered 503 and closed
 MAX_CONNECTIONS_PER_RUN = 256
@@ -60,13 +60,22 @@ class Gateway:
     def __init__(self, settings: Any = None, *, environ: Mapping[str, str] | None = None,
                  limits: Limits | None = None, task_hosts: Iterable[str] | None = None) -> None:
         self.settings = settings
-        self.upstreams: dict[str, Upstream] = upstreams_from(environ)
+        self.upstreams, self.upstream_errors = upstreams_from(environ)
         self.secrets = secrets_of(self.upstreams)
         self.limits = limits or Limits.from_env(environ)
         self._task_hosts = None if task_hosts is None else tuple(task_hosts)
         self._lock = threading.Lock()
         self._runs: dict[str, GatewayRun] = {}
+        self._pools: dict[Upstream, ConnectionPool] = {}
         self.closed = False
+
+    def pool(self, upstream: Upstream) -> ConnectionPool:
+        """The keep-alive pool of an upstream (shared by runs: a connection carries no run's identity)."""
+        with self._lock:
+            pool = self._pools.get(upstream)
+            if pool is None:
+                pool = self._pools[upstream] = ConnectionPool(upstream)
+            return pool
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
@@ -98,6 +107,10 @@ class Gateway:
             runs = list(self._runs.values())
         for run in runs:
             run.close()
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
 
 
 @dataclass(frozen=True)
@@ -144,8 +157,9 @@ class GatewayRun:
         no_proxy = ",".join(dict.fromkeys((parts.hostname, "localhost", "127.0.0.1", "::1")))
         env = {
             "OPENAI_BASE_URL": f"{base}/openai/v1", "OPENAI_API_BASE": f"{base}/openai/v1",
-            "ANTHROPIC_BASE_URL": f"{base}/anthropic",
+            "ANTHROPIC_BASE_URL": f"{base}/anthropic", "ANTHROPIC_API_BASE": f"{base}/anthropic",  # LiteLLM's name
             "GOOGLE_GEMINI_BASE_URL": f"{base}/gemini", "GEMINI_BASE_URL": f"{base}/gemini",
+            "GEMINI_API_BASE": f"{base}/gemini",  # LiteLLM's name
             "REXMLE_GATEWAY": base, "REXMLE_VALIDATE_URL": f"{base}/rexmle/validate",
             "REXMLE_GATEWAY_TOKEN": self.token,
             "NO_PROXY": no_proxy, "no_proxy": no_proxy,
@@ -350,6 +364,7 @@ class GatewayRun:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.gateway.forget(self)
+        self.trajectory.close()
         record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
                   "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors)}

@@ -8,6 +8,8 @@ every key (the run's token, the host's real keys) is replaced before a line is w
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +20,8 @@ MAX_BODY_BYTES = 256 * 1024
 #: a stream keeps at most this many parsed events in its record
 MAX_EVENTS = 2000
 PREVIEW_CHARS = 4096
+#: past this many bytes in a run's file, records keep their metadata and usage but no bodies
+MAX_FILE_BYTES = 1024 * 1024 * 1024
 REDACTED = "[REDACTED]"
 CALLS_FILE = "model-calls.jsonl"
 
@@ -61,7 +65,15 @@ class Trajectory:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
-        self.path.touch(exist_ok=True)
+        self.max_bytes = MAX_FILE_BYTES
+        # opened once, never following a link: whatever appears in the logs folder later, the harness
+        # (often root) appends to this very file and nowhere else
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        info = os.fstat(self._fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(self._fd)
+            raise OSError(f"{self.path} is not a regular file")
+        self._written = info.st_size
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -70,6 +82,21 @@ class Trajectory:
 
     def write(self, record: dict) -> None:
         record.setdefault("ts", datetime.now(timezone.utc).isoformat())
-        line = self.redact(json.dumps(record, ensure_ascii=False, default=str))
-        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        with self._lock:
+            if self._written >= self.max_bytes and (record.get("request") is not None
+                                                    or record.get("response") is not None):
+                record = {**record, "request": None, "response": None, "truncated": True,
+                          "note": f"the run's trajectory passed {self.max_bytes} bytes: bodies no longer kept"}
+            data = (self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode()
+            if self._fd < 0:
+                return
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            self._written += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -10,6 +10,7 @@ import http.client
 import os
 import socket
 import ssl
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -67,17 +68,60 @@ class Upstream:
         return conn
 
 
-def upstreams_from(environ: Mapping[str, str] | None = None) -> dict[str, Upstream]:
-    """Each protocol's upstream from the harness's environment (defaults: the providers' official APIs)."""
+def upstreams_from(environ: Mapping[str, str] | None = None) -> tuple[dict[str, Upstream], dict[str, str]]:
+    """Each protocol's upstream from the harness's environment (defaults: the providers' official APIs),
+    and why a protocol has none (a base URL that is not one): that protocol's calls then get a clear 502
+    while the others work."""
     env = os.environ if environ is None else environ
-    out = {}
+    out, broken = {}, {}
     for protocol, (url_vars, key_vars, default) in SOURCES.items():
-        url = next((env[v] for v in url_vars if env.get(v)), default)
+        name = next((v for v in url_vars if env.get(v)), None)
+        url = env[name] if name else default
         key = next((env[v] for v in key_vars if env.get(v)), None)
-        out[protocol] = Upstream.from_url(protocol, url, key)
-    return out
+        try:
+            out[protocol] = Upstream.from_url(protocol, url, key)
+        except UpstreamConfigError as exc:
+            broken[protocol] = f"the harness's {name or 'default'} is not usable: {exc}"
+    return out, broken
 
 
 def secrets_of(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
     """Every real key, for redaction."""
     return tuple(sorted({u.key for u in upstreams.values() if u.key}, key=len, reverse=True))
+
+
+class ConnectionPool:
+    """Idle keep-alive connections to one upstream, so a call does not pay a TCP and TLS handshake each time
+    (a provider's HTTPS endpoint is tens of milliseconds away; the agent's own SDK would keep its
+    connection too)."""
+
+    def __init__(self, upstream: Upstream, size: int = 16) -> None:
+        self.upstream, self.size = upstream, size
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    @property
+    def idle(self) -> int:
+        """How many connections wait for reuse."""
+        with self._lock:
+            return len(self._idle)
+
+    def get(self, connect_timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """(connection, reused?): an idle one when there is one, else a fresh one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self.upstream.connect(connect_timeout), False
+
+    def put(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()

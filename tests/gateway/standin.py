@@ -22,12 +22,14 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0
 
 
 @dataclass
 class StandIn:
     url: str
     seen: list[Seen] = field(default_factory=list)
+    sockets: list = field(default_factory=list)  # server side of each request's connection
     release: threading.Event = field(default_factory=threading.Event)
 
     def last(self) -> Seen:
@@ -58,7 +60,9 @@ def _handler(state: StandIn):
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""
-            state.seen.append(Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            state.seen.append(Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body,
+                                   self.client_address[1]))
+            state.sockets.append(self.connection)
             doc = json.loads(body) if body else {}
             path = urlsplit(self.path).path
             model = doc.get("model") or path.rpartition("/models/")[2].partition(":")[0]

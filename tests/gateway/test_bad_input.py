@@ -141,3 +141,27 @@ def test_environment_names_the_gateway_and_only_the_token(served):
     assert env["HTTPS_PROXY"] == f"http://rexmle:{served.run.token}@10.0.2.2:8484"
     assert "10.0.2.2" in env["NO_PROXY"].split(",")
     assert not any(key in json.dumps(env) for key in REAL_KEYS.values())
+
+
+def test_broken_upstream_setting_breaks_only_its_protocol(standin, tmp_path):
+    from pytest_rexmle.gateway import Gateway, Limits
+
+    gw = Gateway(None, environ={"OPENAI_BASE_URL": "localhost:8000/v1", "ANTHROPIC_BASE_URL": standin.url,
+                                **REAL_KEYS}, limits=Limits(), task_hosts=())
+    s = open_served(gw, tmp_path)
+    status, _, body = s.request("POST", "/openai/v1/chat/completions", CHAT)
+    assert status == 502 and "OPENAI_BASE_URL is not usable" in json.loads(body)["error"]["message"]
+    status, _, _ = s.request("POST", "/anthropic/v1/messages", {"model": "claude-sonnet-4-5", "messages": []})
+    assert status == 200
+    assert s.run.close()["usage"]["requests"] == 1
+    gw.close()
+
+
+def test_paths_that_could_mean_another_route_never_reach_the_provider(served, standin):
+    """The real key is attached only to the listed routes: no dot segments or encodings to walk elsewhere."""
+    for path in ("/openai/v1/models/../../v1/files", "/openai/v1/responses/..", "/openai/v1/models/%2e%2e/files",
+                 "/anthropic/v1/models/..%2Forganizations", "/openai/v1//chat/completions",
+                 "/gemini/v1beta/models/./x:generateContent", "/openai/v1/models\\..\\files"):
+        status, _, body = served.request("GET", path)
+        assert status == 404, (path, body)
+    assert standin.seen == []

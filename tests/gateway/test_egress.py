@@ -25,6 +25,7 @@ class _Site(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         type(self).hits.append(self.path)
+        type(self).headers_seen.append({k.lower(): v for k, v in self.headers.items()})
         body = f"site says {self.path}".encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -35,7 +36,7 @@ class _Site(BaseHTTPRequestHandler):
 @pytest.fixture
 def site():
     """A loopback HTTP server standing in for an internet host; counts every request it gets."""
-    handler = type("Site", (_Site,), {"hits": []})
+    handler = type("Site", (_Site,), {"hits": [], "headers_seen": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server, handler
@@ -117,6 +118,19 @@ def test_host_listener_needs_the_token_for_the_proxy(gateway, tmp_path, site):
     with _opener(proxy).open(f"http://127.0.0.1:{port}/y", timeout=10) as resp:
         assert resp.read() == b"site says /y"
     assert handler.hits == ["/y"]
+    assert "proxy-authorization" not in handler.headers_seen[-1]  # the token stays with the gateway
+    s.run.close()
+
+
+def test_host_header_is_the_urls(gateway, tmp_path, site):
+    """An allowed host must not front for a refused one through its Host header."""
+    server, handler = site
+    port = server.server_address[1]
+    s = open_served(gateway, tmp_path, egress_allow=[f"127.0.0.1:{port}"])
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/z", headers={"Host": "zenodo.org"})
+    with _opener(s.base).open(request, timeout=10) as resp:
+        resp.read()
+    assert handler.headers_seen[-1]["host"] == f"127.0.0.1:{port}"
     s.run.close()
 
 
@@ -136,3 +150,25 @@ def test_task_source_hosts_from_task_yaml():
     hosts = task_source_hosts()
     for host in ("zenodo.org", "figshare.com", "drive.google.com", "grand-challenge.org"):
         assert host in hosts
+
+
+def test_egress_log_cleans_agent_text_and_is_bounded():
+    from pytest_rexmle.gateway.egress import MAX_HOSTS, Decision, EgressLog
+
+    log = EgressLog()
+    log.record("evil\x1b[31m.example", 80, Decision(False, "not on the allow-list"), "/a\x1b[2Jb\u202e")
+    (entry,) = log.to_json()
+    assert "\x1b" not in entry["host"] and "\x1b" not in entry["paths"][0] and "\u202e" not in entry["paths"][0]
+    for i in range(MAX_HOSTS + 5):
+        log.record(f"h{i}.example", 443, Decision(False, "x"), None)
+    assert len(log.to_json()) == MAX_HOSTS and log.dropped == 6
+
+
+def test_internal_addresses():
+    from pytest_rexmle.gateway.egress import internal_address
+
+    for address in ("127.0.0.1", "10.1.2.3", "172.20.0.1", "192.168.1.1", "169.254.169.254", "::1", "fe80::1%eth0",
+                    "fd00::5", "::ffff:127.0.0.1", "0.0.0.0", "100.64.0.1", "224.0.0.1"):
+        assert internal_address(address), address
+    for address in ("151.101.0.223", "2a04:4e42::223", "203.0.113.80", "8.8.8.8"):
+        assert not internal_address(address), address

@@ -105,3 +105,42 @@ def test_trajectory_records_calls_redacted(served, standin):
     assert first["usage"]["input_tokens"] == 11 and first["usage"]["output_tokens"] == 7
     assert first["duration_s"] > 0 and first["model"] == "gpt-4o-mini"
     assert second["status"] == 401 and "[REDACTED]" in json.dumps(second["response"])
+
+
+def test_upstream_connections_kept_alive_and_stale_ones_retried(served, standin):
+    gateway = served.run.gateway
+    pool = gateway.pool(gateway.upstreams["openai"])
+    for _ in range(3):
+        assert served.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 200
+        deadline = time.monotonic() + 5  # the gateway's thread hands the connection back just after answering
+        while pool.idle == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len({s.client_port for s in standin.seen}) == 1  # one upstream connection for three calls
+    for sock in standin.sockets:  # the provider drops its idle connections
+        sock.shutdown(socket.SHUT_RDWR)
+    status, _, body = served.request("POST", "/openai/v1/chat/completions", CHAT)
+    assert status == 200, body
+    assert standin.seen[-1].client_port != standin.seen[0].client_port
+    assert served.run.close()["usage"]["requests"] == 4
+
+
+def test_trajectory_keeps_metadata_past_its_size_cap(served):
+    served.run.trajectory.max_bytes = 1  # as if the run had already written a gigabyte
+    served.request("POST", "/openai/v1/chat/completions", CHAT)
+    served.request("POST", "/openai/v1/chat/completions", CHAT)
+    served.run.close()
+    first, second = calls(served)
+    assert first["request"] is not None  # the file was empty before it
+    assert second["request"] is None and second["response"] is None and second["truncated"] is True
+    assert second["usage"]["input_tokens"] == 11 and second["status"] == 200
+
+
+def test_trajectory_never_follows_a_link_planted_in_the_logs(gateway, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    logs = tmp_path / "planted" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "model-calls.jsonl").symlink_to(victim)
+    with pytest.raises(OSError):
+        gateway.open_run("planted", logs_dir=logs, submission_dir=tmp_path, task_id="ldct-iqa")
+    assert victim.read_text() == "untouched\n"

@@ -77,3 +77,19 @@ def test_client_without_gateway_says_so(tmp_path):
     done = subprocess.run([sys.executable, "-I", str(CLIENT)], capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"]}, timeout=60)
     assert done.returncode == 1 and "REXMLE_VALIDATE_URL" in done.stderr
+
+
+def test_staged_submission_is_found_and_old_command_line_accepted(gateway, tmp_path, twin):
+    """While a run is staged its submission lives in the stage (stage.json says where); the client also
+    takes the old ``rexmle validate --submission DIR --task T`` command line."""
+    s = open_served(gateway, tmp_path, public_dir=twin / "public")
+    stage = tmp_path / "stage"
+    (stage / "submission").mkdir(parents=True)
+    shutil.copy(twin / "public" / "sample_submission.csv", stage / "submission" / "submission.csv")
+    s.run.submission_dir.rename(tmp_path / "moved-away")
+    (s.run.logs_dir.parent / "stage.json").write_text(json.dumps({"stage": str(stage)}))
+    done = _client(s, "validate", "--submission", str(stage / "submission"), "--task", "ldct-iqa",
+                   env_extra={"REXMLE_SUBMISSION_DIR": str(stage / "submission")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("OK: ")
+    s.run.close()
