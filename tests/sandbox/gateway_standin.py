@@ -184,6 +184,24 @@ def hunt_code(targets: dict) -> str:
     return f"TARGETS = {json.dumps(json.dumps(targets))}\n{HUNT_AGENT.read_text()}"
 
 
+#: the host's real services an escaped agent used (issue 23: munge, then sbatch; MariaDB by socket and TCP)
+REAL_SOCKETS = ("/run/munge/munge.socket.2", "/run/mysqld/mysqld.sock", "/var/run/docker.sock",
+                "/run/dbus/system_bus_socket")
+REAL_TCP = (("127.0.0.1", 3306), ("127.0.0.1", 6817), ("127.0.0.1", 6819))
+
+
+def real_host_services() -> tuple[list[list], list[str]]:
+    """Those of :data:`REAL_TCP` that listen here and :data:`REAL_SOCKETS` that exist: connecting is the
+    whole attempt (nothing is sent), and it must fail from inside every sandbox."""
+    tcp = []
+    for host, port in REAL_TCP:
+        with socket.socket() as probe:
+            probe.settimeout(1)
+            if probe.connect_ex((host, port)) == 0:
+                tcp.append([host, port])
+    return tcp, [p for p in REAL_SOCKETS if os.path.exists(p)]
+
+
 def host_address() -> str:
     """This machine's address on its default route (a host service bound to all interfaces answers there)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

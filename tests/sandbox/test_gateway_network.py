@@ -22,7 +22,8 @@ from pytest_rexmle.runtime.sandbox import gateway_net
 from pytest_rexmle.runtime.sandbox.limits import Limits
 
 from .conftest import require_mechanism
-from .gateway_standin import UdpResponder, UnixService, gateway_factory, host_address, hunt_code
+from .gateway_standin import (UdpResponder, UnixService, gateway_factory, host_address, hunt_code,
+                              real_host_services)
 from .standin import TokenServer
 from .test_unprivileged import NOBODY, unprivileged_site  # noqa: F401 (a fixture)
 
@@ -34,8 +35,9 @@ def host_services():
     """The host's services an agent must not reach, and the hunt's targets naming them."""
     provider, everywhere = TokenServer("127.0.0.1"), TokenServer("0.0.0.0")
     munge, abstract, dns = UnixService(), UnixService(abstract=True), UdpResponder()
-    targets = {"tcp": [["127.0.0.1", provider.port], [host_address(), everywhere.port]], "unix": munge.address,
-               "abstract": abstract.address, "dns": list(dns.address)}
+    real_tcp, real_unix = real_host_services()
+    targets = {"tcp": [["127.0.0.1", provider.port], [host_address(), everywhere.port], *real_tcp],
+               "unix": munge.address, "abstract": abstract.address, "dns": list(dns.address), "unix_extra": real_unix}
     try:
         yield targets, (provider, everywhere, munge, abstract, dns)
     finally:
@@ -65,6 +67,8 @@ def check_confined(report: dict, loot: str, token: str | None, outcome_details: 
     for target, result in report["tcp"].items():
         assert result in ("ECONNREFUSED", "ENETUNREACH"), (target, result)
     assert report["unix"] in ("ENOENT", "EAFNOSUPPORT"), report["unix"]
+    for path, result in report.get("unix_extra", {}).items():  # munged's, MariaDB's, Docker's, D-Bus's
+        assert result in ("ENOENT", "EAFNOSUPPORT"), (path, result)
     assert report["abstract"] in ("ECONNREFUSED", "EAFNOSUPPORT", "EPERM"), report["abstract"]
     assert report["dns"] == "gaierror" and report["udp_dns"] in ("ENETUNREACH", "ECONNREFUSED", "TimeoutError"), report
     provider, everywhere, munge, abstract, dns = services
@@ -159,6 +163,7 @@ def test_landlock_without_a_namespace_reaches_only_the_gateways_port(tmp_path, h
     assert isinstance(report["gateway"], int)  # the gateway answered (the stand-in 200, the real one 404)
     assert set(report["tcp"].values()) == {"EACCES"}, report["tcp"]  # Landlock's connect rule
     assert report["unix"] == report["abstract"] == "EAFNOSUPPORT"
+    assert set(report["unix_extra"].values()) <= {"EAFNOSUPPORT"}, report["unix_extra"]
     assert report["udp_dns"] == "EPERM" and report["dns"] == "gaierror"
     provider, everywhere, munge, abstract, dns = services
     assert munge.accepted == abstract.accepted == dns.received == 0

@@ -18,7 +18,8 @@ import shlex
 from pathlib import Path
 
 from ..conftest import AGENTS
-from ..sandbox.gateway_standin import StandInProvider, UdpResponder, UnixService, host_address, require_real_gateway
+from ..sandbox.gateway_standin import (StandInProvider, UdpResponder, UnixService, host_address,
+                                       real_host_services, require_real_gateway)
 from ..sandbox.standin import TokenServer
 from ..sandbox.test_gateway_network import REAL_KEY, check_confined
 from .conftest import Mechanism, session_dict, shared_once
@@ -28,8 +29,10 @@ def _gateway_session(mech: Mechanism) -> dict:
     provider, everywhere = StandInProvider(), TokenServer("0.0.0.0")
     munge, abstract, dns = UnixService(), UnixService(abstract=True), UdpResponder()
     try:
-        targets = {"tcp": [["127.0.0.1", provider.port], [host_address(), everywhere.port]], "unix": munge.address,
-                   "abstract": abstract.address, "dns": list(dns.address), "chat": True}
+        real_tcp, real_unix = real_host_services()  # munged, MariaDB, slurmctld/slurmdbd, Docker, D-Bus here
+        targets = {"tcp": [["127.0.0.1", provider.port], [host_address(), everywhere.port], *real_tcp],
+                   "unix": munge.address, "abstract": abstract.address, "dns": list(dns.address), "chat": True,
+                   "unix_extra": real_unix}
         folder = mech.new_folder("gateway")
         cmd = f"HUNT_TARGETS={shlex.quote(json.dumps(targets))} python agent.py"
         args = [*mech.args(network="gateway"), "--agent=command", f"--agent-option=dir={AGENTS / 'gateway_hunt'}",
