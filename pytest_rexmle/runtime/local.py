@@ -528,8 +528,9 @@ class _GatewayHookup:
 PORT_MODE_NOTE = ("--rexmle-network=gateway under Landlock without a network namespace (none can be created "
                   "here): each agent may open TCP connections to one port only, the gateway's on the host's "
                   "loopback, and no UDP, raw or unix socket (Landlock + seccomp); a host elsewhere listening on "
-                  "that same port number would answer too. Bubblewrap, a root harness or user namespaces give "
-                  "the agent a network namespace of its own instead")
+                  "that same port number would answer too. Bubblewrap, or a harness that may create namespaces "
+                  "(root with CAP_SYS_ADMIN, or unprivileged user namespaces), gives the agent a network namespace "
+                  "of its own instead")
 MIN_PORT_ABI = 4  # Landlock's TCP connect/bind rules
 
 

@@ -76,7 +76,11 @@ class StandInRun:
         threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def host_address(self) -> tuple[str, int]:
-        raise NotImplementedError("the stand-in serves only listeners handed to it")
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        self.serve(listener)
+        return listener.getsockname()
 
     def close(self) -> dict:
         for server in self._servers:
