@@ -14,13 +14,14 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
 
 Network (``--rexmle-network``): ``gateway`` (the session default) is a network namespace of the
 sandbox's own whose only peer is the session's gateway, listening on the namespace's 127.0.0.1
-(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself); ``none`` is a namespace with only a loopback (bwrap) or seccomp and
-Landlock refusing IP sockets (landlock); ``host`` is the host's network, loopback services included;
-``bridge`` (an explicit choice: the task's answers are then downloadable) is, under bwrap with slirp4netns installed, a namespace of its own
-NATed to the outside by slirp4netns (:mod:`.sandbox.slirp`): the internet answers, the host's
-loopback does not. Elsewhere (Landlock has no namespaces and its network rules only know ports; no
-slirp4netns) ``bridge`` falls back to the host's network, with one warning per session; the run's
-details record the network that actually ran.
+(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself, and where none can be
+created Landlock allows one TCP port, the gateway's on the host); ``none`` is a namespace with only a
+loopback (bwrap) or seccomp and Landlock refusing IP sockets (landlock); ``host`` is the host's network,
+loopback services included; ``bridge`` (an explicit choice: the task's answers are then downloadable)
+is, under bwrap with slirp4netns installed, a namespace of its own NATed to the outside by slirp4netns
+(:mod:`.sandbox.slirp`): the internet answers, the host's loopback does not. Elsewhere (Landlock's
+network rules only know ports; no slirp4netns) ``bridge`` falls back to the host's network, with one
+warning per session; the run's details record the network that actually ran.
 
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (a dedicated
 one when the harness is root, see :mod:`.sandbox.identity`), no capabilities, ``no_new_privs``, a
@@ -239,7 +240,7 @@ class LocalRuntime(Runtime):
         python = self.agent_python(who)
         network = self.network(spec)
         gateway = None
-        if channel is not None:  # Landlock has no namespace of its own: its launcher makes one
+        if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": python.argv(spec.argv),
                 "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), python),
@@ -470,7 +471,9 @@ class LocalRuntime(Runtime):
             finally:
                 self._stop(proc, None)
         return RunOutcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start, stdout_path,
-                          stderr_path, details={"sandbox": "none", "host_paths_hidden": False})
+                          stderr_path, details={"sandbox": "none", "host_paths_hidden": False,
+                                                # no isolation at all: whatever was asked, the host's network
+                                                "network": "host"})
 
     @staticmethod
     def _stop(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
