@@ -7,7 +7,9 @@ ends, the session goes on.
 
 from __future__ import annotations
 
+import io
 import socket
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,24 @@ if TYPE_CHECKING:
 #: hop-by-hop headers: never copied between the two sides of the gateway
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length", "host"})
+
+
+class _DeadlineReader(socket.SocketIO):
+    """The connection's reads, each bounded by the per-read time-out *and* by the request's deadline, so a
+    client trickling one byte at a time cannot hold its thread forever."""
+
+    def __init__(self, sock: socket.socket, per_read: float) -> None:
+        super().__init__(sock, "rb")
+        self.per_read = per_read
+        self.deadline: float | None = None
+
+    def readinto(self, buffer) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the client took too long to send its request")
+            self._sock.settimeout(min(self.per_read, left))
+        return super().readinto(buffer)
 
 
 class BadRequest(Exception):
@@ -45,6 +65,9 @@ class Connection(BaseHTTPRequestHandler):
         super().setup()
         if self.connection.family in (socket.AF_INET, socket.AF_INET6):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile.close()  # the plain reader made by StreamRequestHandler: replaced by a bounded one
+        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader, 64 * 1024)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the run's record replaces stderr logging
         return
@@ -54,6 +77,7 @@ class Connection(BaseHTTPRequestHandler):
 
         self.headers_sent = False
         self._chunked = False
+        self._reader.deadline = time.monotonic() + self.binding.run.gateway.limits.request_timeout
         try:
             self.raw_requestline = self.rfile.readline(65537)
             if len(self.raw_requestline) > 65536:
@@ -68,7 +92,7 @@ class Connection(BaseHTTPRequestHandler):
             dispatch(self)
             self.wfile.flush()
         except BadRequest as exc:
-            self.binding.run.note_error("bad_request", str(exc))
+            self.binding.run.note_bad_request(self, exc.status, str(exc))
             if not self.headers_sent:
                 self.send_error(exc.status, str(exc))
             self.close_connection = True
@@ -82,6 +106,16 @@ class Connection(BaseHTTPRequestHandler):
                 except OSError:
                     pass
             self.close_connection = True
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue`` with a body over the cap: 413 at once, so the client never sends it."""
+        length = (self.headers.get("content-length") or "").strip()
+        limit = self.binding.run.gateway.limits.max_body
+        if length.isdigit() and int(length) > limit:
+            self.binding.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
+            self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
+            return False
+        return super().handle_expect_100()
 
     # --- requests --------------------------------------------------------------------------------------
 

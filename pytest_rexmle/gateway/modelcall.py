@@ -18,7 +18,7 @@ from .connection import HOP_BY_HOP
 from .metering import CallUsage, model_name
 from .protocols import KEY_HEADERS, Route, auth_headers, error_body
 from .sse import SSEReader
-from .trajectory import EventLog, body_record
+from .trajectory import MAX_RESPONSE_BYTES, EventLog, body_record
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -158,7 +158,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
         raw = run.redact(raw.decode("utf-8", "replace")).encode() if run.has_secret_in(raw) else raw
         conn.begin(resp.status, resp.reason, headers, len(raw))
         conn.wfile.write(raw)
-        doc, truncated = body_record(raw)
+        doc, truncated = body_record(raw, MAX_RESPONSE_BYTES)
         usage.observe(doc)
         return resp.status, False, doc, truncated
     length = resp.getheader("content-length")
@@ -215,4 +215,4 @@ def _finish_meter(reader, events, usage: CallUsage, kept: bytearray, overflow: b
         usage.observe(json.loads(raw)) if raw else None
     except ValueError:
         pass
-    return body_record(raw)
+    return body_record(raw, MAX_RESPONSE_BYTES)

@@ -38,6 +38,7 @@ class Limits:
 
     max_body: int = 32 * 1024 * 1024       # request body cap (413 beyond)
     client_timeout: float = 60.0           # a client silent this long mid-request is dropped
+    request_timeout: float = 300.0         # one request's head and body must arrive within this
     connect_timeout: float = 20.0          # reaching the provider or a proxied host
     upstream_timeout: float = 600.0        # the provider silent this long (first byte or mid-stream): 504
     validate_timeout: float = 600.0        # one /rexmle/validate
@@ -46,7 +47,8 @@ class Limits:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
         env = os.environ if environ is None else environ
         values = {}
-        for name, kind in (("max_body", int), ("client_timeout", float), ("connect_timeout", float),
+        for name, kind in (("max_body", int), ("client_timeout", float), ("request_timeout", float),
+                           ("connect_timeout", float),
                            ("upstream_timeout", float), ("validate_timeout", float)):
             raw = env.get(f"REXMLE_GATEWAY_{name.upper()}")
             if raw:
@@ -286,6 +288,16 @@ class GatewayRun:
         self.trajectory.write({"protocol": protocol, "route": route, "model": model, "status": status,
                                "stream": False, "request": request, "response": None, "usage": None,
                                "truncated": False, "error": message, "duration_s": 0.0})
+
+    def note_bad_request(self, conn, status: int, message: str) -> None:
+        """A request the gateway could not read: counted, and a line in the trajectory for the reviewer."""
+        from ..hostile import clean_text
+
+        self.note_error("bad_request", message)
+        route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
+        self.trajectory.write({"protocol": None, "route": clean_text(route, limit=300), "model": None,
+                               "status": status, "stream": False, "request": None, "response": None, "usage": None,
+                               "truncated": False, "error": clean_text(message, limit=500), "duration_s": 0.0})
 
     def note_error(self, kind: str, message: str) -> None:
         with self._lock:

@@ -15,27 +15,34 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-#: a request or response body above this is kept as a truncated text preview
-MAX_BODY_BYTES = 256 * 1024
+#: a request body above this is kept as a preview of its head and tail (conversations resend their
+#: history, so requests grow; the judge reads lines of up to 4 MiB, a request plus its answer fits)
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+#: a response body, or a stream's events together, above this is cut
+MAX_RESPONSE_BYTES = 1024 * 1024
 #: a stream keeps at most this many parsed events in its record
-MAX_EVENTS = 2000
-PREVIEW_CHARS = 4096
+MAX_EVENTS = 5000
+PREVIEW_HEAD, PREVIEW_TAIL = 4 * 1024, 60 * 1024
 #: past this many bytes in a run's file, records keep their metadata and usage but no bodies
 MAX_FILE_BYTES = 1024 * 1024 * 1024
 REDACTED = "[REDACTED]"
 CALLS_FILE = "model-calls.jsonl"
 
 
-def body_record(raw: bytes) -> tuple[Any, bool]:
-    """(parsed JSON or a text preview, truncated?) of a request or non-streamed response body."""
+def body_record(raw: bytes, cap: int = MAX_REQUEST_BYTES) -> tuple[Any, bool]:
+    """(parsed JSON, or a head-and-tail text preview, truncated?) of a request or non-streamed body."""
     if not raw:
         return None, False
-    if len(raw) > MAX_BODY_BYTES:
-        return {"preview": raw[:PREVIEW_CHARS].decode("utf-8", "replace"), "bytes": len(raw)}, True
+    if len(raw) > cap:
+        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
+                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
     try:
         return json.loads(raw), False
-    except ValueError:
-        return {"text": raw[:PREVIEW_CHARS].decode("utf-8", "replace"), "bytes": len(raw)}, len(raw) > PREVIEW_CHARS
+    except (ValueError, RecursionError):
+        if len(raw) <= PREVIEW_HEAD + PREVIEW_TAIL:
+            return {"text": raw.decode("utf-8", "replace"), "bytes": len(raw)}, False
+        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
+                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
 
 
 class EventLog:
@@ -50,7 +57,7 @@ class EventLog:
         """Keep ``event`` (``size``: its text length, so it is not serialised again to be measured)."""
         if self.truncated:
             return
-        if len(self.events) >= MAX_EVENTS or self.size + size > MAX_BODY_BYTES:
+        if len(self.events) >= MAX_EVENTS or self.size + size > MAX_RESPONSE_BYTES:
             self.truncated = True
             return
         self.events.append(event)
@@ -87,7 +94,12 @@ class Trajectory:
                                                     or record.get("response") is not None):
                 record = {**record, "request": None, "response": None, "truncated": True,
                           "note": f"the run's trajectory passed {self.max_bytes} bytes: bodies no longer kept"}
-            data = (self.redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode()
+            try:
+                text = json.dumps(record, ensure_ascii=False, default=str)
+            except (ValueError, RecursionError):  # a body nested too deep to write back: keep the rest
+                text = json.dumps({**record, "request": None, "response": None, "truncated": True,
+                                   "note": "bodies nested too deeply to record"}, ensure_ascii=False, default=str)
+            data = (self.redact(text) + "\n").encode()
             if self._fd < 0:
                 return
             view = memoryview(data)

@@ -58,6 +58,9 @@ def test_huge_body_is_413_without_reading_it(served, standin):
                           b"Content-Length: %d\r\n\r\n" % (served.run.token.encode(), len(big)))
     assert answer.startswith(b"HTTP/1.1 413") and b"exceeds the gateway's limit" in answer
     assert standin.seen == []
+    served.run.close()
+    (line,) = calls(served)
+    assert line["status"] == 413 and line["route"] == "POST /openai/v1/chat/completions" and "limit" in line["error"]
 
 
 def test_chunked_request_body_is_forwarded_whole(served, standin):
@@ -165,3 +168,44 @@ def test_paths_that_could_mean_another_route_never_reach_the_provider(served, st
         status, _, body = served.request("GET", path)
         assert status == 404, (path, body)
     assert standin.seen == []
+
+
+def test_expect_100_continue(served, standin):
+    big = _raw(served, b"POST /openai/v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer %s\r\n"
+                       b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+               % (served.run.token.encode(), 5 * 1024 * 1024))
+    assert big.startswith(b"HTTP/1.1 413") and b"100 Continue" not in big
+    body = json.dumps(CHAT).encode()
+    sock = socket.create_connection((served.host, served.port), timeout=10)
+    sock.sendall(b"POST /openai/v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n"
+                 b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (served.run.token.encode(), len(body)))
+    assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
+    sock.sendall(body)
+    rest = b""
+    while part := sock.recv(65536):
+        rest += part
+    sock.close()
+    assert b"HTTP/1.1 200" in rest and standin.last().body == body
+
+
+def test_trickling_client_is_dropped_at_the_request_deadline(standin, tmp_path):
+    gw = make_gateway(standin, client_timeout=1.0, request_timeout=1.5)
+    s = open_served(gw, tmp_path)
+    sock = socket.create_connection((s.host, s.port), timeout=5)
+    started = time.monotonic()
+    dropped = None
+    try:
+        for byte in b"POST /openai/v1/chat/completions HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+            sock.sendall(bytes([byte]))  # one byte every 0.1 s: each read is quick, the request never ends
+            time.sleep(0.1)
+            if time.monotonic() - started > 6:
+                break
+    except OSError:
+        dropped = time.monotonic() - started
+    if dropped is None:
+        sock.settimeout(3)
+        assert sock.recv(100) == b""
+        dropped = time.monotonic() - started
+    sock.close()
+    assert dropped < 6
+    gw.close()

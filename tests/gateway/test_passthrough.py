@@ -144,3 +144,19 @@ def test_trajectory_never_follows_a_link_planted_in_the_logs(gateway, tmp_path):
     with pytest.raises(OSError):
         gateway.open_run("planted", logs_dir=logs, submission_dir=tmp_path, task_id="ldct-iqa")
     assert victim.read_text() == "untouched\n"
+
+
+def test_big_request_kept_as_head_and_tail(standin, tmp_path):
+    from .conftest import make_gateway, open_served
+
+    gw = make_gateway(standin, max_body=8 * 1024 * 1024)
+    s = open_served(gw, tmp_path)
+    history = [{"role": "user", "content": f"step {i} " + "x" * 1000} for i in range(3000)]  # about 3 MB
+    status, _, _ = s.request("POST", "/openai/v1/chat/completions", {"model": "gpt-4o-mini", "messages": history})
+    assert status == 200 and len(standin.last().body) > 3_000_000  # forwarded whole
+    s.run.close()
+    (call,) = calls(s)
+    assert call["truncated"] is True and call["request"]["bytes"] == len(standin.last().body)
+    assert call["request"]["preview_head"].startswith('{"model"') and "step 2999" in call["request"]["preview_tail"]
+    assert call["usage"]["input_tokens"] == 11
+    gw.close()

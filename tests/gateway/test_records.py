@@ -124,3 +124,22 @@ def test_settings_feed_open_run(standin, tmp_path):
     assert s.run.policy.decide("lab-mirror.example", 443, None, tunnel=True).allowed
     assert not s.run.policy.decide("zenodo.org", 443, None, tunnel=True).allowed
     gw.close()
+
+
+def test_session_gateway_is_one_per_process(monkeypatch):
+    import threading
+
+    from pytest_rexmle.gateway import server
+
+    monkeypatch.setattr(server, "_session", None)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(server.session_gateway(None))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(g) for g in got}) == 1
+    got[0].close()
+    fresh = server.session_gateway(None)
+    assert fresh is not got[0] and not fresh.closed
+    fresh.close()
