@@ -290,3 +290,17 @@ def test_real_gateway_swaps_the_key_meters_and_refuses_data_hosts(tmp_path, mech
     assert refused and refused[0]["allowed"] is False and refused[0]["port"] == 443
     calls = (spec.logs / "model-calls.jsonl").read_text()
     assert REAL_KEY not in calls and StandInProvider.ANSWER in calls
+
+
+def test_bridge_warnings_once_per_session_and_the_network_in_run_json(bench):
+    """``bridge`` is an explicit choice: its warnings (answers downloadable; Landlock's fallback to the
+    host's network) appear once per session, not once per xdist worker, and run.json says what ran."""
+    require_mechanism("landlock")
+    result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or isles22", "--rexmle-network=bridge",
+                   "--rexmle-sandbox=landlock", "-W", "always::UserWarning")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("test labels included, is downloadable") == 1, out[-3000:]
+    assert out.count("runs the local agents on the host's network") == 1, out[-3000:]
+    runs = sorted((bench.path / ".rexmle" / "runs").glob("*/*/*/run.json"))
+    assert len(runs) == 2 and {json.loads(p.read_text())["network"] for p in runs} == {"host"}
