@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     if not settings.agent:
         return
-    _check_agent_and_runtime(settings)
+    notices = _check_agent_and_runtime(settings)
     bench = str(BENCHMARK_MODULE)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [bench]  # `pytest --agent=X` alone runs the benchmark, not the project's tests
@@ -49,6 +49,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
         _sweep_orphans(settings)
+        _warn_network(notices)
+
+
+def _warn_network(notices: list[str]) -> None:
+    """Controller only: the network's warnings once per session (xdist workers say nothing)."""
+    import warnings
+
+    for notice in notices:
+        warnings.warn(notice, stacklevel=1)
 
 
 def private_folder(folder: Path) -> None:
@@ -75,11 +84,13 @@ def _sweep_orphans(settings) -> None:
         warnings.warn(f"rexmle: removed {removed} leftover run(s) of a dead session", stacklevel=1)
 
 
-def _check_agent_and_runtime(settings) -> None:
-    """Usage errors surface before any item runs, once, with the fix in the message."""
+def _check_agent_and_runtime(settings) -> list[str]:
+    """Usage errors surface before any item runs, once, with the fix in the message; returns the
+    session's network warnings (runs themselves stay quiet about them)."""
     from .agents import get_agent
     from .runtime import runtime_for
     from .runtime.base import RuntimeUnavailable
+    from .runtime.gateway_link import network_notices
 
     try:
         agents = [get_agent(name, settings.options_for(name)) for name in settings.agents or (settings.agent,)]
@@ -87,9 +98,11 @@ def _check_agent_and_runtime(settings) -> None:
         for agent in agents:
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.check()
+        notices = network_notices(runtime, settings.network)
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
     _identity_notice(settings)
+    return notices
 
 
 def _identity_notice(settings) -> None:

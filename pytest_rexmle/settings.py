@@ -35,10 +35,13 @@ OPTIONS = [
     ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
      "all that nvidia-smi lists); xdist workers get one each", "str", None),
-    ("--rexmle-network", "rexmle_network", "network for agents: bridge (default: the internet but not the host's "
-     "loopback services; docker: Docker's bridge network; local: bwrap's own network namespace NATed by slirp4netns, "
-     "else the host's network with a warning), host (the host's network, loopback services included) or none (no "
-     "network at all; local: bwrap --unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "bridge"),
+    ("--rexmle-network", "rexmle_network", "network for agents: gateway (default: a network of the agent's own "
+     "whose only peer is the session's gateway: model APIs with the host's keys, an egress proxy refusing the "
+     "tasks' data hosts; the session stops where a runtime cannot confine it so), bridge (the internet, where the "
+     "tasks' answers are downloadable, with a warning; not the host's loopback services; docker: Docker's bridge "
+     "network; local: bwrap's own network namespace NATed by slirp4netns, else the host's network with a warning), "
+     "host (the host's network, loopback services included) or none (no network at all; local: bwrap "
+     "--unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "gateway"),
     ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
      "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)", "str", "auto"),
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
@@ -81,7 +84,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(flag, action="append", default=None, dest=dest, help=help_text)
             parser.addini(ini, help_text, type="args", default=default)
         else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none", "gateway"),
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("gateway", "bridge", "host", "none"),
                        "--rexmle-sandbox": ("auto", "bwrap", "landlock"),
                        "--rexmle-slurm-inner": ("local", "docker"),
                        "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
@@ -122,7 +125,7 @@ class Settings:
     unsafe_local: bool
     seed: int | None  # None: synthetic twins keyed by the cache's secret
     gpus: tuple[str, ...] = field(default=())
-    network: str = "bridge"
+    network: str = "gateway"
     prepare: bool = False
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)

@@ -94,8 +94,10 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     echo = json.loads((run / "workspace" / "echo.json").read_text())
     # `rexmle validate` asks the gateway (tests/sandbox/test_validate_inside.py): no task registry inside
     assert "REXMLE_TASKS_DIR" not in echo["env"]
-    for name in ("REXMLE_GATEWAY", "REXMLE_VALIDATE_URL", "REXMLE_GATEWAY_TOKEN"):  # the gateway's, when wired
-        echo["env"].pop(name, None)
+    # the default network: the session's gateway, on the sandbox's own loopback, reached with the run's token
+    assert echo["env"].pop("REXMLE_GATEWAY") == "http://127.0.0.1:8484"
+    assert echo["env"].pop("REXMLE_VALIDATE_URL") == "http://127.0.0.1:8484/rexmle/validate"
+    assert echo["env"].pop("REXMLE_GATEWAY_TOKEN").startswith("rexmle-")
     # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths of
     # the run's neutral stage (runtime/staging.py), where the folders were while it ran
     stage = json.loads((run / "run.json").read_text())["stage"]

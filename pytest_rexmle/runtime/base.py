@@ -33,7 +33,8 @@ class RunSpec:
     gpus: tuple[str, ...] = ()
     hidden: tuple[Path, ...] = ()  # host paths that must never be visible (private answers, caches)
     image: str | None = None       # container image for container runtimes (the agent's own image)
-    network: str = "bridge"        # "bridge" (internet, not the host's loopback; see each runtime), "host" or "none"
+    network: str = "bridge"        # "gateway" (only the session's gateway; the session default), "bridge"
+    #                                (internet, not the host's loopback; see each runtime), "host" or "none"
     secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
     limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
     stage: Path | None = None         # the neutral folder the run's folders move to while it runs (runtime/staging.py)
@@ -111,6 +112,11 @@ class Runtime(ABC):
 
     def check(self) -> None:
         """Raise RuntimeUnavailable when this runtime cannot run agents on this machine."""
+
+    def network_notices(self, network: str) -> list[str]:
+        """Session start: raise :class:`RuntimeUnavailable` when ``network`` cannot be given to agents here,
+        else return warnings to print once per session (e.g. a fallback to another network)."""
+        return []
 
     def facts(self) -> dict:
         """How agents actually run, for the session report (e.g. ``{"sandbox": "landlock"}``)."""

@@ -46,8 +46,11 @@ What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of
 run's folders and the public data are bound from the run's neutral stage (``/var/tmp/rexmle-XXXX/...``,
 see :mod:`.staging`), so no runs folder, cache or data root is named; the harness package's own path
 shows. A path is not access, and the private answers are neither mounted nor under any mount.
-Network: ``bridge`` (the default) reaches the internet, and the host only through the bridge's gateway
-address — services bound to the host's loopback are not reachable; ``none`` has no interface but
+Network: ``gateway`` (the session default) runs the agent's container in the network namespace of a
+*holder* container (``--network none``), into which the harness first put the gateway's listener
+(``setns`` through the holder's pid: a root harness only; :mod:`.sandbox.gateway_net`), so the agent's
+only peer is the gateway on its own ``127.0.0.1:8484``; ``bridge`` reaches the internet, and the host
+only through the bridge's gateway address — services bound to the host's loopback are not reachable; ``none`` has no interface but
 loopback; ``host`` (only when asked for) shares the host's network, loopback services included.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
@@ -78,9 +81,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import agent_tools, staging
+from . import agent_tools, gateway_link, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .liveness import pid_alive, process_start
+from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 from .sandbox.identity import Identity, hand_back
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
@@ -208,7 +212,8 @@ class DockerRuntime(Runtime):
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
                  session: str | None = None, mount_harness: bool = False, agent_uids: str | None = None,
-                 **_: object) -> None:
+                 gateway: gateway_link.GatewayFactory | None = None, gateway_budget: str | None = None,
+                 egress_allow: list[str] | tuple[str, ...] = (), **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
@@ -216,10 +221,28 @@ class DockerRuntime(Runtime):
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.mount_harness = mount_harness  # the agent's tools need no harness code; kept for a caller asking
         self.agent_uids = UidRange.parse(agent_uids)
+        self.gateway = gateway or gateway_link.session_gateway_factory()
+        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
 
     @classmethod
     def settings_options(cls, settings) -> dict:
-        return {"agent_uids": getattr(settings, "agent_uids", None)}
+        return {"agent_uids": getattr(settings, "agent_uids", None), **gateway_link.gateway_options(settings)}
+
+    @classmethod
+    def from_settings(cls, settings) -> "DockerRuntime":
+        return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
+
+    def _open_gateway_run(self, spec: RunSpec):
+        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
+
+    def network_notices(self, network: str) -> list[str]:
+        """The gateway's listener is placed in the container's namespace with ``setns``, which needs root."""
+        if network == "gateway" and os.geteuid() != 0:
+            raise RuntimeUnavailable(
+                "--rexmle-network=gateway on Docker places the gateway's listener inside the container's network "
+                "namespace, which needs a root harness (setns); run the session as root, use the local runtime, "
+                "or choose --rexmle-network=none")
+        return []
 
     # -- engine ----------------------------------------------------------------------------------------
     @property
@@ -342,8 +365,11 @@ class DockerRuntime(Runtime):
     @staticmethod
     def network_mode(network: str) -> str:
         """``none`` stays offline; ``host`` shares the host's network (its loopback services included),
-        only because the user asked for exactly that; every other mode is the engine's bridge: outbound
-        traffic works and the host's loopback services do not answer (the container has its own)."""
+        only because the user asked for exactly that; ``gateway`` starts from ``none`` (the run then joins
+        its network holder, see :meth:`_network_holder`); every other mode is the engine's bridge:
+        outbound traffic works and the host's loopback services do not answer (the container has its own)."""
+        if network == "gateway":
+            return "none"
         return network if network in ("none", "host") else "bridge"
 
     def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
@@ -443,6 +469,49 @@ class DockerRuntime(Runtime):
         return outcome
 
     def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
+        if spec.network != "gateway":
+            return self._run_agent_container(spec, image_name, image, user)
+        gateway_run = self._open_gateway_run(spec)
+        listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
+        record: dict = {}
+        try:
+            spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
+            outcome = self._run_agent_container(spec, image_name, image, user, gateway_run, listeners)
+        finally:
+            record = gateway_link.close_run(gateway_run, listeners)
+        outcome.details.update(gateway_link.record_details(record))
+        return outcome
+
+    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run, listeners: list):
+        """A container with no network (``--network none``) holding the namespace the agent's container
+        joins (``--network container:ID``), with the gateway's listener put into it before the agent
+        starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
+        holder = self.client.containers.create(
+            image=image_name, command=["timeout", "-s", "KILL", str(limits.deadline + 60), "sleep",
+                                       str(limits.deadline + 60)],
+            user="65534:65534", network_mode="none", hostname="rexmle-agent",
+            labels={**self.labels(spec, limits), f"{LABEL}.role": "network"}, read_only=True, init=True,
+            name=f"rexmle-{spec.task_id}-net-{uuid.uuid4().hex[:10]}", cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"], pids_limit=8, mem_limit="64m")
+        try:
+            holder.start()
+            holder.reload()
+            pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
+            if not pid:
+                raise RuntimeUnavailable("Docker started the network holder but reported no process for it")
+            listener = listener_in_namespace(pid)
+            listeners.append(listener)
+            gateway_run.serve(listener)
+        except GatewayNetworkError as exc:
+            self._remove(holder)
+            raise RuntimeUnavailable(f"the gateway's listener could not be placed in the container's network: {exc}") from None
+        except BaseException:
+            self._remove(holder)
+            raise
+        return holder
+
+    def _run_agent_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int],
+                             gateway_run=None, listeners: list | None = None) -> RunOutcome:
         stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         self._prepare_folders(spec, user)
         info = self._engine_info()
@@ -454,12 +523,18 @@ class DockerRuntime(Runtime):
                                    "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"],
                                    "network": kwargs["network_mode"], "limits": limits.describe(),
                                    "seccomp": _seccomp_profile(info)}
-        container = None
+        container = holder = None
         threads: list[threading.Thread] = []
         restore = self._trap_sigterm()
         start = time.monotonic()
         timed_out = False
         try:
+            if gateway_run is not None:
+                holder = self._network_holder(spec, image_name, limits, gateway_run,
+                                              listeners if listeners is not None else [])
+                kwargs["network_mode"] = f"container:{holder.id}"
+                kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
+                details["network"] = "gateway"
             container = self.client.containers.create(**kwargs)
             self._record(spec, container, secret=set(spec.secret_env))
             try:
@@ -482,6 +557,8 @@ class DockerRuntime(Runtime):
             duration = time.monotonic() - start
             if container is not None:
                 self._remove(container)
+            if holder is not None:
+                self._remove(holder)
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
             restore()

@@ -12,13 +12,16 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
   stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
-Network (``--rexmle-network``): ``none`` is a namespace with only a loopback (bwrap) or seccomp and
-Landlock refusing IP sockets (landlock); ``host`` is the host's network, loopback services included;
-``bridge`` (the session default) is, under bwrap with slirp4netns installed, a namespace of its own
-NATed to the outside by slirp4netns (:mod:`.sandbox.slirp`): the internet answers, the host's
-loopback does not. Elsewhere (Landlock has no namespaces and its network rules only know ports; no
-slirp4netns) ``bridge`` falls back to the host's network, with one warning per session; the run's
-details record the network that actually ran.
+Network (``--rexmle-network``): ``gateway`` (the session default) is a network namespace of the
+sandbox's own whose only peer is the session's gateway, listening on the namespace's 127.0.0.1
+(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself, and where none can be
+created Landlock allows one TCP port, the gateway's on the host); ``none`` is a namespace with only a
+loopback (bwrap) or seccomp and Landlock refusing IP sockets (landlock); ``host`` is the host's network,
+loopback services included; ``bridge`` (an explicit choice: the task's answers are then downloadable)
+is, under bwrap with slirp4netns installed, a namespace of its own NATed to the outside by slirp4netns
+(:mod:`.sandbox.slirp`): the internet answers, the host's loopback does not. Elsewhere (Landlock's
+network rules only know ports; no slirp4netns) ``bridge`` falls back to the host's network, with one
+warning per session; the run's details record the network that actually ran.
 
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (one of its own
 per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
@@ -48,11 +51,13 @@ import time
 import warnings
 from pathlib import Path
 
-from . import agent_tools, staging
+from . import agent_tools, gateway_link, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, NO_NETWORK, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
+from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
+    can_create_network_namespace
 from .sandbox.landlock import LandlockView, etc_entries
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
@@ -64,8 +69,9 @@ KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
-NETWORK_CHOICES = ("host", "bridge", "none")
+NETWORK_CHOICES = gateway_link.NETWORKS
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
+_own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
 SIGXFSZ = 25
 # what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
@@ -116,7 +122,9 @@ class LocalRuntime(Runtime):
 
     def __init__(self, unsafe: bool = False, bwrap: str | None = None, sandbox: str = "auto",
                  limits: dict[str, str] | None = None, agent_uids: str | None = None, agent_as_root: bool = False,
-                 unsafe_same_uid: bool = False, **_: object) -> None:
+                 unsafe_same_uid: bool = False, gateway: gateway_link.GatewayFactory | None = None,
+                 gateway_budget: str | None = None, egress_allow: list[str] | tuple[str, ...] = (),
+                 **_: object) -> None:
         if sandbox not in SANDBOX_CHOICES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}")
         self.unsafe = unsafe
@@ -127,6 +135,15 @@ class LocalRuntime(Runtime):
         self.agent_as_root = agent_as_root
         self.unsafe_same_uid = unsafe_same_uid
         self._mechanism: str | None = None
+        self.gateway = gateway or gateway_link.session_gateway_factory()
+        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
+
+    @classmethod
+    def from_settings(cls, settings) -> "LocalRuntime":
+        return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
+
+    def _open_gateway_run(self, spec: RunSpec):
+        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
 
     @classmethod
     def settings_options(cls, settings) -> dict:
@@ -134,7 +151,8 @@ class LocalRuntime(Runtime):
                 "limits": dict(getattr(settings, "limits", None) or {}),
                 "agent_uids": getattr(settings, "agent_uids", None),
                 "agent_as_root": bool(getattr(settings, "agent_as_root", False)),
-                "unsafe_same_uid": bool(getattr(settings, "unsafe_same_uid", False))}
+                "unsafe_same_uid": bool(getattr(settings, "unsafe_same_uid", False)),
+                **gateway_link.gateway_options(settings)}
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -256,40 +274,64 @@ class LocalRuntime(Runtime):
                 "--rexmle-agent-as-root")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, tools: Path, mode: str) -> dict:
+                         tmp: Path, tools: Path, mode: str, channel: ListenerChannel | None = None) -> dict:
         inside_tools = agent_tools.INSIDE if mode == "exec" else tools
+        network = self.network(spec)
+        gateway = None
+        if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
+            gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": list(spec.argv),
                 "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), inside_tools),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
-                "network": self.network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
+                "network": network, "gateway": gateway, "pdeathsig": True,
+                # Landlock leaves the host's /run (munge, databases, Docker) visible and does not filter
+                # pathname unix sockets: no socket(AF_UNIX) there (socketpair stays); nor for a uid-0 agent
+                "deny_unix_sockets": who.is_root or mode == "supervise",
                 # the launcher's own parent: it compares against this, not against pid 1, because the
                 # harness may itself be pid 1 (``docker run image pytest ...``)
                 "parent": os.getpid()}
 
     def network(self, spec: RunSpec) -> str:
-        """The network the agent actually gets: ``bridge`` only where the sandbox can hide the host's
-        loopback (bubblewrap with slirp4netns), else the host's network, said once per session."""
-        network = spec.network or "bridge"
+        """The network the agent actually gets: ``gateway`` wherever the agent can have a network namespace
+        (else the session stops: nothing would keep it from the host's services); ``bridge`` only where
+        the sandbox can hide the host's loopback (bubblewrap with slirp4netns), else the host's network,
+        said once per session."""
+        network = spec.network or gateway_link.DEFAULT_NETWORK
         if network not in NETWORK_CHOICES:
             raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(NETWORK_CHOICES)}, "
                                      f"not {network!r}")
+        mechanism = self.mechanism()
+        if network == "gateway" and mechanism == "landlock":
+            _landlock_gateway_mode()
         if network != "bridge":
             return network
+        why = self._bridge_fallback()
+        if why is None:
+            return "bridge"
+        if why not in _fallbacks_warned and SESSION_WARNED not in _fallbacks_warned:
+            _fallbacks_warned.add(why)
+            warnings.warn(_fallback_message(why), stacklevel=2)
+        return "host"
+
+    def _bridge_fallback(self) -> str | None:
+        """Why ``bridge`` cannot be had here (the agent then gets the host's network), or None."""
         mechanism = self.mechanism()
         if mechanism == "bwrap" and slirp4netns():
-            return "bridge"
+            return None
         if mechanism == "bwrap":
-            why = f"slirp4netns is not installed ({INSTALL_HINT})"
-        else:
-            why = (f"the {mechanism} sandbox has no network namespace (Landlock's network rules know ports, not "
-                   f"addresses); use bubblewrap (apt-get install bubblewrap) with slirp4netns ({INSTALL_HINT})")
-        if why not in _fallbacks_warned:
-            _fallbacks_warned.add(why)
-            warnings.warn(f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they "
-                          f"reach services listening on the host's loopback: {why}; --rexmle-network=none cuts "
-                          f"the network entirely", stacklevel=2)
-        return "host"
+            return f"slirp4netns is not installed ({INSTALL_HINT})"
+        return (f"the {mechanism} sandbox has no network namespace (Landlock's network rules know ports, not "
+                f"addresses); use bubblewrap (apt-get install bubblewrap) with slirp4netns ({INSTALL_HINT})")
+
+    def network_notices(self, network: str) -> list[str]:
+        """Checked once per process at session start (raises when ``gateway`` cannot confine the agent);
+        the fallback of ``bridge`` to the host's network is said here, once per session."""
+        notices = []
+        if network == "gateway" and self.mechanism() == "landlock" and _landlock_gateway_mode() == "port":
+            notices.append(f"rexmle: {PORT_MODE_NOTE}")
+        why = self._bridge_fallback() if network == "bridge" and self.mechanism() != "none" else None
+        return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, tools: Path, fds: list[int],
                        bridge: SlirpNetwork | None) -> list[str]:
@@ -320,7 +362,8 @@ class LocalRuntime(Runtime):
                             read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
                             read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
                             write_files=tuple(logs), devices=tuple(devices),
-                            network_none=config["network"] == "none")
+                            network_none=config["network"] == "none",
+                            connect_ports=tuple(config.get("connect_ports", ())))
         config = {**config, "landlock": view.to_json()}
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         fds.append(config_fd)
@@ -356,6 +399,10 @@ class LocalRuntime(Runtime):
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
         leftovers = 0
+        channel: ListenerChannel | None = None
+        hookup: _GatewayHookup | None = None
+        gateway_run = None
+        record: dict | None = None
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -368,7 +415,19 @@ class LocalRuntime(Runtime):
                     "to root) without a cgroup pids controller here: drop --rexmle-agent-as-root, or lift the "
                     "limit with --rexmle-limit=processes=none")
             mode = "exec" if mechanism == "bwrap" else "supervise"
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode)
+            port_mode = False
+            if self.network(spec) == "gateway":
+                gateway_run = self._open_gateway_run(spec)
+                port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
+                if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
+                    host_port = gateway_run.host_address()[1]
+                    url = f"http://127.0.0.1:{host_port}"
+                else:
+                    channel, url = ListenerChannel(), base_url()
+                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, url))
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, channel)
+            if port_mode:
+                config.update(seccomp_network="tcp-only", connect_ports=[host_port])
             if config["network"] == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
@@ -376,10 +435,16 @@ class LocalRuntime(Runtime):
                 argv = self._bwrap_command(spec, config, tmp, tools, fds, bridge)
             else:
                 argv = self._landlock_command(spec, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
-            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge)
+            hookup = _GatewayHookup(channel, gateway_run) if channel else None
+            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
+                                      hookup)
         finally:
             if bridge is not None:
                 bridge.close()
+            if channel is not None:
+                channel.close()
+            if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
+                record = gateway_link.close_run(gateway_run, hookup.listeners if hookup else [])
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -404,17 +469,23 @@ class LocalRuntime(Runtime):
             outcome.details["agent_as_root"] = True
         if mechanism == "landlock" and who.uid == os.geteuid():
             outcome.details["unsafe_same_uid"] = True
+        if record is not None:
+            outcome.details.update(gateway_link.record_details(record))
+            outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
+                                                      "network-namespace")
         return outcome
 
     def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
-                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None) -> RunOutcome:
+                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None,
+                   gateway: "_GatewayHookup | None" = None) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ())),
+                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ()),
+                                                       *((gateway.channel.child_fd,) if gateway else ())),
                                     start_new_session=True, preexec_fn=join)
             try:
                 if bridge is not None:  # the agent starts only once its network is up
@@ -423,6 +494,8 @@ class LocalRuntime(Runtime):
                     except NetworkSetupError as exc:
                         raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
                                                  f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
+                if gateway is not None:  # the listener is already listening: the agent's connects queue
+                    gateway.connect(proc)
                 next_disk = start
                 while True:
                     if wait_exit(proc, POLL_SECONDS):
@@ -469,7 +542,9 @@ class LocalRuntime(Runtime):
             finally:
                 self._stop(proc, None)
         return RunOutcome(None if timed_out else proc.returncode, timed_out, time.monotonic() - start, stdout_path,
-                          stderr_path, details={"sandbox": "none", "host_paths_hidden": False})
+                          stderr_path, details={"sandbox": "none", "host_paths_hidden": False,
+                                                # no isolation at all: whatever was asked, the host's network
+                                                "network": "host"})
 
     @staticmethod
     def _stop(proc: subprocess.Popen, cgroup: RunCgroup | None) -> None:
@@ -500,6 +575,67 @@ def _owner(path: Path) -> tuple[int, int]:
     return st.st_uid, st.st_gid
 
 
+#: set once the session has said its network warnings (the controller, see plugin.py): runs stay quiet
+SESSION_WARNED = "<session>"
+
+
+def silence_network_warnings() -> None:
+    _fallbacks_warned.add(SESSION_WARNED)
+
+
+def _fallback_message(why: str) -> str:
+    return (f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they reach "
+            f"services listening on the host's loopback: {why}; --rexmle-network=gateway (the default) or none "
+            "keep them off it")
+
+
+class _GatewayHookup:
+    """The run's gateway listener on its way from the sandbox's first process to the gateway."""
+
+    def __init__(self, channel: ListenerChannel, run) -> None:
+        self.channel, self.run = channel, run
+        self.listeners: list = []
+
+    def connect(self, proc: subprocess.Popen) -> None:
+        try:
+            listener = self.channel.receive(proc)
+        except GatewayNetworkError as exc:
+            raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: {exc}") from None
+        self.listeners.append(listener)
+        self.run.serve(listener)
+
+
+PORT_MODE_NOTE = ("--rexmle-network=gateway under Landlock without a network namespace (none can be created "
+                  "here): each agent may open TCP connections to one port only, the gateway's on the host's "
+                  "loopback, and no UDP, raw or unix socket (Landlock + seccomp); a host elsewhere listening on "
+                  "that same port number would answer too. Bubblewrap, or a harness that may create namespaces "
+                  "(root with CAP_SYS_ADMIN, or unprivileged user namespaces), gives the agent a network namespace "
+                  "of its own instead")
+MIN_PORT_ABI = 4  # Landlock's TCP connect/bind rules
+
+
+def _landlock_gateway_mode() -> str:
+    """How Landlock's agent gets the gateway: ``netns`` (a network namespace of its own, the launcher's),
+    else ``port`` (Landlock's TCP connect rule for the gateway's host port, seccomp allowing only TCP
+    streams); where neither can confine it, the session stops rather than run it unprotected."""
+    global _own_netns
+    if _own_netns is None:
+        _own_netns = can_create_network_namespace()
+    works, why = _own_netns
+    if works:
+        return "netns"
+    from .sandbox.landlock import abi
+
+    if abi() >= MIN_PORT_ABI:
+        return "port"
+    raise RuntimeUnavailable(
+        f"--rexmle-network=gateway under Landlock needs a network namespace for the agent or Landlock's TCP "
+        f"rules (ABI {MIN_PORT_ABI}+, this kernel has {abi()}), and this harness has neither (no namespace: "
+        f"{why}); run the harness as root, allow unprivileged user namespaces (sysctl "
+        "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces), use bubblewrap, or choose "
+        "--rexmle-network=none")
+
+
 def _programs(argv: list[str]) -> list[str]:
     """The programs an agent's command starts first: ``argv[0]``, and for ``sh -c 'VAR=x prog ...'`` the
     first program of the script (the usual form of ``--agent=command``), as far as a plain split tells."""
@@ -527,7 +663,7 @@ def _resolve(command: str, path: str) -> str | None:
 
 def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
     """bubblewrap's network options: the host's (none), a lone loopback, or the slirp4netns bridge."""
-    if network == "none":
+    if network in ("none", "gateway"):  # the gateway's listener is the launcher's, inside this namespace
         return NO_NETWORK
     return bridge.bwrap_args() if bridge is not None else []
 

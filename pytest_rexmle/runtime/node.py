@@ -5,6 +5,9 @@ the run folder's harness-owned ``slurm/`` folder; the job calls :func:`node_main
 submitit, or by hand: ``python -m pytest_rexmle.runtime.node <spec.json>``). The inner runtime (the
 bubblewrap sandbox or a Docker container) then isolates the agent exactly as it does on one machine,
 and the outcome lands in ``outcome.json`` next to the spec, where the submitting host reads it.
+Under ``--rexmle-network=gateway`` this process is the node's harness: the inner runtime opens the run on
+this process's own gateway (created on first use, with the provider keys of the job's environment), and
+its record (usage, egress) travels back in the outcome's details like everything else.
 
 The spec is serialised generically (every dataclass field, tagged Paths, tuples and nested
 dataclasses), so fields added to :class:`RunSpec` travel without changes here.

@@ -166,6 +166,10 @@ def test_command_agent_contract_read_only_data_and_non_root(docker_bench, docker
     result.assert_outcomes(passed=1)
     run = _latest(docker_bench, "ldct-iqa")
     echo = json.loads((run / "workspace" / "echo.json").read_text())
+    # the default network: the gateway's listener in the container's own namespace, reached with the run's token
+    assert echo["env"].pop("REXMLE_GATEWAY") == "http://127.0.0.1:8484"
+    assert echo["env"].pop("REXMLE_VALIDATE_URL") == "http://127.0.0.1:8484/rexmle/validate"
+    assert echo["env"].pop("REXMLE_GATEWAY_TOKEN").startswith("rexmle-")
     assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": "/rexmle/data",
                            "REXMLE_WORKSPACE": "/rexmle/workspace", "REXMLE_SUBMISSION_DIR": "/rexmle/submission",
                            "REXMLE_INSTRUCTIONS": "/rexmle/instructions.md", "REXMLE_TIME_LIMIT": "120",

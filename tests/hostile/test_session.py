@@ -57,7 +57,8 @@ def test_hostile_leftovers_finish_the_session_within_memory(bench, needs_bwrap, 
     assert meta["scrub"]["n_removed"] == 2, meta["scrub"]  # the FIFO (or link) and the link to /dev/zero
     assert not (run / "workspace" / "rexmle-usage.json").exists()
     stages = json.loads((run / "stages.json").read_text())
-    assert stages["usage"]["source"] is None and "warnings" not in stages["usage"]  # scrubbed before it is read
+    # scrubbed before it is read: the usage is the gateway's (the default network), never the agent's file
+    assert stages["usage"]["source"] == "gateway" and "warnings" not in stages["usage"]
 
 
 def test_resume_never_reuses_a_result_of_other_answers(bench, needs_bwrap):

@@ -80,3 +80,47 @@ def test_installed_filter_refuses_and_allows_in_a_real_child():
     out = json.loads(data)
     assert out.get("error") is None, out
     assert out["unshare"] == errno.EPERM and out["inet6"] == errno.EAFNOSUPPORT and out["socketpair"] == "y"
+
+
+def test_tcp_only_filter_allows_tcp_streams_and_nothing_else_of_ip():
+    """The gateway without a network namespace: IP sockets only as TCP streams (Landlock governs those),
+    so no UDP (DNS), SCTP or MPTCP; unix sockets refused; socketpair still works."""
+    import errno
+    import json
+    import socket
+
+    tries = {"tcp": (socket.AF_INET, socket.SOCK_STREAM, 0), "tcp6_cloexec": (socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_CLOEXEC, 6),
+             "udp": (socket.AF_INET, socket.SOCK_DGRAM, 0), "udp6": (socket.AF_INET6, socket.SOCK_DGRAM, 0),
+             "sctp": (socket.AF_INET, socket.SOCK_STREAM, 132), "mptcp": (socket.AF_INET, socket.SOCK_STREAM, 262),
+             "unix": (socket.AF_UNIX, socket.SOCK_STREAM, 0)}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.close(read)
+        out = {}
+        try:
+            seccomp.install(seccomp.build_filter(network="tcp-only", deny_unix_sockets=True))
+            for name, args in tries.items():
+                try:
+                    socket.socket(*args).close()
+                    out[name] = 0
+                except OSError as exc:
+                    out[name] = exc.errno
+            a, b = socket.socketpair()
+            a.send(b"y")
+            out["socketpair"] = b.recv(1).decode()
+        except BaseException as exc:
+            out["error"] = repr(exc)
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 4096):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    out = json.loads(data)
+    assert out.get("error") is None, out
+    assert out["tcp"] == out["tcp6_cloexec"] == 0 and out["socketpair"] == "y"
+    assert out["udp"] == out["udp6"] == out["sctp"] == out["mptcp"] == errno.EPERM
+    assert out["unix"] == errno.EAFNOSUPPORT

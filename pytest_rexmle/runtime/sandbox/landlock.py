@@ -16,6 +16,9 @@ What Landlock can and cannot do, compared with bubblewrap:
   on ``sys.path``, so that folder (and only its names, below it: ``READ_DIR``) becomes listable.
 * Network ``none``: TCP bind/connect are handled with no port allowed (ABI 4+), and the seccomp filter
   refuses ``socket(AF_INET/AF_INET6)``, which also covers UDP and ICMP.
+* Network ``gateway`` where no network namespace can be had (``connect_ports``): TCP connect only to the
+  gateway's port on the host and no bind, while seccomp allows IP sockets only as TCP streams (no UDP,
+  so no DNS; no raw, SCTP or MPTCP socket, which these rules would not govern).
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ class LandlockView:
     devices: tuple[str, ...] = DEVICES    # character devices opened read-write (GPUs join here)
     list_only: tuple[str, ...] = ()       # directories whose names may be listed (an editable install's root)
     network_none: bool = False
+    connect_ports: tuple[int, ...] = ()   # the only TCP ports it may connect to (the gateway without a netns)
 
     def to_json(self) -> dict:
         return {"read_exec": list(self.read_exec), "read": list(self.read), "read_write": list(self.read_write),
                 "write_files": list(self.write_files), "devices": list(self.devices), "list_only": list(self.list_only),
-                "network_none": self.network_none}
+                "network_none": self.network_none, "connect_ports": list(self.connect_ports)}
 
     @classmethod
     def from_json(cls, data: dict) -> "LandlockView":
@@ -79,13 +83,26 @@ def available() -> tuple[bool, str]:
         return False, f"Landlock is unavailable: {exc}"
 
 
+def abi() -> int:
+    """The kernel's Landlock ABI version (0 when Landlock or its binding is missing)."""
+    try:
+        import landlockpy
+
+        return int(landlockpy.abi_version()) if landlockpy.supported() else 0
+    except (ImportError, OSError):
+        return 0
+
+
 def prepare(view: LandlockView):
     """Build the ruleset (opening every path now, while the caller still has the rights to reach it);
     ``restrict()`` on the result, after the privilege drop, enforces it."""
     from landlockpy import AccessFS, AccessNet, Ruleset, Scope
 
-    handled_net = (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP) if view.network_none else AccessNet.NONE
+    confined = view.network_none or bool(view.connect_ports)
+    handled_net = (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP) if confined else AccessNet.NONE
     ruleset = Ruleset(handled_net=handled_net, scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL)
+    for port in view.connect_ports:
+        ruleset.allow_port(port, AccessNet.CONNECT_TCP)
     read_file = AccessFS.READ_FILE
     read = AccessFS.READ_FILE | AccessFS.READ_DIR
     read_exec = read | AccessFS.EXECUTE

@@ -45,7 +45,8 @@ def _confine(config: dict, ruleset=None) -> None:
     if ruleset is not None:
         ruleset.restrict()
         ruleset.close()
-    install(build_filter(network=config["network"], deny_unix_sockets=config.get("deny_unix_sockets", False)))
+    install(build_filter(network=config.get("seccomp_network") or config["network"],
+                         deny_unix_sockets=config.get("deny_unix_sockets", False)))
 
 
 def _exec(config: dict) -> None:
@@ -60,7 +61,21 @@ def _exec(config: dict) -> None:
         os._exit(127)
 
 
+def _open_gateway(config: dict) -> None:
+    """``network: gateway``: the listener the harness serves, made while this process is still trusted."""
+    if not config.get("gateway"):
+        return
+    from .gateway_net import open_in_sandbox
+
+    try:
+        open_in_sandbox(config["gateway"])
+    except (OSError, RuntimeError) as exc:  # the harness sees the channel close and stops the run
+        print(f"rexmle launcher: cannot make the gateway listener: {exc}", file=sys.stderr, flush=True)
+        os._exit(125)
+
+
 def run_exec(config: dict) -> None:
+    _open_gateway(config)
     _confine(config)
     _exec(config)
 
@@ -145,6 +160,8 @@ def run_supervised(config: dict) -> None:
         os._exit(137)
     code = None
     try:
+        # before the ruleset: a new user namespace (unprivileged harness) must precede opening its paths
+        _open_gateway(config)
         ruleset = prepare(LandlockView.from_json(config["landlock"]))
         child = os.fork()
         if child == 0:

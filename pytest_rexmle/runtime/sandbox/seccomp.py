@@ -13,8 +13,9 @@ module and kexec calls, keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``,
 operations bypass seccomp), ``mknod``, ``chroot``, swap, reboot, clock changes, file handles, and any
 ``chmod``/``creat``/``open``/``mkdir`` that asks for a setuid or setgid bit. With ``network="none"`` it
 also refuses ``socket(AF_INET|AF_INET6|AF_PACKET)``; ``deny_unix_sockets`` refuses ``socket(AF_UNIX)``
-for the case where the agent keeps host uid 0 (see ``identity.py``), so it cannot talk to root-owned
-sockets such as Docker's. The architecture is checked first: a syscall from any other ABI (x32,
+(``socketpair`` stays) for every Landlock agent — the host's ``/run`` stays visible there and Landlock
+does not filter pathname sockets, so munged's, MariaDB's or Docker's would otherwise answer — and for
+an agent that keeps host uid 0 (see ``identity.py``). The architecture is checked first: a syscall from any other ABI (x32,
 i386 via ``int 0x80``) kills the process.
 """
 
@@ -30,6 +31,8 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_JA = 0x05
+_ALU_AND_K = 0x54
 _RET_K = 0x06
 
 SECCOMP_RET_KILL_PROCESS = 0x80000000
@@ -81,6 +84,8 @@ MODE_ARGS = {"chmod": ((90, None), 1), "fchmod": ((91, 52), 1), "fchmodat": ((26
 SETID_BITS = 0o6000
 CLONE_NAMESPACE_FLAGS = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 AF_UNIX, AF_INET, AF_INET6, AF_PACKET = 1, 2, 10, 17
+SOCK_STREAM, SOCK_TYPE_MASK = 1, 0xF
+IPPROTO_TCP = 6
 
 
 def machine() -> str:
@@ -132,9 +137,13 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
     families = []
     if network == "none":
         families += [AF_INET, AF_INET6, AF_PACKET]
+    if network == "tcp-only":
+        families.append(AF_PACKET)
     if deny_unix_sockets:
         families.append(AF_UNIX)
-    if families:
+    if network == "tcp-only":
+        prog += _tcp_only(nr(SOCKET), families, eafnosupport, eperm)
+    elif families:
         prog += arg_check(nr(SOCKET), 0, [(_JEQ_K, family, eafnosupport) for family in families])
     for pair, arg in MODE_ARGS.values():
         if nr(pair) is not None:
@@ -143,6 +152,24 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
     if len(prog) > 4096:
         raise ValueError("seccomp program too long")
     return b"".join(prog)
+
+
+def _tcp_only(socket_nr: int, families: list[int], refused_family: int, eperm: int) -> list[bytes]:
+    """``socket()`` when the network is one TCP port (Landlock's connect rule, see ``landlock.py``): the
+    refused families, and IP sockets only of type ``SOCK_STREAM`` with protocol 0 or TCP — no UDP (DNS),
+    raw, SCTP or MPTCP socket, which Landlock's TCP rules would not govern."""
+    allow = _insn(_RET_K, SECCOMP_RET_ALLOW)
+    checks = [_insn(_LD_W_ABS, _arg_low(1)), _insn(_ALU_AND_K, SOCK_TYPE_MASK),
+              _insn(_JEQ_K, SOCK_STREAM, 1, 0), _insn(_RET_K, eperm),
+              _insn(_LD_W_ABS, _arg_low(2)), _insn(_JEQ_K, 0, 2, 0), _insn(_JEQ_K, IPPROTO_TCP, 1, 0),
+              _insn(_RET_K, eperm), allow]
+    head = [_insn(_LD_W_ABS, _arg_low(0))]
+    for family in families:
+        head += [_insn(_JEQ_K, family, 0, 1), _insn(_RET_K, refused_family)]
+    # AF_INET or AF_INET6: into the checks (right after the ALLOW below); any other family: allowed
+    head += [_insn(_JEQ_K, AF_INET, 2, 0), _insn(_JEQ_K, AF_INET6, 1, 0), allow]
+    body = head + checks
+    return [_insn(_JEQ_K, socket_nr, 0, len(body)), *body]
 
 
 class _SockFprog(ctypes.Structure):
