@@ -10,8 +10,9 @@ Write your own assertions on a result by requesting any link, e.g.::
 * ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (session), ``rexmle_runtime`` (session) — the agent and runtime objects.
-* ``rexmle_campaign`` (session) — launches every selected run up front when the runtime batches.
-* ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
+* ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result. The run
+  itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
+  process; the item waits for its record.
 * ``rexmle_submission`` — the submission folder the agent left.
 * ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
 * ``rexmle_judge`` (session) — the capability judge; each run gets ``capability.json`` and ``stages.json``.
@@ -30,12 +31,11 @@ import pytest
 from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
-from .campaign import begin
-from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
+from .run import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
-__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_campaign", "rexmle_agent_run",
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
@@ -125,36 +125,45 @@ def rexmle_runtime(rexmle_settings):
         runtime.close()  # also on Ctrl-C: runs still in flight are stopped (unless the runtime was told not to)
 
 
-@pytest.fixture(scope="session")
-def rexmle_campaign(request, rexmle_settings, rexmle_agent, rexmle_runtime):
-    """Launches every selected run at once when the runtime batches (a scheduler) and this process runs
-    all items itself (no xdist); see :mod:`pytest_rexmle.campaign`."""
-    from .campaign import Campaign
-
-    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if terminal is not None and rexmle_runtime.batches:
-        def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
-            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-                terminal.write_line(line)
-
-        rexmle_runtime.progress = show
-    on_worker = hasattr(request.config, "workerinput")
-    return Campaign(rexmle_settings, rexmle_agent, rexmle_runtime, list(request.session.items), enabled=not on_worker)
-
-
 @pytest.fixture
-def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings,
-                     rexmle_campaign) -> AgentRun:
-    begun = rexmle_campaign.take(request.node.nodeid)
-    if begun is None:
-        begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
-    if begun.resumed is not None:
-        return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
-    with begun.hold:
-        outcome = finish(begun.launched)
-    used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
-    return AgentRun(begun.folder, outcome, None, begun.time_limit, used)
+def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
+    """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
+    from .runtime.node import outcome_from_json
+    from .schedule.session import board_for
+
+    board = board_for(request.config)
+    record = board.wait(rexmle_task.id, tick=_progress(request, rexmle_settings, board))
+    state = record["state"]
+    if state == "skipped":
+        pytest.skip(record["reason"])
+    if state == "error":
+        raise HarnessError(f"{rexmle_task.id}: {record['message']}\n{record.get('traceback') or ''}")
+    if state == "interrupted":
+        raise HarnessError(f"{rexmle_task.id}: {record['reason']}")
+    folder = RunFolder(Path(record["run_dir"]))
+    if state == "resumed":
+        return AgentRun(folder, None, ChallengeResult.read(folder.result_path), record["time_limit"])
+    outcome = outcome_from_json(record["outcome"])
+    used = tuple(outcome.details.get("gpus") or ()) or tuple(record.get("gpus") or ())  # a scheduler's node reports its own
+    return AgentRun(folder, outcome, None, record["time_limit"], used)
+
+
+def _progress(request, settings, board):
+    """In the controller (no xdist), a progress line now and then while the item waits; None on workers."""
+    if hasattr(request.config, "workerinput"):
+        return None
+    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return None
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    from .runtime import RUNTIMES
+    from .schedule.session import Progress
+
+    def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            terminal.write_line(line)
+
+    return Progress(show, board, settings.runtime, RUNTIMES.load(settings.runtime).batches)
 
 
 @pytest.fixture

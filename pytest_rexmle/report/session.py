@@ -63,9 +63,13 @@ class SessionReporter:
             records.setdefault(task_id, harness_error(task_id, message, trace))
         for task_id, why in self.seen.items():
             records.setdefault(task_id, not_run(task_id, why))
-        return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                            agent_options=_safe_options(self.settings),
-                            settings={**self.settings.public(), **_runtime_facts(self.settings)})
+        doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+                           agent_options=_safe_options(self.settings),
+                           settings={**self.settings.public(), **_runtime_facts(self.settings)})
+        schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")
+        if schedule is not None and schedule.figures is not None:
+            doc["campaign"] = schedule.figures  # makespan, ideal, idle GPU time, per-run telemetry
+        return doc
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -99,6 +103,11 @@ class SessionReporter:
         width = getattr(width, "fullwidth", None) or shutil.get_terminal_size().columns
         for line in terminal_lines(self.document, width=width):
             terminalreporter.write_line(line)
+        campaign = self.document.get("campaign")
+        if campaign and campaign.get("n_runs"):
+            from ..schedule.figures import summary_line
+
+            terminalreporter.write_line(summary_line(campaign))
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
         terminalreporter.write_line(f"every session: {root / store.INDEX_HTML} (newest: {root / store.LATEST})")

@@ -1,0 +1,132 @@
+"""One run, start to end, in a child harness process the executor starts: :func:`perform`.
+
+Why a child process per run: the run must be stoppable on its own (Ctrl-C, SIGTERM, a dead session)
+with the runtime's own clean-up (sandbox torn down, staging undone, container removed, Slurm job
+cancelled) — which is what an interrupt of the process running it gives — and it must not depend on
+which pytest process reports it. The child arms ``PR_SET_PDEATHSIG`` so a ``kill -9``'d session still
+interrupts it; its record on the board says how it ended, and ``run.json`` stays without ``finished``
+when it was interrupted, so ``--rexmle-resume`` runs it again.
+
+:func:`perform` is the single place where a run starts (``begin``) and ends (``finish``): anything that
+must live exactly as long as a run (telemetry here; a model gateway) belongs there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from .board import Board
+
+SETTINGS = "settings.pickle"
+PR_SET_PDEATHSIG = 1
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM to a run's harness: unwind like Ctrl-C so the runtime cleans up."""
+
+
+def perform(settings, task, gpus: tuple[str, ...], board: Board) -> None:
+    """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended."""
+    from ..agents import get_agent
+    from ..campaign import begin, task_data
+    from ..errors import DataNotPreparedError
+    from ..run import finish
+    from ..runtime import runtime_for
+    from ..runtime.node import outcome_to_json
+    from .telemetry import Sampler
+
+    try:
+        data = _data(settings, task, task_data)
+    except DataNotPreparedError as exc:
+        board.write(task.id, "skipped", reason=str(exc))
+        return
+    agent = get_agent(settings.agent, settings.agent_options)
+    runtime = runtime_for(settings)
+    try:
+        begun = begin(settings, task, data, agent, runtime, gpus)
+        if begun.resumed is not None:
+            board.write(task.id, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit)
+            return
+        run_dir = str(begun.folder.root)
+        board.write(task.id, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
+        remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
+        sampler = Sampler(gpus, unavailable=remote)
+        outcome = finish(begun.launched, monitor=sampler)
+        board.write(task.id, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
+                    outcome=outcome_to_json(outcome), telemetry=sampler.summary())
+    finally:
+        runtime.close()
+
+
+def _data(settings, task, task_data):
+    from ..errors import DataNotPreparedError
+
+    try:
+        return task_data(settings, task)
+    except DataNotPreparedError:
+        if not settings.prepare:
+            raise
+    from ..data.prepare import ManualDownloadRequired, prepare_task
+
+    try:
+        return prepare_task(task, settings.data_dir, progress=False)
+    except ManualDownloadRequired as exc:
+        raise DataNotPreparedError(str(exc)) from None
+
+
+def write_settings(board: Board, settings) -> None:
+    (board.folder / SETTINGS).write_bytes(pickle.dumps(settings))
+
+
+def _arm_parent_death(parent: int) -> None:
+    """SIGINT when the session process dies (``kill -9``), so the run is stopped and cleaned up."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the session died before the signal was armed
+        raise KeyboardInterrupt
+
+
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    raise Stopped("SIGTERM")
+
+
+def _final(board: Board, task_id: str, state: str, **fields) -> None:
+    """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
+    from .board import FINAL
+
+    record = board.read(task_id)
+    if record is None or record["state"] not in FINAL:
+        board.write(task_id, state, **fields)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pytest_rexmle.schedule.perform BOARD TASK GPUS PARENT_PID``."""
+    folder, task_id, gpus, parent = argv
+    board = Board(Path(folder))
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _arm_parent_death(int(parent))
+        settings = pickle.loads((board.folder / SETTINGS).read_bytes())
+        from ..task import registry
+
+        task = registry().get(task_id)
+        perform(settings, task, tuple(g for g in gpus.split(",") if g), board)
+    except KeyboardInterrupt as exc:
+        _final(board, task_id, "interrupted", reason=f"the run was stopped ({type(exc).__name__})")
+        return 130
+    except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
+        _final(board, task_id, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
