@@ -116,7 +116,8 @@ class Sampler:
                      "gpu_hours": round(seconds * len(self.gpus) / 3600.0, 6)}
         samples = [s for s in self.series if s.utilisation]
         if self.reason is not None or not samples:
-            doc.update(available=False, reason=self.reason or "NVML answered no sample")
+            errors = sum(s.errors for s in self.series)
+            doc.update(available=False, reason=self.reason or f"NVML answered no sample ({errors} error(s))")
             return doc
         utils = [u for s in samples for u in s.utilisation]
         doc.update(available=True, source="nvml", samples=sum(len(s.utilisation) for s in samples),
