@@ -129,10 +129,12 @@ def rexmle_runtime(rexmle_settings):
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
     from .runtime.node import outcome_from_json
+    from .schedule.board import run_key
     from .schedule.session import board_for
 
     board = board_for(request.config)
-    record = board.wait(rexmle_task.id, tick=_progress(request, rexmle_settings, board))
+    key = run_key(request.node.nodeid, rexmle_task.id)
+    record = board.wait(key, tick=_progress(request, rexmle_settings, board))
     state = record["state"]
     if state == "skipped":
         pytest.skip(record["reason"])

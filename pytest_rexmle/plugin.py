@@ -44,7 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [bench]  # `pytest --agent=X` alone runs the benchmark, not the project's tests
     elif bench not in config.args:
         config.args.append(bench)
-    if not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        from .schedule.session import WorkerPlan
+
+        config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
+    else:
         from .report.session import SessionReporter
 
         from .schedule.session import PLUGIN_NAME, SessionSchedule

@@ -8,6 +8,7 @@ did the run. States: ``queued`` → ``running`` → one of :data:`FINAL`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -21,6 +22,16 @@ from ..result import write_json_atomic
 FINAL = ("done", "resumed", "skipped", "error", "interrupted")
 EXECUTOR = "executor.json"
 FIGURES = "campaign.json"
+
+
+def run_key(nodeid: str, task_id: str) -> str:
+    """The board's name for the run of one pytest item: one run per item that asks for one, as before
+    (repeats of a challenge in a test module each get their own run)."""
+    return f"{task_id}@{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
+
+
+def task_of_key(key: str) -> str:
+    return key.split("@", 1)[0]
 
 
 class ScheduleError(RexmleError):
@@ -39,16 +50,16 @@ class Board:
         folder.mkdir(parents=True, exist_ok=True)
         return cls(folder)
 
-    def path(self, task_id: str) -> Path:
-        return self.folder / f"run-{task_id}.json"
+    def path(self, key: str) -> Path:
+        return self.folder / f"run-{key}.json"
 
-    def write(self, task_id: str, state: str, **fields) -> None:
-        write_json_atomic(self.path(task_id), {"task": task_id, "state": state,
-                                               "at": datetime.now(timezone.utc).isoformat(), **fields})
+    def write(self, key: str, state: str, **fields) -> None:
+        write_json_atomic(self.path(key), {"run": key, "task": task_of_key(key), "state": state,
+                                           "at": datetime.now(timezone.utc).isoformat(), **fields})
 
-    def read(self, task_id: str) -> dict | None:
+    def read(self, key: str) -> dict | None:
         try:
-            return json.loads(self.path(task_id).read_text())
+            return json.loads(self.path(key).read_text())
         except FileNotFoundError:
             return None
 
@@ -61,12 +72,12 @@ class Board:
                 continue
         return out
 
-    def announce(self, pid: int, tasks: list[str]) -> None:
+    def announce(self, pid: int, runs: list[str]) -> None:
         """The executor says who it is and which runs it will start (queued records first, so a waiting
         item never mistakes a run not yet written for one never planned)."""
-        for task_id in tasks:
-            self.write(task_id, "queued")
-        write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "tasks": tasks})
+        for key in runs:
+            self.write(key, "queued")
+        write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs})
 
     def executor(self) -> dict | None:
         try:
@@ -74,20 +85,20 @@ class Board:
         except FileNotFoundError:
             return None
 
-    def wait(self, task_id: str, poll: float = 0.1, tick: Callable[[], None] | None = None,
+    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None,
              executor_alive: Callable[[int], bool] | None = None) -> dict:
-        """Block until ``task_id``'s record is final; ``tick`` runs between polls (progress lines)."""
+        """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines)."""
         alive = executor_alive or pid_alive
         while True:
-            record = self.read(task_id)
+            record = self.read(key)
             if record is not None and record["state"] in FINAL:
                 return record
             owner = self.executor()
             if owner is not None:
-                if task_id not in owner["tasks"]:
-                    raise ScheduleError(f"{task_id}: the session's executor did not plan this run")
+                if key not in owner["runs"]:
+                    raise ScheduleError(f"{task_of_key(key)}: the session's executor did not plan this run")
                 if not alive(owner["pid"]):
-                    raise ScheduleError(f"{task_id}: the session's executor (pid {owner['pid']}) ended before "
+                    raise ScheduleError(f"{task_of_key(key)}: the session's executor (pid {owner['pid']}) ended before "
                                         f"the run did")
             if tick is not None:
                 tick()

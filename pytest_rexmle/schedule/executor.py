@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .board import FINAL, Board
+from .board import FINAL, Board, task_of_key
 from .policy import Active, Pending, choose
 
 #: how long interrupted run harnesses get to clean up before they are killed
@@ -38,7 +38,7 @@ def default_parallel() -> int:
 class RunTimes:
     """What the executor saw of one run (its own clock)."""
 
-    task_id: str
+    run: str
     width: int
     expected: float
     slots: tuple[str, ...] = ()
@@ -81,7 +81,7 @@ class Executor:
         self.free = list(slots.names)
         self.active: dict[str, Active] = {}
         self.children: dict[str, subprocess.Popen] = {}
-        self.times = {p.task_id: RunTimes(p.task_id, p.width, p.expected) for p in plan}
+        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in plan}
         self.timeline = Timeline()
         self.began = self.finished = None
         self._cond = threading.Condition()
@@ -91,25 +91,26 @@ class Executor:
 
     # -- building ------------------------------------------------------------------------------------------
     @classmethod
-    def for_session(cls, settings, board: Board, task_ids: list[str], batches: bool) -> "Executor":
+    def for_session(cls, settings, board: Board, runs: list[str], batches: bool) -> "Executor":
+        """``runs``: the board keys of the items that ask for a run, in collection order."""
         from ..task import registry
 
         slots = Slots.for_session(settings, batches)
-        plan, problems, seen = [], {}, set()
+        plan, problems = [], {}
         reg = registry()
-        for order, task_id in enumerate(task_ids):
+        for order, key in enumerate(dict.fromkeys(runs)):
+            task_id = task_of_key(key)
             task = reg.get(task_id)
-            if task_id in seen or not task.implemented:
+            if not task.implemented:
                 continue
-            seen.add(task_id)
             width = max(task.gpus, 1) if not slots.unlimited else 0
             if slots.gpus and width > len(slots.names):
-                problems[task_id] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
+                problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
                                      f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
             if not slots.gpus:
                 width = min(width, 1) if not slots.unlimited else 0
-            plan.append(Pending(task_id, width, settings.time_limit or task.time_limit_seconds, order))
+            plan.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
         return cls(settings, board, plan, slots, problems)
 
     # -- running -------------------------------------------------------------------------------------------
@@ -117,9 +118,9 @@ class Executor:
         from .perform import write_settings
 
         write_settings(self.board, self.settings)
-        self.board.announce(os.getpid(), [p.task_id for p in self.queue] + sorted(self.problems))
-        for task_id, why in self.problems.items():
-            self.board.write(task_id, "error", message=f"RexmleError: {why}", traceback="")
+        self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
+        for key, why in self.problems.items():
+            self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
         self.began = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
         self._thread.start()
@@ -144,46 +145,46 @@ class Executor:
         for slot in slots:
             self.free.remove(slot)
         gpus = slots if self.slots.gpus and self._needs_gpu(pending) else ()
-        argv = [sys.executable, "-m", "pytest_rexmle.schedule.perform", str(self.board.folder), pending.task_id,
+        argv = [sys.executable, "-m", "pytest_rexmle.schedule.perform", str(self.board.folder), pending.run,
                 ",".join(gpus), str(os.getpid())]
-        self.board.write(pending.task_id, "starting", gpus=list(gpus))
-        times = self.times[pending.task_id]
+        self.board.write(pending.run, "starting", gpus=list(gpus))
+        times = self.times[pending.run]
         times.slots, times.started = slots, now
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
-            self.board.write(pending.task_id, "error", message=f"cannot start the run's harness: {exc}", traceback="")
+            self.board.write(pending.run, "error", message=f"cannot start the run's harness: {exc}", traceback="")
             self.free.extend(slots)
             times.ended = now
             return
-        self.active[pending.task_id] = Active(pending.task_id, slots, now, pending.expected)
-        self.children[pending.task_id] = child
-        waiter = threading.Thread(target=self._await, args=(pending.task_id, child), daemon=True,
-                                  name=f"rexmle-run-{pending.task_id}")
+        self.active[pending.run] = Active(pending.run, slots, now, pending.expected)
+        self.children[pending.run] = child
+        waiter = threading.Thread(target=self._await, args=(pending.run, child), daemon=True,
+                                  name=f"rexmle-run-{pending.run}")
         self._waiters.append(waiter)
         waiter.start()
 
     def _needs_gpu(self, pending: Pending) -> bool:
         from ..task import registry
 
-        return registry().get(pending.task_id).gpus > 0
+        return registry().get(task_of_key(pending.run)).gpus > 0
 
-    def _await(self, task_id: str, child: subprocess.Popen) -> None:
+    def _await(self, key: str, child: subprocess.Popen) -> None:
         code = child.wait()
         ended = time.monotonic()
-        record = self.board.read(task_id)
+        record = self.board.read(key)
         if record is None or record["state"] not in FINAL:  # the harness died without saying how the run ended
             if self._stopping:
-                self.board.write(task_id, "interrupted", reason="the session stopped while the run was in flight")
+                self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:
-                self.board.write(task_id, "error", message=f"the run's harness process ended with code {code} "
+                self.board.write(key, "error", message=f"the run's harness process ended with code {code} "
                                                             f"without recording an outcome", traceback="")
         with self._cond:
-            active = self.active.pop(task_id)
-            self.children.pop(task_id, None)
+            active = self.active.pop(key)
+            self.children.pop(key, None)
             self.free.extend(active.slots)
             self.free.sort(key=self.slots.names.index)
-            times = self.times[task_id]
+            times = self.times[key]
             times.ended, times.exit_code = ended, code
             self._note(ended)
             self._cond.notify_all()
@@ -207,7 +208,7 @@ class Executor:
         with self._cond:
             self._stopping = True
             for pending in self.queue:
-                self.board.write(pending.task_id, "interrupted", reason="the session stopped before the run started")
+                self.board.write(pending.run, "interrupted", reason="the session stopped before the run started")
             self.queue.clear()
             children = list(self.children.values())
             self._cond.notify_all()

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import heapq
 
+from .board import task_of_key
+
 
 def list_schedule(runs: list[tuple[float, int]], slots: int | None) -> float:
     """Makespan of ``(duration, width)`` runs placed longest first on the earliest-free slots."""
@@ -43,7 +45,7 @@ def idle_while_waiting(points: list[tuple[float, int, int | None]], end: float) 
 
 
 def campaign_figures(executor, records: dict[str, dict]) -> dict:
-    """The figures of a finished (or stopped) executor; ``records`` are the board's final run records."""
+    """The figures of a finished (or stopped) executor; ``records``: the board's final records by run key."""
     slots = executor.slots
     ran = [t for t in executor.times.values() if t.started is not None and t.ended is not None]
     n_slots = None if slots.unlimited else len(slots.names)
@@ -58,8 +60,8 @@ def campaign_figures(executor, records: dict[str, dict]) -> dict:
     ideal = list_schedule([(t.ended - t.started, t.width) for t in ran], n_slots)
     runs = []
     for t in sorted(ran, key=lambda r: r.started):
-        record = records.get(t.task_id) or {}
-        runs.append({"task": t.task_id, "slots": list(t.slots), "gpus": record.get("gpus") or [],
+        record = records.get(t.run) or {}
+        runs.append({"task": task_of_key(t.run), "run": t.run, "slots": list(t.slots), "gpus": record.get("gpus") or [],
                      "state": record.get("state"), "start_s": round(t.started - first, 3),
                      "end_s": round(t.ended - first, 3), "seconds": round(t.ended - t.started, 3),
                      "expected_s": t.expected, "telemetry": record.get("telemetry")})

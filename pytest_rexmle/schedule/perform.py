@@ -21,7 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .board import Board
+from .board import Board, task_of_key
 
 SETTINGS = "settings.pickle"
 PR_SET_PDEATHSIG = 1
@@ -31,7 +31,7 @@ class Stopped(KeyboardInterrupt):
     """SIGTERM to a run's harness: unwind like Ctrl-C so the runtime cleans up."""
 
 
-def perform(settings, task, gpus: tuple[str, ...], board: Board) -> None:
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str) -> None:
     """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended."""
     from ..agents import get_agent
     from ..campaign import begin, task_data
@@ -44,21 +44,21 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board) -> None:
     try:
         data = _data(settings, task, task_data)
     except DataNotPreparedError as exc:
-        board.write(task.id, "skipped", reason=str(exc))
+        board.write(key, "skipped", reason=str(exc))
         return
     agent = get_agent(settings.agent, settings.agent_options)
     runtime = runtime_for(settings)
     try:
         begun = begin(settings, task, data, agent, runtime, gpus)
         if begun.resumed is not None:
-            board.write(task.id, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit)
+            board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit)
             return
         run_dir = str(begun.folder.root)
-        board.write(task.id, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
+        board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
         sampler = Sampler(gpus, unavailable=remote)
         outcome = finish(begun.launched, monitor=sampler)
-        board.write(task.id, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
+        board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
                     outcome=outcome_to_json(outcome), telemetry=sampler.summary())
     finally:
         runtime.close()
@@ -98,18 +98,18 @@ def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
     raise Stopped("SIGTERM")
 
 
-def _final(board: Board, task_id: str, state: str, **fields) -> None:
+def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
     from .board import FINAL
 
-    record = board.read(task_id)
+    record = board.read(key)
     if record is None or record["state"] not in FINAL:
-        board.write(task_id, state, **fields)
+        board.write(key, state, **fields)
 
 
 def main(argv: list[str]) -> int:
-    """``python -m pytest_rexmle.schedule.perform BOARD TASK GPUS PARENT_PID``."""
-    folder, task_id, gpus, parent = argv
+    """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID``."""
+    folder, key, gpus, parent = argv
     board = Board(Path(folder))
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -117,13 +117,13 @@ def main(argv: list[str]) -> int:
         settings = pickle.loads((board.folder / SETTINGS).read_bytes())
         from ..task import registry
 
-        task = registry().get(task_id)
-        perform(settings, task, tuple(g for g in gpus.split(",") if g), board)
+        task = registry().get(task_of_key(key))
+        perform(settings, task, tuple(g for g in gpus.split(",") if g), board, key)
     except KeyboardInterrupt as exc:
-        _final(board, task_id, "interrupted", reason=f"the run was stopped ({type(exc).__name__})")
+        _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})")
         return 130
     except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
-        _final(board, task_id, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         return 1
     return 0
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 class Pending:
     """A run waiting for slots."""
 
-    task_id: str
+    run: str          # the run's key on the board (one per pytest item that asks for a run)
     width: int        # slots it needs (GPUs; 1 CPU slot)
     expected: float   # seconds: its budget, an upper bound on how long it holds its slots
     order: int        # collection order, the tie-breaker
@@ -31,7 +31,7 @@ class Pending:
 class Active:
     """A run holding slots."""
 
-    task_id: str
+    run: str
     slots: tuple[str, ...]
     started: float
     expected: float
@@ -65,7 +65,7 @@ def choose(queue: list[Pending], free: list[str], active: list[Active], now: flo
                 spare -= run.width
         taken, free = tuple(free[:run.width]), free[run.width:]
         starts.append((run, taken))
-        running.append(Active(run.task_id, taken, now, run.expected))
+        running.append(Active(run.run, taken, now, run.expected))
     return starts
 
 

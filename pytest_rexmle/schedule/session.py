@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .board import Board
+from .board import Board, run_key
 from .executor import Executor
 
 PLUGIN_NAME = "rexmle-schedule"
@@ -30,6 +30,36 @@ class Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
     raise Terminated("SIGTERM")
+
+
+def planned(items) -> list[str]:
+    """Board keys of the items that ask for a run (they use ``rexmle_agent_run``), in collection order."""
+    keys = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        task_id = callspec.params.get("rexmle_task_id") if callspec is not None else None
+        if task_id is not None and "rexmle_agent_run" in getattr(item, "fixturenames", ()):
+            keys.append(run_key(item.nodeid, task_id))
+    return keys
+
+
+def plan_path(board: Board, worker: str) -> Path:
+    return board.folder / f"plan-{worker}.json"
+
+
+class WorkerPlan:
+    """xdist worker: tells the controller which of its collected items ask for a run (the controller
+    itself collects nothing and sees only item ids); written before the worker reports its collection."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from ..result import write_json_atomic
+
+        board = board_for(self.config)
+        write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
 
 
 def task_of(nodeid: str, known: set[str]) -> str | None:
@@ -53,13 +83,13 @@ class SessionSchedule:
         self.figures: dict | None = None
         self._previous_sigterm = None
 
-    def begin(self, task_ids: list[str]) -> None:
+    def begin(self, runs: list[str]) -> None:
         if self.executor is not None:
             return
         from ..runtime import RUNTIMES
 
         batches = RUNTIMES.load(self.settings.runtime).batches
-        self.executor = Executor.for_session(self.settings, self.board, task_ids, batches)
+        self.executor = Executor.for_session(self.settings, self.board, runs, batches)
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
         self.executor.start()
@@ -68,20 +98,21 @@ class SessionSchedule:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
-        ids = []
-        for item in session.items:
-            callspec = getattr(item, "callspec", None)
-            task_id = callspec.params.get("rexmle_task_id") if callspec is not None else None
-            if task_id is not None:
-                ids.append(task_id)
-        self.begin(ids)
+        self.begin(planned(session.items))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
-        from ..task import registry
+        """Every worker collects the same items; the first one's plan is the session's."""
+        if self.executor is not None:
+            return
+        try:
+            runs = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
+        except (OSError, ValueError):  # a worker without this plugin's plan: every challenge item asks for a run
+            from ..task import registry
 
-        known = set(registry().ids)
-        self.begin([t for t in (task_of(i, known) for i in ids) if t is not None])
+            known = set(registry().ids)
+            runs = [run_key(i, t) for i in ids if (t := task_of(i, known)) is not None]
+        self.begin(runs)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
@@ -100,7 +131,7 @@ class SessionSchedule:
                 self._previous_sigterm = None
         from .figures import campaign_figures
 
-        records = {r["task"]: r for r in self.board.records()}
+        records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
         from ..result import write_json_atomic
         from .board import FIGURES

@@ -31,8 +31,7 @@ def _span(bench, task_id: str) -> tuple[float, float]:
 
 def _board_records(folder: Path) -> dict[str, dict]:
     boards = sorted((folder / ".rexmle" / "runs" / ".schedule").iterdir())
-    return {p.name.removeprefix("run-").removesuffix(".json"): json.loads(p.read_text())
-            for p in boards[-1].glob("run-*.json")}
+    return {record["task"]: record for record in map(json.loads, map(Path.read_text, boards[-1].glob("run-*.json")))}
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist-2"])

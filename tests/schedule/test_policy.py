@@ -16,12 +16,12 @@ def test_longest_expected_first_then_collection_order():
     queue = [pending("a", expected=10, order=0), pending("b", expected=50, order=1),
              pending("c", expected=50, order=2), pending("d", expected=30, order=3)]
     starts = choose(queue, ["0", "1", "2"], [], now=0.0)
-    assert [(p.task_id, slots) for p, slots in starts] == [("b", ("0",)), ("c", ("1",)), ("d", ("2",))]
+    assert [(p.run, slots) for p, slots in starts] == [("b", ("0",)), ("c", ("1",)), ("d", ("2",))]
 
 
 def test_a_wide_run_takes_the_slots_it_needs_at_once():
     starts = choose([pending("wide", width=2), pending("narrow", order=1)], ["0", "1", "2"], [], now=0.0)
-    assert [(p.task_id, slots) for p, slots in starts] == [("wide", ("0", "1")), ("narrow", ("2",))]
+    assert [(p.run, slots) for p, slots in starts] == [("wide", ("0", "1")), ("narrow", ("2",))]
 
 
 def test_a_blocked_wide_run_is_not_starved_by_narrow_ones():
@@ -31,7 +31,7 @@ def test_a_blocked_wide_run_is_not_starved_by_narrow_ones():
     queue = [pending("wide", width=2, expected=100, order=0), pending("narrow-long", expected=90, order=1),
              pending("narrow-short", expected=30, order=2)]
     starts = choose(queue, ["0"], busy, now=50.0)
-    assert [p.task_id for p, _ in starts] == ["narrow-short"]  # 50 + 30 <= 100: ends before the wide run can start
+    assert [p.run for p, _ in starts] == ["narrow-short"]  # 50 + 30 <= 100: ends before the wide run can start
     assert reservation(2, 1, busy, now=50.0) == (100.0, 0)
 
 
@@ -42,7 +42,7 @@ def test_narrow_runs_use_slots_the_wide_run_will_not_need():
     queue = [pending("wide", width=3, expected=600), pending("n1", expected=500, order=1),
              pending("n2", expected=500, order=2)]
     starts = choose(queue, ["0", "4"], busy, now=1.0)
-    assert [(p.task_id, slots) for p, slots in starts] == [("n1", ("0",))]
+    assert [(p.run, slots) for p, slots in starts] == [("n1", ("0",))]
     assert reservation(3, 2, busy, now=1.0) == (10.0, 1)
     # without the spare GPU (b holds it too), both narrow runs wait for the wide one
     busy = [Active("a", ("1", "2"), 0.0, 10.0), Active("b", ("3",), 0.0, 20.0)]
