@@ -151,7 +151,10 @@ class Executor:
         times = self.times[pending.run]
         times.slots, times.started = slots, now
         try:
-            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+            # the run's harness writes to its own log on the board, never into an item's captured output
+            with open(self.board.folder / f"run-{pending.run}.log", "ab") as log:
+                child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         except OSError as exc:
             self.board.write(pending.run, "error", message=f"cannot start the run's harness: {exc}", traceback="")
             self.free.extend(slots)
