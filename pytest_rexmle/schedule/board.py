@@ -44,10 +44,17 @@ class Board:
 
     @classmethod
     def create(cls, runs_dir: Path) -> "Board":
-        """A fresh board under ``<runs>/.schedule/`` (hidden from agents like the whole runs folder)."""
+        """A fresh board under ``<runs>/.schedule/`` (hidden from agents like the whole runs folder), mode
+        0700 (it holds the pickled settings). Where the runs folder cannot hold it (not a folder, read-only)
+        a private temporary folder does, so that each item still meets the real error with its own run."""
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         folder = Path(runs_dir) / ".schedule" / f"{stamp}-{os.getpid()}"
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix=f"rexmle-schedule-{stamp}-"))
         return cls(folder)
 
     def path(self, key: str) -> Path:
