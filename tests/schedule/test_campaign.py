@@ -87,9 +87,11 @@ def test_a_run_needing_two_gpus_waits_for_both_and_is_not_starved(bench, needs_b
     assert [r["task"] for r in campaign["runs"]][:3] == ["cellseg", "dentex", "isles22"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "kill-9"])
+@pytest.mark.parametrize("signum, xdist", [(signal.SIGINT, []), (signal.SIGTERM, []), (signal.SIGKILL, []),
+                                           (signal.SIGINT, ["-n", "2"])],
+                         ids=["ctrl-c", "sigterm", "kill-9", "ctrl-c-xdist-2"])
 def test_interrupt_leaves_nothing_running_and_resume_redoes_only_what_did_not_finish(bench, needs_bwrap, tmp_path,
-                                                                                    signum):
+                                                                                    signum, xdist):
     marker = f"sched-sleeper-{signum.name}-{time.monotonic_ns()}"
     agent = tmp_path / "agent"
     agent.mkdir()
@@ -100,7 +102,7 @@ def test_interrupt_leaves_nothing_running_and_resume_redoes_only_what_did_not_fi
                                   "exec python -m pytest_rexmle.agents.sample_main\n")
     args = ("--agent=command", f"--agent-option=dir={agent}", f"--agent-option=cmd=sh run.sh {marker}",
             "--rexmle-gpus=none", "--rexmle-parallel=1", "-k", "isles22 or ldct-iqa or topcow-cta-det")
-    session = spawn(bench.path, *args)
+    session = spawn(bench.path, *args, *xdist)
     try:
         deadline = time.monotonic() + 240
         while not (alive(f"{marker}-agent") and run_folders(bench.path, "isles22")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 from pytest_rexmle.schedule.figures import idle_while_waiting, list_schedule
 from pytest_rexmle.schedule.policy import Active, Pending, choose, reservation
@@ -67,3 +68,19 @@ def test_idle_while_waiting_counts_only_free_slots_a_waiting_run_fits_in():
     # t=5..6: nothing waits -> 0
     points = [(0.0, 1, 1), (2.0, 1, 2), (5.0, 2, None)]
     assert math.isclose(idle_while_waiting(points, 6.0), 2.0)
+
+
+def test_slots_follow_the_gpus_the_parallel_option_or_the_scheduler():
+    from types import SimpleNamespace
+
+    from pytest_rexmle.schedule.executor import Slots, default_parallel
+
+    gpus = Slots.for_session(SimpleNamespace(gpus=("0", "1"), parallel=None), batches=False)
+    assert (gpus.names, gpus.gpus, gpus.max_active) == (["0", "1"], True, None)
+    capped = Slots.for_session(SimpleNamespace(gpus=("0", "1", "2"), parallel=2), batches=False)
+    assert capped.max_active == 2
+    cpu = Slots.for_session(SimpleNamespace(gpus=(), parallel=3), batches=False)
+    assert (cpu.names, cpu.gpus) == (["cpu0", "cpu1", "cpu2"], False)
+    default = Slots.for_session(SimpleNamespace(gpus=(), parallel=None), batches=False)
+    assert len(default.names) == default_parallel() == max(2, (os.cpu_count() or 2) // 4)
+    assert Slots.for_session(SimpleNamespace(gpus=("0",), parallel=None), batches=True).unlimited
