@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .run import RunFolder, crash_reason, killed_reason, timeout_reason
+from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
@@ -55,6 +57,8 @@ class AgentRun:
     resumed: ChallengeResult | None
     time_limit: float
     gpus: tuple[str, ...] = ()
+    #: the run's key as the harness computed it (never re-read from run.json): what the result's seal binds
+    key: dict | None = None
 
 
 @pytest.fixture(scope="session")
@@ -135,6 +139,8 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> Agen
     board = board_for(request.config)
     key = run_key(request.node.nodeid, rexmle_task.id)
     record = board.wait(key, tick=_progress(request, rexmle_settings, board))
+    for message in record.get("warnings") or ():  # said by the run's harness process, shown in this session
+        warnings.warn(message, stacklevel=1)
     state = record["state"]
     if state == "skipped":
         pytest.skip(record["reason"])
@@ -143,11 +149,12 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> Agen
     if state == "interrupted":
         raise HarnessError(f"{rexmle_task.id}: {record['reason']}")
     folder = RunFolder(Path(record["run_dir"]))
-    if state == "resumed":
-        return AgentRun(folder, None, ChallengeResult.read(folder.result_path), record["time_limit"])
+    if state == "resumed":  # the result as its seal verified it, not re-read from the run folder
+        return AgentRun(folder, None, ChallengeResult.from_json(record["result"]), record["time_limit"])
     outcome = outcome_from_json(record["outcome"])
     used = tuple(outcome.details.get("gpus") or ()) or tuple(record.get("gpus") or ())  # a scheduler's node reports its own
-    return AgentRun(folder, outcome, None, record["time_limit"], used)
+    # the key as the run's harness computed it (the board is the harness's, never the agent's): what the seal binds
+    return AgentRun(folder, outcome, None, record["time_limit"], used, record.get("run_key"))
 
 
 def _progress(request, settings, board):
@@ -235,7 +242,9 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
+        result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
+        seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     record_result(request.node, result)
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
@@ -243,6 +252,23 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
     return result
+
+
+def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
+    """The leak rules of :mod:`pytest_rexmle.leaks`; the answers' own metrics are graded once per answers
+    (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
+    from . import leaks
+    from .paths import cache_home
+
+    if result.status != "ok":
+        return None
+    perfect = None
+    try:
+        perfect = leaks.perfect_metrics(task, data.private, cache_home(), data.answers_id)
+    except Exception as exc:
+        item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
+                                       f"{type(exc).__name__}: {exc}"))
+    return leaks.check(task, result, perfect)
 
 
 def record_result(item: pytest.Item, result: ChallengeResult) -> None:
@@ -258,4 +284,9 @@ def record_result(item: pytest.Item, result: ChallengeResult) -> None:
         props.append((f"position.{key}", value))
     if result.reason:
         props.append(("reason", result.reason))
+    if result.suspected_leak:
+        from .leaks import summary
+
+        egress = result.suspected_leak.get("egress")
+        props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))

@@ -15,9 +15,13 @@ S4 infer    15 %    deterministic: fraction of public test cases with a predicti
 S5 submit   10 %    deterministic: 1 if ``grader.validate(submission, public)`` accepts the submission
 ==========  ======  ====================================================================================
 
-Judged stages use the capability judge: the ``rules`` judge scores the fraction of the three checks
-it finds evidence for in the logs (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1
-rubric per log section and keeps the best section. ``total`` is the weighted sum.
+Judged stages use the capability judge on what the harness observed (the gateway's recorded model
+calls and the workspace code they corroborate, :mod:`pytest_rexmle.capability.trace`; never the
+agent's own stdout or log files): the ``rules`` judge scores the fraction of the three checks it finds
+evidence for (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1 rubric per trace
+section and keeps the best section. Without an observed trace S1–S3 are 0. S4/S5 measure the
+submission itself, which the harness reads, so a forged log changes neither. ``total`` is the weighted
+sum.
 
 Usage file (optional). An agent may write ``$REXMLE_WORKSPACE/rexmle-usage.json``, or a host-side
 adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields optional, unknown ones ignored::
@@ -49,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
-from .capability.trace import collect_sources
+from .capability.trace import collect_sources, has_trace
 from .errors import InvalidSubmission
 from .hostile import RefusedFile, clean_text, read_json
 from .result import write_json_atomic
@@ -70,10 +74,10 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
     task_obj = _task(task)
     challenge_id = task_id_of(task)
     sources = collect_sources(run_dir)
-    if any(s.text.strip() for s in sources):
+    if has_trace(sources):
         judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
-    else:
-        judged = {sid: {"score": 0.0, "evidence": "No log text"} for sid in JUDGED_STAGES}
+    else:  # claims in the agent's own logs earn no stage credit
+        judged = {sid: {"score": 0.0, "evidence": "No observed trace"} for sid in JUDGED_STAGES}
     infer, submit = submission_stages(run_dir, task_obj, public_dir)
     method = judge.describe()["name"]
     rows = []

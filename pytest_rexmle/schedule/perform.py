@@ -19,6 +19,7 @@ import pickle
 import signal
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 from .board import Board, task_of_key
@@ -31,8 +32,12 @@ class Stopped(KeyboardInterrupt):
     """SIGTERM to a run's harness: unwind like Ctrl-C so the runtime cleans up."""
 
 
-def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str) -> None:
-    """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended."""
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list | None = None) -> None:
+    """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended.
+
+    ``said``: the warnings caught so far in this process; each final record carries them, so the item
+    that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
+    said = [] if said is None else said
     from ..agents import get_agent
     from ..campaign import begin, task_data
     from ..errors import DataNotPreparedError
@@ -44,14 +49,15 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str) -> No
     try:
         data = _data(settings, task, task_data)
     except DataNotPreparedError as exc:
-        board.write(key, "skipped", reason=str(exc))
+        board.write(key, "skipped", reason=str(exc), warnings=texts(said))
         return
     agent = get_agent(settings.agent, settings.agent_options)
     runtime = runtime_for(settings)
     try:
         begun = begin(settings, task, data, agent, runtime, gpus)
         if begun.resumed is not None:
-            board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit)
+            board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit,
+                        result=begun.resumed.to_json(), warnings=texts(said))
             return
         run_dir = str(begun.folder.root)
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
@@ -59,9 +65,15 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str) -> No
         sampler = Sampler(gpus, unavailable=remote)
         outcome = finish(begun.launched, monitor=sampler)
         board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
-                    outcome=outcome_to_json(outcome), telemetry=sampler.summary())
+                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
+                    run_key=begun.launched.meta.get("key"), warnings=texts(said))
     finally:
         runtime.close()
+
+
+def texts(caught: list) -> list[str]:
+    """Caught warnings as the messages an item re-issues."""
+    return [str(w.message) for w in caught]
 
 
 def _data(settings, task, task_data):
@@ -111,6 +123,9 @@ def main(argv: list[str]) -> int:
     """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID``."""
     folder, key, gpus, parent = argv
     board = Board(Path(folder))
+    catcher = warnings.catch_warnings(record=True)
+    said = catcher.__enter__()
+    warnings.simplefilter("always")
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
         _arm_parent_death(int(parent))
@@ -118,13 +133,16 @@ def main(argv: list[str]) -> int:
         from ..task import registry
 
         task = registry().get(task_of_key(key))
-        perform(settings, task, tuple(g for g in gpus.split(",") if g), board, key)
+        perform(settings, task, tuple(g for g in gpus.split(",") if g), board, key, said)
     except KeyboardInterrupt as exc:
-        _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})")
+        _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
     except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
-        _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
+               warnings=texts(said))
         return 1
+    finally:
+        catcher.__exit__(None, None, None)
     return 0
 
 
