@@ -123,17 +123,20 @@ def main(argv: list[str]) -> int:
     """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID``."""
     folder, key, gpus, parent = argv
     board = Board(Path(folder))
-    catcher = warnings.catch_warnings(record=True)
-    said = catcher.__enter__()
-    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        return _run(board, key, tuple(g for g in gpus.split(",") if g), int(parent), said)
+
+
+def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list) -> int:
+    """The child's whole life: every way it ends leaves a final record on the board."""
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
-        _arm_parent_death(int(parent))
+        _arm_parent_death(parent)
         settings = pickle.loads((board.folder / SETTINGS).read_bytes())
         from ..task import registry
 
-        task = registry().get(task_of_key(key))
-        perform(settings, task, tuple(g for g in gpus.split(",") if g), board, key, said)
+        perform(settings, registry().get(task_of_key(key)), gpus, board, key, said)
     except KeyboardInterrupt as exc:
         _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
@@ -141,8 +144,6 @@ def main(argv: list[str]) -> int:
         _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
                warnings=texts(said))
         return 1
-    finally:
-        catcher.__exit__(None, None, None)
     return 0
 
 
