@@ -11,8 +11,9 @@ Write your own assertions on a result by requesting any link, e.g.::
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
-* ``rexmle_campaign`` (session) — launches every selected run up front when the runtime batches.
-* ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
+* ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result. The run
+  itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
+  process; the item waits for its record.
 * ``rexmle_submission`` — the submission folder the agent left.
 * ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
 * ``rexmle_judge`` (session) — the capability judge; each run gets ``capability.json`` and ``stages.json``.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,14 +33,13 @@ import pytest
 from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
-from .campaign import begin
-from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
+from .run import RunFolder, crash_reason, killed_reason, timeout_reason
 from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
 __all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_agents",
-           "rexmle_agent_name", "rexmle_runtime", "rexmle_campaign", "rexmle_agent_run",
+           "rexmle_agent_name", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
@@ -147,41 +148,51 @@ def rexmle_runtime(rexmle_settings):
         runtime.close()  # also on Ctrl-C: runs still in flight are stopped (unless the runtime was told not to)
 
 
-@pytest.fixture(scope="session")
-def rexmle_campaign(request, rexmle_settings, rexmle_agents, rexmle_runtime):
-    """Launches every selected run at once when the runtime batches (a scheduler) and this process runs
-    all items itself (no xdist); see :mod:`pytest_rexmle.campaign`."""
-    from .campaign import Campaign
-
-    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if terminal is not None and rexmle_runtime.batches:
-        def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
-            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-                terminal.write_line(line)
-
-        rexmle_runtime.progress = show
-    on_worker = hasattr(request.config, "workerinput")
-    return Campaign(rexmle_settings, rexmle_agents, rexmle_runtime, list(request.session.items), enabled=not on_worker)
-
-
 @pytest.fixture
-def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings,
-                     rexmle_campaign) -> AgentRun:
-    from .runtime.local import AgentIdentityRefused
+def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
+    """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
+    from .runtime.node import outcome_from_json
+    from .schedule.board import run_key
+    from .schedule.session import board_for
 
-    try:
-        begun = rexmle_campaign.take(request.node.nodeid)
-        if begun is None:
-            begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
-        if begun.resumed is not None:
-            return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
-        with begun.hold:
-            outcome = finish(begun.launched)
-    except AgentIdentityRefused as exc:  # never a run as root or as the harness: the session stops, with the fix
-        pytest.exit(f"rexmle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
-    return AgentRun(begun.folder, outcome, None, begun.time_limit, used, begun.launched.meta.get("key"))
+    board = board_for(request.config)
+    agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
+    key = run_key(request.node.nodeid, rexmle_task.id, agent)
+    record = board.wait(key, tick=_progress(request, rexmle_settings, board))
+    for message in record.get("warnings") or ():  # said by the run's harness process, shown in this session
+        warnings.warn(message, stacklevel=1)
+    state = record["state"]
+    if state == "skipped":
+        pytest.skip(record["reason"])
+    if state == "error":
+        raise HarnessError(f"{rexmle_task.id}: {record['message']}\n{record.get('traceback') or ''}")
+    if state == "interrupted":
+        raise HarnessError(f"{rexmle_task.id}: {record['reason']}")
+    folder = RunFolder(Path(record["run_dir"]))
+    if state == "resumed":  # the result as its seal verified it, not re-read from the run folder
+        return AgentRun(folder, None, ChallengeResult.from_json(record["result"]), record["time_limit"])
+    outcome = outcome_from_json(record["outcome"])
+    used = tuple(outcome.details.get("gpus") or ()) or tuple(record.get("gpus") or ())  # a scheduler's node reports its own
+    # the key as the run's harness computed it (the board is the harness's, never the agent's): what the seal binds
+    return AgentRun(folder, outcome, None, record["time_limit"], used, record.get("run_key"))
+
+
+def _progress(request, settings, board):
+    """In the controller (no xdist), a progress line now and then while the item waits; None on workers."""
+    if hasattr(request.config, "workerinput"):
+        return None
+    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        return None
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    from .runtime import RUNTIMES
+    from .schedule.session import Progress
+
+    def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            terminal.write_line(line)
+
+    return Progress(show, board, settings.runtime, RUNTIMES.load(settings.runtime).batches)
 
 
 @pytest.fixture

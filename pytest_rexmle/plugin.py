@@ -44,11 +44,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [bench]  # `pytest --agent=X` alone runs the benchmark, not the project's tests
     elif bench not in config.args:
         config.args.append(bench)
-    if not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        from .schedule.session import WorkerPlan
+
+        config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
+    else:
         from .report.session import SessionReporter
+
+        from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
         _sweep_orphans(settings)
+        config.pluginmanager.register(SessionSchedule(config, settings), PLUGIN_NAME)
         _warn_network(notices)
 
 
@@ -168,21 +175,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` with an agent starts one worker per GPU (runs before pytest_configure, so read options here)."""
+    """``-n auto`` with an agent starts one worker per GPU (runs before pytest_configure, so read options here);
+    the runs themselves are scheduled by the session's executor whatever the number of workers."""
     from .gpus import parse_gpus
 
     if not (config.getoption("rexmle_agent") or config.getini("rexmle_agent")):
         return None
     gpus = parse_gpus(config.getoption("rexmle_gpus") or config.getini("rexmle_gpus") or None)
     return len(gpus) or None
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:
-    """Controller: give each xdist worker its own GPU(s) before any test runs."""
-    from .gpus import share_for_worker, worker_index
-
-    settings = node.config.stash[SETTINGS_KEY]
-    node.workerinput["rexmle_all_gpus"] = list(settings.gpus)
-    node.workerinput["rexmle_gpus"] = share_for_worker(
-        list(settings.gpus), worker_index(node.workerinput["workerid"]), int(node.workerinput.get("workercount", 1)))

@@ -7,6 +7,7 @@ in place: a new run gets a new folder, and ``--rexmle-resume`` only reads finish
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -73,7 +74,8 @@ class RunFolder:
 
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
-KEY_IGNORES = frozenset({"agent", "data", "runtime", "time_limit", "min_percentile", "resume", "gpus", "judge"})
+KEY_IGNORES = frozenset({"agent", "data", "runtime", "time_limit", "min_percentile", "resume", "gpus", "judge",
+                         "parallel"})
 
 
 def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None) -> dict:
@@ -170,10 +172,14 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     return LaunchedRun(folder, agent, ctx, handle, meta)
 
 
-def finish(run: LaunchedRun) -> RunOutcome:
-    """Wait for the run's end, let the agent collect its files, record how it ended."""
+def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
+    """Wait for the run's end, let the agent collect its files, record how it ended.
+
+    ``monitor`` (e.g. :class:`pytest_rexmle.schedule.telemetry.Sampler`) is a context manager held while
+    the run is alive; its ``summary()`` joins ``run.json`` as ``gpu_telemetry``."""
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
-    outcome = run.handle.wait()
+    with monitor if monitor is not None else contextlib.nullcontext():
+        outcome = run.handle.wait()
     meta.update(run.handle.record())
     # the gateway's record of the run (metered usage, egress), when the runtime ran one
     meta.update(run_json_fields(outcome.details.pop("gateway", None)))
@@ -185,6 +191,8 @@ def finish(run: LaunchedRun) -> RunOutcome:
         meta["finish_error"] = clean_text(f"{type(exc).__name__}: {exc}", limit=500)
     meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
+    if monitor is not None:
+        meta["gpu_telemetry"] = monitor.summary()
     write_json_atomic(folder.root / "run.json", meta)
     return outcome
 

@@ -34,7 +34,10 @@ OPTIONS = [
     ("--rexmle-judge-model", "rexmle_judge_model", "model name for --rexmle-judge=llm", "str", None),
     ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
-     "all that nvidia-smi lists); xdist workers get one each", "str", None),
+     "all that nvidia-smi lists); the session runs one run per GPU at a time (a task's `gpus:` says how many it takes)",
+     "str", None),
+    ("--rexmle-parallel", "rexmle_parallel", "runs at once without GPUs (--rexmle-gpus=none; default: one per four CPU "
+     "cores, at least 2); with GPUs, an upper bound on runs at once besides the GPUs", "int", None),
     ("--rexmle-network", "rexmle_network", "network for agents: gateway (default: a network of the agent's own "
      "whose only peer is the session's gateway: model APIs with the host's keys, an egress proxy refusing the "
      "tasks' data hosts; the session stops where a runtime cannot confine it so), bridge (the internet, where the "
@@ -129,7 +132,7 @@ class Settings:
     prepare: bool = False
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)
-    all_gpus: tuple[str, ...] = field(default=())  # the whole session's GPUs (the pool)
+    parallel: int | None = None  # --rexmle-parallel: runs at once without GPUs (None: the executor's default)
     slurm_partition: str | None = None
     slurm_account: str | None = None
     slurm_qos: str | None = None
@@ -155,7 +158,7 @@ class Settings:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
-                "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
+                "gpus": list(self.gpus), "parallel": self.parallel, "network": self.network, "judge": self.judge,
                 "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
                 "egress_allow": list(self.egress_allow),
                 **({"agent_as_root": True} if self.agent_as_root else {}),
@@ -248,8 +251,8 @@ def read_settings(config: pytest.Config) -> Settings:
                        **({"model": v["rexmle_judge_model"]} if v["rexmle_judge_model"] else {})},
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
-        gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_gpus")),
-        all_gpus=tuple(_gpus(config, v["rexmle_gpus"], "rexmle_all_gpus")),
+        gpus=tuple(_gpus(v["rexmle_gpus"])),
+        parallel=_parallel(v["rexmle_parallel"]),
         network=v["rexmle_network"],
         slurm_partition=v["rexmle_slurm_partition"],
         slurm_account=v["rexmle_slurm_account"],
@@ -290,12 +293,14 @@ def _budget(text: str | None) -> str | None:
         raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
 
 
-def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:
-    """On an xdist worker, what the controller put under ``key`` (its own GPUs, or the whole pool);
-    elsewhere the session's whole list."""
+def _gpus(value: str | None) -> list[str]:
+    """The session's whole GPU list (the executor hands them to runs; workers only wait for results)."""
     from .gpus import parse_gpus
 
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and key in workerinput:
-        return list(workerinput[key])
     return parse_gpus(value)
+
+
+def _parallel(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise pytest.UsageError(f"--rexmle-parallel must be at least 1, got {value}")
+    return value

@@ -1,4 +1,4 @@
-"""GPU lists and their assignment to xdist workers."""
+"""GPU lists, and runs on distinct GPUs whatever the number of xdist workers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_rexmle.gpus import detect_gpus, parse_gpus, share_for_worker, worker_index
+from pytest_rexmle.gpus import detect_gpus, parse_gpus
 
 from .conftest import run_folders
 
@@ -20,20 +20,6 @@ def test_parse_gpus(monkeypatch):
     assert parse_gpus(None) == []
 
 
-@pytest.mark.parametrize("gpus, n_workers, expected", [
-    (["0", "1", "2", "3"], 4, [["0"], ["1"], ["2"], ["3"]]),   # one GPU per worker
-    (["0", "1"], 4, [["0"], ["1"], ["0"], ["1"]]),             # more workers than GPUs: round-robin sharing
-    (["0", "1", "2", "3"], 2, [["0", "2"], ["1", "3"]]),       # fewer workers: each takes a slice
-    ([], 3, [[], [], []]),
-])
-def test_share_for_worker(gpus, n_workers, expected):
-    assert [share_for_worker(gpus, i, n_workers) for i in range(n_workers)] == expected
-
-
-def test_worker_index():
-    assert worker_index("gw0") == 0 and worker_index("gw11") == 11 and worker_index("master") == 0
-
-
 def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
     cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/gpu.txt; cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv"
     result = bench("--agent=command", f"--agent-option=cmd={cmd}", "-n", "2", "--rexmle-gpus=0,1",
@@ -43,54 +29,13 @@ def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
         run = run_folders(bench.path, task_id)[-1]
         seen.add((run / "workspace" / "gpu.txt").read_text().strip())
         recorded.add(json.loads((run / "result.json").read_text())["gpu"])
-    assert seen == {"0", "1"} == recorded, "each worker must see only its own GPU, and the result must record it"
+    assert seen == {"0", "1"} == recorded, "each run must see only its own GPU, and the result must record it"
     del result
 
 
 def test_auto_workers_follow_gpus(bench, needs_bwrap):
     result = bench("--agent=sample", "-n", "auto", "--rexmle-gpus=0,1,2", "-k", "ldct-iqa", "-v")
     result.stdout.fnmatch_lines(["*created: 3/3 workers*"])
-
-
-def test_pool_gives_own_gpu_first_and_borrows_free_ones(tmp_path):
-    from pytest_rexmle.gpus import GpuPool
-
-    pool = GpuPool(tmp_path, ["0", "1", "2"], poll_seconds=0.01)
-    with pool.hold(["1"], 1) as gpus:
-        assert gpus == ["1"]
-    other = GpuPool(tmp_path, ["0", "1", "2"], poll_seconds=0.01)
-    with other.hold(["0"], 1) as busy:                 # another worker's run holds GPU 0
-        assert busy == ["0"]
-        with pool.hold(["1"], 2) as gpus:
-            assert gpus == ["1", "2"]                   # own first, then the free one
-        with pytest.raises(TimeoutError, match="no 3 free GPU"):
-            with pool.hold(["1"], 3, timeout=0.05):
-                pass
-    with pool.hold(["1"], 3) as gpus:                   # all free again
-        assert gpus == ["1", "0", "2"]
-
-
-def test_pool_is_all_or_nothing(tmp_path):
-    """A run that cannot get all it needs holds none, so another run can proceed meanwhile."""
-    from filelock import FileLock
-
-    from pytest_rexmle.gpus import GpuPool
-
-    pool = GpuPool(tmp_path, ["0", "1"], poll_seconds=0.01)
-    with FileLock(str(tmp_path / "gpu-1.lock")):
-        with pytest.raises(TimeoutError):
-            with pool.hold(["0"], 2, timeout=0.05):
-                pass
-        assert FileLock(str(tmp_path / "gpu-0.lock")).acquire(timeout=0)  # GPU 0 was released
-
-
-def test_pool_rejects_more_gpus_than_the_session_has(tmp_path):
-    from pytest_rexmle.errors import RexmleError
-    from pytest_rexmle.gpus import GpuPool
-
-    with pytest.raises(RexmleError, match="needs 3 GPU"):
-        with GpuPool(tmp_path, ["0", "1"]).hold(["0"], 3):
-            pass
 
 
 def test_two_gpu_task_takes_both_gpus_and_runs_alone(bench, needs_bwrap, tmp_path, monkeypatch):

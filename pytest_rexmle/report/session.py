@@ -69,8 +69,8 @@ class SessionReporter:
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         agents = self.settings.agents
         if len(agents) <= 1:
-            return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                                agent_options=_safe_options(self.settings), settings=settings)
+            return self._with_campaign(build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+                                                    agent_options=_safe_options(self.settings), settings=settings))
         # several agents: every record in one document, and each agent's own score beside it
         doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
                            settings=settings)
@@ -79,6 +79,13 @@ class SessionReporter:
             own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
                                agent_options=_safe_options(self.settings, name), settings=settings)
             doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
+        return self._with_campaign(doc)
+
+    def _with_campaign(self, doc: dict) -> dict:
+        """The executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results."""
+        schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")
+        if schedule is not None and schedule.figures is not None:
+            doc["campaign"] = schedule.figures
         return doc
 
     @pytest.hookimpl(trylast=True)
@@ -116,6 +123,11 @@ class SessionReporter:
         for name, own in (self.document.get("agents") or {}).items():
             terminalreporter.write_line(f"agent {name}: score {100 * own['score']:.1f}% over "
                                         f"{len(own['selected'])} challenge(s), {own['n_fail']} FAIL")
+        campaign = self.document.get("campaign")
+        if campaign and campaign.get("n_runs"):
+            from ..schedule.figures import summary_line
+
+            terminalreporter.write_line(summary_line(campaign))
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
         terminalreporter.write_line(f"every session: {root / store.INDEX_HTML} (newest: {root / store.LATEST})")

@@ -87,11 +87,9 @@ class RuntimeUnavailable(Exception):
 
 class Runtime(ABC):
     name: ClassVar[str]
-    #: True when ``launch`` returns before the run ends (a scheduler): the session then launches all its
-    #: runs at once and waits for each afterwards
+    #: True when ``launch`` returns before the run ends (a scheduler): the session's executor then starts
+    #: all its runs at once (the scheduler owns the queue and the GPUs) and each waits for its own
     batches: ClassVar[bool] = False
-    #: set by the session for batch runtimes: called with a one-line summary (jobs pending / running) while waiting
-    progress = None
 
     @classmethod
     def from_settings(cls, settings) -> "Runtime":

@@ -1,4 +1,4 @@
-"""The Slurm runtime: each run is one Slurm job, submitted and watched through submitit.
+"""The Slurm runtime: each run is one Slurm job, submitted through submitit and watched with ``sacct``.
 
 Why a scheduler runtime: a campaign is thousands of GPU-hours, and labs run it on the cluster they
 have. The job does not re-implement isolation: on the node it runs :func:`pytest_rexmle.runtime.node.node_main`,
@@ -11,7 +11,8 @@ launches every selected run first (one ``sbatch`` each) and each test item then 
 and grades it on the submitting host. ``run.json`` keeps the job id; ``--rexmle-resume`` re-attaches
 to jobs still queued or running instead of submitting them again.
 
-Job states come from submitit's watcher (one ``sacct`` for all jobs of the session); a job that
+Jobs are submitted through submitit's public API; their states come from ``sacct`` directly
+(:mod:`.sacct`, one call for all jobs of the process); a job that
 Slurm ends (TIMEOUT, CANCELLED, OUT_OF_MEMORY, ...) is a FAIL naming the state. NODE_FAIL and
 PREEMPTED are resubmitted once by the harness (a fresh job, same run folder, empty submission).
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable
 from .node import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
+from .sacct import ACCOUNTING
 
 INNER_RUNTIMES = ("local", "docker")
 #: Slurm states after which a job will not run again
@@ -41,8 +43,18 @@ FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", 
                 "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 REQUEUE_ONCE = ("NODE_FAIL", "PREEMPTED")
 SLURM_FOLDER = "slurm"
+#: the job id, written by the harness the moment ``sbatch`` answers (before ``run.json`` has it)
+JOB_ID_NOTE = "job_id"
 INSTALL_HINT = ("the slurm runtime needs the Slurm client tools (sbatch, sacct, squeue) on PATH and a reachable "
                 "cluster with accounting (slurmdbd); to try it on one machine run `sudo .ci/slurm-setup.sh`")
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A submitted job as the harness keeps it: its id and the job log submitit writes."""
+
+    job_id: str
+    stderr: Path
 
 
 class SlurmJobError(Exception):
@@ -78,52 +90,23 @@ def _state_name(raw: str) -> str:
     return (raw or "UNKNOWN").split()[0].upper()
 
 
-def _watcher():
-    """submitit's shared sacct watcher, asking for the extra columns progress needs."""
-    from submitit.slurm.slurm import SlurmJob
-
-    if not isinstance(SlurmJob.watcher, RexmleWatcher):
-        SlurmJob.watcher = RexmleWatcher(delay_s=SlurmJob.watcher._delay_s)
-    return SlurmJob.watcher
-
-
-def _watcher_class():
-    from submitit.slurm.slurm import SlurmInfoWatcher
-
-    class Watcher(SlurmInfoWatcher):
-        """Same single ``sacct`` call as submitit's, with the reason, node, times and limit columns."""
-
-        def _make_command(self):
-            command = super()._make_command()
-            if command:
-                command[2] = "JobID,State,NodeList,Reason,Elapsed,Timelimit,Start,ExitCode"
-            return command
-
-    return Watcher
-
-
-try:
-    RexmleWatcher = _watcher_class()
-except ImportError:  # submitit missing: check() says so when the runtime is used
-    RexmleWatcher = None  # type: ignore[assignment,misc]
-
-
 class SlurmHandle(RunHandle):
-    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job, folder: Path, attempts: int = 1) -> None:
+    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: "Submitted", folder: Path, attempts: int = 1) -> None:
         super().__init__(runtime, spec)
         self.job, self.folder, self.attempts = job, folder, attempts
         self.submitted = datetime.now(timezone.utc).isoformat()
 
     @property
     def job_id(self) -> str:
-        return str(self.job.job_id)
+        return self.job.job_id
 
     def record(self) -> dict:
         return {"slurm": {"job_id": self.job_id, "folder": str(self.folder), "attempts": self.attempts,
-                          "submitted": self.submitted, "detached": self.runtime.settings.detach}}
+                          "submitted": self.submitted, "detached": self.runtime.settings.detach,
+                          "stderr": str(self.job.stderr)}}
 
     def info(self, mode: str = "cache") -> dict:
-        return _watcher().get_info(self.job_id, mode=mode)
+        return ACCOUNTING.get_info(self.job_id, mode=mode)
 
     def state(self, mode: str = "cache") -> str:
         return _state_name(self.info(mode).get("State", ""))
@@ -135,7 +118,6 @@ class SlurmHandle(RunHandle):
             state = runtime.poll_state(self)
             if state in FINAL_STATES:
                 break
-            runtime.report_progress()
             time.sleep(min(1.0, runtime.settings.poll_seconds))
         runtime.forget(self)
         if state in REQUEUE_ONCE and self.attempts < 2:
@@ -153,7 +135,7 @@ class SlurmHandle(RunHandle):
         stdout, stderr = logs / "agent.stdout.log", logs / "agent.stderr.log"
         if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
             raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
-                                f"{_tail(self.job.paths.stderr)}")
+                                f"{_tail(self.job.stderr)}")
         limit = info.get("Timelimit") or "?"
         detail = f"Slurm job {self.job_id} ended {info.get('State') or state}"
         detail += f" after {info.get('Elapsed') or '?'} (Slurm --time {limit})" if state == "TIMEOUT" else \
@@ -197,10 +179,8 @@ class SlurmRuntime(Runtime):
         self._lock = threading.Lock()
         self._cluster_gpus: bool | None = None
         self._last_poll = 0.0
-        self._last_progress = (0.0, "")
         self._previous_sigterm = None
         self._atexit = False
-        self.progress = None  # callable(str) set by the session to show pending/running counts
 
     @classmethod
     def from_settings(cls, settings) -> "SlurmRuntime":
@@ -249,8 +229,8 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                 raise RuntimeUnavailable(f"{tool} not found. {INSTALL_HINT}")
         probe = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], capture_output=True, text=True)
         if probe.returncode != 0:
-            raise RuntimeUnavailable(f"sacct does not answer ({probe.stderr.strip()[:200]}); submitit reads job "
-                                     f"states through accounting. {INSTALL_HINT}")
+            raise RuntimeUnavailable(f"sacct does not answer ({probe.stderr.strip()[:200]}); job states are "
+                                     f"read from accounting. {INSTALL_HINT}")
         self.inner().check()
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             self.probe_shared_paths()
@@ -324,17 +304,14 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         return handle
 
     def attach(self, record: dict, run_dir: Path) -> SlurmHandle | None:
-        from submitit.slurm.slurm import SlurmJob
-
         slurm = record.get("slurm") or {}
         folder = Path(slurm.get("folder") or run_dir / SLURM_FOLDER)
-        job_id = slurm.get("job_id") or _submitted_job_id(folder)
+        job_id = slurm.get("job_id") or _noted_job_id(folder)
         if not job_id or not (folder / SPEC_NAME).is_file():
             return None
         spec = read_spec(folder / SPEC_NAME)[0]
-        _watcher()
-        job = SlurmJob(folder=folder, job_id=str(job_id))
-        handle = SlurmHandle(self, spec, job, folder, attempts=int(slurm.get("attempts", 1)))
+        stderr = Path(slurm["stderr"]) if slurm.get("stderr") else _job_stderr(folder, str(job_id))
+        handle = SlurmHandle(self, spec, Submitted(str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
         if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
                 and _controller_state(str(job_id)) is None):
@@ -393,10 +370,13 @@ partition=settings.slurm_partition, account=settings.slurm_account,
 
         from .node import node_main
 
-        _watcher()
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))
-        return executor.submit(node_main, str(folder / SPEC_NAME))
+        job = executor.submit(node_main, str(folder / SPEC_NAME))
+        submitted = Submitted(str(job.job_id), Path(job.paths.stderr))
+        (folder / JOB_ID_NOTE).write_text(submitted.job_id)  # a session killed before run.json has it still re-attaches
+        ACCOUNTING.register(submitted.job_id)
+        return submitted
 
     def resubmit(self, handle: SlurmHandle, state: str) -> None:
         """Preemption or node failure is not the agent's fault: run it again once, from an empty submission."""
@@ -432,40 +412,18 @@ partition=settings.slurm_partition, account=settings.slurm_account,
             mode, self._last_poll = "force", now
         return handle.state(mode=mode)
 
-    def counts(self) -> dict[str, int]:
-        with self._lock:
-            handles = list(self._live.values())
-        counts: dict[str, int] = {}
-        for h in handles:
-            state = h.state()
-            counts[state] = counts.get(state, 0) + 1
-        return counts
-
-    def report_progress(self) -> None:
-        if self.progress is None:
-            return
-        counts = self.counts()
-        # UNKNOWN: accounting has not recorded a just-submitted job yet
-        line = ", ".join(f"{n} {'submitted' if state == 'UNKNOWN' else state.lower()}"
-                         for state, n in sorted(counts.items()))
-        now = time.monotonic()
-        if line and (line != self._last_progress[1] or now - self._last_progress[0] > 60):
-            self._last_progress = (now, line)
-            self.progress(f"slurm: {line}")
-
     # -- rexmle status ---------------------------------------------------------------------------------------
     @classmethod
     def live_states(cls, records: list[dict]) -> dict[str, dict]:
         ids = {str((r.get("slurm") or {}).get("job_id")): r for r in records if (r.get("slurm") or {}).get("job_id")}
         if not ids:
             return {}
-        watcher = _watcher()
         for job_id in ids:
-            watcher.register_job(job_id)
-        watcher.update()
+            ACCOUNTING.register(job_id)
+        ACCOUNTING.update()
         out = {}
         for job_id, record in ids.items():
-            info = watcher.get_info(job_id, mode="cache")
+            info = ACCOUNTING.get_info(job_id, mode="cache")
             if info:
                 out[record["run_dir"]] = {"job_id": job_id, "state": _state_name(info.get("State", "")),
                                           "reason": info.get("Reason"), "node": info.get("NodeList"),
@@ -498,7 +456,7 @@ def _append_run_record(spec: RunSpec, extra: dict) -> None:
 
 def _controller_state(job_id: str) -> dict[str, str] | None:
     """State, reason, node and time limit of a job slurmctld still queues or runs, else None. Accounting (sacct, what
-    submitit reads) learns of a job a moment after sbatch returns, so a job submitted just now is
+    what the runtime reads) learns of a job a moment after sbatch returns, so a job submitted just now is
     UNKNOWN there while it is pending: re-submitting it would run it twice, and progress would miss it."""
     try:
         out = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "--format", "%i|%T|%r|%N|%l"],
@@ -512,11 +470,21 @@ def _controller_state(job_id: str) -> dict[str, str] | None:
     return None
 
 
-def _submitted_job_id(folder: Path) -> str | None:
-    """submitit names its pickle after the job id right after ``sbatch`` answers: the id of a job whose
-    session died before it could write ``run.json``."""
-    ids = sorted(p.name.split("_", 1)[0] for p in folder.glob("*_submitted.pkl"))
-    return ids[-1] if ids else None
+def _noted_job_id(folder: Path) -> str | None:
+    """The id the harness noted right after ``sbatch`` answered: the job of a session that died before it
+    could write ``run.json``."""
+    try:
+        return (folder / JOB_ID_NOTE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _job_stderr(folder: Path, job_id: str) -> Path:
+    """The job's log as submitit names it (its public ``SlurmJob(...).paths``), for runs recorded before
+    ``run.json`` kept the path."""
+    import submitit
+
+    return Path(submitit.SlurmJob(folder=folder, job_id=job_id).paths.stderr)
 
 
 def _which(tool: str) -> str | None:

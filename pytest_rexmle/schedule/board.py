@@ -1,0 +1,130 @@
+"""The session's board: one small JSON record per run, in a folder every process of the session sees.
+
+Why files: under xdist the item that reports a run lives in a worker process while the run is started
+by the controller; a record per run (written atomically) lets any process wait for its own run without
+a channel to the controller, and a record that says how the run ended survives the child process that
+did the run. States: ``queued`` → ``running`` → one of :data:`FINAL`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import RexmleError
+from ..result import write_json_atomic
+
+FINAL = ("done", "resumed", "skipped", "error", "interrupted")
+EXECUTOR = "executor.json"
+FIGURES = "campaign.json"
+
+
+def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
+    """The board's name for the run of one pytest item: one run per item that asks for one, as before
+    (repeats of a challenge in a test module each get their own run). With several ``--agent`` the
+    item's agent is part of the name, so the run's harness starts that agent."""
+    key = f"{task_id}@{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
+    return f"{key}@{agent}" if agent else key
+
+
+def task_of_key(key: str) -> str:
+    return key.split("@", 1)[0]
+
+
+def agent_of_key(key: str) -> str | None:
+    """The agent a key names (several agents in the session), else None: the session's only agent."""
+    parts = key.split("@")
+    return parts[2] if len(parts) > 2 else None
+
+
+class ScheduleError(RexmleError):
+    """The session's executor cannot give an item its run (it is gone, or never planned the run)."""
+
+
+class Board:
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @classmethod
+    def create(cls, runs_dir: Path) -> "Board":
+        """A fresh board under ``<runs>/.schedule/`` (hidden from agents like the whole runs folder), mode
+        0700 (it holds the pickled settings). Where the runs folder cannot hold it (not a folder, read-only)
+        a private temporary folder does, so that each item still meets the real error with its own run."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        folder = Path(runs_dir) / ".schedule" / f"{stamp}-{os.getpid()}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix=f"rexmle-schedule-{stamp}-"))
+        return cls(folder)
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"run-{key}.json"
+
+    def write(self, key: str, state: str, **fields) -> None:
+        write_json_atomic(self.path(key), {"run": key, "task": task_of_key(key), "state": state,
+                                           "at": datetime.now(timezone.utc).isoformat(), **fields})
+
+    def read(self, key: str) -> dict | None:
+        try:
+            return json.loads(self.path(key).read_text())
+        except FileNotFoundError:
+            return None
+
+    def records(self) -> list[dict]:
+        out = []
+        for path in sorted(self.folder.glob("run-*.json")):
+            try:
+                out.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def announce(self, pid: int, runs: list[str]) -> None:
+        """The executor says who it is and which runs it will start (queued records first, so a waiting
+        item never mistakes a run not yet written for one never planned)."""
+        for key in runs:
+            self.write(key, "queued")
+        write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs})
+
+    def executor(self) -> dict | None:
+        try:
+            return json.loads((self.folder / EXECUTOR).read_text())
+        except FileNotFoundError:
+            return None
+
+    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None,
+             executor_alive: Callable[[int], bool] | None = None) -> dict:
+        """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines)."""
+        alive = executor_alive or pid_alive
+        while True:
+            record = self.read(key)
+            if record is not None and record["state"] in FINAL:
+                return record
+            owner = self.executor()
+            if owner is not None:
+                if key not in owner["runs"]:
+                    raise ScheduleError(f"{task_of_key(key)}: the session's executor did not plan this run")
+                if not alive(owner["pid"]):
+                    raise ScheduleError(f"{task_of_key(key)}: the session's executor (pid {owner['pid']}) ended before "
+                                        f"the run did")
+            if tick is not None:
+                tick()
+            time.sleep(poll)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,245 @@
+"""The session's executor: starts every selected run the moment the slots it needs are free.
+
+One per session, in the controller process (the only process that sees the whole selection, with or
+without xdist). It plans one run per selected challenge, writes them as ``queued`` on the board, and
+from a thread of its own starts each run as a child harness process (:mod:`.perform`) when
+:func:`.policy.choose` says so; a waiter thread per child frees the run's slots the moment the child
+exits and wakes the scheduler. A scheduler runtime (``Runtime.batches``: Slurm) owns its queue and
+GPUs, so there every run starts at once (submit-ahead).
+
+``stop()`` (session end, Ctrl-C, SIGTERM, ``-x``) interrupts the children (each cleans its run up as an
+interrupted run would: sandbox, staging, container, Slurm job) and marks runs never started as
+interrupted, so no item waits for them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .board import FINAL, Board, task_of_key
+from .policy import Active, Pending, choose
+
+#: how long interrupted run harnesses get to clean up before they are killed
+STOP_GRACE_SECONDS = 60.0
+
+
+def default_parallel() -> int:
+    """CPU slots without GPUs: one run per four cores, at least two (agents train models; a run wants cores)."""
+    return max(2, (os.cpu_count() or 2) // 4)
+
+
+@dataclass
+class RunTimes:
+    """What the executor saw of one run (its own clock)."""
+
+    run: str
+    width: int
+    expected: float
+    slots: tuple[str, ...] = ()
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass
+class Slots:
+    """The session's slots: GPU ids, or CPU slot names; ``unlimited`` for a scheduler runtime."""
+
+    names: list[str]
+    gpus: bool
+    unlimited: bool = False
+    max_active: int | None = None
+
+    @classmethod
+    def for_session(cls, settings, batches: bool) -> "Slots":
+        if batches:
+            return cls([], gpus=False, unlimited=True)
+        if settings.gpus:
+            return cls(list(settings.gpus), gpus=True, max_active=settings.parallel)
+        return cls([f"cpu{i}" for i in range(settings.parallel or default_parallel())], gpus=False)
+
+
+@dataclass
+class Timeline:
+    """(time, free slots, narrowest waiting run's width or None) at every change, for the idle figure."""
+
+    points: list[tuple[float, int, int | None]] = field(default_factory=list)
+
+
+class Executor:
+    def __init__(self, settings, board: Board, plan: list[Pending], slots: Slots,
+                 problems: dict[str, str] | None = None) -> None:
+        self.settings, self.board, self.slots = settings, board, slots
+        self.queue = list(plan)
+        self.problems = dict(problems or {})  # task id -> why it cannot run (more GPUs than the session has)
+        self.free = list(slots.names)
+        self.active: dict[str, Active] = {}
+        self.children: dict[str, subprocess.Popen] = {}
+        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in plan}
+        self.timeline = Timeline()
+        self.began = self.finished = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._waiters: list[threading.Thread] = []
+
+    # -- building ------------------------------------------------------------------------------------------
+    @classmethod
+    def for_session(cls, settings, board: Board, runs: list[str], batches: bool) -> "Executor":
+        """``runs``: the board keys of the items that ask for a run, in collection order."""
+        from ..task import registry
+
+        slots = Slots.for_session(settings, batches)
+        plan, problems = [], {}
+        reg = registry()
+        for order, key in enumerate(dict.fromkeys(runs)):
+            task_id = task_of_key(key)
+            task = reg.get(task_id)
+            if not task.implemented:
+                continue
+            width = max(task.gpus, 1) if not slots.unlimited else 0
+            if slots.gpus and width > len(slots.names):
+                problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
+                                     f"({','.join(slots.names)}); pass more with --rexmle-gpus")
+                continue
+            if not slots.gpus:
+                width = min(width, 1) if not slots.unlimited else 0
+            plan.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+        return cls(settings, board, plan, slots, problems)
+
+    # -- running -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        from .perform import write_settings
+
+        write_settings(self.board, self.settings)
+        self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
+        for key, why in self.problems.items():
+            self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
+        self.began = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        """Start what fits, sleep until a run ends; this thread forks every child (their PDEATHSIG parent)."""
+        with self._cond:
+            while not self._stopping and (self.queue or self.active):
+                now = time.monotonic()
+                if self.slots.unlimited:
+                    starts = [(p, ()) for p in self.queue]
+                else:
+                    starts = choose(self.queue, self.free, list(self.active.values()), now, self.slots.max_active)
+                for pending, slots in starts:
+                    self._start(pending, slots, now)
+                if starts:
+                    self._note(time.monotonic())
+                self._cond.wait(timeout=5.0)
+
+    def _start(self, pending: Pending, slots: tuple[str, ...], now: float) -> None:
+        self.queue.remove(pending)
+        for slot in slots:
+            self.free.remove(slot)
+        gpus = slots if self.slots.gpus and self._needs_gpu(pending) else ()
+        argv = [sys.executable, "-m", "pytest_rexmle.schedule.perform", str(self.board.folder), pending.run,
+                ",".join(gpus), str(os.getpid())]
+        self.board.write(pending.run, "starting", gpus=list(gpus))
+        times = self.times[pending.run]
+        times.slots, times.started = slots, now
+        try:
+            # the run's harness writes to its own log on the board, never into an item's captured output
+            with open(self.board.folder / f"run-{pending.run}.log", "ab") as log:
+                child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        except OSError as exc:
+            self.board.write(pending.run, "error", message=f"cannot start the run's harness: {exc}", traceback="")
+            self.free.extend(slots)
+            times.ended = now
+            return
+        self.active[pending.run] = Active(pending.run, slots, now, pending.expected)
+        self.children[pending.run] = child
+        waiter = threading.Thread(target=self._await, args=(pending.run, child), daemon=True,
+                                  name=f"rexmle-run-{pending.run}")
+        self._waiters.append(waiter)
+        waiter.start()
+
+    def _needs_gpu(self, pending: Pending) -> bool:
+        from ..task import registry
+
+        return registry().get(task_of_key(pending.run)).gpus > 0
+
+    def _await(self, key: str, child: subprocess.Popen) -> None:
+        code = child.wait()
+        ended = time.monotonic()
+        record = self.board.read(key)
+        if record is None or record["state"] not in FINAL:  # the harness died without saying how the run ended
+            if self._stopping:
+                self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
+            else:
+                self.board.write(key, "error", message=f"the run's harness process ended with code {code} "
+                                                            f"without recording an outcome", traceback="")
+        with self._cond:
+            active = self.active.pop(key)
+            self.children.pop(key, None)
+            self.free.extend(active.slots)
+            self.free.sort(key=self.slots.names.index)
+            times = self.times[key]
+            times.ended, times.exit_code = ended, code
+            self._note(ended)
+            self._cond.notify_all()
+
+    def _note(self, now: float) -> None:
+        narrowest = min((p.width for p in self.queue), default=None)
+        self.timeline.points.append((now, len(self.free), narrowest))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every run has ended (True) or ``timeout`` passed (False)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return False
+        for waiter in list(self._waiters):
+            waiter.join(timeout)
+        return True
+
+    def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Interrupt every run in flight and drop the queue; returns once the children have exited."""
+        with self._cond:
+            self._stopping = True
+            for pending in self.queue:
+                self.board.write(pending.run, "interrupted", reason="the session stopped before the run started")
+            self.queue.clear()
+            children = list(self.children.values())
+            self._cond.notify_all()
+        for child in children:
+            _signal(child, signal.SIGINT)
+        deadline = time.monotonic() + grace
+        for child in children:
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal(child, signal.SIGKILL, group=True)
+                child.wait()
+        self.wait(timeout=grace)
+        self.finished = time.monotonic()
+
+    def close(self) -> None:
+        """Session end: runs still queued or in flight (``-x``, an interrupt) are stopped."""
+        if self.queue or self.children:
+            self.stop()
+        self.wait()
+        self.finished = self.finished or time.monotonic()
+
+
+def _signal(child: subprocess.Popen, signum: int, group: bool = False) -> None:
+    try:
+        if group:
+            os.killpg(child.pid, signum)
+        else:
+            child.send_signal(signum)
+    except (ProcessLookupError, PermissionError):
+        pass

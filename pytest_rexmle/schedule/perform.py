@@ -1,0 +1,152 @@
+"""One run, start to end, in a child harness process the executor starts: :func:`perform`.
+
+Why a child process per run: the run must be stoppable on its own (Ctrl-C, SIGTERM, a dead session)
+with the runtime's own clean-up (sandbox torn down, staging undone, container removed, Slurm job
+cancelled) — which is what an interrupt of the process running it gives — and it must not depend on
+which pytest process reports it. The child arms ``PR_SET_PDEATHSIG`` so a ``kill -9``'d session still
+interrupts it; its record on the board says how it ended, and ``run.json`` stays without ``finished``
+when it was interrupted, so ``--rexmle-resume`` runs it again.
+
+:func:`perform` is the single place where a run starts (``begin``) and ends (``finish``): anything that
+must live exactly as long as a run (telemetry here; a model gateway) belongs there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+from .board import Board, agent_of_key, task_of_key
+
+SETTINGS = "settings.pickle"
+PR_SET_PDEATHSIG = 1
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM to a run's harness: unwind like Ctrl-C so the runtime cleans up."""
+
+
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list | None = None) -> None:
+    """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended.
+
+    ``said``: the warnings caught so far in this process; each final record carries them, so the item
+    that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
+    said = [] if said is None else said
+    from ..agents import get_agent
+    from ..campaign import begin, task_data
+    from ..errors import DataNotPreparedError
+    from ..run import finish
+    from ..runtime import runtime_for
+    from ..runtime.node import outcome_to_json
+    from .telemetry import Sampler
+
+    try:
+        data = _data(settings, task, task_data)
+    except DataNotPreparedError as exc:
+        board.write(key, "skipped", reason=str(exc), warnings=texts(said))
+        return
+    name = agent_of_key(key) or settings.agent  # several agents: the item's own
+    agent = get_agent(name, settings.options_for(name))
+    runtime = runtime_for(settings)
+    try:
+        begun = begin(settings, task, data, agent, runtime, gpus)
+        if begun.resumed is not None:
+            board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit,
+                        result=begun.resumed.to_json(), warnings=texts(said))
+            return
+        run_dir = str(begun.folder.root)
+        board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
+        remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
+        sampler = Sampler(gpus, unavailable=remote)
+        outcome = finish(begun.launched, monitor=sampler)
+        board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
+                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
+                    run_key=begun.launched.meta.get("key"), warnings=texts(said))
+    finally:
+        runtime.close()
+
+
+def texts(caught: list) -> list[str]:
+    """Caught warnings as the messages an item re-issues."""
+    return [str(w.message) for w in caught]
+
+
+def _data(settings, task, task_data):
+    from ..errors import DataNotPreparedError
+
+    try:
+        return task_data(settings, task)
+    except DataNotPreparedError:
+        if not settings.prepare:
+            raise
+    from ..data.prepare import ManualDownloadRequired, prepare_task
+
+    try:
+        return prepare_task(task, settings.data_dir, progress=False)
+    except ManualDownloadRequired as exc:
+        raise DataNotPreparedError(str(exc)) from None
+
+
+def write_settings(board: Board, settings) -> None:
+    (board.folder / SETTINGS).write_bytes(pickle.dumps(settings))
+
+
+def _arm_parent_death(parent: int) -> None:
+    """SIGINT when the session process dies (``kill -9``), so the run is stopped and cleaned up."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the session died before the signal was armed
+        raise KeyboardInterrupt
+
+
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    raise Stopped("SIGTERM")
+
+
+def _final(board: Board, key: str, state: str, **fields) -> None:
+    """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
+    from .board import FINAL
+
+    record = board.read(key)
+    if record is None or record["state"] not in FINAL:
+        board.write(key, state, **fields)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID``."""
+    folder, key, gpus, parent = argv
+    board = Board(Path(folder))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        return _run(board, key, tuple(g for g in gpus.split(",") if g), int(parent), said)
+
+
+def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list) -> int:
+    """The child's whole life: every way it ends leaves a final record on the board."""
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _arm_parent_death(parent)
+        settings = pickle.loads((board.folder / SETTINGS).read_bytes())
+        from ..task import registry
+
+        perform(settings, registry().get(task_of_key(key)), gpus, board, key, said)
+    except KeyboardInterrupt as exc:
+        _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
+        return 130
+    except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
+        _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
+               warnings=texts(said))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""Which queued runs start now, and on which slots.
+
+Slots are the session's GPUs (one id each), or anonymous CPU slots with ``--rexmle-gpus=none``. A run
+takes ``width`` slots (its task's ``gpus:``; one in CPU mode). Order: longest expected run first (the
+budget from ``task.yaml``, or ``--rexmle-time-limit``), then collection order, so the long runs never
+end up last on an otherwise idle machine.
+
+A run that needs more slots than are free reserves them (EASY backfilling): its start time is the
+moment enough running runs are sure to have ended (their budgets are upper bounds, the runtime kills at
+the limit), and a run behind it may still start now when it is sure to end before then, or when it
+fits in the slots the reserved run will not need. The wide run is never starved and the narrow ones
+are held back only until it has started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A run waiting for slots."""
+
+    run: str          # the run's key on the board (one per pytest item that asks for a run)
+    width: int        # slots it needs (GPUs; 1 CPU slot)
+    expected: float   # seconds: its budget, an upper bound on how long it holds its slots
+    order: int        # collection order, the tie-breaker
+
+
+@dataclass(frozen=True)
+class Active:
+    """A run holding slots."""
+
+    run: str
+    slots: tuple[str, ...]
+    started: float
+    expected: float
+
+
+def ordered(queue: list[Pending]) -> list[Pending]:
+    """Longest expected first, then collection order."""
+    return sorted(queue, key=lambda p: (-p.expected, p.order))
+
+
+def choose(queue: list[Pending], free: list[str], active: list[Active], now: float,
+           max_active: int | None = None) -> list[tuple[Pending, tuple[str, ...]]]:
+    """The runs to start now with the slots each gets (in the order they should start)."""
+    free = list(free)
+    running = list(active)
+    starts: list[tuple[Pending, tuple[str, ...]]] = []
+    shadow: float | None = None   # when the first blocked run is sure to fit
+    spare = 0                     # slots the blocked run will not need at its shadow time
+    for run in ordered(queue):
+        if max_active is not None and len(running) >= max_active:
+            break
+        if run.width > len(free):
+            if shadow is None:
+                shadow, spare = reservation(run.width, len(free), running, now)
+            continue
+        if shadow is not None:
+            ends_in_time = now + run.expected <= shadow
+            if not ends_in_time and run.width > spare:
+                continue
+            if not ends_in_time:
+                spare -= run.width
+        taken, free = tuple(free[:run.width]), free[run.width:]
+        starts.append((run, taken))
+        running.append(Active(run.run, taken, now, run.expected))
+    return starts
+
+
+def reservation(width: int, free: int, running: list[Active], now: float) -> tuple[float, int]:
+    """(time at which ``width`` slots are sure to be free, slots beyond ``width`` free at that time)."""
+    available = free
+    for run in sorted(running, key=lambda a: a.started + a.expected):
+        available += len(run.slots)
+        if available >= width:
+            return max(now, run.started + run.expected), available - width
+    return float("inf"), 0  # cannot happen for a width the session has; nothing is held back for it

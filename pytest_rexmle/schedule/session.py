@@ -1,0 +1,205 @@
+"""The pytest side of the schedule: the controller starts the executor once collection is done, and an
+item waits for its own run's record on the board.
+
+Without xdist the controller collects the items itself (``pytest_collection_finish``); with xdist it
+learns the selection from the first worker's collection (``pytest_xdist_node_collection_finished``,
+before any item is handed out) and hands every worker the board's folder through ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .board import Board, run_key
+from .executor import Executor
+
+PLUGIN_NAME = "rexmle-schedule"
+WORKER_KEY = "rexmle_board"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the session: unwind like Ctrl-C, so every run in flight is stopped and cleaned up."""
+
+
+def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
+    raise Terminated("SIGTERM")
+
+
+def planned(items) -> list[str]:
+    """Board keys of the items that ask for a run (they use ``rexmle_agent_run``), in collection order."""
+    keys = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        task_id = callspec.params.get("rexmle_task_id") if callspec is not None else None
+        if task_id is not None and "rexmle_agent_run" in getattr(item, "fixturenames", ()):
+            keys.append(run_key(item.nodeid, task_id, callspec.params.get("rexmle_agent_name")))
+    return keys
+
+
+def plan_path(board: Board, worker: str) -> Path:
+    return board.folder / f"plan-{worker}.json"
+
+
+class WorkerPlan:
+    """xdist worker: tells the controller which of its collected items ask for a run (the controller
+    itself collects nothing and sees only item ids); written before the worker reports its collection."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from ..result import write_json_atomic
+
+        board = board_for(self.config)
+        write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
+
+
+def task_of(nodeid: str, known: set[str]) -> str | None:
+    """The challenge an item id names (``...::test_challenge[isles22]``), or None for other items."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return None
+    param = nodeid[nodeid.rindex("[") + 1:-1]
+    if param in known:
+        return param
+    matches = [t for t in known if param.startswith(t + "-") or param.endswith("-" + t) or f"-{t}-" in param]
+    return max(matches, key=len) if matches else None
+
+
+class SessionSchedule:
+    """Controller-only plugin: owns the board and the executor of the session."""
+
+    def __init__(self, config: pytest.Config, settings) -> None:
+        self.config, self.settings = config, settings
+        self.board = Board.create(settings.runs_dir)
+        self.executor: Executor | None = None
+        self.figures: dict | None = None
+        self._previous_sigterm = None
+
+    def begin(self, runs: list[str]) -> None:
+        if self.executor is not None:
+            return
+        from ..runtime import RUNTIMES
+
+        batches = RUNTIMES.load(self.settings.runtime).batches
+        self.executor = Executor.for_session(self.settings, self.board, runs, batches)
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        self.executor.start()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly:
+            return
+        self.begin(planned(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        """Every worker collects the same items; the first one's plan is the session's."""
+        if self.executor is not None:
+            return
+        try:
+            runs = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
+        except (OSError, ValueError):  # a worker without this plugin's plan: every challenge item asks for a run
+            from ..task import registry
+
+            known = set(registry().ids)
+            runs = [run_key(i, t) for i in ids if (t := task_of(i, known)) is not None]
+        self.begin(runs)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput[WORKER_KEY] = str(self.board.folder)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Stop what is still in flight (``-x``, an interrupt), then compute the campaign's figures."""
+        if self.executor is None:
+            return
+        try:
+            self.executor.close()
+        finally:
+            if self._previous_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+                self._previous_sigterm = None
+        from .figures import campaign_figures
+
+        records = {r["run"]: r for r in self.board.records()}
+        self.figures = campaign_figures(self.executor, records)
+        from ..result import write_json_atomic
+        from .board import FIGURES
+
+        write_json_atomic(self.board.folder / FIGURES, self.figures)
+
+
+def board_for(config: pytest.Config) -> Board:
+    """The session's board, in the controller or on a worker."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return Board(workerinput[WORKER_KEY])
+    return config.pluginmanager.get_plugin(PLUGIN_NAME).board
+
+
+class Progress:
+    """One line now and then while an item waits in the controller: runs queued and running, or for a
+    scheduler runtime the scheduler's own states (``slurm: 2 pending, 1 running``)."""
+
+    def __init__(self, show: Callable[[str], None], board: Board, runtime: str, batches: bool,
+                 every: float = 2.0) -> None:
+        self.show, self.board, self.runtime, self.batches, self.every = show, board, runtime, batches, every
+        self._checked = time.monotonic()  # a run that ends within `every` seconds prints nothing
+        self._shown = (0.0, "")
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.every:
+            return
+        self._checked = now
+        line = self.line()
+        if line and (line != self._shown[1] or now - self._shown[0] > 60):
+            self._shown = (now, line)
+            self.show(line)
+
+    def line(self) -> str:
+        records = self.board.records()
+        if self.batches:
+            return self._scheduler_line(records)
+        counts: dict[str, int] = {}
+        for record in records:
+            state = {"starting": "running", "done": "finished", "resumed": "finished"}.get(record["state"],
+                                                                                         record["state"])
+            counts[state] = counts.get(state, 0) + 1
+        return "rexmle: " + ", ".join(f"{counts[s]} {s}" for s in ("running", "queued", "finished") if counts.get(s))
+
+    def _scheduler_line(self, records: list[dict]) -> str:
+        from ..runtime import RUNTIMES
+
+        live = []
+        for record in records:
+            if record["state"] == "running" and record.get("run_dir"):
+                try:
+                    meta = json.loads((Path(record["run_dir"]) / "run.json").read_text())
+                except (OSError, ValueError):
+                    continue
+                live.append({**meta, "run_dir": record["run_dir"]})
+        if not live:
+            return ""
+        try:
+            states = RUNTIMES.load(self.runtime).live_states(live)
+        except Exception as exc:  # the scheduler did not answer this time: say so, keep waiting
+            return f"{self.runtime}: no state ({type(exc).__name__})"
+        counts: dict[str, int] = {}
+        for meta in live:
+            state = (states.get(meta["run_dir"]) or {}).get("state") or "UNKNOWN"
+            if state in ("COMPLETED",):
+                continue
+            name = "submitted" if state == "UNKNOWN" else state.lower()
+            counts[name] = counts.get(name, 0) + 1
+        return f"{self.runtime}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if counts else ""

@@ -1,0 +1,58 @@
+"""The board: run records in files, and what an item waiting on one is told."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pytest_rexmle.schedule.board import Board, ScheduleError, run_key, task_of_key
+
+
+def test_keys_name_the_task_and_differ_per_item():
+    a, b = run_key("bench.py::test_challenge[isles22]", "isles22"), run_key("t.py::test_repeat[isles22-1]", "isles22")
+    assert a != b and task_of_key(a) == task_of_key(b) == "isles22"
+
+
+def test_an_item_waits_until_its_run_is_final(tmp_path):
+    board = Board.create(tmp_path / "runs")
+    assert stat.S_IMODE(board.folder.stat().st_mode) == 0o700  # it holds the pickled settings
+    key = run_key("x::test_challenge[ldct-iqa]", "ldct-iqa")
+    board.announce(os.getpid(), [key])
+    ticks = []
+
+    def finish_later() -> None:
+        time.sleep(0.3)
+        board.write(key, "running", run_dir="/r")
+        time.sleep(0.3)
+        board.write(key, "done", run_dir="/r", outcome={"exit_code": 0})
+
+    threading.Thread(target=finish_later).start()
+    record = board.wait(key, poll=0.02, tick=lambda: ticks.append(1))
+    assert record["state"] == "done" and record["task"] == "ldct-iqa" and record["outcome"] == {"exit_code": 0}
+    assert len(ticks) >= 10  # it polled (and ticked) while the run was queued and running
+
+
+def test_an_item_is_told_when_the_executor_is_gone_or_never_planned_its_run(tmp_path):
+    board = Board.create(tmp_path / "runs")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    planned, other = run_key("a[isles22]", "isles22"), run_key("b[dentex]", "dentex")
+    board.announce(dead.pid, [planned])
+    with pytest.raises(ScheduleError, match=f"executor \\(pid {dead.pid}\\) ended before the run did"):
+        board.wait(planned, poll=0.01)
+    with pytest.raises(ScheduleError, match="dentex: the session's executor did not plan this run"):
+        board.wait(other, poll=0.01)
+
+
+def test_a_runs_folder_that_cannot_hold_the_board_leaves_the_error_to_the_runs(tmp_path):
+    blocker = tmp_path / "runs-is-a-file"
+    blocker.write_text("")
+    board = Board.create(blocker)
+    assert board.folder.is_dir() and not str(board.folder).startswith(str(blocker))
+    assert stat.S_IMODE(board.folder.stat().st_mode) == 0o700
