@@ -27,6 +27,30 @@ def nvml_standin(tmp_path_factory) -> Path:
     return folder
 
 
+def baseline_agent(folder: Path, tasks: list[str]) -> Path:
+    """A ``command`` agent's folder holding each task's baseline submission, written here on the host
+    (as the ``sample`` agent's ``setup`` does) from the same synthetic twins the sessions use (the cache
+    is shared): the agent inside only copies ``$REXMLE_TASK/`` into its submission folder, with no
+    harness code (:data:`COPY_BASELINE`). Written by a child process: pytester restores ``sys.modules``
+    after each test, and NumPy cannot be imported twice into one process."""
+    agent = folder / "baseline-agent"
+    script = ("import sys\nfrom pathlib import Path\n"
+              "from pytest_rexmle.data.store import synthetic_data\n"
+              "from pytest_rexmle.graders.base import load_grader\n"
+              "from pytest_rexmle.task import registry\n"
+              "for task_id in sys.argv[2:]:\n"
+              "    task = registry().get(task_id)\n"
+              "    out = Path(sys.argv[1]) / task_id\n"
+              "    out.mkdir(parents=True, exist_ok=True)\n"
+              "    load_grader(task).write_baseline(synthetic_data(task).public, out)\n")
+    subprocess.run([sys.executable, "-c", script, str(agent), *tasks], check=True, timeout=600)
+    return agent
+
+
+#: the in-sandbox half of :func:`baseline_agent` (its working directory is the agent's copied folder)
+COPY_BASELINE = 'cp -R "$REXMLE_TASK/." "$REXMLE_SUBMISSION_DIR/"'
+
+
 def spawn(folder: Path, *args: str) -> subprocess.Popen:
     """pytest in the background in ``folder`` (as ``bench`` runs it), for signalling; SIGINT as in a terminal."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic", *args]

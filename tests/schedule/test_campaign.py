@@ -18,7 +18,7 @@ from pytest_rexmle.schedule.figures import list_schedule
 
 from ..conftest import AGENTS, report_json, run_folders
 from ..test_plugin import _tasks_copy
-from .conftest import alive, spawn
+from .conftest import COPY_BASELINE, alive, baseline_agent, spawn
 
 STAMP = "date +%s.%N > $REXMLE_WORKSPACE/start; {work}; date +%s.%N > $REXMLE_WORKSPACE/end"
 
@@ -38,8 +38,10 @@ def _board_records(folder: Path) -> dict[str, dict]:
 def test_two_long_and_two_short_runs_on_two_gpus_finish_near_the_ideal(bench, needs_bwrap, xdist):
     """The issue's case: cellseg and dentex long, isles22 and ldct-iqa short, two GPUs. Before, the two long
     runs could land on one worker (1.79x the ideal) or run one after the other (2.03x)."""
-    work = 'case "$REXMLE_TASK" in cellseg|dentex) sleep 8;; *) sleep 1;; esac; python -m pytest_rexmle.agents.sample_main'
-    result = bench("--agent=command", f"--agent-option=cmd={STAMP.format(work=work)}", "--rexmle-gpus=0,1", *xdist,
+    work = f'case "$REXMLE_TASK" in cellseg|dentex) sleep 8;; *) sleep 1;; esac; {COPY_BASELINE}'
+    agent = baseline_agent(bench.path, ["cellseg", "dentex", "isles22", "ldct-iqa"])
+    result = bench("--agent=command", f"--agent-option=cmd={STAMP.format(work=work)}", f"--agent-option=dir={agent}",
+                   "--rexmle-gpus=0,1", *xdist,
                    "-k", "cellseg or dentex or isles22 or ldct-iqa")
     result.assert_outcomes(passed=4)
     campaign = report_json(bench.path)["campaign"]
@@ -93,13 +95,12 @@ def test_a_run_needing_two_gpus_waits_for_both_and_is_not_starved(bench, needs_b
 def test_interrupt_leaves_nothing_running_and_resume_redoes_only_what_did_not_finish(bench, needs_bwrap, tmp_path,
                                                                                     signum, xdist):
     marker = f"sched-sleeper-{signum.name}-{time.monotonic_ns()}"
-    agent = tmp_path / "agent"
-    agent.mkdir()
+    agent = baseline_agent(tmp_path, ["isles22", "ldct-iqa", "topcow-cta-det"])
     shutil.copy(AGENTS / "sleeper" / "agent.py", agent / "sleeper.py")
     (agent / "slow").write_text("")  # removed before the resumed session: same options, a quick ldct-iqa
     # the agent's processes carry "<marker>-agent", which the session's own command line does not
     (agent / "run.sh").write_text('if [ "$REXMLE_TASK" = ldct-iqa ] && [ -e slow ]; then python sleeper.py "$1-agent"; fi\n'
-                                  "exec python -m pytest_rexmle.agents.sample_main\n")
+                                  f"exec {COPY_BASELINE}\n")
     args = ("--agent=command", f"--agent-option=dir={agent}", f"--agent-option=cmd=sh run.sh {marker}",
             "--rexmle-gpus=none", "--rexmle-parallel=1", "-k", "isles22 or ldct-iqa or topcow-cta-det")
     session = spawn(bench.path, *args, *xdist)

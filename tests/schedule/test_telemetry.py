@@ -8,6 +8,7 @@ import math
 import pytest
 
 from ..conftest import report_json, run_folders
+from .conftest import COPY_BASELINE, baseline_agent
 
 GPU0 = [(20, 1_000_000_000, 50_000), (60, 3_000_000_000, 150_000)]  # alternating samples
 GPU1 = [(70, 6_000_000_000, 250_000)]
@@ -27,8 +28,9 @@ def standin_gpus(nvml_standin, tmp_path, monkeypatch):
 
 
 def test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction(bench, needs_bwrap, standin_gpus):
-    cmd = "sleep 1.5; python -m pytest_rexmle.agents.sample_main"
-    bench("--agent=command", f"--agent-option=cmd={cmd}", "--rexmle-gpus=0,1",
+    cmd = f"sleep 1.5; {COPY_BASELINE}"
+    agent = baseline_agent(bench.path, ["isles22", "ldct-iqa"])
+    bench("--agent=command", f"--agent-option=cmd={cmd}", f"--agent-option=dir={agent}", "--rexmle-gpus=0,1",
           "-k", "isles22 or ldct-iqa").assert_outcomes(passed=2)
     campaign = report_json(bench.path)["campaign"]
     by_gpu = {}
