@@ -3,8 +3,8 @@
 Workers attach each result to their test reports as a user property; the controller sees every report
 (its own or forwarded by xdist) in ``pytest_runtest_logreport``, so nothing depends on which process ran
 which item. Selected items that produced no result still count as 0 in the score: a skipped one (data
-not prepared) as a FAIL with the skip reason, one the harness broke on before grading (runtime
-unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
+not prepared) with the skip reason, counted as skipped (as pytest counts it), not as an agent FAIL;
+one the harness broke on before grading (runtime unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
 
 Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.store`), then moves the
 ``latest`` link and rebuilds the index, so no earlier session's report is ever overwritten.
@@ -32,6 +32,7 @@ class SessionReporter:
         self.run_id = store.new_run_id()
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
+        self.skipped: set[str] = set()  # task ids pytest skipped (data not prepared, grader pending)
         self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
         self.folder: Path | None = None
         self.document: dict | None = None
@@ -52,6 +53,7 @@ class SessionReporter:
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
+            self.skipped.add(task_id)
         elif report.failed and task_id not in self.results:
             self.errors.setdefault(task_id, (f"during {report.when}: {_crash_message(report)}", report.longreprtext))
         else:
@@ -63,7 +65,8 @@ class SessionReporter:
             records.setdefault(task_id, harness_error(task_id, message, trace))
         for task_id, why in self.seen.items():
             records.setdefault(task_id, not_run(task_id, why))
-        return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+        skipped = {t for t in self.skipped if t not in self.results and t not in self.errors}
+        return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id, skipped=skipped,
                             agent_options=_safe_options(self.settings),
                             settings={**self.settings.public(), **_runtime_facts(self.settings)})
 
