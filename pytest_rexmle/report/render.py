@@ -6,6 +6,7 @@ import math
 import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 
+from ..hostile import clean_text
 from ..task import registry
 from .mdtext import md_code, md_text
 
@@ -80,7 +81,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
         shown = ", ".join(f"{k}={fmt_number(metrics[k])}" for k in keys if k in metrics)
         if shown:
             metric_cells.append(shown)
-        shown = shown or (rec.get("reason") or "")
+        shown = shown or clean_text(rec.get("reason") or "")  # no escape sequence of the agent's reaches the tty
         rows.append((rec["challenge_id"], shown_status(doc, rec), " ".join(shown.split()), pct(rec["percentile"])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     room = max(MIN_TEXT_WIDTH, width - widths[0] - widths[1] - widths[3] - 6)
