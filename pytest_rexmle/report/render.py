@@ -129,7 +129,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     refs = paper_agents(doc["selected"]) if reference == "paper" else []
     skipped = len(doc.get("skipped") or ())
     out = [f"# ReX-MLE report — agent {md_code(doc.get('agent'))}", "",
-           f"Run {md_code(doc['run_id'])}, created {md_text(doc['created'])}. {_data_sentence(doc)}", "",
+           f"Run {md_code(doc['run_id'])}, created {md_code(doc['created'])}. {_data_sentence(doc)}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
            f"{len(doc['selected'])} challenge(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
            f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}.", ""]
