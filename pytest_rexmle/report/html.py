@@ -157,7 +157,8 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> st
     groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(ids)]
     groups.append(("Score (mean)", [s["score"] for s in series]))
     n_ag = max(1, len(series))
-    bar = max(5.0, min(34.0, 80.0 / n_ag))  # ~1100-1300 px for 20 challenges: fills a wide page
+    # ~1300 px for 20 challenges however many series (the published agents included): fits a wide page
+    bar = max(3.0, min(34.0, (1240.0 / len(groups) - 14.0) / n_ag))
     group_w = n_ag * bar + 14
     left, top, plot_h, bottom = 56, 16, 300, 130
     width = int(left + group_w * len(groups) + 24)
@@ -291,10 +292,10 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
         table3 = ref.get("table3_score")
         whole = f" <small>(Table 3, all 20: {100 * table3:.2f}%)</small>" if table3 is not None else ""
         rows.append(f'<tr class="published"><td class="num">–</td><td>{_e(ref["label"])}</td>'
-                    f'<td class="data">{_badge("published")}</td><td class="num">paper</td>'
+                    f'<td class="data">{_badge("published")}</td><td class="num">paper <small>({_e(ref.get("llm"))}, '
+                    f'{_e(ref.get("budget_hours"))} h)</small></td>'
                     f'<td class="num">{n_all} of {n_all}</td><td class="num"><b>{_pct(ref["mean"])}</b>{whole}</td>'
-                    f'<td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">'
-                    f'{_e(ref.get("llm"))}, {_e(ref.get("budget_hours"))} h</td></tr>')
+                    f'<td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td></tr>')
     rows.append("</table></div>")
     return "".join(rows)
 
@@ -524,7 +525,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
                  "S5 submit 10 % (from the submission). Reported beside the percentile, never part of it.</p>",
                  stage_table(merged, stages)]
-    body.append(f"<p class='note'>What was graded: {_e(merged['note'])}</p>")
+    body.append(f"<p class='note'>{_e(merged['note'])}</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE report</title>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body><main>"
             + "".join(body) + "</main></body></html>\n")
