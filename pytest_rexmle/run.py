@@ -19,6 +19,7 @@ from .data.store import TaskData
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
+from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .task import Task
 
@@ -149,7 +150,7 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
                    stage=probe.stage)
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
-            "started": datetime.now(timezone.utc).isoformat()}
+            "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}
     write_json_atomic(folder.root / "run.json", meta)
     handle = runtime.launch(spec)
     if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to
@@ -161,7 +162,11 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
 def finish(run: LaunchedRun) -> RunOutcome:
     """Wait for the run's end, let the agent collect its files, record how it ended."""
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
-    outcome = run.handle.wait()
+    try:
+        outcome = run.handle.wait()
+    except BaseException as exc:  # Ctrl-C (or an exit) while the agent runs: `rexmle status` must not say running
+        write_json_atomic(folder.root / "run.json", interrupted_meta(meta, exc))
+        raise
     meta.update(run.handle.record())
     # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
     meta["scrub"] = scrub_run_folder(folder.root).to_json()
@@ -197,6 +202,9 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
         ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public,
                            time_limit)
         meta["reattached"] = datetime.now(timezone.utc).isoformat()
+        meta["owner"] = owner_record()
+        meta.pop("interrupted", None)  # this session owns the run now, and it is running again
+        meta.pop("interrupted_by", None)
         write_json_atomic(meta_path, meta)
         return LaunchedRun(folder, agent, ctx, handle, meta)
     return None
