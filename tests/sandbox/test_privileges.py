@@ -217,6 +217,9 @@ def test_a_harness_that_is_pid_1_still_runs_agents(tmp_path, mechanism):
 
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs root and util-linux unshare to make the harness pid 1 of its own pid namespace")
+    from ..procs import require_unshare
+
+    require_unshare("--pid", "--fork", "--mount-proc")
     harness = ("import os, sys; from pathlib import Path; from tests.sandbox.conftest import run_agent; "
                "assert os.getpid() == 1, os.getpid(); "
                "run = run_agent(Path(sys.argv[1]), sys.argv[2], 'print(\"agent ran\")', time_limit=60); "
