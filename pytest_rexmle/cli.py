@@ -104,14 +104,29 @@ def cmd_rank(args) -> int:
     return 0
 
 
+def _folder(path: str | Path, what: str) -> Path:
+    """An existing folder, or one usage error worded the same by every sub-command (grade, validate)."""
+    folder = Path(path)
+    if not folder.exists():
+        raise RexmleError(f"{what} folder {folder} does not exist")
+    if not folder.is_dir():
+        raise RexmleError(f"{what} folder {folder} is not a folder")
+    return folder
+
+
 def _answers_dir(task, args) -> Path:
     if args.answers:
-        return Path(args.answers)
+        return _folder(args.answers, "answers")
     from .data.store import prepared_data, synthetic_data
+    from .errors import DataNotPreparedError
 
     if args.data == "synthetic":
         return synthetic_data(task, seed=args.seed).private
-    return prepared_data(task, Path(args.data_dir)).private
+    try:
+        return prepared_data(task, Path(args.data_dir)).private
+    except DataNotPreparedError as exc:  # the store words it for pytest; this command's flags differ
+        raise RexmleError(f"{task.id}: data not prepared in {args.data_dir}; run `{exc.command}`, or grade against "
+                          f"the synthetic twin with --data synthetic, or name the answers with --answers DIR") from None
 
 
 def cmd_grade(args) -> int:
@@ -119,7 +134,8 @@ def cmd_grade(args) -> int:
     from .task import get_task
 
     task = get_task(args.task)
-    outcome = grade_submission(task, Path(args.submission), _answers_dir(task, args))
+    submission = _folder(args.submission, "submission")
+    outcome = grade_submission(task, submission, _answers_dir(task, args))
     result = result_from_grade(task, outcome)
     if args.json:
         if result.status != "ok":
@@ -148,8 +164,9 @@ def cmd_validate(args) -> int:
     if not task_name or not public:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
+    submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
     try:
-        table = load_grader(task).validate(Path(args.submission), Path(public))
+        table = load_grader(task).validate(submission, public)
     except InvalidSubmission as exc:
         print(f"INVALID: {exc}")
         return 1

@@ -72,11 +72,13 @@ def rexmle_settings(pytestconfig):
 
 
 @pytest.fixture
-def rexmle_task(request, rexmle_task_id) -> Task:
+def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
     request.node.user_properties.append((TASK_PROPERTY, rexmle_task_id))
     agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
     if agent:  # several agents: the session report keeps each agent's results apart
         request.node.user_properties.append((AGENT_PROPERTY, agent))
+    # JUnit readers see what was graded, skipped items included: synthetic twins never pass for real data
+    request.node.user_properties.append(("data", "synthetic" if rexmle_settings.data == "synthetic" else "real"))
     task = registry().get(rexmle_task_id)
     if not task.implemented:
         pytest.skip(f"{task.id}: grader not implemented yet")

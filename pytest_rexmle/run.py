@@ -22,6 +22,7 @@ from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
+from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .seal import SealError, verify_result
 from .task import Task
@@ -163,7 +164,7 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
                    stage=probe.stage)
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
-            "started": datetime.now(timezone.utc).isoformat()}
+            "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}
     write_json_atomic(folder.root / "run.json", meta)
     handle = runtime.launch(spec)
     if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to
@@ -179,7 +180,11 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
     the run is alive; its ``summary()`` joins ``run.json`` as ``gpu_telemetry``."""
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
     with monitor if monitor is not None else contextlib.nullcontext():
-        outcome = run.handle.wait()
+        try:
+            outcome = run.handle.wait()
+        except BaseException as exc:  # Ctrl-C (or an exit) while the agent runs: `rexmle status` must not say running
+            write_json_atomic(folder.root / "run.json", interrupted_meta(meta, exc))
+            raise
     meta.update(run.handle.record())
     # the gateway's record of the run (metered usage, egress), when the runtime ran one
     meta.update(run_json_fields(outcome.details.pop("gateway", None)))
@@ -219,6 +224,9 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
         ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public,
                            time_limit)
         meta["reattached"] = datetime.now(timezone.utc).isoformat()
+        meta["owner"] = owner_record()
+        meta.pop("interrupted", None)  # this session owns the run now, and it is running again
+        meta.pop("interrupted_by", None)
         write_json_atomic(meta_path, meta)
         return LaunchedRun(folder, agent, ctx, handle, meta)
     return None

@@ -3,6 +3,12 @@
 A benchmark session can run for days on several xdist workers; rather than interleave progress lines
 with pytest's output, every run keeps ``run.json`` (start, limit) and, once graded, ``result.json``.
 Reading them gives progress from any shell, also while the session runs.
+
+A run that has neither is "running" only while its owner is: a session stopped by Ctrl-C marks its runs
+``interrupted`` on the way out, and one killed outright (SIGTERM, ``kill -9``, a reboot) is recognised
+by its owning process being gone (:mod:`.runowner`); both show as "interrupted" with when, never as a
+ghost "running" whose elapsed time keeps growing. A scheduler that still runs the job (Slurm, after the
+harness detached) has the last word: the run is running.
 """
 
 from __future__ import annotations
@@ -11,6 +17,10 @@ import argparse
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+
+from .runowner import GONE, last_activity, owner_state
+
+INTERRUPTED = "interrupted"
 
 
 def _hms(seconds: float) -> str:
@@ -38,13 +48,37 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
                        elapsed=(result.get("timings") or {}).get("agent_seconds"))
         elif "finished" in meta:
             row.update(state="grading", elapsed=meta.get("duration"))
+            if owner_state(meta) == GONE:  # the run ended but its session died before grading it
+                row.update(state=INTERRUPTED, interrupted=meta.get("interrupted") or
+                           last_activity(run_dir).isoformat(), interrupted_by=meta.get("interrupted_by") or "harness gone")
         else:
             started = datetime.fromisoformat(meta["started"])
             row.update(state="running", elapsed=(now - started).total_seconds())
             unfinished.setdefault(meta.get("runtime") or "local", []).append({**meta, "run_dir": str(run_dir)})
+            row["_meta"] = meta
         rows.append(row)
     _add_scheduler_states(rows, unfinished)
+    for row in rows:
+        meta = row.pop("_meta", None)
+        if meta is not None and not row.get("scheduler"):
+            _settle_unfinished(row, meta, Path(row["run_dir"]))
     return rows
+
+
+def _settle_unfinished(row: dict, meta: dict, run_dir: Path) -> None:
+    """An unfinished run whose session said it was interrupted, or whose owner is gone, is interrupted:
+    its elapsed time stops at that moment."""
+    if "interrupted" in meta:
+        when, cause = meta["interrupted"], {"KeyboardInterrupt": "Ctrl-C"}.get(meta.get("interrupted_by"),
+                                                                            meta.get("interrupted_by") or "?")
+    elif owner_state(meta) == GONE:
+        when, cause = last_activity(run_dir).isoformat(), "harness gone (killed?); time of its last sign of life"
+    else:
+        return
+    started = datetime.fromisoformat(meta["started"])
+    ended = datetime.fromisoformat(when)
+    row.update(state=INTERRUPTED, interrupted=when, interrupted_by=cause,
+               elapsed=max(0.0, (ended - started).total_seconds()))
 
 
 def _add_scheduler_states(rows: list[dict], unfinished: dict[str, list[dict]]) -> None:
@@ -77,6 +111,13 @@ def _scheduler(row: dict) -> str:
     return text
 
 
+def _when(iso: str) -> str:
+    from .report.store import local_time
+
+    moment = datetime.fromisoformat(iso)
+    return f"{local_time(iso)[:10]} {moment.astimezone().strftime('%H:%M:%S %Z')}"
+
+
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default=".rexmle/runs", help="the session's runs folder (default .rexmle/runs)")
     parser.add_argument("--running", action="store_true", help="only runs still in progress (default: finished ones too)")
@@ -105,7 +146,9 @@ def run_status(args: argparse.Namespace) -> int:
         elapsed = _hms(r["elapsed"]) if r.get("elapsed") is not None else "-"
         limit = _hms(r["time_limit"]) if r.get("time_limit") else "-"
         extra = f"  percentile {100 * r['percentile']:.1f}%" if r.get("percentile") is not None else ""
+        if r["state"] == INTERRUPTED:
+            extra += f"  at {_when(r['interrupted'])} ({r['interrupted_by']})"
         gpus = f"  gpu {','.join(r['gpus'])}" if r["gpus"] else ""
-        print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<8} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
+        print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<11} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
               f"{r['run_dir']}")
     return 0

@@ -291,3 +291,24 @@ def test_status_shows_running_and_finished_runs(tmp_path, rexmle):
     assert out.returncode == 0, out.stderr
     assert "isles22" in out.stdout and " running " in out.stdout and "/ 24:00:00  gpu 1" in out.stdout
     assert "ldct-iqa" not in out.stdout
+
+
+def test_grade_and_validate_word_a_missing_folder_the_same(rexmle, tmp_path):
+    """Before: grade said "missing: no submission.csv ...", validate "INVALID: sample_submission.csv is missing"."""
+    gone = tmp_path / "no-such-submission"
+    (tmp_path / "public").mkdir()
+    grade = rexmle("grade", "ldct-iqa", "--submission", str(gone), "--answers", str(tmp_path))
+    validate = rexmle("validate", "--task", "ldct-iqa", "--data", str(tmp_path / "public"), "--submission", str(gone))
+    expected = f"rexmle: error: submission folder {gone} does not exist"
+    assert (grade.returncode, grade.stderr.strip()) == (2, expected)
+    assert (validate.returncode, validate.stderr.strip()) == (2, expected)
+    no_data = rexmle("validate", "--task", "ldct-iqa", "--data", str(tmp_path / "nope"), "--submission", str(tmp_path))
+    assert no_data.returncode == 2 and f"public data folder {tmp_path / 'nope'} does not exist" in no_data.stderr
+
+
+def test_grade_without_answers_suggests_the_cli_flag(rexmle, tmp_path):
+    """Before: the hint was pytest's --rexmle-data=synthetic, which `rexmle grade` rejects."""
+    proc = rexmle("grade", "ldct-iqa", "--submission", str(tmp_path), "--data-dir", str(tmp_path / "empty"))
+    assert proc.returncode == 2
+    assert "--data synthetic" in proc.stderr and "--rexmle-data" not in proc.stderr
+    assert f"rexmle prepare ldct-iqa --data-dir {tmp_path / 'empty'}" in proc.stderr

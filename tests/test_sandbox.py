@@ -63,8 +63,9 @@ def test_hostile_agent_finds_no_answers_and_leaves_no_files(bench, sandbox, shar
 
 
 def _alive(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    from .procs import processes_matching  # /proc, not pgrep: procps is not on a minimal system
+
+    return processes_matching(marker)
 
 
 def test_time_limit_kills_the_whole_tree_and_is_a_fail(bench, sandbox):

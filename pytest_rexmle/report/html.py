@@ -17,6 +17,9 @@ or per-run ``capability.json`` files — matched to agents by agent name (severa
 are pooled run by run); their ``stages`` lists feed view 6.
 
 The file opens offline: no scripts, fonts, images or style sheets are fetched, every text is escaped.
+With a reference (default ``paper``, see :mod:`.reference`) the paper's published agents appear beside
+the user's in the summary, the chart (pale, dashed) and the metric table; a legend explains the percentile,
+the positions and the human columns.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
 from .render import fmt_number
 from .store import local_time
 
+#: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
+REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 STAGE_IDS = ("S1", "S2", "S3", "S4", "S5")
 
@@ -55,6 +60,13 @@ td.fail{color:#cf222e}td.hit{background:#2da44e;color:#fff;text-align:center}td.
 .swatch{display:inline-block;width:11px;height:11px;margin-right:5px;border-radius:2px;vertical-align:-1px}
 svg text{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif}
 figure{margin:8px 0 16px}figcaption{font-size:13px;color:#57606a;margin-top:4px}
+td.notrun{color:#8c959f;font-style:italic}tr.published td{background:#f6f8fa;color:#3d444d}
+th.published{background:#eef1f4;font-weight:600}small.pos{color:#57606a}
+p.synthetic{font-size:15px;background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:10px 14px}
+span.badge{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;background:#ddf4ff;color:#0969da;
+border:1px solid #54aeff;margin-left:4px;vertical-align:1px}span.badge.synthetic{background:#fff8c5;color:#7d4e00;
+border-color:#d4a72c}dl.legend{font-size:13px;color:#3d444d}dl.legend dt{font-weight:600;margin-top:6px}
+dl.legend dd{margin:0 0 0 16px}
 """
 
 
@@ -127,13 +139,26 @@ def _names() -> dict[str, str]:
 
 # -- figure 1: grouped bars -------------------------------------------------------------------------
 
+def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
+    """The bars' series: the user's agents, then the published ones (``published``: drawn pale, dashed)."""
+    out = [{"label": a["label"], "color": colors[a["label"]], "published": False, "n_runs": a["n_runs"],
+            "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["challenges"]],
+            "score": (a["mean"], a["ci"], a["n_runs"])} for a in merged["agents"]]
+    for j, ref in enumerate(merged.get("reference") or []):
+        out.append({"label": ref["label"], "color": REFERENCE_PALETTE[j % len(REFERENCE_PALETTE)], "published": True,
+                    "n_runs": 1, "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
+                    "score": (ref["mean"], None, 1)})
+    return out
+
+
 def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> str:
-    agents, ids = merged["agents"], merged["challenges"]
-    groups = [(names.get(cid, cid), [(a["challenges"][i]["mean_percentile"], a["challenges"][i]["ci"], a["n_runs"])
-                                     for a in agents]) for i, cid in enumerate(ids)]
-    groups.append(("Score (mean)", [(a["mean"], a["ci"], a["n_runs"]) for a in agents]))
-    n_ag = max(1, len(agents))
-    bar = max(5.0, min(34.0, 80.0 / n_ag))  # ~1100-1300 px for 20 challenges: fills a wide page
+    series = _series(merged, colors)
+    ids = merged["challenges"]
+    groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(ids)]
+    groups.append(("Score (mean)", [s["score"] for s in series]))
+    n_ag = max(1, len(series))
+    # ~1300 px for 20 challenges however many series (the published agents included): fits a wide page
+    bar = max(3.0, min(34.0, (1240.0 / len(groups) - 14.0) / n_ag))
     group_w = n_ag * bar + 14
     left, top, plot_h, bottom = 56, 16, 300, 130
     width = int(left + group_w * len(groups) + 24)
@@ -153,14 +178,23 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> st
             parts.append(f'<line x1="{x0 - 7:.1f}" x2="{x0 - 7:.1f}" y1="{top}" y2="{top + plot_h}" stroke="#8c959f" '
                          f'stroke-dasharray="4 3"/>')
         for k, (value, ci, n_runs) in enumerate(values):
-            color = colors[agents[k]["label"]]
+            s = series[k]
             x = x0 + k * bar
+            if value is None:  # not run by this agent (or not published): a mark, never a zero bar
+                what = "not published" if s["published"] else "not run"
+                parts.append(f'<text class="notrun" x="{x + (bar - 1) / 2:.1f}" y="{top + plot_h - 3:.1f}" '
+                             f'font-size="9" text-anchor="middle" fill="#8c959f">×<title>{_e(s["label"])} — '
+                             f'{_e(label)}: {what}</title></text>')
+                continue
             h = max(0.0, plot_h * max(0.0, min(1.0, value)))
-            tip = f"{agents[k]['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
-                                                                     if n_runs > 1 else "")
+            tip = f"{s['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
+                                                             if n_runs > 1 and ci else "")
+            fill = s["color"]
+            extra = (f' fill-opacity="0.25" stroke="{s["color"]}" stroke-width="1.2" stroke-dasharray="3 2" '
+                     f'class="published"') if s["published"] else ""
             parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar - 1:.1f}" height="{max(h, 0.8):.1f}" '
-                         f'fill="{color}"><title>{_e(tip)}</title></rect>')
-            if n_runs > 1 and ci[1] > ci[0]:
+                         f'fill="{fill}"{extra}><title>{_e(tip)}</title></rect>')
+            if n_runs > 1 and ci and ci[1] > ci[0]:
                 cx = x + (bar - 1) / 2
                 parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
                              f'stroke="#1b1f24" stroke-width="1.2"/>')
@@ -224,72 +258,140 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> str:
 # -- tables -----------------------------------------------------------------------------------------
 
 def _legend(merged: dict, colors: dict[str, str]) -> str:
-    return "<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{colors[a["label"]]}"></span>{_e(a["label"])}'
-                                   for a in merged["agents"]) + "</p>"
+    items = []
+    for s in _series(merged, colors):
+        style = (f"background:{s['color']}40;border:1px dashed {s['color']}" if s["published"]
+                 else f"background:{s['color']}")
+        items.append(f'<span class="swatch" style="{style}"></span>{_e(s["label"])}')
+    return "<p>" + " &nbsp; ".join(items) + "</p>"
+
+
+def _badge(kind: str) -> str:
+    return f"<span class='badge {_e(kind)}'>{_e(kind)}</span>"
 
 
 def summary_table(merged: dict, colors: dict[str, str]) -> str:
     conf = merged["bootstrap"]["confidence"]
-    rows = ["<div class='scroll'><table class='summary wide'><tr><th>Rank</th><th>Agent</th><th>Runs</th><th>Score (mean)</th><th>SEM</th>"
+    n_all = len(merged["challenges"])
+    rows = ["<div class='scroll'><table class='summary wide'><tr><th>Rank</th><th>Agent</th><th>Data</th><th>Runs</th>"
+            "<th>Challenges run</th><th>Score (mean)</th><th>SEM</th>"
             f"<th>{conf:.0%} CI</th><th>FAIL per run</th><th>Run scores</th></tr>"]
     for a in merged["agents"]:
         fails = ", ".join(str(f) for f in a["n_fail"])
         runs = ", ".join(_pct(s) for s in a["scores"])
-        rows.append(f'<tr><td class="num">{a["rank"]}</td><td><span class="swatch" style="background:{colors[a["label"]]}">'
-                    f'</span>{_e(a["label"])}</td><td class="num">{a["n_runs"]}</td><td class="num"><b>{_pct(a["mean"])}</b></td>'
+        ran = n_all - len(a.get("not_run") or [])
+        not_run = (f" <small>({_e(len(a['not_run']))} not run, left out of the score)</small>"
+                   if a.get("not_run") else "")
+        rows.append(f'<tr class="agent"><td class="num">{a["rank"]}</td><td><span class="swatch" '
+                    f'style="background:{colors[a["label"]]}"></span>{_e(a["label"])}</td>'
+                    f'<td class="data">{_badge(a.get("data_kind", "real"))}</td><td class="num">{a["n_runs"]}</td>'
+                    f'<td class="num">{ran} of {n_all}{not_run}</td><td class="num"><b>{_pct(a["mean"])}</b></td>'
                     f'<td class="num">{_pct(a["sem"])}</td><td class="num">{_pct(a["ci"][0])} – {_pct(a["ci"][1])}</td>'
                     f'<td class="num">{_e(fails)}</td><td class="num">{_e(runs)}</td></tr>')
+    for ref in merged.get("reference") or []:
+        table3 = ref.get("table3_score")
+        whole = f" <small>(Table 3, all 20: {100 * table3:.2f}%)</small>" if table3 is not None else ""
+        rows.append(f'<tr class="published"><td class="num">–</td><td>{_e(ref["label"])}</td>'
+                    f'<td class="data">{_badge("published")}</td><td class="num">paper <small>({_e(ref.get("llm"))}, '
+                    f'{_e(ref.get("budget_hours"))} h)</small></td>'
+                    f'<td class="num">{n_all} of {n_all}</td><td class="num"><b>{_pct(ref["mean"])}</b>{whole}</td>'
+                    f'<td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td></tr>')
     rows.append("</table></div>")
     return "".join(rows)
 
 
+def _value_cell(value: float | None, pos, n_humans, suffix: str = "") -> str:
+    from .humans import place
+
+    where = f"<br><small class='pos'>{_e(place(pos, n_humans))}</small>" if pos is not None else ""
+    return f"<td class='num'>{_e(fmt_number(value))}{suffix}{where}</td>"
+
+
 def metric_table(merged: dict, names: dict[str, str]) -> str:
-    """Table 3 style: human best per ranking metric next to each agent's mean value and mean percentile."""
-    from ..leaderboard import Leaderboard
-    from ..ranking import percentile
-    from ..task import registry
+    """Table 3 style: per ranking metric the human best and median, each agent's mean value with its
+    position among the humans, the published agents' values, and the mean percentile per challenge."""
+    from .humans import humans_of
 
     agents = merged["agents"]
+    refs = merged.get("reference") or []
     head = "".join(f"<th>{_e(a['label'])}</th>" for a in agents)
-    rows = [f"<div class='scroll'><table class='table3 wide'><tr><th>Challenge</th><th>N</th><th>Metric</th><th>Human best</th>{head}</tr>"]
+    head += "".join(f"<th class='published'>{_e(r['label'])}</th>" for r in refs)
+    rows = [f"<div class='scroll'><table class='table3 wide'><tr><th>Challenge</th><th>N</th><th>Metric</th>"
+            f"<th>Human best</th><th>Human median</th>{head}</tr>"]
     for i, cid in enumerate(merged["challenges"]):
         cells = [a["challenges"][i] for a in agents]
-        try:
-            task = registry().get(cid)
-            board = Leaderboard.read(task.leaderboard_path)
-            metrics = [(m.key, m.higher_is_better, board.best(m.key, m.higher_is_better)) for m in task.ranking_metrics]
-            n_humans = board.n
-            top = percentile(min(board.stored_mean_positions), board.n)
-        except Exception:
+        ref_cells = [r["challenges"][i] for r in refs]
+        humans = humans_of(cid)
+        if humans is not None:
+            metrics = list(humans.metrics)
+            n_humans, top, median = humans.n, humans.top_percentile, humans.median_percentile
+        else:
             keys = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
-            metrics = [(k, None, None) for k in keys]
+            metrics = [None] * len(keys)
             n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
-            top = None
+            top = median = None
         span = len(metrics) + 1
         first = True
-        for key, higher, best in metrics:
-            arrow = "" if higher is None else (" ↑" if higher else " ↓")
+        for j, metric in enumerate(metrics):
+            key = metric.key if metric else keys[j]
+            arrow = "" if metric is None else (" ↑" if metric.higher_is_better else " ↓")
             row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
                    f'<td rowspan="{span}" class="num">{_e(n_humans if n_humans is not None else "-")}</td>') if first else "<tr>"
             first = False
-            row += f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(best))}</td>"
+            row += (f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(metric.best if metric else None))}</td>"
+                    f"<td class='num'>{_e(fmt_number(metric.median if metric else None))}</td>")
             for c in cells:
                 info = (c.get("metrics") or {}).get(key)
                 ok = c["n_runs"] - c["n_fail"]
-                if not info or info.get("mean") is None or ok == 0:
+                if c.get("not_run") or c["n_runs"] == 0:
+                    row += "<td class='notrun'>not run</td>"
+                elif not info or info.get("mean") is None or ok == 0:
                     row += "<td class='fail'>FAIL</td>"
                 else:
+                    value = _num(info["mean"])
                     suffix = f" <small>({ok}/{c['n_runs']} graded)</small>" if c["n_runs"] > 1 or ok < c["n_runs"] else ""
-                    row += f"<td class='num'>{_e(fmt_number(_num(info['mean'])))}{suffix}</td>"
+                    pos = metric.position(value) if metric is not None and value is not None else None
+                    row += _value_cell(value, pos, n_humans, suffix)
+            for c in ref_cells:
+                info = c["metrics"].get(key)
+                if c["mean_percentile"] is None:
+                    row += "<td class='notrun'>not published</td>"
+                elif c["status"] != "ok" or info is None:
+                    row += "<td class='fail'>FAIL</td>" if c["status"] != "ok" else "<td class='notrun'>-</td>"
+                else:
+                    row += _value_cell(_num(info["mean"]), c["positions"].get(key), n_humans)
             rows.append(row + "</tr>")
         pct_row = "" if metrics else (f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">'
                                       f'{_e(n_humans if n_humans is not None else "-")}</td>')
         pct_row = pct_row or "<tr>"
-        pct_row += f"<td><i>percentile</i></td><td class='num' title='top human team'>{_pct(top)}</td>"
-        pct_row += "".join(f"<td class='num'><b>{_pct(c['mean_percentile'])}</b></td>" for c in cells)
+        pct_row += (f"<td><i>percentile</i></td><td class='num' title='the winning team'>{_pct(top)}</td>"
+                    f"<td class='num' title='the median team'>{_pct(median)}</td>")
+        for c in cells:
+            pct_row += ("<td class='notrun'>not run</td>" if c["mean_percentile"] is None
+                        else f"<td class='num'><b>{_pct(c['mean_percentile'])}</b></td>")
+        for c in ref_cells:
+            pct_row += ("<td class='notrun'>not published</td>" if c["mean_percentile"] is None
+                        else f"<td class='num'>{'FAIL ' if c['status'] != 'ok' else ''}{_pct(c['mean_percentile'])}</td>")
         rows.append(pct_row + "</tr>")
     rows.append("</table></div>")
     return "".join(rows)
+
+
+LEGEND_HTML = (
+    "<dl class='legend'>"
+    "<dt>Percentile</dt><dd>1 − (mean position − 1) / N over the challenge's ranking metrics, N the number of "
+    "human teams: 100 % = at least as good as every team on every metric, 0 % = behind all of them (a FAIL counts "
+    "0). The score is its mean over the challenges.</dd>"
+    "<dt>Position (“4th of 11”)</dt><dd>Where the value would place among the N human teams plus the agent; "
+    "ties share the better place.</dd>"
+    "<dt>Human best / Human median</dt><dd>The best value any team reached on that metric (not always the same "
+    "team), and the median team's value. On the percentile row: the winning team's and the median team's "
+    "percentile.</dd>"
+    "<dt>published</dt><dd>The ReX-MLE paper's own results (GPT-5, 24 h; appendix Tables S1–S20, Table 3), "
+    "transcribed, not re-graded here; drawn pale with a dashed outline. <code>rexmle report --reference none</code> leaves them "
+    "out.</dd>"
+    "<dt>not run</dt><dd>The agent never ran that challenge in the merged sessions: shown, and left out of its "
+    "score.</dd></dl>")
 
 
 def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> str:
@@ -361,8 +463,25 @@ def _leak_notes(reports: list[dict]) -> str:
     return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
 
 
-def render_html(reports: list[dict], capability: list[dict] | None = None) -> str:
+def _data_banner(merged: dict) -> str:
+    """A page graded on synthetic twins says so before any number."""
+    kinds = set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])
+    if "synthetic" not in kinds:
+        return "<p class='meta'>Data: real (the project's split of the public training data).</p>"
+    which = "All sessions were" if kinds == {"synthetic"} else "Some sessions (marked synthetic) were"
+    return (f"<p class='synthetic'><b>Synthetic data.</b> {which} graded on synthetic twins generated by the "
+            "harness, not on the challenges' images: the percentiles check the pipeline end to end and are not "
+            "comparable with the human teams or the published agents.</p>")
+
+
+def render_html(reports: list[dict], capability: list[dict] | None = None, reference: str | None = "paper") -> str:
+    """The page. ``reference``: ``paper`` shows the paper's agents beside the user's, ``none`` does not; a
+    merged document that already carries a ``reference`` list keeps it."""
+    from .reference import with_reference
+
     merged = _merged(reports)
+    if "reference" not in merged:
+        merged = with_reference(merged, reference)
     names = _names()
     colors = {a["label"]: PALETTE[i % len(PALETTE)] for i, a in enumerate(merged["agents"])}
     caps, stages = capability_by_agent(capability)
@@ -371,12 +490,15 @@ def render_html(reports: list[dict], capability: list[dict] | None = None) -> st
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
+            _data_banner(merged),
             "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
             "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
             f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
-            f"runs (whiskers: bootstrap interval when an agent has several runs); last group: overall score."
+            f"runs (whiskers: bootstrap interval when an agent has several runs; × = not run); pale, dashed: published "
+            f"results of the paper's agents; last group: overall score over the challenges shown."
             f"</figcaption></figure>",
-            "<h2>Metric values against the human best (Table 3 style)</h2>", metric_table(merged, names)]
+            "<h2>Metric values against the humans (Table 3 style)</h2>", metric_table(merged, names),
+            LEGEND_HTML]
     if not caps:
         body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
                  "<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "

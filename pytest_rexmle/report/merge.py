@@ -2,16 +2,22 @@
 
 ``rexmle report DIR... --out OUT`` (DIR is a session folder holding ``rexmle-report.json`` — and, when
 present, ``rexmle-capability.json`` —, the report file itself, or a report folder such as
-``.rexmle/report``, which stands for its ``latest`` session) writes ``OUT/rexmle-merged.json``,
-``OUT/rexmle-merged.md`` and the self-contained ``OUT/rexmle-report.html``.
+``.rexmle/report``, which stands for every session in it; the command prints which sessions it took)
+writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contained ``OUT/rexmle-report.html``.
+``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
+leaves them out.
 
 Rules (ranking.md §5). Every session is one run of one agent. An agent is its name plus its public
-options; two option sets of one name are labelled ``name [hash]``. The comparison set C is the union of
-the challenges selected by any merged session, and a run that did not select a challenge of C counts it
-as FAIL (percentile 0), so every agent's score is over the same C. Per agent: the score of each run,
-their mean, the standard error of the mean (sample standard deviation / sqrt(n), null for one run) and a
-percentile bootstrap confidence interval (resampling runs with replacement, fixed seed, so the same
-inputs always give the same interval); per challenge the mean percentile over runs with its interval.
+options and the kind of data it was graded on (synthetic twins or real data); two of one name are
+labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is the
+union of the challenges selected by any merged session. A challenge an agent never selected in any of
+its runs is "not run" for it: shown as such, and left out of that agent's score (which is then over the
+challenges it ran, said beside it), rather than a FAIL for work it was never asked to do. Over the
+challenges an agent ran, a FAIL counts 0, and so does a challenge one of its runs left out while
+another run selected it (ranking.md §5: a run missing for a challenge is a FAIL for that run). Per agent: the score of each run, their mean, the standard
+error of the mean (sample standard deviation / sqrt(n), null for one run) and a percentile bootstrap
+confidence interval (resampling runs with replacement, fixed seed, so the same inputs always give the
+same interval); per challenge the mean percentile over the runs that selected it, with its interval.
 Agents are ordered by mean score; equal means share a rank.
 
 Merged document (schema ``rexmle-merged-report/1``)::
@@ -20,15 +26,20 @@ Merged document (schema ``rexmle-merged-report/1``)::
       "schema": "rexmle-merged-report/1", "created": ISO-8601 UTC,
       "challenges": [project ids of C, sorted], "partial": bool (C is not all 20),
       "bootstrap": {"resamples": int, "seed": int, "confidence": float},
-      "sources": [{"run_id", "agent", "label", "created", "score", "partial", "n_fail", "n_selected"}],
+      "sources": [{"run_id", "agent", "label", "created", "score", "partial", "n_fail", "n_selected", "data_kind"}],
+      "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
-          "label": str, "agent": str | null, "agent_options": {..}, "n_runs": int, "run_ids": [str],
-          "scores": [float per run, over C], "mean": float, "sem": float | null, "ci": [lo, hi], "rank": int,
-          "n_fail": [int per run, over C],
-          "challenges": [{"challenge_id", "n_runs", "percentiles": [per run], "mean_percentile", "sem", "ci",
-                          "n_fail", "statuses": [per run], "mean_position": float | null (over OK runs),
+          "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
+          "run_ids": [str], "scores": [float per run, over the challenges the agent ran],
+          "n_challenges": [int per run], "not_run": [ids of C no run of this agent selected],
+          "mean": float, "sem": float | null, "ci": [lo, hi], "rank": int,
+          "n_fail": [int per run, over the challenges the agent ran],
+          "challenges": [{"challenge_id", "n_runs" (n_runs, or 0 = not run), "not_run": bool,
+                          "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
+                          "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
                           "ranking_metrics": [str], "n_humans": int | null,
                           "metrics": {key: {"mean": float | null, "n": int}}}]}],   means over OK runs
+      "reference": [published agents, see :mod:`.reference`] (only with a reference),
       "note": str
     }
 
@@ -48,7 +59,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..result import _decode_number, _encode
-from .model import NOTE, SCHEMA as REPORT_SCHEMA, validate_report
+from .model import SCHEMA as REPORT_SCHEMA, data_kind, note_for, validate_report
 
 SCHEMA = "rexmle-merged-report/1"
 REPORT_JSON = "rexmle-report.json"
@@ -61,20 +72,24 @@ SEED = 0
 CONFIDENCE = 0.95
 
 
-def agent_identity(doc: dict) -> tuple[str, str]:
-    """(agent name, canonical options JSON): what makes two sessions runs of the same agent."""
-    return str(doc.get("agent") or "unknown"), json.dumps(doc.get("agent_options") or {}, sort_keys=True)
+def agent_identity(doc: dict) -> tuple[str, str, str]:
+    """(agent name, canonical options JSON, data kind): what makes two sessions runs of the same agent.
+    A run on synthetic twins is never pooled with a run on real data."""
+    return (str(doc.get("agent") or "unknown"), json.dumps(doc.get("agent_options") or {}, sort_keys=True),
+            data_kind(doc))
 
 
-def labels_for(docs: Iterable[dict]) -> dict[tuple[str, str], str]:
+def labels_for(docs: Iterable[dict]) -> dict[tuple[str, str, str], str]:
     identities = sorted({agent_identity(d) for d in docs})
-    names = [name for name, _ in identities]
     out = {}
-    for name, options in identities:
-        if names.count(name) > 1:
-            out[(name, options)] = f"{name} [{hashlib.sha256(options.encode()).hexdigest()[:8]}]"
-        else:
-            out[(name, options)] = name
+    for name, options, kind in identities:
+        same_name = [i for i in identities if i[0] == name]
+        label = name
+        if len({i[1] for i in same_name}) > 1:
+            label += f" [{hashlib.sha256(options.encode()).hexdigest()[:8]}]"
+        if len({i[2] for i in same_name}) > 1:
+            label += f" ({kind})"
+        out[(name, options, kind)] = label
     return out
 
 
@@ -142,27 +157,34 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         entry["rank"] = 1 + sum(1 for other in agents if other["mean"] > entry["mean"])
     sources = [{"run_id": d["run_id"], "agent": d.get("agent"), "label": labels[agent_identity(d)],
                 "created": d.get("created"), "score": d["score"], "partial": d["partial"], "n_fail": d["n_fail"],
-                "n_selected": len(d["selected"])} for d in docs]
+                "n_selected": len(d["selected"]), "data_kind": data_kind(d)} for d in docs]
+    kinds = sorted({data_kind(d) for d in docs})
     merged = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "challenges": challenges,
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
-              "sources": sources, "agents": agents, "note": NOTE}
+              "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds)}
     return _encode(merged)
 
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
     per_run = [_records(doc) for doc in runs]
-    scores, fails = [], []
-    for records in per_run:
-        pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in challenges]
-        scores.append(sum(pcts) / len(challenges) if challenges else 0.0)
-        fails.append(sum(1 for c in challenges if c not in records or records[c]["status"] != "ok"))
+    skipped = [set(doc.get("skipped") or ()) for doc in runs]
+    # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
+    ran = [c for c in challenges if any(c in records for records in per_run)]
+    scores, fails, counts = [], [], []
+    for records, skips in zip(per_run, skipped):
+        pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in ran]
+        scores.append(sum(pcts) / len(ran) if ran else 0.0)
+        fails.append(sum(1 for c in ran if c not in records or
+                         (records[c]["status"] not in ("ok", "error") and c not in skips)))
+        counts.append(len(ran))
     rows = []
     for cid in challenges:
-        recs = [records.get(cid) for records in per_run]
+        recs = [records.get(cid) for records in per_run] if cid in ran else []
         pcts = [r["percentile"] if r is not None and r["status"] == "ok" else 0.0 for r in recs]
         ok = [r for r in recs if r is not None and r["status"] == "ok"]
+        recs_known = [r for r in recs if r is not None]
         metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
         metrics = {}
         for key in metric_keys:
@@ -170,18 +192,20 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
             metrics[key] = {"mean": _metric_mean(values), "n": len(values)}
         positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
         rows.append({
-            "challenge_id": cid, "n_runs": len(recs), "percentiles": pcts,
-            "mean_percentile": sum(pcts) / len(pcts), "sem": sem(pcts),
-            "ci": bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid))),
+            "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
+            "mean_percentile": sum(pcts) / len(pcts) if pcts else None, "sem": sem(pcts),
+            "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
+                   if pcts else None),
             "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "not run" for r in recs],
             "mean_position": sum(positions) / len(positions) if positions else None,
-            "ranking_metrics": next((r["ranking_metrics"] for r in recs if r is not None), []),
-            "n_humans": next((r["n_humans"] for r in recs if r is not None), None),
+            "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
+            "n_humans": next((r["n_humans"] for r in recs_known), None),
             "metrics": metrics,
         })
     first = runs[0]
     return {"label": label, "agent": first.get("agent"), "agent_options": first.get("agent_options") or {},
-            "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs], "scores": scores,
+            "data_kind": data_kind(first), "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs],
+            "scores": scores, "n_challenges": counts, "not_run": [r["challenge_id"] for r in rows if r["not_run"]],
             "mean": sum(scores) / len(scores), "sem": sem(scores),
             "ci": bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label))),
             "rank": 0, "n_fail": fails, "challenges": rows}
@@ -211,8 +235,11 @@ def validate_merged(doc: dict) -> None:
         if [c["challenge_id"] for c in agent["challenges"]] != ids:
             raise ValueError(f"merged report: agent {agent['label']!r} must have one row per merged challenge")
         for row in agent["challenges"]:
-            if len(row["percentiles"]) != n or not all(0.0 <= p <= 1.0 for p in row["percentiles"]):
-                raise ValueError(f"merged report: {agent['label']}/{row['challenge_id']} needs n_runs percentiles in [0, 1]")
+            runs = row.get("n_runs")
+            if (not isinstance(runs, int) or not 0 <= runs <= n or len(row["percentiles"]) != runs
+                    or not all(0.0 <= p <= 1.0 for p in row["percentiles"])):
+                raise ValueError(f"merged report: {agent['label']}/{row['challenge_id']} needs one percentile in "
+                                 "[0, 1] per run that selected it")
         ranks.append((agent["mean"], agent["rank"]))
     for mean, rank in ranks:
         if rank != 1 + sum(1 for m, _ in ranks if m > mean):
@@ -220,25 +247,43 @@ def validate_merged(doc: dict) -> None:
 
 
 def markdown(doc: dict) -> str:
-    from .render import pct
+    """The merged report in Markdown; labels go through :func:`md_text` (an agent name is user text)."""
+    from .mdtext import md_text
+    from .render import LEGEND, pct
 
+    refs = doc.get("reference") or []
+    kinds = ", ".join(doc.get("data_kinds") or [])
     out = ["# ReX-MLE merged report", "",
            f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['challenges'])} challenge(s)"
-           f"{' (partial set)' if doc['partial'] else ''}. Scores are mean percentiles over the challenges, FAILs "
-           f"as 0; intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
+           f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
+           f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
+           f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
-           "| Rank | Agent | Runs | Score | SEM | CI |", "|---|---|---|---|---|---|"]
+           "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
+    n_all = len(doc["challenges"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
-        out.append(f"| {a['rank']} | {a['label']} | {a['n_runs']} | {pct(a['mean'])} | {err} | "
-                   f"{pct(a['ci'][0])} – {pct(a['ci'][1])} |")
-    out += ["", "| Challenge | " + " | ".join(a["label"] for a in doc["agents"]) + " |",
-            "|---|" + "---|" * len(doc["agents"])]
+        ran = n_all - len(a.get("not_run") or [])
+        out.append(f"| {a['rank']} | {md_text(a['label'])} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
+                   f"{pct(a['mean'])} | {err} | {pct(a['ci'][0])} – {pct(a['ci'][1])} |")
+    for r in refs:
+        shown = pct(r["mean"]) if r["mean"] is not None else "-"
+        out.append(f"| – | {md_text(r['label'])} | real (paper) | published | {n_all} | {shown} "
+                   f"(Table 3, all 20: {100 * r['table3_score']:.2f}%) | - | - |")
+    labels = [md_text(a["label"]) for a in doc["agents"]] + [md_text(r["label"]) for r in refs]
+    out += ["", "| Challenge | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for i, cid in enumerate(doc["challenges"]):
-        cells = [f"{pct(a['challenges'][i]['mean_percentile'])} ({a['challenges'][i]['n_fail']}/{a['n_runs']} FAIL)"
-                 for a in doc["agents"]]
-        out.append(f"| {cid} | " + " | ".join(cells) + " |")
-    out += ["", f"_{doc['note']}_", ""]
+        cells = []
+        for a in doc["agents"]:
+            row = a["challenges"][i]
+            cells.append("not run" if row.get("not_run") or row["mean_percentile"] is None else
+                         f"{pct(row['mean_percentile'])} ({row['n_fail']}/{row['n_runs']} FAIL)")
+        for r in refs:
+            cell = r["challenges"][i]
+            cells.append("not published" if cell["mean_percentile"] is None else
+                         ("FAIL" if cell["status"] != "ok" else pct(cell["mean_percentile"])))
+        out.append(f"| {md_text(cid)} | " + " | ".join(cells) + " |")
+    out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     return "\n".join(out)
 
 
@@ -247,10 +292,16 @@ def markdown(doc: dict) -> str:
 def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+", metavar="DIR",
                         help="session folder holding rexmle-report.json (and optionally rexmle-capability.json), "
-                             "a rexmle-report.json file, or a report folder such as .rexmle/report (its latest session)")
+                             "a rexmle-report.json file, or a report folder such as .rexmle/report (every session "
+                             "in it; the command lists the sessions it took)")
     parser.add_argument("--out", required=True, type=Path, help="folder for rexmle-merged.{json,md} and rexmle-report.html")
     parser.add_argument("--capability", action="append", default=[], type=Path, metavar="FILE",
                         help="extra rexmle-capability.json file(s) for the capability views (repeatable)")
+    from .reference import CHOICES, DEFAULT
+
+    parser.add_argument("--reference", choices=CHOICES, default=DEFAULT,
+                        help=f"published agents shown beside yours: 'paper' (the ReX-MLE paper's AIDE, ML-Master, "
+                             f"R&D-Agent; default {DEFAULT}) or 'none'")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default {RESAMPLES})")
     parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default {SEED})")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE, help=f"interval level (default {CONFIDENCE})")
@@ -261,22 +312,32 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def load_inputs(inputs: list[Path], extra_capability: list[Path] = ()) -> tuple[list[dict], list[dict]]:
-    """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError."""
-    reports, capability = [], []
-    for raw in inputs:
-        from .store import resolve
+def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
+                taken: list[tuple[Path, Path]] | None = None) -> tuple[list[dict], list[dict]]:
+    """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
 
-        report = resolve(Path(raw))  # a file, a session folder, or a report folder (its latest session)
-        try:
-            reports.append(_load(report))
-        except ValueError as exc:
-            raise ValueError(f"{report}: not JSON ({exc})") from None
-        if reports[-1].get("schema") != REPORT_SCHEMA:
-            raise ValueError(f"{report}: not a {REPORT_SCHEMA} document")
-        cap = report.parent / CAPABILITY_JSON
-        if cap.is_file():
-            capability.append(_load(cap))
+    A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
+    is taken once. ``taken`` receives (input, report file) for each report read, so the caller can say
+    plainly what was merged."""
+    from .store import resolve_all
+
+    reports, capability, seen = [], [], set()
+    for raw in inputs:
+        for report in resolve_all(Path(raw)):
+            if report.resolve() in seen:
+                continue
+            seen.add(report.resolve())
+            try:
+                reports.append(_load(report))
+            except ValueError as exc:
+                raise ValueError(f"{report}: not JSON ({exc})") from None
+            if not isinstance(reports[-1], dict) or reports[-1].get("schema") != REPORT_SCHEMA:
+                raise ValueError(f"{report}: not a {REPORT_SCHEMA} document")
+            if taken is not None:
+                taken.append((Path(raw), report))
+            cap = report.parent / CAPABILITY_JSON
+            if cap.is_file():
+                capability.append(_load(cap))
     for path in extra_capability:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no capability file {path}")
@@ -289,15 +350,22 @@ def run_report(args: argparse.Namespace) -> int:
     from .html import render_html
     from .store import write_json, write_text
 
+    from .reference import with_reference
+
+    taken: list[tuple[Path, Path]] = []
     try:
-        reports, capability = load_inputs(args.inputs, getattr(args, "capability", []) or [])
+        reports, capability = load_inputs(args.inputs, getattr(args, "capability", []) or [], taken)
         merged = merge_reports(reports, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+        merged = with_reference(merged, getattr(args, "reference", None))
     except FileNotFoundError as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
         return 1
+    for raw in dict.fromkeys(raw for raw, _ in taken):
+        names = [report.parent.name for r, report in taken if r == raw]
+        print(f"took {len(names)} session(s) from {raw}: {', '.join(names)}", file=sys.stderr)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / MERGED_JSON, merged)

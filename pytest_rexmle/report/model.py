@@ -12,6 +12,9 @@ Top level::
       "score": float,                     mean percentile over "selected", FAILs, ERRORs (and not-run) as 0
       "n_fail": int,                      agent FAILs: invalid, missing (also not run), timeout
       "n_error": int,                     harness ERRORs (status "error"): our fault, not the agent's
+      "skipped": [project ids],           selected but skipped by pytest (data not prepared): 0 in the score,
+                                          counted apart from FAILs, as pytest's summary counts them
+      "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
       "challenges": [ranking.md §9 records + agent, run_dir, timings, medal, above_median],
       "note": str                         what the numbers mean (agents on our split, humans on theirs)
     }
@@ -31,6 +34,25 @@ from ..task import registry
 SCHEMA = "rexmle-report/1"
 NOTE = ("Human numbers were measured by the challenge organisers on their own test sets; agents are graded "
         "on the project's split of the public training data (LDCT-IQA excepted: organisers' test set).")
+SYNTHETIC_NOTE = ("Graded on synthetic twins: data the harness generated in each challenge's layout, not the "
+                  "challenge's images. The percentiles check the pipeline end to end; they say nothing about how "
+                  "the agent compares with the human teams, whose numbers come from the organisers' test sets.")
+MIXED_NOTE = "Some sessions were graded on synthetic twins, some on real data: see the data column. " + NOTE
+SYNTHETIC, REAL = "synthetic", "real"
+
+
+def data_kind(doc: dict) -> str:
+    """``synthetic`` or ``real`` for a session report (older reports carry only ``settings.data``)."""
+    kind = doc.get("data_kind") or ((doc.get("settings") or {}).get("data"))
+    return SYNTHETIC if kind == SYNTHETIC else REAL
+
+
+def note_for(kinds: Iterable[str]) -> str:
+    """The footer: what was graded, never the real-data sentence for synthetic twins."""
+    kinds = set(kinds)
+    if kinds == {SYNTHETIC}:
+        return SYNTHETIC_NOTE
+    return MIXED_NOTE if SYNTHETIC in kinds else NOTE
 
 
 def not_run(task_id: str, reason: str) -> ChallengeResult:
@@ -52,9 +74,13 @@ def harness_error(task_id: str, message: str, traceback: str | None) -> Challeng
 
 
 def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
-                 run_id: str) -> dict:
+                 run_id: str, skipped: Iterable[str] = ()) -> dict:
+    """``skipped``: selected challenges pytest skipped (their records are ``missing`` with the skip reason);
+    they still count 0 in the score but are not agent FAILs."""
     records = sorted(results, key=lambda r: r.challenge_id)
     selected = [r.challenge_id for r in records]
+    skipped = sorted(set(skipped) & set(selected))
+    kind = SYNTHETIC if settings.get("data") == SYNTHETIC else REAL
     return {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(),
@@ -65,10 +91,12 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
         "selected": selected,
         "partial": set(selected) != set(registry().ids),
         "score": overall_score(r.percentile if r.status == OK else 0.0 for r in records),
-        "n_fail": sum(1 for r in records if r.status not in (OK, ERROR)),
+        "n_fail": sum(1 for r in records if r.status not in (OK, ERROR) and r.challenge_id not in skipped),
         "n_error": sum(1 for r in records if r.status == ERROR),
+        "skipped": skipped,
+        "data_kind": kind,
         "challenges": [r.to_json() for r in records],
-        "note": NOTE,
+        "note": note_for([kind]),
     }
 
 

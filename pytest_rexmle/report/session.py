@@ -3,8 +3,8 @@
 Workers attach each result to their test reports as a user property; the controller sees every report
 (its own or forwarded by xdist) in ``pytest_runtest_logreport``, so nothing depends on which process ran
 which item. Selected items that produced no result still count as 0 in the score: a skipped one (data
-not prepared) as a FAIL with the skip reason, one the harness broke on before grading (runtime
-unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
+not prepared) with the skip reason, counted as skipped (as pytest counts it), not as an agent FAIL;
+one the harness broke on before grading (runtime unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
 
 Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.store`), then moves the
 ``latest`` link and rebuilds the index, so no earlier session's report is ever overwritten.
@@ -33,6 +33,7 @@ class SessionReporter:
         # keyed by task id, or (task id, agent) in a session of several agents
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
+        self.skipped: set[str] = set()  # task ids pytest skipped (data not prepared, grader pending)
         self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
         self.folder: Path | None = None
         self.document: dict | None = None
@@ -55,6 +56,7 @@ class SessionReporter:
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
+            self.skipped.add(task_id)
         elif report.failed and task_id not in self.results:
             self.errors.setdefault(task_id, (f"during {report.when}: {_crash_message(report)}", report.longreprtext))
         else:
@@ -67,16 +69,19 @@ class SessionReporter:
         for key, why in self.seen.items():
             records.setdefault(key, _for_agent(not_run(_task(key), why), key))
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
+        skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
         agents = self.settings.agents
         if len(agents) <= 1:
             return self._with_campaign(build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                                                    agent_options=_safe_options(self.settings), settings=settings))
+                                                    skipped=skipped, agent_options=_safe_options(self.settings), settings=settings))
         # several agents: every record in one document, and each agent's own score beside it
         doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
+                           skipped={_task(k) for k in skipped},
                            settings=settings)
         doc["agents"] = {}
         for name in agents:
             own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
+                               skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
                                agent_options=_safe_options(self.settings, name), settings=settings)
             doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
         return self._with_campaign(doc)

@@ -113,6 +113,22 @@ def resolve(path: Path) -> Path:
     raise FileNotFoundError(f"no {REPORT_JSON} at {path} (nor in {path / LATEST})")
 
 
+def resolve_all(path: Path) -> list[Path]:
+    """Every ``rexmle-report.json`` that ``path`` names: the file itself, a session folder's report, or,
+    for a report folder holding sessions, each session's report (oldest first)."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    found = sorted((child / REPORT_JSON for child in path.iterdir()
+                    if child.name != LATEST and not child.is_symlink() and (child / REPORT_JSON).is_file()),
+                   key=lambda p: p.parent.name) if path.is_dir() else []
+    if found:
+        return found
+    if (path / REPORT_JSON).is_file():
+        return [path / REPORT_JSON]
+    raise FileNotFoundError(f"no {REPORT_JSON} at {path}, nor in a session folder under it")
+
+
 def local_time(iso: str | None) -> str:
     """An ISO time as a reader wants it: this machine's local time, to the minute, with its zone."""
     if not iso:
@@ -127,22 +143,28 @@ def local_time(iso: str | None) -> str:
 
 
 def _row(doc: dict) -> dict:
+    from .model import data_kind
     from .render import pct
 
     n_selected = len(doc.get("selected") or [])
     return {"folder": doc["folder"], "created": local_time(doc.get("created")), "agent": str(doc.get("agent") or "-"),
             "score": pct(float(doc.get("score") or 0.0)), "challenges": str(n_selected),
             "partial": "partial" if doc.get("partial") else "full", "fail": str(doc.get("n_fail", "-")),
-            "error": str(doc.get("n_error", 0))}
+            "error": str(doc.get("n_error", 0)), "skipped": str(len(doc.get("skipped") or ())),
+            "data": data_kind(doc)}
 
 
 def index_markdown(docs: list[dict], latest: str | None) -> str:
+    from .mdtext import md_text
+
     lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
-             "| Session | Started | Agent | Score | Challenges | FAIL | ERROR |", "|---|---|---|---|---|---|---|"]
+             "| Session | Started | Agent | Data | Score | Challenges | FAIL | ERROR | Skipped |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for doc in docs:
         r = _row(doc)
-        lines.append(f"| [{r['folder']}]({r['folder']}/rexmle-report.md) | {r['created']} | {r['agent']} | "
-                     f"{r['score']} | {r['challenges']} ({r['partial']}) | {r['fail']} | {r['error']} |")
+        lines.append(f"| [{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>) | {r['created']} | {md_text(r['agent'])} | "
+                     f"{r['data']} | {r['score']} | {r['challenges']} ({r['partial']}) | {r['fail']} | {r['error']} | "
+                     f"{r['skipped']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -153,17 +175,19 @@ def index_html(docs: list[dict], latest: str | None) -> str:
         r = _row(doc)
         mark = " <small>(latest)</small>" if r["folder"] == latest else ""
         rows.append(f"<tr><td><a href='{e(r['folder'])}/rexmle-report.html'>{e(r['folder'])}</a>{mark}</td>"
-                    f"<td>{e(r['created'])}</td><td>{e(r['agent'])}</td><td class='num'>{e(r['score'])}</td>"
+                    f"<td>{e(r['created'])}</td><td>{e(r['agent'])}</td><td class='data {e(r['data'])}'>{e(r['data'])}</td>"
+                    f"<td class='num'>{e(r['score'])}</td>"
                     f"<td class='num'>{e(r['challenges'])} ({e(r['partial'])})</td><td class='num'>{e(r['fail'])}</td>"
-                    f"<td class='num'>{e(r['error'])}</td></tr>")
+                    f"<td class='num'>{e(r['error'])}</td><td class='num'>{e(r['skipped'])}</td></tr>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE sessions</title>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'><style>"
             "body{font-family:system-ui,sans-serif;margin:24px 32px;color:#1b1f24}table{border-collapse:collapse;"
             "font-size:14px;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left}"
-            "th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}</style></head><body>"
+            "th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}"
+            "td.synthetic{background:#fff8c5}</style></head><body>"
             f"<h1>ReX-MLE sessions</h1><p>{len(docs)} session(s), newest first.</p><table class='sessions'>"
-            "<tr><th>Session</th><th>Started</th><th>Agent</th><th>Score</th><th>Challenges</th><th>FAIL</th>"
-            "<th>ERROR</th></tr>" + "".join(rows) + "</table></body></html>\n")
+            "<tr><th>Session</th><th>Started</th><th>Agent</th><th>Data</th><th>Score</th><th>Challenges</th>"
+            "<th>FAIL</th><th>ERROR</th><th>Skipped</th></tr>" + "".join(rows) + "</table></body></html>\n")
 
 
 def write_index(report_dir: Path) -> None:

@@ -64,9 +64,11 @@ def test_html_is_self_contained_and_has_every_view(inputs, tmp_path):
         assert needle not in page.lower(), needle
     assert page.count('<svg class="fig1"') == 1 and page.count('<svg class="radar"') == 1
     assert page.count('<polygon class="agent"') == 2  # one radar polygon per agent
-    # Figure 1: 20 challenges + the overall group, 2 agents each = 42 bars
+    # Figure 1: 20 challenges + the overall group, 2 agents each = 42 bars, plus the 3 published agents'
+    # (AIDE FAILed on 2 challenges and R&D-Agent on 1: a FAIL is a 0 bar, still drawn)
     fig1 = page.split('<svg class="fig1"', 1)[1].split("</svg>", 1)[0]
-    assert fig1.count("<rect") == 42
+    assert fig1.count("<rect") - fig1.count('class="published"') == 42
+    assert fig1.count('class="published"') == 21 * 3
     # Table 3: every ranking metric of every challenge has a row, with the human best from the leaderboard
     assert page.count("<i>percentile</i>") == 20
     assert sum(len(t.ranking_metrics) for t in registry()) == len(re.findall(r"<td>[\w.]+ [↑↓]</td>", page))

@@ -333,6 +333,10 @@ def _mechanism(request, security_base, name: str, user: str) -> Mechanism:
         uid = gid = 0
     else:
         uid, gid = (UNPRIVILEGED, UNPRIVILEGED) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+        if os.geteuid() == 0:  # root becomes 65534 inside a private mount namespace (unprivileged_prefix)
+            from ..procs import require_unshare
+
+            require_unshare("--mount", "--propagation", "private")
     base = security_base / f"{name}-{user}"
     base.mkdir(exist_ok=True)
     cache = security_base / f"cache-{user}"  # one twin cache per user: generated once, not per mechanism

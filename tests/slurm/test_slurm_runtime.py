@@ -65,8 +65,9 @@ def _jobs_from(workdir: Path, since: str) -> list[str]:
 
 
 def _alive(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    from ..procs import processes_matching  # /proc, not pgrep: procps is not on a minimal system
+
+    return processes_matching(marker)
 
 
 def _spawn(bench, *args: str) -> subprocess.Popen:
@@ -281,6 +282,9 @@ def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, sl
     """pytest runs in its own mount namespace with a tmpfs the Slurm daemons cannot see: a host-only folder."""
     if os.geteuid() != 0:
         pytest.skip("needs root for a private mount namespace")
+    from ..procs import require_unshare
+
+    require_unshare("--mount", "--propagation", "private")
     private = tmp_path / "host-only"
     private.mkdir()
     option = f"--rexmle-data-dir={private}/data" if what == "data" else f"--rexmle-runs-dir={private}/runs"
