@@ -23,6 +23,11 @@ from .runowner import GONE, last_activity, owner_state
 INTERRUPTED = "interrupted"
 
 
+#: what stopped a run, by the exception its harness recorded (schedule/perform.py, run.finish)
+INTERRUPT_CAUSES = {"KeyboardInterrupt": "Ctrl-C", "Stopped": "SIGTERM", "Terminated": "SIGTERM",
+                    "SessionGone": "harness gone: the session was killed"}
+
+
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -69,8 +74,8 @@ def _settle_unfinished(row: dict, meta: dict, run_dir: Path) -> None:
     """An unfinished run whose session said it was interrupted, or whose owner is gone, is interrupted:
     its elapsed time stops at that moment."""
     if "interrupted" in meta:
-        when, cause = meta["interrupted"], {"KeyboardInterrupt": "Ctrl-C"}.get(meta.get("interrupted_by"),
-                                                                            meta.get("interrupted_by") or "?")
+        cause = meta.get("interrupted_by") or "?"
+        when, cause = meta["interrupted"], INTERRUPT_CAUSES.get(cause, cause)
     elif owner_state(meta) == GONE:
         when, cause = last_activity(run_dir).isoformat(), "harness gone (killed?); time of its last sign of life"
     else:

@@ -113,7 +113,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     bench.path.joinpath("conftest.py").write_text(COPYING_CONFTEST)
     result = bench("--agent=sample", "-k", "ldct-iqa", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["suspected leak: ldct-iqa: answers-reproduced* (no egress log)"])
+    result.stdout.fnmatch_lines(["suspected leak: ldct-iqa: answers-reproduced* (run.json egress: *)"])
     (folder,) = run_folders(bench.path, "ldct-iqa")
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"

@@ -24,6 +24,11 @@ EXECUTOR = "executor.json"
 FIGURES = "campaign.json"
 
 
+#: on the board while the session stops because it got SIGTERM: each run's harness reads it, so its
+#: record says what really stopped it (``rexmle status``: "SIGTERM", not "Ctrl-C")
+STOP_REASON = "stop-reason"
+
+
 def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
     """The board's name for the run of one pytest item: one run per item that asks for one, as before
     (repeats of a challenge in a test module each get their own run). With several ``--agent`` the

@@ -216,7 +216,7 @@ class Executor:
             children = list(self.children.values())
             self._cond.notify_all()
         for child in children:
-            _signal(child, signal.SIGINT)
+            _signal(child, signal.SIGINT)  # the child reads the board's stop reason (a SIGTERM) itself
         deadline = time.monotonic() + grace
         for child in children:
             try:

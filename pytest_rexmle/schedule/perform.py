@@ -22,14 +22,18 @@ import traceback
 import warnings
 from pathlib import Path
 
-from .board import Board, agent_of_key, task_of_key
+from .board import STOP_REASON, Board, agent_of_key, task_of_key
 
 SETTINGS = "settings.pickle"
 PR_SET_PDEATHSIG = 1
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM to a run's harness: unwind like Ctrl-C so the runtime cleans up."""
+    """SIGTERM to a run's harness, or to its session: unwind like Ctrl-C so the runtime cleans up."""
+
+
+class SessionGone(KeyboardInterrupt):
+    """The session process died (``kill -9``): unwind like Ctrl-C; the run's record names the cause."""
 
 
 def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list | None = None) -> None:
@@ -111,6 +115,18 @@ def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
     raise Stopped("SIGTERM")
 
 
+def _on_sigint(board: Board, parent: int):
+    """SIGINT comes from the executor (Ctrl-C, or the session's SIGTERM: the board says which) or from the
+    kernel when the session died (``PR_SET_PDEATHSIG``): the exception says which, and so does run.json."""
+    def handler(signum, frame) -> None:  # noqa: ARG001
+        if os.getppid() != parent:
+            raise SessionGone("the session process is gone")
+        if (board.folder / STOP_REASON).exists():
+            raise Stopped("SIGTERM")
+        raise KeyboardInterrupt
+    return handler
+
+
 def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
     from .board import FINAL
@@ -133,6 +149,7 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list)
     """The child's whole life: every way it ends leaves a final record on the board."""
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGINT, _on_sigint(board, parent))
         _arm_parent_death(parent)
         settings = pickle.loads((board.folder / SETTINGS).read_bytes())
         from ..task import registry

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .board import Board, run_key
+from .board import STOP_REASON, Board, run_key
 from .executor import Executor
 
 PLUGIN_NAME = "rexmle-schedule"
@@ -28,8 +28,15 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM to the session: unwind like Ctrl-C, so every run in flight is stopped and cleaned up."""
 
 
-def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
-    raise Terminated("SIGTERM")
+
+def _on_sigterm(board: Board):
+    def handler(signum, frame) -> None:  # noqa: ARG001
+        try:
+            (board.folder / STOP_REASON).write_text("SIGTERM")
+        except OSError:
+            pass
+        raise Terminated("SIGTERM")
+    return handler
 
 
 def planned(items) -> list[str]:
@@ -91,7 +98,7 @@ class SessionSchedule:
         batches = RUNTIMES.load(self.settings.runtime).batches
         self.executor = Executor.for_session(self.settings, self.board, runs, batches)
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm(self.board))
         self.executor.start()
 
     @pytest.hookimpl(trylast=True)
