@@ -10,15 +10,14 @@ import pytest
 import tifffile
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
-                      symlink_first)
+from .editing import copy_of, first_file, rows
+from .twins import twin_fixtures
 
 KEYS = ("f1_0.5", "f1_0.6", "f1_0.7", "f1_0.8", "f1_0.9")
 
@@ -31,16 +30,7 @@ def grader():
     return load_grader(task())
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(task(), tmp_path_factory.mktemp("cellseg"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
+twin, perfect = twin_fixtures("cellseg")
 
 
 def rewrite_all(sub: Path, fn) -> None:
@@ -164,14 +154,7 @@ def _replace_first(fn):
 
 
 MALFORMED = {
-    "missing case": (drop_row, "missing test case"),
-    "extra case": (extra_row("tuning_cell_09999"), "unknown case"),
-    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (set_first_path("predictions/none.tiff"), "does not exist"),
-    "absolute path": (set_first_path("/tmp/x.tiff"), "relative"),
-    "dot-dot": (set_first_path("predictions/../../x.tiff"), "leaves the submission folder"),
-    "symlink": (symlink_first, "symbolic link"),
     "wrong shape": (_replace_first(lambda a: a[:-1]), "never resized"),
     "transposed": (_replace_first(lambda a: np.ascontiguousarray(a.T) if a.shape[0] != a.shape[1]
                                   else a[:, :-1]), "never resized"),

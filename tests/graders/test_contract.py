@@ -3,7 +3,8 @@
 For each task's seeded synthetic twin: the baseline (public data only) is valid, scores below perfect
 and its metrics match a stored snapshot; the answers written as a submission score every metric's best
 value and top every ranking; and each class of malformed submission that applies to the task's format
-is refused (INVALID, or MISSING for an absent CSV) with a reason that names the problem. The per-grader
+is refused with a reason that names the problem, by the grader (INVALID, or MISSING for an absent CSV)
+and by the agent-side validation from public data alone. The per-grader
 files keep what is specific to one challenge (hand examples, degradations, format details).
 """
 
@@ -22,9 +23,11 @@ import pytest
 import SimpleITK as sitk
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
 from pytest_rexmle.task import Task, registry
+
 from . import editing
 
 TASKS = [t.id for t in registry()]
@@ -213,6 +216,7 @@ MALFORMED = {
     "text score": Malformed(editing.set_first_path("high"), ("number",), "not a number"),
     "missing file": Malformed(lambda sub: editing.first_file(sub).unlink(), FILES, "does not exist"),
     "path leaving the folder": Malformed(editing.set_first_path("../outside.bin"), FILES, "leaves"),
+    "absolute path": Malformed(editing.set_first_path("/etc/passwd"), FILES, "relative"),
     "symlinked prediction": Malformed(editing.symlink_first, FILES, "symbolic link"),
     "undecodable file": Malformed(write_first(b"\x00garbage, not a prediction\xff" * 4), FILES, "."),
     "wrong grid (spacing)": Malformed(rewrite_volume(coarser_spacing), ("volume",), "spacing|grid|geometry"),
@@ -242,4 +246,7 @@ def test_malformed_submission_is_refused_with_a_reason(name, twin, tmp_path):
     outcome = grade_submission(twin.task, sub, twin.private)
     assert outcome.status == malformed.status, (outcome.status, outcome.reason)
     assert outcome.reason and re.search(malformed.reason, outcome.reason, re.IGNORECASE), outcome.reason
+    with pytest.raises(InvalidSubmission) as refused:  # the agent-side check, from public data only
+        load_grader(twin.task).validate(sub, twin.public)
+    assert re.search(malformed.reason, str(refused.value), re.IGNORECASE), str(refused.value)
     shutil.rmtree(sub, ignore_errors=True)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,8 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.panther import aggregate, case_metrics, tumour_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of
 
 SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
 
@@ -59,11 +59,6 @@ def perfect1(twin1, tmp_path_factory):
     out = tmp_path_factory.mktemp("perfect1") / "submission"
     grader_for("panther-t1").write_perfect(twin1.private, out)
     return out
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
 
 
 def first_case(submission: Path) -> tuple[str, Path]:
@@ -253,24 +248,8 @@ def edit_csv(submission: Path, fn) -> None:
     (submission / "submission.csv").write_text("\n".join(fn(lines)) + "\n")
 
 
-def mutate_missing(sub):
-    edit_csv(sub, lambda lines: lines[:-1])
-
-
-def mutate_extra(sub):
-    edit_csv(sub, lambda lines: lines + ["99999_0001,predictions/99999_0001.mha"])
-
-
-def mutate_duplicate(sub):
-    edit_csv(sub, lambda lines: lines + [lines[1]])
-
-
 def mutate_unreadable(sub):
     first_case(sub)[1].write_bytes(b"not an image at all")
-
-
-def mutate_absent_file(sub):
-    first_case(sub)[1].unlink()
 
 
 def mutate_shape(sub):
@@ -325,29 +304,8 @@ def mutate_suffix(sub):
     edit_csv(sub, lambda lines: [lines[0], f"{case_id},predictions/{path.with_suffix('.nrrd').name}", *lines[2:]])
 
 
-def mutate_absolute(sub):
-    case_id, path = first_case(sub)
-    edit_csv(sub, lambda lines: [lines[0], f"{case_id},{path}", *lines[2:]])
-
-
-def mutate_dotdot(sub):
-    case_id, path = first_case(sub)
-    edit_csv(sub, lambda lines: [lines[0], f"{case_id},../{sub.name}/predictions/{path.name}", *lines[2:]])
-
-
-def mutate_symlink(sub):
-    case_id, path = first_case(sub)
-    target = sub.parent / "elsewhere.mha"
-    shutil.move(path, target)
-    os.symlink(target, path)
-
-
 MUTATIONS = {
-    "missing case": (mutate_missing, "missing test case"),
-    "extra case": (mutate_extra, "unknown case"),
-    "duplicate id": (mutate_duplicate, "duplicated id"),
     "unreadable file": (mutate_unreadable, "cannot read"),
-    "absent file": (mutate_absent_file, "does not exist"),
     "wrong shape": (mutate_shape, "size"),
     "wrong spacing": (mutate_spacing, "spacing"),
     "wrong origin": (mutate_origin, "origin"),
@@ -357,9 +315,6 @@ MUTATIONS = {
     "2-D": (mutate_two_d, "2-D"),
     "vector voxels": (mutate_vector, "components"),
     "wrong format": (mutate_suffix, "must be .mha or .nii.gz"),
-    "absolute path": (mutate_absolute, "relative"),
-    "dotdot": (mutate_dotdot, "leaves the submission folder"),
-    "symlink": (mutate_symlink, "symbolic link"),
 }
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,8 @@ from pytest_rexmle.graders.puma import (
 )
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of
 
 TISSUE = ("puma-t1-tissue-seg", "puma-t2-tissue-seg")
 NUCLEI = ("puma-t1-nuclei-det", "puma-t2-nuclei-det")
@@ -153,11 +153,6 @@ def perfect(twins, tmp_path_factory):
         load_grader(registry().get(task_id)).write_perfect(data.private, sub)
         out[task_id] = sub
     return out
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
 
 
 def rows(sub: Path) -> list[tuple[str, Path]]:
@@ -326,41 +321,7 @@ def _first(sub: Path) -> Path:
     return rows(sub)[0][1]
 
 
-def _drop_row(sub: Path) -> None:
-    lines = (sub / "submission.csv").read_text().splitlines()
-    (sub / "submission.csv").write_text("\n".join(lines[:-1]) + "\n")
-
-
-def _append(sub: Path, line: str) -> None:
-    with (sub / "submission.csv").open("a") as fh:
-        fh.write(line + "\n")
-
-
-def _set_first_path(sub: Path, value: str) -> None:
-    lines = (sub / "submission.csv").read_text().splitlines()
-    lines[1] = f"{lines[1].split(',')[0]},{value}"
-    (sub / "submission.csv").write_text("\n".join(lines) + "\n")
-
-
-def _symlink_first(sub: Path) -> None:
-    path = _first(sub)
-    real = path.with_name("real" + path.suffix)
-    path.rename(real)
-    os.symlink(real.name, path)
-
-
-def _duplicate_first(sub: Path) -> None:
-    _append(sub, (sub / "submission.csv").read_text().splitlines()[1])
-
-
 COMMON = {
-    "missing case": (_drop_row, "missing test case"),
-    "extra case": (lambda s: _append(s, "training_set_primary_roi_999,predictions/x"), "unknown case id"),
-    "duplicate id": (_duplicate_first, "duplicated id"),
-    "absolute path": (lambda s: _set_first_path(s, "/etc/passwd"), "relative"),
-    "dotdot": (lambda s: _set_first_path(s, "predictions/../../x"), "leaves the submission folder"),
-    "no file": (lambda s: _set_first_path(s, "predictions/none"), "does not exist"),
-    "symlink": (_symlink_first, "symbolic link"),
 }
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +10,6 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image, save
 from pytest_rexmle.errors import InvalidSubmission
@@ -20,6 +17,9 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.sega import aggregate, case_metrics, vessel_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of
+from .twins import twin_fixtures
 
 SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
 
@@ -39,21 +39,7 @@ def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray]], suf
     return answers, submission
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(registry().get("seg-a"), tmp_path_factory.mktemp("seg-a"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
+twin, perfect = twin_fixtures("seg-a")
 
 
 def first_case(submission: Path) -> tuple[str, Path]:
@@ -176,13 +162,6 @@ def like(arr: np.ndarray, ref: sitk.Image, **changes) -> sitk.Image:
     return img
 
 
-def mutate_symlink(sub: Path) -> None:
-    _, path = first_case(sub)
-    target = sub.parent / "elsewhere.seg.nrrd"
-    shutil.move(path, target)
-    os.symlink(target, path)
-
-
 def mutate_suffix(sub: Path) -> None:
     case_id, path = first_case(sub)
     new = path.parent / f"{case_id}.mha"
@@ -197,11 +176,7 @@ def nan_image(arr, ref):
 
 
 MUTATIONS = {
-    "missing case": (lambda s: edit_csv(s, lambda lines: lines[:-1]), "missing test case"),
-    "extra case": (lambda s: edit_csv(s, lambda lines: lines + ["Z1,predictions/Z1.seg.nrrd"]), "unknown case"),
-    "duplicate id": (lambda s: edit_csv(s, lambda lines: lines + [lines[1]]), "duplicated id"),
     "unreadable file": (lambda s: first_case(s)[1].write_bytes(b"NRRD0004\ngarbage"), "cannot read"),
-    "absent file": (lambda s: first_case(s)[1].unlink(), "does not exist"),
     "wrong shape": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[1:].copy())), "size"),
     "wrong spacing": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Spacing=(1.0, 1.0, 1.0))), "spacing"),
     "wrong origin": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Origin=(0.0, 0.0, 0.0))), "origin"),
@@ -210,11 +185,6 @@ MUTATIONS = {
     "nan": (lambda s: rewrite_first(s, nan_image), "NaN"),
     "2-D": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[0].copy())), "2-D"),
     "wrong format": (mutate_suffix, "must be NRRD"),
-    "absolute path": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},{first_case(s)[1]}",
-                                                           *lines[2:]]), "relative"),
-    "dotdot": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},../x.seg.nrrd", *lines[2:]]),
-               "leaves the submission folder"),
-    "symlink": (mutate_symlink, "symbolic link"),
 }
 
 

@@ -6,8 +6,6 @@ Box detection (task 2) is covered by its self-consistency checks at the end.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,9 @@ from pytest_rexmle.graders.topcow import aggregate_cow, read_edges, score_cow_ca
 from pytest_rexmle.metrics.topology import FN, FP, TN
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import copy_of
+from .twins import twin_fixtures
 
 SPACING = (0.5, 0.5, 2.0)      # (x, y, z); the arrays' last axis (x) has 0.5 mm
 BEST = {"dice": 1.0, "cldice": 1.0, "b0_error": 0.0, "hd95": 0.0, "f1_grp2": 1.0, "anterior_graph_acc": 1.0,
@@ -100,21 +101,7 @@ def test_twin_variants_match_the_schedule():
 
 
 # == twin, self-consistency ============================================================================
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(registry().get("topcow-cta-seg"), tmp_path_factory.mktemp("topcow-seg"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
+twin, perfect = twin_fixtures("topcow-cta-seg")
 
 
 def rows(submission: Path) -> list[tuple[str, Path]]:
@@ -231,13 +218,6 @@ def bad_label(value, dtype, name: str | None = None):
 
 
 MALFORMED = {
-    "missing case": (lambda sub: _drop_row(sub, 1), "missing test case"),
-    "extra case": (lambda sub: _append_row(sub, "topcow_ct_999,predictions/x.nii.gz"), "unknown case"),
-    "duplicate id": (lambda sub: _append_row(sub, (sub / "submission.csv").read_text().splitlines()[1]),
-                     "duplicated id"),
-    "absolute path": (lambda sub: _set_path(sub, "/etc/passwd"), "relative"),
-    "dot-dot": (lambda sub: _set_path(sub, "../x.nii.gz"), "leaves the submission"),
-    "symlink": (lambda sub: _symlink_first(sub), "symbolic link"),
     "unreadable file": (lambda sub: rows(sub)[0][1].write_bytes(b"not a nifti"), "cannot read"),
     "wrong extension": (lambda sub: rewrite_first(sub, name="mask.nrrd"), "must be NIfTI"),
     "wrong shape": (lambda sub: rewrite_first(sub, first_array(sub)[:-1]), "size"),
@@ -254,32 +234,6 @@ MALFORMED = {
     "2-D image": (lambda sub: rewrite_first(sub, image=sitk.Image(10, 10, sitk.sitkUInt8)), "2-D"),
     "complex voxels": (lambda sub: rewrite_first(sub, first_array(sub).astype(np.complex64)), "voxel type"),
 }
-
-
-def _drop_row(sub: Path, index: int) -> None:
-    csv = sub / "submission.csv"
-    lines = csv.read_text().splitlines()
-    del lines[index]
-    csv.write_text("\n".join(lines) + "\n")
-
-
-def _append_row(sub: Path, row: str) -> None:
-    csv = sub / "submission.csv"
-    csv.write_text(csv.read_text() + row + "\n")
-
-
-def _set_path(sub: Path, value: str) -> None:
-    csv = sub / "submission.csv"
-    lines = csv.read_text().splitlines()
-    lines[1] = lines[1].split(",")[0] + "," + value
-    csv.write_text("\n".join(lines) + "\n")
-
-
-def _symlink_first(sub: Path) -> None:
-    _, path = rows(sub)[0]
-    real = path.with_name("real.nii.gz")
-    path.rename(real)
-    os.symlink(real.name, path)
 
 
 def _vector_like(sub: Path) -> sitk.Image:

@@ -16,8 +16,8 @@ from pytest_rexmle.graders.usenhance import read_png
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
-                      symlink_first)
+from .editing import copy_of, first_file, rows
+from .twins import twin_fixtures
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 
@@ -30,16 +30,7 @@ def grader():
     return load_grader(task())
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(task(), tmp_path_factory.mktemp("usenhance"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
+twin, perfect = twin_fixtures("usenhance")
 
 
 # == twin ===============================================================================================
@@ -150,14 +141,7 @@ def _float_tiff(sub):
 
 
 MALFORMED = {
-    "missing case": (drop_row, "missing test case"),
-    "extra case": (extra_row("liver_9999"), "unknown case"),
-    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (set_first_path("enhanced/nothing.png"), "does not exist"),
-    "absolute path": (set_first_path("/etc/passwd"), "relative"),
-    "dot-dot": (set_first_path("../submission.csv"), "leaves the submission folder"),
-    "symlink": (symlink_first, "symbolic link"),
     "wrong size": (_wrong_size, "never resized"),
     "16-bit png": (_sixteen_bit, "mode"),
     "jpeg": (_jpeg_content, "must be a PNG"),
