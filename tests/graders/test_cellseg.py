@@ -10,13 +10,12 @@ import pytest
 import tifffile
 from scipy import ndimage
 
-from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows
+from .editing import assert_refused, copy_of, first_file, rows
 from .twins import twin_fixtures
 
 KEYS = ("f1_0.5", "f1_0.6", "f1_0.7", "f1_0.8", "f1_0.9")
@@ -170,9 +169,4 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)

@@ -15,7 +15,7 @@ from pytest_rexmle.metrics.detection import metric_keys
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows
+from .editing import assert_refused, copy_of, first_file, rows
 from .twins import twin_fixtures
 
 GOOD = {"bbox": [1, 2, 3, 4], "category_id_1": 0, "category_id_2": 7, "category_id_3": 3, "score": 0.5}
@@ -177,9 +177,4 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)

@@ -19,7 +19,7 @@ from pytest_rexmle.graders.panther import aggregate, case_metrics, tumour_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of
+from .editing import assert_refused, copy_of
 
 SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
 
@@ -321,13 +321,7 @@ MUTATIONS = {
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_malformed_submission_is_invalid(name, perfect1, twin1, tmp_path):
     mutate, reason = MUTATIONS[name]
-    sub = copy_of(perfect1, tmp_path / "submission")
-    mutate(sub)
-    grader = grader_for("panther-t1")
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader.grade(sub, twin1.private)
-    with pytest.raises(InvalidSubmission):
-        grader.validate(sub, twin1.public)
+    assert_refused(grader_for("panther-t1"), perfect1, twin1, mutate, reason, tmp_path, validate_names_it=False)
 
 
 # --- property: arbitrary prediction files only ever raise InvalidSubmission -----------------------

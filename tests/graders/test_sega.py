@@ -18,7 +18,7 @@ from pytest_rexmle.graders.sega import aggregate, case_metrics, vessel_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of
+from .editing import assert_refused, copy_of
 from .twins import twin_fixtures
 
 SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
@@ -191,12 +191,7 @@ MUTATIONS = {
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_malformed_submission_is_invalid(name, perfect, twin, tmp_path):
     mutate, reason = MUTATIONS[name]
-    sub = copy_of(perfect, tmp_path / "submission")
-    mutate(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, mutate, reason, tmp_path, validate_names_it=False)
 
 
 # --- property ------------------------------------------------------------------------------------

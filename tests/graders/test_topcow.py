@@ -23,7 +23,7 @@ from pytest_rexmle.metrics.topology import FN, FP, TN
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of
+from .editing import assert_refused, copy_of
 from .twins import twin_fixtures
 
 SPACING = (0.5, 0.5, 2.0)      # (x, y, z); the arrays' last axis (x) has 0.5 mm
@@ -246,12 +246,7 @@ def _vector_like(sub: Path) -> sitk.Image:
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)
 
 
 def test_float_and_int16_volumes_with_valid_labels_are_accepted(twin, perfect, tmp_path):

@@ -16,7 +16,7 @@ from pytest_rexmle.graders.usenhance import read_png
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import copy_of, first_file, rows
+from .editing import assert_refused, copy_of, first_file, rows
 from .twins import twin_fixtures
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
@@ -152,12 +152,7 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)
 
 
 def test_read_png_rejects_wrong_size_directly(twin, tmp_path):
