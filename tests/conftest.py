@@ -27,7 +27,7 @@ TESTS = Path(__file__).resolve().parent
 #: or a cluster start is paid by the first test that uses it.
 MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "docker": (("slow", "docker"), 1800),                          # image builds, containers, agents end to end
-    "newcomer/test_fresh_machine.py": (("slow", "docker"), 3600),  # fresh Debian containers, real pip installs
+    "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
     "sandbox/test_mirror.py": (("slow", "sandbox"), 1200),         # real package installs into the offline mirror
