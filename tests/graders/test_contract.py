@@ -137,6 +137,15 @@ def with_value(value: float) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
     return change
 
 
+def with_label(value: int) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
+    """One voxel set to an integer label no task defines, keeping an integer pixel type."""
+    def change(array: np.ndarray, image: sitk.Image) -> sitk.Image:
+        out = array.astype(np.int16)
+        out.flat[out.size // 2] = value
+        return on_grid(out, image)
+    return change
+
+
 def rewrite_tiff(change: Callable[[np.ndarray], np.ndarray]) -> Callable[[Path], None]:
     def edit(sub: Path) -> None:
         import tifffile
@@ -218,19 +227,24 @@ MALFORMED = {
     "path leaving the folder": Malformed(editing.set_first_path("../outside.bin"), FILES, "leaves"),
     "absolute path": Malformed(editing.set_first_path("/etc/passwd"), FILES, "relative"),
     "symlinked prediction": Malformed(editing.symlink_first, FILES, "symbolic link"),
-    "undecodable file": Malformed(write_first(b"\x00garbage, not a prediction\xff" * 4), FILES, "."),
+    "undecodable file": Malformed(write_first(b"\x00garbage, not a prediction\xff" * 4), FILES,
+                                  r"case '[^']+'.*(cannot|not valid)"),
     "wrong grid (spacing)": Malformed(rewrite_volume(coarser_spacing), ("volume",), "spacing|grid|geometry"),
     "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
     "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
     # SEG.A counts any nonzero voxel as vessel, so 0.5 is a valid (vessel) value there
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
                                   exempt=("seg-a",)),
+    # ISLES'22 and SEG.A read any nonzero voxel as foreground (lesion, vessel), as their organisers do
+    "label out of range": Malformed(rewrite_volume(with_label(200)), ("volume",), "label|value",
+                                    exempt=("isles22", "seg-a")),
+    "negative label": Malformed(rewrite_tiff(lambda a: a.astype(np.int16) - 1), ("tiff",), "negative|label|value"),
     "NaN pixel": Malformed(rewrite_tiff(with_nan), ("tiff",), "finite|nan|label|value|integ"),
     # PUMA's tissue masks of any size are resized to 1024×1024 (nearest), as the organisers do
     "cropped image": Malformed(rewrite_tiff(lambda a: a[:-1]), ("tiff",), "size|shape",
                                exempt=("puma-t1-tissue-seg", "puma-t2-tissue-seg")),
     "cropped PNG": Malformed(rewrite_png(lambda a: a[:-1]), ("png",), "size|shape"),
-    "JSON of the wrong type": Malformed(write_first(b'"a string"'), ("json",), "."),
+    "JSON of the wrong type": Malformed(write_first(b'"a string"'), ("json",), r"case '[^']+'.*must"),
 }
 
 
