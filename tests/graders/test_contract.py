@@ -129,18 +129,10 @@ def one_slice_less(array: np.ndarray, image: sitk.Image) -> sitk.Image:
     return out
 
 
-def with_value(value: float) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
+def with_value(value: float, dtype=np.float32) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
+    """The volume with its middle voxel set to ``value``, stored as ``dtype``."""
     def change(array: np.ndarray, image: sitk.Image) -> sitk.Image:
-        out = array.astype(np.float32)
-        out.flat[out.size // 2] = value
-        return on_grid(out, image)
-    return change
-
-
-def with_label(value: int) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
-    """One voxel set to an integer label no task defines, keeping an integer pixel type."""
-    def change(array: np.ndarray, image: sitk.Image) -> sitk.Image:
-        out = array.astype(np.int16)
+        out = array.astype(dtype)
         out.flat[out.size // 2] = value
         return on_grid(out, image)
     return change
@@ -236,7 +228,7 @@ MALFORMED = {
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
                                   exempt=("seg-a",)),
     # ISLES'22 and SEG.A read any nonzero voxel as foreground (lesion, vessel), as their organisers do
-    "label out of range": Malformed(rewrite_volume(with_label(200)), ("volume",), "label|value",
+    "label out of range": Malformed(rewrite_volume(with_value(200, np.int16)), ("volume",), "label|value",
                                     exempt=("isles22", "seg-a")),
     "negative label": Malformed(rewrite_tiff(lambda a: a.astype(np.int16) - 1), ("tiff",), "negative|label|value"),
     "NaN pixel": Malformed(rewrite_tiff(with_nan), ("tiff",), "finite|nan|label|value|integ"),
