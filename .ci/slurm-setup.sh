@@ -106,9 +106,26 @@ if ! pgrep -x mariadbd >/dev/null; then
     (mariadbd --user=mysql >/var/log/slurm/mariadb.log 2>&1 &)
     for _ in $(seq 60); do mariadb -e 'select 1' >/dev/null 2>&1 && break; sleep 1; done
 fi
-mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'rexmle-slurmdbd';
-            GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
-cat > /etc/slurm/slurmdbd.conf <<EOF
+# The database password is random, made here once and kept root-only (0600) in $db_secret; nothing in
+# the repository can open the accounting database. It reaches MariaDB on stdin (never a command line,
+# which /proc shows to every uid) and slurmdbd through its own 0600 config. Re-running keeps the secret;
+# a cluster set up by an older version of this script (a fixed password) is moved to a random one, and
+# its running slurmdbd restarted so that it reconnects with the new password.
+db_secret=/etc/slurm/rexmle-slurmdbd.secret
+if [[ ! -s "$db_secret" ]]; then
+    (umask 077; tr -dc 'A-Za-z0-9' </dev/urandom | head -c 40 > "$db_secret.new" || true; mv "$db_secret.new" "$db_secret")
+fi
+chown root:root "$db_secret"
+chmod 0600 "$db_secret"
+db_pass=$(cat "$db_secret")
+[[ "$db_pass" =~ ^[A-Za-z0-9]{40}$ ]] || { echo "slurm: $db_secret is not a 40-character password" >&2; exit 1; }
+mariadb <<SQL
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '${db_pass}';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '${db_pass}';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+FLUSH PRIVILEGES;
+SQL
+dbd_conf=$(cat <<EOF
 AuthType=auth/munge
 DbdHost=localhost
 SlurmUser=slurm
@@ -117,11 +134,24 @@ LogFile=/var/log/slurm/slurmdbd.log
 StorageType=accounting_storage/mysql
 StorageHost=localhost
 StorageUser=slurm
-StoragePass=rexmle-slurmdbd
+StoragePass=${db_pass}
 StorageLoc=slurm_acct_db
 EOF
+)
+dbd_changed=0
+if [[ ! -f /etc/slurm/slurmdbd.conf ]] || [[ "$(cat /etc/slurm/slurmdbd.conf)" != "$dbd_conf" ]]; then
+    (umask 077; printf '%s\n' "$dbd_conf" > /etc/slurm/slurmdbd.conf.new)
+    chown slurm:slurm /etc/slurm/slurmdbd.conf.new
+    mv /etc/slurm/slurmdbd.conf.new /etc/slurm/slurmdbd.conf
+    dbd_changed=1
+fi
 chown slurm:slurm /etc/slurm/slurmdbd.conf
 chmod 0600 /etc/slurm/slurmdbd.conf
+unset db_pass dbd_conf
+pid=$(pgrep -x slurmdbd || true)
+if [[ -n "$pid" ]] && ((dbd_changed)); then  # it holds the old password: restart it with the new one
+    kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done
+fi
 if ! pgrep -x slurmdbd >/dev/null; then
     /usr/sbin/slurmdbd
     for _ in $(seq 60); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 1; done

@@ -2,8 +2,9 @@
 
 Each case runs in a fresh interpreter and reports its wall time and peak RSS (``ru_maxrss``), next to
 the interpreter's floor after the same imports. Goals: the rules judge plus the stage scores of a run
-with 41 GiB of (sparse) logs, FIFOs and a 1,500-level folder finish in < 10 s and < 300 MB; a NIfTI gzip
-bomb and a sparse header bomb are INVALID in well under a second and 100 MB above the floor.
+with a 1 GiB model-calls record, 81 GiB of (sparse) code and logs, FIFOs and a 1,500-level folder finish
+in < 10 s and < 300 MB; a NIfTI gzip bomb and a sparse header bomb are INVALID in well under a second and
+100 MB above the floor.
 
     python benchmarks/bench_hostile.py [--keep]
 """
@@ -19,21 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.hostile.helpers import (baseline_rss_mb, deep_folder, gzip_bomb, nifti_header,  # noqa: E402
                                    peak_rss_of, remove_tree, sparse_file)
-from tests.hostile.test_judge import text_gigabyte  # noqa: E402
+from tests.hostile.test_judge import hostile_layout  # noqa: E402
 
 
 def hostile_run(root: Path) -> Path:
-    import os
-
     run = root / "run"
-    (run / "logs").mkdir(parents=True)
-    (run / "workspace").mkdir()
-    text_gigabyte(run / "logs" / "agent.stdout.log")
-    os.mkfifo(run / "workspace" / "rexmle-usage.json")
-    (run / "logs" / "zero.log").symlink_to("/dev/zero")
-    for i in range(40):
-        text_gigabyte(run / "workspace" / f"train{i:02d}.log", lines=2000)
-    deep_folder(run / "workspace" / "deep", 1500)
+    hostile_layout(run)
     return run
 
 
@@ -53,7 +45,7 @@ def main() -> int:
             judge.judge_run(Path({str(run)!r}), "isles22")
             stage_scores(Path({str(run)!r}), "isles22", None, judge)
         """, timeout=1800)
-        print(f"rules judge + stages, 41 GiB of logs: {out['seconds']:.2f} s wall, {out['cpu_seconds']:.2f} s CPU, "
+        print(f"rules judge + stages, 1 GiB of model calls, 81 GiB of code and logs: {out['seconds']:.2f} s wall, {out['cpu_seconds']:.2f} s CPU, "
               f"peak {out['peak_mb']:.0f} MB")
         for name, make in (("gzip bomb 4 MB -> 4 GiB", lambda p: gzip_bomb(p / "b.nii.gz", (2048, 2048, 1024))),
                            ("sparse 4 KB header, 4096^3", lambda p: sparse_file(p / "b.nii", 4096,

@@ -86,8 +86,8 @@ def task_data(settings, task: Task) -> TaskData:
 class Campaign:
     """The runs this process launched ahead of their items (batch runtimes, no xdist)."""
 
-    def __init__(self, settings, agent: Agent, runtime: Runtime, items: list, enabled: bool) -> None:
-        self.settings, self.agent, self.runtime = settings, agent, runtime
+    def __init__(self, settings, agents: dict[str, Agent], runtime: Runtime, items: list, enabled: bool) -> None:
+        self.settings, self.agents, self.runtime = settings, agents, runtime
         self.items = items
         self.enabled = enabled and runtime.batches
         self.launched: dict[str, Begun] = {}
@@ -103,21 +103,23 @@ class Campaign:
         return self.launched.pop(nodeid, None)
 
     def launch_all(self) -> None:
-        for nodeid, task in self._selected():
+        for nodeid, task, agent in self._selected():
             try:
                 data = task_data(self.settings, task)
-                self.launched[nodeid] = begin(self.settings, task, data, self.agent, self.runtime)
+                self.launched[nodeid] = begin(self.settings, task, data, self.agents[agent], self.runtime)
             except Exception:
                 # missing data skips, a broken setup errors: the item meets it again on its own, so the
                 # failure is reported against that challenge and not against whichever item came first
                 continue
 
-    def _selected(self) -> list[tuple[str, Task]]:
+    def _selected(self) -> list[tuple[str, Task, str]]:
+        """(node id, task, agent name) of every benchmark item of this process."""
         out = []
         reg = registry()
         for item in self.items:
             callspec = getattr(item, "callspec", None)
             task_id = callspec.params.get("rexmle_task_id") if callspec is not None else None
-            if task_id is not None and reg.get(task_id).implemented:
-                out.append((item.nodeid, reg.get(task_id)))
+            agent = callspec.params.get("rexmle_agent_name", self.settings.agent) if callspec is not None else None
+            if task_id is not None and reg.get(task_id).implemented and agent in self.agents:
+                out.append((item.nodeid, reg.get(task_id), agent))
         return out

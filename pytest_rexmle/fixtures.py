@@ -9,7 +9,8 @@ Write your own assertions on a result by requesting any link, e.g.::
 * ``rexmle_task`` — the :class:`pytest_rexmle.task.Task` of the item (skips if it has no grader yet).
 * ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
   ``rexmle prepare`` command when prepared data is missing.
-* ``rexmle_agent`` (session), ``rexmle_runtime`` (session) — the agent and runtime objects.
+* ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
+  runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
 * ``rexmle_campaign`` (session) — launches every selected run up front when the runtime batches.
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result.
 * ``rexmle_submission`` — the submission folder the agent left.
@@ -32,16 +33,19 @@ from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .campaign import begin
 from .run import RunFolder, crash_reason, finish, killed_reason, timeout_reason
+from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
-__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_runtime", "rexmle_campaign", "rexmle_agent_run",
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_agents",
+           "rexmle_agent_name", "rexmle_runtime", "rexmle_campaign", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
 CAPABILITY_PROPERTY = "rexmle_capability"
 STAGES_PROPERTY = "rexmle_stages"
 TASK_PROPERTY = "rexmle_task"
+AGENT_PROPERTY = "rexmle_agent"
 
 
 class HarnessError(RexmleError):
@@ -55,6 +59,8 @@ class AgentRun:
     resumed: ChallengeResult | None
     time_limit: float
     gpus: tuple[str, ...] = ()
+    #: the run's key as the harness computed it (never re-read from run.json): what the result's seal binds
+    key: dict | None = None
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +73,9 @@ def rexmle_settings(pytestconfig):
 @pytest.fixture
 def rexmle_task(request, rexmle_task_id) -> Task:
     request.node.user_properties.append((TASK_PROPERTY, rexmle_task_id))
+    agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
+    if agent:  # several agents: the session report keeps each agent's results apart
+        request.node.user_properties.append((AGENT_PROPERTY, agent))
     task = registry().get(rexmle_task_id)
     if not task.implemented:
         pytest.skip(f"{task.id}: grader not implemented yet")
@@ -108,10 +117,23 @@ def rexmle_data(rexmle_task, rexmle_settings, rexmle_preparer):
 
 
 @pytest.fixture(scope="session")
-def rexmle_agent(rexmle_settings):
+def rexmle_agents(rexmle_settings):
+    """Every agent of the session by name, each built once with its own options."""
     from .agents import get_agent
 
-    return get_agent(rexmle_settings.agent, rexmle_settings.agent_options)
+    return {name: get_agent(name, rexmle_settings.options_for(name))
+            for name in rexmle_settings.agents or (rexmle_settings.agent,)}
+
+
+@pytest.fixture
+def rexmle_agent_name(rexmle_settings) -> str:
+    """The item's agent; parametrized (``test_challenge[<task>-<agent>]``) when the session has several."""
+    return rexmle_settings.agent
+
+
+@pytest.fixture
+def rexmle_agent(rexmle_agents, rexmle_agent_name):
+    return rexmle_agents[rexmle_agent_name]
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +148,7 @@ def rexmle_runtime(rexmle_settings):
 
 
 @pytest.fixture(scope="session")
-def rexmle_campaign(request, rexmle_settings, rexmle_agent, rexmle_runtime):
+def rexmle_campaign(request, rexmle_settings, rexmle_agents, rexmle_runtime):
     """Launches every selected run at once when the runtime batches (a scheduler) and this process runs
     all items itself (no xdist); see :mod:`pytest_rexmle.campaign`."""
     from .campaign import Campaign
@@ -140,21 +162,26 @@ def rexmle_campaign(request, rexmle_settings, rexmle_agent, rexmle_runtime):
 
         rexmle_runtime.progress = show
     on_worker = hasattr(request.config, "workerinput")
-    return Campaign(rexmle_settings, rexmle_agent, rexmle_runtime, list(request.session.items), enabled=not on_worker)
+    return Campaign(rexmle_settings, rexmle_agents, rexmle_runtime, list(request.session.items), enabled=not on_worker)
 
 
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime, rexmle_settings,
                      rexmle_campaign) -> AgentRun:
-    begun = rexmle_campaign.take(request.node.nodeid)
-    if begun is None:
-        begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
-    if begun.resumed is not None:
-        return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
-    with begun.hold:
-        outcome = finish(begun.launched)
+    from .runtime.local import AgentIdentityRefused
+
+    try:
+        begun = rexmle_campaign.take(request.node.nodeid)
+        if begun is None:
+            begun = begin(rexmle_settings, rexmle_task, rexmle_data, rexmle_agent, rexmle_runtime)
+        if begun.resumed is not None:
+            return AgentRun(begun.folder, None, begun.resumed, begun.time_limit)
+        with begun.hold:
+            outcome = finish(begun.launched)
+    except AgentIdentityRefused as exc:  # never a run as root or as the harness: the session stops, with the fix
+        pytest.exit(f"rexmle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     used = tuple(outcome.details.get("gpus") or ()) or begun.gpus  # a scheduler reports the node's GPUs
-    return AgentRun(begun.folder, outcome, None, begun.time_limit, used)
+    return AgentRun(begun.folder, outcome, None, begun.time_limit, used, begun.launched.meta.get("key"))
 
 
 @pytest.fixture
@@ -224,8 +251,10 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
+        result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
-    record_result(request.node, result)
+        seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
+    record_result(request.node, result, usage=_metered_usage(run.folder.root))
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
@@ -234,8 +263,39 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     return result
 
 
-def record_result(item: pytest.Item, result: ChallengeResult) -> None:
-    """Per-case JUnit properties, plus the whole record for the controller's session report."""
+def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
+    """The leak rules of :mod:`pytest_rexmle.leaks`; the answers' own metrics are graded once per answers
+    (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
+    from . import leaks
+    from .paths import cache_home
+
+    if result.status != "ok":
+        return None
+    perfect = None
+    try:
+        perfect = leaks.perfect_metrics(task, data.private, cache_home(), data.answers_id)
+    except Exception as exc:
+        item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
+                                       f"{type(exc).__name__}: {exc}"))
+    return leaks.check(task, result, perfect)
+
+
+def _metered_usage(run_dir: Path) -> dict | None:
+    """The gateway's ``usage`` in the run's run.json, when the run went through the gateway."""
+    from .hostile import RefusedFile, read_json
+
+    try:
+        meta = read_json(run_dir / "run.json", 4 * 1024 * 1024, "run.json")
+    except (RefusedFile, OSError, ValueError):
+        return None
+    return meta.get("usage") if isinstance(meta, dict) else None
+
+
+def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None) -> None:
+    """Per-case JUnit properties (with the gateway's ``usage.*`` when given), plus the whole record for the
+    controller's session report."""
+    from .gateway.record import junit_properties
+
     props = item.user_properties
     props.append(("status", result.status))
     props.append(("percentile", result.percentile))
@@ -247,4 +307,10 @@ def record_result(item: pytest.Item, result: ChallengeResult) -> None:
         props.append((f"position.{key}", value))
     if result.reason:
         props.append(("reason", result.reason))
+    if result.suspected_leak:
+        from .leaks import summary
+
+        egress = result.suspected_leak.get("egress")
+        props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))
+    props.extend(junit_properties(usage))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))

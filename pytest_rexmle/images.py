@@ -51,6 +51,10 @@ RECIPES = {r.name: r for r in (
     Recipe("aide", "aide", "rexmle/aide:latest"),
     Recipe("ml-master", "ml-master", "rexmle/ml-master:latest", takes_source=True),
     Recipe("rd-agent", "rd-agent", "rexmle/rd-agent:latest"),
+    Recipe("claude-code", "claude-code", "rexmle/claude-code:latest"),
+    Recipe("codex", "codex", "rexmle/codex:latest"),
+    Recipe("gemini-cli", "gemini-cli", "rexmle/gemini-cli:latest"),
+    Recipe("mini-swe-agent", "mini-swe-agent", "rexmle/mini-swe-agent:latest"),
 )}
 BASE_TAG = RECIPES["base"].tag
 RECIPE_LABEL = "rexmle.recipe"
@@ -212,7 +216,7 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
 def run_images(args: argparse.Namespace) -> int:
     if args.action == "list":
         for recipe in RECIPES.values():
-            print(f"{recipe.name:<10} {recipe.tag:<26} images/{recipe.folder}/Dockerfile")
+            print(f"{recipe.name:<14} {recipe.tag:<30} images/{recipe.folder}/Dockerfile")
         return 0
     names = args.agent or list(RECIPES)
     if args.tag and len(names) != 1:

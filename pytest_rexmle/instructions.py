@@ -27,8 +27,9 @@ You have {time_limit:.0f} seconds ({hours:.2f} h) of wall-clock time. At the lim
 killed and the run counts as a FAIL, so write a valid submission early and improve it.
 
 ## Checking your submission
-Run `rexmle validate --submission {paths['submission']}` (or `python -m pytest_rexmle validate --submission
-...`). It checks the format against the public test ids and test inputs — never against the answers —
+Run `rexmle validate --submission {paths['submission']}` (also on your PATH as `rexmle-validate`; a small
+standard-library client that asks the benchmark's gateway at $REXMLE_VALIDATE_URL, so it works with any
+Python). It checks the format against the public test ids and test inputs — never against the answers —
 and prints the first problem it finds. The metric definitions are in the description.
 
 ## Rules

@@ -51,12 +51,23 @@ def pytest_configure(config: pytest.Config) -> None:
         _sweep_orphans(settings)
 
 
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` readable by its owner only (0700), or make it so when this user owns it."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if folder.stat().st_uid == os.geteuid():
+        folder.chmod(0o700)
+
+
 def _sweep_orphans(settings) -> None:
     """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)
     and move the folders of its staged runs back into their run folders."""
     from .runtime import runtime_for
     from .runtime.staging import recover_all
 
+    for folder in (settings.runs_dir, settings.report_dir):  # no agent's uid reads another run's folders
+        private_folder(folder)
     removed = runtime_for(settings).sweep_orphans() + recover_all(settings.runs_dir)
     if removed:
         import warnings
@@ -71,22 +82,52 @@ def _check_agent_and_runtime(settings) -> None:
     from .runtime.base import RuntimeUnavailable
 
     try:
-        agent = get_agent(settings.agent, settings.agent_options)
+        agents = [get_agent(name, settings.options_for(name)) for name in settings.agents or (settings.agent,)]
         runtime = runtime_for(settings)
-        agent.check_isolation(runtime.isolation, runtime.name)
+        for agent in agents:
+            agent.check_isolation(runtime.isolation, runtime.name)
         runtime.check()
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
+    _identity_notice(settings)
+
+
+def _identity_notice(settings) -> None:
+    """Agents as root or as the harness's own uid only by explicit option, and then said out loud."""
+    import sys
+
+    if settings.agent_as_root:
+        print("rexmle: WARNING --rexmle-agent-as-root: agents run as uid 0 (no capabilities); run.json records "
+              "agent_as_root", file=sys.stderr)
+    if settings.unsafe_same_uid:
+        print("rexmle: WARNING --rexmle-unsafe-same-uid: Landlock agents run as your own uid and can reach this "
+              "harness's environment, venv, cache and runs folder; run.json records unsafe_same_uid", file=sys.stderr)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "rexmle_task_id" not in metafunc.fixturenames:
         return
+    settings = metafunc.config.stash.get(SETTINGS_KEY, None)
+    agents = (settings.agents if settings is not None else ()) or (None,)
+    by_agent = "rexmle_agent_name" in metafunc.fixturenames and len(agents) > 1
     params = []
     for task in registry():
         marks = [getattr(pytest.mark, m) for m in task.markers] + [pytest.mark.rexmle]
-        params.append(pytest.param(task.id, id=task.id, marks=marks))
-    metafunc.parametrize("rexmle_task_id", params)
+        if by_agent:  # one item per challenge and agent: test_challenge[isles22-codex]
+            params += [pytest.param(task.id, agent, id=f"{task.id}-{agent}", marks=marks) for agent in agents]
+        else:
+            params.append(pytest.param(task.id, id=task.id, marks=marks))
+    metafunc.parametrize(("rexmle_task_id", "rexmle_agent_name") if by_agent else "rexmle_task_id", params)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_rexmle_result(result, item) -> None:
+    """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
+    mismatch between the two, in the run's logs and the item's JUnit properties."""
+    from .agents.usage import junit_properties, record_comparison
+
+    if result.run_dir and result.agent and Path(result.run_dir).is_dir():
+        item.user_properties.extend(junit_properties(record_comparison(Path(result.run_dir), result.agent)))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -106,7 +147,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     seed = "secret-keyed" if settings.seed is None else f"seed {settings.seed}, answers reproducible"
     data = f"synthetic ({seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
     limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
-    return [f"rexmle: agent={settings.agent} runtime={settings.runtime} data={data} time-limit={limit}",
+    agents = ",".join(settings.agents) or settings.agent
+    return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}",
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
 
 

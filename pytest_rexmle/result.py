@@ -60,6 +60,8 @@ class ChallengeResult:
     gpu: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     traceback: str | None = None
+    #: :mod:`pytest_rexmle.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
+    suspected_leak: dict | None = None
 
     @property
     def passed_grading(self) -> bool:

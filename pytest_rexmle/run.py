@@ -10,16 +10,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .agents.base import Agent, AgentContext
 from .data.store import TaskData
+from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .result import ERROR, ChallengeResult, write_json_atomic
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
+from .seal import SealError, verify_result
 from .task import Task
 
 
@@ -89,16 +92,25 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
 
 
 def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
-    """The newest finished result of an identical run (harness errors are always re-run)."""
+    """The newest finished result of an identical run (harness errors are always re-run).
+
+    Only a result whose seal verifies (:mod:`pytest_rexmle.seal`) is reused: one changed after grading
+    (by an agent that reached its run folder, say) is skipped with a warning, and the task runs again.
+    """
     parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
     for result_path in sorted(parent.glob("*/result.json"), reverse=True):
         try:
             meta = json.loads(read_bytes(result_path.parent / "run.json", MAX_RECORD_BYTES))
-            read_bytes(result_path, MAX_RECORD_BYTES)  # a regular file of sane size before it is parsed
-            result = ChallengeResult.read(result_path)
-        except (OSError, ValueError, TypeError, RefusedFile):
+            if not isinstance(meta, dict) or meta.get("key") != key:
+                continue
+            data = verify_result(result_path, key)
+            result = ChallengeResult.from_json(json.loads(data))
+        except SealError as exc:
+            warnings.warn(f"rexmle: not resuming {result_path}: {exc}; the task runs again", stacklevel=2)
             continue
-        if meta.get("key") == key and result.status != ERROR:
+        except (OSError, ValueError, TypeError, AttributeError, RefusedFile):
+            continue
+        if result.status != ERROR:
             return result
     return None
 
@@ -163,6 +175,8 @@ def finish(run: LaunchedRun) -> RunOutcome:
     folder, agent, ctx, meta = run.folder, run.agent, run.ctx, run.meta
     outcome = run.handle.wait()
     meta.update(run.handle.record())
+    # the gateway's record of the run (metered usage, egress), when the runtime ran one
+    meta.update(run_json_fields(outcome.details.pop("gateway", None)))
     # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
     meta["scrub"] = scrub_run_folder(folder.root).to_json()
     try:

@@ -9,11 +9,13 @@ import pytest
 
 from .paths import default_data_dir
 
-# (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list"}
+# (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"}
 OPTIONS = [
-    ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); "
-     "benchmark items are collected only when this is set", "str", None),
-    ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to the agent (repeatable)", "list", []),
+    ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
+     "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
+     "names", None),
+    ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to every agent, or AGENT:KEY=VALUE to one of "
+     "several (repeatable)", "list", []),
     ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)", "str", "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
     ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox), docker (one container per run) or slurm "
@@ -42,6 +44,17 @@ OPTIONS = [
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
      "list", []),
+    ("--rexmle-agent-uids", "rexmle_agent_uids", "root harness: the host uids agents run as, START-END; each "
+     "concurrent run holds one of its own (default 2000000000-2000000255)", "str", None),
+    ("--rexmle-agent-as-root", "rexmle_agent_as_root", "root harness, local runtime: run the agent as uid 0 (no "
+     "capabilities) instead of a uid of its own; printed and recorded in run.json", "bool", False),
+    ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
+     "your own uid, which reaches the harness's environment, venv, cache and runs folder (recorded in run.json)",
+     "bool", False),
+    ("--rexmle-budget", "rexmle_budget", "per-run model budget through the gateway, e.g. usd=5,tokens=2000000,"
+     "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
+    ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
+     "(repeatable; the tasks' data hosts stay refused)", "list", []),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -64,8 +77,11 @@ def add_options(parser: pytest.Parser) -> None:
         elif kind == "list":
             group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
             parser.addini(ini, help_text, type="linelist", default=default)
+        elif kind == "names":  # repeatable on the command line, whitespace-separated in the ini file
+            group.addoption(flag, action="append", default=None, dest=dest, help=help_text)
+            parser.addini(ini, help_text, type="args", default=default)
         else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none"),
+            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("bridge", "host", "none", "gateway"),
                        "--rexmle-sandbox": ("auto", "bwrap", "landlock"),
                        "--rexmle-slurm-inner": ("local", "docker"),
                        "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
@@ -119,13 +135,28 @@ class Settings:
     slurm_detach: bool = False
     sandbox: str = "auto"                                       # local runtime: auto, bwrap or landlock
     limits: dict[str, str] = field(default_factory=dict)        # --rexmle-limit NAME=VALUE overrides
+    agent_uids: str | None = None                               # root harness: START-END, one uid per run
+    agent_as_root: bool = False                                 # explicit: the agent keeps uid 0
+    unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
+    budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
+    egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
+    #: every --agent of the session, in order (``agent`` is the first); each with its own options
+    agents: tuple[str, ...] = field(default=())
+    options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def options_for(self, agent: str) -> dict[str, str]:
+        """The options of one of the session's agents (``agent_options`` when it is the only one)."""
+        return dict(self.options_by_agent.get(agent, self.agent_options))
 
     def public(self) -> dict:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
                 "gpus": list(self.gpus), "network": self.network, "judge": self.judge,
-                "sandbox": self.sandbox, "limits": dict(self.limits)}
+                "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
+                "egress_allow": list(self.egress_allow),
+                **({"agent_as_root": True} if self.agent_as_root else {}),
+                **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
 
 def _limits(pairs: list[str]) -> dict[str, str]:
@@ -138,6 +169,32 @@ def _limits(pairs: list[str]) -> dict[str, str]:
     except LimitError as exc:
         raise pytest.UsageError(f"--rexmle-limit: {exc}") from None
     return pairs_by_name
+
+
+def agent_names(values) -> tuple[str, ...]:
+    """The session's agents, in order, each once; ``--agent=a,b`` is the same as ``--agent=a --agent=b``."""
+    names: list[str] = []
+    for value in ([values] if isinstance(values, str) else list(values or [])):
+        for name in str(value).split(","):
+            if name.strip() and name.strip() not in names:
+                names.append(name.strip())
+    return tuple(names)
+
+
+def options_by_agent(pairs: list[str], agents: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Each agent's options: the plain ``KEY=VALUE`` pairs, then its own ``AGENT:KEY=VALUE`` pairs over them."""
+    shared: dict[str, str] = {}
+    own: dict[str, dict[str, str]] = {name: {} for name in agents}
+    for key, value in parse_agent_options(pairs).items():
+        target, sep, option = key.partition(":")
+        if not sep:
+            shared[key] = value
+        elif target in own and option:
+            own[target][option] = value
+        else:
+            raise pytest.UsageError(f"--agent-option {key}={value}: {target!r} is not one of the session's agents "
+                                    f"({', '.join(agents) or 'none'})")
+    return {name: {**shared, **own[name]} for name in agents}
 
 
 def parse_agent_options(pairs: list[str]) -> dict[str, str]:
@@ -167,9 +224,13 @@ def read_settings(config: pytest.Config) -> Settings:
     min_pct = v["rexmle_min_percentile"]
     if not 0.0 <= min_pct <= 1.0:
         raise pytest.UsageError("--rexmle-min-percentile must be between 0 and 1")
+    agents = agent_names(v["rexmle_agent"])
+    by_agent = options_by_agent(list(v["rexmle_agent_options"] or []), agents)
     return Settings(
-        agent=v["rexmle_agent"],
-        agent_options=parse_agent_options(list(v["rexmle_agent_options"] or [])),
+        agent=agents[0] if agents else None,
+        agent_options=by_agent[agents[0]] if agents else parse_agent_options(list(v["rexmle_agent_options"] or [])),
+        agents=agents,
+        options_by_agent=by_agent,
         data=data,
         data_dir=folder(v["rexmle_data_dir"]) if v["rexmle_data_dir"] else default_data_dir(),
         runtime=v["rexmle_runtime"],
@@ -195,7 +256,35 @@ def read_settings(config: pytest.Config) -> Settings:
         slurm_detach=bool(v["rexmle_slurm_detach"]),
         sandbox=v["rexmle_sandbox"],
         limits=_limits(list(v["rexmle_limits"] or [])),
+        agent_uids=_agent_uids(v["rexmle_agent_uids"]),
+        agent_as_root=bool(v["rexmle_agent_as_root"]),
+        unsafe_same_uid=bool(v["rexmle_unsafe_same_uid"]),
+        budget=_budget(v["rexmle_budget"]),
+        egress_allow=tuple(h.strip() for h in (v["rexmle_egress_allow"] or []) if h.strip()),
     )
+
+
+def _agent_uids(value: str | None) -> str | None:
+    """``--rexmle-agent-uids`` checked now: a typo is one usage error, not a failed run per task."""
+    from .runtime.sandbox.uids import UidRange, UidRangeError
+
+    if value is None:
+        return None
+    try:
+        UidRange.parse(value)
+    except UidRangeError as exc:
+        raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
+    return value
+
+
+def _budget(text: str | None) -> str | None:
+    """``--rexmle-budget`` checked now, so a typo is one usage error and not a failed run per task."""
+    from .gateway.budget import Budget, BudgetError
+
+    try:
+        return text.strip() if Budget.parse(text) is not None else None
+    except BudgetError as exc:
+        raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
 
 
 def _gpus(config: pytest.Config, value: str | None, key: str) -> list[str]:

@@ -15,9 +15,13 @@ S4 infer    15 %    deterministic: fraction of public test cases with a predicti
 S5 submit   10 %    deterministic: 1 if ``grader.validate(submission, public)`` accepts the submission
 ==========  ======  ====================================================================================
 
-Judged stages use the capability judge: the ``rules`` judge scores the fraction of the three checks
-it finds evidence for in the logs (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1
-rubric per log section and keeps the best section. ``total`` is the weighted sum.
+Judged stages use the capability judge on what the harness observed (the gateway's recorded model
+calls and the workspace code they corroborate, :mod:`pytest_rexmle.capability.trace`; never the
+agent's own stdout or log files): the ``rules`` judge scores the fraction of the three checks it finds
+evidence for (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1 rubric per trace
+section and keeps the best section. Without an observed trace S1–S3 are 0. S4/S5 measure the
+submission itself, which the harness reads, so a forged log changes neither. ``total`` is the weighted
+sum.
 
 Usage file (optional). An agent may write ``$REXMLE_WORKSPACE/rexmle-usage.json``, or a host-side
 adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields optional, unknown ones ignored::
@@ -26,7 +30,9 @@ adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields option
      "cost_usd": float, "model": str}
 
 ``total_tokens`` defaults to input + output. Wall time is the harness's own measure (``run.json``
-``duration``), never the agent's claim.
+``duration``), never the agent's claim. When the run went through the gateway, ``run.json``'s metered
+``usage`` (``source: "gateway"``) is the cost block instead (turns = model requests, plus
+``cached_tokens`` and ``model_seconds``) and the agent's file is kept only as ``reported_by_agent``.
 
 Document (``<run>/stages.json``, schema ``rexmle-stages/1``)::
 
@@ -49,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
-from .capability.trace import collect_sources
+from .capability.trace import collect_sources, has_trace
 from .errors import InvalidSubmission
 from .hostile import RefusedFile, clean_text, read_json
 from .result import write_json_atomic
@@ -70,10 +76,10 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
     task_obj = _task(task)
     challenge_id = task_id_of(task)
     sources = collect_sources(run_dir)
-    if any(s.text.strip() for s in sources):
+    if has_trace(sources):
         judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
-    else:
-        judged = {sid: {"score": 0.0, "evidence": "No log text"} for sid in JUDGED_STAGES}
+    else:  # claims in the agent's own logs earn no stage credit
+        judged = {sid: {"score": 0.0, "evidence": "No observed trace"} for sid in JUDGED_STAGES}
     infer, submit = submission_stages(run_dir, task_obj, public_dir)
     method = judge.describe()["name"]
     rows = []
@@ -201,6 +207,36 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
     usage["source"] = source
     if warnings:
         usage["warnings"] = warnings
+    metered = meta.get("usage")
+    if isinstance(metered, dict) and metered.get("source") == "gateway":
+        return _gateway_usage(metered, usage)
+    return usage
+
+
+def _gateway_usage(metered: dict, reported: dict) -> dict:
+    """The gateway's metered usage (what the provider billed), with the agent's own file kept aside as
+    ``reported_by_agent``: an agent claiming 0 tokens no longer shows 0 in the report."""
+    def count(key: str) -> int | None:
+        value = metered.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    cost = metered.get("cost_usd")
+    by_model = metered.get("by_model") if isinstance(metered.get("by_model"), dict) else {}
+    models = sorted(by_model, key=lambda m: -(by_model[m].get("requests") or 0) if isinstance(by_model[m], dict) else 0)
+    usage: dict[str, Any] = {
+        "turns": count("requests"), "input_tokens": count("input_tokens"), "output_tokens": count("output_tokens"),
+        "total_tokens": None, "cost_usd": float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool)
+        and math.isfinite(cost) and cost >= 0 else None,
+        "model": clean_text(", ".join(models), limit=200) if models else None,
+        "wall_seconds": reported.get("wall_seconds"), "source": "gateway",
+        "cached_tokens": count("cached_tokens"), "model_seconds": metered.get("model_seconds"),
+    }
+    if usage["input_tokens"] is not None and usage["output_tokens"] is not None:
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    if usage["cost_usd"] is None and metered.get("cost_unknown_reason"):
+        usage["cost_unknown_reason"] = clean_text(str(metered["cost_unknown_reason"]), limit=500)
+    if reported.get("source") is not None or reported.get("warnings"):
+        usage["reported_by_agent"] = {k: v for k, v in reported.items() if k != "wall_seconds"}
     return usage
 
 

@@ -30,7 +30,6 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
-    "sandbox/test_mirror.py": (("slow", "sandbox"), 1200),         # real package installs into the offline mirror
     "sandbox": (("sandbox",), None),                               # bubblewrap/Landlock runs of seconds each
     "test_sandbox.py": (("sandbox",), None),
 }

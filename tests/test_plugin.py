@@ -185,7 +185,7 @@ def test_result_hook_is_called(bench, needs_bwrap):
 def test_unknown_agent_is_a_usage_error(bench):
     result = bench("--agent=nope", "-k", "ldct-iqa")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown agent 'nope'; available: aide, command, ml-master, rd-agent, sample*"])
+    result.stderr.fnmatch_lines(["*unknown agent 'nope'; available: aide, claude-code, codex, command, gemini-cli, mini-swe-agent, ml-master, rd-agent, sample*"])
 
 
 def test_command_agent_requires_cmd(bench):

@@ -92,9 +92,10 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     result.assert_outcomes(passed=1)
     run = _latest_run(bench, "ldct-iqa")
     echo = json.loads((run / "workspace" / "echo.json").read_text())
-    from pytest_rexmle.task import tasks_root
-
-    assert echo["env"].pop("REXMLE_TASKS_DIR") == str(tasks_root().resolve())
+    # `rexmle validate` asks the gateway (tests/sandbox/test_validate_inside.py): no task registry inside
+    assert "REXMLE_TASKS_DIR" not in echo["env"]
+    for name in ("REXMLE_GATEWAY", "REXMLE_VALIDATE_URL", "REXMLE_GATEWAY_TOKEN"):  # the gateway's, when wired
+        echo["env"].pop(name, None)
     # bubblewrap shows the contract at /rexmle/...; Landlock has no mount namespace, so the real paths of
     # the run's neutral stage (runtime/staging.py), where the folders were while it ran
     stage = json.loads((run / "run.json").read_text())["stage"]
@@ -111,20 +112,6 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     assert echo["instructions_mentions_validate"] is True
     assert "description.md" in echo["listing"] and "sample_submission.csv" in echo["listing"]
     assert (run / "submission" / "submission.csv").is_file()
-
-
-def test_validator_runs_inside_the_sandbox(bench, sandbox):
-    cmd = ("cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv && "
-           "rexmle validate --submission $REXMLE_SUBMISSION_DIR > $REXMLE_WORKSPACE/ok.txt; "
-           "printf 'image_id,quality_score\\n' > $REXMLE_WORKSPACE/bad.csv; mkdir -p $REXMLE_WORKSPACE/bad; "
-           "mv $REXMLE_WORKSPACE/bad.csv $REXMLE_WORKSPACE/bad/submission.csv; "
-           "rexmle validate --submission $REXMLE_WORKSPACE/bad > $REXMLE_WORKSPACE/bad.txt; echo $? >> $REXMLE_WORKSPACE/bad.txt")
-    bench("--agent=command", f"--agent-option=cmd={cmd}", "-k", "ldct-iqa",
-          f"--rexmle-sandbox={sandbox}").assert_outcomes(passed=1)
-    run = _latest_run(bench, "ldct-iqa")
-    assert (run / "workspace" / "ok.txt").read_text().startswith("OK: 15 test case(s)")
-    bad = (run / "workspace" / "bad.txt").read_text().splitlines()
-    assert bad[0].startswith("INVALID: submission.csv: missing test case(s) '1000'") and bad[-1] == "1"
 
 
 def test_local_runtime_refuses_an_unusable_forced_sandbox_unless_unsafe(tmp_path):

@@ -81,27 +81,34 @@ def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     return [v for v in (env.get(k, "") for k in SECRET_VARIABLES) if len(v) >= 8]
 
 
-def _relay(source, sink, secrets: list[bytes]) -> None:
-    """Copy the agent's output line by line, every key replaced by ``***`` (agents log their settings)."""
+def _relay(source, sink, secrets: list[bytes], copy=None) -> None:
+    """Copy the agent's output line by line, every key replaced by ``***`` (agents log their settings);
+    ``copy`` (a binary file) also gets every line, for start scripts that read the agent's own report."""
     for line in iter(source.readline, b""):
         for value in secrets:
             line = line.replace(value, b"***")
         sink.write(line)
         sink.flush()
+        if copy is not None:
+            copy.write(line)
+            copy.flush()
     source.close()
 
 
-def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None) -> int | None:
+def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str, str] | None = None,
+                      stdout_copy: Path | None = None) -> int | None:
     """Run the agent in its own process group; at the deadline interrupt it, then kill it. None: deadline hit.
 
-    Its stdout/stderr reach ours (the harness's log files) through a relay that masks API keys.
+    Its stdout/stderr reach ours (the harness's log files) through a relay that masks API keys;
+    ``stdout_copy`` also receives its (masked) stdout, e.g. a CLI's JSON event stream.
     """
-    log(f"starting {argv[0]} with a budget of {seconds:.0f} s")
+    log(f"starting {Path(argv[0]).name} with a budget of {seconds:.0f} s")
     secrets = [v.encode() for v in secret_values(env)]
     proc = subprocess.Popen(argv, cwd=str(cwd), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    relays = [threading.Thread(target=_relay, args=(pipe, sink, secrets), daemon=True)
-              for pipe, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))]
+    copy = open(stdout_copy, "wb") if stdout_copy is not None else None
+    relays = [threading.Thread(target=_relay, args=(pipe, sink, secrets, extra), daemon=True)
+              for pipe, sink, extra in ((proc.stdout, sys.stdout.buffer, copy), (proc.stderr, sys.stderr.buffer, None))]
     for relay in relays:
         relay.start()
     try:
@@ -127,6 +134,8 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
                 pass
         for relay in relays:  # a grandchild may keep a pipe open: do not wait for it forever
             relay.join(timeout=5)
+        if copy is not None:
+            copy.close()
 
 
 def referenced_files(csv_path: Path, files_base: Path | None = None) -> list[str]:

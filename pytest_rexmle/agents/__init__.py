@@ -1,8 +1,6 @@
 """Agents: what gets run against a task. Built-ins plus the ``rexmle.agents`` entry-point group.
 
-The names are resolved on first use (PEP 562): the sample agent runs as
-``python -m pytest_rexmle.agents.sample_main`` inside every sandbox, which executes this file first,
-and needs neither the registry nor the agent interface to write its baseline.
+The names are resolved on first use (PEP 562), so importing one agent does not import them all.
 """
 
 from __future__ import annotations
@@ -13,6 +11,10 @@ BUILTIN_AGENTS = {
     "aide": "pytest_rexmle.agents.aide:AideAgent",
     "ml-master": "pytest_rexmle.agents.ml_master:MLMasterAgent",
     "rd-agent": "pytest_rexmle.agents.rd_agent:RDAgent",
+    "claude-code": "pytest_rexmle.agents.coding_cli:ClaudeCodeAgent",
+    "codex": "pytest_rexmle.agents.coding_cli:CodexAgent",
+    "gemini-cli": "pytest_rexmle.agents.coding_cli:GeminiCLIAgent",
+    "mini-swe-agent": "pytest_rexmle.agents.coding_cli:MiniSweAgent",
 }
 
 

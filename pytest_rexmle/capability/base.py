@@ -2,8 +2,9 @@
 
 A judge turns one run folder into the per-run capability document (``capability.json``, schema in
 :mod:`pytest_rexmle.capability.schema`) and, for :mod:`pytest_rexmle.stages`, grades the judged workflow
-stages S1–S3. Both judges read the same sources (:mod:`pytest_rexmle.capability.trace`), so their
-documents are comparable run by run.
+stages S1–S3. Both judges read the same sources (:mod:`pytest_rexmle.capability.trace`): what the
+harness observed (the gateway's recorded model calls, the workspace code they corroborate), never the
+agent's own logs, so their documents are comparable run by run and a forged log earns nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..result import write_json_atomic
-from .schema import NO_TEXT, run_document, zero_results
-from .trace import Source, collect_sources
+from .schema import NO_TEXT, NO_TRACE_FLAG, run_document, zero_results
+from .trace import Source, collect_sources, has_trace
 
 CAPABILITY_JSON = "capability.json"
 #: the judged stages (S4/S5 are measured deterministically from the submission)
@@ -94,9 +95,9 @@ class Judge(ABC):
         sources = collect_sources(run_dir)
         flags: list[str] = []
         usage = None
-        if not any(s.text.strip() for s in sources):
+        if not has_trace(sources):  # the agent's own logs are claims: without an observed trace nothing counts
             sections = [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
-            flags.append("no log text")
+            flags.append(NO_TRACE_FLAG)
         else:
             sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task))
         doc = run_document(agent=meta.get("agent"), challenge_id=challenge_id, seed=_seed(meta),

@@ -3,7 +3,9 @@
 Prompt (capability.md §2, project wording ``PROMPT_VERSION``): a system instruction making the model an
 adjudicator that scores 1 only for explicit evidence of execution, and a user message of the 13
 ``TARGET STRATEGY`` blocks (names and criteria verbatim from ``strategies.json``) followed by one log
-section of at most 15 000 characters. Replies must be raw JSON (``response_format: json_object``);
+section of at most 15 000 characters. The log is the run's observed trace (the model calls the gateway
+recorded, and the files the run left), never the agent's own stdout or log files:
+:mod:`pytest_rexmle.capability.trace`. Replies must be raw JSON (``response_format: json_object``);
 unparsable replies are retried a bounded number of times, then the section scores 0 with evidence
 ``"Unparsable judge response"`` and is flagged (§3). Transient HTTP failures (429, 5xx, network) are
 retried the same way; configuration failures (401/403/404) raise :class:`JudgeError` at once.
@@ -35,12 +37,13 @@ from typing import Any
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge
-from .schema import UNPARSABLE, normalise_results, zero_results
+from .schema import NO_TEXT, NO_TRACE_FLAG, UNPARSABLE, normalise_results, zero_results
 from .strategies import load_strategies
 from .trace import SECTION_CHARS, Source, split_sections, trace_text
 
-PROMPT_VERSION = "rexmle-capability-1"
-STAGE_PROMPT_VERSION = "rexmle-stages-1"
+#: 2: the log sections are the observed trace (recorded model calls, file inventory), not the agent's logs
+PROMPT_VERSION = "rexmle-capability-2"
+STAGE_PROMPT_VERSION = "rexmle-stages-2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-5"
 DEFAULT_KEY_ENV = "REXMLE_JUDGE_API_KEY"
@@ -215,7 +218,7 @@ class LLMJudge(Judge):
         texts = self.sections(sources)
         if not texts:
             label = f"{challenge_id}-section-1"
-            return ([{"label": label, "flagged": True, "results": zero_results("No log text")}], ["no log text"],
+            return ([{"label": label, "flagged": True, "results": zero_results(NO_TEXT)}], [NO_TRACE_FLAG],
                     self._usage(start))
         for i, text in enumerate(texts, start=1):
             label = f"{challenge_id}-section-{i}"

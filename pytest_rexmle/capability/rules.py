@@ -1,15 +1,18 @@
-"""The offline ``rules`` judge: deterministic evidence detection in a run's logs and code.
+"""The offline ``rules`` judge: deterministic evidence detection in a run's observed trace and code.
 
 Each strategy is a :class:`Rule`: groups of regular expressions, all groups must match somewhere
 (AND of ORs), optionally in trace order (an error *then* a fix). Every hit is quoted as evidence with its
-file and line (``logs/agent.stdout.log:42: <text>``). The patterns look for concrete, executed things —
-library calls, log output, written code — in the spirit of the paper's rubric (score 1 only for
-explicit evidence of execution), and three filters keep mere talk out:
+file and line (``logs/model-calls.jsonl#7:42: <text>`` for line 42 of the 7th recorded model call,
+``workspace/train.py:3: <text>`` for code). It reads only what the harness observed
+(:mod:`pytest_rexmle.capability.trace`): the gateway's recorded model calls and the workspace code they
+corroborate, never the agent's own stdout or log files. The patterns look for concrete, executed
+things — library calls, command output, written code — in the spirit of the paper's rubric (score 1
+only for explicit evidence of execution), and three filters keep mere talk out:
 
-* hedged log lines ("I will try Optuna", "could add TTA", "trained without augmentation") are ignored
+* hedged trace lines ("I will try Optuna", "could add TTA", "trained without augmentation") are ignored
   for groups marked ``hedged``;
 * comment lines in code files are ignored (a ``# TODO: TTA`` is not an execution);
-* log lines that repeat the task description or instructions are ignored (the ISLES description
+* trace lines that repeat the task description or instructions are ignored (the ISLES description
   mentions connected components; an agent echoing it has not post-processed anything).
 
 It is a heuristic floor, cheap and reproducible, not a replacement for the ``llm`` judge: the document
@@ -27,9 +30,10 @@ from dataclasses import dataclass
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge, normalise_line
 from .schema import load_strategies
-from .trace import CODE, LOG, Source
+from .trace import CODE, TRACE, Source
 
-PROMPT_VERSION = "rules-1"
+#: 2: the evidence is the observed trace and the code it corroborates, no longer the agent's logs
+PROMPT_VERSION = "rules-2"
 MAX_QUOTE = 160
 HITS_KEPT = 2
 
@@ -147,7 +151,7 @@ class Rule:
     key: str
     groups: tuple[Group, ...]
     ordered: bool = False           # group i must first match after group i-1 did (trace order)
-    logs_only: bool = False         # evidence must come from the execution logs, not from code files
+    trace_only: bool = False        # evidence must come from the observed trace, not from code files
     exclude: re.Pattern | None = None
 
 
@@ -167,7 +171,7 @@ RULES: dict[str, Rule] = {r.key: r for r in (
               r"\b(retrying|rerunning|re-running|re-ran|reran)\b.{0,60}\b(with|after)\b",
               r"\b(reduc|lower)(ed|ing)\s+(the\s+)?(batch[ _]size|patch[ _]size|learning rate|lr)\b",
               r"\bapplied (a |the )?fix\b", r"\bworkaround\b", what="fix applied"),
-    ), ordered=True, logs_only=True),
+    ), ordered=True, trace_only=True),
     Rule("state_of_the_art", (group(
         r"\bnn-?U-?Net\b|\bnnunet", r"Swin-?UNETR|" + _CS.format(r"\bUNETR\b"),
         r"SegResNet|DynUNet|AttentionUnet|Attention[ -]U-?Net|UNet\s?\+\+|U-Net\s?\+\+|UnetPlusPlus|TransUNet|MedNeXt|"
@@ -423,11 +427,13 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
     lines = []
     order = 0
     for src in sources:
+        if src.kind not in (TRACE, CODE):  # the file inventory is for the LLM judge
+            continue
         for lineno, text in enumerate(src.lines(), start=1):
             order += 1
             if not text.strip() or (src.kind == CODE and COMMENT.match(text)):
                 continue
-            if src.kind == LOG and ignore and normalise_line(text) in ignore:
+            if src.kind == TRACE and ignore and normalise_line(text) in ignore:
                 continue
             for start in range(0, len(text), MAX_LINE_CHARS):
                 piece = text[start:start + MAX_LINE_CHARS]
@@ -445,7 +451,7 @@ def _quote(line: Line, match: re.Match) -> str:
     return f"{line.src.rel}:{line.lineno}: {text}"
 
 
-def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False, logs_only: bool = False,
+def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False, trace_only: bool = False,
          exclude: re.Pattern | None = None) -> list[list[_Hit]]:
     """Hits per group (at most HITS_KEPT each), in trace order."""
     if not isinstance(lines, Lines):
@@ -458,7 +464,7 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
             lines.stopped = True
             break
         line = lines[index]
-        if logs_only and line.src.kind != LOG:
+        if trace_only and line.src.kind != TRACE:
             continue
         if exclude is not None and exclude.search(line.text):
             continue
@@ -468,7 +474,7 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
             if candidates[i] is not None and index not in candidates[i]:
                 continue
             match = lines.search(grp, index)
-            if match is None or (grp.hedged and line.src.kind == LOG and HEDGE.search(line.text)):
+            if match is None or (grp.hedged and line.src.kind == TRACE and HEDGE.search(line.text)):
                 continue
             if ordered and i and hits[i - 1][0].order >= line.order:
                 continue
@@ -479,7 +485,7 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
 
 
 def judge_rule(rule: Rule, lines: list[Line]) -> tuple[int, str]:
-    hits = scan(lines, rule.groups, ordered=rule.ordered, logs_only=rule.logs_only, exclude=rule.exclude)
+    hits = scan(lines, rule.groups, ordered=rule.ordered, trace_only=rule.trace_only, exclude=rule.exclude)
     if not all(hits):
         return 0, ""
     parts = []

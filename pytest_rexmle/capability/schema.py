@@ -11,7 +11,7 @@ the ``results`` view in the paper's judge-output shape)::
       "strategies": [13 × {"id": int, "key": str, "strategy": str, "score": 0 | 1,
                            "evidence": str, "section": str | null}],
       "results": [13 × {"id": int, "strategy": str, "score": 0 | 1, "evidence": str}],
-      "flags": [str],                 e.g. "no log text", "unparsable: <label>"
+      "flags": [str],                 e.g. NO_TRACE_FLAG, "unparsable: <label>"
       "judge_usage": {...}            optional: tokens the judge itself spent (llm judge)
     }
 
@@ -52,7 +52,9 @@ AGENT_SCHEMA = "rexmle-capability-agent/1"
 SESSION_SCHEMA = "rexmle-capability/1"
 UNPARSABLE = "Unparsable judge response"
 MISSING = "Missing in model response"
-NO_TEXT = "No log text"
+NO_TEXT = "No observed trace"
+#: the run flag when the gateway recorded no model call (the agent's own logs are never judged)
+NO_TRACE_FLAG = "no observed trace (logs/model-calls.jsonl missing or empty)"
 
 
 def score_value(value: Any) -> int:

@@ -1,23 +1,35 @@
-"""What a judge reads of a run: its logs (the execution trace) and the code it left in the workspace.
+"""What a judge reads of a run: what the harness observed, never what the agent says about itself.
 
 Sources, in a fixed order so evidence and section labels are reproducible:
 
-1. ``logs/agent.stdout.log``, ``logs/agent.stderr.log``, then other text files in ``logs/`` (sorted);
-2. text logs the agent kept in its workspace (``*.log``, ``*.md``, ``*.txt``, ``*.jsonl``, ``*.out``), sorted;
-3. code and configuration in the workspace (``*.py``, ``*.sh``, ``*.yaml``, ``*.yml``, ``*.cfg``, ``*.toml``).
+1. ``trace`` — the model calls the session's gateway recorded (``logs/model-calls.jsonl``, see
+   :mod:`pytest_rexmle.capability.observed`), one source per call (``logs/model-calls.jsonl#<n>``):
+   what the model was shown (commands, their outputs, errors) and what it answered;
+2. ``code`` — code and configuration in the workspace (``*.py``, ``*.sh``, ``*.yaml``, ``*.yml``,
+   ``*.cfg``, ``*.toml``, ``*.ipynb``) **that the trace corroborates**: its file name appears in the trace
+   (the model wrote, ran or read it) or one of its substantial lines (``MIN_SHARED_CHARS``) does;
+3. ``files`` — an inventory of the files that exist in ``workspace/`` and ``submission/`` (path and
+   size; artefacts such as checkpoints, fold models, predictions), for the LLM judge.
+
+Never read as evidence: the agent's stdout and stderr, log or text files it wrote (``*.log``, ``*.md``,
+``*.txt``, ``*.jsonl`` in the workspace or ``logs/``), its usage file. They are claims: one line per
+strategy used to earn all 13 (issue 23.6). A file the agent dropped in its workspace that the observed
+trace never mentions is a claim as well. Where the paper's protocol judges "the execution log", this
+project's execution log is the observed trace, the same for every agent, bring-your-own included; a run
+without it (no gateway, ``--rexmle-network=bridge``) is judged on nothing and flagged.
 
 ``workspace/agent/`` is skipped: the ``command`` agent copies its own scaffold there, and a scaffold's
 prompt templates mention strategies ("consider test-time augmentation") that the run never executed.
 Hidden folders, virtual environments, ``site-packages``, ``node_modules`` and caches are skipped too, as
 are binary files. ANSI escapes and control characters are removed.
 
-Everything here was written by the agent, so reading is bounded (see :mod:`pytest_rexmle.hostile`): regular
-files only (never a FIFO, a device or a link), at most ``MAX_FILE_BYTES`` of each file (its head and its
-tail, with a marker line for what was skipped), at most ``MAX_RUN_BYTES`` per run in the order above, at
-most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels. A 1 GiB log costs 1 MiB of reading.
+Everything in the workspace was written by the agent, so reading is bounded (see
+:mod:`pytest_rexmle.hostile`): regular files only (never a FIFO, a device or a link), at most
+``MAX_FILE_BYTES`` of each file (its head and its tail, with a marker line for what was skipped), at
+most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels.
 
-The LLM judge reads sources 1–2 with fenced code blocks removed (capability.md §2), cut into sections of
-at most 15 000 characters at line boundaries; the rules judge also reads the code (source 3).
+The LLM judge reads sources 1 and 3 with fenced code blocks removed (capability.md §2), cut into
+sections of at most 15 000 characters at line boundaries; the rules judge reads sources 1 and 2.
 """
 
 from __future__ import annotations
@@ -30,20 +42,22 @@ from pathlib import Path
 from typing import Iterator
 
 from ..hostile import RefusedFile, clean_text, read_head_tail
+from .observed import MODEL_CALLS, read_model_calls
 
-LOG, CODE = "log", "code"
+TRACE, CODE, FILES = "trace", "code", "files"
 SECTION_CHARS = 15_000
 #: bytes read of one file (head and tail halves), of one run, files considered, folder depth
 MAX_FILE_BYTES = 1024 * 1024
 MAX_RUN_BYTES = 4 * 1024 * 1024
 MAX_FILES = 5000
 MAX_DEPTH = 24
-LOG_SUFFIXES = (".log", ".md", ".txt", ".jsonl", ".out")
-CODE_SUFFIXES = (".py", ".sh", ".yaml", ".yml", ".cfg", ".toml")
-PRIMARY_LOGS = ("agent.stdout.log", "agent.stderr.log")
+CODE_SUFFIXES = (".py", ".sh", ".yaml", ".yml", ".cfg", ".toml", ".ipynb")
+#: a code line this long (normalised) found in the trace ties the file to the observed run
+MIN_SHARED_CHARS = 30
+#: files listed in the inventory source
+MAX_INVENTORY = 300
 SKIP_DIRS = {"agent", "__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "env", ".venv"}
-#: files the harness or adapters write for other purposes (not part of the agent's trace)
-SKIP_FILES = {"usage.json", "capability.json", "stages.json"}
+_CODE_NAME = re.compile(r"[\w.+-]+\.(?:py|sh|ya?ml|cfg|toml|ipynb)\b")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -120,39 +134,71 @@ def _walk(root: Path, top: Path) -> Iterator[Path]:
             yield entry
 
 
-def collect_sources(run_dir: Path, *, include_code: bool = True, include_workspace_logs: bool = True) -> list[Source]:
-    """All judge-readable text of a run, logs first (see module docstring for the order and bounds)."""
+def collect_sources(run_dir: Path, *, include_code: bool = True, include_files: bool = True) -> list[Source]:
+    """The observed evidence of a run: trace, corroborated code, file inventory (module docstring)."""
     run_dir = Path(run_dir)
-    budget = _Budget(MAX_RUN_BYTES)
-    out: list[Source] = []
-    logs = run_dir / "logs"
-    ordered = [logs / name for name in PRIMARY_LOGS]
-    if logs.is_dir() and not logs.is_symlink():
-        ordered += [p for p in _walk(logs, logs) if p.name not in PRIMARY_LOGS]
-    for path in ordered:
-        if path.name in SKIP_FILES or (path.name not in PRIMARY_LOGS and path.suffix not in LOG_SUFFIXES):
-            continue
-        text = _read_text(path, budget)
-        if text is not None:
-            out.append(Source(path.relative_to(run_dir).as_posix(), LOG, text))
+    trace = read_model_calls(run_dir)
+    out = [Source(f"{MODEL_CALLS}#{call.number}", TRACE, call.text) for call in trace.calls]
     workspace = run_dir / "workspace"
-    if workspace.is_dir() and not workspace.is_symlink() and (include_workspace_logs or include_code):
-        files = list(_walk(workspace, workspace))
-        if include_workspace_logs:
-            out += _sources(run_dir, [p for p in files if p.suffix in LOG_SUFFIXES and p.name not in SKIP_FILES], LOG,
-                            budget)
-        if include_code:
-            out += _sources(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], CODE, budget)
+    files = list(_walk(workspace, workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
+    if include_code and out:
+        out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
+    if include_files:
+        submission = run_dir / "submission"
+        listed = files + (list(_walk(submission, submission)) if not submission.is_symlink() else [])
+        lines = [f"{p.relative_to(run_dir).as_posix()} ({_size(p)} bytes)" for p in listed[:MAX_INVENTORY]]
+        if len(listed) > MAX_INVENTORY:
+            lines.append(f"[... {len(listed) - MAX_INVENTORY} more files ...]")
+        if lines:
+            out.append(Source("files", FILES, "Files in the run folder after the run (observed by the harness):\n"
+                              + "\n".join(lines)))
     return out
 
 
-def _sources(run_dir: Path, paths: list[Path], kind: str, budget: _Budget | None = None) -> list[Source]:
-    found = []
-    for path in paths:
+def _corroborated_code(run_dir: Path, paths: list[Path], trace: list[Source]) -> list[Source]:
+    """The code files the trace corroborates, in walk order. Files the trace names are read first, so
+    that large files it never mentions cannot use up the run's budget before the ones that matter;
+    the others are scanned for a shared line on a budget of their own."""
+    names, shared = _trace_index(trace)
+    budget, scan = _Budget(MAX_RUN_BYTES), _Budget(MAX_RUN_BYTES)
+    found: dict[Path, str] = {}
+    for path in (p for p in paths if p.name in names):
         text = _read_text(path, budget)
         if text is not None:
-            found.append(Source(path.relative_to(run_dir).as_posix(), kind, text))
-    return found
+            found[path] = text
+    for path in (p for p in paths if p.name not in names):
+        if budget.left <= 0:
+            break
+        text = _read_text(path, scan)
+        if text is not None and _shares_a_line(text, shared):
+            budget.left -= len(text)
+            found[path] = text
+    return [Source(p.relative_to(run_dir).as_posix(), CODE, found[p]) for p in paths if p in found]
+
+
+def has_trace(sources: list[Source]) -> bool:
+    return any(s.kind == TRACE and s.text.strip() for s in sources)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _trace_index(sources: list[Source]) -> tuple[set[str], set[str]]:
+    """(code file names the trace mentions, normalised long lines of the trace)."""
+    names: set[str] = set()
+    lines: set[str] = set()
+    for src in sources:
+        names.update(m.group(0).rsplit("/", 1)[-1] for m in _CODE_NAME.finditer(src.text))
+        lines.update(n for line in src.text.splitlines() if len(n := " ".join(line.split())) >= MIN_SHARED_CHARS)
+    return names, lines
+
+
+def _shares_a_line(text: str, shared: set[str]) -> bool:
+    return any(len(n := " ".join(line.split())) >= MIN_SHARED_CHARS and n in shared for line in text.splitlines())
 
 
 def strip_code_blocks(text: str) -> str:
@@ -173,10 +219,10 @@ def strip_code_blocks(text: str) -> str:
 
 
 def trace_text(sources: list[Source], *, keep_code: bool = False) -> str:
-    """The textual execution trace: every log source under a ``=== path ===`` header line."""
+    """The textual execution trace: every observed call (and the file inventory) under a ``=== ... ===`` line."""
     parts = []
     for src in sources:
-        if src.kind != LOG or not src.text.strip():
+        if src.kind not in (TRACE, FILES) or not src.text.strip():
             continue
         body = src.text if keep_code else strip_code_blocks(src.text)
         if body.strip():

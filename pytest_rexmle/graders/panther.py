@@ -2,7 +2,9 @@
 
 The organisers' metrics, computed with the DeepMind surface-distance definitions, with two decided
 corrections: the ground-truth spacing is paired with the array axes it belongs to (SimpleITK (x, y, z)
-reversed for the (z, y, x) array), and every non-zero ground-truth voxel is tumour.
+reversed for the (z, y, x) array), and the ground truth is the tumour alone: the prepared answers keep
+label 1 of the release (label 2, the pancreas, becomes 0; §3 errata), so the organisers' rule "every
+non-zero ground-truth voxel is tumour" holds on them exactly as on their tumour-only test labels.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class PancreaticTumour(BinaryMaskGrader):
         return aggregate(per_case)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        """The ground truth binarised (labels 1 and 2 both become 1, which the value-set rule requires)."""
+        """The ground truth as a 0/1 mask (the answers already hold the tumour only; ``!= 0`` keeps it so)."""
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
         rows = []
         for case_id in answers.ids:

@@ -350,6 +350,17 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
 
 # -- page -------------------------------------------------------------------------------------------
 
+def _leak_notes(reports: list[dict]) -> str:
+    """One line per result the leak rules flagged (:mod:`pytest_rexmle.leaks`), with its egress log."""
+    from ..leaks import summary
+
+    notes = [f"<li>{_e(rep.get('agent'))} — {_e(rec.get('challenge_id'))}: {_e(summary(rec['suspected_leak']))}"
+             f" ({_e(rec['suspected_leak'].get('egress') or 'no egress log')})</li>"
+             for rep in reports for rec in rep.get("challenges", [])
+             if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
+    return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
+
+
 def render_html(reports: list[dict], capability: list[dict] | None = None) -> str:
     merged = _merged(reports)
     names = _names()
@@ -360,7 +371,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None) -> st
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
-            "<h2>Summary</h2>", summary_table(merged, colors),
+            "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
             "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
             f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
             f"runs (whiskers: bootstrap interval when an agent has several runs); last group: overall score."

@@ -76,8 +76,23 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
             text = [cells[0], cells[1], chunk, cells[3]]
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(text, widths)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += leak_lines(doc)
     lines.append(score_line(doc))
     return lines
+
+
+def leak_lines(doc: dict) -> list[str]:
+    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge."""
+    from ..leaks import summary
+
+    out = []
+    for rec in doc["challenges"]:
+        leak = rec.get("suspected_leak")
+        if isinstance(leak, dict):
+            egress = leak.get("egress")
+            out.append(f"suspected leak: {rec['challenge_id']}: {summary(leak)}"
+                       + (f" ({egress})" if egress else " (no egress log)"))
+    return out
 
 
 def markdown(doc: dict) -> str:
@@ -98,6 +113,7 @@ def markdown(doc: dict) -> str:
             kind = "ERROR" if rec["status"] == "error" else "FAIL"
             reason = " ".join((rec.get("reason") or "").replace("|", "/").split())
             cells, mean = f"{kind}: {reason}", "-"
-        out.append(f"| {name} | {rec['n_humans']} | {rec['status']} | {cells} | {mean} | {pct(rec['percentile'])} |")
+        status = rec["status"] + (" ⚠ suspected leak" if rec.get("suspected_leak") else "")
+        out.append(f"| {name} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |")
     out += ["", f"_{doc['note']}_", ""]
     return "\n".join(out)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ..fixtures import CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
+from ..fixtures import AGENT_PROPERTY, CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
 from ..result import ChallengeResult
 from . import store
 from .model import build_report, harness_error, not_run
@@ -30,6 +30,7 @@ class SessionReporter:
         self.config = config
         self.settings = settings
         self.run_id = store.new_run_id()
+        # keyed by task id, or (task id, agent) in a session of several agents
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
         self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
@@ -44,6 +45,8 @@ class SessionReporter:
         task_id = props.get(TASK_PROPERTY)
         if task_id is None:
             return
+        if props.get(AGENT_PROPERTY):
+            task_id = (task_id, props[AGENT_PROPERTY])
         if CAPABILITY_PROPERTY in props:
             self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
             self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
@@ -59,13 +62,24 @@ class SessionReporter:
 
     def build(self) -> dict:
         records = dict(self.results)
-        for task_id, (message, trace) in self.errors.items():
-            records.setdefault(task_id, harness_error(task_id, message, trace))
-        for task_id, why in self.seen.items():
-            records.setdefault(task_id, not_run(task_id, why))
-        return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                            agent_options=_safe_options(self.settings),
-                            settings={**self.settings.public(), **_runtime_facts(self.settings)})
+        for key, (message, trace) in self.errors.items():
+            records.setdefault(key, _for_agent(harness_error(_task(key), message, trace), key))
+        for key, why in self.seen.items():
+            records.setdefault(key, _for_agent(not_run(_task(key), why), key))
+        settings = {**self.settings.public(), **_runtime_facts(self.settings)}
+        agents = self.settings.agents
+        if len(agents) <= 1:
+            return build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+                                agent_options=_safe_options(self.settings), settings=settings)
+        # several agents: every record in one document, and each agent's own score beside it
+        doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
+                           settings=settings)
+        doc["agents"] = {}
+        for name in agents:
+            own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
+                               agent_options=_safe_options(self.settings, name), settings=settings)
+            doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
+        return doc
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -99,6 +113,9 @@ class SessionReporter:
         width = getattr(width, "fullwidth", None) or shutil.get_terminal_size().columns
         for line in terminal_lines(self.document, width=width):
             terminalreporter.write_line(line)
+        for name, own in (self.document.get("agents") or {}).items():
+            terminalreporter.write_line(f"agent {name}: score {100 * own['score']:.1f}% over "
+                                        f"{len(own['selected'])} challenge(s), {own['n_fail']} FAIL")
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
         terminalreporter.write_line(f"every session: {root / store.INDEX_HTML} (newest: {root / store.LATEST})")
@@ -114,11 +131,23 @@ def _crash_message(report: pytest.TestReport) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-def _safe_options(settings) -> dict:
+def _task(key) -> str:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def _for_agent(record: ChallengeResult, key) -> ChallengeResult:
+    """A record made here (not run, harness error) of a several-agent session names its agent."""
+    if isinstance(key, tuple):
+        record.agent = key[1]
+    return record
+
+
+def _safe_options(settings, agent: str | None = None) -> dict:
     from ..agents import get_agent
 
+    name = agent or settings.agent
     try:
-        return get_agent(settings.agent, settings.agent_options).public_options()
+        return get_agent(name, settings.options_for(name)).public_options()
     except Exception:
         return {}
 

@@ -78,9 +78,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import staging
+from . import agent_tools, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .liveness import pid_alive, process_start
+from .sandbox.identity import Identity, hand_back
+from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"
 HARNESS_ROOT = Path("/opt/rexmle")
@@ -205,13 +207,19 @@ class DockerRuntime(Runtime):
     name = "docker"
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
-                 session: str | None = None, mount_harness: bool = True, **_: object) -> None:
+                 session: str | None = None, mount_harness: bool = False, agent_uids: str | None = None,
+                 **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
         self._client = client
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.mount_harness = mount_harness
+        self.mount_harness = mount_harness  # the agent's tools need no harness code; kept for a caller asking
+        self.agent_uids = UidRange.parse(agent_uids)
+
+    @classmethod
+    def settings_options(cls, settings) -> dict:
+        return {"agent_uids": getattr(settings, "agent_uids", None)}
 
     # -- engine ----------------------------------------------------------------------------------------
     @property
@@ -238,7 +246,8 @@ class DockerRuntime(Runtime):
 
     # -- container description --------------------------------------------------------------------------
     def user_for(self, spec: RunSpec) -> tuple[int, int]:
-        """The run folder's owner, unless that is root: agents never run as root."""
+        """The run folder's owner, unless that is root: agents never run as root (a root harness's
+        run gets a uid of its own from ``--rexmle-agent-uids`` in :meth:`run` instead)."""
         st = spec.workspace.parent.stat()
         if st.st_uid == 0:
             return FALLBACK_UID, FALLBACK_UID
@@ -257,6 +266,9 @@ class DockerRuntime(Runtime):
         inside = self.contract_paths(spec)
         binds = [(spec.data_dir, inside["data"], True), (spec.workspace, inside["workspace"], False),
                  (spec.submission, inside["submission"], False), (spec.instructions, inside["instructions"], True)]
+        tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
+        if tools.is_dir():  # the agent's tools (rexmle validate), written by run()
+            binds.append((tools, str(agent_tools.INSIDE), True))
         if self.mount_harness:
             binds += [(src, dst, True) for src, dst in self._harness_mounts()]
         return binds
@@ -283,6 +295,8 @@ class DockerRuntime(Runtime):
         inside = self.contract_paths(spec)
         env = {"HOME": inside["workspace"], "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "TMPDIR": "/tmp",
                "PYTHONDONTWRITEBYTECODE": "1"}
+        image_path = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PATH=")), None)
+        env["PATH"] = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
         if self.mount_harness:
             image_pythonpath = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PYTHONPATH=")), "")
             env["PYTHONPATH"] = ":".join(p for p in (str(HARNESS_ROOT / "lib"), image_pythonpath) if p)
@@ -401,10 +415,31 @@ class DockerRuntime(Runtime):
     def run(self, spec: RunSpec) -> RunOutcome:
         spec.logs.mkdir(parents=True, exist_ok=True)
         image_name, image = self._image(spec)
-        user = self.user_for(spec)  # the run folder's owner, before its folders move to the neutral stage
-        with staging.staged(spec) as view:  # bind sources the kernel names in mountinfo: the stage's
-            outcome = self._run_container(view.spec, image_name, image, user)
+        owner = self.user_for(spec)  # the run folder's owner, before its folders move to the neutral stage
+        lease = None
+        if os.geteuid() == 0:  # a uid of this run's own, never shared with a concurrent run
+            try:
+                lease = allocate(self.agent_uids)
+            except (UidRangeError, OSError) as exc:
+                raise RuntimeUnavailable(f"no agent uid for this run: {exc}") from None
+        user = (lease.uid, lease.uid) if lease is not None else owner
+        try:
+            with staging.staged(spec) as view:  # bind sources the kernel names in mountinfo: the stage's
+                staged = view.spec
+                tools = agent_tools.write_tools(staged.stage / "bin" if staged.stage is not None
+                                                else staged.workspace.parent / ".bin")
+                try:
+                    outcome = self._run_container(staged, image_name, image, user)
+                finally:
+                    staging.remove_tree(tools)
+                    # before anything reads them, and before the uid may serve another run
+                    hand_back([staged.workspace, staged.submission], Identity(*user), _owner_of(staged.workspace))
+        finally:
+            if lease is not None:
+                lease.release()
         outcome.details.update(view.details)
+        if lease is not None:
+            outcome.details["agent_uid"] = lease.uid
         return outcome
 
     def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
@@ -589,6 +624,11 @@ def _default_nofile() -> int:
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
+
+
+def _owner_of(path: Path) -> tuple[int, int]:
+    st = os.lstat(path.parent)
+    return st.st_uid, st.st_gid
 
 
 def _seccomp_profile(info: dict) -> str | None:

@@ -20,9 +20,11 @@ loopback does not. Elsewhere (Landlock has no namespaces and its network rules o
 slirp4netns) ``bridge`` falls back to the host's network, with one warning per session; the run's
 details record the network that actually ran.
 
-In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (a dedicated
-one when the harness is root, see :mod:`.sandbox.identity`), no capabilities, ``no_new_privs``, a
-seccomp filter, rlimits; the harness adds a cgroup v2 group when it can and watches disk use.
+In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (one of its own
+per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
+capabilities, ``no_new_privs``, a seccomp filter, rlimits; the harness adds a cgroup v2 group when it
+can and watches disk use. The agent's ``PATH`` is its tools (:mod:`.agent_tools`: ``rexmle validate``)
+and the system's folders: nothing it runs needs the harness's interpreter.
 
 Without any sandbox the agent would see everything this user can read, so the runtime refuses to start
 unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
@@ -31,9 +33,11 @@ unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import site
@@ -44,19 +48,17 @@ import time
 import warnings
 from pathlib import Path
 
-from ..paths import python_mirror_home
-from ..task import tasks_root
-from . import staging
+from . import agent_tools, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, NO_NETWORK, SYSTEM_DIRS, Bind, args_blob, bwrap_args
 from .sandbox.fds import data_fd
 from .sandbox.landlock import LandlockView, etc_entries
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
-from .sandbox.mirror import AgentPython, MirrorUnavailable, ensure, plan
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
+from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, kill_all_of, lock_dir
 
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
@@ -79,16 +81,29 @@ def _exists(path: Path) -> bool:
         return False
 
 
+class AgentIdentityRefused(RuntimeUnavailable):
+    """The agent cannot run under an identity that keeps it apart from the harness and from other runs:
+    the session stops at once (a usage error) with the fix, rather than run it as root or as the harness."""
+
+
+SAME_UID_REFUSAL = (
+    "the Landlock sandbox would run the agent as your own uid {uid}, which reads this harness's environment "
+    "(/proc/<pid>/environ of the same uid), venv, cache, secrets and runs folder and can rewrite them. Use "
+    "bubblewrap (`apt-get install bubblewrap`, --rexmle-sandbox=bwrap: the agent gets a user namespace of "
+    "its own), or run the harness as root (each run then gets a uid of its own); "
+    "--rexmle-unsafe-same-uid runs it anyway, recorded in run.json")
+
+
 def python_roots() -> list[Path]:
-    """Folders the agent's Python (and this package, for the validator) needs, outermost first."""
+    """Folders the launcher's Python (the harness's, which bubblewrap must show for the launcher to
+    start in the sandbox before it executes the agent) needs, outermost first."""
     import pytest_rexmle
 
     candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
     user_site = site.getusersitepackages()
     if user_site:
         candidates.append(Path(user_site))
-    package_dir = Path(pytest_rexmle.__file__).resolve().parent
-    candidates += [package_dir, tasks_root().resolve()]
+    candidates.append(Path(pytest_rexmle.__file__).resolve().parent)
     roots: list[Path] = []
     for path in sorted({c.resolve() for c in candidates if _exists(c)}, key=lambda p: len(p.parts)):
         if not any(is_under(path, r) for r in roots) and not any(is_under(path, Path(s)) for s in SYSTEM_DIRS):
@@ -100,24 +115,47 @@ class LocalRuntime(Runtime):
     name = "local"
 
     def __init__(self, unsafe: bool = False, bwrap: str | None = None, sandbox: str = "auto",
-                 limits: dict[str, str] | None = None, **_: object) -> None:
+                 limits: dict[str, str] | None = None, agent_uids: str | None = None, agent_as_root: bool = False,
+                 unsafe_same_uid: bool = False, **_: object) -> None:
         if sandbox not in SANDBOX_CHOICES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}")
         self.unsafe = unsafe
         self.bwrap = bwrap or shutil.which("bwrap")
         self.sandbox = sandbox
         self.limit_overrides = dict(limits or {})
+        self.agent_uids = UidRange.parse(agent_uids)
+        self.agent_as_root = agent_as_root
+        self.unsafe_same_uid = unsafe_same_uid
         self._mechanism: str | None = None
-        self._pythons: dict[int, AgentPython | MirrorUnavailable] = {}  # per agent uid, built once
 
     @classmethod
     def settings_options(cls, settings) -> dict:
         return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
-                "limits": dict(getattr(settings, "limits", None) or {})}
+                "limits": dict(getattr(settings, "limits", None) or {}),
+                "agent_uids": getattr(settings, "agent_uids", None),
+                "agent_as_root": bool(getattr(settings, "agent_as_root", False)),
+                "unsafe_same_uid": bool(getattr(settings, "unsafe_same_uid", False))}
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
-        self.mechanism()
+        self.check_identity()
+
+    def check_identity(self) -> None:
+        """Refuse, before any run, an identity that would not keep the agent apart: Landlock as the
+        harness's own uid (unless asked for by name), or a root harness without a usable uid lock folder."""
+        mechanism = self.mechanism()
+        if mechanism == "none":
+            return
+        if not ident.harness_is_root():
+            if mechanism == "landlock" and not self.unsafe_same_uid:
+                raise AgentIdentityRefused(SAME_UID_REFUSAL.format(uid=os.geteuid()))
+            return
+        if self.agent_as_root:
+            return
+        try:
+            lock_dir()
+        except (UidRangeError, OSError) as exc:
+            raise AgentIdentityRefused(f"the agents' uids cannot be allocated: {exc}") from None
 
     def mechanism(self) -> str:
         """The sandbox that runs the agents here: ``bwrap``, ``landlock`` or ``none`` (unsafe only)."""
@@ -171,12 +209,10 @@ class LocalRuntime(Runtime):
         return base.with_overrides(self.limit_overrides)
 
     # -- sandbox construction ------------------------------------------------------------------------
-    def environment(self, spec: RunSpec, tmp: str = "/tmp", python: AgentPython | None = None) -> dict[str, str]:
-        python = python or _harness_python()
-        env = {"PATH": f"{python.bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp,
-               # the validator inside needs the same (read-only) task registry as the harness
-               "REXMLE_TASKS_DIR": str(python.tasks_dir)}
+    def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
+        """The agent's variables: its tools and the system's folders on PATH, never the harness's Python."""
+        env = {"PATH": agent_tools.agent_path(tools), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp}
         env.update(spec.env)
         return env
 
@@ -184,44 +220,46 @@ class LocalRuntime(Runtime):
         inside = Path(self.contract_paths(spec)["workspace"])
         return str(inside / spec.cwd.relative_to(spec.workspace)) if spec.cwd is not None else str(inside)
 
-    def identity(self, spec: RunSpec, tmp: Path) -> ident.Identity:
-        """The host uid the agent runs as (see sandbox/identity.py): as root under Landlock, the dedicated
-        uid when it reaches the run's folders and a Python (its mirror if need be), else uid 0 with why."""
+    def identity(self, spec: RunSpec) -> tuple[ident.Identity, Lease | None]:
+        """The host uid the agent runs as and the lease holding it (see sandbox/identity.py): a root
+        harness's run gets a uid of its own from the range (or uid 0 when asked for by name); otherwise
+        the user's own uid."""
         if not ident.harness_is_root():
-            return ident.own_identity()
-        dedicated = ident.dedicated_identity()
-        if self.mechanism() == "bwrap":  # bubblewrap mounts as root, so the agent needs no path to them
-            return dedicated
-        # the writable folders become the agent's own (hand_over): only the way to them must be open
-        handed = dict.fromkeys(p.parent for p in (spec.workspace, spec.submission, tmp))
-        blocked = ident.unreachable(dedicated, [spec.data_dir, spec.instructions], enter=list(handed))
-        if blocked:
-            return ident.Identity(0, 0, f"uid {dedicated.uid} cannot reach the run folder {blocked[0]}")
+            return ident.own_identity(), None
+        if self.agent_as_root:
+            return ident.Identity(0, 0, "--rexmle-agent-as-root"), None
         try:
-            self.agent_python(dedicated)
-        except MirrorUnavailable as exc:
-            return ident.Identity(0, 0, str(exc))
-        return dedicated
+            lease = allocate(self.agent_uids)
+        except (UidRangeError, OSError) as exc:
+            raise AgentIdentityRefused(f"no agent uid for this run: {exc}") from None
+        return ident.Identity(lease.uid, lease.uid), lease
 
-    def agent_python(self, who: ident.Identity) -> AgentPython:
-        """The Python the agent runs with: the harness's own, or, when Landlock gives a root harness's
-        dedicated uid no way to it, a mirror it can reach (sandbox/mirror.py; built once per uid and
-        process). Raises :class:`MirrorUnavailable` with the reason when even that cannot be had."""
-        own = _harness_python()
-        if who.uid == os.geteuid() or self.mechanism() != "landlock":
-            return own
-        if who.uid not in self._pythons:
-            self._pythons[who.uid] = _mirrored_python(who, own)
-        found = self._pythons[who.uid]
-        if isinstance(found, MirrorUnavailable):
-            raise found
-        return found
+    def check_reach(self, spec: RunSpec, who: ident.Identity, tmp: Path, tools: Path) -> None:
+        """Landlock has no mount namespace: the agent's uid must itself reach its folders and its
+        command. If not, stop with the fix rather than fall back to root."""
+        if self.mechanism() != "landlock" or who.uid == os.geteuid():
+            return
+        handed = dict.fromkeys(p.parent for p in (spec.workspace, spec.submission, tmp))
+        blocked = ident.unreachable(who, [spec.data_dir, spec.instructions, tools], enter=list(handed))
+        if blocked:
+            raise AgentIdentityRefused(
+                f"the agent's uid {who.uid} cannot reach its run folder ({blocked[0]}) under Landlock: set "
+                f"{staging.STAGE_ENV} to a folder on the runs folder's filesystem that every user can traverse, use "
+                "bubblewrap (--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
+        path = agent_tools.agent_path(tools)
+        commands = [c for c in (_resolve(word, path) for word in _programs(spec.argv)) if c is not None]
+        if commands and (blocked := ident.unreachable(who, commands)):
+            raise AgentIdentityRefused(
+                f"the agent's command {' '.join(spec.argv)[:200]!r} cannot run as its uid {who.uid} under Landlock "
+                f"(it cannot reach {blocked[0]}): start it with an interpreter every user can run (the system's "
+                "python3, e.g. `python3 agent.py`), use bubblewrap (--rexmle-sandbox=bwrap), or pass "
+                "--rexmle-agent-as-root")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, mode: str) -> dict:
-        python = self.agent_python(who)
-        return {"mode": mode, "argv": python.argv(spec.argv),
-                "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), python),
+                         tmp: Path, tools: Path, mode: str) -> dict:
+        inside_tools = agent_tools.INSIDE if mode == "exec" else tools
+        return {"mode": mode, "argv": list(spec.argv),
+                "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), inside_tools),
                 "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": self.network(spec), "deny_unix_sockets": who.is_root, "pdeathsig": True,
@@ -253,11 +291,12 @@ class LocalRuntime(Runtime):
                           f"the network entirely", stacklevel=2)
         return "host"
 
-    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int],
+    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, tools: Path, fds: list[int],
                        bridge: SlirpNetwork | None) -> list[str]:
         inside = self.contract_paths(spec)
         binds = [Bind(spec.data_dir, inside["data"]), Bind(spec.workspace, inside["workspace"], True),
-                 Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"])]
+                 Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"]),
+                 Bind(tools, str(agent_tools.INSIDE))]
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
@@ -268,17 +307,19 @@ class LocalRuntime(Runtime):
         fds += [config_fd, seccomp_fd, args_fd]
         return [self.bwrap, "--args", str(args_fd), "--", *launcher_command(config_fd)]
 
-    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, fds: list[int], logs: list[str]) -> list[str]:
+    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, tools: Path, fds: list[int],
+                          logs: list[str]) -> list[str]:
+        """The launcher under Landlock. The agent's view holds the system, its tools and its folders: not
+        the harness's interpreter or venv (the launcher runs it outside the agent's domain)."""
         devices = list(LandlockView.devices)
         if spec.gpus:
             for pattern in GPU_DEVICE_GLOBS:
                 devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
         read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
-        python = self.agent_python(ident.Identity(config["uid"], config["gid"]))
-        view = LandlockView(read_exec=tuple([*read_exec, *map(str, python.roots)]),
+        view = LandlockView(read_exec=tuple([*read_exec, str(tools)]),
                             read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
                             read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
-                            write_files=tuple(logs), devices=tuple(devices), list_only=tuple(_import_roots()),
+                            write_files=tuple(logs), devices=tuple(devices),
                             network_none=config["network"] == "none")
         config = {**config, "landlock": view.to_json()}
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
@@ -294,8 +335,12 @@ class LocalRuntime(Runtime):
             path.touch()
         if mechanism == "none":
             return self._run_unsafe(spec, stdout_path, stderr_path)
+        self.check_identity()  # also for callers that never asked check(): no run as the harness under Landlock
         # Landlock's contract named the stage already (or the host paths, when it could not): never re-plan it
-        with staging.staged(spec, plan_now=mechanism == "bwrap", logs=(stdout_path, stderr_path)) as view:
+        # a Landlock agent of the harness's own uid could chmod hard links to the cache's inodes: it gets a copy
+        same_uid = mechanism == "landlock" and not ident.harness_is_root()
+        with staging.staged(spec, plan_now=mechanism == "bwrap", logs=(stdout_path, stderr_path),
+                            copy_data=same_uid) as view:
             outcome = self._run_sandboxed(view.spec, mechanism, *view.logs)
         outcome.stdout, outcome.stderr = stdout_path, stderr_path
         outcome.details.update(view.details)
@@ -304,21 +349,33 @@ class LocalRuntime(Runtime):
     def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         limits = self.limits(spec)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
-        who = self.identity(spec, tmp)
-        ident.hand_over([spec.workspace, spec.submission, tmp], who)
-        cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
+        tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin")
+        who, lease = self.identity(spec)
+        owner = _owner(spec.workspace)
+        cgroup: RunCgroup | None = None
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
+        leftovers = 0
         try:
+            ident.hand_over([spec.workspace, spec.submission, tmp], who)
+            if spec.stage is not None and mechanism == "landlock" and lease is not None:
+                os.chown(spec.stage, who.uid, who.gid)  # 0700: this run's uid alone enters its stage
+            self.check_reach(spec, who, tmp, tools)
+            cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
+            if who.is_root and limits.processes is not None and (cgroup is None or "pids" not in cgroup.controllers):
+                raise AgentIdentityRefused(
+                    "the processes limit cannot hold for an agent running as uid 0 (RLIMIT_NPROC does not apply "
+                    "to root) without a cgroup pids controller here: drop --rexmle-agent-as-root, or lift the "
+                    "limit with --rexmle-limit=processes=none")
             mode = "exec" if mechanism == "bwrap" else "supervise"
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, mode)
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode)
             if config["network"] == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, config, tmp, fds, bridge)
+                argv = self._bwrap_command(spec, config, tmp, tools, fds, bridge)
             else:
-                argv = self._landlock_command(spec, config, tmp, fds, [str(stdout_path), str(stderr_path)])
+                argv = self._landlock_command(spec, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge)
         finally:
             if bridge is not None:
@@ -328,15 +385,25 @@ class LocalRuntime(Runtime):
             if cgroup is not None:
                 cgroup.kill()
                 cgroup.remove()
+            if lease is not None:  # a backstop: nothing of this run's uid survives it, whatever escaped
+                leftovers = kill_all_of(lease.uid)
             staging.remove_tree(tmp)  # any depth: the agent wrote it
+            staging.remove_tree(tools)
+            # before anything reads the run's files, and before the uid can go to another run
+            ident.hand_back([spec.workspace, spec.submission], who, owner)
+            if spec.stage is not None:
+                os.chown(spec.stage, *owner)
+            if lease is not None:
+                lease.release()
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=config["network"])
-        if who.reason:  # a root harness that could not give the agent its dedicated uid says why
-            outcome.details["agent_uid_reason"] = who.reason
-        python = self.agent_python(who)
-        if python.mirror is not None:
-            outcome.details["python_mirror"] = str(python.mirror.root)
+        if leftovers:
+            outcome.details["leftover_processes_killed"] = leftovers
+        if who.is_root:  # only ever by the user's explicit option
+            outcome.details["agent_as_root"] = True
+        if mechanism == "landlock" and who.uid == os.geteuid():
+            outcome.details["unsafe_same_uid"] = True
         return outcome
 
     def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
@@ -385,7 +452,11 @@ class LocalRuntime(Runtime):
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
-        env = {**os.environ, **self.environment(spec, os.environ.get("TMPDIR", "/tmp")), "HOME": str(spec.workspace)}
+        tools = spec.workspace.parent / ".bin"
+        staging.remove_tree(tools)
+        agent_tools.write_tools(tools)
+        env = {**os.environ, **self.environment(spec, os.environ.get("TMPDIR", "/tmp"), tools),
+               "HOME": str(spec.workspace)}
         start = time.monotonic()
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
@@ -423,24 +494,35 @@ class LocalRuntime(Runtime):
             proc.wait()
 
 
-def _harness_python() -> AgentPython:
-    return AgentPython(Path(sys.executable), tuple(python_roots()), tasks_root().resolve())
+def _owner(path: Path) -> tuple[int, int]:
+    """Who owns the run's folders before the agent gets them (the harness's user)."""
+    st = os.lstat(path.parent)
+    return st.st_uid, st.st_gid
 
 
-def _mirrored_python(who: ident.Identity, own: AgentPython) -> AgentPython | MirrorUnavailable:
-    """``own`` if ``who`` reaches it, else the mirror of it (or why there is none)."""
-    import pytest_rexmle
+def _programs(argv: list[str]) -> list[str]:
+    """The programs an agent's command starts first: ``argv[0]``, and for ``sh -c 'VAR=x prog ...'`` the
+    first program of the script (the usual form of ``--agent=command``), as far as a plain split tells."""
+    if not argv:
+        return []
+    programs = [argv[0]]
+    if os.path.basename(argv[0]) in ("sh", "bash", "dash") and len(argv) > 2 and argv[1] == "-c":
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:
+            return programs
+        words = list(itertools.dropwhile(lambda w: "=" in w and not w.startswith(("/", "=")), words))
+        if words and not any(ch in words[0] for ch in "$`;|&<>()"):
+            programs.append(words[0])
+    return programs
 
-    blocked = set(ident.unreachable(who, [own.executable, *own.roots]))
-    if not blocked:
-        return own
-    try:
-        mirror = ensure(who, plan(who, Path(pytest_rexmle.__file__).parent, own.tasks_dir), python_mirror_home())
-    except (MirrorUnavailable, OSError) as exc:
-        return MirrorUnavailable(f"uid {who.uid} cannot reach this Python ({sorted(map(str, blocked))[0]}) and "
-                                 f"no mirror of it could be made: {exc}")
-    roots = [mirror.root, *(r for r in own.roots if r not in blocked)]
-    return AgentPython(mirror.python, tuple(roots), mirror.tasks_dir or own.tasks_dir, mirror)
+
+def _resolve(command: str, path: str) -> str | None:
+    """``command`` as ``execvpe`` finds it on the agent's ``path`` (None: not found; the agent's own
+    exit status will say so)."""
+    if "/" in command:
+        return command
+    return shutil.which(command, path=path)
 
 
 def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
@@ -448,20 +530,6 @@ def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
     if network == "none":
         return NO_NETWORK
     return bridge.bwrap_args() if bridge is not None else []
-
-
-def _import_roots() -> list[str]:
-    """``sys.path`` folders above a Python root (an editable install's checkout, the launcher's own
-    import root): Python must list them to import from them, though nothing else below them is readable."""
-    import pytest_rexmle
-
-    roots = python_roots()
-    out = []
-    for entry in [*sys.path, str(Path(pytest_rexmle.__file__).resolve().parent.parent)]:
-        path = Path(entry or ".").resolve()
-        if path.is_dir() and any(root != path and is_under(root, path) for root in roots):
-            out.append(str(path))
-    return sorted(set(out))
 
 
 def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:

@@ -10,7 +10,11 @@ changes any of that, only where the files really are. So for the length of a run
 * the public data appears there as a tree of *hard links* (O(files), nothing copied; the cache's folder
   itself is never moved, so concurrent runs of one task do not disturb each other). Where links are
   refused (another filesystem, ``fs.protected_hardlinks``) a symbolic link to the real folder stands in
-  and the run records that the data's host path shows;
+  and the run records that the data's host path shows. A hard link *is* the cache's inode: where the
+  agent could change its metadata (Landlock as the data's owner: chmod, chown and utime are no
+  Landlock rights) the runtime asks for a copy instead (``copy_data``; reflinked where the filesystem
+  can), so an agent's ``chmod 000`` never reaches the next run. Bubblewrap and Docker bind the stage's
+  data read-only, where every metadata change fails with EROFS;
 * the instructions are copied, the agent's log files hard-linked, and the private ``/tmp`` made there.
 
 Every runtime (local, Docker, and the inner runtime of a Slurm job) runs the agent on the staged paths,
@@ -98,13 +102,14 @@ def plan(spec: RunSpec) -> Path | None:
                    "(run.json says host_paths_hidden: false)")
         return None
     stage = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
-    os.chmod(stage, 0o711)  # the agent's uid may traverse it (Landlock), never list it
+    os.chmod(stage, 0o700)  # no other uid enters it; Landlock's runtime hands it to the run's own uid
     _write_record(run_dir, stage, {})
     return stage
 
 
 @contextmanager
-def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = ()) -> Iterator[StagedRun]:
+def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = (),
+           copy_data: bool = False) -> Iterator[StagedRun]:
     """Run inside the stage: ``spec.stage`` when the contract already names it, else a new one when
     ``plan_now`` (the contract names sandbox paths). Everything moves back when the block ends, however."""
     stage = spec.stage if spec.stage is not None else (plan(spec) if plan_now else None)
@@ -124,10 +129,10 @@ def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = ()) -
         _write_record(run_dir, stage, identities)  # before anything moves: a kill -9 from here on is recoverable
         for inside, attr in MOVED:
             os.rename(getattr(spec, attr), stage / inside)
-        details["data_view"] = expose_data(spec.data_dir, stage / DATA, spec.hidden)
+        details["data_view"] = expose_data(spec.data_dir, stage / DATA, spec.hidden, copy=copy_data)
         shutil.copyfile(spec.instructions, stage / INSTRUCTIONS)
         opened = _link_logs(logs, stage / LOGS)
-        details["host_paths_hidden"] = details["data_view"] == "links" and all(p.parent == stage / LOGS for p in opened)
+        details["host_paths_hidden"] = details["data_view"] in ("links", "copy") and all(p.parent == stage / LOGS for p in opened)
         cwd = None if spec.cwd is None else stage / "workspace" / spec.cwd.relative_to(spec.workspace)
         inside = dataclasses.replace(spec, workspace=stage / "workspace", submission=stage / "submission",
                                      data_dir=stage / DATA, instructions=stage / INSTRUCTIONS, cwd=cwd, stage=stage)
@@ -142,9 +147,13 @@ def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = ()) -
             (run_dir / RECORD).unlink(missing_ok=True)
 
 
-def expose_data(public: Path, target: Path, hidden: Sequence[Path] = ()) -> str:
-    """The public folder at ``target``: a hard-link tree (``"links"``), or a symbolic link to the real
-    folder where the kernel refuses links (``"host path"``: its path then shows inside)."""
+def expose_data(public: Path, target: Path, hidden: Sequence[Path] = (), copy: bool = False) -> str:
+    """The public folder at ``target``: a copy (``"copy"``, when asked: inodes of the run's own), a
+    hard-link tree (``"links"``), or a symbolic link to the real folder where the kernel refuses links
+    (``"host path"``: its path then shows inside)."""
+    if copy:
+        copy_tree(public, target, hidden)
+        return "copy"
     try:
         link_tree(public, target, hidden)
         return "links"
@@ -183,6 +192,19 @@ def link_tree(source: Path, target: Path, skip: Sequence[Path] = ()) -> None:
                 os.link(path, here / name, follow_symlinks=False)
     for src, dst in reversed(folders):
         os.chmod(dst, stat.S_IMODE(os.stat(src).st_mode))
+
+
+def copy_tree(source: Path, target: Path, skip: Sequence[Path] = ()) -> None:
+    """``source`` copied to ``target`` (``cp --reflink=auto``: shared blocks where the filesystem can,
+    never shared inodes), modes and times kept; folders in ``skip`` are removed from the copy."""
+    source = source.resolve()
+    done = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory", "--", str(source), str(target)],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise OSError(f"copying the public data into the stage failed: {done.stderr.decode(errors='replace')[-300:]}")
+    for hidden in skip:
+        if hidden.exists() and is_under(hidden.resolve(), source) and hidden.resolve() != source:
+            remove_tree(target / hidden.resolve().relative_to(source))
 
 
 def move_back(run_dir: Path, stage: Path, identities: dict[str, list[int] | None]) -> tuple[list[str], bool]:
@@ -228,6 +250,7 @@ def recover(run_dir: Path) -> bool:
     if not stage.name.startswith(PREFIX) or stage.is_symlink():
         return False
     notes, keep = move_back(run_dir, stage, record.get("identities") or {})
+    reclaim(run_dir)
     if notes:
         warnings.warn(f"rexmle: recovering {run_dir}: {'; '.join(notes)}", stacklevel=2)
     if not keep:
@@ -235,6 +258,20 @@ def recover(run_dir: Path) -> bool:
             remove_tree(stage)
         record_path.unlink(missing_ok=True)
     return True
+
+
+def reclaim(run_dir: Path) -> None:
+    """A root harness takes back what a killed session's agent (a uid of its own, which a later run may get)
+    still owns in ``run_dir``'s workspace and submission; hard-linked files stay as they are, since a
+    link's inode may be someone else's."""
+    if os.geteuid() != 0:
+        return
+    owner = os.lstat(run_dir)
+    tops = [str(run_dir / name) for name, _ in MOVED if os.path.isdir(run_dir / name)]
+    if tops:
+        subprocess.run(["find", *tops, "-xdev", "!", "-uid", str(owner.st_uid), "(", "-type", "d", "-o", "-links", "1",
+                        ")", "-exec", "chown", "-h", f"{owner.st_uid}:{owner.st_gid}", "{}", "+"],
+                       capture_output=True, check=False, timeout=600)
 
 
 def recover_all(runs_dir: Path) -> int:

@@ -12,14 +12,52 @@ from typing import Callable
 from pytest_rexmle.capability.strategies import load_strategies
 
 
-def make_run(root: Path, stdout: str = "", *, stderr: str = "", files: dict[str, str] | None = None,
-             agent: str = "toy", extra: dict | None = None) -> Path:
-    """A run folder in the harness layout (logs/, workspace/, submission/, run.json)."""
+#: the scaffold's own instructions in every recorded call: never evidence (observed.py skips them)
+SCAFFOLD = ("You are an ML agent. Strategies to consider: test-time augmentation (TTA), Optuna hyper-parameter "
+            "search, 5-fold cross-validation ensembles, connected components post-processing, HU windowing.")
+
+
+def model_call(text: str, *, reply: str = "", stream: bool = False) -> dict:
+    """One record of the gateway's ``logs/model-calls.jsonl``: ``text`` is what the model was shown (a tool
+    output in the last user message), ``reply`` what it answered (streamed as SSE events if ``stream``)."""
+    request = {"model": "agent-model", "messages": [{"role": "system", "content": SCAFFOLD},
+                                                    {"role": "user", "content": text}],
+               "tools": [{"type": "function", "function": {"name": "bash", "description": SCAFFOLD}}]}
+    if stream:
+        response = [{"id": "c1", "object": "chat.completion.chunk", "model": "agent-model",
+                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply[i:i + 7]}}]}
+                    for i in range(0, len(reply), 7)] + ["[DONE]"]
+    else:
+        response = {"id": "c1", "object": "chat.completion", "model": "agent-model",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                                 "finish_reason": "stop"}]}
+    return {"ts": "2026-11-25T05:00:00Z", "duration_s": 0.4, "protocol": "openai", "route": "/v1/chat/completions",
+            "model": "agent-model", "status": 200, "stream": stream, "request": request, "response": response,
+            "usage": {"input_tokens": 10, "output_tokens": 5}, "truncated": False}
+
+
+def write_model_calls(run: Path, calls: list[dict]) -> None:
+    (run / "logs").mkdir(parents=True, exist_ok=True)
+    with (run / "logs" / "model-calls.jsonl").open("a", encoding="utf-8") as fh:
+        for call in calls:
+            fh.write(json.dumps(call) + "\n")
+
+
+def make_run(root: Path, trace: str | list[str] = "", *, stdout: str = "", stderr: str = "",
+             files: dict[str, str] | None = None, agent: str = "toy", extra: dict | None = None) -> Path:
+    """A run folder in the harness layout (logs/, workspace/, submission/, run.json).
+
+    ``trace`` is what the gateway observed: each text one recorded model call (none when empty);
+    ``stdout``/``stderr`` are the agent's own logs, which no judge believes.
+    """
     run = root
     for sub in ("logs", "workspace", "submission"):
         (run / sub).mkdir(parents=True, exist_ok=True)
     (run / "logs" / "agent.stdout.log").write_text(stdout, encoding="utf-8")
     (run / "logs" / "agent.stderr.log").write_text(stderr, encoding="utf-8")
+    texts = [trace] if isinstance(trace, str) else list(trace)
+    if any(texts):
+        write_model_calls(run, [model_call(t) for t in texts])
     for rel, text in (files or {}).items():
         path = run / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,8 @@ def test_valid_reply_prompt_and_document(tmp_path, server, judge):
     user = body["messages"][1]["content"]
     # capability.md §2: 13 blocks "TARGET STRATEGY: <name>\n<criteria>" verbatim, in id order, blank-line separated
     blocks = "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
-    assert user.startswith(blocks + "\n\nLog section (isles22-section-1):\n=== logs/agent.stdout.log ===\n")
+    # the log is the observed trace (the gateway's recorded model calls), never the agent's stdout
+    assert user.startswith(blocks + "\n\nLog section (isles22-section-1):\n=== logs/model-calls.jsonl#1 ===\n")
     assert user.count("TARGET STRATEGY: ") == 13
     assert "\"results\"" in user.splitlines()[-1]
 
@@ -165,3 +166,17 @@ def test_credentials_in_the_url_are_not_recorded():
 ])
 def test_parse_reply(content, expected):
     assert parse_reply(content, "results") == expected
+
+
+def test_forged_log_is_never_sent_to_the_model(tmp_path, server, judge):
+    # every strategy's token in the agent's own stdout and notes: a claim, not an observed trace
+    claims = "\n".join(f"EVIDENCE-{i}" for i in range(1, 14)) + "\nPLAN-DONE SETUP-DONE VALID-DONE\n"
+    run = make_run(tmp_path / "run", stdout=claims, files={"workspace/notes.md": claims})
+    doc = judge.judge_run(run, "isles22")
+    stages = stage_scores(run, "isles22", None, judge)
+    assert server.requests == [] and all(r["score"] == 0 for r in doc["strategies"])
+    assert [s["score"] for s in stages["stages"][:3]] == [0.0, 0.0, 0.0]
+    # the same tokens in the recorded model calls are judged
+    run2 = make_run(tmp_path / "run2", claims)
+    assert all(r["score"] == 1 for r in judge.judge_run(run2, "isles22")["strategies"])
+    assert [s["score"] for s in stage_scores(run2, "isles22", None, judge)["stages"][:3]] == [1.0, 1.0, 1.0]

@@ -1,5 +1,6 @@
-"""The offline rules judge: one positive and one near-miss negative crafted log per strategy, the
-filters (hedging, comments, echoed task text, the agent's own scaffold), evidence format, documents."""
+"""The offline rules judge: one positive and one near-miss negative crafted observed trace (the gateway's
+recorded model calls) per strategy, the filters (hedging, comments, echoed task text, the agent's own
+scaffold), evidence format, documents."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 
 from pytest_rexmle.capability import get_judge, validate_capability
 from pytest_rexmle.capability.rules import RULES, RulesJudge
+from pytest_rexmle.capability.schema import NO_TRACE_FLAG
 from pytest_rexmle.capability.strategies import by_key, load_strategies
 from pytest_rexmle.errors import RexmleError
 
 from .helpers import make_run
 
-# key -> (positive run, negative run); a run is (stdout log, {workspace file: text}).
+# key -> (positive run, negative run); a run is (observed trace, {workspace file: text}); workspace code
+# counts only where the trace names it (the model ran or wrote it).
 CASES: dict[str, tuple[tuple[str, dict], tuple[str, dict]]] = {
     "analyze_failures": (
         ("Traceback (most recent call last):\n  File \"train.py\", line 3\nRuntimeError: CUDA out of memory\n"
@@ -35,7 +38,7 @@ CASES: dict[str, tuple[tuple[str, dict], tuple[str, dict]]] = {
         ("$ python train.py --config configs/unet.yaml --fold 0\nSaved checkpoint to ckpt/epoch_5.pt\n", {}),
         ("Ran the notebook cell once and printed the loss.\n", {})),
     "augmentation": (
-        ("", {"workspace/train.py": "import albumentations as A\n"
+        ("$ python train.py\n", {"workspace/train.py": "import albumentations as A\n"
                                      "aug = A.Compose([A.HorizontalFlip(p=0.5), A.RandomRotate90()])\n"}),
         ("Trained without augmentation to save time: flips and rotations skipped.\n", {})),
     "expert_priors": (
@@ -52,20 +55,20 @@ CASES: dict[str, tuple[tuple[str, dict], tuple[str, dict]]] = {
         # a fold ensemble is strategy 12, not heterogeneous models
         ("Ensembling the 5 fold models by averaging their predictions\n", {})),
     "external_data": (
-        ("", {"workspace/model.py": "import timm\nnet = timm.create_model('resnet50', pretrained=True)\n"}),
+        ("$ python model.py\n", {"workspace/model.py": "import timm\nnet = timm.create_model('resnet50', pretrained=True)\n"}),
         ("Training from scratch on the provided data only.\n", {})),
     "ensembling_seeds_folds": (
         ("Trained 5 folds; ensembling the 5 fold models by averaging predictions\n", {}),
         # cross-validation reported, but nothing merged at inference
         ("5-fold cross-validation mean Dice 0.78\n", {})),
     "hyperparameter_optimization": (
-        ("", {"workspace/tune.py": "import optuna\nstudy = optuna.create_study(direction='maximize')\n"}),
+        ("$ python tune.py\n", {"workspace/tune.py": "import optuna\nstudy = optuna.create_study(direction='maximize')\n"}),
         ("I will try optuna later if time permits\n", {})),
 }
 
 
-def _judge(tmp_path, stdout: str, files: dict, task: str = "isles22") -> dict:
-    return get_judge("rules").judge_run(make_run(tmp_path / "run", stdout, files=files), task)
+def _judge(tmp_path, trace: str, files: dict, task: str = "isles22") -> dict:
+    return get_judge("rules").judge_run(make_run(tmp_path / "run", trace, files=files), task)
 
 
 def _score(doc: dict, key: str) -> dict:
@@ -78,33 +81,33 @@ def test_cases_cover_all_13_strategies():
 
 @pytest.mark.parametrize("key", sorted(CASES))
 def test_positive_case_scores_one_with_file_and_line(tmp_path, key):
-    (stdout, files), _ = CASES[key]
-    doc = _judge(tmp_path, stdout, files)
+    (trace, files), _ = CASES[key]
+    doc = _judge(tmp_path, trace, files)
     row = _score(doc, key)
     assert row["score"] == 1, row
     assert row["section"] == "isles22-rules"
     # evidence quotes "<file relative to the run>:<line>: <text>"
-    assert re.search(r"(logs/agent\.stdout\.log|workspace/\w+\.py):\d+: \S", row["evidence"]), row["evidence"]
+    assert re.search(r"(logs/model-calls\.jsonl#1|workspace/\w+\.py):\d+: \S", row["evidence"]), row["evidence"]
     validate_capability(doc)
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
 def test_negative_case_scores_zero(tmp_path, key):
-    _, (stdout, files) = CASES[key]
-    row = _score(_judge(tmp_path, stdout, files), key)
+    _, (trace, files) = CASES[key]
+    row = _score(_judge(tmp_path, trace, files), key)
     assert row["score"] == 0 and row["evidence"] == "" and row["section"] is None, row
 
 
 def test_evidence_points_at_the_exact_line(tmp_path):
-    doc = _judge(tmp_path, "", CASES["hyperparameter_optimization"][0][1])
+    doc = _judge(tmp_path, *CASES["hyperparameter_optimization"][0])
     # line 1 is "import optuna" (the first hit); both lines of tune.py match
     assert _score(doc, "hyperparameter_optimization")["evidence"].startswith("workspace/tune.py:1: import optuna")
 
 
 def test_error_and_fix_are_both_quoted(tmp_path):
     row = _score(_judge(tmp_path, CASES["analyze_failures"][0][0], {}), "analyze_failures")
-    assert "failure observed: logs/agent.stdout.log:1: Traceback" in row["evidence"]
-    assert "fix applied: logs/agent.stdout.log:4: Reducing the batch size" in row["evidence"]
+    assert "failure observed: logs/model-calls.jsonl#1:1: Traceback" in row["evidence"]
+    assert "fix applied: logs/model-calls.jsonl#1:4: Reducing the batch size" in row["evidence"]
 
 
 def test_hedged_talk_is_not_execution(tmp_path):
@@ -115,17 +118,17 @@ def test_hedged_talk_is_not_execution(tmp_path):
 
 
 def test_code_comments_are_not_execution(tmp_path):
-    doc = _judge(tmp_path, "", {"workspace/train.py": "# import optuna\n# TODO: TTA with flips\nx = 1\n"})
+    doc = _judge(tmp_path, "$ python train.py", {"workspace/train.py": "# import optuna\n# TODO: TTA with flips\nx = 1\n"})
     assert _score(doc, "hyperparameter_optimization")["score"] == 0
     assert _score(doc, "postprocessing")["score"] == 0
 
 
 def test_agent_scaffold_in_workspace_agent_is_skipped(tmp_path):
     # the command agent copies its own folder to workspace/agent; its prompts are not the run's actions
-    doc = _judge(tmp_path, "", {"workspace/agent/prompts.py": "import optuna\nstudy = optuna.create_study()\n"})
+    doc = _judge(tmp_path, "$ python prompts.py", {"workspace/agent/prompts.py": "import optuna\nstudy = optuna.create_study()\n"})
     assert _score(doc, "hyperparameter_optimization")["score"] == 0
     # ... but a nested folder that happens to be called "agent" deeper down is the agent's own work
-    doc = _judge(tmp_path, "", {"workspace/src/agent/tune.py": "import optuna\n"})
+    doc = _judge(tmp_path, "$ python src/agent/tune.py", {"workspace/src/agent/tune.py": "import optuna\n"})
     assert _score(doc, "hyperparameter_optimization")["score"] == 1
 
 
@@ -140,25 +143,25 @@ def test_echoed_task_text_is_not_evidence(tmp_path):
     assert _score(get_judge("rules").judge_run(run2, "ldct-iqa"), "postprocessing")["score"] == 1
 
 
-def test_run_without_log_text_scores_zero_and_is_flagged(tmp_path):
+def test_run_without_observed_trace_scores_zero_and_is_flagged(tmp_path):
     run = make_run(tmp_path / "run", "")
     doc = get_judge("rules").judge_run(run, "isles22")
-    assert doc["flags"] == ["no log text"]
+    assert doc["flags"] == [NO_TRACE_FLAG]
     assert doc["sections"][0]["flagged"] is True
     assert all(r["score"] == 0 for r in doc["strategies"])
-    assert {r["evidence"] for r in doc["sections"][0]["results"]} == {"No log text"}
+    assert {r["evidence"] for r in doc["sections"][0]["results"]} == {"No observed trace"}
     validate_capability(doc)
 
 
 def test_document_is_written_and_complete(tmp_path):
-    stdout = "\n".join(stdout for (stdout, _), _ in CASES.values())
+    trace = "\n".join(trace for (trace, _), _ in CASES.values())
     files = {k: v for (_, f), _ in CASES.values() for k, v in f.items()}
-    run = make_run(tmp_path / "run", stdout, files=files, agent="toy", extra={"seed": 3})
+    run = make_run(tmp_path / "run", trace, files=files, agent="toy", extra={"seed": 3})
     doc = get_judge("rules").judge_run(run, "isles22")
     assert json.loads((run / "capability.json").read_text()) == doc
     validate_capability(doc)
     assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["challenge_id"] == "isles22"
-    assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-1"}
+    assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-2"}
     # every positive case is in this run, so every strategy scores 1
     assert [r["score"] for r in doc["strategies"]] == [1] * 13
     assert [r["id"] for r in doc["results"]] == list(range(1, 14))

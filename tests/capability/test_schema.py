@@ -158,14 +158,20 @@ def test_strip_code_blocks():
 
 
 def test_sources_order_and_exclusions(tmp_path):
-    run = make_run(tmp_path / "run", "out\n", stderr="err\n", files={
+    # the agent's own logs (stdout, stderr, logs/*.log, workspace notes) are claims: never a source;
+    # workspace code is one only where the observed trace names it; skipped folders stay skipped
+    run = make_run(tmp_path / "run", ["$ python train.py", "$ python scaffold.py lib.py m.py other.py"],
+                   stdout="out\n", stderr="err\n", files={
         "logs/extra.log": "x\n", "logs/usage.json": "{}", "workspace/notes.md": "n\n", "workspace/train.py": "p\n",
         "workspace/agent/scaffold.py": "s\n", "workspace/.venv/lib.py": "v\n", "workspace/data.bin": "b\n",
-        "workspace/site-packages/m.py": "m\n"})
+        "workspace/site-packages/m.py": "m\n", "workspace/unused.py": "u\n"})
     (run / "workspace" / "img.log").write_bytes(b"\x00\x01binary")
-    rels = [s.rel for s in collect_sources(run)]
-    assert rels == ["logs/agent.stdout.log", "logs/agent.stderr.log", "logs/extra.log", "workspace/notes.md",
-                    "workspace/train.py"]
-    assert trace_text(collect_sources(run)).splitlines()[:2] == ["=== logs/agent.stdout.log ===", "out"]
-    shutil.rmtree(run / "logs")
-    assert [s.rel for s in collect_sources(run, include_code=False)] == ["workspace/notes.md"]
+    sources = collect_sources(run)
+    assert [s.rel for s in sources] == ["logs/model-calls.jsonl#1", "logs/model-calls.jsonl#2", "workspace/train.py",
+                                        "files"]
+    assert trace_text(sources).splitlines()[:2] == ["=== logs/model-calls.jsonl#1 ===", "$ python train.py"]
+    inventory = sources[-1].text
+    assert "workspace/data.bin (2 bytes)" in inventory and "workspace/unused.py (2 bytes)" in inventory
+    assert "=== files ===" in trace_text(sources) and "=== workspace/train.py ===" not in trace_text(sources)
+    shutil.rmtree(run / "logs")  # no observed trace: no code either, only the inventory of what exists
+    assert [s.rel for s in collect_sources(run)] == ["files"]

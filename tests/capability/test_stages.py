@@ -1,4 +1,7 @@
-"""Stage scores S1–S5 on a real grader and synthetic twin (isles22), and the optional usage file."""
+"""Stage scores S1–S5 on a real grader and synthetic twin (isles22), and the optional usage file.
+
+``LOG`` is an observed trace here (one model call the gateway recorded); the forged-log attack, the same
+lines in the agent's own stdout, is in ``test_observed.py``."""
 
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ def test_valid_submission_and_rules_stages(tmp_path, isles):
     assert doc["total"] == pytest.approx(0.25 * 1 + 0.15 * 2 / 3 + 0.35 * 0 + 0.15 + 0.10)
     assert json.loads((run / "stages.json").read_text()) == doc
     s1 = doc["stages"][0]["evidence"]
-    assert "logs/agent.stdout.log:1:" in s1 and "logs/agent.stdout.log:2:" in s1
+    assert "logs/model-calls.jsonl#1:1:" in s1 and "logs/model-calls.jsonl#1:2:" in s1
 
 
 def test_missing_case_and_unreadable_file(tmp_path, isles):

@@ -11,6 +11,10 @@ for registry, name, target in (
     (AGENTS, "aide", "pytest_rexmle.agents.aide:AideAgent"),
     (AGENTS, "ml-master", "pytest_rexmle.agents.ml_master:MLMasterAgent"),
     (AGENTS, "rd-agent", "pytest_rexmle.agents.rd_agent:RDAgent"),
+    (AGENTS, "claude-code", "pytest_rexmle.agents.coding_cli:ClaudeCodeAgent"),
+    (AGENTS, "codex", "pytest_rexmle.agents.coding_cli:CodexAgent"),
+    (AGENTS, "gemini-cli", "pytest_rexmle.agents.coding_cli:GeminiCLIAgent"),
+    (AGENTS, "mini-swe-agent", "pytest_rexmle.agents.coding_cli:MiniSweAgent"),
 ):
     if name not in registry.names():
         registry._builtins[name] = target

@@ -13,6 +13,7 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime import agent_tools
 from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _default_nofile
 
 from ..conftest import AGENTS, run_folders
@@ -42,13 +43,16 @@ def _spec(tmp_path: Path, **kw) -> RunSpec:
 def test_create_kwargs_follow_the_contract(tmp_path):
     rt = DockerRuntime(settings=DockerSettings(image="img:1", cpus=4.0, memory="8g"), session="s1")
     spec = _spec(tmp_path, gpus=("3",))
+    agent_tools.write_tools(spec.workspace.parent / ".bin")  # as run() does before the container starts
     kw = rt.create_kwargs(spec, "img:1", (1000, 1000), ncpu=2)
     mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in kw["mounts"]}
     assert mounts["/rexmle/data"] == (str(spec.data_dir.resolve()), True)
     assert mounts["/rexmle/workspace"] == (str(spec.workspace.resolve()), False)
     assert mounts["/rexmle/submission"] == (str(spec.submission.resolve()), False)
     assert mounts["/rexmle/instructions.md"] == (str(spec.instructions.resolve()), True)
-    assert mounts["/opt/rexmle/tasks"][1] is True and mounts["/opt/rexmle/lib/pytest_rexmle"][1] is True
+    # the agent's tools, read-only; no harness code or task registry (rexmle validate asks the gateway)
+    assert mounts["/rexmle/bin"] == (str((spec.workspace.parent / ".bin").resolve()), True)
+    assert not any(target.startswith("/opt/rexmle") for target in mounts)
     # the private answers are not a mount source, nor under one
     assert not any(src.startswith(str((tmp_path / "data" / "private").resolve())) for src, _ in mounts.values())
     # one GPU requested by its host id; inside it is device 0
@@ -69,8 +73,8 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert kw["command"] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
     assert kw["working_dir"] == "/rexmle/workspace"
     env = kw["environment"]
-    assert env["HOME"] == "/rexmle/workspace" and env["REXMLE_TASKS_DIR"] == "/opt/rexmle/tasks"
-    assert env["PYTHONPATH"] == "/opt/rexmle/lib" and env["OPENAI_API_KEY"] == "sk-secret-123456"
+    assert env["HOME"] == "/rexmle/workspace" and "REXMLE_TASKS_DIR" not in env and "PYTHONPATH" not in env
+    assert env["PATH"].startswith("/rexmle/bin:") and env["OPENAI_API_KEY"] == "sk-secret-123456"
     labels = kw["labels"]
     assert labels["rexmle.session"] == "s1" and labels["rexmle.task"] == "ldct-iqa"
     assert labels["rexmle.pid"] == str(os.getpid()) and labels["rexmle.run_dir"] == str(spec.workspace.parent)
@@ -143,8 +147,12 @@ def test_sample_agent_runs_in_a_container_and_grades(docker_bench, docker_client
     result.assert_outcomes(passed=1)
     run = _latest(docker_bench, "ldct-iqa")
     meta = json.loads((run / "run.json").read_text())
-    assert meta["sandbox"] == "docker" and meta["exit_code"] == 0 and meta["user"] == "1000:1000"
-    assert (run / "logs" / "agent.stdout.log").read_text().startswith("sample agent: writing the baseline")
+    # a root harness gives the container a uid of the run's own (--rexmle-agent-uids), never 0
+    uid = meta.get("agent_uid", 1000)
+    assert meta["sandbox"] == "docker" and meta["exit_code"] == 0 and meta["user"] == f"{uid}:{uid}" and uid != 0
+    assert (os.geteuid() != 0) or uid >= 2000000000
+    assert (run / "logs" / "agent.stdout.log").read_text().startswith("sample agent: copying the baseline")
+    assert all(p.stat().st_uid == os.geteuid() for p in (run / "submission").rglob("*"))  # given back
     record = json.loads((run / "logs" / "docker.json").read_text())
     assert record["labels"]["rexmle.session"] == session_id and record["init"] is True
     assert record["read_only_rootfs"] is True and not record["device_requests"]
@@ -161,19 +169,29 @@ def test_command_agent_contract_read_only_data_and_non_root(docker_bench, docker
     assert echo["env"] == {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": "/rexmle/data",
                            "REXMLE_WORKSPACE": "/rexmle/workspace", "REXMLE_SUBMISSION_DIR": "/rexmle/submission",
                            "REXMLE_INSTRUCTIONS": "/rexmle/instructions.md", "REXMLE_TIME_LIMIT": "120",
-                           "CUDA_VISIBLE_DEVICES": "", "REXMLE_TASKS_DIR": "/opt/rexmle/tasks"}
+                           "CUDA_VISIBLE_DEVICES": ""}
     assert echo["cwd"] == "/rexmle/workspace/agent" and echo["data_writable"] is False
     assert echo["instructions_mentions_validate"] is True
-    assert (run / "workspace" / "uid.txt").read_text().strip() == "1000"
+    uid = json.loads((run / "run.json").read_text()).get("agent_uid", 1000)
+    assert (run / "workspace" / "uid.txt").read_text().strip() == str(uid) and uid != 0
     assert (run / "workspace" / "rootfs.txt").read_text().strip() != "0"  # read-only root filesystem
     assert session_containers(docker_client, session_id) == []
 
 
-def test_validator_runs_inside_the_container(docker_bench):
+def test_validator_client_runs_inside_the_container_with_the_image_python(docker_bench):
+    """`rexmle validate` in the image is the gateway's standard-library client on the image's python3 (no
+    harness code is mounted); with no gateway wired into this run it says so, instead of validating."""
     cmd = ("cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv && "
-           "rexmle validate --submission $REXMLE_SUBMISSION_DIR > $REXMLE_WORKSPACE/ok.txt")
+           "(rexmle validate --submission $REXMLE_SUBMISSION_DIR; echo $?) > $REXMLE_WORKSPACE/ok.txt 2>&1; "
+           "(command -v rexmle; command -v python3; touch /rexmle/bin/x; echo $?) >> $REXMLE_WORKSPACE/ok.txt 2>&1")
     docker_bench("--agent=command", f"--agent-option=cmd={cmd}", "-k", "ldct-iqa").assert_outcomes(passed=1)
-    assert (_latest(docker_bench, "ldct-iqa") / "workspace" / "ok.txt").read_text().startswith("OK: 15 test case(s)")
+    lines = (_latest(docker_bench, "ldct-iqa") / "workspace" / "ok.txt").read_text().splitlines()
+    if lines[0].startswith("OK:"):  # a runtime that wires the gateway into the container
+        assert lines[0].startswith("OK: 15 test case(s)") and lines[1] == "0", lines
+    else:
+        assert "REXMLE_VALIDATE_URL" in lines[0] and lines[1] == "1", lines
+    assert lines[2] == "/rexmle/bin/rexmle" and not lines[3].startswith("/rexmle")
+    assert lines[-1] != "0"  # the tools are read-only
 
 
 def test_hostile_agent_finds_no_answers(docker_bench, shared_cache, tmp_path):

@@ -103,14 +103,16 @@ def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_cl
     for path in run.rglob("*"):
         if path.is_file() and not path.is_symlink() and path.stat().st_size < 20_000_000:
             assert KEY.encode() not in path.read_bytes(), path
-    # the capability judge read R&D-Agent's logs and the code it wrote; its verdict is recorded per strategy
+    # the capability judge reads what the harness observed (the gateway's recorded model calls and the code
+    # they name), never R&D-Agent's own stdout, which is a claim; its verdict is recorded per strategy
+    from pytest_rexmle.capability.schema import NO_TRACE_FLAG
     from pytest_rexmle.capability.trace import collect_sources
 
-    # (R&D-Agent's own log folder holds pickles only; its text log, every LLM exchange included, is its stdout)
     sources = {source.rel: source.text for source in collect_sources(run)}
-    assert "A linear fit on a noise estimate ranks slices by quality." in sources["logs/agent.stdout.log"]
-    assert any(rel.startswith("workspace/rd-agent/workspace/") and rel.endswith("/main.py") for rel in sources)
+    assert "logs/agent.stdout.log" not in sources
     capability = json.loads((run / "capability.json").read_text())
+    if not (run / "logs" / "model-calls.jsonl").is_file():  # no gateway recorded the calls: nothing is credited
+        assert capability["flags"] == [NO_TRACE_FLAG] and all(r["score"] == 0 for r in capability["results"])
     assert len(capability["results"]) == 13 and all(isinstance(r["evidence"], str) for r in capability["results"])
     for strategy in capability["results"]:
         if strategy["score"] == 1:  # a positive verdict quotes where it was seen

@@ -159,6 +159,24 @@ def test_every_nonzero_ground_truth_voxel_is_tumour(tmp_path):
     assert m["rmse"] == pytest.approx(6.0)
 
 
+def test_tumour_prediction_scores_one_on_tumour_only_answers(tmp_path):
+    # Released label: tumour (1) inside pancreas (2). The answers keep label 1 only (§3 errata): the
+    # perfect tumour mask scores Dice 1; one that also marks the pancreas is penalised for it.
+    released = np.zeros((6, 8, 10), dtype=np.uint8)
+    released[1:5, 2:6, 2:9] = 2
+    released[2:4, 3:5, 3:6] = 1
+    answer = (released == 1).astype(np.uint8)
+    answers, submission = write_cases(tmp_path / "tumour", {"a": (answer, answer.copy())})
+    assert grader_for("panther-t1").grade(submission, answers) == {
+        "dsc": 1.0, "msd": 1.0, "hd95": 0.0, "masd": 0.0, "rmse": 0.0}
+    both = (released != 0).astype(np.uint8)
+    answers, submission = write_cases(tmp_path / "both", {"a": (answer, both)})
+    m = grader_for("panther-t1").grade(submission, answers)
+    n_tumour, n_both = int(answer.sum()), int(both.sum())
+    assert m["dsc"] == pytest.approx(2 * n_tumour / (n_tumour + n_both)) and m["dsc"] < 0.5
+    assert m["rmse"] == pytest.approx((n_both - n_tumour) * float(np.prod(SPACING_XYZ)))
+
+
 def test_nifti_predictions_are_read_through_simpleitk(tmp_path):
     truth, _ = two_voxels()
     answers, submission = write_cases(tmp_path, {"a": (truth, truth.astype(np.uint8))}, suffix=".nii.gz")
@@ -177,7 +195,10 @@ def test_twin_layouts(twin1, twin2):
     assert all(i.isdigit() for i in grader_for("panther-t2").public_test_ids(twin2.public))
     labels = [sitk.GetArrayFromImage(sitk.ReadImage(str(p))) for p in (twin1.private / "test" / "labels").glob("*.mha")]
     assert all(lab.any() for lab in labels)
-    assert any(2 in np.unique(lab) for lab in labels), "some ground truth must carry label 2"
+    assert all(set(np.unique(lab)) == {0, 1} for lab in labels), "the answers hold the tumour (label 1) only"
+    train = [sitk.GetArrayFromImage(sitk.ReadImage(str(p))) for p in (twin1.public / "train" / "labels").glob("*.mha")]
+    assert any(set(np.unique(lab)) == {0, 1, 2} for lab in train), "training labels keep the pancreas (label 2)"
+    assert all(1 in np.unique(lab) for lab in train)
     spacing = sitk.ReadImage(str(next((twin1.public / "test" / "images").glob("*.mha")))).GetSpacing()
     assert len(set(spacing)) == 3                                               # anisotropic, x ≠ y
 

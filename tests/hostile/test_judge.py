@@ -1,13 +1,20 @@
-"""The rules judge and the stage scores read a bounded amount of agent text, in bounded time and memory."""
+"""The rules judge and the stage scores read a bounded amount of agent text, in bounded time and memory.
+
+The judge reads the gateway's recorded model calls and the workspace code they name (never the
+agent's own logs), so the hostile run has a gigabyte of recorded calls and 40 GiB of named code, next
+to a gigabyte of stdout and FIFOs that must not be read at all.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from pytest_rexmle.capability.trace import MAX_RUN_BYTES, collect_sources
 
+from ..capability.helpers import model_call
 from .helpers import GIB, baseline_rss_mb, deep_folder, peak_rss_of, remove_tree
 
 TRAINING_LINE = "epoch 3 step 120 loss=0.4213 lr=0.001 time=0.12s val_dice: 0.81\n"
@@ -22,33 +29,55 @@ def text_gigabyte(path, lines: int = 40_000) -> None:
         fh.write(block)
 
 
-@pytest.fixture
-def hostile_run(tmp_path):
-    run = tmp_path / "run"
+def calls_gigabyte(path, calls: int = 2000) -> None:
+    """A 1 GiB ``model-calls.jsonl``: recorded calls (each running one of the workspace's scripts and
+    showing its training output) at each end, a sparse gigabyte between them."""
+    block = "".join(json.dumps(model_call(f"$ python train{i % 40:02d}.py  # call {i}\n" + TRAINING_LINE * 20)) + "\n"
+                    for i in range(calls)).encode()
+    with open(path, "wb") as fh:
+        fh.write(block)
+        fh.seek(GIB - len(block))
+        fh.write(block)
+
+
+def hostile_layout(run) -> None:
+    """The hostile run folder shared with ``benchmarks/bench_hostile.py``."""
     logs, ws = run / "logs", run / "workspace"
     logs.mkdir(parents=True)
     ws.mkdir()
-    text_gigabyte(logs / "agent.stdout.log")
+    calls_gigabyte(logs / "model-calls.jsonl")
+    text_gigabyte(logs / "agent.stdout.log")  # a claim: never read
     (logs / "agent.stderr.log").write_text("Traceback (most recent call last):\nValueError: boom\n")
     os.mkfifo(logs / "usage.json")
     (logs / "zero.log").symlink_to("/dev/zero")
     os.mkfifo(ws / "rexmle-usage.json")
-    for i in range(40):  # 40 more gigabytes of logs in the workspace
+    for i in range(40):  # 40 more gigabytes of code the recorded calls name
+        text_gigabyte(ws / f"train{i:02d}.py", lines=2000)
         text_gigabyte(ws / f"train{i:02d}.log", lines=2000)
-    os.mkfifo(ws / "pipe.log")
+    os.mkfifo(ws / "pipe.py")
     deep_folder(ws / "deep", 1500)
+
+
+@pytest.fixture
+def hostile_run(tmp_path):
+    run = tmp_path / "run"
+    hostile_layout(run)
     yield run
     remove_tree(run)
 
 
 def test_sources_stay_within_the_run_budget(hostile_run):
+    from pytest_rexmle.capability.observed import MAX_BYTES
+
     sources = collect_sources(hostile_run)
     total = sum(len(s.text.encode()) for s in sources)
-    assert total <= MAX_RUN_BYTES + 64 * 1024  # plus the skipped-bytes marker lines
+    assert total <= MAX_BYTES + MAX_RUN_BYTES + 64 * 1024  # plus the skipped-bytes marker lines and inventory
     rels = [s.rel for s in sources]
-    assert rels[:2] == ["logs/agent.stdout.log", "logs/agent.stderr.log"]
-    assert "logs/zero.log" not in rels and "workspace/pipe.log" not in rels
-    assert "bytes not read ...]" in sources[0].text
+    # the tail's calls repeat the head's: their text is kept once
+    assert rels[0] == "logs/model-calls.jsonl#1" and sum(r.startswith("logs/model-calls.jsonl#") for r in rels) == 2000
+    assert not any(r.startswith("logs/agent.") or r.endswith(".log") for r in rels)
+    assert "workspace/pipe.py" not in rels and "workspace/train00.py" in rels
+    assert "bytes not read ...]" in next(s.text for s in sources if s.rel == "workspace/train00.py")
 
 
 def test_judge_and_stages_finish_bounded(hostile_run):
@@ -77,7 +106,7 @@ def test_literal_indexed_search_equals_the_full_pattern():
     """The rules judge's speed-up (candidate lines by literal, per-alternative search) never changes a
     match: same span for every group on every line of the rule tests' corpus and of crafted lines."""
     from pytest_rexmle.capability.rules import RULES, STAGE_RULES, Line, Lines
-    from pytest_rexmle.capability.trace import LOG, Source
+    from pytest_rexmle.capability.trace import TRACE, Source
 
     from ..capability.test_rules import CASES
 
@@ -85,7 +114,7 @@ def test_literal_indexed_search_equals_the_full_pattern():
               for text in (pos, neg, *files.values(), *nfiles.values()) for line in text.splitlines()]
     corpus += ["ValueError: x then Traceback (most recent call last)", "loss nan loss=nan NaN LOSS",
                "step 1: plan: first load then train", "OOM oom CUDA out of memory", "a" * 5000 + "Error: x"]
-    src = Source("logs/x.log", LOG, "\n".join(corpus))
+    src = Source("logs/model-calls.jsonl#1", TRACE, "\n".join(corpus))
     lines = Lines([Line(i, src, i, t, t.lower()) for i, t in enumerate(corpus)])
     groups = [g for r in RULES.values() for g in r.groups] + [g for gs in STAGE_RULES.values() for g in gs]
     checked = 0

@@ -65,7 +65,7 @@ def run_agent(tmp_path: Path, mechanism: str, code: str, *, limits: Limits | Non
     (root / "workspace" / "agent.py").write_text(textwrap.dedent(code))
     for name, text in (files or {}).items():
         (root / "workspace" / name).write_text(text)
-    spec = RunSpec("sandbox-test", [sys.executable, "agent.py"], {"REXMLE_PRIVATE_HINT": "none"}, public,
+    spec = RunSpec("sandbox-test", ["python3", "agent.py"], {"REXMLE_PRIVATE_HINT": "none"}, public,
                    root / "workspace", root / "submission", root / "logs", root / "instructions.md", time_limit,
                    hidden=(private, tmp_path / "data"), network=network, limits=limits or Limits())
     runtime = LocalRuntime(sandbox=mechanism, limits=overrides)

@@ -17,8 +17,9 @@ repository (here ``/root``) is covered by a 0755 tmpfs holding bind mounts of ju
 is visible, and the host's own mount table is untouched. ``setpriv`` then drops to 65534 with no
 capabilities and ``no_new_privs`` unset (the sandbox sets it itself). Everything the session writes
 (its folder, its synthetic-data cache) is owned by that uid. Slurm's jobs are started by slurmd as that
-uid in the host's namespace, without the harness's view: where they cannot reach this Python, they start
-the harness's mirror of it for that uid instead (``REXMLE_SLURM_PYTHON``, see ``job_side_python``).
+uid in the host's namespace, without the harness's view: where they cannot reach this Python (a pyenv
+under a 0700 ``/root``), ``slurm-unprivileged`` skips and says why; a cluster whose nodes reach the
+interpreter (``REXMLE_SLURM_PYTHON`` names one of theirs) runs it.
 
 A session's outcome is computed once per (mechanism, user) and shared between xdist workers through a
 file lock and a JSON file in the session's shared temporary folder, so ``-n 2`` never runs the same
@@ -131,20 +132,6 @@ def slurm_job_unreachable() -> str | None:
             f"this Python ({Path(sys.executable).resolve()}) out of reach")
 
 
-def job_side_python() -> Path:
-    """An interpreter uid 65534 can start on the host: the harness's mirror of this Python for that uid
-    (``runtime/sandbox/mirror.py``, the one a root harness gives Landlock's agent), built here as root."""
-    import pytest_rexmle
-    from pytest_rexmle.paths import python_mirror_home
-    from pytest_rexmle.runtime.sandbox import mirror
-    from pytest_rexmle.runtime.sandbox.identity import Identity
-    from pytest_rexmle.task import tasks_root
-
-    who = Identity(UNPRIVILEGED, UNPRIVILEGED)
-    source = mirror.plan(who, Path(pytest_rexmle.__file__).resolve().parent, tasks_root())
-    return mirror.ensure(who, source, mirror.prepare_home(python_mirror_home())).python
-
-
 @dataclass
 class Session:
     """What one benchmark subprocess left (JSON-serialisable, so xdist workers can share it)."""
@@ -193,11 +180,18 @@ class Mechanism:
         args = [f"--rexmle-runtime={runtime}", f"--rexmle-network={network or self.default_network}"]
         if sandbox_option_known():
             args.append(f"--rexmle-sandbox={sandbox}")
+        if self.same_uid:  # refused by default (issue 23.3): the attacks run in the explicit, recorded mode
+            args.append("--rexmle-unsafe-same-uid")
         return args
+
+    @property
+    def same_uid(self) -> bool:
+        """Landlock with the harness as the user: the agent would run as the harness's own uid."""
+        return self.name == "landlock" and (self.user == "unprivileged" or os.geteuid() != 0)
 
     def new_folder(self, label: str) -> Path:
         folder = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=self.base))
-        folder.chmod(0o755)  # Landlock as root: the agent's uid must reach the runs folder below it
+        folder.chmod(0o755)  # the unprivileged harness must reach its folder; runs and reports inside are 0700
         (folder / "home").mkdir()
         _own(folder, self.uid, self.gid)
         return folder
@@ -357,15 +351,11 @@ def mechanism(request, security_base) -> Mechanism:
     name, user = request.param
     mechanism = _mechanism(request, security_base, name, user)
     if name == "slurm" and user == "unprivileged" and (why := slurm_job_unreachable()):
-        from pytest_rexmle.runtime.sandbox.mirror import MirrorUnavailable
-
-        if blocked := untraversable_ancestors([REPO]):  # a mirrored interpreter does not bring the repository
-            pytest.skip(f"slurm-unprivileged cannot run here: the repository {REPO} (this package, the attack "
-                        f"agent) is out of uid {UNPRIVILEGED}'s reach on the host, under {', '.join(map(str, blocked))}")
-        try:
-            mechanism.job_python = str(job_side_python())
-        except MirrorUnavailable as exc:
-            pytest.skip(f"slurm-unprivileged cannot run here: {why}, and no mirror of it can be built ({exc})")
+        if os.environ.get("REXMLE_SLURM_PYTHON"):  # the nodes' own interpreter for this harness
+            mechanism.job_python = os.environ["REXMLE_SLURM_PYTHON"]
+        else:
+            pytest.skip(f"slurm-unprivileged cannot run here: {why}; set REXMLE_SLURM_PYTHON to an interpreter "
+                        f"uid {UNPRIVILEGED} can start on the nodes, with this package and submitit importable")
     return mechanism
 
 

@@ -19,8 +19,11 @@ import hashlib
 import os
 import re
 import site
+import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +49,18 @@ def gap(request, attack: str, mechanism: Mechanism) -> None:
 # -- host snapshots -------------------------------------------------------------------------------------
 
 SYSCTLS = ("net/ipv4/ip_default_ttl", "kernel/core_pattern", "vm/overcommit_memory")
+
+
+def public_data_state(cache: Path, task: str = "ldct-iqa") -> dict:
+    """Mode, owner, times and content hash of every public file of ``task`` in the cache: what an agent
+    that chmods its data would change for the next run if the stage handed it the cache's own inodes."""
+    out = {}
+    for path in sorted(glob.glob(str(cache / "**" / task / "public" / "**"), recursive=True)):
+        st = os.lstat(path)
+        if os.path.isfile(path) and not os.path.islink(path):
+            out[path] = [st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
+                         hashlib.sha256(Path(path).read_bytes()).hexdigest()]
+    return out
 
 
 def host_snapshot() -> dict:
@@ -104,6 +119,7 @@ def _probe(mech: Mechanism) -> dict:
         mech.run(warm, [*mech.args(), "--agent=sample", "--rexmle-judge=none", "-k", "ldct-iqa"], timeout=180)
     [private] = private_dirs(mech.cache, "ldct-iqa")
     before = host_snapshot()
+    data_before = public_data_state(mech.cache)
     service = TokenServer("127.0.0.1")  # an HTTP server on the host's loopback only, with a secret token
     try:
         folder = mech.new_folder("probe")
@@ -114,8 +130,14 @@ def _probe(mech: Mechanism) -> dict:
     finally:
         service.close()
     after = host_snapshot()
+    data_after = public_data_state(mech.cache)
+    # the next run of the task, after the probe's agent chmod-ed, utime-d and chown-ed its data
+    after_poison = mech.new_folder("after-poison")
+    next_run = mech.run(after_poison, [*mech.args(), "--agent=sample", "--rexmle-judge=none", "-k", "ldct-iqa"],
+                        timeout=180)
     runs_root = folder / ".rexmle" / "runs"
     return {"first": session_dict(first), "resumed": session_dict(resumed), "before": before, "after": after,
+            "data_before": data_before, "data_after": data_after, "next_run": session_dict(next_run),
             "private": private, "cache": str(mech.cache),
             "token": service.token, "answers": answer_rows(mech.cache, "ldct-iqa"),
             "special_files": special_files(runs_root),
@@ -354,3 +376,140 @@ def test_slurm_job_python_out_of_the_job_user_reach_is_refused_at_once(request, 
     assert "compute nodes do not see these paths" in session.output, session.output[-3000:]
     assert f"Python interpreter {sys.executable}" in session.output, (why, session.output[-3000:])
     assert session.run_dirs == {} and slurm_job_ids(folder) == []
+
+
+# -- identities, data and runs side by side (issues 17.7 and 23) -----------------------------------------
+
+def test_public_data_cannot_be_poisoned_for_the_next_run(request, mechanism, probe):
+    """The probe's agent chmods its data to 000, sets its times and chowns it: refused where the data are
+    the cache's inodes (read-only binds: EROFS; another uid's hard links: EPERM), or done to a copy of the
+    run's own (Landlock as the harness's uid); the cache is untouched and the next run grades as before."""
+    gap(request, "poison_data", mechanism)
+    attempt = _attempt(probe, "poison_data")
+    data_view = probe["first"]["runs"]["ldct-iqa"].get("data_view")
+    assert attempt["ok"] is False or data_view == "copy", (attempt["detail"], data_view)
+    assert probe["data_before"] and probe["data_after"] == probe["data_before"]
+    following = probe["next_run"]["results"]["ldct-iqa"]
+    assert following["status"] == "ok", following
+
+
+def test_agent_path_names_no_harness_interpreter(request, mechanism, probe):
+    """Nothing the agent runs needs the harness's venv: its PATH is its tools and the system's (or the
+    image's) folders, and the sample agent's baseline run in the next session needed no harness code."""
+    gap(request, "agent_path", mechanism)
+    environ = probe["first"]["attack"]["ldct-iqa"]["environ"]
+    path = next((entry[5:] for entry in environ if entry.startswith("PATH=")), "")  # its own /proc/self/environ
+    stage = probe["first"]["runs"]["ldct-iqa"]["stage"]
+    assert path.split(":")[0] in ("/rexmle/bin", f"{stage}/bin"), path  # the agent's tools come first
+    for harness in {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)}:
+        assert harness not in path, (harness, path)
+    assert probe["next_run"]["results"]["ldct-iqa"]["status"] == "ok"
+    assert "sample agent: copying the baseline" in _read_logs(Path(probe["next_run"]["run_dirs"]["ldct-iqa"]))
+
+
+def _stage_of(folder: Path, deadline: float) -> Path | None:
+    """The stage a running session's ldct-iqa run is in (from its stage.json), once the agent is there."""
+    while time.monotonic() < deadline:
+        for record in (folder / ".rexmle" / "runs").glob("ldct-iqa/*/*/stage.json"):
+            try:
+                stage = Path(json.loads(record.read_text())["stage"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if (stage / "workspace" / "where.json").exists():
+                return stage
+        time.sleep(0.2)
+    return None
+
+
+def test_two_concurrent_sessions_cannot_touch_each_others_runs(request, mechanism):
+    """Issue 23.2: two sessions at once; each agent is handed the other's stage (as /var/tmp or /proc would
+    show it on a weak sandbox) and tries to list, read and write its stage, workspace and submission and to
+    signal it. Nothing succeeds, both runs grade, a root harness gives them different uids, and the
+    process each left behind is gone when its run ends."""
+    gap(request, "cross_runs", mechanism)
+    marker = f"rexmle-cross-{os.getpid()}-{int(time.time())}"
+    folders = {name: mechanism.new_folder(f"cross-{name}") for name in ("a", "b")}
+    sessions: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        folder = folders[name]
+        sessions[name] = mechanism.run(folder, [*mechanism.args(), *_command(mechanism, folder, "cross",
+                                                                             ATTACK_MARKER=f"{marker}-{name}"),
+                                                "--rexmle-judge=none", "-k", "ldct-iqa", "--rexmle-time-limit=200"],
+                                       timeout=300)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in folders]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 240
+    stages = {name: _stage_of(folder, deadline) for name, folder in folders.items()}
+    try:
+        assert all(stages.values()), f"a session never started its agent: {stages}"
+        for name, other in (("a", "b"), ("b", "a")):
+            peer_stage = stages[other]
+            where = json.loads((peer_stage / "workspace" / "where.json").read_text())
+            peer = {"paths": {"stage": str(peer_stage), "workspace": str(peer_stage / "workspace"),
+                              "submission": str(peer_stage / "submission")},
+                    # a host pid only where the agent sees the host's processes (Landlock)
+                    "pid": where["pid"] if mechanism.name == "landlock" else None}
+            (stages[name] / "workspace" / "peer.json").write_text(json.dumps(peer))
+    finally:
+        for thread in threads:
+            thread.join(320)
+    uids = set()
+    for name, other in (("a", "b"), ("b", "a")):
+        session = sessions[name]
+        assert not session.timed_out, session.output[-3000:]
+        report = session.attack["ldct-iqa"]
+        assert report.get("peer_seen") is True, report
+        succeeded = {k: v["detail"] for k, v in report["attempts"].items() if v["ok"]}
+        assert succeeded == {}, succeeded
+        assert session.results["ldct-iqa"]["status"] == "ok", session.results["ldct-iqa"]
+        other_run = Path(sessions[other].run_dirs["ldct-iqa"])
+        assert not [p for p in other_run.rglob(f"*{MARK}-from-*")], "one run wrote into the other"
+        assert subprocess.run(["pgrep", "-f", f"{marker}-{name}"], capture_output=True).stdout == b""
+        uids.add(report["uid"])
+    if os.geteuid() == 0 and mechanism.user == "root":
+        assert len(uids) == 2 and 0 not in uids, uids
+
+
+def test_landlock_as_the_harness_uid_stops_the_session(request, security_base):
+    """Issue 23.3: an unprivileged harness under Landlock would run the agent as its own uid (its environ,
+    venv, cache and runs folder in reach): without --rexmle-unsafe-same-uid the session stops at once."""
+    mech = _mechanism(request, security_base, "landlock", "unprivileged")
+    folder = mech.new_folder("same-uid")
+    args = [a for a in mech.args() if a != "--rexmle-unsafe-same-uid"]
+    session = mech.run(folder, [*args, "--agent=sample", "-k", "ldct-iqa"], timeout=180)
+    assert session.returncode == 4, session.output[-3000:]
+    assert "/proc/<pid>/environ" in session.output and "--rexmle-unsafe-same-uid" in session.output
+    assert session.run_dirs == {}
+
+
+def test_root_agent_only_by_explicit_option(request, security_base):
+    """Issue 17.7, Landlock as root: a command the run's uid cannot start (this harness's Python under a
+    0700 folder) stops the session with a usage error naming the fix; --rexmle-agent-as-root runs it as uid
+    0 without capabilities, said on the terminal and recorded in run.json."""
+    if os.geteuid() != 0:
+        pytest.skip("the root variant needs the suite to run as root")
+    mech = _mechanism(request, security_base, "landlock", "root")
+    if not [p for p in Path(sys.executable).resolve().parents if p != Path("/") and not os.stat(p).st_mode & 0o001]:
+        pytest.skip(f"every user reaches this Python ({sys.executable}): nothing to refuse")
+    folder = mech.new_folder("as-root")
+
+    def command(python: str) -> list[str]:
+        return [f"--agent-option=cmd={python} -c \"import os; open(os.environ['REXMLE_WORKSPACE'] + "
+                "'/uid.txt', 'w').write(str(os.getuid()))\" && cp $REXMLE_DATA_DIR/sample_submission.csv "
+                "$REXMLE_SUBMISSION_DIR/submission.csv", "--agent=command", "--rexmle-judge=none", "-k", "ldct-iqa"]
+
+    refused = mech.run(folder, [*mech.args(), *command(sys.executable)], timeout=180)
+    assert refused.returncode == 4, refused.output[-3000:]
+    assert "cannot run as its uid" in refused.output and "--rexmle-agent-as-root" in refused.output
+    assert "python3" in refused.output  # the fix: an interpreter every user can run
+    folder = mech.new_folder("as-root-ok")
+    # uid 0 by the user's choice; Landlock still shows it no harness interpreter, so the system's python3
+    allowed = mech.run(folder, [*mech.args(), *command("python3"), "--rexmle-agent-as-root"], timeout=180)
+    assert allowed.returncode == 0, allowed.output[-3000:]
+    assert "WARNING --rexmle-agent-as-root" in allowed.output
+    run = allowed.runs["ldct-iqa"]
+    assert run["agent_as_root"] is True and run["agent_uid"] == 0
+    assert (Path(allowed.run_dirs["ldct-iqa"]) / "workspace" / "uid.txt").read_text() == "0"

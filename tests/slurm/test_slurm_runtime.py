@@ -197,9 +197,8 @@ def test_job_cancelled_by_slurm_is_a_fail_with_the_slurm_state(bench, slurm_env,
 
 
 def _slow_sample(seconds: int) -> list[str]:
-    """A command agent that waits, then runs the sample agent's baseline."""
-    cmd = f"sleep {seconds} && python -m pytest_rexmle.agents.sample_main"
-    return ["--agent=command", f"--agent-option=cmd={cmd}"]
+    """The sample agent, waiting before it submits its baseline."""
+    return ["--agent=sample", f"--agent-option=delay={seconds}"]
 
 
 def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_env, needs_bwrap):
@@ -315,13 +314,13 @@ def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, need
 
     gres = subprocess.run(["sinfo", "-h", "-o", "%G"], capture_output=True, text=True).stdout
     require_service("gpu" in gres, "REXMLE_REQUIRE_SLURM_GPUS", "a Slurm node with GPU gres")
-    cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/cvd.txt && python -m pytest_rexmle.agents.sample_main"
-    bench("--agent=command", f"--agent-option=cmd={cmd}", "--rexmle-runtime=slurm", "--rexmle-gpus=none",
+    bench("--agent=sample", "--rexmle-runtime=slurm", "--rexmle-gpus=none",
           "-k", "ldct-iqa or topcow-cta-cls").assert_outcomes(passed=2)
     seen = set()
     for task in ("ldct-iqa", "topcow-cta-cls"):
         run = run_folders(bench.path, task)[-1]
-        visible = (run / "workspace" / "cvd.txt").read_text().strip()
+        # the sample agent's log line names what CUDA_VISIBLE_DEVICES held inside
+        visible = (run / "logs" / "agent.stdout.log").read_text().rsplit("(GPUs: ", 1)[1].split(")")[0]
         meta = json.loads((run / "run.json").read_text())
         result = json.loads((run / "result.json").read_text())
         job = meta["slurm"]["job_id"]

@@ -22,7 +22,8 @@ from ...errors import RexmleError
 from ...paths import default_data_dir
 from .core import RULE_VERSION, data_status, prepare_task
 from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
-from .sources import parts_for
+from .recognise import inspect
+from .sources import expand_folders, parts_for, source_parts, unused_listed
 
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,28 +33,73 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data root holding raw/ and one folder per task (default: $REXMLE_DATA_DIR "
                              "or ~/.cache/rexmle/data)")
     parser.add_argument("--raw-archive", action="append", default=[], metavar="PATH",
-                        help="a raw file downloaded by hand (Google Drive sources, or any archive you already "
-                             "have); repeat for several files")
+                        help="a raw file or folder downloaded by hand (Google Drive sources, or any archive you "
+                             "already have), under any name and in any order: it is recognised by its content; "
+                             "repeat for several files")
     parser.add_argument("--no-progress", action="store_true", help="no download progress bars")
     parser.add_argument("--keep-archives", action="store_true",
                         help="keep downloaded archives after extraction (default: delete them)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing: say which raw files were found (by content), which part each is, "
+                             "what is missing and what is unusual; run it first after a manual download")
     parser.add_argument("--verify", action="store_true",
                         help="re-hash every prepared file against the manifest (default: sizes only)")
 
 
 def _archives_for(task, archives: list[Path], many: bool) -> list[Path]:
-    """With ``all``, offer each task only the archives whose names one of its parts expects."""
+    """With ``all``, offer each task only the archives that are, by content, one of its parts."""
     if not many:
         return archives
-    import re
-
+    parts = parts_for(task)
     out = []
-    for path in archives:
-        for part in parts_for(task):
-            if (part.files and path.name in part.files) or (part.pattern and re.search(part.pattern, path.name)):
-                out.append(path)
-                break
+    for path in expand_folders(archives):
+        try:
+            contents = _listing(path)
+        except RexmleError:
+            continue  # reported once for the whole command, not once per task
+        if any(part.recognises(contents) for part in parts):
+            out.append(path)
     return out
+
+
+def _known_to_any(path: Path, tasks) -> bool:
+    """``path`` is some task's raw file, or a file a record publishes that no task uses."""
+    contents = _listing(path)
+    return any(part.recognises(contents) for t in tasks for part in source_parts(t) + unused_listed(t))
+
+
+_LISTINGS: dict[Path, object] = {}
+
+
+def _listing(path: Path):
+    """Each supplied archive is listed once per command, not once per task (tar.gz listing reads it all)."""
+    if path not in _LISTINGS:
+        _LISTINGS[path] = inspect(path)
+    return _LISTINGS[path]
+
+
+def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
+    """``--check``: one report per task; 1 when any task could not be prepared from what is there."""
+    from .check import check_raw
+
+    blocking = False
+    if len(tasks) > 1:
+        for path in expand_folders(archives):
+            try:
+                contents = _listing(path)
+            except RexmleError as exc:
+                print(f"not recognised: {exc}")
+                blocking = True
+                continue
+            if not _known_to_any(path, tasks):
+                print(f"not recognised: {path} is no raw file of any task; found inside: {contents.summary()}")
+                blocking = True
+    for task in tasks:
+        offered = _archives_for(task, archives, len(tasks) > 1)
+        report = check_raw(task, data_dir, offered)
+        print("\n".join(report.lines()))
+        blocking |= report.blocking
+    return 1 if blocking else 0
 
 
 def run_prepare(args: argparse.Namespace) -> int:
@@ -63,6 +109,20 @@ def run_prepare(args: argparse.Namespace) -> int:
     tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
     archives = [Path(p).expanduser() for p in args.raw_archive]
     data_dir = Path(args.data_dir).expanduser()
+    _LISTINGS.clear()
+    if getattr(args, "check", False):
+        return _run_check(tasks, archives, data_dir)
+    if len(tasks) > 1:
+        try:
+            unused = [p for p in expand_folders(archives) if not _known_to_any(p, tasks)]
+        except RexmleError as exc:
+            print(f"rexmle prepare: {exc}", file=sys.stderr)
+            return 1
+        for path in unused:
+            print(f"rexmle prepare: --raw-archive {path} is no raw file of any task; found inside: "
+                  f"{_listing(path).summary()}", file=sys.stderr)
+        if unused:
+            return 1
     failed = 0
     for task in tasks:
         try:

@@ -28,7 +28,8 @@ from .errors import PrepareError
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 
 #: bump when a preparer's output changes; prepared folders of another version are rebuilt
-RULE_VERSION = "prepare-1"
+#: (prepare-2: PANTHER answers hold the tumour, label 1, only)
+RULE_VERSION = "prepare-2"
 LOCKS = ".locks"
 
 #: project id → "module:function" under this package

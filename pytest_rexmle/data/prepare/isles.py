@@ -1,4 +1,9 @@
-"""ISLES'22 (challenges.md §19): BIDS DWI/ADC/FLAIR with lesion masks in ``derivatives/``."""
+"""ISLES'22 (challenges.md §19): BIDS DWI/ADC/FLAIR with lesion masks in ``derivatives/``.
+
+Both layouts seen in the wild are read: the Zenodo archive (``sub-*/ses-*/{anat,dwi}/`` at the top) and
+the one the organisers document (``rawdata/sub-*/ses-*/...``, ``derivatives/sub-*/ses-*/*_msk.nii.gz``),
+with names in any case.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from pathlib import Path
 
 from .layout import Context, complete_ids, split_and_record, standard_outputs, unique_ids
 
-CASE = re.compile(r"^(sub-strokecase\d+)_ses-\d+_(dwi|adc|FLAIR|msk)\.nii\.gz$")
+CASE = re.compile(r"^(sub-strokecase\d+)_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$", re.IGNORECASE)
+#: the kinds as the prepared layout spells them
+KINDS = {"dwi": "dwi", "adc": "adc", "flair": "FLAIR", "msk": "msk"}
 
 
 def prepare(ctx: Context) -> dict[str, int]:
@@ -16,10 +23,13 @@ def prepare(ctx: Context) -> dict[str, int]:
         match = CASE.match(path.name)
         if not match:
             continue
-        in_derivatives = "derivatives" in path.relative_to(ctx.raw).parts
-        if (match.group(2) == "msk") != in_derivatives:
-            continue  # images outside derivatives/, masks inside it, as BIDS lays them out
-        found[match.group(2)].append((match.group(1), path))
+        kind = KINDS[match.group(2).lower()]
+        in_derivatives = any(part.lower() == "derivatives" for part in path.relative_to(ctx.raw).parts)
+        if (kind == "msk") != in_derivatives:
+            ctx.warn(f"{path.relative_to(ctx.raw)}: a {kind} file {'inside' if in_derivatives else 'outside'} "
+                     f"derivatives/ is not where BIDS puts it; ignored")
+            continue  # images outside derivatives/ (rawdata/ or the top), masks inside it, as BIDS lays them out
+        found[kind].append((match.group(1).lower(), path))
     files = {kind: unique_ids(pairs, kind, ctx.task) for kind, pairs in found.items()}
     ids = complete_ids(ctx.task, files, ctx)
     train, test = split_and_record(ids, ctx)

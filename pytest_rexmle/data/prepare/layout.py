@@ -8,6 +8,7 @@ labels, notes such as DENTEX category names) on the context.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from ...task import Task
 from ..split import split_ids, write_split
 from ..synthetic.common import write_answers, write_csv, write_sample_submission
 from .errors import PrepareError
+from .recognise import is_debris
 
 IGNORED_PARTS = ("__MACOSX", ".rexmle")
 
@@ -41,16 +43,22 @@ class Context:
 
     # -- finding raw files ---------------------------------------------------------------------------
     def files(self, pattern: str, root: Path | None = None) -> list[Path]:
-        """Regular files under ``root`` (default: the raw folder) matching a glob, macOS debris excluded."""
+        """Regular files under ``root`` (default: the raw folder) whose name matches a glob, ignoring case.
+
+        Case is ignored and OS debris (``__MACOSX/``, ``._*``, ``.DS_Store``, ``Thumbs.db``) left out
+        because archives made on macOS or Windows carry both; a release's own files never differ only by
+        case.
+        """
         base = root or self.raw
-        return sorted(p for p in base.rglob(pattern) if p.is_file() and not _ignored(p, base)
-                      and not p.name.startswith("._"))
+        wanted = pattern.lower()
+        return sorted(p for p in base.rglob("*") if fnmatch.fnmatchcase(p.name.lower(), wanted) and p.is_file()
+                      and not _ignored(p, base))
 
     def find_dir(self, name: str, root: Path | None = None, contains: Iterable[str] = ()) -> Path:
-        """The single folder called ``name`` (holding every entry of ``contains``) under the raw folder."""
+        """The single folder called ``name`` (any case; holding every entry of ``contains``) under the raw folder."""
         base = root or self.raw
-        hits = sorted(p for p in base.rglob(name) if p.is_dir() and not _ignored(p, base)
-                      and all((p / c).exists() for c in contains))
+        hits = sorted(p for p in base.rglob("*") if p.name.lower() == name.lower() and p.is_dir()
+                      and not _ignored(p, base) and all((p / c).exists() for c in contains))
         if len(hits) != 1:
             where = ", ".join(str(h) for h in hits[:5])
             raise PrepareError(f"{self.task.id}: expected one folder named {name!r} under {base}, found "
@@ -92,13 +100,23 @@ class Context:
             return
         img = sitk.ReadImage(str(label))
         out = sitk.Resample(img, ref, sitk.Transform(), sitk.sitkNearestNeighbor, 0, img.GetPixelID())
+        lost_all_foreground(img, out, label, image)
         write_volume(out, dst)
         self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
                                "from": geometry(lab), "to": geometry(ref)})
 
 
+def lost_all_foreground(before: sitk.Image, after: sitk.Image, label: Path, image: Path) -> None:
+    """A resampling that leaves nothing of a non-empty label means the label is not on its image at all
+    (another case, another scan): that would silently turn the answer into an empty mask."""
+    if np.any(sitk.GetArrayViewFromImage(before)) and not np.any(sitk.GetArrayViewFromImage(after)):
+        raise PrepareError(f"{label}: its grid does not overlap the image {image.name}; resampling it would leave "
+                           f"an empty label (wrong file, or a label of another scan?)")
+
+
 def _ignored(path: Path, base: Path) -> bool:
-    return any(part in IGNORED_PARTS for part in path.relative_to(base).parts)
+    rel = path.relative_to(base)
+    return any(part in IGNORED_PARTS for part in rel.parts) or is_debris(rel.as_posix())
 
 
 def geometry(img: sitk.Image) -> dict[str, list]:
@@ -144,6 +162,8 @@ def complete_ids(task: Task, required: Mapping[str, Mapping[str, Path]], ctx: Co
     dropped = {i: sorted(n for n, s in sets.items() if i not in s) for i in sorted(everything - set(ids))}
     if dropped:
         ctx.notes["incomplete_cases"] = {i: {"missing": m} for i, m in dropped.items()}
+        shown = ", ".join(f"{i} (no {'/'.join(m)})" for i, m in list(dropped.items())[:5])
+        ctx.warn(f"{len(dropped)} incomplete case(s) left out: {shown}{', ...' if len(dropped) > 5 else ''}")
     if not ids:
         raise PrepareError(f"{task.id}: no complete case found in {ctx.raw} (needed: {', '.join(required)})")
     return ids

@@ -39,6 +39,38 @@ def _load(path: Path) -> object:
         raise PrepareError(f"{path}: not valid JSON: {exc}") from None
 
 
+def _class_name(feature: object) -> str | None:
+    try:
+        name = feature["properties"]["classification"]["name"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def classified(ctx: Context, data: object, path: Path) -> object:
+    """The GeoJSON without its features that carry no class name, which are counted and warned about.
+
+    Such a feature cannot be given a tissue value or a nucleus class; skipping it is what the
+    organisers' own tools do, and stopping the whole task for it would lose every other case. A class
+    name that *is* there but unknown still fails in the converters (it could be a misspelling).
+    """
+    if isinstance(data, dict) and isinstance(data.get("features"), list):
+        features = data["features"]
+    elif isinstance(data, list):
+        features = data
+    else:
+        return data
+    kept = [f for f in features if _class_name(f) is not None]
+    skipped = len(features) - len(kept)
+    if not skipped:
+        return data
+    counts = ctx.notes.setdefault("features_without_class", {"count": 0, "files": {}})
+    counts["count"] += skipped
+    counts["files"][path.name] = skipped
+    ctx.warn(f"{path.name}: {skipped} feature(s) without properties.classification.name skipped")
+    return {**data, "features": kept} if isinstance(data, dict) else kept
+
+
 def _roi_size(path: Path) -> tuple[int, int]:
     with Image.open(path) as img:
         return img.size  # (width, height)
@@ -61,7 +93,8 @@ def prepare_tissue(ctx: Context) -> dict[str, int]:
     answers = {}
     for case_id in ids:
         try:
-            mask = rasterise_tissue(_load(geo[case_id]), _roi_size(rois[case_id]), str(geo[case_id]))
+            mask = rasterise_tissue(classified(ctx, _load(geo[case_id]), geo[case_id]), _roi_size(rois[case_id]),
+                                    str(geo[case_id]))
         except ValueError as exc:
             raise PrepareError(f"{ctx.task.id}: {exc}") from None
         where = "train" if case_id in train else "test"
@@ -85,7 +118,7 @@ def _prepare_nuclei(ctx: Context, track: int) -> dict[str, int]:
     classes: dict[str, int] = {}
     for case_id in ids:
         try:
-            converted = nuclei_from_geojson(_load(geo[case_id]), track, str(geo[case_id]))
+            converted = nuclei_from_geojson(classified(ctx, _load(geo[case_id]), geo[case_id]), track, str(geo[case_id]))
         except ValueError as exc:
             raise PrepareError(f"{ctx.task.id}: {exc}") from None
         for polygon in converted["polygons"]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import SimpleITK as sitk
 
 from .errors import PrepareError
-from .layout import Context, check_id, complete_ids, geometry, geometry_difference, split_and_record, \
-    standard_outputs, stem_of, unique_ids, write_volume
+from .layout import Context, check_id, complete_ids, geometry, geometry_difference, lost_all_foreground, \
+    split_and_record, standard_outputs, stem_of, unique_ids, write_volume
 
 #: an NRRD header line: a comment, "field: value" or "key:=value" (printable ASCII only)
 HEADER_LINE = re.compile(rb"^(#[\x20-\x7e\t]*|[\x20-\x7e]+?:=?[\x20-\x7e\t]*)\r?$")
@@ -79,6 +79,19 @@ def _read(path: Path, scratch: Path, repaired: list[str]) -> sitk.Image:
     return img
 
 
+#: case-id initial → centre archive of the release (§5)
+CENTRES = {"D": "Dongyang.zip", "K": "KiTS.zip", "R": "Rider.zip"}
+
+
+def require_every_centre(ctx: Context, ids: list[str]) -> None:
+    """All three centres must be there: centre zips are downloaded one by one, and a forgotten one would
+    silently change the split and the answers."""
+    missing = [name for initial, name in CENTRES.items() if not any(i.startswith(initial) for i in ids)]
+    if missing:
+        raise PrepareError(f"{ctx.task.id}: no case of {', '.join(missing)} under {ctx.raw}; the release has three "
+                           f"centres: pass every centre zip (or figshare's download-all archive) with --raw-archive")
+
+
 def prepare(ctx: Context) -> dict[str, int]:
     labels = unique_ids(((check_id(ctx.task, stem_of(p, (".seg.nrrd",)), p), p) for p in ctx.files("*.seg.nrrd")),
                         "label", ctx.task)
@@ -89,6 +102,7 @@ def prepare(ctx: Context) -> dict[str, int]:
         if labels[case_id].parent != images[case_id].parent:
             ctx.warn(f"case {case_id}: image and label are in different folders")
     ids = complete_ids(ctx.task, {"image": images, "label": labels}, ctx)
+    require_every_centre(ctx, ids)
     train, test = split_and_record(ids, ctx)
     repaired: list[str] = []
     answers = {}
@@ -99,7 +113,9 @@ def prepare(ctx: Context) -> dict[str, int]:
         if difference is not None:
             ctx.resampled.append({"case": case_id, "label": labels[case_id].name, "image": images[case_id].name,
                                   "reason": difference, "from": geometry(label), "to": geometry(image)})
-            label = sitk.Resample(label, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0, label.GetPixelID())
+            resampled = sitk.Resample(label, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0, label.GetPixelID())
+            lost_all_foreground(label, resampled, labels[case_id], images[case_id])
+            label = resampled
         where = "train" if case_id in train else "test"
         write_volume(image, ctx.public / where / "images" / f"{case_id}.nrrd")
         if where == "train":

@@ -16,7 +16,9 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -24,9 +26,10 @@ from typing import Sequence
 from filelock import FileLock
 
 from ...task import Task
-from .download import RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
+from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
 from .extract import Limits, is_archive, safe_extract
+from .recognise import Contents, inspect, is_archive_name, is_debris
 
 STATE = ".rexmle"           # per-source bookkeeping folder: markers and downloads
 GDRIVE_PAGE = "https://drive.google.com/file/d/{id}/view"
@@ -45,10 +48,27 @@ class Part:
     pattern: str | None = None      # regex for the file name when the exact name is not listed
     page: str | None = None         # manual: where to fetch it
     nested: bool = False            # expand archives found inside (SEG.A article download)
+    #: content recognition (recognise.py): regexes (case-insensitive, on '/'-prefixed member paths) that
+    #: must all match some member of a supplied file, ones that must match none, and the words for users
+    signature: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+    expects: str = ""
+    many: bool = False              # several supplied files together make this part (SEG.A centre zips)
+    alternates: tuple[str, ...] = ()    # newer versions of ``record``, used only when it cannot deliver
 
     @property
     def single(self) -> bool:
         return self.files is not None and len(self.files) == 1
+
+    def recognises(self, contents: Contents) -> bool:
+        """The supplied file is this part, by what it holds (by its name when no signature is known)."""
+        if not self.signature:
+            name = contents.path.name
+            return bool((self.files and name in self.files) or (self.pattern and re.search(self.pattern, name)))
+        return all(contents.search(r) for r in self.signature) and not any(contents.search(r) for r in self.excludes)
+
+    def named(self, name: str) -> bool:
+        return bool((self.files and name in self.files) or (self.pattern and re.search(self.pattern, name)))
 
 
 def parts_for(task: Task) -> list[Part]:
@@ -57,16 +77,22 @@ def parts_for(task: Task) -> list[Part]:
     raw = src["raw"]
     if raw == "usenhance":
         return [Part("train_dataset.zip", "manual", "train_dataset", page=GDRIVE_PAGE.format(id=src["file_id"]),
-                     files=("train_dataset.zip",))]
+                     files=("train_dataset.zip",), signature=(USENHANCE_PNG,),
+                     expects="USenhance training PNGs (<organ>/low_quality/*.png)")]
     if raw == "ldct-iqa":
         return [Part(f"Zenodo record {src['train']['record_id']} (all files)", "zenodo", "train",
-                     record=str(src["train"]["record_id"])),
+                     record=str(src["train"]["record_id"]), signature=(r"/train\.json$", r"\.tiff?$"),
+                     expects="the LDCT-IQA training set (train.json and image/*.tif)"),
                 Part("test_dataset.zip", "manual", "test", files=("test_dataset.zip",),
-                     page=GDRIVE_PAGE.format(id=src["test"]["file_id"]))]
+                     page=GDRIVE_PAGE.format(id=src["test"]["file_id"]), signature=(r"\.tiff?$", r"\.json$"),
+                     excludes=(r"/train\.json$",),
+                     expects="the LDCT-IQA test set (TIFF slices and a JSON of their scores, no train.json)")]
     if raw == "seg-a":
         return [Part(f"figshare article {src['article_id']} v{src.get('version', 1)}", "figshare", "article",
                      record=str(src["article_id"]), version=int(src.get("version", 1)), nested=True,
-                     page=src.get("download_url"))]
+                     page=src.get("download_url"), many=True,
+                     signature=(r"(\.seg\.nrrd$|/(dongyang|kits|rider)[^/]*\.zip$)",),
+                     expects="SEG.A centre data (Dongyang/KiTS/Rider zips or <case>.seg.nrrd files)")]
     record = str(src["record_id"])
     names = src.get("files_used") or src.get("files") or []
     parts = []
@@ -74,10 +100,32 @@ def parts_for(task: Task) -> list[Part]:
         if raw == "panther":
             number = re.search(r"Task(\d)", name).group(1)
             parts.append(Part(name, "zenodo", f"task{number}", record=record, files=(name,),
-                              pattern=rf"(?i)task[_ -]?{number}\b.*\.zip$"))
+                              pattern=rf"(?i)task[_ -]?{number}\b.*\.zip$", signature=(PANTHER_LABELS[number],),
+                              expects=f"PANTHER task {number} (LabelsTr/{PANTHER_EXAMPLE[number]})"))
         else:
-            parts.append(Part(name, "zenodo", _stem(name), record=record, files=(name,)))
+            signature, expects = SIGNATURES.get(name, ((), ""))
+            parts.append(Part(name, "zenodo", _stem(name), record=record, files=(name,), signature=signature,
+                              expects=expects, alternates=tuple(str(r) for r in src.get("newer_record_ids") or ())))
     return parts
+
+
+USENHANCE_PNG = r"/(breast|carotid|kidney|liver|thyroid)/low_quality/[^/]+\.png$"
+#: task 1 labels are ``<pid>_0001.mha``, task 2 labels ``<pid>.mha`` (§3, §4)
+PANTHER_LABELS = {"1": r"/labelstr/\d+_0001\.mha$", "2": r"/labelstr/\d+\.mha$"}
+PANTHER_EXAMPLE = {"1": "<pid>_0001.mha", "2": "<pid>.mha"}
+#: release file name → (member regexes identifying it, words for users)
+SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
+    "training_data.zip": ((r"enumeration.disease[^/]*\.json$",), "DENTEX training_data (quadrant-enumeration-disease JSON)"),
+    "TopCoW2024_Data_Release.zip": ((r"/cow_seg_labelstr/",), "the TopCoW release (cow_seg_labelsTr/)"),
+    "01_training_dataset_tif_ROIs.zip": ((r"_roi_\d+\.tiff?$",), "PUMA ROI TIFFs (training_set_*_roi_*.tif)"),
+    "01_training_dataset_geojson_tissue.zip": ((r"_tissue\.geojson$",), "PUMA tissue GeoJSON (*_tissue.geojson)"),
+    "01_training_dataset_geojson_nuclei.zip": ((r"_nuclei\.geojson$",), "PUMA nuclei GeoJSON (*_nuclei.geojson)"),
+    "ISLES-2022.zip": ((r"sub-strokecase\d+_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$",),
+                       "ISLES'22 BIDS volumes (sub-strokecase*_ses-*_dwi.nii.gz ...)"),
+    "Training-labeled.zip": ((r"/training-labeled/.*_label\.tiff?$",), "CellSeg Training-labeled (labels/*_label.tiff)"),
+    "Tuning.zip": ((r"/tuning/.*_label\.tiff?$",), "CellSeg Tuning (labels/*_label.tiff)"),
+    "TopBrain_Data_Release_Batches1n2_081425.zip": ((r"/labelstr_topbrain_",), "the TopBrain release (labelsTr_topbrain_*/)"),
+}
 
 
 def _stem(name: str) -> str:
@@ -104,31 +152,120 @@ def raw_ready(task: Task, data_dir: Path) -> bool:
     return all(part_done(raw, p) for p in parts_for(task))
 
 
+def where_to_fetch(part: Part) -> str:
+    """The page a user opens to fetch ``part`` by hand (what ``rexmle info`` shows as the source)."""
+    if part.origin == "zenodo":
+        return f"https://zenodo.org/records/{part.record}"
+    if part.origin == "figshare":
+        return part.page or f"https://figshare.com/articles/dataset/{part.record}"
+    return part.page or "the source page"
+
+
 def manual_message(task: Task, part: Part) -> str:
     return (f"{task.id}: the raw file {part.name!r} must be downloaded by hand: open {part.page} in a browser, "
             f"download {part.name!r}, then run `rexmle prepare {task.id} --raw-archive PATH/{part.name}`")
 
 
-def _assign(task: Task, missing: list[Part], supplied: Sequence[Path]) -> dict[str, Path]:
-    """Map each user-supplied archive to the part it provides (by file name, else the only open slot)."""
-    out: dict[str, Path] = {}
-    for path in supplied:
-        if not path.is_file():
-            raise PrepareError(f"{task.id}: --raw-archive {path} is not a file")
-        by_name = [p for p in missing if p.dest not in out and (
-            (p.files and path.name in p.files) or (p.pattern and re.search(p.pattern, path.name)))]
-        open_slots = [p for p in missing if p.dest not in out and (p.origin == "manual" or not p.single)]
-        chosen = by_name or open_slots
-        if len(chosen) != 1:
-            expected = ", ".join(p.name for p in missing) or "nothing (the raw data is complete)"
-            raise PrepareError(f"{task.id}: cannot tell which raw file --raw-archive {path.name} is; "
-                               f"still needed: {expected}")
-        out[chosen[0].dest] = path
+@dataclass
+class Assignment:
+    """Which supplied path is which part; what was passed that is already present or unused."""
+
+    parts: dict[str, list[Path]]            # part.dest → supplied paths
+    contents: dict[Path, Contents]
+    already_present: list[tuple[Path, Part]]
+    unused: list[tuple[Path, Part]]          # a part of the same source that this task does not use
+
+
+def _expected(parts: Sequence[Part]) -> str:
+    return "; ".join(f"{p.name}: {p.expects or 'a file named ' + p.name}" for p in parts)
+
+
+def identify(task: Task, parts: Sequence[Part], path: Path, wanted: Sequence[Part] | None = None,
+             fallback: Sequence[Part] = ()) -> tuple[Part, Contents]:
+    """The one part ``path`` is, by content (a file name only breaks a tie); a one-line error otherwise.
+
+    ``wanted``: the parts the message lists as expected (default: ``parts``); ``fallback``: parts tried
+    only when none of ``parts`` matches (unused files known by name).
+    """
+    contents = inspect(path)
+    hits = [p for p in parts if p.recognises(contents)]
+    if not hits:
+        hits = [p for p in fallback if p.recognises(contents)]
+    if len(hits) > 1:
+        hits = [p for p in hits if p.named(path.name)] or hits
+    if not hits:
+        raise PrepareError(f"{task.id}: --raw-archive {path} is none of the raw files this task uses "
+                           f"(expected {_expected(wanted or parts)}); found inside: {contents.summary()}")
+    if len(hits) > 1:
+        raise PrepareError(f"{task.id}: --raw-archive {path} looks like several raw files at once "
+                           f"({', '.join(p.name for p in hits)}); found inside: {contents.summary()}")
+    return hits[0], contents
+
+
+def expand_folders(paths: Sequence[Path]) -> list[Path]:
+    """A folder holding downloaded archives stands for those archives; any other folder for itself."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inner = sorted(p for p in path.iterdir() if p.is_file() and is_archive_name(p.name) and not is_debris(p.name))
+            others = [p for p in path.iterdir() if not is_debris(p.name) and p not in inner]
+            if inner and not others:
+                out += inner
+                continue
+        out.append(path)
     return out
 
 
-def _remote_files(part: Part) -> list[RemoteFile]:
-    listing = zenodo_files(part.record) if part.origin == "zenodo" else figshare_files(part.record, part.version)
+def source_parts(task: Task) -> list[Part]:
+    """Every part of the task's raw source, including those only its sibling tasks use (PUMA nuclei for
+    a tissue task): a file of the same release is recognised, and then not used, instead of refused."""
+    from ...task import registry
+
+    out = {p.dest: p for p in parts_for(task)}
+    for other in registry():
+        if other.source.get("raw") == task.source.get("raw"):
+            for part in parts_for(other):
+                out.setdefault(part.dest, part)
+    return list(out.values())
+
+
+def unused_listed(task: Task) -> list[Part]:
+    """Files the record publishes that no task uses (ISLES'22 center_ids.xlsx, CellSeg Testing.zip), known
+    by name only and consulted last, so that passing the whole record is fine."""
+    known = source_parts(task)
+    return [Part(name, "zenodo", f"unused:{name}", files=(name,)) for name in task.source.get("files") or []
+            if isinstance(name, str) and not any(p.named(name) or p.dest == _stem(name) for p in known)]
+
+
+def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]) -> Assignment:
+    """Map each supplied file or folder to the part it is, whatever its name and order."""
+    out = Assignment({}, {}, [], [])
+    open_dests = {p.dest for p in missing}
+    own = {p.dest for p in parts}
+    known = list(parts) + [p for p in source_parts(task) if p.dest not in own]
+    for path in expand_folders([Path(p) for p in supplied]):
+        part, contents = identify(task, known, path, parts, unused_listed(task))
+        out.contents[path] = contents
+        if part.dest not in own:
+            out.unused.append((path, part))
+            print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, which this task does not use; skipped",
+                  file=sys.stderr)
+            continue
+        if part.dest not in open_dests:
+            out.already_present.append((path, part))
+            print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, already present under raw/; not used",
+                  file=sys.stderr)
+            continue
+        taken = out.parts.setdefault(part.dest, [])
+        if taken and not part.many:
+            raise PrepareError(f"{task.id}: --raw-archive {taken[0]} and {path} are both {part.name} "
+                               f"({part.expects or 'same content'}); pass one of them")
+        taken.append(path)
+    return out
+
+
+def _files_of_record(part: Part, record: str) -> list[RemoteFile]:
+    listing = zenodo_files(record) if part.origin == "zenodo" else figshare_files(record, part.version)
     if part.files is None:
         if not listing:
             raise PrepareError(f"{part.name}: the source lists no files")
@@ -140,10 +277,36 @@ def _remote_files(part: Part) -> list[RemoteFile]:
             hits = [f for f in listing if re.search(part.pattern, f.name)]
         if len(hits) != 1:
             listed = ", ".join(f.name for f in listing)
-            raise PrepareError(f"{part.name}: expected one file named {name!r} in record {part.record}, "
+            raise PrepareError(f"{part.name}: expected one file named {name!r} in record {record}, "
                                f"found {len(hits)} (the record lists: {listed})")
         chosen.append(hits[0])
     return chosen
+
+
+def _remote_files(part: Part) -> tuple[list[RemoteFile], dict[str, str]]:
+    """The files to download and where they came from: the pinned record, else a listed newer version.
+
+    A newer version of a record (PUMA 15050523 beside the pinned 14869398) is used only when the pinned
+    one cannot deliver the file, and the manifest then says so: the answers may differ from the pinned
+    release's.
+    """
+    try:
+        return _files_of_record(part, part.record), {"record": str(part.record)}
+    except NoNetwork:
+        raise
+    except PrepareError as pinned_failure:
+        for other in part.alternates:
+            try:
+                files = _files_of_record(part, other)
+            except NoNetwork:
+                raise
+            except PrepareError:
+                continue
+            note = (f"taken from record {other}, a newer version of the pinned record {part.record} "
+                    f"(the pinned one failed: {pinned_failure})")
+            print(f"rexmle prepare: {part.name}: {note}", file=sys.stderr)
+            return files, {"record": other, "note": note}
+        raise
 
 
 def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), progress: bool = True,
@@ -156,21 +319,33 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         missing = [p for p in parts if not part_done(raw, p)]
         if not missing:
             return raw
-        supplied = _assign(task, missing, [Path(p) for p in raw_archives])
+        supplied = assign(task, parts, missing, [Path(p) for p in raw_archives]).parts
         for part in missing:
             if part.origin == "manual" and part.dest not in supplied:
                 raise ManualDownloadRequired(manual_message(task, part))
         plans: list[tuple[Part, list[tuple[Path, bool]]]] = []
         remotes: list[tuple[Part, list[RemoteFile]]] = []
+        offline: list[Part] = []
+        provenance: dict[str, dict[str, str]] = {}
         for part in missing:
             if part.dest in supplied:
-                plans.append((part, [(supplied[part.dest], False)]))
+                plans.append((part, [(path, False) for path in supplied[part.dest]]))
             else:
                 try:
-                    remotes.append((part, _remote_files(part)))
+                    files, origin = _remote_files(part)
+                    remotes.append((part, files))
+                    provenance[part.dest] = origin
+                except NoNetwork as exc:
+                    offline.append(part)
+                    unreachable_why = str(exc).split(". No network here?")[0]
                 except PrepareError as exc:
                     hint = f"; or download {part.page} by hand and pass it with --raw-archive" if part.page else ""
                     raise PrepareError(f"{task.id}: {exc}{hint}") from None
+        if offline:
+            raise NoNetwork(f"{task.id}: {unreachable_why}. Download by hand on a machine with network: "
+                            + "; ".join(f"{p.name} from {where_to_fetch(p)}" for p in offline)
+                            + f"; then run `rexmle prepare {task.id} --raw-archive PATH` once per file "
+                              f"(any file name, any order; `--check` lists what is found)")
         downloads = raw / STATE / "downloads"
         pending = sum((f.size or 0) for _, files in remotes for f in files
                       if not is_downloaded(f, downloads / f.name))
@@ -180,11 +355,12 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         for part, files in remotes:
             plans.append((part, [(download(f, downloads / f.name, progress), not keep_archives) for f in files]))
         for part, files in plans:
-            _install(raw, part, files, limits)
+            _install(raw, part, files, limits, provenance.get(part.dest))
     return raw
 
 
-def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limits | None) -> None:
+def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limits | None,
+             provenance: dict[str, str] | None = None) -> None:
     """Extract/copy ``files`` into ``raw/<part.dest>`` via a temporary folder, then mark the part done."""
     dest = raw / part.dest
     if dest.exists():
@@ -196,7 +372,9 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
         content.mkdir()
         for path, _ in files:
             target = content if whole else content / _stem(path.name)
-            if is_archive(path):
+            if path.is_dir():
+                _copy_folder(path, target)
+            elif is_archive(path) or zipfile.is_zipfile(path):
                 if target.exists():
                     shutil.rmtree(target)
                 safe_extract(path, target, limits)
@@ -209,7 +387,8 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
         os.replace(content, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    info = {"part": part.name, "files": [{"name": p.name, "bytes": p.stat().st_size} for p, _ in files]}
+    info = {"part": part.name, "files": [{"name": p.name, "bytes": _size(p)} for p, _ in files],
+            **(provenance or {"supplied": [str(p) for p, _ in files]})}
     marker = _marker(raw, part)
     marker.write_text(json.dumps(info, indent=2) + "\n")
     for path, delete in files:
@@ -217,9 +396,29 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
             path.unlink(missing_ok=True)
 
 
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def _copy_folder(src: Path, target: Path) -> None:
+    """An already-extracted folder, OS debris left out; hard links where possible (it can be large)."""
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if not path.is_file() or path.is_symlink() or is_debris(rel.as_posix()):
+            continue
+        dst = target / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dst)
+        except OSError:
+            shutil.copyfile(path, dst)
+    target.mkdir(parents=True, exist_ok=True)
+    _flatten(target)
+
+
 def _flatten(folder: Path) -> None:
     """Drop an archive's single top folder (``TopCoW2024_Data_Release/…`` → ``…``), as §7/§21 describe."""
-    entries = [p for p in folder.iterdir() if p.name != "__MACOSX"]
+    entries = [p for p in folder.iterdir() if not is_debris(p.name)]
     if len(entries) != 1 or not entries[0].is_dir():
         return
     aside = folder.with_name(f".{folder.name}.flatten")

@@ -22,11 +22,18 @@ LABEL_DIRS = {"seg": ("cow_seg_labelsTr", ".nii.gz"), "box": ("roi_loc_labelsTr"
 
 
 def parse_roi(path: Path) -> dict[str, list[int]]:
-    """``Size (Voxels): sx sy sz`` and ``Location (Voxels): x y z`` → the box JSON of §9."""
+    """``Size (Voxels): sx sy sz`` and ``Location (Voxels): x y z`` → the box JSON of §9.
+
+    Read by line prefix, never by position (spec errata): line 1 of the release's files is the header
+    ``--- ROI Meta Data ---``, not a spacing line, and files may carry extra lines, CRLF endings or a
+    byte-order mark. A prefix that occurs twice is an error (which box would be the answer?).
+    """
     box: dict[str, list[int]] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
         for key, prefix in (("size", "Size (Voxels):"), ("location", "Location (Voxels):")):
-            if line.strip().startswith(prefix):
+            if line.strip().lower().startswith(prefix.lower()):
+                if key in box:
+                    raise PrepareError(f"{path}: two {prefix!r} lines")
                 values = line.split(":", 1)[1].split()
                 try:
                     box[key] = [int(v) for v in values]

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import PrepareError
+from .recognise import is_debris
 from .layout import Context, check_id, complete_ids, split_and_record, standard_outputs, unique_ids
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 
 
 def _organ_root(ctx: Context) -> Path:
-    """The folder holding the organ folders (``train_datasets/`` in the release)."""
-    hits = sorted({p.parent.parent for p in ctx.files("*") if p.parent.name == "low_quality"
-                   and p.parent.parent.name in ORGANS})
+    """The folder holding the organ folders (``train_datasets/`` in the release; any case)."""
+    hits = sorted({p.parent.parent for p in ctx.files("*") if p.parent.name.lower() == "low_quality"
+                   and p.parent.parent.name.lower() in ORGANS})
     roots = sorted({h.parent for h in hits})
     if len(roots) != 1:
         raise PrepareError(f"{ctx.task.id}: expected one folder with {'/'.join(ORGANS)}/low_quality under "
@@ -21,20 +22,33 @@ def _organ_root(ctx: Context) -> Path:
     return roots[0]
 
 
+def _child(folder: Path, name: str) -> Path | None:
+    """``folder/name`` ignoring case (``Breast/``, ``High_Quality/``); None when absent."""
+    hits = [p for p in folder.iterdir() if p.is_dir() and p.name.lower() == name]
+    if len(hits) > 1:
+        raise PrepareError(f"{folder}: two folders named {name!r} in different case: {[h.name for h in hits]}")
+    return hits[0] if hits else None
+
+
 def prepare(ctx: Context) -> dict[str, int]:
     root = _organ_root(ctx)
     low, high = [], []
-    organs = sorted(p.name for p in root.iterdir() if p.is_dir())
-    unknown = [o for o in organs if o not in ORGANS]
+    organs = sorted(p.name for p in root.iterdir() if p.is_dir() and not is_debris(p.name))
+    unknown = [o for o in organs if o.lower() not in ORGANS]
     if unknown:
         ctx.warn(f"ignored unknown organ folders: {unknown}")
+    renamed = [o for o in organs if o.lower() in ORGANS and o != o.lower()]
+    if renamed:
+        ctx.notes["organ_folders_case"] = renamed   # ids keep the lower-case organ name either way
     for organ in ORGANS:
-        if not (root / organ).is_dir():
+        folder = _child(root, organ)
+        if folder is None:
             ctx.warn(f"organ folder {organ!r} is missing")
             continue
         for quality, bucket in (("low_quality", low), ("high_quality", high)):
-            for path in sorted((root / organ / quality).glob("*")):
-                if path.is_file() and path.suffix.lower() == ".png" and not path.name.startswith("."):
+            sub = _child(folder, quality)
+            for path in sorted(sub.iterdir()) if sub else []:
+                if path.is_file() and path.suffix.lower() == ".png" and not is_debris(path.name):
                     bucket.append((check_id(ctx.task, f"{organ}_{path.stem}", path), path))
     low_ids = unique_ids(low, "low-quality", ctx.task)
     high_ids = unique_ids(high, "high-quality", ctx.task)

@@ -2,8 +2,9 @@
 
 Real conventions kept: MHA files, anisotropic spacing with different x and y spacing (so a swapped
 spacing would change the metrics), per-case origins, task-1 ids ``<pid>_0001`` with an unannotated
-``train_unlabeled/images/`` folder, task-2 ids ``<pid>`` (numeric strings). Some ground truths carry
-label 2 (pancreas) besides label 1 (tumour); under the decided policy every non-zero voxel is target.
+``train_unlabeled/images/`` folder, task-2 ids ``<pid>`` (numeric strings). Labels are coded as the
+release codes them (0 background, 1 tumour, 2 pancreas): some training labels outline the pancreas too,
+and the private test labels keep the tumour alone (label 1), which is all that is scored (§3 errata).
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
         label = tumour.astype(np.uint8)
         if index % 3 == 0:                      # some annotations also outline the pancreas (label 2)
             label[pancreas & ~tumour] = 2
-        label_img = make_image(label, grid.spacing, origin)
         if case_id in train:
             save(image, public / "train" / "images" / f"{case_id}.mha")
-            save(label_img, public / "train" / "labels" / f"{case_id}.mha")
+            save(make_image(label, grid.spacing, origin), public / "train" / "labels" / f"{case_id}.mha")
         else:
             save(image, public / "test" / "images" / f"{case_id}.mha")
-            save(label_img, private / "test" / "labels" / f"{case_id}.mha")
+            scored = (label == 1).astype(np.uint8)   # the answers hold the tumour only, as prepare writes them
+            save(make_image(scored, grid.spacing, origin), private / "test" / "labels" / f"{case_id}.mha")
             answers[case_id] = f"test/labels/{case_id}.mha"
     write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.mha")
     write_answers(private, task.id_column, "label_path", answers)

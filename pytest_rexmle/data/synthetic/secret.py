@@ -29,19 +29,21 @@ class SecretError(RexmleError):
     """The cache's secret exists but is not a private 32-byte file of this user."""
 
 
-def cache_secret(cache_dir: Path) -> bytes:
+def cache_secret(cache_dir: Path, name: str = SECRET_FILE) -> bytes:
     """The cache's secret, created on first use atomically (two workers never end up with two secrets).
+
+    ``name`` picks another secret of the same kind in the cache (the results' seal key, for one).
 
     A new secret is written to a private temporary file and hard-linked into place; ``link`` fails if
     another process got there first, and then that process's secret is read.
     """
-    path = cache_dir / SECRET_FILE
+    path = cache_dir / name
     try:
         return _read(path)
     except FileNotFoundError:
         pass
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f".secret.{os.getpid()}.{secrets.token_hex(6)}"
+    tmp = cache_dir / f"{name}.{os.getpid()}.{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.write(fd, secrets.token_bytes(SECRET_BYTES))

@@ -1,32 +1,28 @@
-"""Who the agent is: an unprivileged uid with no capabilities, whatever the harness runs as.
+"""Who the agent is: an unprivileged uid with no capabilities, whatever the harness runs as — never
+silently root, and never an identity another run has.
 
 * Harness not root: the agent keeps the user's own uid (it cannot become anyone else) and has no
-  capabilities; under bubblewrap it is that uid inside a new user namespace.
-* Harness root: the agent runs as a dedicated uid (``REXMLE_AGENT_UID``, default 65534 "nobody",
-  gid ``REXMLE_AGENT_GID`` or the same number). The run's writable folders are handed to it with
-  ``lchown``. Under bubblewrap we deliberately do *not* use ``--unshare-user`` as root: a user
-  namespace created by host root maps the agent back to host uid 0, which owns most files, is exempt
-  from RLIMIT_NPROC and reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
-* Harness root, Landlock, and the agent's interpreter unreachable by the dedicated uid (this machine:
-  ``/root`` is 0700 and Python lives in ``/root/.pyenv``; Landlock has no mount namespace to expose it):
-  the harness builds a mirror of its Python where that uid can reach it (:mod:`.mirror`, under
-  ``/var/cache/rexmle/python-mirror``) and the agent runs as the dedicated uid with the mirrored
-  interpreter; ``run.json`` names it under ``python_mirror``.
-* Only when no uid but 0 can work — the run's folders lie where the dedicated uid cannot go (a runs
-  folder under ``/root`` *and* no stage for it, see :mod:`..staging`), or not even the mirror can be
-  built — does the agent stay host uid 0, with
-  an empty capability set (bounding set included) and locked securebits (``NOROOT``,
-  ``NO_SETUID_FIXUP``, ``KEEP_CAPS`` off, no ambient raise), so no execve can give capabilities back.
-  Being uid 0 still means owning root's files, so this mode additionally refuses ``socket(AF_UNIX)``
-  (root-only sockets like Docker's), leaves ``/etc`` secrets out of the Landlock view, and relies on
-  Landlock for every write. ``run.json`` records it as ``"agent_uid": 0`` with the reason in
-  ``agent_uid_reason``.
+  capabilities; under bubblewrap it is that uid inside a new user namespace. Under Landlock (no
+  namespaces) that same uid could read the harness's own ``/proc/PID/environ``, venv, cache and runs
+  folder, so the local runtime refuses it unless the user asks for it by name (see ``local.py``).
+* Harness root: each run gets a uid of its own from ``--rexmle-agent-uids`` (:mod:`.uids`), gid the
+  same number. The run's writable folders are handed to it with ``lchown`` (:func:`hand_over`) and
+  given back to the harness's owner when the run ends, before anything reads them (:func:`hand_back`).
+  Under bubblewrap we deliberately do *not* use ``--unshare-user`` as root: a user namespace created by
+  host root maps the agent back to host uid 0, which owns most files, is exempt from RLIMIT_NPROC and
+  reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
+* If the agent's command cannot run as that uid (an interpreter under a 0700 ``/root`` that Landlock
+  has no mount namespace to expose), the session stops with a usage error naming the fix; the agent
+  runs as uid 0 only when the user asks for it (``--rexmle-agent-as-root``), with an empty capability
+  set (bounding set included) and locked securebits (``NOROOT``, ``NO_SETUID_FIXUP``, ``KEEP_CAPS``
+  off, no ambient raise), ``socket(AF_UNIX)`` refused, and ``run.json`` saying ``"agent_as_root": true``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,12 +36,11 @@ SECBIT_NOROOT, SECBIT_NOROOT_LOCKED = 1 << 0, 1 << 1
 SECBIT_NO_SETUID_FIXUP, SECBIT_NO_SETUID_FIXUP_LOCKED = 1 << 2, 1 << 3
 SECBIT_KEEP_CAPS_LOCKED = 1 << 5
 SECBIT_NO_CAP_AMBIENT_RAISE, SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED = 1 << 6, 1 << 7
-DEFAULT_AGENT_ID = 65534
 
 
 @dataclass(frozen=True)
 class Identity:
-    """The uid/gid the agent runs as on the host; ``reason`` says why a root harness left it at uid 0."""
+    """The uid/gid the agent runs as on the host; ``reason`` says why it is root (an explicit option)."""
     uid: int
     gid: int
     reason: str | None = field(default=None, compare=False)
@@ -59,22 +54,8 @@ def harness_is_root() -> bool:
     return os.geteuid() == 0
 
 
-def dedicated_identity() -> Identity:
-    """The uid/gid an agent gets when the harness runs as root (configurable by environment)."""
-    uid = int(os.environ.get("REXMLE_AGENT_UID", DEFAULT_AGENT_ID))
-    gid = int(os.environ.get("REXMLE_AGENT_GID", uid))
-    if uid == 0 or gid == 0:
-        raise ValueError("REXMLE_AGENT_UID/GID must not be 0")
-    return Identity(uid, gid)
-
-
 def own_identity() -> Identity:
     return Identity(os.getuid(), os.getgid())
-
-
-def can_reach(identity: Identity, paths: list[Path]) -> bool:
-    """Whether ``identity`` can open every one of ``paths`` for reading."""
-    return not unreachable(identity, paths)
 
 
 def become(identity: Identity) -> None:
@@ -121,11 +102,40 @@ def hand_over(paths: list[Path], identity: Identity) -> None:
     ``lchown`` never follows a link, and the folders hold only what the harness wrote so far."""
     if not harness_is_root() or identity.uid == 0:
         return
+    _chown_tree(paths, identity.uid, identity.gid)
+
+
+def hand_back(paths: list[Path], agent: Identity, owner: tuple[int, int]) -> None:
+    """Give the run's folders back to the harness's owner once the agent is gone, before anything on
+    the host reads them: the agent's uid (which a later run may get) keeps nothing of this run.
+
+    Only entries the agent's uid or gid owns change hands (a hard link to a file of someone else's
+    keeps its owner); ``find`` walks any depth without following a link, ``chown -h`` never follows one."""
+    if not harness_is_root() or agent.uid == 0 or agent.uid == owner[0]:
+        return
+    tops = [str(p) for p in paths if os.path.lexists(p)]
+    if not tops:
+        return
+    done = subprocess.run(["find", *tops, "-xdev", "(", "-uid", str(agent.uid), "-o", "-gid", str(agent.gid), ")",
+                           "-exec", "chown", "-h", f"{owner[0]}:{owner[1]}", "{}", "+"],
+                          capture_output=True, check=False, timeout=600)
+    if done.returncode != 0:
+        left = subprocess.run(["find", *tops, "-xdev", "-uid", str(agent.uid), "-print", "-quit"],
+                              capture_output=True, text=True, check=False, timeout=600).stdout.strip()
+        if left:
+            raise PermissionError(f"the run's folders could not be given back from uid {agent.uid}: {left} "
+                                  f"({done.stderr.decode(errors='replace').strip()[-300:]})")
+
+
+def _chown_tree(paths: list[Path], uid: int, gid: int) -> None:
     for top in paths:
-        os.lchown(top, identity.uid, identity.gid)
+        os.lchown(top, uid, gid)
         for root, dirs, files in os.walk(top):
             for name in dirs + files:
-                os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+                try:
+                    os.lchown(os.path.join(root, name), uid, gid)
+                except FileNotFoundError:
+                    continue
 
 
 def last_cap() -> int:

@@ -1,0 +1,170 @@
+"""The run's observed trajectory: the text of the model calls the session's gateway recorded.
+
+Why: an agent's own stdout, stderr and log files are claims. One log line per strategy used to earn all
+13 strategies and full stage credit for a sample submission (issue 23.6). The gateway, on the host,
+records every model call the agent made (``logs/model-calls.jsonl``, one JSON object per call:
+``{"ts", "duration_s", "protocol", "route", "model", "status", "stream", "request", "response", "usage",
+"truncated"}``), where ``request`` is the JSON body the agent sent and ``response`` the provider's
+JSON body, or the list of SSE data events of a streamed answer. That is what the model was shown (the
+task, commands, their outputs, errors) and what it answered (plans, code, fixes): the execution log
+the paper judges, observed by the harness rather than told by the agent.
+
+Text taken from a call: every string of the request and of the response (JSON-encoded strings such
+as tool-call arguments are decoded and walked too), except
+
+* the instructions the agent's scaffold gives the model (system and developer messages, Anthropic's
+  ``system``, Gemini's ``systemInstruction``, tool schemas): a scaffold's prompt that says "consider
+  test-time augmentation" is not a run that did it (the same reason ``workspace/agent/`` is skipped);
+* protocol metadata (ids, model names, roles, finish reasons), which is noise for a judge.
+
+A streamed answer's fragments are joined in order into one text. Conversations resend their history
+with every call, so each distinct string is kept once, at its first appearance. Reading is bounded:
+at most ``MAX_BYTES`` of the file (head and tail), lines over ``MAX_LINE_BYTES`` skipped, JSON nesting
+at most ``MAX_DEPTH``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..hostile import RefusedFile, clean_text, read_head_tail
+
+MODEL_CALLS = "logs/model-calls.jsonl"
+MAX_BYTES = 16 * 1024 * 1024
+MAX_LINE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+#: request keys that hold the scaffold's instructions to the model, not the run's actions
+INSTRUCTION_KEYS = frozenset({"system", "systemInstruction", "system_instruction", "instructions", "tools",
+                              "functions", "tool_choice", "response_format", "generationConfig",
+                              "generation_config", "safetySettings", "metadata", "stop"})
+INSTRUCTION_ROLES = frozenset({"system", "developer"})
+#: protocol metadata: identifiers and enumerations, never the run's text
+METADATA_KEYS = frozenset({"id", "object", "model", "role", "type", "finish_reason", "stop_reason", "created",
+                           "system_fingerprint", "finishReason", "modelVersion", "responseId", "tool_call_id",
+                           "call_id", "status", "service_tier", "index", "usage", "usageMetadata", "logprobs",
+                           "stop_sequence", "encoding_format", "mimeType", "signature"})
+
+
+@dataclass
+class Call:
+    """The new text of one recorded model call (strings not seen in an earlier call)."""
+
+    number: int
+    texts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.texts)
+
+
+@dataclass
+class ObservedTrace:
+    calls: list[Call]
+    #: recorded calls read, lines that were not a call record (cut by the size bound, corrupt)
+    n_calls: int = 0
+    skipped_lines: int = 0
+    present: bool = False
+
+    @property
+    def text(self) -> str:
+        return "\n".join(c.text for c in self.calls)
+
+
+def read_model_calls(run_dir: Path) -> ObservedTrace:
+    """The run's observed trace; empty (``present`` False) when the gateway recorded nothing."""
+    path = Path(run_dir) / MODEL_CALLS
+    try:
+        head, tail, skipped = read_head_tail(path, MAX_BYTES // 2, MAX_BYTES // 2, MODEL_CALLS)
+    except RefusedFile:
+        return ObservedTrace([], present=False)
+    lines = head.split(b"\n")
+    if skipped:  # the lines cut by the gap are not whole records
+        lines = lines[:-1] + tail.split(b"\n")[1:]
+    else:
+        lines += tail.split(b"\n") if tail else []
+    trace = ObservedTrace([], present=True)
+    seen: set[str] = set()
+    for raw in lines:
+        if not raw.strip():
+            continue
+        record = _record(raw)
+        if record is None:
+            trace.skipped_lines += 1
+            continue
+        trace.n_calls += 1
+        call = Call(trace.n_calls)
+        for text in call_texts(record):
+            text = clean_text(text, keep_newlines=True).strip()
+            if text and text not in seen:
+                seen.add(text)
+                call.texts.append(text)
+        if call.texts:
+            trace.calls.append(call)
+    return trace
+
+
+def _record(raw: bytes) -> dict | None:
+    if len(raw) > MAX_LINE_BYTES:
+        return None
+    try:
+        record = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def call_texts(record: dict) -> Iterator[str]:
+    """The texts of one call record: the request's, then the response's."""
+    request = record.get("request")
+    if isinstance(request, dict):
+        yield from _request_texts(request)
+    elif isinstance(request, (str, list)):
+        yield from strings(request)
+    response = record.get("response")
+    if isinstance(response, list):  # SSE data events of a streamed answer: one text, in order
+        events = [e for e in response if e != "[DONE]"]
+        joined = "".join(strings(events, join_fragments=True))
+        if joined:
+            yield joined.replace("\\n", "\n")
+    elif response is not None:
+        yield from strings(response)
+
+
+def _request_texts(request: dict) -> Iterator[str]:
+    for key, value in request.items():
+        if key in INSTRUCTION_KEYS or key in METADATA_KEYS:
+            continue
+        if key in ("messages", "input", "contents") and isinstance(value, list):
+            for message in value:
+                if isinstance(message, dict) and message.get("role") in INSTRUCTION_ROLES:
+                    continue
+                yield from strings(message)
+        else:
+            yield from strings(value)
+
+
+def strings(value: Any, depth: int = 0, *, join_fragments: bool = False) -> Iterator[str]:
+    """Every string in a JSON value, skipping metadata keys; strings holding JSON are walked too."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not join_fragments and stripped[:1] in ("{", "[") and len(stripped) > 1:
+            try:
+                decoded = json.loads(stripped)
+            except (ValueError, RecursionError):
+                decoded = None
+            if isinstance(decoded, (dict, list)):
+                yield from strings(decoded, depth + 1)
+                return
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in METADATA_KEYS:
+                yield from strings(item, depth + 1, join_fragments=join_fragments)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item, depth + 1, join_fragments=join_fragments)

@@ -1,0 +1,217 @@
+"""One client connection: HTTP/1.1 parsing with limits, request bodies, and responses written as they go.
+
+Why a thread per connection with its own time-outs: a slow or hostile client holds only its own thread,
+never the gateway or another run; a malformed request gets a clear error in JSON and the connection
+ends, the session goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .server import Binding
+
+#: hop-by-hop headers: never copied between the two sides of the gateway
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length", "host"})
+
+
+class _DeadlineReader(socket.SocketIO):
+    """The connection's reads, each bounded by the per-read time-out *and* by the request's deadline, so a
+    client trickling one byte at a time cannot hold its thread forever."""
+
+    def __init__(self, sock: socket.socket, per_read: float) -> None:
+        super().__init__(sock, "rb")
+        self.per_read = per_read
+        self.deadline: float | None = None
+
+    def readinto(self, buffer) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the client took too long to send its request")
+            self._sock.settimeout(min(self.per_read, left))
+        return super().readinto(buffer)
+
+
+class BadRequest(Exception):
+    """A request the gateway cannot read: answered with ``status`` and the connection closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Connection(BaseHTTPRequestHandler):
+    """Parses each request of one client connection and hands it to the run's router."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "rexmle-gateway"
+    sys_version = ""
+
+    def __init__(self, sock: socket.socket, address, binding: "Binding") -> None:
+        self.binding = binding
+        self.timeout = binding.run.gateway.limits.client_timeout
+        self.headers_sent = False
+        self._chunked = False
+        super().__init__(sock, address, None)
+
+    def setup(self) -> None:
+        super().setup()
+        if self.connection.family in (socket.AF_INET, socket.AF_INET6):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rfile.close()  # the plain reader made by StreamRequestHandler: replaced by a bounded one
+        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader, 64 * 1024)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the run's record replaces stderr logging
+        return
+
+    def handle_one_request(self) -> None:
+        from .router import dispatch
+
+        self.headers_sent = False
+        self._chunked = False
+        self._reader.deadline = time.monotonic() + self.binding.run.gateway.limits.request_timeout
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.send_error(414, "request line too long")
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                self.close_connection = True
+                return
+            dispatch(self)
+            self.wfile.flush()
+        except BadRequest as exc:
+            self.binding.run.note_bad_request(self, exc.status, str(exc))
+            if not self.headers_sent:
+                self.send_error(exc.status, str(exc))
+            self.close_connection = True
+        except (TimeoutError, ConnectionError, OSError):
+            self.close_connection = True
+        except Exception as exc:  # a gateway bug: one clear 500, the session goes on
+            self.binding.run.note_error("internal", f"{type(exc).__name__}: {exc}")
+            if not self.headers_sent:
+                try:
+                    self.send_error(500, f"rexmle gateway internal error: {type(exc).__name__}")
+                except OSError:
+                    pass
+            self.close_connection = True
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue`` with a body over the cap: 413 at once, so the client never sends it."""
+        length = (self.headers.get("content-length") or "").strip()
+        limit = self.binding.run.gateway.limits.max_body
+        if length.isdigit() and int(length) > limit:
+            self.binding.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
+            self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
+            return False
+        return super().handle_expect_100()
+
+    # --- requests --------------------------------------------------------------------------------------
+
+    def framing(self) -> tuple[str, int]:
+        """How the body is delimited: ("chunked", 0), ("length", n) or ("none", 0). Ambiguous framing
+        (both headers, differing lengths: the stuff of request smuggling) is refused before anything else."""
+        lengths = self.headers.get_all("content-length") or []
+        encoding = (self.headers.get("transfer-encoding") or "").strip().lower()
+        if encoding and lengths:
+            raise BadRequest(400, "both Transfer-Encoding and Content-Length given")
+        if encoding:
+            if encoding != "chunked":
+                raise BadRequest(501, f"transfer encoding {encoding!r} is not supported")
+            return "chunked", 0
+        if not lengths:
+            return "none", 0
+        if len(set(v.strip() for v in lengths)) != 1 or not lengths[0].strip().isdigit():
+            raise BadRequest(400, f"invalid Content-Length {lengths!r}")
+        return "length", int(lengths[0])
+
+    def read_body(self, limit: int) -> bytes:
+        """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
+        kind, length = self.framing()
+        if kind == "chunked":
+            return self._read_chunked(limit)
+        if kind == "none":
+            return b""
+        if length > limit:
+            raise BadRequest(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
+        body = self.rfile.read(length)
+        if len(body) != length:
+            raise BadRequest(400, "request body ended early")
+        return body
+
+    def _read_chunked(self, limit: int) -> bytes:
+        parts, size = [], 0
+        while True:
+            line = self.rfile.readline(1026)
+            head = line.split(b";", 1)[0].strip()
+            try:
+                n = int(head, 16)
+            except ValueError:
+                raise BadRequest(400, "malformed chunk size") from None
+            if n < 0:
+                raise BadRequest(400, "malformed chunk size")
+            if n == 0:
+                for _ in range(100):  # trailers, up to the blank line
+                    if self.rfile.readline(65537) in (b"\r\n", b"\n", b""):
+                        break
+                return b"".join(parts)
+            size += n
+            if size > limit:
+                raise BadRequest(413, f"request body exceeds the gateway's limit of {limit} bytes")
+            data = self.rfile.read(n)
+            if len(data) != n or self.rfile.readline(3).strip():
+                raise BadRequest(400, "malformed chunked body")
+            parts.append(data)
+
+    # --- responses -------------------------------------------------------------------------------------
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Errors before a request is understood: an OpenAI-shaped JSON body (the most common client)."""
+        from .protocols import OPENAI, error_body
+
+        self.close_connection = True
+        self.respond(code, error_body(OPENAI, code, message or "bad request"), close=True)
+
+    def respond(self, status: int, body: bytes, content_type: str = "application/json",
+                headers: list[tuple[str, str]] = (), close: bool = False) -> None:
+        """A whole response with its length."""
+        extra = list(headers) + ([("Connection", "close")] if close else [])
+        self.begin(status, None, [("Content-Type", content_type), *extra], len(body))
+        self.wfile.write(body)
+        if close:
+            self.close_connection = True
+
+    def begin(self, status: int, reason: str | None, headers: list[tuple[str, str]], length: int | None) -> None:
+        """Status line and headers; without a length the body is chunked (or ends with the connection)."""
+        lines = [f"{self.protocol_version} {status} {reason or self.responses.get(status, ('',))[0]}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        if length is not None:
+            lines.append(f"Content-Length: {length}")
+        elif self.request_version == "HTTP/1.1":
+            lines.append("Transfer-Encoding: chunked")
+            self._chunked = True
+        else:
+            self.close_connection = True
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"))
+        self.headers_sent = True
+
+    def send_part(self, data: bytes) -> None:
+        if not data:
+            return
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+
+    def end(self) -> None:
+        if self._chunked:
+            self.wfile.write(b"0\r\n\r\n")
+            self._chunked = False

@@ -1,0 +1,163 @@
+"""Token usage of each model call, read from the provider's own answer, and its sum per run and model.
+
+Why from the answer: the provider counts what it bills. Non-streamed calls carry ``usage`` (OpenAI,
+Anthropic) or ``usageMetadata`` (Gemini) in the body; streams carry it in events — OpenAI's final chunk
+(``stream_options.include_usage``) or ``response.completed``, Anthropic's ``message_start`` plus
+``message_delta``, Gemini's ``usageMetadata`` on each chunk. Every count there is cumulative or given
+once, so the meter keeps the largest value seen per field.
+
+``input_tokens`` is the whole prompt, cached part included (OpenAI's and Gemini's convention; for
+Anthropic the gateway adds ``cache_read_input_tokens`` and ``cache_creation_input_tokens``), and
+``cached_tokens`` the part read from a cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..hostile import clean_text
+from .prices import call_cost
+from .protocols import ANTHROPIC, GEMINI
+
+TOTAL_KEYS = ("requests", "input_tokens", "output_tokens", "cached_tokens", "model_seconds", "cost_usd")
+
+
+def model_name(text: str) -> str:
+    """A model name as the record keeps it: it comes from the agent or the provider, and reaches reports."""
+    return clean_text(text, limit=200)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+@dataclass
+class CallUsage:
+    """What one call consumed, as far as its answer said."""
+
+    protocol: str
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reported: bool = False  # the answer carried usage at all
+
+    def observe(self, obj: Any) -> None:
+        """Fold one parsed body, stream event or array element into the counts."""
+        if not isinstance(obj, dict):
+            if isinstance(obj, list):
+                for item in obj:
+                    self.observe(item)
+            return
+        self._model(obj)
+        if self.protocol == GEMINI:
+            meta = obj.get("usageMetadata")
+            if isinstance(meta, dict):
+                self._take(_count(meta.get("promptTokenCount")),
+                           _count(meta.get("candidatesTokenCount")) + _count(meta.get("thoughtsTokenCount")),
+                           _count(meta.get("cachedContentTokenCount")), 0)
+            return
+        for holder in (obj, obj.get("response"), obj.get("message")):
+            if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
+                self._usage(holder["usage"])
+
+    def _model(self, obj: dict) -> None:
+        for holder in (obj, obj.get("response"), obj.get("message")):
+            if isinstance(holder, dict):
+                name = holder.get("model") or holder.get("modelVersion")
+                if isinstance(name, str) and name:
+                    self.model = model_name(name)
+                    return
+
+    def _usage(self, usage: dict) -> None:
+        if self.protocol == ANTHROPIC:
+            read, write = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
+            fresh = _count(usage.get("input_tokens"))
+            self._take(fresh + read + write if "input_tokens" in usage else 0, _count(usage.get("output_tokens")),
+                       read, write)
+            return
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        if "input_tokens" in usage or "output_tokens" in usage:  # the Responses API
+            self._take(_count(usage.get("input_tokens")), _count(usage.get("output_tokens")), cached, 0)
+        else:  # chat completions, completions, embeddings
+            self._take(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, 0)
+
+    def _take(self, input_tokens: int, output_tokens: int, cached: int, cache_write: int) -> None:
+        self.reported = True
+        self.input_tokens = max(self.input_tokens, input_tokens)
+        self.output_tokens = max(self.output_tokens, output_tokens)
+        self.cached_tokens = max(self.cached_tokens, cached)
+        self.cache_write_tokens = max(self.cache_write_tokens, cache_write)
+
+    def priced(self) -> tuple[float | None, str | None]:
+        if not self.reported:
+            return 0.0, None
+        return call_cost(self.protocol, self.model, self.input_tokens, self.output_tokens, self.cached_tokens,
+                         self.cache_write_tokens)
+
+
+@dataclass
+class _Totals:
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    model_seconds: float = 0.0
+    cost_usd: float = 0.0
+    unknown: list[str] = field(default_factory=list)
+
+    def add(self, usage: CallUsage, seconds: float, cost: float | None, why: str | None) -> None:
+        self.requests += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.model_seconds += seconds
+        if cost is not None:
+            self.cost_usd += cost
+        elif why and why not in self.unknown and len(self.unknown) < 20:
+            self.unknown.append(why)
+
+    def to_json(self) -> dict:
+        doc = {"requests": self.requests, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+               "cached_tokens": self.cached_tokens, "model_seconds": round(self.model_seconds, 6),
+               "cost_usd": None if self.unknown else round(self.cost_usd, 8)}
+        if self.unknown:
+            doc["cost_unknown_reason"] = "; ".join(self.unknown)
+            doc["cost_usd_known_part"] = round(self.cost_usd, 8)
+        return doc
+
+
+class RunMeter:
+    """A run's totals and per-model totals; thread-safe (calls of one run may overlap)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._total = _Totals()
+        self._by_model: dict[str, _Totals] = {}
+
+    def add(self, usage: CallUsage, seconds: float) -> tuple[float | None, str | None]:
+        """Record a finished call; returns its (cost, why unknown)."""
+        cost, why = usage.priced()
+        with self._lock:
+            self._total.add(usage, seconds, cost, why)
+            model = usage.model or "(unnamed)"
+            self._by_model.setdefault(model, _Totals()).add(usage, seconds, cost, why)
+        return cost, why
+
+    def spent(self) -> tuple[int, int, float]:
+        """(requests, input + output tokens, known USD) so far, for the budget."""
+        with self._lock:
+            t = self._total
+            return t.requests, t.input_tokens + t.output_tokens, t.cost_usd
+
+    def to_json(self) -> dict:
+        """run.json's ``usage``."""
+        with self._lock:
+            doc = self._total.to_json()
+            doc["by_model"] = {m: t.to_json() for m, t in sorted(self._by_model.items())}
+        doc["source"] = "gateway"
+        return doc

@@ -1,0 +1,206 @@
+"""The egress proxy on the run's listener: absolute-form HTTP requests and CONNECT tunnels, by policy.
+
+Why the proxy resolves names: the sandbox has no DNS of its own, so every name the agent wants goes
+through here, is decided and recorded, and a refused host is never contacted at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import http.client
+import selectors
+import socket
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from .connection import HOP_BY_HOP, BadRequest
+from .egress import Decision, resolve
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import RunState
+
+#: a tunnel with no byte either way for this long is closed
+TUNNEL_IDLE_SECONDS = 300.0
+
+
+def _authorised(conn: "Connection", run: "RunState") -> bool:
+    """A listener inside the sandbox belongs to its run; on the host's loopback the token must come along
+    (``http://rexmle:<token>@host:port`` in the proxy variables gives it as Proxy-Authorization)."""
+    if not conn.binding.token_required:
+        return True
+    value = conn.headers.get("proxy-authorization") or ""
+    scheme, _, encoded = value.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            _, _, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            password = ""
+        if password and run.owns(password):
+            return True
+    elif scheme.lower() == "bearer" and encoded.strip() and run.owns(encoded.strip()):
+        return True
+    conn.respond(407, b"rexmle gateway: proxy authorization required (this run's token)\n", "text/plain",
+                 [("Proxy-Authenticate", 'Basic realm="rexmle"')], close=True)
+    return False
+
+
+def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int = 403) -> None:
+    conn.respond(status, f"rexmle gateway: {host}:{port} refused: {reason}\n".encode(), "text/plain", close=True)
+
+
+def _open(run: "RunState", host: str, port: int, path: str | None, tunnel: bool) -> tuple[socket.socket | None, str]:
+    """Decide, record, and connect when allowed; (socket, "") or (None, why refused)."""
+    decision = run.policy.decide(host, port, path, tunnel)
+    if not decision.allowed:
+        run.egress.record(host, port, decision, path)
+        return None, decision.reason
+    try:
+        infos = resolve(host, port, decision.check_address)
+    except PermissionError as exc:
+        run.egress.record(host, port, Decision(False, str(exc)), path)
+        return None, str(exc)
+    except OSError as exc:
+        run.egress.record(host, port, Decision(False, f"name not resolved: {exc}"), path)
+        return None, f"name not resolved: {exc}"
+    run.egress.record(host, port, decision, path)
+    last: OSError | None = None
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.settimeout(run.gateway.limits.connect_timeout)
+        try:
+            sock.connect(address)
+            return sock, ""
+        except OSError as exc:
+            last = exc
+            sock.close()
+    return None, f"connection failed: {last}"
+
+
+def tunnel(conn: "Connection", run: "RunState") -> None:
+    """CONNECT host:443 → 200, then bytes both ways until either side closes or the tunnel idles."""
+    conn.close_connection = True
+    if not _authorised(conn, run):
+        return
+    host, sep, port_text = conn.path.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit():
+        raise BadRequest(400, f"CONNECT needs host:port, got {conn.path[:100]!r}")
+    port = int(port_text)
+    upstream, why = _open(run, host, port, None, tunnel=True)
+    if upstream is None:
+        _refuse(conn, host, port, why, 502 if why.startswith("connection failed") else 403)
+        return
+    with upstream:
+        conn.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        conn.headers_sent = True
+        pending = _buffered(conn)
+        if pending:
+            upstream.sendall(pending)
+        _splice(conn.connection, upstream)
+
+
+def _buffered(conn: "Connection") -> bytes:
+    """Bytes the client sent after its CONNECT header that already sit in the reader's buffer."""
+    sock = conn.connection
+    sock.setblocking(False)
+    try:
+        return conn.rfile.read1(65536) or b""
+    except (BlockingIOError, OSError, TypeError):
+        return b""
+    finally:
+        sock.settimeout(conn.timeout)
+
+
+def _splice(client: socket.socket, upstream: socket.socket) -> None:
+    peers = {client: upstream, upstream: client}
+    open_ends = {client, upstream}
+    with selectors.DefaultSelector() as sel:
+        for sock in peers:
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ)
+        idle_since = time.monotonic()
+        while open_ends:
+            ready = sel.select(timeout=5.0)
+            if not ready:
+                if time.monotonic() - idle_since > TUNNEL_IDLE_SECONDS:
+                    return
+                continue
+            idle_since = time.monotonic()
+            for key, _ in ready:
+                src = key.fileobj
+                try:
+                    data = src.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+                dst = peers[src]
+                if not data:
+                    sel.unregister(src)
+                    open_ends.discard(src)
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    continue
+                try:
+                    dst.settimeout(30.0)
+                    dst.sendall(data)
+                    dst.setblocking(False)
+                except OSError:
+                    return
+
+
+def forward(conn: "Connection", run: "RunState") -> None:
+    """``GET http://host/path`` → the same request to host:80 (or an allowed HOST:PORT), answer relayed."""
+    if not _authorised(conn, run):
+        return
+    parts = urlsplit(conn.path)
+    if parts.scheme.lower() != "http":
+        raise BadRequest(400, "only http:// URLs in absolute form; use CONNECT for https")
+    host = parts.hostname or ""
+    try:
+        port = parts.port or 80
+    except ValueError:
+        raise BadRequest(400, "invalid port in the request URL") from None
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    body = conn.read_body(run.gateway.limits.max_body)
+    sock, why = _open(run, host, port, parts.path or "/", tunnel=False)
+    if sock is None:
+        _refuse(conn, host, port, why, 502 if why.startswith("connection failed") else 403)
+        return
+    upstream = http.client.HTTPConnection(host, port, timeout=run.gateway.limits.upstream_timeout)
+    upstream.sock = sock
+    sock.settimeout(run.gateway.limits.upstream_timeout)
+    try:
+        # Host is the URL's: a different Host header would let an allowed CDN front for a refused site
+        headers = {k: v for k, v in conn.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Host"] = parts.netloc.rpartition("@")[2]
+        try:
+            upstream.request(conn.command, path, body=body or None, headers=headers)
+            resp = upstream.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            _refuse(conn, host, port, f"upstream failed: {type(exc).__name__}", 502)
+            return
+        length = resp.getheader("content-length")
+        chunked = "chunked" in (resp.getheader("transfer-encoding") or "").lower()
+        fixed = int(length) if length and length.isdigit() and not chunked else None
+        conn.begin(resp.status, resp.reason, [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP],
+                   fixed if conn.command != "HEAD" else (fixed or 0))
+        if conn.command == "HEAD":
+            return
+        while True:
+            try:
+                chunk = resp.read1(65536)
+            except (OSError, http.client.HTTPException):
+                conn.close_connection = True
+                return
+            if not chunk:
+                break
+            conn.send_part(chunk)
+        conn.end()
+    finally:
+        upstream.close()

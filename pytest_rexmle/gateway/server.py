@@ -1,0 +1,401 @@
+"""The session's gateway and its runs: tokens, listeners, budgets, the run's record.
+
+Why one gateway per harness process with one token per run: concurrent runs (xdist workers, several GPUs,
+a Slurm node's runs) share the process but nothing else. Every listener belongs to exactly one run, so
+a request on it can only open, spend and record for that run; its token is checked on every model call
+and validation, and a token of another run is refused like any wrong key.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hmac
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .budget import Budget
+from .egress import EgressLog, EgressPolicy
+from .metering import CallUsage, RunMeter
+from .protocols import error_body
+from .trajectory import Trajectory
+from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
+
+#: connections one run may hold open at once; more are answered 503 and closed
+MAX_CONNECTIONS_PER_RUN = 256
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Time-outs and sizes; environment variables ``REXMLE_GATEWAY_*`` override the defaults."""
+
+    max_body: int = 32 * 1024 * 1024       # request body cap (413 beyond)
+    client_timeout: float = 60.0           # a client silent this long mid-request is dropped
+    request_timeout: float = 300.0         # one request's head and body must arrive within this
+    connect_timeout: float = 20.0          # reaching the provider or a proxied host
+    upstream_timeout: float = 600.0        # the provider silent this long (first byte or mid-stream): 504
+    validate_timeout: float = 600.0        # one /rexmle/validate
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
+        env = os.environ if environ is None else environ
+        values = {}
+        for name, kind in (("max_body", int), ("client_timeout", float), ("request_timeout", float),
+                           ("connect_timeout", float),
+                           ("upstream_timeout", float), ("validate_timeout", float)):
+            raw = env.get(f"REXMLE_GATEWAY_{name.upper()}")
+            if raw:
+                values[name] = kind(raw)
+        return cls(**values)
+
+
+class Gateway:
+    """Holds the upstreams (with the real keys) and the open runs; serves each run's listeners in threads."""
+
+    def __init__(self, settings: Any = None, *, environ: Mapping[str, str] | None = None,
+                 limits: Limits | None = None, task_hosts: Iterable[str] | None = None) -> None:
+        self.settings = settings
+        self.upstreams, self.upstream_errors = upstreams_from(environ)
+        self.secrets = secrets_of(self.upstreams)
+        self.limits = limits or Limits.from_env(environ)
+        self._task_hosts = None if task_hosts is None else tuple(task_hosts)
+        self._lock = threading.Lock()
+        self._runs: dict[str, GatewayRun] = {}
+        self._pools: dict[Upstream, ConnectionPool] = {}
+        self.closed = False
+
+    def pool(self, upstream: Upstream) -> ConnectionPool:
+        """The keep-alive pool of an upstream (shared by runs: a connection carries no run's identity)."""
+        with self._lock:
+            pool = self._pools.get(upstream)
+            if pool is None:
+                pool = self._pools[upstream] = ConnectionPool(upstream)
+            return pool
+
+    def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
+                 budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
+                 public_dir: Path | None = None) -> "GatewayRun":
+        """A run with a fresh token; ``budget`` and ``egress_allow`` add to the session's settings."""
+        if budget is None:
+            budget = Budget.parse(getattr(self.settings, "budget", None) or None)
+        allow = (*tuple(getattr(self.settings, "egress_allow", ()) or ()), *egress_allow)
+        if self._task_hosts is None:
+            from .egress import task_source_hosts
+
+            self._task_hosts = task_source_hosts()
+        policy = EgressPolicy(allow=allow, deny=egress_deny, task_hosts=self._task_hosts)
+        run = GatewayRun(self, run_id, Path(logs_dir), Path(submission_dir), task_id, budget, policy,
+                         None if public_dir is None else Path(public_dir))
+        with self._lock:
+            if self.closed:
+                raise RuntimeError("the gateway is closed")
+            self._runs[run.token] = run
+        return run
+
+    def forget(self, run: "GatewayRun") -> None:
+        with self._lock:
+            self._runs.pop(run.token, None)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            runs = list(self._runs.values())
+        for run in runs:
+            run.close()
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A listener's owner: the run, and whether proxy requests on it must carry the token (host loopback)."""
+
+    run: "GatewayRun"
+    token_required: bool
+
+
+class GatewayRun:
+    """One run's view of the gateway: its token, variables, listeners, meter, budget, egress and calls."""
+
+    def __init__(self, gateway: Gateway, run_id: str, logs_dir: Path, submission_dir: Path, task_id: str,
+                 budget: Budget | None, policy: EgressPolicy, public_dir: Path | None) -> None:
+        self.gateway, self.run_id, self.task_id = gateway, run_id, task_id
+        self.logs_dir, self.submission_dir, self.public_dir = logs_dir, submission_dir, public_dir
+        self.budget, self.policy = budget, policy
+        self.token = "rexmle-" + secrets.token_urlsafe(32)
+        self.meter, self.egress = RunMeter(), EgressLog()
+        self.trajectory = Trajectory(logs_dir, (self.token, *gateway.secrets))
+        self.budget_exhausted: str | None = None
+        self.errors: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._validating = threading.Lock()
+        self._listeners: list[socket.socket] = []
+        self._connections: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._workers: set[threading.Thread] = set()
+        self._stop = threading.Event()
+        self._record: dict | None = None
+
+    # --- what the agent gets ---------------------------------------------------------------------------
+
+    def environment(self, base_url: str) -> dict[str, str]:
+        """The agent's variables for a gateway reached at ``base_url`` (e.g. ``http://10.0.2.2:8484``)."""
+        base = base_url.rstrip("/")
+        parts = urlsplit(base)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"gateway base URL must be http://HOST:PORT, got {base_url!r}")
+        netloc = parts.netloc.rpartition("@")[2]
+        proxy = f"http://rexmle:{self.token}@{netloc}"
+        no_proxy = ",".join(dict.fromkeys((parts.hostname, "localhost", "127.0.0.1", "::1")))
+        env = {
+            "OPENAI_BASE_URL": f"{base}/openai/v1", "OPENAI_API_BASE": f"{base}/openai/v1",
+            "ANTHROPIC_BASE_URL": f"{base}/anthropic", "ANTHROPIC_API_BASE": f"{base}/anthropic",  # LiteLLM's name
+            "GOOGLE_GEMINI_BASE_URL": f"{base}/gemini", "GEMINI_BASE_URL": f"{base}/gemini",
+            "GEMINI_API_BASE": f"{base}/gemini",  # LiteLLM's name
+            "REXMLE_GATEWAY": base, "REXMLE_VALIDATE_URL": f"{base}/rexmle/validate",
+            "REXMLE_GATEWAY_TOKEN": self.token,
+            "NO_PROXY": no_proxy, "no_proxy": no_proxy,
+        }
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+            env[name] = self.token
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+            env[name] = proxy
+        return env
+
+    # --- listeners --------------------------------------------------------------------------------------
+
+    def serve(self, listener: socket.socket, *, token_required: bool = False) -> None:
+        """Serve connections accepted on an already-listening socket (it may live in the sandbox's network
+        namespace); every request on it belongs to this run. The run closes it at :meth:`close`."""
+        self._start(listener, Binding(self, token_required))
+
+    def host_address(self, bind: str = "127.0.0.1") -> tuple[str, int]:
+        """A new listener on the host (loopback by default) for a runtime that cannot place one inside the
+        sandbox; there every request, proxy ones included, must carry the run's token."""
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((bind, 0))
+        listener.listen(128)
+        self._start(listener, Binding(self, token_required=True))
+        host, port = listener.getsockname()[:2]
+        return host, port
+
+    def _start(self, listener: socket.socket, binding: Binding) -> None:
+        if self._stop.is_set():
+            raise RuntimeError(f"gateway run {self.run_id} is closed")
+        listener.settimeout(0.25)
+        with self._lock:
+            self._listeners.append(listener)
+        thread = threading.Thread(target=self._accept, args=(listener, binding), daemon=True,
+                                  name=f"rexmle-gateway-{self.run_id}")
+        thread.start()
+        self._threads.append(thread)
+
+    def _accept(self, listener: socket.socket, binding: Binding) -> None:
+        while not self._stop.is_set():
+            try:
+                sock, address = listener.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            with self._lock:
+                crowded = len(self._connections) >= MAX_CONNECTIONS_PER_RUN
+                if not crowded:
+                    self._connections.add(sock)
+            if crowded:
+                self._turn_away(sock)
+                continue
+            worker = threading.Thread(target=self._handle, args=(sock, address, binding), daemon=True)
+            with self._lock:
+                self._workers = {w for w in self._workers if w.is_alive()} | {worker}
+            worker.start()
+
+    def _turn_away(self, sock: socket.socket) -> None:
+        self.note_error("too_many_connections", f"more than {MAX_CONNECTIONS_PER_RUN} connections at once")
+        body = error_body("openai", 503, "rexmle gateway: too many connections from this run")
+        try:
+            sock.settimeout(1.0)
+            sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        except OSError:
+            pass
+        sock.close()
+
+    def _handle(self, sock: socket.socket, address, binding: Binding) -> None:
+        from .connection import Connection
+
+        try:
+            Connection(sock, address, binding)
+        except Exception as exc:  # never let a connection's failure reach the session
+            self.note_error("internal", f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._connections.discard(sock)
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    # --- requests (called by the router and the model-call forwarder) -----------------------------------
+
+    def owns(self, presented: str) -> bool:
+        return hmac.compare_digest(presented.encode("utf-8", "replace"), self.token.encode())
+
+    def admit(self) -> str | None:
+        """Reserve one request against the budget; the reason when it is spent."""
+        with self._lock:
+            if self.budget is None:
+                self._in_flight += 1
+                return None
+            requests, tokens, usd = self.meter.spent()
+            reason = self.budget.exhausted(requests=requests + self._in_flight, tokens=tokens, usd=usd)
+            if reason:
+                self.budget_exhausted = self.budget_exhausted or reason
+                return reason
+            self._in_flight += 1
+            return None
+
+    def settle(self, usage: CallUsage, seconds: float, billed: bool = True) -> tuple[float | None, str | None]:
+        """A call that was admitted has ended: meter it and note a budget it has just used up."""
+        if not billed:
+            usage = CallUsage(usage.protocol, usage.model)  # model lists and token counts cost nothing
+        cost, why = self.meter.add(usage, seconds)
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+            if self.budget is not None and self.budget_exhausted is None:
+                requests, tokens, usd = self.meter.spent()
+                self.budget_exhausted = self.budget.exhausted(requests=requests, tokens=tokens, usd=usd)
+        return cost, why
+
+    def refuse(self, conn, protocol: str, status: int, message: str, *, route: str, model: str | None = None,
+               request: Any = None, close: bool = False) -> None:
+        """A clear error for the agent in its protocol's shape, and a line in the run's trajectory."""
+        headers = [("x-should-retry", "false")] if status in (401, 404, 413, 429) else []
+        conn.respond(status, error_body(protocol, status, message), headers=headers, close=close)
+        self.note_error({401: "unauthorized", 404: "unknown_route", 429: "budget"}.get(status, str(status)), message)
+        self.trajectory.write({"protocol": protocol, "route": route, "model": model, "status": status,
+                               "stream": False, "request": request, "response": None, "usage": None,
+                               "truncated": False, "error": message, "duration_s": 0.0})
+
+    def note_bad_request(self, conn, status: int, message: str) -> None:
+        """A request the gateway could not read: counted, and a line in the trajectory for the reviewer."""
+        from ..hostile import clean_text
+
+        self.note_error("bad_request", message)
+        route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
+        self.trajectory.write({"protocol": None, "route": clean_text(route, limit=300), "model": None,
+                               "status": status, "stream": False, "request": None, "response": None, "usage": None,
+                               "truncated": False, "error": clean_text(message, limit=500), "duration_s": 0.0})
+
+    def note_error(self, kind: str, message: str) -> None:
+        with self._lock:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+
+    def validate(self) -> tuple[dict, int]:
+        """The verdict of the run's own submission (one validation at a time per run)."""
+        from .validation import validate_submission
+
+        if not self._validating.acquire(blocking=False):
+            return {"ok": False, "problems": ["a validation of this run is already running"]}, 429
+        try:
+            public = self.public_dir or self._public_dir()
+            verdict = validate_submission(self.task_id, public, self._submission(),
+                                          self.gateway.limits.validate_timeout)
+        finally:
+            self._validating.release()
+        verdict["problems"] = [self.redact(str(p)) for p in verdict.get("problems", [])]
+        return verdict, 200
+
+    def _public_dir(self) -> Path | None:
+        settings = self.gateway.settings
+        if settings is None:
+            return None
+        try:
+            from ..campaign import task_data
+            from ..task import get_task
+
+            return task_data(settings, get_task(self.task_id)).public
+        except Exception:
+            return None
+
+    def _submission(self) -> Path:
+        """The submission folder now: while the run is staged it lives in the stage (see runtime/staging)."""
+        if self.submission_dir.is_dir():
+            return self.submission_dir
+        import json
+
+        try:
+            stage = json.loads((self.logs_dir.parent / "stage.json").read_text())["stage"]
+            return Path(stage) / "submission"
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.submission_dir
+
+    # --- redaction --------------------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        return self.trajectory.redact(text)
+
+    def has_secret_in(self, raw: bytes) -> bool:
+        return any(s.encode() in raw for s in (self.token, *self.gateway.secrets))
+
+    # --- the end ----------------------------------------------------------------------------------------
+
+    def close(self) -> dict:
+        """Stop this run's listeners and connections; the run's record (the same on every later call)."""
+        with self._lock:
+            if self._record is not None:
+                return self._record
+            self._stop.set()
+            listeners, connections = list(self._listeners), list(self._connections)
+        for sock in listeners:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        for sock in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5.0  # let calls cut short write their trajectory line
+        with self._lock:
+            threads = [*self._threads, *self._workers]
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.gateway.forget(self)
+        self.trajectory.close()
+        record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
+                  "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
+                  "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors)}
+        with self._lock:
+            self._record = record
+        return record
+
+
+_session: Gateway | None = None
+_session_lock = threading.Lock()
+
+
+def session_gateway(settings: Any = None) -> Gateway:
+    """The harness process's one gateway, created on first use and closed at exit."""
+    global _session
+    with _session_lock:
+        if _session is None or _session.closed:
+            _session = Gateway(settings)
+            atexit.register(_session.close)
+        return _session
+
+

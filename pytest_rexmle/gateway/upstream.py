@@ -1,0 +1,127 @@
+"""Where each protocol's calls go, and with which key: the host's own settings, read by the gateway only.
+
+Why from the harness's environment: a lab already points ``OPENAI_BASE_URL`` at its LiteLLM or vLLM and
+exports its keys; the gateway keeps that working upstream while the agent only ever holds its run token.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import ssl
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from .protocols import ANTHROPIC, GEMINI, OPENAI
+
+#: (base URL variables, key variables, default base URL) per protocol, first variable set wins
+SOURCES = {
+    OPENAI: (("OPENAI_BASE_URL", "OPENAI_API_BASE"), ("OPENAI_API_KEY",), "https://api.openai.com/v1"),
+    ANTHROPIC: (("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",), "https://api.anthropic.com"),
+    GEMINI: (("GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"), ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+             "https://generativelanguage.googleapis.com"),
+}
+
+
+class UpstreamConfigError(ValueError):
+    """A base URL the gateway cannot use (not http/https, no host)."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One provider endpoint: scheme, host, port, base path and the real key (never shown anywhere)."""
+
+    protocol: str
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+    key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_url(cls, protocol: str, url: str, key: str | None) -> "Upstream":
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UpstreamConfigError(f"{protocol} upstream {url!r}: expected an http:// or https:// URL with a host")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(protocol, parts.scheme, parts.hostname, port, parts.path.rstrip("/"), key or None)
+
+    @property
+    def display(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}{self.base_path}"
+
+    def target(self, upstream_path: str, query: str) -> str:
+        return self.base_path + upstream_path + (f"?{query}" if query else "")
+
+    def connect(self, timeout: float) -> http.client.HTTPConnection:
+        """A fresh connection with Nagle off (small SSE chunks must not wait for an ACK)."""
+        if self.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self.host, self.port, timeout=timeout, context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+
+def upstreams_from(environ: Mapping[str, str] | None = None) -> tuple[dict[str, Upstream], dict[str, str]]:
+    """Each protocol's upstream from the harness's environment (defaults: the providers' official APIs),
+    and why a protocol has none (a base URL that is not one): that protocol's calls then get a clear 502
+    while the others work."""
+    env = os.environ if environ is None else environ
+    out, broken = {}, {}
+    for protocol, (url_vars, key_vars, default) in SOURCES.items():
+        name = next((v for v in url_vars if env.get(v)), None)
+        url = env[name] if name else default
+        key = next((env[v] for v in key_vars if env.get(v)), None)
+        try:
+            out[protocol] = Upstream.from_url(protocol, url, key)
+        except UpstreamConfigError as exc:
+            broken[protocol] = f"the harness's {name or 'default'} is not usable: {exc}"
+    return out, broken
+
+
+def secrets_of(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
+    """Every real key, for redaction."""
+    return tuple(sorted({u.key for u in upstreams.values() if u.key}, key=len, reverse=True))
+
+
+class ConnectionPool:
+    """Idle keep-alive connections to one upstream, so a call does not pay a TCP and TLS handshake each time
+    (a provider's HTTPS endpoint is tens of milliseconds away; the agent's own SDK would keep its
+    connection too)."""
+
+    def __init__(self, upstream: Upstream, size: int = 16) -> None:
+        self.upstream, self.size = upstream, size
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    @property
+    def idle(self) -> int:
+        """How many connections wait for reuse."""
+        with self._lock:
+            return len(self._idle)
+
+    def get(self, connect_timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """(connection, reused?): an idle one when there is one, else a fresh one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self.upstream.connect(connect_timeout), False
+
+    def put(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self.size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
