@@ -3,6 +3,10 @@
 Tests that need a real service (bubblewrap now; Docker and Slurm later) skip when it is missing on a
 developer's machine, but CI sets ``REXMLE_REQUIRE_SANDBOX=1`` (see ``.ci/run``) and then a missing
 service is a failure, never a silent skip.
+
+Which tests are slow, and how long they may take, is said here once per folder rather than
+on every test (``MARKED``), so that ``pytest -m "not slow"`` is a fast lane and the per-test time-out of
+pyproject.toml (``timeout``) stays tight for everything else.
 """
 
 from __future__ import annotations
@@ -16,6 +20,44 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = REPO / "fixtures" / "agents"
+TESTS = Path(__file__).resolve().parent
+
+#: test paths (a folder or a file, relative to tests/, longest first wins) with the markers they get and
+#: their time-out in seconds (None: pyproject's default). Setup counts against the time-out: an image build
+#: or a cluster start is paid by the first test that uses it.
+MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
+    "docker": (("slow", "docker"), 1800),                          # image builds, containers, agents end to end
+    "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
+    "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
+    "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
+    "sandbox": (("sandbox",), None),                               # bubblewrap/Landlock runs of seconds each
+    "test_sandbox.py": (("sandbox",), None),
+}
+
+
+def _marked_entry(path: Path) -> tuple[tuple[str, ...], int | None] | None:
+    try:
+        rel = path.resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+    for prefix in sorted(MARKED, key=len, reverse=True):
+        if rel == prefix or rel.startswith(prefix + "/"):
+            return MARKED[prefix]
+    return None
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the listed folders and raise their time-out (a test's own ``timeout`` marker wins)."""
+    for item in items:
+        entry = _marked_entry(item.path)
+        if entry is None:
+            continue
+        markers, seconds = entry
+        for name in markers:
+            if item.get_closest_marker(name) is None:
+                item.add_marker(name)
+        if seconds is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(seconds))
 
 
 def require_service(present: bool, variable: str, what: str) -> None:

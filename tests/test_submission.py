@@ -49,13 +49,6 @@ def test_plain_valid_submission(tmp_path):
     assert table.root == folder
 
 
-def test_bom_is_tolerated(tmp_path):
-    folder = make_submission(tmp_path, b"\xef\xbb\xbfimage_id,score\r\n001,1.5\r\n002,2\r\n")
-    table = read(folder, columns=("score",))
-    assert table.ids == ["001", "002"]
-    assert table.number("001", "score") == 1.5
-
-
 def test_ids_stay_strings(tmp_path):
     folder = make_submission(tmp_path, "image_id,score\n001,1\n002,2\n")
     table = read(folder, columns=("score",))
@@ -69,12 +62,20 @@ def test_ids_stay_strings(tmp_path):
         read(folder2, columns=("score",))
 
 
-def test_whitespace_is_stripped(tmp_path):
-    folder = make_submission(tmp_path, " image_id , score \n  001 ,  1.5  \n002\t,\t2 \n")
-    table = read(folder, columns=("score",))
+# Each CSV below is read with columns ("score",) and expected ids 001 and 002.
+ACCEPTED_CSV = {
+    "byte-order mark and CRLF": (b"\xef\xbb\xbfimage_id,score\r\n001,1.5\r\n002,2\r\n", {"001": "1.5", "002": "2"}),
+    "whitespace stripped": (b" image_id , score \n  001 ,  1.5  \n002\t,\t2 \n", {"001": "1.5", "002": "2"}),
+    "blank lines skipped": (b"image_id,score\n001,1\n\n , \n002,2\n", {"001": "1", "002": "2"}),
+}
+
+
+@pytest.mark.parametrize("name", list(ACCEPTED_CSV))
+def test_accepted_csv(tmp_path, name):
+    text, values = ACCEPTED_CSV[name]
+    table = read(make_submission(tmp_path, text), columns=("score",))
     assert table.ids == ["001", "002"]
-    assert table.value("001", "score") == "1.5"
-    assert table.value("002", "score") == "2"
+    assert {case: table.value(case, "score") for case in table.ids} == values
 
 
 def test_extra_columns_are_ignored(tmp_path):
@@ -83,80 +84,44 @@ def test_extra_columns_are_ignored(tmp_path):
     assert table.rows == {"001": {"image_id": "001", "score": "1"}, "002": {"image_id": "002", "score": "2"}}
 
 
-def test_blank_lines_are_skipped(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n\n , \n002,2\n")
-    assert read(folder, columns=("score",)).ids == ["001", "002"]
+REFUSED_CSV = {
+    "missing column": (b"image_id,scores\n001,1\n002,2\n", r"lacks required column.*'score'"),
+    "missing id column": (b"id,score\n001,1\n002,2\n", r"lacks required column.*'image_id'"),
+    "missing id": (b"image_id,score\n001,1\n", r"missing test case.*'002'"),
+    "unknown id": (b"image_id,score\n001,1\n002,2\n003,3\n", r"unknown case id.*'003'"),
+    "duplicate id": (b"image_id,score\n001,1\n002,2\n001,3\n", r"duplicated id.*'001'"),
+    "duplicate after stripping": (b"image_id,score\n001,1\n002,2\n 001 ,3\n", r"duplicated id.*'001'"),
+    "empty id cell": (b"image_id,score\n001,1\n,2\n002,2\n", r"line 3.*empty 'image_id'"),
+    "empty CSV": (b"", r"submission.csv is empty"),
+    "header only": (b"image_id,score\n", r"missing test case.*'001', '002'"),
+    "not UTF-8": ("image_id,score\n001,1\n002,caf\xe9\n".encode("latin-1"), r"not UTF-8"),
+    "NUL bytes": (b"image_id,score\n001,1\x00\n002,2\n", r"NUL"),
+}
 
 
-def test_missing_column(tmp_path):
-    folder = make_submission(tmp_path, "image_id,scores\n001,1\n002,2\n")
-    invalid(folder, r"lacks required column.*'score'", columns=("score",))
+@pytest.mark.parametrize("name", list(REFUSED_CSV))
+def test_refused_csv(tmp_path, name):
+    text, pattern = REFUSED_CSV[name]
+    invalid(make_submission(tmp_path, text), pattern, columns=("score",))
 
 
-def test_missing_id_column(tmp_path):
-    folder = make_submission(tmp_path, "id,score\n001,1\n002,2\n")
-    invalid(folder, r"lacks required column.*'image_id'", columns=("score",))
+def no_csv(tmp_path: Path) -> Path:
+    (tmp_path / "submission").mkdir()
+    return tmp_path / "submission"
 
 
-def test_missing_id(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n")
-    invalid(folder, r"missing test case.*'002'", columns=("score",))
+def csv_is_a_folder(tmp_path: Path) -> Path:
+    (tmp_path / "submission" / "submission.csv").mkdir(parents=True)
+    return tmp_path / "submission"
 
 
-def test_unknown_id(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n002,2\n003,3\n")
-    invalid(folder, r"unknown case id.*'003'", columns=("score",))
-
-
-def test_duplicate_id(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n002,2\n001,3\n")
-    invalid(folder, r"duplicated id.*'001'", columns=("score",))
-
-
-def test_duplicate_after_stripping(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n002,2\n 001 ,3\n")
-    invalid(folder, r"duplicated id.*'001'", columns=("score",))
-
-
-def test_empty_id_cell(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n,2\n002,2\n")
-    invalid(folder, r"line 3.*empty 'image_id'", columns=("score",))
-
-
-def test_empty_csv(tmp_path):
-    folder = make_submission(tmp_path, "")
-    invalid(folder, r"submission.csv is empty", columns=("score",))
-
-
-def test_header_only_csv_misses_every_id(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n")
-    invalid(folder, r"missing test case.*'001', '002'", columns=("score",))
-
-
-def test_not_utf8(tmp_path):
-    folder = make_submission(tmp_path, "image_id,score\n001,1\n002,caf\xe9\n".encode("latin-1"))
-    invalid(folder, r"not UTF-8", columns=("score",))
-
-
-def test_nul_bytes(tmp_path):
-    folder = make_submission(tmp_path, b"image_id,score\n001,1\x00\n002,2\n")
-    invalid(folder, r"NUL", columns=("score",))
-
-
-def test_missing_submission_csv(tmp_path):
-    folder = tmp_path / "submission"
-    folder.mkdir()
-    invalid(folder, r"submission.csv is missing", columns=("score",))
-
-
-def test_missing_submission_folder(tmp_path):
-    invalid(tmp_path / "nope", r"does not exist", columns=("score",))
-
-
-def test_submission_csv_is_a_directory(tmp_path):
-    folder = tmp_path / "submission"
-    (folder / "submission.csv").mkdir(parents=True)
-    invalid(folder, r"not a regular file", columns=("score",))
+@pytest.mark.parametrize("make, pattern", [
+    (no_csv, r"submission.csv is missing"),
+    (lambda tmp_path: tmp_path / "nope", r"does not exist"),
+    (csv_is_a_folder, r"not a regular file"),
+], ids=["no submission.csv", "no folder", "submission.csv is a folder"])
+def test_refused_folder(tmp_path, make, pattern):
+    invalid(make(tmp_path), pattern, columns=("score",))
 
 
 def test_number_cells(tmp_path):
@@ -210,39 +175,26 @@ def test_dot_slash_prefix_allowed(tmp_path):
     assert read(folder).file("001", "mask_path") == folder / "preds" / "001.png"
 
 
-def test_absolute_path(tmp_path):
-    folder = _path_case(tmp_path, str(tmp_path / "submission" / "preds" / "001.png"))
-    _file_error(folder, r"must be relative")
+#: a first-row path cell (``{tmp}`` is the test's folder) and what its refusal must say
+REFUSED_PATH = {
+    "absolute": ("{tmp}/submission/preds/001.png", r"must be relative"),
+    "Windows drive": ("C:/preds/001.png", r"must be relative"),
+    "parent": ("../001.png", r"leaves the submission folder"),
+    "parent after a folder": ("preds/../../001.png", r"leaves the submission folder"),
+    "dot-dot": ("..", r"leaves the submission folder"),
+    "dot only": ("./", r"leaves the submission folder"),
+    "backslash": ("preds\\001.png", r"must use '/'"),
+    "empty": ("", r"empty path"),
+    "missing file": ("preds/003.png", r"does not exist"),
+    "a folder": ("preds", r"not a regular file"),
+}
 
 
-def test_windows_drive_path(tmp_path):
-    _file_error(_path_case(tmp_path, "C:/preds/001.png"), r"must be relative")
-
-
-@pytest.mark.parametrize("cell", ["../001.png", "preds/../../001.png", ".."])
-def test_dot_dot_leaves_the_folder(tmp_path, cell):
-    (tmp_path / "001.png").write_bytes(b"outside")
-    _file_error(_path_case(tmp_path, cell), r"leaves the submission folder")
-
-
-def test_backslash(tmp_path):
-    _file_error(_path_case(tmp_path, "preds\\001.png"), r"must use '/'")
-
-
-def test_empty_path(tmp_path):
-    _file_error(_path_case(tmp_path, ""), r"empty path")
-
-
-def test_dot_only_path(tmp_path):
-    _file_error(_path_case(tmp_path, "./"), r"leaves the submission folder")
-
-
-def test_missing_file(tmp_path):
-    _file_error(_path_case(tmp_path, "preds/003.png"), r"does not exist")
-
-
-def test_directory_instead_of_file(tmp_path):
-    _file_error(_path_case(tmp_path, "preds"), r"not a regular file")
+@pytest.mark.parametrize("name", list(REFUSED_PATH))
+def test_refused_path_cell(tmp_path, name):
+    cell, pattern = REFUSED_PATH[name]
+    (tmp_path / "001.png").write_bytes(b"outside")  # what a path leaving the folder would reach
+    _file_error(_path_case(tmp_path, cell.format(tmp=tmp_path)), pattern)
 
 
 def test_symlinked_file(tmp_path):

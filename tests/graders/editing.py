@@ -69,3 +69,20 @@ def symlink_first(sub: Path) -> None:
     target = sub / rel
     os.symlink(target, target.with_name("link" + target.suffix))
     set_first_path(str(rel.with_name("link" + target.suffix)))(sub)
+
+
+def assert_refused(grader, perfect: Path, twin, edit, reason: str, tmp_path: Path, *,
+                   validate_names_it: bool = True) -> None:
+    """Apply ``edit`` to a copy of ``perfect``: grading must refuse it naming ``reason`` (a regular
+    expression), and so must the agent-side validation from public data (``validate_names_it=False``:
+    refuse it at all, where the public check words it differently)."""
+    import pytest
+
+    from pytest_rexmle.errors import InvalidSubmission
+
+    sub = copy_of(perfect, tmp_path / "submission")
+    edit(sub)
+    with pytest.raises(InvalidSubmission, match=reason):
+        grader.grade(sub, twin.private)
+    with pytest.raises(InvalidSubmission, match=reason if validate_names_it else None):
+        grader.validate(sub, twin.public)

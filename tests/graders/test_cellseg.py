@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import json
-import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tifffile
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
-from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
-                      symlink_first)
+from .editing import assert_refused, copy_of, first_file, rows
+from .twins import twin_fixtures
 
 KEYS = ("f1_0.5", "f1_0.6", "f1_0.7", "f1_0.8", "f1_0.9")
 
@@ -35,16 +29,7 @@ def grader():
     return load_grader(task())
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(task(), tmp_path_factory.mktemp("cellseg"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
+twin, perfect = twin_fixtures("cellseg")
 
 
 def rewrite_all(sub: Path, fn) -> None:
@@ -168,14 +153,7 @@ def _replace_first(fn):
 
 
 MALFORMED = {
-    "missing case": (drop_row, "missing test case"),
-    "extra case": (extra_row("tuning_cell_09999"), "unknown case"),
-    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (set_first_path("predictions/none.tiff"), "does not exist"),
-    "absolute path": (set_first_path("/tmp/x.tiff"), "relative"),
-    "dot-dot": (set_first_path("predictions/../../x.tiff"), "leaves the submission folder"),
-    "symlink": (symlink_first, "symbolic link"),
     "wrong shape": (_replace_first(lambda a: a[:-1]), "never resized"),
     "transposed": (_replace_first(lambda a: np.ascontiguousarray(a.T) if a.shape[0] != a.shape[1]
                                   else a[:, :-1]), "never resized"),
@@ -191,34 +169,4 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(
-    st.binary(max_size=300),
-    st.tuples(st.sampled_from(["uint8", "int16", "uint32", "float32", "float64", "int64"]),
-              st.integers(0, 2 ** 16), st.booleans(), st.sampled_from([0, 1, 3]))))
-def test_random_prediction_files_only_raise_invalid(data, twin, perfect, tmp_path_factory):
-    sub = tmp_path_factory.mktemp("prop") / "sub"
-    shutil.copytree(perfect, sub)
-    path = first_file(sub)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        dtype, seed, same_shape, extra_dims = data
-        shape = tifffile.imread(path).shape if same_shape else (7, 9)
-        shape = shape + (extra_dims,) if extra_dims else shape
-        rng = np.random.default_rng(seed)
-        arr = rng.normal(0, 40, shape) if dtype.startswith("float") else rng.integers(-3, 40, shape)
-        tifffile.imwrite(path, arr.astype(dtype))
-    try:
-        scores = grader().grade(sub, twin.private)
-    except InvalidSubmission:
-        return
-    assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in scores.values())
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)

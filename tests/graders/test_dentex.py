@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
-import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from PIL import Image
 
-from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.dentex import parse_detection
@@ -20,8 +15,8 @@ from pytest_rexmle.metrics.detection import metric_keys
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
-                      symlink_first)
+from .editing import assert_refused, copy_of, first_file, rows
+from .twins import twin_fixtures
 
 GOOD = {"bbox": [1, 2, 3, 4], "category_id_1": 0, "category_id_2": 7, "category_id_3": 3, "score": 0.5}
 
@@ -34,16 +29,7 @@ def grader():
     return load_grader(task())
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(task(), tmp_path_factory.mktemp("dentex"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
+twin, perfect = twin_fixtures("dentex")
 
 
 def rewrite_all(sub: Path, fn) -> None:
@@ -176,9 +162,6 @@ def _write_first(text: str):
 
 
 MALFORMED = {
-    "missing case": (drop_row, "missing test case"),
-    "extra case": (extra_row("train_999"), "unknown case"),
-    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_write_first("{not json"), "not valid JSON"),
     "binary file": (lambda sub: first_file(sub).write_bytes(b"\xff\xfe\x00garbage"), "not valid JSON"),
     "object instead of list": (_write_first('{"bbox": [1, 2, 3, 4]}'), "JSON list"),
@@ -188,44 +171,10 @@ MALFORMED = {
         _write_first('[{"bbox": [50,20,40,30], "category_id_1": 0, "category_id_2": 0, "category_id_3": 0, '
                      '"score": 1}, {"bbox": [5,5,-1,3], "category_id_1": 0, "category_id_2": 0, '
                      '"category_id_3": 0, "score": 1}]'), "detection 1.*must be > 0"),
-    "missing file": (set_first_path("predictions/none.json"), "does not exist"),
-    "absolute path": (set_first_path("/etc/hosts"), "relative"),
-    "dot-dot": (set_first_path("../x.json"), "leaves the submission folder"),
-    "symlink": (symlink_first, "symbolic link"),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
-
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10) | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["bbox", "category_id_1", "category_id_2", "category_id_3", "score", "x"]), children,
-        max_size=6),
-    max_leaves=12)
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(st.binary(max_size=200), st.lists(json_values, max_size=3)))
-def test_random_prediction_files_only_raise_invalid(data, twin, perfect, tmp_path_factory):
-    sub = tmp_path_factory.mktemp("prop") / "sub"
-    shutil.copytree(perfect, sub)
-    path = first_file(sub)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(json.dumps(data))          # Python writes NaN/Infinity tokens, which must be rejected
-    try:
-        scores = grader().grade(sub, twin.private)
-    except InvalidSubmission:
-        return
-    assert all(math.isfinite(v) for v in scores.values())
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)

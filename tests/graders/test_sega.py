@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image, save
 from pytest_rexmle.errors import InvalidSubmission
@@ -22,6 +17,9 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.graders.sega import aggregate, case_metrics, vessel_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
+
+from .editing import assert_refused, copy_of
+from .twins import twin_fixtures
 
 SPACING_XYZ = (0.5, 2.0, 3.0)      # SimpleITK order; the array axes (z, y, x) get (3.0, 2.0, 0.5)
 
@@ -41,21 +39,7 @@ def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray]], suf
     return answers, submission
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(registry().get("seg-a"), tmp_path_factory.mktemp("seg-a"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
-
-
-def copy_of(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
+twin, perfect = twin_fixtures("seg-a")
 
 
 def first_case(submission: Path) -> tuple[str, Path]:
@@ -178,13 +162,6 @@ def like(arr: np.ndarray, ref: sitk.Image, **changes) -> sitk.Image:
     return img
 
 
-def mutate_symlink(sub: Path) -> None:
-    _, path = first_case(sub)
-    target = sub.parent / "elsewhere.seg.nrrd"
-    shutil.move(path, target)
-    os.symlink(target, path)
-
-
 def mutate_suffix(sub: Path) -> None:
     case_id, path = first_case(sub)
     new = path.parent / f"{case_id}.mha"
@@ -199,11 +176,7 @@ def nan_image(arr, ref):
 
 
 MUTATIONS = {
-    "missing case": (lambda s: edit_csv(s, lambda lines: lines[:-1]), "missing test case"),
-    "extra case": (lambda s: edit_csv(s, lambda lines: lines + ["Z1,predictions/Z1.seg.nrrd"]), "unknown case"),
-    "duplicate id": (lambda s: edit_csv(s, lambda lines: lines + [lines[1]]), "duplicated id"),
     "unreadable file": (lambda s: first_case(s)[1].write_bytes(b"NRRD0004\ngarbage"), "cannot read"),
-    "absent file": (lambda s: first_case(s)[1].unlink(), "does not exist"),
     "wrong shape": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[1:].copy())), "size"),
     "wrong spacing": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Spacing=(1.0, 1.0, 1.0))), "spacing"),
     "wrong origin": (lambda s: rewrite_first(s, lambda a, r: like(a, r, Origin=(0.0, 0.0, 0.0))), "origin"),
@@ -212,51 +185,13 @@ MUTATIONS = {
     "nan": (lambda s: rewrite_first(s, nan_image), "NaN"),
     "2-D": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[0].copy())), "2-D"),
     "wrong format": (mutate_suffix, "must be NRRD"),
-    "absolute path": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},{first_case(s)[1]}",
-                                                           *lines[2:]]), "relative"),
-    "dotdot": (lambda s: edit_csv(s, lambda lines: [lines[0], f"{lines[1].split(',')[0]},../x.seg.nrrd", *lines[2:]]),
-               "leaves the submission folder"),
-    "symlink": (mutate_symlink, "symbolic link"),
 }
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_malformed_submission_is_invalid(name, perfect, twin, tmp_path):
     mutate, reason = MUTATIONS[name]
-    sub = copy_of(perfect, tmp_path / "submission")
-    mutate(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission):
-        grader().validate(sub, twin.public)
+    assert_refused(grader(), perfect, twin, mutate, reason, tmp_path, validate_names_it=False)
 
 
 # --- property ------------------------------------------------------------------------------------
-
-@settings(max_examples=30, deadline=None)
-@given(kind=st.sampled_from(["bytes", "nrrd-bytes", "array"]), payload=st.binary(max_size=300),
-       dtype=st.sampled_from([np.uint8, np.int16, np.float32, np.float64]),
-       fill=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=1, max_size=4),
-       keep_shape=st.booleans())
-def test_random_prediction_files_never_crash(tmp_path_factory, perfect, twin, kind, payload, dtype, fill, keep_shape):
-    sub = copy_of(perfect, tmp_path_factory.mktemp("prop") / "submission")
-    _, path = first_case(sub)
-    if kind == "bytes":
-        path.write_bytes(payload)
-    elif kind == "nrrd-bytes":
-        path.write_bytes(b"NRRD0004\ntype: uchar\ndimension: 3\nsizes: 2 2 2\nencoding: raw\n\n" + payload)
-    else:
-        ref = sitk.ReadImage(str(path))
-        shape = sitk.GetArrayViewFromImage(ref).shape if keep_shape else (3, 2, 2)
-        values = np.resize(np.array(fill), int(np.prod(shape))).reshape(shape)
-        if np.dtype(dtype).kind != "f":
-            values = np.nan_to_num(values, nan=0, posinf=1, neginf=0).clip(0, 100)
-        img = sitk.GetImageFromArray(values.astype(dtype))
-        if keep_shape:
-            img.CopyInformation(ref)
-        sitk.WriteImage(img, str(path))
-    try:
-        metrics = grader().grade(sub, twin.private)
-    except InvalidSubmission:
-        return
-    assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())

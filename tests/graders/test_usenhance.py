@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from PIL import Image, ImageFilter
 
 from pytest_rexmle.data.synthetic import generate
@@ -19,8 +16,8 @@ from pytest_rexmle.graders.usenhance import read_png
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
-from .editing import (copy_of, drop_row, duplicate_row, extra_row, first_file, rows, set_first_path,
-                      symlink_first)
+from .editing import assert_refused, copy_of, first_file, rows
+from .twins import twin_fixtures
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 
@@ -33,16 +30,7 @@ def grader():
     return load_grader(task())
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    return generate(task(), tmp_path_factory.mktemp("usenhance"))
-
-
-@pytest.fixture(scope="module")
-def perfect(twin, tmp_path_factory):
-    out = tmp_path_factory.mktemp("perfect") / "submission"
-    grader().write_perfect(twin.private, out)
-    return out
+twin, perfect = twin_fixtures("usenhance")
 
 
 # == twin ===============================================================================================
@@ -153,14 +141,7 @@ def _float_tiff(sub):
 
 
 MALFORMED = {
-    "missing case": (drop_row, "missing test case"),
-    "extra case": (extra_row("liver_9999"), "unknown case"),
-    "duplicate id": (duplicate_row, "duplicated"),
     "unreadable file": (_garbage, "cannot read"),
-    "missing file": (set_first_path("enhanced/nothing.png"), "does not exist"),
-    "absolute path": (set_first_path("/etc/passwd"), "relative"),
-    "dot-dot": (set_first_path("../submission.csv"), "leaves the submission folder"),
-    "symlink": (symlink_first, "symbolic link"),
     "wrong size": (_wrong_size, "never resized"),
     "16-bit png": (_sixteen_bit, "mode"),
     "jpeg": (_jpeg_content, "must be a PNG"),
@@ -171,37 +152,7 @@ MALFORMED = {
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_malformed_submission_is_invalid(kind, twin, perfect, tmp_path):
     make, reason = MALFORMED[kind]
-    sub = copy_of(perfect, tmp_path / "sub")
-    make(sub)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().grade(sub, twin.private)
-    with pytest.raises(InvalidSubmission, match=reason):
-        grader().validate(sub, twin.public)
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.one_of(
-    st.binary(max_size=300),
-    st.tuples(st.integers(1, 50), st.integers(1, 60), st.sampled_from(["L", "RGB", "RGBA", "LA", "1", "I;16", "F"]),
-              st.integers(0, 2 ** 16), st.booleans())))
-def test_random_prediction_files_only_raise_invalid(data, twin, perfect, tmp_path_factory):
-    sub = tmp_path_factory.mktemp("prop") / "sub"
-    shutil.copytree(perfect, sub)
-    path = first_file(sub)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        h, w, mode, seed, same_size = data
-        if same_size:  # the ground truth's size, so that decoding and scoring run too
-            w, h = Image.open(path).size
-        arr = np.random.default_rng(seed).integers(0, 256, (h, w, 4 if mode in ("RGB", "RGBA", "LA") else 1),
-                                                   dtype=np.uint8)
-        Image.fromarray(arr[..., 0]).convert(mode).save(path, format="PNG" if mode != "F" else "TIFF")
-    try:
-        scores = grader().grade(sub, twin.private)
-    except InvalidSubmission:
-        return
-    assert all(not math.isnan(v) for v in scores.values())
+    assert_refused(grader(), perfect, twin, make, reason, tmp_path)
 
 
 def test_read_png_rejects_wrong_size_directly(twin, tmp_path):

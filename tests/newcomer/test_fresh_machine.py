@@ -46,7 +46,8 @@ def test_readme_first_command_is_the_whole_setup():
     assert "apt-get" not in setup and "sudo" not in setup
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     tests_cmd = re.findall(r"```bash\n(.*?)\n```", setup, re.S)[1]
-    assert ci == tests_cmd == "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && pytest -n 2"
+    assert ci == tests_cmd == ("python3 -m venv .venv && . .venv/bin/activate && "
+                               "pip install -e '.[dev]' -c constraints.txt && pytest -n 2")
 
 
 @pytest.mark.slow

@@ -1,0 +1,258 @@
+"""The grader contract, for every registered task: one suite instead of one copy per grader file.
+
+For each task's seeded synthetic twin: the baseline (public data only) is valid, scores below perfect
+and its metrics match a stored snapshot; the answers written as a submission score every metric's best
+value and top every ranking; and each class of malformed submission that applies to the task's format
+is refused with a reason that names the problem, by the grader (INVALID, or MISSING for an absent CSV)
+and by the agent-side validation from public data alone. The per-grader
+files keep what is specific to one challenge (hand examples, degradations, format details).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+
+from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
+from pytest_rexmle.task import Task, registry
+
+from . import editing
+
+TASKS = [t.id for t in registry()]
+#: the twins' seed: snapshots of the baseline metrics hold for exactly these answers
+SEED = 2024
+#: a metric's best value where it is not 1 (higher is better) or 0 (lower is better)
+BEST = {("ldct-iqa", "score"): 3.0,  # |PLCC| + |SROCC| + |KROCC|
+        ("usenhance", "psnr"): math.inf}  # identical images: no noise at all
+VOLUME_SUFFIXES = (".nii.gz", ".mha", ".seg.nrrd")
+TIFF_SUFFIXES = (".tif", ".tiff")
+
+
+@dataclass(frozen=True)
+class Twin:
+    task: Task
+    public: Path
+    private: Path
+    perfect: Path
+    baseline: Path
+
+    @property
+    def kind(self) -> str:
+        """The prediction format: 'number' (CSV cells), 'volume', 'tiff', 'png' or 'json'."""
+        if not any(c.endswith(("_path", "_json")) for c in load_grader(self.task).prediction_columns):
+            return "number"
+        name = editing.first_file(self.perfect).name
+        for kind, suffixes in (("volume", VOLUME_SUFFIXES), ("tiff", TIFF_SUFFIXES), ("png", (".png",)),
+                               ("json", (".json",))):
+            if name.endswith(suffixes):
+                return kind
+        raise AssertionError(f"{self.task.id}: unknown prediction format {name}")
+
+
+@pytest.fixture(scope="module", params=TASKS)
+def twin(request, shared_cache, tmp_path_factory) -> Twin:
+    task = registry().get(request.param)
+    assert task.implemented, f"{task.id} has no grader/generator: every challenge must be gradable"
+    data = ensure_synthetic(task, shared_cache, seed=SEED)
+    grader, out = load_grader(task), tmp_path_factory.mktemp(task.id)
+    grader.write_perfect(data.private, out / "perfect")
+    grader.write_baseline(data.public, out / "baseline")
+    return Twin(task, data.public, data.private, out / "perfect", out / "baseline")
+
+
+def rounded(metrics: dict[str, float]) -> dict[str, float]:
+    """Ten significant digits: stable across platforms' last-bit differences, still sharp."""
+    return {key: float(f"{float(value):.10g}") for key, value in sorted(metrics.items())}
+
+
+def test_baseline_is_valid_not_perfect_and_as_recorded(twin, snapshot):
+    load_grader(twin.task).validate(twin.baseline, twin.public)  # the public-only check passes
+    outcome = grade_submission(twin.task, twin.baseline, twin.private)
+    result = result_from_grade(twin.task, outcome)
+    assert result.status == "ok", result.reason
+    assert result.percentile < 1.0
+    assert rounded(outcome.metrics) == snapshot
+
+
+def test_perfect_submission_scores_every_best_value(twin):
+    load_grader(twin.task).validate(twin.perfect, twin.public)
+    outcome = grade_submission(twin.task, twin.perfect, twin.private)
+    result = result_from_grade(twin.task, outcome)
+    assert result.status == "ok", result.reason
+    for metric in twin.task.metrics:
+        best = BEST.get((twin.task.id, metric.key), 1.0 if metric.higher_is_better else 0.0)
+        assert outcome.metrics[metric.key] == pytest.approx(best, abs=1e-12), metric.key
+    assert result.positions == {m.key: 1 for m in twin.task.ranking_metrics}
+    assert result.percentile == 1.0
+
+
+# -- malformed submissions: each edit makes a copy of the perfect submission unacceptable ---------------
+
+def rewrite_volume(change: Callable[[np.ndarray, sitk.Image], sitk.Image]) -> Callable[[Path], None]:
+    """An edit replacing the first predicted volume by ``change(array, original image)``."""
+    def edit(sub: Path) -> None:
+        path = editing.first_file(sub)
+        image = sitk.ReadImage(str(path))
+        sitk.WriteImage(change(sitk.GetArrayFromImage(image), image), str(path))
+    return edit
+
+
+def on_grid(array: np.ndarray, like: sitk.Image) -> sitk.Image:
+    image = sitk.GetImageFromArray(array)
+    image.CopyInformation(like)
+    return image
+
+
+def coarser_spacing(array: np.ndarray, image: sitk.Image) -> sitk.Image:
+    out = on_grid(array, image)
+    out.SetSpacing(tuple(2 * s for s in image.GetSpacing()))
+    return out
+
+
+def one_slice_less(array: np.ndarray, image: sitk.Image) -> sitk.Image:
+    out = sitk.GetImageFromArray(array[:-1])
+    out.SetSpacing(image.GetSpacing())
+    out.SetOrigin(image.GetOrigin())
+    out.SetDirection(image.GetDirection())
+    return out
+
+
+def with_value(value: float, dtype=np.float32) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
+    """The volume with its middle voxel set to ``value``, stored as ``dtype``."""
+    def change(array: np.ndarray, image: sitk.Image) -> sitk.Image:
+        out = array.astype(dtype)
+        out.flat[out.size // 2] = value
+        return on_grid(out, image)
+    return change
+
+
+def rewrite_tiff(change: Callable[[np.ndarray], np.ndarray]) -> Callable[[Path], None]:
+    def edit(sub: Path) -> None:
+        import tifffile
+
+        path = editing.first_file(sub)
+        tifffile.imwrite(path, change(tifffile.imread(path)))
+    return edit
+
+
+def rewrite_png(change: Callable[[np.ndarray], np.ndarray]) -> Callable[[Path], None]:
+    def edit(sub: Path) -> None:
+        from PIL import Image
+
+        path = editing.first_file(sub)
+        with Image.open(path) as image:
+            array = np.asarray(image)
+        Image.fromarray(change(array)).save(path)
+    return edit
+
+
+def with_nan(array: np.ndarray) -> np.ndarray:
+    out = array.astype(np.float32)
+    out.flat[out.size // 2] = np.nan
+    return out
+
+
+def write_first(content: bytes) -> Callable[[Path], None]:
+    def edit(sub: Path) -> None:
+        editing.first_file(sub).write_bytes(content)
+    return edit
+
+
+def write_csv(content: bytes) -> Callable[[Path], None]:
+    def edit(sub: Path) -> None:
+        (sub / "submission.csv").write_bytes(content)
+    return edit
+
+
+def header_only(sub: Path) -> None:
+    (sub / "submission.csv").write_text(",".join(editing.header(sub)) + "\n")
+
+
+def stray_symlink(sub: Path) -> None:
+    os.symlink(sub / "submission.csv", sub / "notes.txt")
+
+
+def stray_fifo(sub: Path) -> None:
+    os.mkfifo(sub / "pipe")
+
+
+@dataclass(frozen=True)
+class Malformed:
+    edit: Callable[[Path], None]
+    #: the formats it applies to (None: every task)
+    kinds: tuple[str, ...] | None
+    #: what the reason must say (a regular expression, case-insensitive)
+    reason: str
+    status: str = INVALID
+    #: tasks whose organisers accept it by design (said where they are listed)
+    exempt: tuple[str, ...] = ()
+
+
+FILES = ("volume", "tiff", "png", "json")
+MALFORMED = {
+    "missing submission.csv": Malformed(lambda sub: (sub / "submission.csv").unlink(), None, "submission.csv",
+                                        MISSING),
+    "empty CSV": Malformed(write_csv(b""), None, "empty"),
+    "header-only CSV": Malformed(header_only, None, "missing test case"),
+    "CSV not UTF-8": Malformed(write_csv(b"\xff\xfe\x00i\x00d"), None, "UTF-8|NUL"),
+    "missing id": Malformed(editing.drop_row, None, "missing test case"),
+    "unknown id": Malformed(editing.extra_row("not-a-case"), None, "unknown case"),
+    "duplicated id": Malformed(editing.duplicate_row, None, "duplicated id"),
+    "stray symbolic link": Malformed(stray_symlink, None, "symbolic link"),
+    "stray FIFO": Malformed(stray_fifo, None, "fifo|pipe|not a regular"),
+    "NaN score": Malformed(editing.set_first_path("nan"), ("number",), "finite"),
+    "infinite score": Malformed(editing.set_first_path("-inf"), ("number",), "finite"),
+    "text score": Malformed(editing.set_first_path("high"), ("number",), "not a number"),
+    "missing file": Malformed(lambda sub: editing.first_file(sub).unlink(), FILES, "does not exist"),
+    "path leaving the folder": Malformed(editing.set_first_path("../outside.bin"), FILES, "leaves"),
+    "absolute path": Malformed(editing.set_first_path("/etc/passwd"), FILES, "relative"),
+    "symlinked prediction": Malformed(editing.symlink_first, FILES, "symbolic link"),
+    "undecodable file": Malformed(write_first(b"\x00garbage, not a prediction\xff" * 4), FILES,
+                                  r"case '[^']+'.*(cannot|not valid)"),
+    "wrong grid (spacing)": Malformed(rewrite_volume(coarser_spacing), ("volume",), "spacing|grid|geometry"),
+    "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
+    "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
+    # SEG.A counts any nonzero voxel as vessel, so 0.5 is a valid (vessel) value there
+    "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
+                                  exempt=("seg-a",)),
+    # ISLES'22 and SEG.A read any nonzero voxel as foreground (lesion, vessel), as their organisers do
+    "label out of range": Malformed(rewrite_volume(with_value(200, np.int16)), ("volume",), "label|value",
+                                    exempt=("isles22", "seg-a")),
+    "negative label": Malformed(rewrite_tiff(lambda a: a.astype(np.int16) - 1), ("tiff",), "negative|label|value"),
+    "NaN pixel": Malformed(rewrite_tiff(with_nan), ("tiff",), "finite|nan|label|value|integ"),
+    # PUMA's tissue masks of any size are resized to 1024×1024 (nearest), as the organisers do
+    "cropped image": Malformed(rewrite_tiff(lambda a: a[:-1]), ("tiff",), "size|shape",
+                               exempt=("puma-t1-tissue-seg", "puma-t2-tissue-seg")),
+    "cropped PNG": Malformed(rewrite_png(lambda a: a[:-1]), ("png",), "size|shape"),
+    "JSON of the wrong type": Malformed(write_first(b'"a string"'), ("json",), r"case '[^']+'.*must"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_submission_is_refused_with_a_reason(name, twin, tmp_path):
+    malformed = MALFORMED[name]
+    if malformed.kinds is not None and twin.kind not in malformed.kinds:
+        pytest.skip(f"{name} does not apply to {twin.kind} predictions")
+    if twin.task.id in malformed.exempt:
+        pytest.skip(f"{twin.task.id} accepts {name} by design")
+    sub = editing.copy_of(twin.perfect, tmp_path / "submission")
+    malformed.edit(sub)
+    outcome = grade_submission(twin.task, sub, twin.private)
+    assert outcome.status == malformed.status, (outcome.status, outcome.reason)
+    assert outcome.reason and re.search(malformed.reason, outcome.reason, re.IGNORECASE), outcome.reason
+    with pytest.raises(InvalidSubmission) as refused:  # the agent-side check, from public data only
+        load_grader(twin.task).validate(sub, twin.public)
+    assert re.search(malformed.reason, str(refused.value), re.IGNORECASE), str(refused.value)
+    shutil.rmtree(sub, ignore_errors=True)
