@@ -44,6 +44,7 @@ class CallUsage:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     reported: bool = False  # the answer carried usage at all
+    answered: bool = False  # the provider answered 2xx: a billed answer without usage leaves tokens unknown
 
     def observe(self, obj: Any) -> None:
         """Fold one parsed body, stream event or array element into the counts."""
@@ -95,6 +96,10 @@ class CallUsage:
 
     def priced(self) -> tuple[float | None, str | None]:
         if not self.reported:
+            if self.answered:  # e.g. a chat-completions stream without stream_options.include_usage
+                return None, ("a call was answered without token usage (a stream asked without "
+                              "stream_options.include_usage, or a provider that reports none): its tokens and cost "
+                              "are not known")
             return 0.0, None
         return call_cost(self.protocol, self.model, self.input_tokens, self.output_tokens, self.cached_tokens,
                          self.cache_write_tokens)
@@ -108,6 +113,7 @@ class _Totals:
     cached_tokens: int = 0
     model_seconds: float = 0.0
     cost_usd: float = 0.0
+    without_usage: int = 0  # answered calls whose answer carried no token counts
     unknown: list[str] = field(default_factory=list)
 
     def add(self, usage: CallUsage, seconds: float, cost: float | None, why: str | None) -> None:
@@ -116,6 +122,7 @@ class _Totals:
         self.output_tokens += usage.output_tokens
         self.cached_tokens += usage.cached_tokens
         self.model_seconds += seconds
+        self.without_usage += usage.answered and not usage.reported
         if cost is not None:
             self.cost_usd += cost
         elif why and why not in self.unknown and len(self.unknown) < 20:
@@ -125,6 +132,8 @@ class _Totals:
         doc = {"requests": self.requests, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                "cached_tokens": self.cached_tokens, "model_seconds": round(self.model_seconds, 6),
                "cost_usd": None if self.unknown else round(self.cost_usd, 8)}
+        if self.without_usage:
+            doc["calls_without_usage"] = self.without_usage
         if self.unknown:
             doc["cost_unknown_reason"] = "; ".join(self.unknown)
             doc["cost_usd_known_part"] = round(self.cost_usd, 8)

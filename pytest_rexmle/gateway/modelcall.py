@@ -84,6 +84,7 @@ def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> No
         seconds = time.perf_counter() - clock
         record["duration_s"] = round(seconds, 6)
         record["model"] = usage.model
+        usage.answered = isinstance(record["status"], int) and 200 <= record["status"] < 300
         cost, why = run.settle(usage, seconds, billed=route.billed)
         record["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                            "cached_tokens": usage.cached_tokens, "cost_usd": cost,

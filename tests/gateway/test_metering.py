@@ -92,3 +92,18 @@ def test_sse_reader_across_chunk_boundaries():
     out += reader.close()
     assert [event for event, _ in out] == [{"a": 1}, {"b": 2}, "not json", "[DONE]"]
     assert out[1][1] == len('{"b":\n2}')
+
+
+def test_a_stream_answered_without_usage_leaves_tokens_and_cost_unknown_and_says_so(served):
+    """A chat stream asked without stream_options.include_usage carries no token counts (ML-Master's coder
+    asks so): the run's usage counts the call as unmetered and its cost as unknown, never as free."""
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]}
+    served.request("POST", "/openai/v1/chat/completions", chat)  # metered: 11 in, 7 out
+    status, _, body = served.request("POST", "/openai/v1/chat/completions", {**chat, "stream": True})
+    assert status == 200 and b"[DONE]" in body
+    usage = served.run.close()["usage"]
+    assert usage["requests"] == 2 and (usage["input_tokens"], usage["output_tokens"]) == (11, 7)
+    assert usage["calls_without_usage"] == 1
+    assert usage["cost_usd"] is None and "without token usage" in usage["cost_unknown_reason"]
+    assert math.isclose(usage["cost_usd_known_part"], _price("gpt-4o-mini", None, 11, 7, 3), abs_tol=1e-8)
+    assert usage["by_model"]["gpt-4o-mini"]["calls_without_usage"] == 1
