@@ -58,6 +58,9 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     name = agent_of_key(key) or settings.agent  # several agents: the item's own
     agent = get_agent(name, settings.options_for(name))
     runtime = runtime_for(settings)
+    from ..runtime.gateway_link import network_notices
+
+    network_notices(runtime, settings.network)  # the session said them once; this run stays quiet
     try:
         begun = begin(settings, task, data, agent, runtime, gpus)
         if begun.resumed is not None:

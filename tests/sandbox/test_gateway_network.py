@@ -10,6 +10,7 @@ pathname unix socket of the host (a stand-in for munged's, under ``/run``), not 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -45,6 +46,11 @@ def host_services():
             service.close()
 
 
+#: the agent's interpreter: the system's, which every run's uid can start (not this harness's venv, which
+#: a Landlock agent's uid may not reach: the session would refuse it, as it should)
+AGENT_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
 def make_run(root: Path, code: str, network: str = "gateway") -> RunSpec:
     public = root / "data" / "public"
     for folder in (public, root / "run" / "workspace", root / "run" / "submission", root / "run" / "logs"):
@@ -52,7 +58,7 @@ def make_run(root: Path, code: str, network: str = "gateway") -> RunSpec:
     (root / "run" / "instructions.md").write_text("do the task\n")
     (root / "run" / "workspace" / "agent.py").write_text(code)
     run = root / "run"
-    return RunSpec("net-test", [sys.executable, "agent.py"], {"OPENAI_API_KEY": REAL_KEY, "REXMLE_TASK": "net-test"},
+    return RunSpec("net-test", [AGENT_PYTHON, "agent.py"], {"OPENAI_API_KEY": REAL_KEY, "REXMLE_TASK": "net-test"},
                    public, run / "workspace", run / "submission", run / "logs", run / "instructions.md", 60,
                    network=network, secret_env=("OPENAI_API_KEY",), limits=Limits())
 
@@ -186,10 +192,11 @@ for folder in (public, root / "workspace", root / "submission", root / "logs"):
 (root / "instructions.md").write_text("do the task\n")
 (root / "workspace" / "agent.py").write_text(code)
 gateway = StandInGateway()
-spec = RunSpec("unpriv-gw", [sys.executable, "agent.py"], {"OPENAI_API_KEY": key}, public, root / "workspace",
+python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+spec = RunSpec("unpriv-gw", [python, "agent.py"], {"OPENAI_API_KEY": key}, public, root / "workspace",
                root / "submission", root / "logs", root / "instructions.md", 60, network="gateway",
                secret_env=("OPENAI_API_KEY",))
-runtime = LocalRuntime(sandbox=mechanism, gateway=lambda: gateway)
+runtime = LocalRuntime(sandbox=mechanism, gateway=lambda: gateway, unsafe_same_uid=mechanism == "landlock")  # the network is tested here; same-uid Landlock is refused by default (tests/sandbox/test_unprivileged.py)
 outcome = runtime.run(runtime.stage(spec))
 print(json.dumps({"details": outcome.details, "exit_code": outcome.exit_code, "stdout": outcome.stdout.read_text(),
                   "stderr": outcome.stderr.read_text()[-3000:], "root": str(root), "token": gateway.runs[0].token,
@@ -270,7 +277,7 @@ def test_real_gateway_swaps_the_key_meters_and_refuses_data_hosts(tmp_path, mech
     provider = StandInProvider()
     try:
         gateway = Gateway(environ={"OPENAI_API_KEY": REAL_KEY, "OPENAI_BASE_URL": provider.base_url})
-        runtime = LocalRuntime(sandbox=mechanism, gateway=lambda: gateway)
+        runtime = LocalRuntime(sandbox=mechanism, gateway=lambda: gateway, unsafe_same_uid=mechanism == "landlock")  # the network is tested here; same-uid Landlock is refused by default (tests/sandbox/test_unprivileged.py)
         spec = make_run(tmp_path, f"PROVIDER_PORT = {provider.port}\n{CHAT}")
         outcome = runtime.run(runtime.stage(spec))
         gateway.close()
