@@ -3,10 +3,10 @@
 #
 # Why not a Dockerfile: no registry is reachable from CI, so there is no base image to start FROM.
 # Instead debootstrap a minimal Debian (bookworm, --variant=minbase, with python3), add the Python
-# packages the in-container sample agent and validator need, and `docker import` the tree.
+# packages that agents' own code commonly needs (NumPy, SimpleITK, ...), and `docker import` the tree.
 #
-# The harness's own code is NOT baked in: the Docker runtime bind-mounts the running checkout's
-# `pytest_rexmle` and `tasks/` read-only, so the validator inside always matches the grader outside.
+# The harness's own code is NOT in it and not mounted either: an agent validates through its run's
+# `rexmle validate` (a standard-library client of the session's gateway, bound in by the runtime).
 #
 # Packages come from the host's pip (`--target`): the host is Python 3.11 on glibc Linux, the same ABI
 # as bookworm's python3.11, and that avoids installing pip's Debian dependency tree into the image.
@@ -62,12 +62,7 @@ echo "build-test-image: pip install ${PACKAGES[*]}"
 # console scripts written by --target carry the host interpreter in their shebang: useless inside
 rm -rf "$SITE/bin"
 
-cat >"$ROOT/usr/local/bin/rexmle" <<'SH'
-#!/bin/sh
-# the validator and friends: the harness mounts pytest_rexmle on PYTHONPATH
-exec python3 -m pytest_rexmle "$@"
-SH
-chmod 0755 "$ROOT/usr/local/bin/rexmle"
+# no `rexmle` here: each run's tools folder brings the agent's `rexmle validate` (runtime/agent_tools.py)
 ln -sf /usr/bin/python3 "$ROOT/usr/local/bin/python"
 # the default container user (the runtime uses 1000:1000 when the run folder belongs to root): a passwd
 # entry keeps getpass/pwd-based code (torch, matplotlib caches) from failing on an unknown uid

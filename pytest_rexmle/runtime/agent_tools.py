@@ -51,6 +51,10 @@ def client_source() -> bytes | None:
     return text if text.startswith(b"#!") else b"#!/usr/bin/env python3\n" + text
 
 
+#: the tools' commands (a container also gets them in /usr/local/bin, for login shells' PATH)
+COMMANDS = ("rexmle", "rexmle-validate")
+
+
 def write_tools(folder: Path) -> Path:
     """Fill ``folder`` (created here, mode 0755 with 0755 files) with the agent's tools; returns it.
     The caller gives it to the agent's uid read-only (ownership stays the harness's)."""

@@ -292,6 +292,9 @@ class DockerRuntime(Runtime):
         tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
         if tools.is_dir():  # the agent's tools (rexmle validate), written by run()
             binds.append((tools, str(agent_tools.INSIDE), True))
+            # and where a login shell's PATH (/etc/profile resets it: Codex's `bash -lc`) still finds them
+            binds += [(tools / name, f"/usr/local/bin/{name}", True) for name in agent_tools.COMMANDS
+                      if (tools / name).is_file()]
         if self.mount_harness:
             binds += [(src, dst, True) for src, dst in self._harness_mounts()]
         return binds

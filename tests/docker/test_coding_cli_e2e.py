@@ -116,9 +116,12 @@ def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_ben
     assert reported["output_tokens"] == 2 * OUTPUT_TOKENS, reported
     # the stand-in counts what it served, as the gateway meters: Claude Code's own report agrees with it
     assert compare_usage(reported, llm.served)["mismatch"] == {}
-    # kept beside the gateway's count in the run's logs (no gateway in this run: nothing metered to compare)
+    # kept beside the gateway's count in the run's logs (the default network: every call went through it)
     comparison = json.loads((run / "logs" / "claude-code" / "usage_comparison.json").read_text())
-    assert comparison["reported_by_agent"] == reported and comparison["metered_by_gateway"] is None
+    metered = comparison["metered_by_gateway"]
+    assert comparison["reported_by_agent"] == reported and metered["source"] == "gateway", comparison
+    assert metered["requests"] == 2 and metered["output_tokens"] == 2 * OUTPUT_TOKENS, metered
+    assert comparison["mismatch"] == {}, comparison
     assert "[rexmle-adapter] claude-code ended" in stderr
 
 

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 #: the shell command every script has the CLI run through its own tool: a valid ldct-iqa submission, checked
 SUBMIT_COMMAND = ('cp "$REXMLE_DATA_DIR/sample_submission.csv" "$REXMLE_SUBMISSION_DIR/submission.csv" && '
-                  'python3 -m pytest_rexmle validate --submission "$REXMLE_SUBMISSION_DIR"')
+                  'rexmle validate --submission "$REXMLE_SUBMISSION_DIR"')
 FINAL_TEXT = "The submission is in place and validates."
 KEPT_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "content-type", "accept", "user-agent",
                 "anthropic-version", "openai-beta")
