@@ -166,6 +166,8 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> Agen
     state = record["state"]
     if state == "skipped":
         pytest.skip(record["reason"])
+    if state == "error" and record.get("usage_error"):  # e.g. an agent that would run as root: stop, with the fix
+        pytest.exit(f"rexmle: {record['message']}", returncode=pytest.ExitCode.USAGE_ERROR)
     if state == "error":
         raise HarnessError(f"{rexmle_task.id}: {record['message']}\n{record.get('traceback') or ''}")
     if state == "interrupted":

@@ -162,6 +162,11 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list)
         _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
     except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
+        from ..runtime.local import AgentIdentityRefused
+
+        if isinstance(exc, AgentIdentityRefused):  # never run as root or as the harness: the session stops
+            _final(board, key, "error", message=str(exc), usage_error=True, warnings=texts(said))
+            return 4
         _final(board, key, "error", message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
                warnings=texts(said))
         return 1
