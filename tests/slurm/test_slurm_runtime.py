@@ -103,7 +103,8 @@ def test_reference_tasks_give_the_same_results_as_the_local_runtime(bench, slurm
     select = " or ".join(REFERENCE_TASKS)
     bench("--agent=sample", "-k", select).assert_outcomes(passed=3)
     local = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}
-    result = bench("--agent=sample", "--rexmle-runtime=slurm", "-k", select)
+    # a few seconds of agent time, so the items wait long enough to print the scheduler's progress
+    result = bench("--agent=sample", "--agent-option=delay=5", "--rexmle-runtime=slurm", "-k", select)
     result.assert_outcomes(passed=3)
     result.stdout.re_match_lines([r"slurm: \d+ (submitted|pending|running)"])  # progress while the session waits
     slurm = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}

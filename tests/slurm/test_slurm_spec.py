@@ -81,10 +81,11 @@ def test_sandbox_and_limit_options_reach_the_node_inner_runtime(tmp_path):
     assert inner.limit_overrides == {"memory": "512m", "processes": "200"}
     unsafe = SlurmRuntime.from_settings(dataclasses.replace(settings, unsafe_local=True, sandbox="auto", limits={}))
     identity = {"agent_uids": None, "agent_as_root": False, "unsafe_same_uid": False}  # the node allocates uids too
-    assert unsafe.settings.inner_options == {"sandbox": "auto", "limits": {}, "unsafe": True, **identity}
+    gateway = {"gateway_budget": None, "egress_allow": []}  # and runs the gateway of the runs it hosts
+    assert unsafe.settings.inner_options == {"sandbox": "auto", "limits": {}, "unsafe": True, **identity, **gateway}
     picked = SlurmRuntime.from_settings(dataclasses.replace(settings, agent_uids="70000-70009", agent_as_root=True))
     assert LocalRuntime(**picked.settings.inner_options).agent_uids.start == 70000
     assert picked.settings.inner_options["agent_as_root"] is True
     docker = SlurmRuntime.from_settings(dataclasses.replace(settings, slurm_inner="docker"))
     # Docker takes its limits from REXMLE_DOCKER_* in the job's environment; its uids from the range
-    assert docker.settings.inner_options == {"agent_uids": None}
+    assert docker.settings.inner_options == {"agent_uids": None, **gateway}
