@@ -132,7 +132,9 @@ run_case() {
     local -a flags=(--rm --init --name "rexmle-newcomer-$case-$$" --label rexmle.newcomer=1 -v "$REPO:/src:ro"
                     -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180 -e "WORKTREE=$WORKTREE")
     [[ "$WORKTREE" == 1 ]] && flags+=(-v "$OUT/tree.tar:/tree.tar:ro")
-    if [[ "$WORKTREE" == 0 && -f "$REPO/.git" ]]; then  # a git worktree: its .git names a folder not mounted
+    # always through a bundle: a git worktree's .git names a folder not mounted, and a non-root user may not
+    # clone a checkout it does not own (git's "dubious ownership", which Debian 12's git enforces)
+    if [[ "$WORKTREE" == 0 ]]; then
         git -C "$REPO" bundle create -q "$OUT/head.bundle" HEAD
         flags+=(-v "$OUT/head.bundle:/head.bundle:ro" -e SOURCE=/head.bundle)
     fi

@@ -71,9 +71,12 @@ def private_folder(folder: Path) -> None:
     """Create ``folder`` readable by its owner only (0700), or make it so when this user owns it."""
     import os
 
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if folder.stat().st_uid == os.geteuid():
-        folder.chmod(0o700)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.stat().st_uid == os.geteuid():
+            folder.chmod(0o700)
+    except OSError:  # e.g. a file in its place: each item then reports it, with the path, as its error
+        return
 
 
 def _sweep_orphans(settings) -> None:

@@ -96,7 +96,7 @@ def test_readme_second_command_is_the_one_the_check_runs():
     proc = subprocess.run([str(SCRIPT), "--command", "second", "--print-command", "--worktree"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && pytest -n 2"
+    assert proc.stdout.strip() == "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' -c constraints.txt && pytest -n 2"
 
 
 @pytest.mark.slow
