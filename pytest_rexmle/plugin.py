@@ -107,6 +107,7 @@ def _check_agent_and_runtime(settings) -> list[str]:
         runtime = runtime_for(settings)
         for agent in agents:
             agent.check_isolation(runtime.isolation, runtime.name)
+        runtime.trusted_agents = all(agent.trusted for agent in agents)
         runtime.check()
         notices = network_notices(runtime, settings.network)
     except (RexmleError, RuntimeUnavailable) as exc:

@@ -161,7 +161,7 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     spec = RunSpec(task.id, agent.command(ctx), env, data.public, folder.workspace, folder.submission, folder.logs,
                    folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden,
                    image=agent.image, network=network, secret_env=agent.secret_environment(), limits=task.limits,
-                   stage=probe.stage)
+                   stage=probe.stage, trusted=agent.trusted)
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}

@@ -68,6 +68,41 @@ def require_service(present: bool, variable: str, what: str) -> None:
     pytest.skip(f"{what} not available (set {variable}=1 to make this a failure)")
 
 
+#: how the local runtime words its refusal of Landlock as the harness's own uid (runtime/local.py)
+SAME_UID_MARK = "the Landlock sandbox would run the agent as your own uid"
+
+
+def need_agent_sandbox() -> None:
+    """This machine has no sandbox that keeps an agent under test from the harness's user (no user
+    namespaces for bubblewrap, not root; only Landlock as the same uid, which the harness refuses)."""
+    require_service(False, "REXMLE_REQUIRE_SANDBOX",
+                    "a sandbox for agents under test (bubblewrap with user namespaces, or a root harness: "
+                    "Landlock as your own uid is refused)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _same_uid_refusal_is_a_missing_sandbox())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _same_uid_refusal_is_a_missing_sandbox())
+
+
+def _same_uid_refusal_is_a_missing_sandbox():
+    """A test that starts a hostile or user agent where only same-uid Landlock exists: a skip naming what
+    is missing (a failure under REXMLE_REQUIRE_SANDBOX=1), like every other absent service."""
+    from pytest_rexmle.runtime.local import AgentIdentityRefused
+
+    try:
+        return (yield)
+    except AgentIdentityRefused as exc:
+        if SAME_UID_MARK in str(exc):
+            need_agent_sandbox()
+        raise
+
+
 @pytest.fixture
 def needs_bwrap() -> str:
     path = shutil.which("bwrap")
@@ -99,8 +134,11 @@ def bench(pytester, shared_cache, monkeypatch):
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(shared_cache))
 
     def run(*args: str, timeout: float = 300):
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rexmle-data=synthetic", *args,
-                                             timeout=timeout)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rexmle-data=synthetic", *args,
+                                               timeout=timeout)
+        if result.ret == pytest.ExitCode.USAGE_ERROR and SAME_UID_MARK in result.stdout.str() + result.stderr.str():
+            need_agent_sandbox()
+        return result
 
     run.path = pytester.path
     return run

@@ -38,6 +38,9 @@ class Agent(ABC):
     #: An image-based agent has nothing to start outside its container, so a wrong runtime would only
     #: show up hours later as an agent FAIL; the plugin turns the mismatch into a usage error instead.
     supported_isolation: ClassVar[tuple[str, ...] | None] = None
+    #: the harness's own code (the ``sample`` agent's baseline copy), never an agent under test: what only
+    #: guards against a hostile agent (refusing Landlock as the harness's own uid) need not stop it
+    trusted: ClassVar[bool] = False
 
     def __init__(self, name: str, options: dict[str, str]) -> None:
         self.name = name

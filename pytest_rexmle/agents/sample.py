@@ -24,6 +24,8 @@ COPY = ('echo "sample agent: copying the baseline submission for $REXMLE_TASK in
 class SampleAgent(Agent):
     #: ``delay=SECONDS`` waits before submitting: a slow agent, for exercising schedulers and resume
     known_options = ("delay",)
+    #: it copies a baseline the host wrote: it runs even where only Landlock as your own uid is available
+    trusted = True
 
     def __init__(self, name: str, options: dict[str, str]) -> None:
         super().__init__(name, options)

@@ -38,6 +38,7 @@ class RunSpec:
     secret_env: tuple[str, ...] = ()  # names in ``env`` whose values must never be logged
     limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
     stage: Path | None = None         # the neutral folder the run's folders move to while it runs (runtime/staging.py)
+    trusted: bool = False             # the harness's own agent (sample), not one under test (see Agent.trusted)
 
 
 @dataclass
@@ -90,6 +91,9 @@ class Runtime(ABC):
     #: True when ``launch`` returns before the run ends (a scheduler): the session's executor then starts
     #: all its runs at once (the scheduler owns the queue and the GPUs) and each waits for its own
     batches: ClassVar[bool] = False
+    #: set by the session when every agent of it is the harness's own (``Agent.trusted``): a provider may then
+    #: skip a refusal that only guards against a hostile agent
+    trusted_agents: bool = False
 
     @classmethod
     def from_settings(cls, settings) -> "Runtime":

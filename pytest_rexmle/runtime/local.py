@@ -158,14 +158,15 @@ class LocalRuntime(Runtime):
     def check(self) -> None:
         self.check_identity()
 
-    def check_identity(self) -> None:
+    def check_identity(self, trusted: bool = False) -> None:
         """Refuse, before any run, an identity that would not keep the agent apart: Landlock as the
-        harness's own uid (unless asked for by name), or a root harness without a usable uid lock folder."""
+        harness's own uid (unless asked for by name, or the agent is the harness's own: ``trusted``), or
+        a root harness without a usable uid lock folder."""
         mechanism = self.mechanism()
         if mechanism == "none":
             return
         if not ident.harness_is_root():
-            if mechanism == "landlock" and not self.unsafe_same_uid:
+            if mechanism == "landlock" and not (self.unsafe_same_uid or trusted or self.trusted_agents):
                 raise AgentIdentityRefused(SAME_UID_REFUSAL.format(uid=os.geteuid()))
             return
         if self.agent_as_root:
@@ -378,7 +379,7 @@ class LocalRuntime(Runtime):
             path.touch()
         if mechanism == "none":
             return self._run_unsafe(spec, stdout_path, stderr_path)
-        self.check_identity()  # also for callers that never asked check(): no run as the harness under Landlock
+        self.check_identity(spec.trusted)  # also for callers that never asked check(): no run as the harness under Landlock
         # Landlock's contract named the stage already (or the host paths, when it could not): never re-plan it
         # a Landlock agent of the harness's own uid could chmod hard links to the cache's inodes: it gets a copy
         same_uid = mechanism == "landlock" and not ident.harness_is_root()
@@ -469,6 +470,8 @@ class LocalRuntime(Runtime):
             outcome.details["agent_as_root"] = True
         if mechanism == "landlock" and who.uid == os.geteuid():
             outcome.details["unsafe_same_uid"] = True
+            if spec.trusted and not self.unsafe_same_uid:  # allowed only because nothing under test ran
+                outcome.details["same_uid_reason"] = "the harness's own sample agent (a copy of its baseline)"
         if record is not None:
             outcome.details.update(gateway_link.record_details(record))
             outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
