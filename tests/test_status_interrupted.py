@@ -22,6 +22,8 @@ import pytest
 from pytest_rexmle.runowner import owner_record
 from pytest_rexmle.status import collect
 
+from .conftest import SAME_UID_MARK, need_agent_sandbox
+
 
 def _start_session(folder: Path, cache: Path, marker: str) -> subprocess.Popen:
     env = {**os.environ, "REXMLE_CACHE_DIR": str(cache)}
@@ -40,7 +42,10 @@ def _wait_for_run(folder: Path, session: subprocess.Popen, timeout: float = 180)
             time.sleep(2)  # the agent is started right after run.json is written
             return found[-1].parent
         if session.poll() is not None:
-            pytest.fail(f"session ended before its run started:\n{session.stdout.read().decode(errors='replace')}")
+            output = session.stdout.read().decode(errors="replace")
+            if SAME_UID_MARK in output:  # only Landlock as this user's own uid here: refused for a command agent
+                need_agent_sandbox()
+            pytest.fail(f"session ended before its run started:\n{output}")
         time.sleep(0.5)
     pytest.fail("no run started in time")
 

@@ -479,10 +479,17 @@ def test_landlock_as_the_harness_uid_stops_the_session(request, security_base):
     mech = _mechanism(request, security_base, "landlock", "unprivileged")
     folder = mech.new_folder("same-uid")
     args = [a for a in mech.args() if a != "--rexmle-unsafe-same-uid"]
-    session = mech.run(folder, [*args, "--agent=sample", "-k", "ldct-iqa"], timeout=180)
+    copy = "--agent-option=cmd=cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/"
+    session = mech.run(folder, [*args, "--agent=command", copy, "-k", "ldct-iqa"], timeout=180)
     assert session.returncode == 4, session.output[-3000:]
     assert "/proc/<pid>/environ" in session.output and "--rexmle-unsafe-same-uid" in session.output
     assert session.run_dirs == {}
+    # the harness's own sample agent (Agent.trusted: a copy of a baseline the host wrote) runs there, said so
+    trusted = mech.run(mech.new_folder("same-uid-sample"), [*args, "--agent=sample", "-k", "ldct-iqa"], timeout=180)
+    assert trusted.returncode == 0, trusted.output[-3000:]
+    [run_dir] = trusted.run_dirs.values()
+    meta = json.loads((Path(run_dir) / "run.json").read_text())
+    assert meta["unsafe_same_uid"] is True and "sample agent" in meta["same_uid_reason"], meta
 
 
 def test_root_agent_only_by_explicit_option(request, security_base):
