@@ -558,13 +558,18 @@ class DockerRuntime(Runtime):
             exit_code = None if timed_out else state.get("ExitCode")
         finally:
             duration = time.monotonic() - start
-            if container is not None:
-                self._remove(container)
-            if holder is not None:
-                self._remove(holder)
+            interrupted: KeyboardInterrupt | None = None
+            for leftover in (container, holder):  # both, even when an interrupt comes during the first removal
+                if leftover is not None:
+                    try:
+                        self._remove(leftover)
+                    except KeyboardInterrupt as exc:
+                        interrupted = interrupted or exc
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
             restore()
+            if interrupted is not None:
+                raise interrupted
         exceeded = self.exceeded_limit(limits, details["oom_killed"], exit_code)
         if exceeded:
             details["limit_exceeded"] = exceeded
