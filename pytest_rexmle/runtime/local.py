@@ -63,7 +63,7 @@ from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rli
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
-from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, kill_all_of, lock_dir
+from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_of, kill_all_of, lock_dir
 
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
@@ -400,6 +400,7 @@ class LocalRuntime(Runtime):
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
         leftovers = 0
+        stray_jobs: list[str] = []
         channel: ListenerChannel | None = None
         hookup: _GatewayHookup | None = None
         gateway_run = None
@@ -453,6 +454,7 @@ class LocalRuntime(Runtime):
                 cgroup.remove()
             if lease is not None:  # a backstop: nothing of this run's uid survives it, whatever escaped
                 leftovers = kill_all_of(lease.uid)
+                stray_jobs = cancel_jobs_of(lease.uid)
             staging.remove_tree(tmp)  # any depth: the agent wrote it
             staging.remove_tree(tools)
             # before anything reads the run's files, and before the uid can go to another run
@@ -466,6 +468,8 @@ class LocalRuntime(Runtime):
                                network=config["network"])
         if leftovers:
             outcome.details["leftover_processes_killed"] = leftovers
+        if stray_jobs:  # a Slurm job of the run's uid: only an escape could have submitted it
+            outcome.details["slurm_jobs_cancelled"] = stray_jobs
         if who.is_root:  # only ever by the user's explicit option
             outcome.details["agent_as_root"] = True
         if mechanism == "landlock" and who.uid == os.geteuid():
