@@ -71,7 +71,8 @@ def check_confined(report: dict, loot: str, token: str | None, outcome_details: 
     assert report["env_keys"]["OPENAI_API_KEY"] not in (None, REAL_KEY)
     assert report["gateway"] == 200 or isinstance(report["gateway"], int), report["gateway"]
     for target, result in report["tcp"].items():
-        assert result in ("ECONNREFUSED", "ENETUNREACH"), (target, result)
+        # refused by the kernel: no route (own namespace) or Landlock's TCP rule (the one-port fallback)
+        assert result in ("ECONNREFUSED", "ENETUNREACH", "EACCES", "EPERM"), (target, result)
     assert report["unix"] in ("ENOENT", "EAFNOSUPPORT"), report["unix"]
     for path, result in report.get("unix_extra", {}).items():  # munged's, MariaDB's, Docker's, D-Bus's
         assert result in ("ENOENT", "EAFNOSUPPORT"), (path, result)
@@ -288,7 +289,7 @@ def test_real_gateway_swaps_the_key_meters_and_refuses_data_hosts(tmp_path, mech
     report = json.loads([line for line in stdout.splitlines() if line.startswith("{")][-1])
     assert report["chat"] == StandInProvider.ANSWER
     assert provider.authorizations == [f"Bearer {REAL_KEY}"]  # only the gateway's call, with the real key
-    assert report["direct"] == "ConnectionRefusedError"
+    assert report["direct"] in ("ConnectionRefusedError", "PermissionError")  # no route, or Landlock's port rule
     assert "403" in report["zenodo"], report["zenodo"]
     details = outcome.details
     assert details["network"] == "gateway" and details["usage"]["requests"] == 1
