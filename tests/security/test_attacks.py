@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from ..procs import processes_matching
 from ..sandbox.standin import TokenServer
 from .conftest import (ATTACKS, Mechanism, _mechanism, limit_option_known, session_dict, shared_once,
                        slurm_job_ids, slurm_job_unreachable)
@@ -473,7 +474,7 @@ def test_two_concurrent_sessions_cannot_touch_each_others_runs(request, mechanis
         assert session.results["ldct-iqa"]["status"] == "ok", session.results["ldct-iqa"]
         other_run = Path(sessions[other].run_dirs["ldct-iqa"])
         assert not [p for p in other_run.rglob(f"*{MARK}-from-*")], "one run wrote into the other"
-        assert subprocess.run(["pgrep", "-f", f"{marker}-{name}"], capture_output=True).stdout == b""
+        assert processes_matching(f"{marker}-{name}") == []
         uids.add(report["uid"])
     if os.geteuid() == 0 and mechanism.user == "root":
         assert len(uids) == 2 and 0 not in uids, uids
