@@ -95,4 +95,5 @@ def docker_bench(bench, test_image, session_id, monkeypatch):
 
 
 def session_containers(client, session: str) -> list:
-    return client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"})
+    # ignore_removed: a container the harness removes between the engine's list and its inspect is gone, not an error
+    return client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"}, ignore_removed=True)
