@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.runtime import staging
+from pytest_rexmle.runtime import agent_tools, staging
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import AgentIdentityRefused, LocalRuntime
 from pytest_rexmle.runtime.sandbox import uids
+
+from ..procs import processes_matching
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a non-root harness cannot give agents other uids")
 
@@ -80,8 +82,7 @@ def _contract(runtime: LocalRuntime, spec: RunSpec) -> RunSpec:
 
 
 def _alive(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "pgrep" not in line]
+    return processes_matching(marker)  # /proc, not pgrep: a minimal Debian has no procps
 
 
 # -- the uid range and its leases -------------------------------------------------------------------------
@@ -235,7 +236,8 @@ def test_an_agent_command_its_uid_cannot_run_is_refused_under_landlock(tmp_path)
 @root_only
 def test_agent_as_root_only_by_option_and_recorded(tmp_path, mechanism):
     code = "import os; print(os.getuid(), flush=True)"
-    runtime = LocalRuntime(sandbox=mechanism, agent_as_root=True)
+    # no processes limit here (it needs a cgroup for uid 0, asserted below): the uid is what is tested
+    runtime = LocalRuntime(sandbox=mechanism, agent_as_root=True, limits={"processes": "none"})
     spec = _contract(runtime, _spec(tmp_path, "as-root", ["python3", "-c", code]))
     outcome = runtime.run(spec)
     assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
@@ -279,7 +281,9 @@ def test_agent_path_names_no_harness_python_and_the_tools_are_read_only(tmp_path
     assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
     report = json.loads(outcome.stdout.read_text().splitlines()[-1])
     harness = {sys.prefix, sys.base_prefix, str(Path(sys.executable).parent)}
-    assert not any(h in report["path"] for h in harness), report["path"]
+    system = agent_tools.SYSTEM_PATH.split(":")  # a harness on the system's Python shares /usr/bin with agents
+    entries = [e for e in report["path"].split(":") if e not in system]
+    assert not any(e == h or e.startswith(h.rstrip("/") + "/") for e in entries for h in harness), report["path"]
     assert not any(report["exe"].startswith(h) for h in harness), report["exe"]
     assert {"rexmle", "rexmle-validate"} <= set(report["tools"]) and report["wrote"] is False
     assert report["other"][0] == 2 and "only 'rexmle validate" in report["other"][1]
