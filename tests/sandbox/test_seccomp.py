@@ -43,12 +43,9 @@ def test_unknown_architecture_is_refused_not_guessed():
         seccomp.build_filter(arch="riscv64")
 
 
-def test_installed_filter_refuses_and_allows_in_a_real_child():
-    """Fork, install, try: refused calls answer EPERM/EAFNOSUPPORT, ordinary work goes on."""
-    import ctypes
-    import errno
+def _in_filtered_child(program: bytes, probe) -> dict:
+    """Fork, install ``program``, run ``probe(out)`` there and return what it recorded (or its error)."""
     import json
-    import socket
 
     read, write = os.pipe()
     pid = os.fork()
@@ -56,17 +53,8 @@ def test_installed_filter_refuses_and_allows_in_a_real_child():
         os.close(read)
         out = {}
         try:
-            seccomp.install(seccomp.build_filter(network="none"))
-            libc = ctypes.CDLL(None, use_errno=True)
-            out["unshare"] = libc.unshare(0x00020000) == -1 and ctypes.get_errno()
-            try:
-                socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-                out["inet6"] = 0
-            except OSError as exc:
-                out["inet6"] = exc.errno
-            a, b = socket.socketpair()
-            a.send(b"y")
-            out["socketpair"] = b.recv(1).decode()
+            seccomp.install(program)
+            probe(out)
         except BaseException as exc:
             out["error"] = repr(exc)
         os.write(write, json.dumps(out).encode())
@@ -77,7 +65,35 @@ def test_installed_filter_refuses_and_allows_in_a_real_child():
         data += chunk
     os.close(read)
     os.waitpid(pid, 0)
-    out = json.loads(data)
+    return json.loads(data)
+
+
+def _socketpair(out: dict) -> None:
+    """A connected pair still works under every filter (multiprocessing and friends need it)."""
+    import socket
+
+    a, b = socket.socketpair()
+    a.send(b"y")
+    out["socketpair"] = b.recv(1).decode()
+
+
+def test_installed_filter_refuses_and_allows_in_a_real_child():
+    """Fork, install, try: refused calls answer EPERM/EAFNOSUPPORT, ordinary work goes on."""
+    import ctypes
+    import errno
+    import socket
+
+    def probe(out: dict) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        out["unshare"] = libc.unshare(0x00020000) == -1 and ctypes.get_errno()
+        try:
+            socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            out["inet6"] = 0
+        except OSError as exc:
+            out["inet6"] = exc.errno
+        _socketpair(out)
+
+    out = _in_filtered_child(seccomp.build_filter(network="none"), probe)
     assert out.get("error") is None, out
     assert out["unshare"] == errno.EPERM and out["inet6"] == errno.EAFNOSUPPORT and out["socketpair"] == "y"
 
@@ -86,40 +102,23 @@ def test_tcp_only_filter_allows_tcp_streams_and_nothing_else_of_ip():
     """The gateway without a network namespace: IP sockets only as TCP streams (Landlock governs those),
     so no UDP (DNS), SCTP or MPTCP; unix sockets refused; socketpair still works."""
     import errno
-    import json
     import socket
 
     tries = {"tcp": (socket.AF_INET, socket.SOCK_STREAM, 0), "tcp6_cloexec": (socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_CLOEXEC, 6),
              "udp": (socket.AF_INET, socket.SOCK_DGRAM, 0), "udp6": (socket.AF_INET6, socket.SOCK_DGRAM, 0),
              "sctp": (socket.AF_INET, socket.SOCK_STREAM, 132), "mptcp": (socket.AF_INET, socket.SOCK_STREAM, 262),
              "unix": (socket.AF_UNIX, socket.SOCK_STREAM, 0)}
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        os.close(read)
-        out = {}
-        try:
-            seccomp.install(seccomp.build_filter(network="tcp-only", deny_unix_sockets=True))
-            for name, args in tries.items():
-                try:
-                    socket.socket(*args).close()
-                    out[name] = 0
-                except OSError as exc:
-                    out[name] = exc.errno
-            a, b = socket.socketpair()
-            a.send(b"y")
-            out["socketpair"] = b.recv(1).decode()
-        except BaseException as exc:
-            out["error"] = repr(exc)
-        os.write(write, json.dumps(out).encode())
-        os._exit(0)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 4096):
-        data += chunk
-    os.close(read)
-    os.waitpid(pid, 0)
-    out = json.loads(data)
+
+    def probe(out: dict) -> None:
+        for name, args in tries.items():
+            try:
+                socket.socket(*args).close()
+                out[name] = 0
+            except OSError as exc:
+                out[name] = exc.errno
+        _socketpair(out)
+
+    out = _in_filtered_child(seccomp.build_filter(network="tcp-only", deny_unix_sockets=True), probe)
     assert out.get("error") is None, out
     assert out["tcp"] == out["tcp6_cloexec"] == 0 and out["socketpair"] == "y"
     assert out["udp"] == out["udp6"] == out["sctp"] == out["mptcp"] == errno.EPERM
