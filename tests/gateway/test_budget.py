@@ -37,10 +37,19 @@ def test_requests_budget_openai_shape(gateway, tmp_path):
     assert [c["status"] for c in calls(s)].count(429) == 1
 
 
+def wait_until_metered(s, index: int) -> None:
+    """A call is metered just after its last byte went out: a client that asks again at once may still be
+    admitted (the README's in-flight overshoot); these tests ask once the first call is on the meter."""
+    deadline = time.monotonic() + 10
+    while s.run.meter.spent()[index] <= 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_tokens_budget_anthropic_and_gemini_shapes(gateway, tmp_path):
     s = open_served(gateway, tmp_path, budget=Budget(tokens=30))
     doc = {"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []}
     assert s.request("POST", "/anthropic/v1/messages", doc)[0] == 200  # 25 + 9 = 34 tokens: now past 30
+    wait_until_metered(s, 1)
     status, _, body = s.request("POST", "/anthropic/v1/messages", doc)
     assert status == 429
     assert json.loads(body) == {"type": "error", "error": {"type": "rate_limit_error", "message": json.loads(
@@ -54,11 +63,7 @@ def test_tokens_budget_anthropic_and_gemini_shapes(gateway, tmp_path):
 def test_usd_budget(gateway, tmp_path):
     s = open_served(gateway, tmp_path, budget=Budget(usd=1e-9))
     assert s.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 200
-    # a call is metered just after its last byte went out: a client that asks again at once may still be
-    # admitted (the README's in-flight overshoot); this one asks once the first call is on the meter
-    deadline = time.monotonic() + 10
-    while s.run.meter.spent()[2] <= 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until_metered(s, 2)
     assert s.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 429
     assert "usd budget" in s.run.close()["budget_exhausted"]
 
