@@ -51,7 +51,7 @@ OPTIONS = [
      "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
      "list", []),
     ("--rexmle-agent-uids", "rexmle_agent_uids", "root harness: the host uids agents run as, START-END; each "
-     "concurrent run holds one of its own (default 2000000000-2000000255)", "str", None),
+     "concurrent run holds one of its own (default 2000000000-2000065535, tried from a random start)", "str", None),
     ("--rexmle-agent-as-root", "rexmle_agent_as_root", "root harness, local runtime: run the agent as uid 0 (no "
      "capabilities) instead of a uid of its own; printed and recorded in run.json", "bool", False),
     ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
