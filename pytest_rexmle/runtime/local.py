@@ -2,7 +2,8 @@
 
 The agent sees the system and Python installation read-only, the task's public data read-only, its
 workspace and submission folders read-write, a private /tmp on disk, and nothing else; no data root,
-cache or runs folder is reachable. Two mechanisms give that view (``sandbox/probe.py`` picks the first
+cache or runs folder is reachable. That view, the limits and the network are the run's
+:class:`~.policy.SandboxPolicy`, which one of two mechanisms renders (``sandbox/probe.py`` picks the first
 that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one):
 
 * **bwrap** — bubblewrap builds a fresh root in new mount/PID/IPC/UTS (and, unprivileged, user)
@@ -52,15 +53,15 @@ import warnings
 from pathlib import Path
 
 from . import agent_tools, gateway_link, staging
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from . import policy as run_policy
-from .sandbox import bwrap
+from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
-from .sandbox import landlock
 from .sandbox.bwrap import SYSTEM_DIRS, args_blob
+from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
 from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
     can_create_network_namespace
+from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
@@ -347,7 +348,7 @@ class LocalRuntime(Runtime):
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
-        args = bwrap.render(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
+        args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
                             tmp=tmp, python_roots=python_roots(), env=launcher_env(),
                             user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd,
                             bridge_args=bridge.bwrap_args() if bridge is not None else None)
@@ -359,7 +360,7 @@ class LocalRuntime(Runtime):
                           fds: list[int], logs: list[str]) -> list[str]:
         """The launcher under Landlock. The agent's view holds the system, its tools and its folders: not
         the harness's interpreter or venv (the launcher runs it outside the agent's domain)."""
-        view = landlock.render(policy, tools=tools, tmp=tmp, logs=logs,
+        view = render_landlock(policy, tools=tools, tmp=tmp, logs=logs,
                                connect_ports=tuple(config.get("connect_ports", ())))
         config = {**config, "landlock": view.to_json()}
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")

@@ -25,16 +25,12 @@ from .sandbox.limits import Limits
 if TYPE_CHECKING:
     from .base import RunSpec
 
-NETWORKS = ("gateway", "bridge", "host", "none")
-#: the contract's folders, by the name the agent's environment and instructions give them
-ROLES = ("data", "workspace", "submission", "instructions")
-
 
 @dataclass(frozen=True)
 class Mount:
     """A host path the agent reaches by its contract ``role``; only the run's own folders are writable."""
 
-    role: str
+    role: str  # data, workspace, submission or instructions: the contract names the agent knows it by
     source: Path
     writable: bool = False
 
@@ -83,14 +79,11 @@ class SandboxPolicy:
     hidden: tuple[Path, ...]
     limits: Limits
     time_limit: float
-    network: str
+    network: str  # gateway, bridge, host or none (--rexmle-network)
     identity: IdentityPolicy = IdentityPolicy()
     egress_allow: tuple[str, ...] = ()
     budget: str | None = None
     gpus: tuple[str, ...] = ()
-
-    def source(self, role: str) -> Path:
-        return next(m.source for m in self.mounts if m.role == role)
 
     @property
     def read_only(self) -> tuple[Path, ...]:
@@ -99,12 +92,6 @@ class SandboxPolicy:
     @property
     def read_write(self) -> tuple[Path, ...]:
         return tuple(m.source for m in self.mounts if m.writable)
-
-    def to_json(self) -> dict[str, Any]:
-        """For the run's record: what the agent was allowed, never a secret (the budget is a public setting)."""
-        return {"read_only": [str(p) for p in self.read_only], "read_write": [str(p) for p in self.read_write],
-                "hidden": [str(p) for p in self.hidden], "limits": self.limits.to_json(),
-                "time_limit": self.time_limit, "network": self.network, "egress_allow": list(self.egress_allow)}
 
 
 def build_policy(spec: "RunSpec", options: PolicyOptions, default_limits: Limits) -> SandboxPolicy:
