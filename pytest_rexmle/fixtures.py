@@ -153,7 +153,7 @@ def rexmle_runtime(rexmle_settings):
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
-    from .runtime.node import outcome_from_json
+    from .runtime.slurm_job import outcome_from_json
     from .schedule.board import run_key
     from .schedule.session import board_for
 

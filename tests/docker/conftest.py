@@ -84,11 +84,11 @@ def docker_bench(bench, test_image, session_id, monkeypatch):
     """The ``bench`` runner on the docker runtime, every container labelled with this test's session."""
     monkeypatch.setenv("REXMLE_DOCKER_IMAGE", test_image)
     monkeypatch.setenv("REXMLE_SESSION", session_id)
-    monkeypatch.setenv("REXMLE_DOCKER_CPUS", "1")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
     def run(*args: str, timeout: float = 300):
-        return bench("-p", "tests.docker._wiring", "--rexmle-runtime=docker", *args, timeout=timeout)
+        return bench("-p", "tests.docker._wiring", "--rexmle-runtime=docker", "--rexmle-limit=cpus=1", *args,
+                     timeout=timeout)
 
     run.path = bench.path
     return run

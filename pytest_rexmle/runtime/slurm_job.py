@@ -2,7 +2,7 @@
 
 The harness writes ``spec.json`` (the :class:`RunSpec` plus the inner runtime's name and options) into
 the run folder's harness-owned ``slurm/`` folder; the job calls :func:`node_main` on it (through
-submitit, or by hand: ``python -m pytest_rexmle.runtime.node <spec.json>``). The inner runtime (the
+submitit, or by hand: ``python -m pytest_rexmle.runtime.slurm_job <spec.json>``). The inner runtime (the
 bubblewrap sandbox or a Docker container) then isolates the agent exactly as it does on one machine,
 and the outcome lands in ``outcome.json`` next to the spec, where the submitting host reads it.
 Under ``--rexmle-network=gateway`` this process is the node's harness: the inner runtime opens the run on
@@ -139,5 +139,5 @@ def node_main(spec_path: str) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m pytest_rexmle.runtime.node <spec.json>")
+        sys.exit("usage: python -m pytest_rexmle.runtime.slurm_job <spec.json>")
     node_main(sys.argv[1])
