@@ -8,7 +8,6 @@ and a *perfect* one converted from the private answers (the self-consistency che
 from __future__ import annotations
 
 import csv
-import importlib
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -125,16 +124,10 @@ def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[s
 
 
 def load_grader(task: Task) -> Grader:
-    """Instantiate the grader named in task.yaml (``module:Class`` under ``pytest_rexmle.graders``)."""
-    if task.grader is None:
-        raise TaskConfigError(f"{task.id}: no grader declared in {task.folder / 'task.yaml'}")
-    module_name, _, attr = task.grader.partition(":")
-    try:
-        module = importlib.import_module(f"pytest_rexmle.graders.{module_name}")
-        cls = getattr(module, attr)
-    except (ImportError, AttributeError) as exc:
-        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field 'grader' {task.grader!r} cannot be loaded: {exc}") from exc
-    return cls(task)
+    """Instantiate the grader named in task.yaml (``grader: <challenge>:<Class>``, in the challenge's ``grade.py``)."""
+    from ..task import resolve
+
+    return resolve(task, "grader")(task)
 
 
 __all__ = ["Grader", "InvalidSubmission", "load_grader", "write_submission_csv", "SAMPLE_SUBMISSION"]

@@ -17,7 +17,7 @@ import SimpleITK as sitk
 from PIL import Image
 
 from pytest_rexmle.data.prepare import PrepareError, prepare_task
-from pytest_rexmle.data.prepare.topcow import parse_roi
+from pytest_rexmle.challenges.topcow.prepare import parse_roi
 from pytest_rexmle.data.store import MANIFEST
 from pytest_rexmle.task import registry
 
