@@ -126,7 +126,7 @@ def run_medpy_surface(folder: str, connectivity: int) -> dict:
 
 def run_ours_case(folder: str) -> dict:
     from pytest_rexmle.challenges.topcow.grade import COW_LABELS, load_pair, score_cow_case
-    from pytest_rexmle.imaging import read_image
+    from pytest_rexmle.medimage.geometry import read_image
 
     tracemalloc.start()
     best = None

@@ -117,7 +117,7 @@ def _folder(path: str | Path, what: str) -> Path:
 def _answers_dir(task, args) -> Path:
     if args.answers:
         return _folder(args.answers, "answers")
-    from .data.store import prepared_data, synthetic_data
+    from .data.taskdata import prepared_data, synthetic_data
     from .errors import DataNotPreparedError
 
     if args.data == "synthetic":

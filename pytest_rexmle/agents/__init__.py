@@ -20,7 +20,7 @@ BUILTIN_AGENTS = {
 
 def __getattr__(name: str):
     if name == "AGENTS":
-        from ..registry import Registry
+        from ..providers import Registry
 
         globals()["AGENTS"] = registry = Registry("rexmle.agents", BUILTIN_AGENTS)
         return registry

@@ -100,12 +100,12 @@ class Grader(ABC):
         NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
         NumPy); other formats through SimpleITK, whose header-only reference image already is that
         volume (uint8, zero-filled, the file's geometry)."""
-        from ..nifti import write_empty_like
+        from ..medimage.nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
             grid = grid_for(case_id)
             if not write_empty_like(grid, path):
-                from ..imaging import reference_geometry, write_image
+                from ..medimage.geometry import reference_geometry, write_image
 
                 write_image(reference_geometry(grid), path)
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import SimpleITK as sitk
 
-from ..imaging import read_image, reference_geometry, zyx_spacing
+from ..medimage.geometry import read_image, reference_geometry, zyx_spacing
 from ..metrics.parallel import parallel_map
 from ..submission import CaseTable
 from .base import Grader

@@ -17,7 +17,7 @@ from pytest_rexmle.data.prepare import (ChecksumMismatch, ManualDownloadRequired
 from pytest_rexmle.data.prepare import core, download as dl
 from pytest_rexmle.data.prepare.extract import Limits, safe_extract
 from pytest_rexmle.challenges.sega.prepare import header_repair_offset
-from pytest_rexmle.data.store import MANIFEST
+from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry
 
 from .releases import strip_nrrd_blank_line, volume_bytes, zip_bytes

@@ -43,7 +43,7 @@ class StrokeLesion(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import SimpleITK as sitk
 
-        from ...imaging import read_image, read_mask, reference_geometry, voxel_volume_mm3
+        from ...medimage.geometry import read_image, read_mask, reference_geometry, voxel_volume_mm3
         from ...metrics.parallel import parallel_map
         from ...metrics.surface import bounding_box, union_box
 
@@ -63,7 +63,7 @@ class StrokeLesion(Grader):
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...imaging import read_mask, reference_geometry
+        from ...medimage.geometry import read_mask, reference_geometry
 
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)

@@ -17,7 +17,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
-from ...imaging import image_like, write_image
+from ...medimage.geometry import image_like, write_image
 from ...metrics.hausdorff import image_diagonal
 from ...metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
                               surface_dice_at_tolerance, volumetric_dice)

@@ -17,7 +17,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
-from ...imaging import label_array, read_image, reference_geometry
+from ...medimage.geometry import label_array, read_image, reference_geometry
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box

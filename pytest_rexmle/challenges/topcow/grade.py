@@ -76,12 +76,12 @@ def test_image(public_dir: Path, case_id: str) -> Path:
 
 def volume_size(path: Path) -> list[int]:
     """(x, y, z) voxel counts of a test volume: from a plain 3-D NIfTI-1 header directly, else SimpleITK's."""
-    from ...nifti import read_header
+    from ...medimage.nifti import read_header
 
     found = read_header(path)
     if found is not None and len(found[2]) == 3:
         return list(found[2])
-    from ...imaging import reference_geometry
+    from ...medimage.geometry import reference_geometry
 
     return list(reference_geometry(path).GetSize())
 
@@ -127,7 +127,7 @@ class _LabelVolumeGrader(Grader):
     allowed_labels: frozenset[int] = COW_LABELS
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...imaging import reference_geometry
+        from ...medimage.geometry import reference_geometry
         from .cow_volumes import check_prediction
 
         ref = reference_geometry(test_image(public_dir, case_id))

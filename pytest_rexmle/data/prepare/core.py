@@ -22,7 +22,7 @@ from filelock import FileLock
 
 from ...result import write_json_atomic
 from ...task import Task
-from ..store import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
+from ..taskdata import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import SimpleITK as sitk
 
-from ...imaging import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
+from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
 from ...task import Task
 from ..split import split_ids, write_split
 from ..synthetic.common import write_answers, write_csv, write_sample_submission

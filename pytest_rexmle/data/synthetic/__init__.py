@@ -25,7 +25,7 @@ from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
 from ...result import write_json_atomic
 from ...task import Task, challenge_module, resolve
-from ..store import MANIFEST, TaskData, copy_task_documents, inventory
+from ..taskdata import MANIFEST, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed
 
 Generator = Callable[[Task, Path, Path, "np.random.Generator"], None]

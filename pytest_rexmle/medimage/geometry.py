@@ -25,8 +25,8 @@ from pathlib import Path
 
 import SimpleITK as sitk
 
-from .errors import InvalidSubmission
-from .hostile import RefusedFile, clean_text, open_regular
+from ..errors import InvalidSubmission
+from ..hostile import RefusedFile, clean_text, open_regular
 
 SPACING_TOL = 1e-4
 ORIGIN_TOL = 1e-3
