@@ -27,7 +27,7 @@ LAZY_COMMANDS = {
                "merge session reports (agents side by side, repeated runs with intervals)"),
     "status": (".status", "add_status_arguments", "run_status",
                "runs in progress (elapsed / limit) and finished ones, from the runs folder"),
-    "images": (".images", "add_images_arguments", "run_images", "build or list the agent container images"),
+    "images": (".agents.image_build", "add_images_arguments", "run_images", "build or list the agent container images"),
 }
 
 

@@ -2,8 +2,8 @@
 
 ``--agent=ml-master --rexmle-runtime=docker [--agent-option model=deepseek-r1]
 [--agent-option feedback_model=gpt-4o-2024-08-06] [--agent-option steps=500] [--agent-option parallel=3]``.
-The image's start script (``images/ml-master/start.py``) runs ``python main_mcts.py key=value ...`` with
-the contract mapped onto ML-Master's config (upstream commit pinned in images/ml-master/Dockerfile),
+The image's start script (``agents/ml_master/start.py``) runs ``python main_mcts.py key=value ...`` with
+the contract mapped onto ML-Master's config (upstream commit pinned in agents/ml_master/Dockerfile),
 interrupts it before the hard limit, and exports ``<workspace>/rexmle/best_submission/submission.csv``
 (plus its prediction files) into the submission folder. The coding model is called through streamed
 chat completions (a ``gpt-5*`` one through the Responses API); the feedback model must be ``gpt-*`` or a
@@ -13,16 +13,16 @@ environment (OPENAI_API_KEY, OPENAI_BASE_URL, DEEPSEEK_API_KEY, ...).
 
 from __future__ import annotations
 
-from ..errors import RexmleError
-from .aide import START, ContainerAgent
-from .base import AgentContext
+from ...errors import RexmleError
+from ..aide.adapter import START, ContainerAgent
+from ..base import AgentContext
 
 DEFAULT_FEEDBACK_MODEL = "gpt-4o-2024-08-06"  # as in ML-Master's run.sh
 
 
 def feedback_model_ok(model: str) -> bool:
     """ML-Master's ``backend.determine_provider``: ``gpt-*`` goes to OpenAI, a model naming qwen/Qwen or
-    deepseek to its Qwen backend; anything else raises at its first review (images/ml-master/start.py
+    deepseek to its Qwen backend; anything else raises at its first review (agents/ml_master/start.py
     applies the same rule inside the image)."""
     return model.startswith("gpt-") or "qwen" in model or "Qwen" in model or "deepseek" in model
 

@@ -1,7 +1,7 @@
 """The ``aide`` agent: AIDE (WecoAI's aideml, ``aide`` CLI) in its own image, ``rexmle/aide:latest``.
 
 ``--agent=aide --rexmle-runtime=docker [--agent-option model=o4-mini] [--agent-option steps=20]``.
-The image's start script (``images/aide/start.py``) maps the contract onto aideml's config keys, enforces
+The image's start script (``agents/aide/start.py``) maps the contract onto aideml's config keys, enforces
 the time limit and copies the best submission into the submission folder; see that file for the
 mapping. API keys are taken from the host's environment (never from options, so they never reach
 result files) and passed into the container as secret environment.
@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from ..errors import RexmleError
-from .base import Agent, AgentContext
+from ...errors import RexmleError
+from ..base import Agent, AgentContext
 
 #: provider keys and endpoints passed through from the host; values never logged
 PASS_THROUGH = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",

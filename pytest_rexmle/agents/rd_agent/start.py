@@ -10,7 +10,7 @@ prompt (description + instructions + where to write).
 Code execution: R&D-Agent runs the code it writes in Docker by default; inside our container it runs it
 locally instead (``DS_CODER_COSTEER_ENV_TYPE=conda``): ``python main.py`` under ``strace`` and
 ``coverage`` in the experiment's workspace folder, with the data linked in as ``./workspace_input``, in
-the image's own Python (see images/rd-agent/Dockerfile). Per-run limits (``DS_DEBUG_TIMEOUT``,
+the image's own Python (see agents/rd_agent/Dockerfile). Per-run limits (``DS_DEBUG_TIMEOUT``,
 ``DS_FULL_TIMEOUT``) are R&D-Agent's defaults (600 s / 3600 s) capped to fit the run's time limit.
 
 LLM: ``CHAT_MODEL`` and ``EMBEDDING_MODEL`` are LiteLLM model names (``gpt-4o``; for a model an

@@ -4,7 +4,7 @@
 [--agent-option embedding_model=text-embedding-3-small]`` (``steps`` is R&D-Agent's ``--loop-n``; without
 it the loop runs until its ``--timeout``, the run's budget). Model names are LiteLLM's; for a model an
 OpenAI-compatible server at ``$OPENAI_BASE_URL`` names itself, write ``openai/<name>``. The image's start
-script (``images/rd-agent/start.py``) presents the task as a custom competition (``DS_SCEN=...DataScienceScen``,
+script (``agents/rd_agent/start.py``) presents the task as a custom competition (``DS_SCEN=...DataScienceScen``,
 ``DS_LOCAL_DATA_PATH``), runs ``rdagent data_science --competition <task>`` with its code executed locally
 in the container (no Docker inside), and exports the submission of the experiment R&D-Agent chose to
 submit. Keys come from the host environment as secret environment and are masked in its output and files.
@@ -12,8 +12,8 @@ submit. Keys come from the host environment as secret environment and are masked
 
 from __future__ import annotations
 
-from .aide import START, ContainerAgent
-from .base import AgentContext
+from ..aide.adapter import START, ContainerAgent
+from ..base import AgentContext
 
 
 class RDAgent(ContainerAgent):

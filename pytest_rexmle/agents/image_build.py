@@ -1,7 +1,7 @@
 """``rexmle images build [--agent NAME]``: build the base image and the agents' images locally.
 
 Each recipe is ``images/<folder>/Dockerfile``; the build context is the whole ``images/`` folder so
-every agent image can copy the shared start-script helpers (``images/common/``). Agent images start
+every agent image can copy the shared start-script helpers (``agents/common/``). Agent images start
 ``FROM ${BASE}`` (default ``rexmle/base:latest``, the CUDA PyTorch base), so ``--base`` can put an agent
 on any image the local engine already has — the offline Debian test image CI makes
 (``rexmle/test-base:latest``) or a lab's own CUDA image. Nothing is ever pulled: a base that is not in
@@ -10,7 +10,7 @@ the local engine is a clear error, not a registry request. A base needs ``python
 ``--source DIR`` (ML-Master) builds from a local checkout instead of cloning the pinned commit: the
 folder is copied into the context as ``<recipe>/source/`` and the Dockerfile copies it in.
 ``--build-arg KEY=VALUE`` sets a Dockerfile ARG (another ML-Master commit; ``RDAGENT_LOCK=`` to resolve
-R&D-Agent's tree afresh rather than install images/rd-agent/rdagent-lock.txt).
+R&D-Agent's tree afresh rather than install agents/rd_agent/rdagent-lock.txt).
 
 Every built image carries a ``rexmle.recipe`` label: a hash of the build context (recipe, shared
 helpers, source checkout), the build arguments and the base image's id. When the tag already carries
@@ -33,46 +33,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import RexmleError
+from ..errors import RexmleError
 
 
 @dataclass(frozen=True)
 class Recipe:
     name: str           # the --agent name
-    folder: str         # images/<folder>/Dockerfile
+    folder: str         # agents/<folder>/Dockerfile
     tag: str            # what the runtime starts
     needs_base: bool = True
     #: whether ``--source DIR`` applies (the recipe builds from <folder>/source/ when it is not empty)
     takes_source: bool = False
 
 
-RECIPES = {r.name: r for r in (
-    Recipe("base", "base", "rexmle/base:latest", needs_base=False),
-    Recipe("aide", "aide", "rexmle/aide:latest"),
-    Recipe("ml-master", "ml-master", "rexmle/ml-master:latest", takes_source=True),
-    Recipe("rd-agent", "rd-agent", "rexmle/rd-agent:latest"),
-    Recipe("claude-code", "claude-code", "rexmle/claude-code:latest"),
-    Recipe("codex", "codex", "rexmle/codex:latest"),
-    Recipe("gemini-cli", "gemini-cli", "rexmle/gemini-cli:latest"),
-    Recipe("mini-swe-agent", "mini-swe-agent", "rexmle/mini-swe-agent:latest"),
-)}
+def recipes_root() -> Path:
+    """The agents' folders: this package, in a checkout and installed alike."""
+    return Path(__file__).resolve().parent
+
+
+def _recipe(folder: Path) -> Recipe:
+    if folder.name == "common":
+        return Recipe("base", "common", "rexmle/base:latest", needs_base=False)
+    name = folder.name.replace("_", "-")
+    # a recipe that copies ``<folder>/source/`` builds from a checkout given with --source
+    takes_source = f"COPY {folder.name}/source/" in (folder / "Dockerfile").read_text(encoding="utf-8")
+    return Recipe(name, folder.name, f"rexmle/{name}:latest", takes_source=takes_source)
+
+
+RECIPES = {r.name: r for r in sorted((_recipe(d.parent) for d in recipes_root().glob("*/Dockerfile")),
+                                     key=lambda r: (r.needs_base, r.name))}
 BASE_TAG = RECIPES["base"].tag
 RECIPE_LABEL = "rexmle.recipe"
 #: what --source leaves out of the context (VCS data, caches, virtual environments)
 SOURCE_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "venv", ".mypy_cache",
                                        ".pytest_cache", "logs", "workspaces")
-
-
-def images_root() -> Path:
-    """``$REXMLE_IMAGES_DIR``, the source checkout's ``images/``, or the installed copy (``_images``)."""
-    env = os.environ.get("REXMLE_IMAGES_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "images", here / "_images"):
-        if (candidate / "common").is_dir():
-            return candidate
-    raise RexmleError(f"no images/ folder found next to {here}; set REXMLE_IMAGES_DIR")
 
 
 def default_ca_bundle() -> str | None:
@@ -161,7 +155,7 @@ def build_image(name: str, tag: str | None = None, base: str | None = None, ca_b
             raise RexmleError(missing_base_message(args["BASE"]))
     tail: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rexmle-image-") as tmp:
-        context = build_context(images_root(), recipe, ca_bundle, Path(tmp), source=source)
+        context = build_context(recipes_root(), recipe, ca_bundle, Path(tmp), source=source)
         # the CA bundle is a build-time secret of the machine, not part of the recipe
         ca_file = context / "extra-ca.pem"
         ca_bytes = ca_file.read_bytes()
@@ -216,7 +210,7 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
 def run_images(args: argparse.Namespace) -> int:
     if args.action == "list":
         for recipe in RECIPES.values():
-            print(f"{recipe.name:<14} {recipe.tag:<30} images/{recipe.folder}/Dockerfile")
+            print(f"{recipe.name:<14} {recipe.tag:<30} pytest_rexmle/agents/{recipe.folder}/Dockerfile")
         return 0
     names = args.agent or list(RECIPES)
     if args.tag and len(names) != 1:
