@@ -11,7 +11,7 @@ import csv
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Mapping
+from typing import Callable, ClassVar, Iterable, Iterator, Mapping
 
 from ..errors import InvalidSubmission, TaskConfigError
 from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
@@ -43,6 +43,13 @@ class Grader(ABC):
     @abstractmethod
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         """Every metric of the task (ranking keys and documented extras)."""
+
+    def case_files(self, submission: CaseTable, answers: CaseTable) -> Iterator[tuple[str, Path, Path]]:
+        """(case id, predicted file, reference file) per test case, for a grader whose submission and answers
+        each have one file column: the loop most ``score`` methods start from."""
+        (predicted,), (reference,) = self.prediction_columns, self.answer_columns
+        for case_id in answers.ids:
+            yield case_id, submission.file(case_id, predicted), answers.root / answers.value(case_id, reference)
 
     # -- agent-side validation (public data only) ----------------------------------------------------
     def public_test_ids(self, public_dir: Path) -> list[str]:

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import (agent_folder, conclude, json_lines, prompt, run_cli, save_reported_usage,  # noqa: E402
-                       write_prompt)
+from cli_agent import agent_folder, begin, conclude, json_lines, prompt, run_cli, save_reported_usage  # noqa: E402,F401
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "claude-code"
@@ -60,10 +59,7 @@ def reported_usage(events: list[dict]) -> dict:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    contract = Contract.from_env()
-    folder = agent_folder(contract, NAME)
-    text = prompt(contract)
-    write_prompt(folder, text)
+    contract, folder, text = begin(NAME)
     env = {**QUIET, "CLAUDE_CONFIG_DIR": str(folder / "config")}
     code = run_cli(command(args, text), contract, folder, env)
     save_reported_usage(folder, reported_usage(json_lines(folder / "stdout.jsonl")))

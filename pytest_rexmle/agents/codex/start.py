@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import (agent_folder, conclude, json_lines, prompt, run_cli, save_reported_usage,  # noqa: E402
-                       write_prompt)
+from cli_agent import begin, conclude, json_lines, run_cli, save_reported_usage  # noqa: E402
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "codex"
@@ -61,12 +60,9 @@ def reported_usage(events: list[dict]) -> dict:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    contract = Contract.from_env()
-    folder = agent_folder(contract, NAME)
+    contract, folder, text = begin(NAME)
     home = folder / "home"
     home.mkdir(exist_ok=True)
-    text = prompt(contract)
-    write_prompt(folder, text)
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     code = run_cli(command(args, contract, text, base_url), contract, folder,
                    {"CODEX_HOME": str(home), "RUST_LOG": os.environ.get("RUST_LOG", "warn")})

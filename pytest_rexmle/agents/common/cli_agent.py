@@ -61,6 +61,16 @@ def write_prompt(folder: Path, text: str) -> Path:
 ENDPOINT_VARIABLES = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
 
 
+def begin(name: str) -> tuple[Contract, Path, str]:
+    """What every CLI's start script does first: the run's contract, the CLI's log folder and the prompt
+    (already saved there for the record)."""
+    contract = Contract.from_env()
+    folder = agent_folder(contract, name)
+    text = prompt(contract)
+    write_prompt(folder, text)
+    return contract, folder, text
+
+
 def direct_endpoints(environ: dict[str, str]) -> dict[str, str]:
     """NO_PROXY/no_proxy extended by the endpoints' hosts, when a proxy is set.
 

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import (agent_folder, conclude, json_lines, prompt, run_cli, save_reported_usage,  # noqa: E402
-                       write_prompt)
+from cli_agent import begin, conclude, json_lines, run_cli, save_reported_usage  # noqa: E402
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "gemini-cli"
@@ -63,13 +62,10 @@ def reported_usage(events: list[dict]) -> dict:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    contract = Contract.from_env()
-    folder = agent_folder(contract, NAME)
+    contract, folder, text = begin(NAME)
     home = folder / "home"
     (home / ".gemini").mkdir(parents=True, exist_ok=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings(args), indent=2), encoding="utf-8")
-    text = prompt(contract)
-    write_prompt(folder, text)
     env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "NO_BROWSER": "true"}
     code = run_cli(command(args, text), contract, folder, env)
     save_reported_usage(folder, reported_usage(json_lines(folder / "stdout.jsonl")))

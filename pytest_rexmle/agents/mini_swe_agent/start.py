@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import agent_folder, conclude, prompt, run_cli, save_reported_usage, write_prompt  # noqa: E402
+from cli_agent import begin, conclude, run_cli, save_reported_usage  # noqa: E402
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "mini-swe-agent"
@@ -65,10 +65,7 @@ def reported_usage(trajectory: Path) -> dict:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    contract = Contract.from_env()
-    folder = agent_folder(contract, NAME)
-    text = prompt(contract)
-    write_prompt(folder, text)
+    contract, folder, text = begin(NAME)
     trajectory = folder / "trajectory.json"
     env = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "MSWEA_COST_TRACKING": "ignore_errors",
            "MSWEA_GLOBAL_CONFIG_DIR": str(folder / "config"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",

@@ -18,7 +18,7 @@ from skimage.draw import ellipse
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import case_paths, write_tables
 
 N_LABELED, N_TUNING = 18, 7  # 25 cases -> 20 train / 5 test
 SHAPES = ((48, 64), (64, 64), (56, 72), (60, 48))
@@ -95,14 +95,10 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
             labels = _cells(shape, rng)
         ext = EXTENSIONS[int(rng.integers(len(EXTENSIONS)))]
         image = _render(labels, colour=ext in (".png", ".bmp"), rng=rng)
-        if case_id in train:
-            _save_image(image, public / "train" / "images" / f"{case_id}{ext}")
-            _save_labels(labels, public / "train" / "labels" / f"{case_id}_label.tiff")
-        else:
-            _save_image(image, public / "test" / "images" / f"{case_id}{ext}")
-            _save_labels(labels, private / "test" / "labels" / f"{case_id}_label.tiff")
-            answers[case_id] = f"test/labels/{case_id}_label.tiff"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test,
-                            lambda i: f"predictions/{i}_label.tiff")
-    write_answers(private, task.id_column, "label_path", answers)
+        image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}{ext}",
+                                            f"{case_id}_label.tiff", answers)
+        _save_image(image, image_path)
+        _save_labels(labels, label_path)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}_label.tiff",
+                 "label_path", answers)
     write_split(private, train, test)

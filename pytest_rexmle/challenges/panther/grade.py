@@ -102,29 +102,14 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def public_test_image(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "images" / f"{case_id}.mha"
-
-
 class PancreaticTumour(BinaryMaskGrader):
     """One grader for both PANTHER tasks: they share the submission format and the metrics."""
 
-    prediction_suffix = ".mha"
-
-    def test_image(self, public_dir: Path, case_id: str) -> Path:
-        return public_test_image(public_dir, case_id)
-
-    def check_format(self, path: Path, case_id: str) -> None:
-        require_suffix(path, case_id)
-
-    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
-        return tumour_mask(img, case_id)
-
-    def case_metrics(self, pred, truth, spacing_zyx) -> dict:
-        return case_metrics(pred, truth, spacing_zyx)
-
-    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
-        return aggregate(per_case)
+    image_suffix = prediction_suffix = ".mha"
+    check_format = staticmethod(require_suffix)
+    foreground = staticmethod(tumour_mask)
+    case_metrics = staticmethod(case_metrics)
+    aggregate = staticmethod(aggregate)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The ground truth as a 0/1 mask (the answers already hold the tumour only; ``!= 0`` keeps it so)."""

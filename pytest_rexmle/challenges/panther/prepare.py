@@ -16,7 +16,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids, \
+from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids, \
     write_volume
 
 #: the released label coding (§3) and the one label the answers keep
@@ -55,18 +55,17 @@ def _prepare(ctx: Context, folder: str, image_suffix: str) -> tuple[list[str], d
     no_tumour: list[str] = []
     answers = {}
     for case_id in ids:
-        where = "train" if case_id in train else "test"
-        ctx.place(images[case_id], ctx.public / where / "images" / f"{case_id}.mha")
-        if where == "train":
-            label_dst = ctx.public / "train" / "labels" / f"{case_id}.mha"
+        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train, f"{case_id}.mha",
+                                          f"{case_id}.mha", answers)
+        ctx.place(images[case_id], image_dst)
+        if case_id in train:
             ctx.place_label(case_id, images[case_id], labels[case_id], label_dst)
             values = _label_values(label_dst)
             train_values |= values
         else:
             on_grid = ctx.scratch / "labels" / f"{case_id}.mha"   # resampled first if its grid differs
             ctx.place_label(case_id, images[case_id], labels[case_id], on_grid)
-            values = tumour_only(on_grid, ctx.private / "test" / "labels" / f"{case_id}.mha")
-            answers[case_id] = f"test/labels/{case_id}.mha"
+            values = tumour_only(on_grid, label_dst)
             if SCORED_LABEL not in values:
                 no_tumour.append(case_id)
         released |= values

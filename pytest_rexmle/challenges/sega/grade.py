@@ -54,27 +54,13 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
-def public_test_image(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "images" / f"{case_id}.nrrd"
-
-
 class AorticVesselTree(BinaryMaskGrader):
+    image_suffix = ".nrrd"
     prediction_suffix = ".seg.nrrd"
-
-    def test_image(self, public_dir: Path, case_id: str) -> Path:
-        return public_test_image(public_dir, case_id)
-
-    def check_format(self, path: Path, case_id: str) -> None:
-        require_nrrd(path, case_id)
-
-    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
-        return vessel_mask(img, case_id)
-
-    def case_metrics(self, pred, truth, spacing_zyx) -> dict:
-        return case_metrics(pred, truth, spacing_zyx)
-
-    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
-        return aggregate(per_case)
+    check_format = staticmethod(require_nrrd)
+    foreground = staticmethod(vessel_mask)
+    case_metrics = staticmethod(case_metrics)
+    aggregate = staticmethod(aggregate)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.seg.nrrd")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import case_paths, write_tables
 from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, save, tube
 
 #: centre → (number of cases, shape (z, y, x), SimpleITK spacing (x, y, z))
@@ -55,14 +55,10 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         hu = np.where(body, 40.0, -1000.0) + vessels * 310.0
         image = make_image(noisy_intensity(hu, rng, 20.0), spacing, origin)
         label = make_image(vessels.astype(np.uint8), spacing, origin)
-        if case_id in train:
-            save(image, public / "train" / "images" / f"{case_id}.nrrd")
-            save(label, public / "train" / "labels" / f"{case_id}.seg.nrrd")
-        else:
-            save(image, public / "test" / "images" / f"{case_id}.nrrd")
-            save(label, private / "test" / "labels" / f"{case_id}.seg.nrrd")
-            answers[case_id] = f"test/labels/{case_id}.seg.nrrd"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test,
-                            lambda i: f"predictions/{i}.seg.nrrd")
-    write_answers(private, task.id_column, "label_path", answers)
+        image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}.nrrd",
+                                            f"{case_id}.seg.nrrd", answers)
+        save(image, image_path)
+        save(label, label_path)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.seg.nrrd",
+                 "label_path", answers)
     write_split(private, train, test)

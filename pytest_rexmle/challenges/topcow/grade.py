@@ -93,11 +93,8 @@ class BoxDetection(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         from ...metrics.boxes import box_scores
 
-        per_case = []
-        for case_id in answers.ids:
-            pred = read_box(submission.file(case_id, "predicted_bbox_path"), case_id)
-            truth = read_box(answers.root / answers.value(case_id, "label_path"), case_id)
-            per_case.append(box_scores(pred[0], pred[1], truth[0], truth[1]))
+        per_case = [box_scores(*read_box(predicted, case_id), *read_box(reference, case_id))
+                    for case_id, predicted, reference in self.case_files(submission, answers)]
         return {key: mean(c[key] for c in per_case) for key in ("boundary_iou", "iou")}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:

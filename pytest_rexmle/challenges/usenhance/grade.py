@@ -69,12 +69,10 @@ class ImageEnhancement(Grader):
         from ...metrics.image_similarity import similarity_scores
 
         per_case = []
-        for case_id in answers.ids:
-            gt_path = answers.root / answers.value(case_id, "ground_truth_path")
-            with Image.open(gt_path) as im:
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            with Image.open(reference) as im:
                 truth = np.asarray(im.convert("L"), dtype=np.float64)
-            pred = read_png(submission.file(case_id, "enhanced_image_path"), case_id,
-                            (truth.shape[1], truth.shape[0]))
+            pred = read_png(predicted, case_id, (truth.shape[1], truth.shape[0]))
             per_case.append(similarity_scores(pred, truth))
         return {k: float(mean(c[k] for c in per_case)) for k in KEYS}
 
