@@ -3,7 +3,7 @@ beside this module: adapter, image recipe, start script).
 
 ``--agent=claude-code --rexmle-runtime=docker [--agent-option model=claude-sonnet-4-5] [--agent-option steps=200]``
 (likewise ``codex``, ``gemini-cli``, ``mini-swe-agent``). Each image's start script
-(``images/<agent>/start.py`` with ``agents/common/cli_agent.py``) runs the real CLI headless with the
+(``agents/<agent>/start.py`` with ``agents/common/cli_agent.py``) runs the real CLI headless with the
 task's instructions as its prompt; this side only chooses the image, turns the options into the start
 script's flags, passes the provider's standard variables through (never logged), and keeps the CLI's
 own settings, sessions, transcript and self-reported usage in ``<run>/logs/<agent>/``.
@@ -19,7 +19,7 @@ import json
 import os
 from typing import ClassVar
 
-from .aide.adapter import PASS_THROUGH, START, ContainerAgent
+from .container import PASS_THROUGH, START, ContainerAgent
 from .base import AgentContext
 
 #: the standard variables a CLI agent reads besides the keys ContainerAgent passes through

@@ -1,7 +1,9 @@
 """``rexmle images build [--agent NAME]``: build the base image and the agents' images locally.
 
-Each recipe is ``images/<folder>/Dockerfile``; the build context is the whole ``images/`` folder so
-every agent image can copy the shared start-script helpers (``agents/common/``). Agent images start
+Each agent folder with a ``Dockerfile`` (``pytest_rexmle/agents/<folder>/``) is a recipe, named after the
+folder (``claude_code`` → ``claude-code``, tag ``rexmle/claude-code:latest``); ``common/Dockerfile`` is the
+base image (``base``). The build context holds the recipe's folder and ``common/``, so every agent image
+can copy the shared start-script helpers. Agent images start
 ``FROM ${BASE}`` (default ``rexmle/base:latest``, the CUDA PyTorch base), so ``--base`` can put an agent
 on any image the local engine already has — the offline Debian test image CI makes
 (``rexmle/test-base:latest``) or a lab's own CUDA image. Nothing is ever pulled: a base that is not in

@@ -12,7 +12,7 @@ submit. Keys come from the host environment as secret environment and are masked
 
 from __future__ import annotations
 
-from ..aide.adapter import START, ContainerAgent
+from ..container import START, ContainerAgent
 from ..base import AgentContext
 
 
