@@ -7,7 +7,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 
 * ``rexmle_settings`` (session) — :class:`pytest_rexmle.settings.Settings`.
 * ``rexmle_task`` — the :class:`pytest_rexmle.task.Task` of the item (skips if it has no grader yet).
-* ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
+* ``rexmle_data`` — :class:`pytest_rexmle.data.taskdata.TaskData` (public/private folders); skips with the
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.

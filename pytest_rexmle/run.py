@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .agents.base import Agent, AgentContext
-from .data.store import TaskData
+from .data.taskdata import TaskData
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions

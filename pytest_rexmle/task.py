@@ -22,9 +22,10 @@ task.yaml fields (all required unless marked optional):
 * ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
   :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
   tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
-* ``grader`` / ``synthetic`` (optional ``module:attribute`` under ``pytest_rexmle.graders`` /
-  ``pytest_rexmle.data.synthetic``): absent while a task has no grader yet; such a task is collected and
-  skipped with that reason.
+* ``grader`` / ``synthetic`` / ``prepare`` (optional ``<challenge>:<attribute>``): the grader class, the
+  synthetic-twin generator and the real-data preparer, found in the challenge's folder
+  ``pytest_rexmle/challenges/<challenge>/`` (``grade.py``, ``synthetic.py``, ``prepare.py``; see
+  :func:`resolve`). A task without a grader yet is collected and skipped with that reason.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Task:
     aliases: tuple[str, ...] = ()
     grader: str | None = None
     synthetic: str | None = None
+    prepare: str | None = None
     public_files: tuple[str, ...] = ()
     limits: Any = None  # runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -171,10 +173,10 @@ def load_task(folder: Path) -> Task:
     aliases = data.get("aliases") or []
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise TaskConfigError(f"{path}: field 'aliases' must be a list of strings")
-    for key in ("grader", "synthetic"):
+    for key in CHALLENGE_MODULES:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or ":" not in value):
-            raise TaskConfigError(f"{path}: field '{key}' must look like 'module:attribute', got {value!r}")
+            raise TaskConfigError(f"{path}: field '{key}' must look like 'challenge:attribute', got {value!r}")
     public_files = data.get("public_files") or []
     if not isinstance(public_files, list) or not all(isinstance(f, str) and "/" not in f for f in public_files):
         raise TaskConfigError(f"{path}: field 'public_files' must be a list of file names in the task folder")
@@ -182,7 +184,8 @@ def load_task(folder: Path) -> Task:
         if not (folder / name).is_file():
             raise TaskConfigError(f"{path}: field 'public_files' names {name!r}, which is not in {folder}")
     known = {"id", "reference_id", "aliases", "public_files", "name", "paper_name", "competition", "modality", "task_type", "markers",
-             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic", "limits"}
+             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic", "prepare",
+             "limits"}
     task = Task(
         id=task_id,
         reference_id=_require(data, "reference_id", str, path),
@@ -202,6 +205,7 @@ def load_task(folder: Path) -> Task:
         aliases=tuple(aliases),
         grader=data.get("grader"),
         synthetic=data.get("synthetic"),
+        prepare=data.get("prepare"),
         public_files=tuple(public_files),
         limits=_parse_limits(data.get("limits"), path),
         extra={k: v for k, v in data.items() if k not in known},
@@ -298,3 +302,30 @@ def registry(root: Path | None = None) -> TaskRegistry:
 
 def get_task(name: str) -> Task:
     return registry().get(name)
+
+
+#: task.yaml field → the module of the challenge folder whose attribute it names
+CHALLENGE_MODULES = {"grader": "grade", "synthetic": "synthetic", "prepare": "prepare"}
+
+
+def challenge_module(task: Task, field: str, module: str | None = None) -> str:
+    """The dotted module a task.yaml name lives in: ``grader: topcow:Segmentation`` →
+    ``pytest_rexmle.challenges.topcow.grade``; ``module`` names another module of the same folder
+    (``source``). Only names are built here, so listing tasks imports no challenge code."""
+    value = getattr(task, field)
+    if value is None:
+        raise TaskConfigError(f"{task.id}: no {field} declared in {task.folder / 'task.yaml'}")
+    challenge = value.partition(":")[0]
+    return f"{__package__}.challenges.{challenge}.{module or CHALLENGE_MODULES[field]}"
+
+
+def resolve(task: Task, field: str) -> Any:
+    """The object task.yaml's ``grader``, ``synthetic`` or ``prepare`` names, imported on first use."""
+    import importlib
+
+    attr = getattr(task, field) and getattr(task, field).partition(":")[2]
+    try:
+        return getattr(importlib.import_module(challenge_module(task, field)), attr)
+    except (ImportError, AttributeError) as exc:
+        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field {field!r} {getattr(task, field)!r} cannot be "
+                              f"loaded: {exc}") from exc

@@ -62,8 +62,8 @@ def test_image(docker_client, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def aide_image(test_image, docker_client, tmp_path_factory) -> str:
-    """images/aide/Dockerfile built FROM the test image: the real aideml, no CUDA stack."""
-    from pytest_rexmle.images import build_image
+    """agents/aide/Dockerfile built FROM the test image: the real aideml, no CUDA stack."""
+    from pytest_rexmle.agents.image_build import build_image
 
     def build():  # always: an unchanged recipe is all cached layers (about a second)
         ca = "/etc/ssl/certs/ca-certificates.crt"
