@@ -1,4 +1,7 @@
-"""The container agents: AIDE end to end against a scripted LLM; ML-Master and R&D-Agent piece by piece."""
+"""The container agents: AIDE end to end against a scripted LLM; ML-Master and R&D-Agent piece by piece.
+
+Only the tests that start the Docker engine are marked ``slow``/``docker``; the adapters' commands, options
+and start scripts are tested here without Docker, in the fast lane."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pytest_rexmle.agents.ml_master import MLMasterAgent
 from pytest_rexmle.agents.rd_agent import RDAgent
 from pytest_rexmle.errors import RexmleError
 
-from ..agent_images import KEY, agent_context, start_module
+from ..agent_images import IMAGES, KEY, agent_context, start_module
 from ..conftest import run_folders
 from .conftest import assert_no_file_holds, description_line, point_openai_at, session_containers
 from .fake_llm import ScriptedLLM
@@ -201,6 +204,9 @@ def test_adapter_relays_the_agents_output_with_keys_masked(tmp_path, capfd):
 
 # -- AIDE end to end --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.timeout(1800)  # the AIDE image is built by the first test that needs it
 def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client, aide_image, session_id,
                                                      shared_cache, monkeypatch):
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
@@ -280,6 +286,8 @@ def test_recipes_pin_what_they_install():
     assert "ARG AIDEML_VERSION=0.2.2" in aide
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_building_on_a_base_the_engine_lacks_is_a_clear_error(docker_client):
     from pytest_rexmle.images import build_image
 
