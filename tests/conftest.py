@@ -142,8 +142,9 @@ def bench(pytester, shared_cache, monkeypatch):
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(shared_cache))
 
     def run(*args: str, timeout: float = 300):
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rexmle-data=synthetic", *args,
-                                               timeout=timeout)
+        # Hypothesis's plugin is half of a session's start-up (about 1 s of CPU) and no session here uses it
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                               "--rexmle-data=synthetic", *args, timeout=timeout)
         if result.ret == pytest.ExitCode.USAGE_ERROR and SAME_UID_MARK in result.stdout.str() + result.stderr.str():
             need_agent_sandbox()
         return result
