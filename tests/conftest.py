@@ -22,26 +22,34 @@ REPO = Path(__file__).resolve().parents[1]
 AGENTS = REPO / "fixtures" / "agents"
 TESTS = Path(__file__).resolve().parent
 
-#: test paths (a folder or a file, relative to tests/, longest first wins) with the markers they get and
-#: their time-out in seconds (None: pyproject's default). Setup counts against the time-out: an image build
-#: or a cluster start is paid by the first test that uses it.
+#: test paths (a folder, a file or ``file::test``, relative to tests/, longest first wins) with the markers they
+#: get and their time-out in seconds (None: pyproject's default). Setup counts against the time-out: an image
+#: build or a cluster start is paid by the first test that uses it. A single test is named here rather than
+#: marked in its file where that file belongs to a folder being reorganised (prepare/, report/).
 MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "docker": (("slow", "docker"), 1800),                          # image builds, containers, agents end to end
+    "docker/test_agent_adapters.py": ((), None),                   # adapters without Docker (engine tests marked there)
     "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
+    "hostile/test_session.py": (("slow",), None),                  # whole sessions of hostile agents, resumed
+    "schedule/test_campaign.py": (("slow",), None),                # GPU campaigns of sandboxed runs, interrupted
+    "slurm/test_slurm_gateway.py": (("slow",), 1200),              # a job through a real Slurm cluster
+    "prepare/test_plugin_prepare.py::test_prepare_on_demand_under_xdist": (("slow",), None),  # an xdist session
+    "report/test_store.py::test_two_sessions_keep_both_reports": (("slow",), None),  # two whole sessions
     "sandbox": (("sandbox",), None),                               # bubblewrap/Landlock runs of seconds each
     "test_sandbox.py": (("sandbox",), None),
 }
 
 
-def _marked_entry(path: Path) -> tuple[tuple[str, ...], int | None] | None:
+def _marked_entry(item) -> tuple[tuple[str, ...], int | None] | None:
     try:
-        rel = path.resolve().relative_to(TESTS).as_posix()
+        rel = item.path.resolve().relative_to(TESTS).as_posix()
     except ValueError:
         return None
+    test = f"{rel}::{getattr(item, 'originalname', item.name)}"
     for prefix in sorted(MARKED, key=len, reverse=True):
-        if rel == prefix or rel.startswith(prefix + "/"):
+        if prefix in (rel, test) or rel.startswith(prefix + "/"):
             return MARKED[prefix]
     return None
 
@@ -49,7 +57,7 @@ def _marked_entry(path: Path) -> tuple[tuple[str, ...], int | None] | None:
 def pytest_collection_modifyitems(config, items) -> None:
     """Mark the listed folders and raise their time-out (a test's own ``timeout`` marker wins)."""
     for item in items:
-        entry = _marked_entry(item.path)
+        entry = _marked_entry(item)
         if entry is None:
             continue
         markers, seconds = entry
@@ -134,8 +142,9 @@ def bench(pytester, shared_cache, monkeypatch):
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(shared_cache))
 
     def run(*args: str, timeout: float = 300):
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rexmle-data=synthetic", *args,
-                                               timeout=timeout)
+        # Hypothesis's plugin is half of a session's start-up (about 1 s of CPU) and no session here uses it
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                               "--rexmle-data=synthetic", *args, timeout=timeout)
         if result.ret == pytest.ExitCode.USAGE_ERROR and SAME_UID_MARK in result.stdout.str() + result.stderr.str():
             need_agent_sandbox()
         return result

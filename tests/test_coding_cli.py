@@ -3,7 +3,6 @@ command lines and their reading of each CLI's own usage report, and the usage co
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,37 +10,14 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.agents import get_agent
-from pytest_rexmle.agents.base import AgentContext
 from pytest_rexmle.agents.usage import compare_usage, mismatch_line
 from pytest_rexmle.errors import RexmleError
 from pytest_rexmle.agents.image_build import RECIPES
-from pytest_rexmle.task import registry
 
-from .conftest import REPO
+from .agent_images import IMAGES, KEY, start_module
+from .agent_images import agent_context as ctx
 
-IMAGES = REPO / "pytest_rexmle" / "agents"
-KEY = "sk-fake-0123456789abcdef"
 CLI_AGENTS = ("claude-code", "codex", "gemini-cli", "mini-swe-agent")
-
-
-def start_module(agent: str):
-    """agents/<agent>/start.py imported as the image runs it (the shared helpers beside it)."""
-    sys.path.insert(0, str(IMAGES / "common"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent.replace("-", "_") / "start.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(IMAGES / "common"))
-
-
-def ctx(tmp_path: Path) -> AgentContext:
-    run = tmp_path / "run"
-    for sub in ("workspace", "submission", "logs"):
-        (run / sub).mkdir(parents=True, exist_ok=True)
-    return AgentContext(registry().get("ldct-iqa"), run, run / "workspace", run / "submission", run / "logs",
-                        tmp_path / "public", 3600.0)
 
 
 def contract(tmp_path: Path, module):

@@ -20,6 +20,7 @@ def test_parse_gpus(monkeypatch):
     assert parse_gpus(None) == []
 
 
+@pytest.mark.slow  # an xdist session of sandboxed runs
 def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
     cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/gpu.txt; cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv"
     result = bench("--agent=command", f"--agent-option=cmd={cmd}", "-n", "2", "--rexmle-gpus=0,1",
@@ -33,11 +34,13 @@ def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
     del result
 
 
+@pytest.mark.slow  # an xdist session of sandboxed runs
 def test_auto_workers_follow_gpus(bench, needs_bwrap):
     result = bench("--agent=sample", "-n", "auto", "--rexmle-gpus=0,1,2", "-k", "ldct-iqa", "-v")
     result.stdout.fnmatch_lines(["*created: 3/3 workers*"])
 
 
+@pytest.mark.slow  # a session of sandboxed runs that wait for GPUs
 def test_two_gpu_task_takes_both_gpus_and_runs_alone(bench, needs_bwrap, tmp_path, monkeypatch):
     from .test_plugin import _tasks_copy
 

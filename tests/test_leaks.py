@@ -109,6 +109,7 @@ def rexmle_submission(rexmle_agent_run, rexmle_task, rexmle_data):
 '''
 
 
+@pytest.mark.slow  # a whole session; the leak check's logic is tested above
 def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     bench.path.joinpath("conftest.py").write_text(COPYING_CONFTEST)
     result = bench("--agent=sample", "-k", "ldct-iqa", "--junitxml=junit.xml")
@@ -124,6 +125,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     assert "Suspected leak" in (report_dir(bench.path) / "rexmle-report.html").read_text()
 
 
+@pytest.mark.slow  # a whole session; the leak check's logic is tested above
 def test_session_with_the_baseline_is_not_flagged(bench, needs_bwrap):
     result = bench("--agent=sample", "-k", "ldct-iqa", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1)

@@ -32,13 +32,16 @@ def test_agent_collects_all_20_in_sorted_order(bench):
     assert len(ALL_IDS) == 20
 
 
+#: one pytest session each: the fast lane keeps one marker and one keyword (alias) selection
 @pytest.mark.parametrize("selection, expected", [
-    (["-k", "topcow"], ["topcow-cta-cls", "topcow-cta-det", "topcow-cta-seg", "topcow-mra-cls", "topcow-mra-det",
-                        "topcow-mra-seg"]),
-    (["-m", "segmentation and cta"], ["seg-a", "topbrain-cta-seg", "topcow-cta-seg"]),
+    pytest.param(["-k", "topcow"], ["topcow-cta-cls", "topcow-cta-det", "topcow-cta-seg", "topcow-mra-cls",
+                                    "topcow-mra-det", "topcow-mra-seg"], marks=pytest.mark.slow),
+    pytest.param(["-m", "segmentation and cta"], ["seg-a", "topbrain-cta-seg", "topcow-cta-seg"],
+                 marks=pytest.mark.slow),
     (["-m", "cta and detection"], ["topcow-cta-det"]),
-    (["-m", "pathology and detection"], ["puma-t1-nuclei-det", "puma-t2-nuclei-det"]),
-    (["-m", "quality_assessment or enhancement"], ["ldct-iqa", "usenhance"]),
+    pytest.param(["-m", "pathology and detection"], ["puma-t1-nuclei-det", "puma-t2-nuclei-det"],
+                 marks=pytest.mark.slow),
+    pytest.param(["-m", "quality_assessment or enhancement"], ["ldct-iqa", "usenhance"], marks=pytest.mark.slow),
     (["-k", "topcow-track1-task2 or neurips-cellseg"], ["cellseg", "topcow-cta-det"]),  # reference ids as aliases
 ])
 def test_selection_by_keyword_and_marker(bench, selection, expected):
@@ -53,6 +56,7 @@ def test_markers_are_registered(bench):
         result.stdout.fnmatch_lines([f"@pytest.mark.{marker}:*"])
 
 
+@pytest.mark.slow  # an xdist session of three sandboxed runs
 def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or topcow-cta-det or isles22", "--junitxml=out.xml")
     result.assert_outcomes(passed=3)

@@ -223,12 +223,6 @@ def test_missing_field(tmp_path, field):
     _expect_config_error(folder, field, "missing")
 
 
-def test_missing_metrics(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.pop("metrics"))
-    _expect_config_error(folder, "metrics")
-
-
 @pytest.mark.parametrize("field, value", [
     ("gpus", "one"),
     ("gpus", True),            # a bool is not an int here
@@ -254,64 +248,49 @@ def test_out_of_range_number(tmp_path, field, value):
     _expect_config_error(folder, field)
 
 
-def test_bad_direction(tmp_path):
+def _set(key: str, value):
+    return lambda d: d.__setitem__(key, value)
+
+
+def _set_metric(index: int, key: str, value):
+    return lambda d: d["metrics"][index].__setitem__(key, value)
+
+
+def _add_metric(key: str, ranks: bool):
+    return lambda d: d["metrics"].append({"key": key, "direction": "higher_better", "ranks": ranks})
+
+
+#: one edit of an otherwise valid task.yaml -> the field its error names, and what else the message says
+ONE_BAD_EDIT = {
+    "missing-metrics": (lambda d: d.pop("metrics"), "metrics", ()),
+    "bad-direction": (_set_metric(1, "direction", "higher"), "metrics[1].direction", ("'higher'",)),
+    "ranks-must-be-bool": (_set_metric(0, "ranks", "yes"), "metrics[0].ranks", ()),
+    "repeated-metric-key": (_add_metric("iou", ranks=False), "metrics", ("iou",)),
+    "bad-modality": (_set("modality", "mrx"), "modality", ("'mrx'",)),
+    "bad-task-type": (_set("task_type", "registration"), "task_type", ("'registration'",)),
+    "markers-must-contain-type-and-modality": (_set("markers", ["detection"]), "markers", ("'cta'",)),
+    "source-needs-raw": (lambda d: d["source"].pop("raw"), "source.raw", ()),
+    "ranking-metric-not-a-leaderboard-column": (_add_metric("dice", ranks=True), "metrics",
+                                                ("leaderboard.csv", "dice")),
+    # iou no longer ranks
+    "leaderboard-column-not-ranked": (_set_metric(1, "ranks", False), "metrics", ("leaderboard.csv", "iou")),
+    "bad-grader-reference": (_set("grader", "topcow.BoxDetection"), "grader", ("challenge:attribute",)),
+    "aliases-must-be-strings": (_set("aliases", ["ok", 3]), "aliases", ()),
+}
+
+
+@pytest.mark.parametrize("case", list(ONE_BAD_EDIT))
+def test_one_bad_edit_is_named(tmp_path, case):
+    change, field, more = ONE_BAD_EDIT[case]
     folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["metrics"][1].__setitem__("direction", "higher"))
-    _expect_config_error(folder, "metrics[1].direction", "'higher'")
-
-
-def test_ranks_must_be_bool(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["metrics"][0].__setitem__("ranks", "yes"))
-    _expect_config_error(folder, "metrics[0].ranks")
-
-
-def test_repeated_metric_key(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["metrics"].append({"key": "iou", "direction": "higher_better", "ranks": False}))
-    _expect_config_error(folder, "metrics", "iou")
-
-
-def test_bad_modality(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.__setitem__("modality", "mrx"))
-    _expect_config_error(folder, "modality", "'mrx'")
-
-
-def test_bad_task_type(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.__setitem__("task_type", "registration"))
-    _expect_config_error(folder, "task_type", "'registration'")
-
-
-def test_markers_must_contain_type_and_modality(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.__setitem__("markers", ["detection"]))
-    _expect_config_error(folder, "markers", "'cta'")
-
-
-def test_source_needs_raw(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["source"].pop("raw"))
-    _expect_config_error(folder, "source.raw")
+    _edit(folder, change)
+    _expect_config_error(folder, field, *more)
 
 
 def test_id_must_equal_folder_name(tmp_path):
     folder = _copy_task(tmp_path, folder_name="topcow-cta-detection")
     message = _expect_config_error(folder, "id", "'topcow-cta-det'", "'topcow-cta-detection'")
     assert "folder" in message
-
-
-def test_ranking_metric_not_a_leaderboard_column(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["metrics"].append({"key": "dice", "direction": "higher_better", "ranks": True}))
-    _expect_config_error(folder, "metrics", "leaderboard.csv", "dice")
-
-
-def test_leaderboard_column_not_ranked(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d["metrics"][1].__setitem__("ranks", False))  # iou no longer ranks
-    _expect_config_error(folder, "metrics", "leaderboard.csv", "iou")
 
 
 def test_missing_leaderboard_file(tmp_path):
@@ -336,18 +315,6 @@ def test_top_level_not_a_mapping(tmp_path):
     (folder / "task.yaml").write_text("- id\n- name\n", encoding="utf-8")
     with pytest.raises(TaskConfigError, match="mapping"):
         load_task(folder)
-
-
-def test_bad_grader_reference(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.__setitem__("grader", "topcow.BoxDetection"))
-    _expect_config_error(folder, "grader", "challenge:attribute")
-
-
-def test_aliases_must_be_strings(tmp_path):
-    folder = _copy_task(tmp_path)
-    _edit(folder, lambda d: d.__setitem__("aliases", ["ok", 3]))
-    _expect_config_error(folder, "aliases")
 
 
 def test_duplicate_alias_between_tasks(tmp_path):

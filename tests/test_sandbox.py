@@ -30,6 +30,7 @@ def _latest_run(bench, task_id: str):
     return folders[-1]
 
 
+@pytest.mark.slow  # an attack session per mechanism
 def test_hostile_agent_finds_no_answers_and_leaves_no_files(bench, sandbox, shared_cache, tmp_path):
     from pytest_rexmle.data.synthetic import ensure_synthetic
     from pytest_rexmle.task import registry

@@ -76,6 +76,7 @@ def test_missing_forged_or_special_seal_is_refused(tmp_path):
         verify_result(path, KEY, tmp_path / "cache")
 
 
+@pytest.mark.slow  # two sessions; the seal's logic is tested above
 def test_resume_rejects_a_result_rewritten_after_grading(bench, needs_bwrap):
     first = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume")
     first.assert_outcomes(passed=1)

@@ -37,6 +37,7 @@ def test_agent_options_for_an_agent_not_in_the_session_are_a_usage_error(bench):
     result.stderr.fnmatch_lines(["*agent 'command' needs --agent-option cmd=...*"])
 
 
+@pytest.mark.slow  # a session of two agents' sandboxed runs
 def test_two_agents_run_graded_and_reported_apart(bench, needs_bwrap):
     args = ("--agent=sample", "--agent=command", f"--agent-option=command:cmd={BAD}", "-k", "ldct-iqa",
             "--rexmle-resume")

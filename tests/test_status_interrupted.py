@@ -57,8 +57,11 @@ def _status(runs: Path, *extra: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("sig, cause", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM"),
-                                        (signal.SIGKILL, "harness gone")], ids=["ctrl-c", "sigterm", "kill-9"])
+# a stopped session each; the fast lane keeps Ctrl-C (the others differ only in the signal and its label)
+@pytest.mark.parametrize("sig, cause", [(signal.SIGINT, "Ctrl-C"),
+                                        pytest.param(signal.SIGTERM, "SIGTERM", marks=pytest.mark.slow),
+                                        pytest.param(signal.SIGKILL, "harness gone", marks=pytest.mark.slow)],
+                         ids=["ctrl-c", "sigterm", "kill-9"])
 def test_stopped_session_shows_interrupted_with_when(tmp_path, shared_cache, sig, cause):
     marker = f"rexmle-status-{uuid.uuid4().hex[:8]}"
     session = _start_session(tmp_path, shared_cache, marker)

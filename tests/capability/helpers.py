@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Callable
 
 from pytest_rexmle.capability.strategies import load_strategies
+
+from ..loopback import LoopbackServer, send_json
 
 
 #: the scaffold's own instructions in every recorded call: never evidence (observed.py skips them)
@@ -88,7 +90,7 @@ def fake_model(body: dict) -> str:
     return json.dumps({"results": results})
 
 
-class ChatServer:
+class ChatServer(LoopbackServer):
     """``POST /v1/chat/completions`` on 127.0.0.1:<free port>; records every request.
 
     ``script`` is a list of replies used first, in order (a str = message content, an int = HTTP status);
@@ -121,28 +123,13 @@ class ChatServer:
                     self.end_headers()
                     return
                 content = step if isinstance(step, str) else server.responder(body)
-                payload = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
-                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                                   "finish_reason": "stop"}],
-                                      "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
-                data = payload.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, {"id": "x", "object": "chat.completion", "model": body.get("model"),
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        super().__init__(Handler, poll_interval=0.05)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> "ChatServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"

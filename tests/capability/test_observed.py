@@ -191,6 +191,7 @@ def test_code_the_model_wrote_is_corroborated_by_its_content(tmp_path):
     assert row["score"] == 1
 
 
+@pytest.mark.slow  # a whole session; the forgeries are judged above without one
 def test_session_with_the_forging_agent_earns_no_capability(bench, needs_bwrap):
     """The attack end to end: the plugin's judge and stage scores of a real session (rules judge)."""
     from ..conftest import AGENTS, run_folders

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_rexmle.capability import get_judge, validate_capability
 from pytest_rexmle.capability.rules import RULES, RulesJudge
@@ -17,54 +19,16 @@ from pytest_rexmle.errors import RexmleError
 
 from .helpers import make_run
 
-# key -> (positive run, negative run); a run is (observed trace, {workspace file: text}); workspace code
-# counts only where the trace names it (the model ran or wrote it).
-CASES: dict[str, tuple[tuple[str, dict], tuple[str, dict]]] = {
-    "analyze_failures": (
-        ("Traceback (most recent call last):\n  File \"train.py\", line 3\nRuntimeError: CUDA out of memory\n"
-         "Reducing the batch size to 2 and re-running the training.\n", {}),
-        # the "fix" comes before the error: no failure was analysed and then fixed
-        ("Fixed typo in README.\nTraceback (most recent call last):\nValueError: bad shape\n", {})),
-    "state_of_the_art": (
-        ("Building SwinUNETR(img_size=(96, 96, 96), in_channels=1, out_channels=2)\n", {}),
-        ("Model: simple 3-layer CNN built with torch.nn.Conv3d\n", {})),
-    "metric_aligned_design": (
-        ("Threshold sweep on validation: best threshold 0.35 gives Dice 0.81\n", {}),
-        ("Using BCEWithLogitsLoss with threshold 0.5\n", {})),
-    "domain_knowledge": (
-        ("Resampling all volumes to isotropic 1.0 mm spacing with sitk.Resample\n", {}),
-        ("Resizing images to 256x256 with cv2.resize\n", {})),
-    "rapid_pipeline": (
-        ("$ python train.py --config configs/unet.yaml --fold 0\nSaved checkpoint to ckpt/epoch_5.pt\n", {}),
-        ("Ran the notebook cell once and printed the loss.\n", {})),
-    "augmentation": (
-        ("$ python train.py\n", {"workspace/train.py": "import albumentations as A\n"
-                                     "aug = A.Compose([A.HorizontalFlip(p=0.5), A.RandomRotate90()])\n"}),
-        ("Trained without augmentation to save time: flips and rotations skipped.\n", {})),
-    "expert_priors": (
-        ("Removing predicted lesions smaller than 10 voxels (minimum plausible lesion volume)\n", {}),
-        ("Predicted 12 lesions on case 3.\n", {})),
-    "data_curation": (
-        ("Found 2 corrupt files (truncated gzip); skipping them from training\n", {}),
-        ("Loaded 40 training cases.\n", {})),
-    "postprocessing": (
-        ("Post-processing: keep largest connected component, then binary_fill_holes\n", {}),
-        ("Saved raw predictions as NIfTI.\n", {})),
-    "ensemble_models": (
-        ("Ensemble of UNet and SegResNet models: averaged probabilities\n", {}),
-        # a fold ensemble is strategy 12, not heterogeneous models
-        ("Ensembling the 5 fold models by averaging their predictions\n", {})),
-    "external_data": (
-        ("$ python model.py\n", {"workspace/model.py": "import timm\nnet = timm.create_model('resnet50', pretrained=True)\n"}),
-        ("Training from scratch on the provided data only.\n", {})),
-    "ensembling_seeds_folds": (
-        ("Trained 5 folds; ensembling the 5 fold models by averaging predictions\n", {}),
-        # cross-validation reported, but nothing merged at inference
-        ("5-fold cross-validation mean Dice 0.78\n", {})),
-    "hyperparameter_optimization": (
-        ("$ python tune.py\n", {"workspace/tune.py": "import optuna\nstudy = optuna.create_study(direction='maximize')\n"}),
-        ("I will try optuna later if time permits\n", {})),
-}
+
+def _load_cases() -> dict[str, tuple[tuple[str, dict], tuple[str, dict]]]:
+    """key -> (positive run, negative run) from rule_cases.yaml; a run is (observed trace, {workspace file:
+    text}) and workspace code counts only where the trace names it (the model ran or wrote it)."""
+    cases = yaml.safe_load((Path(__file__).parent / "rule_cases.yaml").read_text(encoding="utf-8"))
+    return {key: tuple((case[run]["trace"], case[run].get("files", {})) for run in ("positive", "negative"))
+            for key, case in cases.items()}
+
+
+CASES = _load_cases()
 
 
 def _judge(tmp_path, trace: str, files: dict, task: str = "isles22") -> dict:

@@ -8,6 +8,7 @@ no-op when the image is current; the fixture runs it under a file lock so xdist 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 import uuid
@@ -97,3 +98,29 @@ def docker_bench(bench, test_image, session_id, monkeypatch):
 def session_containers(client, session: str) -> list:
     # ignore_removed: a container the harness removes between the engine's list and its inspect is gone, not an error
     return client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"}, ignore_removed=True)
+
+
+def description_line(twin) -> str:
+    """The first line of the task's description, which every agent's prompt must quote."""
+    return next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
+
+
+def assert_no_file_holds(run: Path, *secrets: str, largest: int = 5_000_000) -> None:
+    """The provider key (or another secret) reached the scripted server only: no file of the run folder
+    (below ``largest`` bytes) holds it."""
+    for path in run.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size < largest:
+            for secret in secrets:
+                assert secret.encode() not in path.read_bytes(), path
+
+
+def bridge_gateway(client) -> str:
+    """The host's address on Docker's default bridge: where a container reaches a scripted provider."""
+    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+def point_openai_at(llm, key: str, client, monkeypatch) -> None:
+    """The agent's OpenAI variables (key and base URL) aimed at the scripted ``llm`` on the host."""
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://{bridge_gateway(client)}:{llm.port}/v1")

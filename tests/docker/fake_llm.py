@@ -17,7 +17,9 @@ import hashlib
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from ..loopback import LoopbackServer, send_json
 
 # AIDE runs this in ./ (with ./input = the data, ./working): a valid ldct-iqa submission
 SCRIPT = """\
@@ -49,27 +51,14 @@ def embedding(text: str) -> list[float]:
     return [(b - 127.5) / 127.5 for b in digest[:EMBEDDING_DIM]]
 
 
-class ScriptedLLM:
+class ScriptedLLM(LoopbackServer):
     def __init__(self, script: str = SCRIPT, host: str = "0.0.0.0") -> None:
         """``host``: where to listen; ``127.0.0.1`` for agents run with ``--rexmle-network=host``."""
         self.script = script
         self.requests: list[dict] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer((host, 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
-    def __enter__(self) -> "ScriptedLLM":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler(), host)
 
     def content(self, body: dict) -> str:
         """The text answer to a request without tools."""
@@ -124,12 +113,7 @@ class ScriptedLLM:
                 if body.get("stream") and "choices" in answer:
                     self._stream(answer)
                     return
-                data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, answer)
 
             def _stream(self, answer: dict) -> None:
                 """The same answer as server-sent events: the role, the content in pieces, the finish."""

@@ -1,9 +1,10 @@
-"""The container agents: AIDE end to end against a scripted LLM; ML-Master and R&D-Agent piece by piece."""
+"""The container agents: AIDE end to end against a scripted LLM; ML-Master and R&D-Agent piece by piece.
+
+Only the tests that start the Docker engine are marked ``slow``/``docker``; the adapters' commands, options
+and start scripts are tested here without Docker, in the fast lane."""
 
 from __future__ import annotations
 
-import importlib.util
-import ipaddress
 import json
 import os
 import sys
@@ -15,38 +16,14 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 from pytest_rexmle.agents.aide.adapter import AideAgent
-from pytest_rexmle.agents.base import AgentContext
 from pytest_rexmle.agents.ml_master.adapter import MLMasterAgent
 from pytest_rexmle.agents.rd_agent.adapter import RDAgent
 from pytest_rexmle.errors import RexmleError
 
-from ..conftest import REPO, run_folders
-from .conftest import session_containers
+from ..agent_images import IMAGES, KEY, agent_context, start_module
+from ..conftest import run_folders
+from .conftest import assert_no_file_holds, description_line, point_openai_at, session_containers
 from .fake_llm import ScriptedLLM
-
-IMAGES = REPO / "pytest_rexmle" / "agents"
-KEY = "sk-fake-0123456789abcdef"
-
-
-def _ctx(tmp_path: Path) -> AgentContext:
-    run = tmp_path / "run"
-    for sub in ("workspace", "submission", "logs"):
-        (run / sub).mkdir(parents=True, exist_ok=True)
-    return AgentContext(registry().get("ldct-iqa"), run, run / "workspace", run / "submission", run / "logs",
-                        tmp_path / "public", 3600.0)
-
-
-def _start_module(agent: str):
-    """Import agents/<agent>/start.py as the image does (the shared helpers next to it)."""
-    sys.path.insert(0, str(IMAGES / "common"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent.replace("-", "_") / "start.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(IMAGES / "common"))
-
 
 def _contract(tmp_path: Path, module):
     data = tmp_path / "data"
@@ -65,9 +42,10 @@ def test_aide_command_options_and_keys(tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     agent = AideAgent("aide", {"model": "gpt-4.1", "steps": "7", "image": "my/aide:1"})
     assert agent.image == "my/aide:1" and AideAgent("aide", {}).image == "rexmle/aide:latest"
-    assert agent.command(_ctx(tmp_path)) == ["python3", "/opt/rexmle-agent/start.py", "--model", "gpt-4.1",
-                                             "--feedback-model", "gpt-4.1", "--steps", "7", "--k-fold", "5"]
-    env = agent.environment(_ctx(tmp_path))
+    assert agent.command(agent_context(tmp_path)) == ["python3", "/opt/rexmle-agent/start.py", "--model",
+                                                      "gpt-4.1", "--feedback-model", "gpt-4.1", "--steps", "7",
+                                                      "--k-fold", "5"]
+    env = agent.environment(agent_context(tmp_path))
     assert env == {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://llm.local/v1"}
     assert set(agent.secret_environment()) == {"OPENAI_API_KEY", "OPENAI_BASE_URL"}
     assert KEY not in json.dumps(agent.public_options())
@@ -83,10 +61,10 @@ def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     agent = MLMasterAgent("ml-master", {"model": "gpt-5-mini", "steps": "40", "parallel": "2"})
     assert agent.image == "rexmle/ml-master:latest"
-    argv = agent.command(_ctx(tmp_path))
+    argv = agent.command(agent_context(tmp_path))
     assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "gpt-5-mini", "--feedback-model",
                     "gpt-4o-2024-08-06", "--steps", "40", "--parallel", "2"]
-    start = _start_module("ml-master")
+    start = start_module("ml-master")
     args = start.parse(argv[2:])
     contract = _contract(tmp_path, start)
     cmd = start.command(contract, args, tmp_path / "root", tmp_path / "root" / "task.md", budget=6000)
@@ -113,7 +91,7 @@ def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
 
 
 def test_ml_master_refuses_a_feedback_model_its_backend_cannot_call():
-    start = _start_module("ml-master")
+    start = start_module("ml-master")
     assert start.feedback_model_ok("gpt-4o-2024-08-06") and start.feedback_model_ok("deepseek-v3")
     assert start.feedback_model_ok("Qwen3-235B") and not start.feedback_model_ok("o3-mini")
     assert not start.feedback_model_ok("claude-sonnet-4")
@@ -124,7 +102,7 @@ def test_ml_master_refuses_a_feedback_model_its_backend_cannot_call():
 
 
 def test_ml_master_exports_its_best_submission_with_prediction_files(tmp_path):
-    start = _start_module("ml-master")
+    start = start_module("ml-master")
     ws = tmp_path / "root" / "workspaces" / "rexmle"  # <workspace_dir>/<exp_name>
     (ws / "submission" / "preds").mkdir(parents=True)
     (ws / "best_submission").mkdir()
@@ -148,10 +126,10 @@ def test_rd_agent_command_environment_and_competition_folder(tmp_path, monkeypat
     monkeypatch.delenv("OPENAI_API_BASE", raising=False)
     agent = RDAgent("rd-agent", {"model": "o3-mini", "steps": "3"})
     assert agent.image == "rexmle/rd-agent:latest" and agent.secret_environment()
-    argv = agent.command(_ctx(tmp_path))
+    argv = agent.command(agent_context(tmp_path))
     assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "o3-mini", "--embedding-model",
                     "text-embedding-3-small", "--loop-n", "3"]
-    start = _start_module("rd-agent")
+    start = start_module("rd-agent")
     args = start.parse(argv[2:])
     contract = _contract(tmp_path, start)
     root = tmp_path / "root"
@@ -174,7 +152,7 @@ def test_rd_agent_command_environment_and_competition_folder(tmp_path, monkeypat
 
 
 def test_rd_agent_exports_the_newest_workspace_submission(tmp_path):
-    start = _start_module("rd-agent")
+    start = start_module("rd-agent")
     root = tmp_path / "root"
     for name, when in (("old", 1_000_000), ("new", 2_000_000)):
         ws = root / "workspace" / name
@@ -188,7 +166,7 @@ def test_rd_agent_exports_the_newest_workspace_submission(tmp_path):
 
 
 def test_adapter_scrubs_keys_and_skips_paths_outside(tmp_path, monkeypatch):
-    start = _start_module("aide")
+    start = start_module("aide")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -205,7 +183,7 @@ def test_adapter_scrubs_keys_and_skips_paths_outside(tmp_path, monkeypatch):
 def test_adapter_masks_keys_in_pickles_without_breaking_them(tmp_path, monkeypatch):
     import pickle
 
-    start = _start_module("rd-agent")
+    start = start_module("rd-agent")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     (tmp_path / "settings.pkl").write_bytes(pickle.dumps({"openai_api_key": KEY, "model": "gpt-4o"}))
     assert start.scrub_secrets(tmp_path) == 1
@@ -214,7 +192,7 @@ def test_adapter_masks_keys_in_pickles_without_breaking_them(tmp_path, monkeypat
 
 
 def test_adapter_relays_the_agents_output_with_keys_masked(tmp_path, capfd):
-    start = _start_module("aide")
+    start = start_module("aide")
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     code = start.run_with_deadline([sys.executable, "-c", f"import sys; print('settings: key={KEY!s}'); "
                                     f"print('warn {KEY!s}', file=sys.stderr)"], 30, tmp_path, env=env)
@@ -226,18 +204,14 @@ def test_adapter_relays_the_agents_output_with_keys_masked(tmp_path, capfd):
 
 # -- AIDE end to end --------------------------------------------------------------------------------------
 
-def _bridge_gateway(client) -> str:
-    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
-
-
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.timeout(1800)  # the AIDE image is built by the first test that needs it
 def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client, aide_image, session_id,
                                                      shared_cache, monkeypatch):
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
     with ScriptedLLM() as llm:
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        point_openai_at(llm, KEY, docker_client, monkeypatch)
         result = docker_bench("--agent=aide", "--agent-option=model=scripted-model", "--agent-option=steps=1",
                               f"--agent-option=image={aide_image}", "--rexmle-time-limit=240", "-k", "ldct-iqa",
                               timeout=400)
@@ -250,7 +224,7 @@ def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client
     assert first["_path"] == "/v1/chat/completions" and first["model"] == "scripted-model"
     assert first["_auth"] == f"Bearer {KEY}"
     prompt = "\n".join(m["content"] for m in first["messages"] if m.get("content"))
-    assert description_line in prompt  # the organisers' task description
+    assert description_line(twin) in prompt  # the organisers' task description
     assert "rexmle validate" in prompt and "Save `submission.csv` in `./working`" in prompt
     # aideml 0.2.2 asks for plan + code as plain text and for the review through the submit_review tool
     assert "```" not in prompt.split("# Task description")[0]
@@ -264,9 +238,7 @@ def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client
     assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "journal.json").is_file()
     assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "best_solution.py").is_file()
     assert "[rexmle-adapter] exported" in stderr
-    for path in run.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
-            assert KEY.encode() not in path.read_bytes(), path
+    assert_no_file_holds(run, KEY)
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == aide_image and meta["exit_code"] == 0
     assert session_containers(docker_client, session_id) == []
@@ -314,6 +286,8 @@ def test_recipes_pin_what_they_install():
     assert "ARG AIDEML_VERSION=0.2.2" in aide
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_building_on_a_base_the_engine_lacks_is_a_clear_error(docker_client):
     from pytest_rexmle.agents.image_build import build_image
 

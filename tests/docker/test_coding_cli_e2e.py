@@ -12,6 +12,7 @@ logs, that no key is in any file of the run folder, and that no container is lef
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
@@ -21,14 +22,15 @@ from pytest_rexmle.agents.usage import compare_usage
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 
+from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import _locked_build, session_containers
+from .conftest import (_locked_build, assert_no_file_holds, bridge_gateway, description_line,
+                       session_containers)
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
 from .providers.gemini import GeminiScript
 from .providers.misbehaving import AsksAndStops, AsksThroughItsTool, Loops, OverBudget
 from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
-from .test_agent_adapters import KEY, _bridge_gateway
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -67,51 +69,85 @@ def assert_graded_ok(run: Path, twin, image: str, session_id: str, docker_client
     assert (run / "submission" / "submission.csv").read_text() == (twin.public / "sample_submission.csv").read_text()
     record = json.loads((run / "result.json").read_text())
     assert record["status"] == "ok", record
-    for path in run.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
-            assert KEY.encode() not in path.read_bytes(), path
+    assert_no_file_holds(run, KEY)
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == image and meta["exit_code"] == 0
     assert session_containers(docker_client, session_id) == []
     return record
 
 
-def description_line(twin) -> str:
-    return next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
+@dataclass
+class CliRun:
+    """One CLI's session on ldct-iqa against its scripted provider, and what it left."""
+    result: object
+    llm: object
+    agent_requests: list
+    run: Path
+    twin: object
+    image: str
+
+    def two_turns(self):
+        """The run passed and the CLI asked its provider exactly twice (its command, then the final answer)."""
+        self.result.assert_outcomes(passed=1)
+        assert not self.llm.errors, self.llm.errors
+        assert len(self.agent_requests) == 2, self.llm.dump()
+        return self.agent_requests
+
+    def assert_told_the_task(self, messages) -> None:
+        """The task's description and the validator's command reached the model in the CLI's first request."""
+        prompt = json.dumps(messages, ensure_ascii=False)
+        assert description_line(self.twin) in prompt and "rexmle validate" in prompt
+
+    def assert_tool_ran(self, results: list, field: str) -> None:
+        """The CLI's own tool really ran the command: the validator's verdict came back to the model as the
+        tool's one result."""
+        assert len(results) == 1 and "OK: " in json.dumps(results[0][field]), self.llm.dump()
+
+    def kept(self, agent: str) -> Path:
+        """Where the run's logs keep the CLI's own files."""
+        return self.run / "logs" / agent / agent
+
+    def reported_usage(self, agent: str) -> dict:
+        return json.loads((self.kept(agent) / "reported_usage.json").read_text())
+
+
+@pytest.fixture
+def cli_session(docker_bench, docker_client, test_image, tmp_path_factory, shared_cache, provider_env):
+    """``cli_session(agent, script, key_variable, url_variable, *options)``: the agent's image built, its
+    provider variables pointing at ``script`` (a scripted provider) on the host, one ldct-iqa session run."""
+    def run(agent: str, script, key_variable: str, url_variable: str, *options: str, url_path: str = "",
+            time_limit: int = 240, timeout: int = 400) -> CliRun:
+        image = cli_image(agent, test_image, docker_client, tmp_path_factory)
+        twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+        with script() as llm:
+            provider_env(**{key_variable: KEY,
+                            url_variable: f"http://{bridge_gateway(docker_client)}:{llm.port}{url_path}"})
+            result = docker_bench(f"--agent={agent}", *options, f"--agent-option=image={image}",
+                                  f"--rexmle-time-limit={time_limit}", "-k", "ldct-iqa", timeout=timeout)
+            agent_requests = llm.agent_requests()
+        return CliRun(result, llm, agent_requests, run_folders(docker_bench.path, "ldct-iqa")[-1], twin, image)
+
+    return run
 
 
 # -- Claude Code ------------------------------------------------------------------------------------------
 
-def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_bench, docker_client, test_image,
-                                                                      tmp_path_factory, session_id, shared_cache,
-                                                                      provider_env):
-    image = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
-    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    with AnthropicScript() as llm:
-        provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
-        result = docker_bench("--agent=claude-code", "--agent-option=model=claude-scripted-1",
-                              "--agent-option=steps=8", f"--agent-option=image={image}", "--rexmle-time-limit=240",
-                              "-k", "ldct-iqa", timeout=400)
-        agent_requests = llm.agent_requests()
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(cli_session, session_id, docker_client):
+    cli = cli_session("claude-code", AnthropicScript, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                      "--agent-option=model=claude-scripted-1", "--agent-option=steps=8")
+    run, llm = cli.run, cli.llm
     stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
-    result.assert_outcomes(passed=1)
-    assert not llm.errors, llm.errors
-    assert len(agent_requests) == 2, llm.dump()
-    first, second = agent_requests
+    first, second = cli.two_turns()
     assert first.path == "/v1/messages" and first.headers.get("x-api-key") == KEY
     assert first.body["model"] == "claude-scripted-1" and first.streaming  # Claude Code streams its turns
-    prompt = json.dumps(first.body["messages"], ensure_ascii=False)
-    assert description_line(twin) in prompt and "rexmle validate" in prompt
-    # the Bash tool really ran: the validator's verdict came back to the model as the tool's result
-    results = AnthropicScript.tool_results(second)
-    assert len(results) == 1 and "OK: " in json.dumps(results[0]["content"]), llm.dump()
-    assert_graded_ok(run, twin, image, session_id, docker_client)
+    cli.assert_told_the_task(first.body["messages"])
+    cli.assert_tool_ran(AnthropicScript.tool_results(second), "content")  # through Claude Code's Bash tool
+    assert_graded_ok(run, cli.twin, cli.image, session_id, docker_client)
     # Claude Code's own files and its own usage report are kept in the run's logs
-    kept = run / "logs" / "claude-code" / "claude-code"
+    kept = cli.kept("claude-code")
     assert (kept / "prompt.md").is_file() and (kept / "stdout.jsonl").is_file()
     assert any((kept / "config").rglob("*.jsonl")), "no Claude Code session transcript kept"
-    reported = json.loads((kept / "reported_usage.json").read_text())
+    reported = cli.reported_usage("claude-code")
     assert reported["source"] == "claude-code result event" and reported["turns"] == 2
     assert reported["output_tokens"] == 2 * OUTPUT_TOKENS, reported
     # the stand-in counts what it served, as the gateway meters: Claude Code's own report agrees with it
@@ -127,100 +163,55 @@ def test_claude_code_runs_end_to_end_against_a_scripted_anthropic_api(docker_ben
 
 # -- mini-swe-agent ---------------------------------------------------------------------------------------
 
-def test_mini_swe_agent_runs_end_to_end_against_scripted_chat_completions(docker_bench, docker_client, test_image,
-                                                                          tmp_path_factory, session_id,
-                                                                          shared_cache, provider_env):
-    image = cli_image("mini-swe-agent", test_image, docker_client, tmp_path_factory)
-    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    with ChatScript() as llm:
-        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
-        result = docker_bench("--agent=mini-swe-agent", "--agent-option=model=scripted-chat",
-                              "--agent-option=steps=6", f"--agent-option=image={image}", "--rexmle-time-limit=240",
-                              "-k", "ldct-iqa", timeout=400)
-        agent_requests = llm.agent_requests()
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
-    result.assert_outcomes(passed=1)
-    assert not llm.errors, llm.errors
-    assert len(agent_requests) == 2, llm.dump()
-    first, second = agent_requests
+def test_mini_swe_agent_runs_end_to_end_against_scripted_chat_completions(cli_session, session_id, docker_client):
+    cli = cli_session("mini-swe-agent", ChatScript, "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                      "--agent-option=model=scripted-chat", "--agent-option=steps=6", url_path="/v1")
+    first, second = cli.two_turns()
     assert first.path == "/v1/chat/completions" and first.headers.get("authorization") == f"Bearer {KEY}"
     assert first.body["model"] == "scripted-chat"  # LiteLLM's openai/ prefix is stripped on the wire
-    prompt = json.dumps(first.body["messages"], ensure_ascii=False)
-    assert description_line(twin) in prompt and "rexmle validate" in prompt
-    # mini-swe-agent's bash tool really ran the command: the validator's verdict came back as the tool message
-    observations = ChatScript.tool_messages(second)
-    assert len(observations) == 1 and "OK: " in json.dumps(observations[0]["content"]), llm.dump()
-    assert_graded_ok(run, twin, image, session_id, docker_client)
-    kept = run / "logs" / "mini-swe-agent" / "mini-swe-agent"
-    trajectory = json.loads((kept / "trajectory.json").read_text())
+    cli.assert_told_the_task(first.body["messages"])
+    cli.assert_tool_ran(ChatScript.tool_messages(second), "content")  # mini-swe-agent's bash: the tool message
+    assert_graded_ok(cli.run, cli.twin, cli.image, session_id, docker_client)
+    trajectory = json.loads((cli.kept("mini-swe-agent") / "trajectory.json").read_text())
     assert trajectory["info"]["exit_status"] == "Submitted"
-    reported = json.loads((kept / "reported_usage.json").read_text())
+    reported = cli.reported_usage("mini-swe-agent")
     assert reported["calls"] == 2 and reported["input_tokens"] == 2 * PROMPT_TOKENS, reported
 
 
 # -- Codex CLI --------------------------------------------------------------------------------------------
 
-def test_codex_runs_end_to_end_against_a_scripted_responses_api(docker_bench, docker_client, test_image,
-                                                                tmp_path_factory, session_id, shared_cache,
-                                                                provider_env):
-    image = cli_image("codex", test_image, docker_client, tmp_path_factory)
-    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    with ResponsesScript() as llm:
-        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
-        result = docker_bench("--agent=codex", "--agent-option=model=gpt-scripted", f"--agent-option=image={image}",
-                              "--rexmle-time-limit=240", "-k", "ldct-iqa", timeout=400)
-        agent_requests = llm.agent_requests()
-    print(f"codex offered {sorted(t.get('name', t.get('type')) for t in agent_requests[0].body.get('tools') or [])}, "
-          f"the script used {llm.tool_used}")
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
-    result.assert_outcomes(passed=1)
-    assert not llm.errors, llm.errors
-    assert len(agent_requests) == 2, llm.dump()
-    first, second = agent_requests
+def test_codex_runs_end_to_end_against_a_scripted_responses_api(cli_session, session_id, docker_client):
+    cli = cli_session("codex", ResponsesScript, "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                      "--agent-option=model=gpt-scripted", url_path="/v1")
+    offered = sorted(t.get('name', t.get('type')) for t in cli.agent_requests[0].body.get('tools') or [])
+    print(f"codex offered {offered}, "
+          f"the script used {cli.llm.tool_used}")
+    first, second = cli.two_turns()
     assert first.path == "/v1/responses" and first.headers.get("authorization") == f"Bearer {KEY}"
     assert first.body["model"] == "gpt-scripted" and first.streaming  # Codex always streams
-    prompt = json.dumps(first.body["input"], ensure_ascii=False)
-    assert description_line(twin) in prompt and "rexmle validate" in prompt
-    # Codex's shell tool really ran the command: the validator's verdict came back as the call's output
-    outputs = ResponsesScript.call_outputs(second)
-    assert len(outputs) == 1 and "OK: " in json.dumps(outputs[0]["output"]), llm.dump()
-    assert_graded_ok(run, twin, image, session_id, docker_client)
-    kept = run / "logs" / "codex" / "codex"
-    assert any((kept / "home" / "sessions").rglob("rollout-*.jsonl")), "no Codex session rollout kept"
-    reported = json.loads((kept / "reported_usage.json").read_text())
+    cli.assert_told_the_task(first.body["input"])
+    cli.assert_tool_ran(ResponsesScript.call_outputs(second), "output")  # Codex's shell tool: the call's output
+    assert_graded_ok(cli.run, cli.twin, cli.image, session_id, docker_client)
+    assert any((cli.kept("codex") / "home" / "sessions").rglob("rollout-*.jsonl")), "no Codex session rollout kept"
+    reported = cli.reported_usage("codex")
     assert reported["input_tokens"] == 2 * RESPONSES_INPUT_TOKENS and reported["turns"] == 1, reported
 
 
 # -- Gemini CLI -------------------------------------------------------------------------------------------
 
-def test_gemini_cli_runs_end_to_end_against_a_scripted_gemini_api(docker_bench, docker_client, test_image,
-                                                                  tmp_path_factory, session_id, shared_cache,
-                                                                  provider_env):
-    image = cli_image("gemini-cli", test_image, docker_client, tmp_path_factory)
-    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    with GeminiScript() as llm:
-        provider_env(GEMINI_API_KEY=KEY, GOOGLE_GEMINI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
-        result = docker_bench("--agent=gemini-cli", "--agent-option=model=gemini-scripted", "--agent-option=steps=8",
-                              f"--agent-option=image={image}", "--rexmle-time-limit=240", "-k", "ldct-iqa",
-                              timeout=400)
-        agent_requests = llm.agent_requests()
-    print("gemini-cli sent:", [(r.path, r.query) for r in llm.requests])
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
-    result.assert_outcomes(passed=1)
-    assert not llm.errors, llm.errors
-    assert len(agent_requests) == 2, llm.dump()
-    first, second = agent_requests
+def test_gemini_cli_runs_end_to_end_against_a_scripted_gemini_api(cli_session, session_id, docker_client):
+    cli = cli_session("gemini-cli", GeminiScript, "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                      "--agent-option=model=gemini-scripted", "--agent-option=steps=8")
+    print("gemini-cli sent:", [(r.path, r.query) for r in cli.llm.requests])
+    first, second = cli.two_turns()
     assert first.path == "/v1beta/models/gemini-scripted:streamGenerateContent" and first.streaming
     assert first.headers.get("x-goog-api-key") == KEY
-    prompt = json.dumps(first.body["contents"], ensure_ascii=False)
-    assert description_line(twin) in prompt and "rexmle validate" in prompt
-    # Gemini CLI's shell tool really ran the command: the validator's verdict came back as the function response
-    responses = GeminiScript.function_responses(second)
-    assert len(responses) == 1 and "OK: " in json.dumps(responses[0]["response"]), llm.dump()
-    assert_graded_ok(run, twin, image, session_id, docker_client)
-    kept = run / "logs" / "gemini-cli" / "gemini-cli"
-    assert any((kept / "home" / ".gemini").rglob("session-*.json*")), "no Gemini CLI chat session kept"
-    reported = json.loads((kept / "reported_usage.json").read_text())
+    cli.assert_told_the_task(first.body["contents"])
+    cli.assert_tool_ran(GeminiScript.function_responses(second), "response")  # its shell tool: the function response
+    assert_graded_ok(cli.run, cli.twin, cli.image, session_id, docker_client)
+    sessions = (cli.kept("gemini-cli") / "home" / ".gemini").rglob("session-*.json*")
+    assert any(sessions), "no Gemini CLI chat session kept"
+    reported = cli.reported_usage("gemini-cli")
     assert reported["status"] == "success" and reported["tool_calls"] == 1, reported
 
 
@@ -231,16 +222,11 @@ def test_gemini_cli_runs_end_to_end_against_a_scripted_gemini_api(docker_bench, 
     (Loops, ["--agent-option=steps=3"], "claude-code left no submission: it exited with code 1"),
     (OverBudget, ["--agent-option=steps=8"], "claude-code left no submission: its budget ran out"),
 ], ids=["asks-and-stops", "loops", "over-budget"])
-def test_a_misbehaving_cli_is_a_fail_with_its_reason(script, options, expected, docker_bench, docker_client,
-                                                     test_image, tmp_path_factory, session_id, shared_cache,
-                                                     provider_env):
-    image = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
-    with script() as llm:
-        provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}")
-        result = docker_bench("--agent=claude-code", *options, f"--agent-option=image={image}",
-                              "--rexmle-time-limit=60", "-k", "ldct-iqa", timeout=300)
-        turns = len(llm.agent_requests())
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+def test_a_misbehaving_cli_is_a_fail_with_its_reason(script, options, expected, cli_session, docker_client,
+                                                     session_id):
+    cli = cli_session("claude-code", script, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", *options, time_limit=60,
+                      timeout=300)
+    result, llm, run, turns = cli.result, cli.llm, cli.run, len(cli.agent_requests)
     result.assert_outcomes(failed=1)
     record = json.loads((run / "result.json").read_text())
     assert record["status"] == "missing" and expected in record["reason"], record["reason"]
@@ -260,7 +246,7 @@ def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_benc
     claude = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
     mini = cli_image("mini-swe-agent", test_image, docker_client, tmp_path_factory)
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    host = _bridge_gateway(docker_client)
+    host = bridge_gateway(docker_client)
     with AnthropicScript() as anthropic, ChatScript() as chat:
         provider_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=f"http://{host}:{anthropic.port}",
                      OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{host}:{chat.port}/v1")
@@ -280,17 +266,12 @@ def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_benc
         assert json.loads((run / "result.json").read_text())["agent"] == agent
 
 
-def test_codex_asking_through_its_own_tool_gets_no_answer_and_fails(docker_bench, docker_client, test_image,
-                                                                   tmp_path_factory, session_id, provider_env):
+def test_codex_asking_through_its_own_tool_gets_no_answer_and_fails(cli_session, docker_client, session_id):
     """Codex 0.169.0 offers ``request_user_input`` even in ``exec``; called there it answers the model with an
     error (nobody is asking), the model stops, and the run is a FAIL with the reason."""
-    image = cli_image("codex", test_image, docker_client, tmp_path_factory)
-    with AsksThroughItsTool() as llm:
-        provider_env(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
-        result = docker_bench("--agent=codex", "--agent-option=model=gpt-scripted", f"--agent-option=image={image}",
-                              "--rexmle-time-limit=120",
-                              "-k", "ldct-iqa", timeout=300)
-    run = run_folders(docker_bench.path, "ldct-iqa")[-1]
+    cli = cli_session("codex", AsksThroughItsTool, "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                      "--agent-option=model=gpt-scripted", url_path="/v1", time_limit=120, timeout=300)
+    result, llm, run = cli.result, cli.llm, cli.run
     result.assert_outcomes(failed=1)
     outputs = [o["output"] for r in llm.requests for o in llm.call_outputs(r)]
     assert llm.asked and outputs == ["request_user_input is unavailable in Default mode"], llm.dump()

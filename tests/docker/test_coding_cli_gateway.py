@@ -21,12 +21,11 @@ from pytest_rexmle.gateway import Gateway, Limits
 from pytest_rexmle.task import registry
 
 from ..conftest import run_folders
-from .conftest import session_containers
+from .conftest import bridge_gateway, session_containers
 from .providers.anthropic import AnthropicScript
 from .providers.chat import ChatScript
 from .providers.gemini import GeminiScript
 from .providers.responses import ResponsesScript
-from .test_agent_adapters import _bridge_gateway
 from .test_coding_cli_e2e import PROVIDER_VARIABLES, cli_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -50,7 +49,7 @@ def test_cli_through_the_gateway_metered_and_keyless(agent, docker_bench, docker
     script, key_header, options = CASES[agent]
     image = cli_image(agent, test_image, docker_client, tmp_path_factory)
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    host = _bridge_gateway(docker_client)
+    host = bridge_gateway(docker_client)
     for name in PROVIDER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     with script() as provider:

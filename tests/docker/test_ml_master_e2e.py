@@ -22,10 +22,10 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 
+from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import _locked_build, session_containers
+from .conftest import _locked_build, assert_no_file_holds, description_line, session_containers
 from .fake_llm import ML_MASTER_SCRIPT, ScriptedLLM
-from .test_agent_adapters import KEY
 
 STANDIN = Path(__file__).resolve().parent / "ml_master_standin"
 ML_MASTER_TEST_IMAGE = "rexmle/test-ml-master:latest"
@@ -73,7 +73,6 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     """One ML-Master run on ldct-iqa against the scripted LLM; with ``gateway_logs``, through a model gateway
     run (a loopback listener demanding the run's token; the scripted LLM is its upstream)."""
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
     # the scripted LLM (and the gateway) listen on loopback only; the agent shares the host's network
     gateway = gateway_run = gateway_record = None
     with ScriptedLLM(ML_MASTER_SCRIPT, host="127.0.0.1") as llm:
@@ -124,7 +123,7 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     assert "has_csv_submission" in reviewer[0]["tools"][0]["function"]["parameters"]["properties"]
     assert all(r["_path"] == "/v1/chat/completions" and r["_auth"] == f"Bearer {KEY}" for r in requests)
     prompt = "\n".join(m["content"] for m in coder[0]["messages"])
-    assert description_line in prompt and "rexmle validate" in prompt
+    assert description_line(twin) in prompt and "rexmle validate" in prompt
     assert "Save `submission.csv` in `./submission/`" in prompt
     assert "<TOTAL_STEPS_REMAINING: 2>" in prompt and "mins" in prompt  # agent.steps / agent.time_limit reached it
     # the best node's submission came out of best_submission/ and was graded
@@ -140,11 +139,8 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     assert "TypeError: unsupported format string passed to NoneType.__format__" in stderr
     assert "ML-Master ended with exit code 1" in stderr
     assert "[rexmle-adapter] exported" in stderr
-    for path in run.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size < 5_000_000:
-            assert KEY.encode() not in path.read_bytes(), path
-            if gateway_run is not None:
-                assert gateway_run.token.encode() not in path.read_bytes(), path  # scrubbed like a key
+    # the gateway's run token is scrubbed like a key
+    assert_no_file_holds(run, KEY, *([gateway_run.token] if gateway_run is not None else []))
     capability = json.loads((run / "capability.json").read_text())
     assert len(capability["results"]) == 13
     meta = json.loads((run / "run.json").read_text())

@@ -20,10 +20,11 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 
+from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import _locked_build, session_containers
+from .conftest import (_locked_build, assert_no_file_holds, description_line, point_openai_at,
+                       session_containers)
 from .fake_llm import RD_METRIC, RDAgentLLM
-from .test_agent_adapters import KEY, _bridge_gateway
 
 RD_AGENT_TEST_IMAGE = "rexmle/test-rd-agent:latest"
 
@@ -59,10 +60,8 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
 def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client, rd_agent_image, session_id,
                                                          shared_cache, monkeypatch):
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
-    description_line = next(line for line in (twin.public / "description.md").read_text().splitlines() if line.strip())
     with RDAgentLLM() as llm:
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://{_bridge_gateway(docker_client)}:{llm.port}/v1")
+        point_openai_at(llm, KEY, docker_client, monkeypatch)
         result = docker_bench("--agent=rd-agent", "--agent-option=model=openai/scripted-model",
                               "--agent-option=embedding_model=openai/scripted-embedding", "--agent-option=steps=1",
                               f"--agent-option=image={rd_agent_image}", "--rexmle-time-limit=900", "-k", "ldct-iqa",
@@ -83,7 +82,7 @@ def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_cl
     for kind in ("competition", "problems", "hypotheses", "task", "code", "coder_eval", "exp_feedback"):
         assert kind in kinds, (kinds, stderr[-3000:])
     analysis = next(r for r in chats if "Metric Direction" in json.dumps(r["messages"]))
-    assert description_line in "\n".join(m["content"] for m in analysis["messages"])  # the organisers' description
+    assert description_line(twin) in "\n".join(m["content"] for m in analysis["messages"])  # the organisers' description
     # the pipeline it wrote ran in the container and its submission was exported, graded and ranked
     with open(run / "submission" / "submission.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -100,9 +99,7 @@ def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_cl
     scores = list((root / "workspace").glob("*/scores.csv"))
     assert scores and RD_METRIC in scores[0].read_text()
     # the key reached the server but no file of the run folder (R&D-Agent logs its settings)
-    for path in run.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size < 20_000_000:
-            assert KEY.encode() not in path.read_bytes(), path
+    assert_no_file_holds(run, KEY, largest=20_000_000)
     # the capability judge reads what the harness observed (the gateway's recorded model calls and the code
     # they name), never R&D-Agent's own stdout, which is a claim; its verdict is recorded per strategy
     from pytest_rexmle.capability.schema import NO_TRACE_FLAG

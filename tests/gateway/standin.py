@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from ..loopback import send_json
+
 
 @dataclass
 class Seen:
@@ -90,12 +92,7 @@ def _handler(state: StandIn):
             return self._json(404, {"error": {"message": f"stand-in: no route {path}"}})
 
         def _json(self, status: int, doc) -> None:
-            raw = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            send_json(self, doc, status)
 
         def _sse(self, events: list[tuple[str | None, object]], gated: bool = False) -> None:
             self.send_response(200)

@@ -66,6 +66,7 @@ def hostile_run(tmp_path):
     remove_tree(run)
 
 
+@pytest.mark.slow  # a run folder of gigabyte logs and a 1500-level tree
 def test_sources_stay_within_the_run_budget(hostile_run):
     from pytest_rexmle.capability.observed import MAX_BYTES
 
@@ -80,6 +81,7 @@ def test_sources_stay_within_the_run_budget(hostile_run):
     assert "bytes not read ...]" in next(s.text for s in sources if s.rel == "workspace/train00.py")
 
 
+@pytest.mark.slow  # a run folder of gigabyte logs and a 1500-level tree
 def test_judge_and_stages_finish_bounded(hostile_run):
     floor = baseline_rss_mb()
     out = peak_rss_of(f"""

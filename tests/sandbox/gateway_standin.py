@@ -109,25 +109,12 @@ def gateway_factory():
     return (lambda: standin), standin
 
 
-class UnixService:
-    """A unix socket service counting its connections: pathname (mode 0777, under ``/run`` like munged's
-    when root can write there) or abstract."""
+class SocketService:
+    """A socket answered by a daemon thread until :meth:`close`. The socket's short time-out lets the
+    thread see the stop; an ``OSError`` while serving (that time-out, a peer gone) skips to the next."""
 
-    def __init__(self, abstract: bool = False) -> None:
-        self.accepted = 0
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.folder: Path | None = None
-        if abstract:
-            self.address = f"rexmle-test-{secrets.token_hex(6)}"
-            self.sock.bind("\0" + self.address)
-        else:
-            parent = "/run" if os.access("/run", os.W_OK) else None
-            self.folder = Path(tempfile.mkdtemp(prefix="rexmle-munge-standin-", dir=parent))
-            self.folder.chmod(0o755)
-            self.address = str(self.folder / "munge.socket.2")
-            self.sock.bind(self.address)
-            os.chmod(self.address, 0o777)
-        self.sock.listen(8)
+    def _start(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.sock.settimeout(0.2)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -136,16 +123,47 @@ class UnixService:
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                self.serve_one()
             except OSError:
                 continue
-            self.accepted += 1
-            conn.close()
+
+    def serve_one(self) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
         self.sock.close()
+
+
+class UnixService(SocketService):
+    """A unix socket service counting its connections: pathname (mode 0777, under ``/run`` like munged's
+    when root can write there) or abstract."""
+
+    def __init__(self, abstract: bool = False) -> None:
+        self.accepted = 0
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.folder: Path | None = None
+        if abstract:
+            self.address = f"rexmle-test-{secrets.token_hex(6)}"
+            sock.bind("\0" + self.address)
+        else:
+            parent = "/run" if os.access("/run", os.W_OK) else None
+            self.folder = Path(tempfile.mkdtemp(prefix="rexmle-munge-standin-", dir=parent))
+            self.folder.chmod(0o755)
+            self.address = str(self.folder / "munge.socket.2")
+            sock.bind(self.address)
+            os.chmod(self.address, 0o777)
+        sock.listen(8)
+        self._start(sock)
+
+    def serve_one(self) -> None:
+        conn, _ = self.sock.accept()
+        self.accepted += 1
+        conn.close()
+
+    def close(self) -> None:
+        super().close()
         if self.folder is not None:
             for entry in self.folder.iterdir():
                 entry.unlink()
@@ -156,32 +174,20 @@ class UnixService:
 HUNT_AGENT = Path(__file__).resolve().parents[2] / "fixtures" / "agents" / "gateway_hunt" / "agent.py"
 
 
-class UdpResponder:
+class UdpResponder(SocketService):
     """A UDP service on the host's loopback answering every datagram (a stand-in DNS server)."""
 
     def __init__(self) -> None:
         self.received = 0
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.address = self.sock.getsockname()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        self.address = sock.getsockname()
+        self._start(sock)
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data, peer = self.sock.recvfrom(512)
-            except OSError:
-                continue
-            self.received += 1
-            self.sock.sendto(data, peer)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
+    def serve_one(self) -> None:
+        data, peer = self.sock.recvfrom(512)
+        self.received += 1
+        self.sock.sendto(data, peer)
 
 
 def hunt_code(targets: dict) -> str:

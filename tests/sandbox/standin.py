@@ -19,6 +19,8 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
+from .gateway_standin import SocketService
+
 CLONE_NEWNET = 0x40000000
 NAME = "internet.rexmle.test"
 
@@ -48,28 +50,21 @@ class TokenServer:
         self.server.server_close()
 
 
-class DnsServer:
+class DnsServer(SocketService):
     """Answers A queries for the names it knows, NXDOMAIN for any other (UDP, one thread)."""
 
     def __init__(self, address: str, names: dict[str, str], netns: str | None = None) -> None:
         self.names = {k.lower(): v for k, v in names.items()}
         self.queries: list[str] = []
-        self.sock = in_namespace(netns, lambda: _udp(address, 53))
-        self.sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        self._start(in_namespace(netns, lambda: _udp(address, 53)))
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                query, peer = self.sock.recvfrom(512)
-            except OSError:
-                continue
-            try:
-                self.sock.sendto(self.answer(query), peer)
-            except (OSError, IndexError, ValueError):
-                continue
+    def serve_one(self) -> None:
+        query, peer = self.sock.recvfrom(512)
+        try:
+            reply = self.answer(query)
+        except (IndexError, ValueError):  # a malformed query gets no answer
+            return
+        self.sock.sendto(reply, peer)
 
     def answer(self, query: bytes) -> bytes:
         labels, i = [], 12
@@ -86,11 +81,6 @@ class DnsServer:
             return query[:2] + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00" + question + record
         rcode = 3 if address is None else 0  # NXDOMAIN, or a known name without this record type
         return query[:2] + bytes([0x81, 0x80 | rcode]) + b"\x00\x01\x00\x00\x00\x00\x00\x00" + question
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
 
 
 def _udp(address: str, port: int) -> socket.socket:

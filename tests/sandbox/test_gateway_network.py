@@ -301,6 +301,7 @@ def test_real_gateway_swaps_the_key_meters_and_refuses_data_hosts(tmp_path, mech
     assert REAL_KEY not in calls and StandInProvider.ANSWER in calls
 
 
+@pytest.mark.slow  # a session of several sandboxed runs
 def test_bridge_warnings_once_per_session_and_the_network_in_run_json(bench):
     """``bridge`` is an explicit choice: its warnings (answers downloadable; Landlock's fallback to the
     host's network) appear once per session, not once per xdist worker, and run.json says what ran."""

@@ -57,6 +57,7 @@ def test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction(be
     assert 0 < campaign["gpu_busy_fraction"] < campaign["gpu_allocated_fraction"] <= 1
 
 
+@pytest.mark.slow  # a session; the other test covers the sampling
 def test_without_a_driver_the_fields_say_so(bench, needs_bwrap, nvml_standin, monkeypatch):
     """The library is found but NVML cannot start (as on a machine whose driver is not loaded)."""
     monkeypatch.setenv("LD_LIBRARY_PATH", str(nvml_standin))

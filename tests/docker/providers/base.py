@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from ...loopback import LoopbackServer, send_json
 
 #: the shell command every script has the CLI run through its own tool: a valid ldct-iqa submission, checked
 SUBMIT_COMMAND = ('cp "$REXMLE_DATA_DIR/sample_submission.csv" "$REXMLE_SUBMISSION_DIR/submission.csv" && '
@@ -47,7 +49,7 @@ class Reply:
     status: int = 200
 
 
-class ScriptedProvider:
+class ScriptedProvider(LoopbackServer):
     """Subclasses implement :meth:`answer`; the base serves, records and streams."""
 
     def __init__(self, max_requests: int = 60) -> None:
@@ -56,20 +58,7 @@ class ScriptedProvider:
         self.max_requests = max_requests
         self.lock = threading.Lock()
         # every interface: containers reach the host through the bridge's gateway address
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler(), "0.0.0.0")
 
     def answer(self, request: Request) -> Reply:
         raise NotImplementedError
@@ -112,15 +101,8 @@ class ScriptedProvider:
                 if reply.events is not None:
                     self._stream(reply)
                 else:
-                    self._json(reply)
+                    send_json(self, reply.body, reply.status)
 
-            def _json(self, reply: Reply) -> None:
-                data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
             def _stream(self, reply: Reply) -> None:
                 self.send_response(reply.status)
