@@ -95,10 +95,12 @@ build_image() {
 # -- end of recipe
 
 # two cases may start at once (pytest-xdist): one builds, the other waits for it
-exec 9>"/tmp/rexmle-newcomer-image.lock"
-flock 9
-[[ "$PRINT" == 1 ]] || build_image
-flock -u 9
+if [[ "$PRINT" == 0 ]]; then  # --print-command builds nothing, so it never waits for a build
+    exec 9>"/tmp/rexmle-newcomer-image.lock"
+    flock 9
+    build_image
+    flock -u 9
+fi
 
 # The README's first (or second) command, as written; the score line it promises.
 NTH=1; [[ "$WHICH" == second ]] && NTH=2

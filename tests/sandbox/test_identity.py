@@ -35,7 +35,8 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="a non-root harness can
 CROSS = r'''
 import errno, json, os, subprocess, sys, time
 me, work = sys.argv[1], os.environ["REXMLE_WORKSPACE"]
-open(os.path.join(work, "where.json"), "w").write(json.dumps({"uid": os.getuid(), "pid": os.getpid()}))
+open(os.path.join(work, "where.tmp"), "w").write(json.dumps({"uid": os.getuid(), "pid": os.getpid()}))
+os.rename(os.path.join(work, "where.tmp"), os.path.join(work, "where.json"))  # whole when the host sees it
 peer_file = os.path.join(work, "peer.json")
 deadline = time.time() + 30
 while not os.path.exists(peer_file) and time.time() < deadline:
@@ -222,7 +223,8 @@ def test_two_concurrent_runs_have_their_own_uids_and_cannot_touch_each_other(tmp
                           "submission": str(stage / "submission")},
                 "secret": str(stage / "workspace" / "where.json"), "marker": marker,
                 "pid": where[other]["pid"] if mechanism == "landlock" else None}
-        (specs[name].stage / "workspace" / "peer.json").write_text(json.dumps(peer))
+        (specs[name].stage / "workspace" / "peer.tmp").write_text(json.dumps(peer))
+        (specs[name].stage / "workspace" / "peer.tmp").rename(specs[name].stage / "workspace" / "peer.json")
     for thread in threads.values():
         thread.join(120)
     assert where["a"]["uid"] != where["b"]["uid"] and 0 not in (where["a"]["uid"], where["b"]["uid"])
