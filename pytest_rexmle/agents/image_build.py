@@ -2,7 +2,10 @@
 
 Each agent folder with a ``Dockerfile`` (``pytest_rexmle/agents/<folder>/``) is a recipe, named after the
 folder (``claude_code`` → ``claude-code``, tag ``rexmle/claude-code:latest``); ``common/Dockerfile`` is the
-base image (``base``). The build context holds the recipe's folder and ``common/``, so every agent image
+base image (``base``). An agent whose image is built like others' keeps an ``image.toml`` in its folder
+instead: ``recipe`` names a shared Dockerfile of ``common/`` (``common/node_cli.Dockerfile`` for the npm
+coding CLIs) and ``[build-args]`` pins what is the agent's own; the build adds ``AGENT`` (the name) and
+``AGENT_FOLDER``. The build context holds the recipe's folder and ``common/``, so every agent image
 can copy the shared start-script helpers. Agent images start
 ``FROM ${BASE}`` (default ``rexmle/base:latest``, the CUDA PyTorch base), so ``--base`` can put an agent
 on any image the local engine already has — the offline Debian test image CI makes
@@ -31,6 +34,7 @@ import os
 import shutil
 import sys
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,11 +45,19 @@ from ..errors import RexmleError
 @dataclass(frozen=True)
 class Recipe:
     name: str           # the --agent name
-    folder: str         # agents/<folder>/Dockerfile
+    folder: str         # agents/<folder>/
     tag: str            # what the runtime starts
     needs_base: bool = True
     #: whether ``--source DIR`` applies (the recipe builds from <folder>/source/ when it is not empty)
     takes_source: bool = False
+    #: the Dockerfile, relative to agents/: ``<folder>/Dockerfile``, or a shared one named by image.toml
+    dockerfile: str = ""
+    #: build args of a shared recipe (image.toml's, then AGENT and AGENT_FOLDER), as (key, value) pairs
+    buildargs: tuple[tuple[str, str], ...] = ()
+
+
+#: what an agent folder holds instead of a Dockerfile when its image comes from a shared recipe
+IMAGE_TOML = "image.toml"
 
 
 def recipes_root() -> Path:
@@ -53,16 +65,40 @@ def recipes_root() -> Path:
     return Path(__file__).resolve().parent
 
 
+def _shared_recipe(folder: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """image.toml: the shared Dockerfile of ``common/`` it names and the build args that make it this agent's."""
+    path = folder / IMAGE_TOML
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+        dockerfile, args = spec["recipe"], spec.get("build-args", {})
+    except (tomllib.TOMLDecodeError, KeyError) as exc:
+        raise RexmleError(f"{path}: not an image recipe (wants `recipe` and [build-args]): {exc}") from exc
+    if not str(dockerfile).startswith("common/") or not (folder.parent / dockerfile).is_file():
+        raise RexmleError(f"{path}: recipe {dockerfile!r} is not a Dockerfile in agents/common/")
+    pairs = {str(k): str(v) for k, v in args.items()}
+    pairs.update(AGENT=folder.name.replace("_", "-"), AGENT_FOLDER=folder.name)
+    return dockerfile, tuple(pairs.items())
+
+
 def _recipe(folder: Path) -> Recipe:
     if folder.name == "common":
-        return Recipe("base", "common", "rexmle/base:latest", needs_base=False)
+        return Recipe("base", "common", "rexmle/base:latest", needs_base=False, dockerfile="common/Dockerfile")
     name = folder.name.replace("_", "-")
+    if (folder / "Dockerfile").is_file():
+        dockerfile, buildargs = f"{folder.name}/Dockerfile", ()
+    else:
+        dockerfile, buildargs = _shared_recipe(folder)
     # a recipe that copies ``<folder>/source/`` builds from a checkout given with --source
-    takes_source = f"COPY {folder.name}/source/" in (folder / "Dockerfile").read_text(encoding="utf-8")
-    return Recipe(name, folder.name, f"rexmle/{name}:latest", takes_source=takes_source)
+    takes_source = f"COPY {folder.name}/source/" in (folder.parent / dockerfile).read_text(encoding="utf-8")
+    return Recipe(name, folder.name, f"rexmle/{name}:latest", takes_source=takes_source, dockerfile=dockerfile,
+                  buildargs=buildargs)
 
 
-RECIPES = {r.name: r for r in sorted((_recipe(d.parent) for d in recipes_root().glob("*/Dockerfile")),
+def _recipe_folders(root: Path) -> list[Path]:
+    return sorted({p.parent for pattern in ("*/Dockerfile", f"*/{IMAGE_TOML}") for p in root.glob(pattern)})
+
+
+RECIPES = {r.name: r for r in sorted((_recipe(d) for d in _recipe_folders(recipes_root())),
                                      key=lambda r: (r.needs_base, r.name))}
 BASE_TAG = RECIPES["base"].tag
 RECIPE_LABEL = "rexmle.recipe"
@@ -149,6 +185,7 @@ def build_image(name: str, tag: str | None = None, base: str | None = None, ca_b
         client = docker.from_env(timeout=600)
     tag = tag or recipe.tag
     args = {"BASE": base or BASE_TAG} if recipe.needs_base else {}
+    args.update(recipe.buildargs)
     args.update(buildargs or {})
     base_id = None
     if recipe.needs_base:
@@ -172,7 +209,7 @@ def build_image(name: str, tag: str | None = None, base: str | None = None, ca_b
             if current is not None and (current.labels or {}).get(RECIPE_LABEL) == recipe_hash:
                 log(f"{tag} is up to date (recipe {recipe_hash})")
                 return current.id
-        stream = client.api.build(path=str(context), dockerfile=f"{recipe.folder}/Dockerfile", tag=tag,
+        stream = client.api.build(path=str(context), dockerfile=recipe.dockerfile, tag=tag,
                                   buildargs=args, rm=True, forcerm=True, decode=True, nocache=nocache,
                                   network_mode=network_mode, pull=False, labels={RECIPE_LABEL: recipe_hash})
         image_id = None
@@ -212,7 +249,7 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
 def run_images(args: argparse.Namespace) -> int:
     if args.action == "list":
         for recipe in RECIPES.values():
-            print(f"{recipe.name:<14} {recipe.tag:<30} pytest_rexmle/agents/{recipe.folder}/Dockerfile")
+            print(f"{recipe.name:<14} {recipe.tag:<30} pytest_rexmle/agents/{recipe.dockerfile}")
         return 0
     names = args.agent or list(RECIPES)
     if args.tag and len(names) != 1:
