@@ -31,28 +31,9 @@ from typing import Sequence
 import numpy as np
 import SimpleITK as sitk
 
+from .crop import bounding_box, union_box
+
 Spacing = Sequence[float]  # SimpleITK (x, y, z) order; arrays are SimpleITK's (z, y, x) view
-
-
-def bounding_box(mask: np.ndarray) -> tuple[slice, ...] | None:
-    """Tight slices around the non-zero voxels of ``mask`` (None when empty), via axis projections."""
-    box = []
-    for axis in range(mask.ndim):
-        others = tuple(a for a in range(mask.ndim) if a != axis)
-        hits = np.flatnonzero(np.any(mask, axis=others))
-        if hits.size == 0:
-            return None
-        box.append(slice(int(hits[0]), int(hits[-1]) + 1))
-    return tuple(box)
-
-
-def union_box(*boxes: tuple[slice, ...] | None) -> tuple[slice, ...] | None:
-    """Smallest box containing all given boxes (None entries are ignored)."""
-    present = [b for b in boxes if b is not None]
-    if not present:
-        return None
-    return tuple(slice(min(b[i].start for b in present), max(b[i].stop for b in present))
-                 for i in range(len(present[0])))
 
 
 def _image(mask: np.ndarray, spacing: Spacing) -> sitk.Image:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .crop import bounding_box
 from .parallel import parallel_map
 
 #: bit weight of each voxel of a corner's 2×2×2 neighbourhood, indexed [dz, dy, dx]
@@ -105,17 +106,6 @@ def _corner_codes(padded: np.ndarray) -> np.ndarray:
     return codes
 
 
-def _bounding_slices(mask: np.ndarray) -> tuple[slice, ...] | None:
-    slices = []
-    for axis in range(mask.ndim):
-        others = tuple(a for a in range(mask.ndim) if a != axis)
-        hits = np.flatnonzero(np.any(mask, axis=others))
-        if hits.size == 0:
-            return None
-        slices.append(slice(int(hits[0]), int(hits[-1]) + 1))
-    return tuple(slices)
-
-
 def _sorted(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ascending by (distance, area), the package's order, so cumulative sums match bit for bit."""
     order = np.lexsort((areas, distances))
@@ -137,7 +127,7 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
     if len(spacing) != 3:
         raise ValueError(f"spacing must have 3 values, got {spacing}")
     empty = np.zeros(0)
-    box = _bounding_slices(gt | pred)
+    box = bounding_box(gt | pred)
     if box is None:
         return SurfaceDistances(empty, empty, empty, empty)
     table = surfel_area_table(spacing)

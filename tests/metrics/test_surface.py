@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from pytest_rexmle.metrics.surface import (bounding_box, contour_distances, hd95, hd95_full_volume,
-                                           union_box)
+from pytest_rexmle.metrics.crop import bounding_box, union_box
+from pytest_rexmle.metrics.surface import contour_distances, hd95, hd95_full_volume
 
 SPACING = (0.5, 0.5, 2.0)   # SimpleITK (x, y, z): the arrays' last axis is x (0.5 mm), the first z (2 mm)
 
