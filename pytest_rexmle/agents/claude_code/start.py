@@ -18,12 +18,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import agent_folder, begin, conclude, json_lines, prompt, run_cli, save_reported_usage  # noqa: E402,F401
+from cli_agent import (agent_folder, begin, conclude, json_lines, prompt, result_event_report,  # noqa: E402,F401
+                       run_cli, save_reported_usage)
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "claude-code"
 QUIET = {"DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CI": "1"}
+#: the token counts of the ``usage`` of Claude Code's result event, kept under their own names
+TOKEN_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -45,16 +48,11 @@ def command(args: argparse.Namespace, text: str) -> list[str]:
 
 def reported_usage(events: list[dict]) -> dict:
     """Claude Code's own account of the run: its final ``result`` event (tokens, cost in USD, turns)."""
-    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
-    if result is None:
-        return {}
-    usage = result.get("usage") or {}
-    return {"source": "claude-code result event", "input_tokens": usage.get("input_tokens"),
-            "output_tokens": usage.get("output_tokens"),
-            "cache_read_input_tokens": usage.get("cache_read_input_tokens"),
-            "cache_creation_input_tokens": usage.get("cache_creation_input_tokens"),
-            "cost_usd": result.get("total_cost_usd"), "turns": result.get("num_turns"),
-            "subtype": result.get("subtype"), "models": sorted((result.get("modelUsage") or {}).keys())}
+    report, result = result_event_report(events, "claude-code result event", "usage", TOKEN_COUNTS)
+    if result:
+        report.update(cost_usd=result.get("total_cost_usd"), turns=result.get("num_turns"),
+                      subtype=result.get("subtype"), models=sorted((result.get("modelUsage") or {}).keys()))
+    return report
 
 
 def main(argv: list[str]) -> int:

@@ -111,6 +111,17 @@ def json_lines(path: Path) -> list[dict]:
     return events
 
 
+def result_event_report(events: list[dict], source: str, section: str, counts: tuple[str, ...]) -> tuple[dict, dict]:
+    """(the report, the event) of a CLI that ends its stream-json with a ``result`` event carrying its own
+    account of the run (Claude Code, Gemini CLI): ``source`` and the ``counts`` of the event's ``section``
+    under their own names, to which the caller adds what else the event says; ({}, {}) without one."""
+    result = next((e for e in reversed(events) if e.get("type") == "result"), {})
+    if not result:
+        return {}, {}
+    numbers = result.get(section) or {}
+    return {"source": source, **{key: numbers.get(key) for key in counts}}, result
+
+
 def save_reported_usage(folder: Path, usage: dict) -> None:
     """``<folder>/reported_usage.json``: what the CLI itself says it used (tokens, cost, turns).
 

@@ -18,10 +18,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import begin, conclude, json_lines, run_cli, save_reported_usage  # noqa: E402
+from cli_agent import begin, conclude, json_lines, result_event_report, run_cli, save_reported_usage  # noqa: E402
 from rexmle_adapter import Contract  # noqa: E402
 
 NAME = "gemini-cli"
+#: what the ``stats`` of Gemini CLI's result event count, kept under their own names
+STATS = ("input_tokens", "output_tokens", "total_tokens", "tool_calls", "duration_ms")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -50,14 +52,10 @@ def command(args: argparse.Namespace, text: str) -> list[str]:
 
 def reported_usage(events: list[dict]) -> dict:
     """Gemini CLI's own account: the ``stats`` of its final ``result`` event."""
-    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
-    if result is None:
-        return {}
-    stats = result.get("stats") or {}
-    return {"source": "gemini-cli result event", "status": result.get("status"),
-            "input_tokens": stats.get("input_tokens"), "output_tokens": stats.get("output_tokens"),
-            "total_tokens": stats.get("total_tokens"), "tool_calls": stats.get("tool_calls"),
-            "duration_ms": stats.get("duration_ms")}
+    report, result = result_event_report(events, "gemini-cli result event", "stats", STATS)
+    if result:
+        report["status"] = result.get("status")
+    return report
 
 
 def main(argv: list[str]) -> int:
