@@ -12,7 +12,7 @@ from pytest_rexmle.task import registry
 
 from .conftest import REPO
 
-#: one folder per agent (adapter, Dockerfile, start script), and ``common/`` beside them
+#: one folder per agent (adapter, image recipe, start script), and ``common/`` beside them
 IMAGES = REPO / "pytest_rexmle" / "agents"
 #: a provider key no real provider issues; tests assert it never leaks into a run's files or logs
 KEY = "sk-fake-0123456789abcdef"

@@ -1,4 +1,4 @@
-"""Codex CLI (OpenAI) headless in its image (``Dockerfile`` and ``start.py`` beside this module)."""
+"""Codex CLI (OpenAI) headless in its image (``image.toml`` and ``start.py`` beside this module)."""
 
 from __future__ import annotations
 

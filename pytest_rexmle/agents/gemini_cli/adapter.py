@@ -1,4 +1,4 @@
-"""Gemini CLI (Google) headless in its image (``Dockerfile`` and ``start.py`` beside this module)."""
+"""Gemini CLI (Google) headless in its image (``image.toml`` and ``start.py`` beside this module)."""
 
 from __future__ import annotations
 
