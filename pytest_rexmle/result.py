@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .jsonfile import write_json_atomic
 from .ranking import Ranking
 
 OK, INVALID, ERROR, MISSING, TIMEOUT = "ok", "invalid", "error", "missing", "timeout"
@@ -96,17 +95,3 @@ class ChallengeResult:
     def read(cls, path: Path) -> "ChallengeResult":
         return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
 
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -21,7 +21,8 @@ from .data.store import TaskData
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
-from .result import ERROR, ChallengeResult, write_json_atomic
+from .jsonfile import write_json_atomic
+from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .seal import SealError, verify_result

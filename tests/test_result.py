@@ -9,7 +9,8 @@ import pytest
 
 from pytest_rexmle.grading import GradeOutcome, grade_submission, result_from_grade
 from pytest_rexmle.ranking import rank
-from pytest_rexmle.result import STATUSES, ChallengeResult, write_json_atomic
+from pytest_rexmle.jsonfile import write_json_atomic
+from pytest_rexmle.result import STATUSES, ChallengeResult
 from pytest_rexmle.task import registry
 
 SECTION9_KEYS = {"challenge_id", "reference_id", "status", "reason", "metrics", "ranking_metrics", "positions",

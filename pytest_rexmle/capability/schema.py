@@ -32,7 +32,7 @@ Session document (``rexmle-capability.json``, schema ``rexmle-capability/1``)::
     {
       "schema": "rexmle-capability/1", "created": ISO-8601 UTC, "judge": {...} | null,
       "agents": [per-agent documents],
-      "stages": [stage documents of pytest_rexmle.stages]      may be empty
+      "stages": [stage documents of pytest_rexmle.capability.stages]      may be empty
     }
 
 ``mean_score`` is the primary number (fraction of the agent's runs showing the strategy, FAILs included);
@@ -259,7 +259,7 @@ def validate_session_capability(doc: dict) -> None:
     _need(doc, "created", str, "session capability")
     for agent_doc in _need(doc, "agents", list, "session capability"):
         validate_agent_capability(agent_doc)
-    from ..stages import validate_stages
+    from .stages import validate_stages
 
     for stage_doc in _need(doc, "stages", list, "session capability"):
         validate_stages(stage_doc)

@@ -319,7 +319,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
     is taken once. ``taken`` receives (input, report file) for each report read, so the caller can say
     plainly what was merged."""
-    from .store import resolve_all
+    from .archive import resolve_all
 
     reports, capability, seen = [], [], set()
     for raw in inputs:
@@ -348,7 +348,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
     from .html import render_html
-    from .store import write_json, write_text
+    from .archive import write_json, write_text
 
     from .reference import with_reference
 

@@ -12,7 +12,7 @@ from pytest_rexmle.capability.llm import PROMPT_VERSION, SYSTEM_PROMPT, JudgeErr
 from pytest_rexmle.capability.schema import UNPARSABLE
 from pytest_rexmle.capability.strategies import load_strategies
 from pytest_rexmle.report.html import write_html
-from pytest_rexmle.stages import stage_scores, validate_stages
+from pytest_rexmle.capability.stages import stage_scores, validate_stages
 
 from ..report.helpers import session as report_session
 from .helpers import ChatServer, make_run

@@ -22,7 +22,7 @@ from pytest_rexmle.capability.schema import NO_TRACE_FLAG
 from pytest_rexmle.capability.trace import CODE, FILES, TRACE, collect_sources, trace_text
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.stages import stage_scores, validate_stages
+from pytest_rexmle.capability.stages import stage_scores, validate_stages
 from pytest_rexmle.task import registry
 
 from .helpers import SCAFFOLD, make_run, model_call, write_model_calls

@@ -13,7 +13,7 @@ import pytest
 from pytest_rexmle.capability import get_judge
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.stages import WEIGHTS, read_usage, stage_scores, validate_stages
+from pytest_rexmle.capability.stages import WEIGHTS, read_usage, stage_scores, validate_stages
 from pytest_rexmle.task import registry
 
 from .helpers import make_run

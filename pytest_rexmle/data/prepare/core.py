@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from filelock import FileLock
 
-from ...result import write_json_atomic
+from ...jsonfile import write_json_atomic
 from ...task import Task
 from ..store import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError

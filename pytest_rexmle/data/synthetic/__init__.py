@@ -23,7 +23,7 @@ from filelock import FileLock
 
 from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
-from ...result import write_json_atomic
+from ...jsonfile import write_json_atomic
 from ...task import Task
 from ..store import MANIFEST, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed

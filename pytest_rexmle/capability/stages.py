@@ -54,11 +54,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
-from .capability.trace import collect_sources, has_trace
-from .errors import InvalidSubmission
-from .hostile import RefusedFile, clean_text, read_json
-from .result import write_json_atomic
+from ..errors import InvalidSubmission
+from ..hostile import RefusedFile, clean_text, read_json
+from ..jsonfile import write_json_atomic
+from .base import JUDGED_STAGES, description_lines, run_meta, task_id_of
+from .trace import collect_sources, has_trace
 
 SCHEMA = "rexmle-stages/1"
 STAGES_JSON = "stages.json"
@@ -103,7 +103,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
 def _task(task: Any):
     if hasattr(task, "id"):
         return task
-    from .task import registry
+    from ..task import registry
 
     try:
         return registry().get(str(task))
@@ -118,8 +118,8 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
         return (0.0, "no submission.csv"), (0.0, "no submission.csv")
     if task is None or public_dir is None or not Path(public_dir).is_dir():
         return _from_result(run_dir)
-    from .errors import TaskConfigError
-    from .graders.base import load_grader
+    from ..errors import TaskConfigError
+    from ..graders.base import load_grader
 
     try:
         grader = load_grader(task)
@@ -138,7 +138,7 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
 
 def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -> tuple[float, str]:
     """Fraction of test cases whose row passes the grader's public per-case check."""
-    from .submission import read_case_table
+    from ..submission import read_case_table
 
     if not test_ids:
         return 0.0, "no public test ids"
