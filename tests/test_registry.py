@@ -347,7 +347,7 @@ def test_bad_grader_reference(tmp_path):
 def test_aliases_must_be_strings(tmp_path):
     folder = _copy_task(tmp_path)
     _edit(folder, lambda d: d.__setitem__("aliases", ["ok", 3]))
-    _expect_config_error(folder, "aliases")
+    _expect_config_error(folder, "aliases[1]", "got 3")
 
 
 def test_duplicate_alias_between_tasks(tmp_path):
