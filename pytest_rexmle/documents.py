@@ -10,11 +10,13 @@ error types, so callers that caught the hand validators' ``ValueError`` keep wor
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from .errors import RexmleError
 
@@ -29,7 +31,29 @@ class Document(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-D = TypeVar("D", bound=BaseModel)
+D = TypeVar("D")
+
+
+def json_numbers(value: Any) -> Any:
+    """Strict JSON has no infinities or NaN: they are written as the strings "inf", "-inf" and "nan"
+    (pydantic's float fields read those strings back as numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_numbers(v) for v in value]
+    return value
+
+
+def number(value: Any) -> Any:
+    """The inverse of :func:`json_numbers` for one value read from a document."""
+    return float(value) if value in ("inf", "-inf", "nan") else value
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(kind: type) -> TypeAdapter:
+    return TypeAdapter(kind)
 
 
 def field_name(loc: tuple[Any, ...]) -> str:
@@ -55,9 +79,10 @@ def explain(error: ValidationError, where: str) -> str:
 
 def parse(model: type[D], data: Any, where: str | Path, error: type[Exception] = DocumentError,
           context: dict[str, Any] | None = None) -> D:
-    """``model`` validated from ``data``; ``error`` (e.g. TaskConfigError) carries :func:`explain`'s message."""
+    """``model`` (a pydantic model or dataclass) validated from ``data``; ``error`` (e.g. TaskConfigError)
+    carries :func:`explain`'s message."""
     try:
-        return model.model_validate(data, context=context)
+        return _adapter(model).validate_python(data, context=context)
     except ValidationError as exc:
         raise error(explain(exc, str(where))) from None
 

@@ -58,7 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from ..result import _decode_number, _encode
+from ..documents import json_numbers, number
 from .model import SCHEMA as REPORT_SCHEMA, data_kind, note_for, validate_report
 
 SCHEMA = "rexmle-merged-report/1"
@@ -163,7 +163,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds)}
-    return _encode(merged)
+    return json_numbers(merged)
 
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
@@ -188,7 +188,7 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
         metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
         metrics = {}
         for key in metric_keys:
-            values = [float(_decode_number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
+            values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
             metrics[key] = {"mean": _metric_mean(values), "n": len(values)}
         positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
         rows.append({
