@@ -30,6 +30,11 @@ class Document(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    @classmethod
+    def check(cls, doc: Any, where: str | Path | None = None):
+        """``doc`` (a parsed JSON document) as this model; :class:`DocumentError` names the first problem."""
+        return parse(cls, doc, where or cls.__name__)
+
 
 D = TypeVar("D")
 

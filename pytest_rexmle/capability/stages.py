@@ -52,8 +52,11 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..documents import Document
 from ..errors import InvalidSubmission
 from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
@@ -240,31 +243,56 @@ def _gateway_usage(metered: dict, reported: dict) -> dict:
     return usage
 
 
-def validate_stages(doc: dict) -> None:
-    """Check a ``stages.json`` document; raises ValueError naming the first problem."""
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ValueError(f"stages: unknown schema {doc.get('schema') if isinstance(doc, dict) else doc!r}")
-    for key in ("challenge_id", "run_dir"):
-        if not isinstance(doc.get(key), str):
-            raise ValueError(f"stages: {key!r} must be a string")
-    rows = doc.get("stages")
-    if not isinstance(rows, list) or [r.get("id") for r in rows] != list(WEIGHTS):
-        raise ValueError("stages: 'stages' must list S1..S5 in order")
-    for row in rows:
-        if row.get("weight") != WEIGHTS[row["id"]] or row.get("name") != NAMES[row["id"]]:
-            raise ValueError(f"stages: {row['id']} has the wrong name or weight")
-        score = row.get("score")
-        if not isinstance(score, (int, float)) or isinstance(score, bool) or not 0.0 <= score <= 1.0:
-            raise ValueError(f"stages: {row['id']} score must be in [0, 1]")
-        if row.get("method") not in ("rules", "llm", "deterministic") or not isinstance(row.get("evidence"), str):
-            raise ValueError(f"stages: {row['id']} needs a method and evidence")
-    total = doc.get("total")
-    if not isinstance(total, (int, float)) or not math.isclose(total, sum(r["weight"] * r["score"] for r in rows), abs_tol=1e-9):
-        raise ValueError("stages: total must be the weighted sum of the stage scores")
-    usage = doc.get("usage")
-    if not isinstance(usage, dict):
-        raise ValueError("stages: usage must be an object")
-    for key in (*USAGE_INT, "cost_usd", "wall_seconds"):
-        value = usage.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"stages: usage.{key} must be a non-negative number or null")
+Count = Annotated[int, Field(ge=0)] | None
+Amount = Annotated[float, Field(ge=0)] | None
+
+
+class StageUsage(BaseModel):
+    """The cost block: what the run spent (every value may be null: not reported, not metered)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    turns: Count = None
+    input_tokens: Count = None
+    output_tokens: Count = None
+    total_tokens: Count = None
+    cost_usd: Amount = None
+    wall_seconds: Amount = None
+
+
+class Stage(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: Literal["S1", "S2", "S3", "S4", "S5"]
+    name: str
+    weight: float
+    score: float = Field(ge=0.0, le=1.0)
+    method: Literal["rules", "llm", "deterministic"]
+    evidence: str
+
+    @model_validator(mode="after")
+    def _named_and_weighted(self) -> "Stage":
+        if self.weight != WEIGHTS[self.id] or self.name != NAMES[self.id]:
+            raise ValueError(f"{self.id} has the wrong name or weight")
+        return self
+
+
+class StageScores(Document):
+    """A run's ``stages.json`` (``rexmle-stages/1``)."""
+
+    model_config = ConfigDict(strict=True)
+
+    schema_: Literal["rexmle-stages/1"] = Field(alias="schema")
+    challenge_id: str
+    run_dir: str
+    stages: list[Stage]
+    total: float
+    usage: StageUsage
+
+    @model_validator(mode="after")
+    def _weighted_total(self) -> "StageScores":
+        if [r.id for r in self.stages] != list(WEIGHTS):
+            raise ValueError("'stages' must list S1..S5 in order")
+        if not math.isclose(self.total, sum(r.weight * r.score for r in self.stages), abs_tol=1e-9):
+            raise ValueError("total must be the weighted sum of the stage scores")
+        return self
