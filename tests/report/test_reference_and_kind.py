@@ -15,7 +15,7 @@ import pytest
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.report import archive
 from pytest_rexmle.report.html import render_html
-from pytest_rexmle.report.merge import markdown as merged_markdown, merge_reports, validate_merged
+from pytest_rexmle.report.merge import MergedReport, markdown as merged_markdown, merge_reports
 from pytest_rexmle.report.model import NOTE, SYNTHETIC_NOTE, build_report
 from pytest_rexmle.report.reference import paper_agents, paper_results, with_reference
 from pytest_rexmle.report.render import markdown, score_line, terminal_lines
@@ -159,7 +159,7 @@ def test_a_challenge_never_run_is_not_run_not_fail():
     one = session("quick", "r1", seed=1, ids=["ldct-iqa"], fail_every=0)
     full = session("full", "r2", seed=2)
     merged = merge_reports([one, full])
-    validate_merged(merged)
+    MergedReport.check(merged)
     quick = next(a for a in merged["agents"] if a["label"] == "quick")
     assert quick["not_run"] == [c for c in merged["challenges"] if c != "ldct-iqa"]
     assert quick["mean"] == pytest.approx(one["score"]) and quick["n_fail"] == [0]
