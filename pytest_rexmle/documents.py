@@ -35,6 +35,12 @@ class Document(BaseModel):
         """``doc`` (a parsed JSON document) as this model; :class:`DocumentError` names the first problem."""
         return parse(cls, doc, where or cls.__name__)
 
+    def write(self, path: Path) -> Path:
+        """Atomically, with the keys that were set (and the unknown ones kept), under their JSON names."""
+        from .jsonfile import write_json_atomic
+
+        return write_json_atomic(path, self.model_dump(mode="json", by_alias=True, exclude_unset=True))
+
 
 D = TypeVar("D")
 
