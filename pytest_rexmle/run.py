@@ -40,27 +40,25 @@ class RunRecord(Document):
     """``run.json``: how a run was started and, once ``finished`` is set, how it ended.
 
     It grows while the run goes on (the runtime's handle record, the gateway's usage and egress, the
-    scrub report, GPU telemetry, ``interrupted``/``reattached``), so every key but the start's is
-    optional and only keys that were set are written; keys of other parts of the harness are kept.
+    scrub report, GPU telemetry, ``interrupted``/``interrupted_by`` when the session was stopped,
+    ``reattached`` when a later one took the run over), so every key but the start's is optional and
+    only keys that were set are written; keys of other parts of the harness are kept as they are.
     """
 
     task: str
     agent: str
-    agent_options: dict[str, Any] = {}
     runtime: str
     data: str
     time_limit: float
-    gpus: list[str] = []
-    key: dict[str, Any] | None = None
     started: str
+    agent_options: dict[str, Any] = {}
+    key: dict[str, Any] | None = None
     owner: dict[str, Any] | None = None
+    gpus: list[str] = []
     finished: str | None = None
     exit_code: int | None = None
     timed_out: bool | None = None
     duration: float | None = None
-    interrupted: str | None = None
-    interrupted_by: str | None = None
-    reattached: str | None = None
 
     @classmethod
     def read(cls, path: Path) -> "RunRecord":

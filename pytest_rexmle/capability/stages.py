@@ -248,16 +248,19 @@ Amount = Annotated[float, Field(ge=0)] | None
 
 
 class StageUsage(BaseModel):
-    """The cost block: what the run spent (every value may be null: not reported, not metered)."""
+    """The cost block: what the run spent. :func:`read_usage` writes every key; null means not reported
+    (or not metered), never zero."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
-    turns: Count = None
-    input_tokens: Count = None
-    output_tokens: Count = None
-    total_tokens: Count = None
-    cost_usd: Amount = None
-    wall_seconds: Amount = None
+    turns: Count
+    input_tokens: Count
+    output_tokens: Count
+    total_tokens: Count
+    cost_usd: Amount
+    model: str | None
+    wall_seconds: Amount
+    source: str | None
 
 
 class Stage(BaseModel):

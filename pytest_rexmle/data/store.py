@@ -28,6 +28,11 @@ class DataManifest(Document):
     rule_version: str
     task_version: int
     files: dict[str, str]
+    # synthetic twins
+    seed: int | None = None
+    answers_id: str | None = None
+    answers_reproducible: bool | None = None
+    fingerprint: str | None = None
     # prepared data
     reference_id: str | None = None
     prepared_at: str | None = None
@@ -39,11 +44,6 @@ class DataManifest(Document):
     warnings: list[str] = []
     notes: dict[str, Any] = {}
     file_sizes: dict[str, int] = {}
-    # synthetic twins
-    seed: int | None = None
-    answers_id: str | None = None
-    answers_reproducible: bool | None = None
-    fingerprint: str | None = None
 
     @classmethod
     def read(cls, root: Path) -> "DataManifest | None":

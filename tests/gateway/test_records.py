@@ -53,7 +53,9 @@ def test_run_json_gets_usage_and_egress(gateway, tmp_path):
     for sub in (folder.workspace, folder.submission, folder.logs):
         sub.mkdir(parents=True)
     outcome = RunOutcome(0, False, 1.5, folder.logs / "o", folder.logs / "e", details={"gateway": record})
-    finish(LaunchedRun(folder, _Agent(), None, _Handle(outcome), {"task": "ldct-iqa"}))
+    started = {"task": "ldct-iqa", "agent": "stand-in", "runtime": "local", "data": "synthetic", "time_limit": 60,
+               "started": "2026-01-01T00:00:00+00:00"}  # what launch() writes; run.json is checked on every write
+    finish(LaunchedRun(folder, _Agent(), None, _Handle(outcome), started))
     meta = json.loads((folder.root / "run.json").read_text())
     assert meta["usage"]["source"] == "gateway" and meta["usage"]["requests"] == 2
     assert meta["usage"]["input_tokens"] == 11 + 25 and meta["usage"]["output_tokens"] == 7 + 9
