@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from .errors import RexmleError
+from .jsonfile import write_json_atomic
 
 
 class DocumentError(RexmleError, ValueError):
@@ -37,8 +38,6 @@ class Document(BaseModel):
 
     def write(self, path: Path) -> Path:
         """Atomically, with the keys that were set (and the unknown ones kept), under their JSON names."""
-        from .jsonfile import write_json_atomic
-
         return write_json_atomic(path, self.model_dump(mode="json", by_alias=True, exclude_unset=True))
 
 

@@ -23,7 +23,6 @@ from .documents import Document, parse
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
-from .jsonfile import write_json_atomic
 from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
@@ -68,7 +67,7 @@ class RunRecord(Document):
 
 def write_run_record(path: Path, meta: dict) -> None:
     """Checked against :class:`RunRecord` before it replaces the file, then written as given."""
-    write_json_atomic(path, parse(RunRecord, meta, path).model_dump(mode="json", exclude_unset=True))
+    parse(RunRecord, meta, path).write(path)
 
 
 @dataclass(frozen=True)
