@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CI: build the agent images the Docker tests drive, FROM the offline test base (no registry needed).
-#   rexmle/test-aide       images/aide       aideml 0.2.2 from PyPI
-#   rexmle/test-ml-master  images/ml-master  --source tests/docker/ml_master_standin (GitHub is unreachable
+#   rexmle/test-aide       agents/aide       aideml 0.2.2 from PyPI
+#   rexmle/test-ml-master  agents/ml_master  --source tests/docker/ml_master_standin (GitHub is unreachable
 #                                            here; the stand-in mimics ML-Master's entry point only)
 #   rexmle/test-ml-master-real               --source $REXMLE_ML_MASTER_SOURCE, only when it names a checkout
 #                                            of the real ML-Master (CI has none)
-#   rexmle/test-rd-agent   images/rd-agent   rdagent (pinned in its Dockerfile) from PyPI
-#   rexmle/test-claude-code, -codex, -gemini-cli, -mini-swe-agent   images/<name>   the coding CLIs (npm / PyPI)
+#   rexmle/test-rd-agent   agents/rd_agent   rdagent (pinned in its Dockerfile) from PyPI
+#   rexmle/test-claude-code, -codex, -gemini-cli, -mini-swe-agent   agents/<folder>   the coding CLIs (npm / PyPI)
 # `rexmle images build` labels each image with a hash of its recipe, context and base image id and skips
 # the build when the tag already carries it, so a repeated run costs seconds; the first rd-agent build
 # resolves and downloads R&D-Agent's dependency tree (several minutes). The tests build the same images

@@ -10,7 +10,7 @@
 #
 # Packages come from the host's pip (`--target`): the host is Python 3.11 on glibc Linux, the same ABI
 # as bookworm's python3.11, and that avoids installing pip's Debian dependency tree into the image.
-# pip itself is added to the image so that agent images (images/aide, ...) can build FROM it.
+# pip itself is added to the image so that agent images (pytest_rexmle/agents/aide, ...) can build FROM it.
 #
 # Skips the build when the image exists and was built from this very recipe (hash in a label);
 # `--force` rebuilds. Environment: REXMLE_TEST_IMAGE, DEBIAN_MIRROR, DEBIAN_SUITE, PYTHON.
@@ -23,7 +23,7 @@ PYTHON="${PYTHON:-python3}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
 # Runtime dependencies of pytest_rexmle (pyproject minus pytest plugins) + pycocotools (DENTEX grader)
-# + pip (so that images/<agent>/Dockerfile can build on top of this image in tests).
+# + pip (so that pytest_rexmle/agents/<agent>/Dockerfile can build on top of this image in tests).
 PACKAGES=(numpy scipy pandas SimpleITK scikit-image Pillow tifffile PyYAML filelock nibabel pycocotools pip)
 
 RECIPE="$( (cat "$0"; echo "${PACKAGES[*]} $SUITE") | sha256sum | cut -c1-16)"

@@ -55,7 +55,7 @@ def main() -> int:
                 import SimpleITK as sitk
                 from pathlib import Path
                 from pytest_rexmle.errors import InvalidSubmission
-                from pytest_rexmle.imaging import read_mask
+                from pytest_rexmle.medimage.geometry import read_mask
                 try:
                     read_mask(Path({str(path)!r}), sitk.Image([48, 40, 24], sitk.sitkUInt8), "c1")
                 except InvalidSubmission as exc:

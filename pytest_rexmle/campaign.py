@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .agents.base import Agent
-from .data.store import TaskData
+from .data.taskdata import TaskData
 from .result import ChallengeResult
 from .run import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
 from .runtime.base import Runtime
@@ -59,7 +59,7 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
 
 
 def task_data(settings, task: Task) -> TaskData:
-    from .data.store import prepared_data, synthetic_data
+    from .data.taskdata import prepared_data, synthetic_data
 
     if settings.data == "synthetic":
         return synthetic_data(task, seed=settings.seed)

@@ -27,7 +27,7 @@ LAZY_COMMANDS = {
                "merge session reports (agents side by side, repeated runs with intervals)"),
     "status": (".status", "add_status_arguments", "run_status",
                "runs in progress (elapsed / limit) and finished ones, from the runs folder"),
-    "images": (".images", "add_images_arguments", "run_images", "build or list the agent container images"),
+    "images": (".agents.image_build", "add_images_arguments", "run_images", "build or list the agent container images"),
 }
 
 
@@ -117,7 +117,7 @@ def _folder(path: str | Path, what: str) -> Path:
 def _answers_dir(task, args) -> Path:
     if args.answers:
         return _folder(args.answers, "answers")
-    from .data.store import prepared_data, synthetic_data
+    from .data.taskdata import prepared_data, synthetic_data
     from .errors import DataNotPreparedError
 
     if args.data == "synthetic":

@@ -7,7 +7,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 
 * ``rexmle_settings`` (session) — :class:`pytest_rexmle.settings.Settings`.
 * ``rexmle_task`` — the :class:`pytest_rexmle.task.Task` of the item (skips if it has no grader yet).
-* ``rexmle_data`` — :class:`pytest_rexmle.data.store.TaskData` (public/private folders); skips with the
+* ``rexmle_data`` — :class:`pytest_rexmle.data.taskdata.TaskData` (public/private folders); skips with the
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
@@ -153,7 +153,7 @@ def rexmle_runtime(rexmle_settings):
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
-    from .runtime.node import outcome_from_json
+    from .runtime.slurm_job import outcome_from_json
     from .schedule.board import run_key
     from .schedule.session import board_for
 

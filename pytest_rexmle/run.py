@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents.base import Agent, AgentContext
-from .data.store import TaskData
+from .data.taskdata import TaskData
 from .documents import Document, parse
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder

@@ -1,13 +1,26 @@
-"""Benchmark settings from the command line or the ini file (each option has an ini twin)."""
+"""Benchmark settings from the command line, the ini file or the environment, in one order of precedence.
+
+Every value a session uses is decided here, once, by one rule (:data:`PRECEDENCE`): the command-line
+option, else its ini-file twin (``rexmle_*`` in pytest.ini / ``[tool.pytest.ini_options]``), else the
+``REXMLE_*`` variable where the option has one (:data:`ENVIRONMENT`), else the task's ``task.yaml``
+(resource ``limits:``, the time budget), else the built-in default. The runtimes receive the result
+(see :mod:`.runtime.policy`) and read no option or variable of their own to change it.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from .paths import default_data_dir
+
+PRECEDENCE = ("command-line option > ini-file option (rexmle_* in pytest.ini or pyproject.toml) > REXMLE_* "
+              "environment variable (where an option has one) > task.yaml (limits:, time budget) > built-in default")
+#: the options a REXMLE_* variable stands in for (the variable is also part of the agent's contract)
+ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 
 # (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"}
 OPTIONS = [
@@ -48,10 +61,11 @@ OPTIONS = [
     ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
      "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)", "str", "auto"),
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
-     "processes, file_size, disk, tmp, e.g. memory=64G or tmp=none (repeatable; task.yaml `limits:` gives defaults)",
+     "processes, file_size, disk, tmp, open_files, shm, cpus, e.g. memory=64G or tmp=none (repeatable; over "
+     "task.yaml `limits:`, for every runtime: local, docker, and the job's inner runtime under slurm)",
      "list", []),
     ("--rexmle-agent-uids", "rexmle_agent_uids", "root harness: the host uids agents run as, START-END; each "
-     "concurrent run holds one of its own (default 2000000000-2000000255)", "str", None),
+     "concurrent run holds one of its own (default 2000000000-2000065535, tried from a random start)", "str", None),
     ("--rexmle-agent-as-root", "rexmle_agent_as_root", "root harness, local runtime: run the agent as uid 0 (no "
      "capabilities) instead of a uid of its own; printed and recorded in run.json", "bool", False),
     ("--rexmle-unsafe-same-uid", "rexmle_unsafe_same_uid", "non-root harness under Landlock: let the agent run as "
@@ -74,7 +88,7 @@ OPTIONS = [
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("rexmle", "ReX-MLE medical-imaging agent benchmark")
+    group = parser.getgroup("rexmle", f"ReX-MLE medical-imaging agent benchmark (precedence: {PRECEDENCE})")
     for flag, ini, help_text, kind, default in OPTIONS:
         dest = ini
         if kind == "bool":
@@ -95,11 +109,14 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
 
 
-def _value(config: pytest.Config, ini: str, kind: str, default):
+def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.environ):
+    """One option's value by :data:`PRECEDENCE` (task.yaml's part is applied per task: Task.limits)."""
     value = config.getoption(ini)
     if value is None:
         value = config.getini(ini)
         if value in ("", None) or value == []:
+            value = environ.get(ENVIRONMENT[ini]) or None if ini in ENVIRONMENT else None
+        if value is None:
             value = default
     if value is None:
         return None

@@ -22,9 +22,10 @@ task.yaml fields (all required unless marked optional):
 * ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
   :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
   tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
-* ``grader`` / ``synthetic`` (optional ``module:attribute`` under ``pytest_rexmle.graders`` /
-  ``pytest_rexmle.data.synthetic``): absent while a task has no grader yet; such a task is collected and
-  skipped with that reason.
+* ``grader`` / ``synthetic`` / ``prepare`` (optional ``<challenge>:<attribute>``): the grader class, the
+  synthetic-twin generator and the real-data preparer, found in the challenge's folder
+  ``pytest_rexmle/challenges/<challenge>/`` (``grade.py``, ``synthetic.py``, ``prepare.py``; see
+  :func:`resolve`). A task without a grader yet is collected and skipped with that reason.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Task(BaseModel):
     aliases: tuple[StrictStr, ...] = ()
     grader: StrictStr | None = None
     synthetic: StrictStr | None = None
+    prepare: StrictStr | None = None
     public_files: tuple[StrictStr, ...] = ()
     url: StrictStr | None = None
     #: runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
@@ -120,11 +122,11 @@ class Task(BaseModel):
     def _empty_list(cls, value: Any) -> Any:
         return () if value is None else value
 
-    @field_validator("grader", "synthetic")
+    @field_validator("grader", "synthetic", "prepare")
     @classmethod
-    def _dotted_name(cls, value: str | None) -> str | None:
+    def _challenge_name(cls, value: str | None) -> str | None:
         if value is not None and ":" not in value:
-            raise ValueError(f"must look like 'module:attribute', got {value!r}")
+            raise ValueError(f"must look like 'challenge:attribute', got {value!r}")
         return value
 
     @field_validator("public_files")
@@ -279,3 +281,30 @@ def registry(root: Path | None = None) -> TaskRegistry:
 
 def get_task(name: str) -> Task:
     return registry().get(name)
+
+
+#: task.yaml field → the module of the challenge folder whose attribute it names
+CHALLENGE_MODULES = {"grader": "grade", "synthetic": "synthetic", "prepare": "prepare"}
+
+
+def challenge_module(task: Task, field: str, module: str | None = None) -> str:
+    """The dotted module a task.yaml name lives in: ``grader: topcow:Segmentation`` →
+    ``pytest_rexmle.challenges.topcow.grade``; ``module`` names another module of the same folder
+    (``source``). Only names are built here, so listing tasks imports no challenge code."""
+    value = getattr(task, field)
+    if value is None:
+        raise TaskConfigError(f"{task.id}: no {field} declared in {task.folder / 'task.yaml'}")
+    challenge = value.partition(":")[0]
+    return f"{__package__}.challenges.{challenge}.{module or CHALLENGE_MODULES[field]}"
+
+
+def resolve(task: Task, field: str) -> Any:
+    """The object task.yaml's ``grader``, ``synthetic`` or ``prepare`` names, imported on first use."""
+    import importlib
+
+    attr = getattr(task, field) and getattr(task, field).partition(":")[2]
+    try:
+        return getattr(importlib.import_module(challenge_module(task, field)), attr)
+    except (ImportError, AttributeError) as exc:
+        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field {field!r} {getattr(task, field)!r} cannot be "
+                              f"loaded: {exc}") from exc

@@ -14,21 +14,21 @@ from pytest_rexmle.agents import get_agent
 from pytest_rexmle.agents.base import AgentContext
 from pytest_rexmle.agents.usage import compare_usage, mismatch_line
 from pytest_rexmle.errors import RexmleError
-from pytest_rexmle.images import RECIPES
+from pytest_rexmle.agents.image_build import RECIPES
 from pytest_rexmle.task import registry
 
 from .conftest import REPO
 
-IMAGES = REPO / "images"
+IMAGES = REPO / "pytest_rexmle" / "agents"
 KEY = "sk-fake-0123456789abcdef"
 CLI_AGENTS = ("claude-code", "codex", "gemini-cli", "mini-swe-agent")
 
 
 def start_module(agent: str):
-    """images/<agent>/start.py imported as the image runs it (the shared helpers beside it)."""
+    """agents/<agent>/start.py imported as the image runs it (the shared helpers beside it)."""
     sys.path.insert(0, str(IMAGES / "common"))
     try:
-        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent / "start.py")
+        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent.replace("-", "_") / "start.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -57,7 +57,7 @@ def test_each_cli_agent_is_registered_with_its_own_image_recipe(name):
     agent = get_agent(name, {})
     assert agent.image == f"rexmle/{name}:latest" and RECIPES[name].tag == agent.image
     assert agent.supported_isolation == ("docker",)
-    assert (IMAGES / name / "Dockerfile").is_file() and (IMAGES / name / "start.py").is_file()
+    assert (IMAGES / RECIPES[name].folder / "Dockerfile").is_file() and (IMAGES / RECIPES[name].folder / "start.py").is_file()
     with pytest.raises(RexmleError, match="does not understand"):
         get_agent(name, {"api_key": KEY})
     if name == "codex":  # codex exec has no turn limit to map steps onto
@@ -72,7 +72,7 @@ def test_recipes_pin_exact_registry_versions():
     pins = {"claude-code": "ARG CLAUDE_CODE_VERSION=", "codex": "ARG CODEX_VERSION=",
             "gemini-cli": "ARG GEMINI_CLI_VERSION=", "mini-swe-agent": "ARG MINI_SWE_AGENT_VERSION="}
     for name, prefix in pins.items():
-        recipe = (IMAGES / name / "Dockerfile").read_text()
+        recipe = (IMAGES / name.replace("-", "_") / "Dockerfile").read_text()
         version = next(line[len(prefix):] for line in recipe.splitlines() if line.startswith(prefix))
         assert version.count(".") == 2 and version.replace(".", "").isdigit(), (name, version)
         if name != "mini-swe-agent":

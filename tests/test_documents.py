@@ -9,7 +9,7 @@ import pytest
 
 from pytest_rexmle.capability.schema import AgentCapability, CapabilityRun, SessionCapability
 from pytest_rexmle.capability.stages import StageScores
-from pytest_rexmle.data.store import MANIFEST, DataManifest
+from pytest_rexmle.data.taskdata import MANIFEST, DataManifest
 from pytest_rexmle.documents import DocumentError, explain, field_name, json_numbers, number
 from pytest_rexmle.report.merge import MergedReport
 from pytest_rexmle.report.model import SessionReport

@@ -7,7 +7,7 @@ import pytest
 import SimpleITK as sitk
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.imaging import check_geometry, read_image, voxel_volume_mm3
+from pytest_rexmle.medimage.geometry import check_geometry, read_image, voxel_volume_mm3
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -18,7 +18,7 @@ def test_non_finite_values_are_invalid_in_every_format(tmp_path, bad, suffix):
     arr[1, 2, 3] = bad
     path = tmp_path / f"p{suffix}"
     sitk.WriteImage(sitk.GetImageFromArray(arr), str(path))
-    from pytest_rexmle.imaging import label_array
+    from pytest_rexmle.medimage.geometry import label_array
 
     with pytest.raises(InvalidSubmission, match="NaN or infinite"):
         label_array(read_image(path, "c1"), "c1")
@@ -63,7 +63,7 @@ def test_voxel_volume_uses_direction_and_spacing():
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int16, np.int32])
 def test_label_array_keeps_integer_type_and_checks_values(dtype):
-    from pytest_rexmle.imaging import label_array, present_values
+    from pytest_rexmle.medimage.geometry import label_array, present_values
 
     arr = np.zeros((2, 3, 4), dtype)
     arr[0, 1, 2], arr[1, 2, 3] = 3, 15
@@ -75,7 +75,7 @@ def test_label_array_keeps_integer_type_and_checks_values(dtype):
 
 
 def test_integral_floats_become_int64_and_fractions_are_invalid():
-    from pytest_rexmle.imaging import label_array
+    from pytest_rexmle.medimage.geometry import label_array
 
     arr = np.zeros((2, 2, 2), np.float32)
     arr[0, 0, 0] = 2.0

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from pytest_rexmle.imaging import Geometry, reference_geometry
-from pytest_rexmle.nifti import read_header, write_empty_like
+from pytest_rexmle.medimage.geometry import Geometry, reference_geometry
+from pytest_rexmle.medimage.nifti import read_header, write_empty_like
 
 
 def oblique_image(seed: int, dtype=np.float32) -> sitk.Image:

@@ -341,7 +341,7 @@ def test_top_level_not_a_mapping(tmp_path):
 def test_bad_grader_reference(tmp_path):
     folder = _copy_task(tmp_path)
     _edit(folder, lambda d: d.__setitem__("grader", "topcow.BoxDetection"))
-    _expect_config_error(folder, "grader", "module:attribute")
+    _expect_config_error(folder, "grader", "challenge:attribute")
 
 
 def test_aliases_must_be_strings(tmp_path):

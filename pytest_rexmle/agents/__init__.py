@@ -8,19 +8,19 @@ from __future__ import annotations
 BUILTIN_AGENTS = {
     "sample": "pytest_rexmle.agents.sample:SampleAgent",
     "command": "pytest_rexmle.agents.command:CommandAgent",
-    "aide": "pytest_rexmle.agents.aide:AideAgent",
-    "ml-master": "pytest_rexmle.agents.ml_master:MLMasterAgent",
-    "rd-agent": "pytest_rexmle.agents.rd_agent:RDAgent",
-    "claude-code": "pytest_rexmle.agents.coding_cli:ClaudeCodeAgent",
-    "codex": "pytest_rexmle.agents.coding_cli:CodexAgent",
-    "gemini-cli": "pytest_rexmle.agents.coding_cli:GeminiCLIAgent",
-    "mini-swe-agent": "pytest_rexmle.agents.coding_cli:MiniSweAgent",
+    "aide": "pytest_rexmle.agents.aide.adapter:AideAgent",
+    "ml-master": "pytest_rexmle.agents.ml_master.adapter:MLMasterAgent",
+    "rd-agent": "pytest_rexmle.agents.rd_agent.adapter:RDAgent",
+    "claude-code": "pytest_rexmle.agents.claude_code.adapter:ClaudeCodeAgent",
+    "codex": "pytest_rexmle.agents.codex.adapter:CodexAgent",
+    "gemini-cli": "pytest_rexmle.agents.gemini_cli.adapter:GeminiCLIAgent",
+    "mini-swe-agent": "pytest_rexmle.agents.mini_swe_agent.adapter:MiniSweAgent",
 }
 
 
 def __getattr__(name: str):
     if name == "AGENTS":
-        from ..registry import Registry
+        from ..providers import Registry
 
         globals()["AGENTS"] = registry = Registry("rexmle.agents", BUILTIN_AGENTS)
         return registry

@@ -1,8 +1,9 @@
-"""The coding-CLI agents: Claude Code, Codex CLI, Gemini CLI and mini-swe-agent, each in its own image.
+"""What the coding-CLI agents share: Claude Code, Codex CLI, Gemini CLI and mini-swe-agent (one folder each
+beside this module: adapter, image recipe, start script).
 
 ``--agent=claude-code --rexmle-runtime=docker [--agent-option model=claude-sonnet-4-5] [--agent-option steps=200]``
 (likewise ``codex``, ``gemini-cli``, ``mini-swe-agent``). Each image's start script
-(``images/<agent>/start.py`` with ``images/common/cli_agent.py``) runs the real CLI headless with the
+(``agents/<agent>/start.py`` with ``agents/common/cli_agent.py``) runs the real CLI headless with the
 task's instructions as its prompt; this side only chooses the image, turns the options into the start
 script's flags, passes the provider's standard variables through (never logged), and keeps the CLI's
 own settings, sessions, transcript and self-reported usage in ``<run>/logs/<agent>/``.
@@ -18,8 +19,7 @@ import json
 import os
 from typing import ClassVar
 
-from ..errors import RexmleError
-from .aide import PASS_THROUGH, START, ContainerAgent
+from .container import PASS_THROUGH, START, ContainerAgent
 from .base import AgentContext
 
 #: the standard variables a CLI agent reads besides the keys ContainerAgent passes through
@@ -54,35 +54,3 @@ class CodingCLIAgent(ContainerAgent):
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-
-
-class ClaudeCodeAgent(CodingCLIAgent):
-    image = "rexmle/claude-code:latest"
-    log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
-    protocol = "Anthropic Messages"
-
-
-class CodexAgent(CodingCLIAgent):
-    image = "rexmle/codex:latest"
-    log_folders = ("codex",)
-    protocol = "OpenAI Responses"
-    known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
-
-
-class GeminiCLIAgent(CodingCLIAgent):
-    image = "rexmle/gemini-cli:latest"
-    log_folders = ("gemini-cli",)
-    protocol = "Gemini generateContent"
-
-
-class MiniSweAgent(CodingCLIAgent):
-    image = "rexmle/mini-swe-agent:latest"
-    log_folders = ("mini-swe-agent",)
-    protocol = "OpenAI chat completions"
-    steps_flag = "--step-limit"
-
-    def __init__(self, name: str, options: dict[str, str]) -> None:
-        super().__init__(name, options)
-        model = options.get("model", "")
-        if model.startswith("/") or model.endswith("/"):
-            raise RexmleError(f"agent {name!r}: model {model!r} is not a LiteLLM model name (provider/model)")

@@ -12,9 +12,9 @@ retried the same way; configuration failures (401/403/404) raise :class:`JudgeEr
 
 Options (``get_judge("llm", **options)``; strings are accepted for every option, as from a CLI):
 
-* ``base_url`` — default ``$REXMLE_JUDGE_BASE_URL`` or ``https://api.openai.com/v1``; requests go to
-  ``<base_url>/chat/completions``.
-* ``model`` — default ``$REXMLE_JUDGE_MODEL`` or ``gpt-5`` (the paper's judge).
+* ``base_url`` — default ``https://api.openai.com/v1`` (``--rexmle-judge-option base_url=...``); requests go
+  to ``<base_url>/chat/completions``.
+* ``model`` — default ``gpt-5``, the paper's judge (``--rexmle-judge-model``).
 * ``api_key_env`` — the *name* of the environment variable holding the key (default
   ``REXMLE_JUDGE_API_KEY``, falling back to ``OPENAI_API_KEY``). The key itself is never an option, is
   only placed in the ``Authorization`` header, and is never written to any document or message; a
@@ -128,8 +128,8 @@ class LLMJudge(Judge):
                  params: dict | str | None = None, max_attempts: int | str = 3, timeout: float | str = 120,
                  backoff: float | str = 2.0, section_chars: int | str = SECTION_CHARS, keep_code: bool | str = False,
                  json_mode: bool | str = True) -> None:
-        self.base_url = (base_url or os.environ.get("REXMLE_JUDGE_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.model = model or os.environ.get("REXMLE_JUDGE_MODEL") or DEFAULT_MODEL
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.model = model or DEFAULT_MODEL
         self.api_key_env = api_key_env or (DEFAULT_KEY_ENV if os.environ.get(DEFAULT_KEY_ENV) or not
                                            os.environ.get(FALLBACK_KEY_ENV) else FALLBACK_KEY_ENV)
         if isinstance(params, str):

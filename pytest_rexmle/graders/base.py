@@ -8,11 +8,10 @@ and a *perfect* one converted from the private answers (the self-consistency che
 from __future__ import annotations
 
 import csv
-import importlib
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Mapping
+from typing import Callable, ClassVar, Iterable, Iterator, Mapping
 
 from ..errors import InvalidSubmission, TaskConfigError
 from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
@@ -44,6 +43,13 @@ class Grader(ABC):
     @abstractmethod
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         """Every metric of the task (ranking keys and documented extras)."""
+
+    def case_files(self, submission: CaseTable, answers: CaseTable) -> Iterator[tuple[str, Path, Path]]:
+        """(case id, predicted file, reference file) per test case, for a grader whose submission and answers
+        each have one file column: the loop most ``score`` methods start from."""
+        (predicted,), (reference,) = self.prediction_columns, self.answer_columns
+        for case_id in answers.ids:
+            yield case_id, submission.file(case_id, predicted), answers.root / answers.value(case_id, reference)
 
     # -- agent-side validation (public data only) ----------------------------------------------------
     def public_test_ids(self, public_dir: Path) -> list[str]:
@@ -101,12 +107,12 @@ class Grader(ABC):
         NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
         NumPy); other formats through SimpleITK, whose header-only reference image already is that
         volume (uint8, zero-filled, the file's geometry)."""
-        from ..nifti import write_empty_like
+        from ..medimage.nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
             grid = grid_for(case_id)
             if not write_empty_like(grid, path):
-                from ..imaging import reference_geometry, write_image
+                from ..medimage.geometry import reference_geometry, write_image
 
                 write_image(reference_geometry(grid), path)
 
@@ -125,16 +131,10 @@ def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[s
 
 
 def load_grader(task: Task) -> Grader:
-    """Instantiate the grader named in task.yaml (``module:Class`` under ``pytest_rexmle.graders``)."""
-    if task.grader is None:
-        raise TaskConfigError(f"{task.id}: no grader declared in {task.folder / 'task.yaml'}")
-    module_name, _, attr = task.grader.partition(":")
-    try:
-        module = importlib.import_module(f"pytest_rexmle.graders.{module_name}")
-        cls = getattr(module, attr)
-    except (ImportError, AttributeError) as exc:
-        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field 'grader' {task.grader!r} cannot be loaded: {exc}") from exc
-    return cls(task)
+    """Instantiate the grader named in task.yaml (``grader: <challenge>:<Class>``, in the challenge's ``grade.py``)."""
+    from ..task import resolve
+
+    return resolve(task, "grader")(task)
 
 
 __all__ = ["Grader", "InvalidSubmission", "load_grader", "write_submission_csv", "SAMPLE_SUBMISSION"]

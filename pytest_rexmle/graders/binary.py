@@ -6,65 +6,58 @@ metrics and how cases aggregate.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 import SimpleITK as sitk
 
-from ..imaging import read_image, reference_geometry, zyx_spacing
+from ..medimage.geometry import read_image, reference_geometry, zyx_spacing
 from ..metrics.parallel import parallel_map
 from ..submission import CaseTable
 from .base import Grader
 
 
 class BinaryMaskGrader(Grader):
+    """Subclasses name their rules as functions of their module (``check_format = staticmethod(...)``)."""
+
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
-    #: file name suffix of the baseline's predictions, e.g. ".mha"
+    #: suffix of the public test images (``test/images/<id><suffix>``) and of the baseline's predictions
+    image_suffix: ClassVar[str]
     prediction_suffix: ClassVar[str]
+    #: file-type rules, checked before the file is read: ``(path, case_id) -> None`` or InvalidSubmission
+    check_format: ClassVar[Callable[[Path, str], None]]
+    #: the boolean mask of a prediction, after its value rules: ``(image, case_id) -> array``
+    foreground: ClassVar[Callable[[sitk.Image, str], np.ndarray]]
+    #: metrics of one case: ``(pred, truth, spacing_zyx) -> dict``, spacing paired with the (z, y, x) axes
+    case_metrics: ClassVar[Callable[[np.ndarray, np.ndarray, tuple[float, float, float]], dict]]
+    #: the task's metrics over all test cases
+    aggregate: ClassVar[Callable[[list[dict]], dict[str, float]]]
 
-    @abstractmethod
     def test_image(self, public_dir: Path, case_id: str) -> Path:
         """The public test input whose grid predictions must use."""
+        return public_dir / "test" / "images" / f"{case_id}{self.image_suffix}"
 
-    @abstractmethod
-    def check_format(self, path: Path, case_id: str) -> None:
-        """File-type rules, checked before the file is read."""
-
-    @abstractmethod
-    def foreground(self, img: sitk.Image, case_id: str) -> np.ndarray:
-        """The boolean mask of a prediction, after its value rules."""
-
-    @abstractmethod
-    def case_metrics(self, pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, float, float]) -> dict:
-        """Metrics of one case; spacing is paired with the (z, y, x) array axes."""
-
-    @abstractmethod
-    def aggregate(self, per_case: list[dict]) -> dict[str, float]:
-        """The task's metrics over all test cases."""
-
-    def read_prediction(self, submission: CaseTable, case_id: str, ref: sitk.Image) -> np.ndarray:
-        path = submission.file(case_id, "predicted_mask_path")
+    def read_prediction(self, path: Path, case_id: str, ref: sitk.Image) -> np.ndarray:
         self.check_format(path, case_id)
         img = read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
         return self.foreground(img, case_id)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = []
-        for case_id in answers.ids:
-            truth_path = answers.root / answers.value(case_id, "label_path")
+        for case_id, predicted, truth_path in self.case_files(submission, answers):
             ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
                 lambda: read_image(truth_path, case_id),
-                lambda: self.read_prediction(submission, case_id, ref)))
+                lambda: self.read_prediction(predicted, case_id, ref)))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
         return self.aggregate(per_case)
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        self.read_prediction(submission, case_id, reference_geometry(self.test_image(public_dir, case_id)))
+        self.read_prediction(submission.file(case_id, "predicted_mask_path"), case_id,
+                             reference_geometry(self.test_image(public_dir, case_id)))
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-background mask on each test image's grid."""

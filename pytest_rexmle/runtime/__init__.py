@@ -19,7 +19,7 @@ _INTERFACE = ("Runtime", "RunOutcome", "RunSpec")
 
 def __getattr__(name: str):
     if name == "RUNTIMES":
-        from ..registry import Registry
+        from ..providers import Registry
 
         globals()["RUNTIMES"] = registry = Registry("rexmle.runtimes", BUILTIN_RUNTIMES)
         return registry

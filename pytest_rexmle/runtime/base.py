@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from .policy import PolicyOptions, SandboxPolicy, build_policy
 from .sandbox.limits import Limits
 
 #: where the contract folders appear inside an isolated environment
@@ -94,11 +95,19 @@ class Runtime(ABC):
     #: set by the session when every agent of it is the harness's own (``Agent.trusted``): a provider may then
     #: skip a refusal that only guards against a hostile agent
     trusted_agents: bool = False
+    #: the limits of a run whose spec names none (a task always does: task.yaml over :class:`Limits`)
+    default_limits: ClassVar[Limits] = Limits()
+    #: the session's part of each run's policy (``--rexmle-limit``, uids, egress, budget)
+    policy_options: PolicyOptions = PolicyOptions()
 
     @classmethod
     def from_settings(cls, settings) -> "Runtime":
         """Build the runtime from the session's settings; each provider picks the options it knows."""
         return cls(**cls.settings_options(settings))
+
+    def policy(self, spec: RunSpec) -> SandboxPolicy:
+        """The run's sandbox policy, decided here for every mechanism; each runtime renders it once."""
+        return build_policy(spec, self.policy_options, self.default_limits)
 
     @classmethod
     def settings_options(cls, settings) -> dict:

@@ -27,10 +27,12 @@ Every container carries labels (``rexmle.session``, ``rexmle.task``, ``rexmle.pi
 remove what a killed harness left behind; labels, like the environment the engine records, are
 host-side and never visible inside.
 
-Limits (:meth:`DockerRuntime.limits_for`): memory (swap included; default 32 GiB, capped by the engine's
-memory), processes, open files, the size of any one file (``RLIMIT_FSIZE``), and the size of the
-``/tmp`` and ``/var/tmp`` tmpfs. Each comes from the ``REXMLE_DOCKER_*`` setting when set, else from
-the run's own limits (``RunSpec.limits``), else the default. An OOM kill or a SIGXFSZ death is reported
+Limits (:meth:`DockerRuntime.container_limits`, rendered from the run's :class:`~.policy.SandboxPolicy`):
+memory (swap included), processes, open files, the size of any one file (``RLIMIT_FSIZE``), the size of
+the ``/tmp`` and ``/var/tmp`` tmpfs, shared memory and CPUs. They come from ``--rexmle-limit`` over the
+task's ``limits:``; a limit left unlimited there gets this runtime's default below (a container always
+has one: memory 32 GiB capped by the engine's, 8192 processes, 65536 open files, 256 GiB per file,
+4 GiB /tmp and /dev/shm, 4 CPUs capped by the engine's). An OOM kill or a SIGXFSZ death is reported
 as the limit it broke ("memory limit of 512 MiB exceeded"), a FAIL.
 
 Lifetime: the container is removed in every case — success, crash, time limit (killed), Ctrl-C,
@@ -54,13 +56,11 @@ only through the bridge's gateway address — services bound to the host's loopb
 loopback; ``host`` (only when asked for) shares the host's network, loopback services included.
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
-for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_SHM_SIZE`` (``4g``),
-``REXMLE_DOCKER_MEMORY`` (the run's limit, else 32 GiB capped by the host), ``REXMLE_DOCKER_CPUS`` (4,
-capped at the engine's CPUs), ``REXMLE_DOCKER_PIDS`` (8192), ``REXMLE_DOCKER_NOFILE`` (65536),
-``REXMLE_DOCKER_FSIZE`` (256 GiB), ``REXMLE_DOCKER_TMP_SIZE`` (4 GiB), ``REXMLE_DOCKER_GRACE`` (10 s
-after the time limit), ``REXMLE_DOCKER_RUNTIME`` (OCI runtime, e.g. ``nvidia`` or ``sysbox-runc``;
-default the engine's), ``REXMLE_DOCKER_READ_ONLY`` (``1``), ``REXMLE_SESSION`` (session label; default
-one per process).
+for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_GRACE`` (10 s after the time
+limit), ``REXMLE_DOCKER_RUNTIME`` (OCI runtime, e.g. ``nvidia`` or ``sysbox-runc``; default the
+engine's), ``REXMLE_DOCKER_READ_ONLY`` (``1``), ``REXMLE_SESSION`` (session label; default one per
+process). Resource limits are ``--rexmle-limit`` only: any other ``REXMLE_DOCKER_*`` variable stops the
+session with that fix.
 """
 
 from __future__ import annotations
@@ -69,14 +69,12 @@ import dataclasses
 import json
 import math
 import os
-import re
 import signal
 import socket
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,8 +82,10 @@ from typing import Any
 from . import agent_tools, gateway_link, staging
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .liveness import pid_alive, process_start
+from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 from .sandbox.identity import Identity, hand_back
+from .sandbox.limits import Limits, format_size
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"
@@ -94,12 +94,16 @@ LABEL = "rexmle"
 POLL_SECONDS = 0.25
 LOG_JOIN_SECONDS = 10.0
 FALLBACK_UID = 1000
-#: defaults when neither the environment nor the run names a limit
+#: a container's limit where the policy leaves one unlimited (a container always has each of these)
 DEFAULT_MEMORY = 32 << 30      # capped by the engine's memory
 DEFAULT_PIDS = 8192
 DEFAULT_NOFILE = 65536
 DEFAULT_FSIZE = 256 << 30      # per file: checkpoints are big, runaway logs are bigger
 DEFAULT_TMP = 4 << 30
+DEFAULT_SHM = 4 << 30
+DEFAULT_CPUS = 4.0             # capped by the engine's CPUs
+#: the engine-side settings read from the environment; limits are --rexmle-limit's
+SETTINGS_ENV = ("REXMLE_DOCKER_IMAGE", "REXMLE_DOCKER_GRACE", "REXMLE_DOCKER_RUNTIME", "REXMLE_DOCKER_READ_ONLY")
 #: the container kills itself this long after the time limit, so a SIGKILLed harness leaves nothing running
 SELF_KILL_GRACE_SECONDS = 10.0
 #: exit status of a process killed by SIGXFSZ (the file-size limit)
@@ -114,35 +118,25 @@ class Terminated(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class DockerSettings:
-    """Engine-side settings. ``memory``/``pids``/``nofile``/``fsize``/``tmp_size`` set here (from the
-    environment) override the run's own limits; left unset, the run's limits (task.yaml ``limits:``,
-    ``--rexmle-limit``) apply, and failing those the defaults below."""
+    """Engine-side settings (no limits: those are the run's policy, from ``--rexmle-limit`` and task.yaml)."""
 
     image: str = DEFAULT_IMAGE
-    shm_size: str = "4g"
-    memory: str | None = None
-    cpus: float = 4.0
-    pids: int | None = None
     oci_runtime: str | None = None
     read_only: bool = True
-    nofile: int | None = None
-    fsize: str | None = None
-    tmp_size: str | None = None
     grace: float = SELF_KILL_GRACE_SECONDS
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "DockerSettings":
         env = os.environ if env is None else env
+        stale = sorted(k for k in env if k.startswith("REXMLE_DOCKER_") and k not in SETTINGS_ENV)
+        if stale:
+            raise RuntimeUnavailable(
+                f"{', '.join(stale)}: Docker's limits are no longer read from the environment; use "
+                "--rexmle-limit NAME=VALUE (memory, processes, open_files, file_size, tmp, shm, cpus), e.g. "
+                "--rexmle-limit memory=64G --rexmle-limit cpus=8")
         return cls(image=env.get("REXMLE_DOCKER_IMAGE") or DEFAULT_IMAGE,
-                   shm_size=env.get("REXMLE_DOCKER_SHM_SIZE") or "4g",
-                   memory=env.get("REXMLE_DOCKER_MEMORY") or None,
-                   cpus=float(env.get("REXMLE_DOCKER_CPUS") or 4.0),
-                   pids=int(env["REXMLE_DOCKER_PIDS"]) if env.get("REXMLE_DOCKER_PIDS") else None,
                    oci_runtime=env.get("REXMLE_DOCKER_RUNTIME") or None,
                    read_only=(env.get("REXMLE_DOCKER_READ_ONLY") or "1") not in ("0", "false", "no"),
-                   nofile=int(env["REXMLE_DOCKER_NOFILE"]) if env.get("REXMLE_DOCKER_NOFILE") else None,
-                   fsize=env.get("REXMLE_DOCKER_FSIZE") or None,
-                   tmp_size=env.get("REXMLE_DOCKER_TMP_SIZE") or None,
                    grace=float(env.get("REXMLE_DOCKER_GRACE") or SELF_KILL_GRACE_SECONDS))
 
 
@@ -155,65 +149,27 @@ class ContainerLimits:
     nofile: int
     fsize: int
     tmp_size: int
+    shm_size: int
+    cpus: float
     #: seconds after which the container kills itself, whatever happened to the harness
     deadline: int
 
     def describe(self) -> dict[str, Any]:
         return {"memory": format_size(self.memory), "pids": self.pids, "nofile": self.nofile,
-                "fsize": format_size(self.fsize), "tmp": format_size(self.tmp_size), "deadline_s": self.deadline}
-
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: object) -> int:
-    """Bytes from ``512m``, ``32g``, ``1.5GiB``, ``4096`` or an int (binary units, as Docker reads them)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return int(value)
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:i?b)?\s*", str(value), re.IGNORECASE)
-    if not match:
-        raise ValueError(f"not a size: {value!r} (expected e.g. 512m, 32g or a number of bytes)")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-
-
-def format_size(n: int) -> str:
-    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= factor:
-            value = n / factor
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} B"
-
-
-#: keys a run's limits may use for each container limit (the local runtime's names first)
-_LIMIT_KEYS = {"memory": ("memory", "mem"), "pids": ("pids", "processes", "nproc"), "nofile": ("nofile", "files"),
-               "fsize": ("fsize", "file_size", "filesize"), "tmp_size": ("tmp", "tmp_size")}
-
-
-def spec_limits(spec: RunSpec) -> dict[str, object]:
-    """The run's own limits (``RunSpec.limits``: a mapping or a dataclass), by this module's names."""
-    raw = getattr(spec, "limits", None)
-    if raw is None:
-        return {}
-    if dataclasses.is_dataclass(raw):
-        raw = dataclasses.asdict(raw)
-    elif not isinstance(raw, Mapping):
-        raw = dict(vars(raw))
-    found = {}
-    for name, keys in _LIMIT_KEYS.items():
-        for key in keys:
-            if raw.get(key) not in (None, ""):
-                found[name] = raw[key]
-                break
-    return found
+                "fsize": format_size(self.fsize), "tmp": format_size(self.tmp_size),
+                "shm": format_size(self.shm_size), "cpus": self.cpus, "deadline_s": self.deadline}
 
 
 class DockerRuntime(Runtime):
     name = "docker"
+    #: nothing set: each limit the task leaves out gets the container default above (see container_limits)
+    default_limits = Limits(memory=None, processes=None, file_size=None, disk=None, tmp=None)
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
                  session: str | None = None, mount_harness: bool = False, agent_uids: str | None = None,
                  gateway: gateway_link.GatewayFactory | None = None, gateway_budget: str | None = None,
-                 egress_allow: list[str] | tuple[str, ...] = (), **_: object) -> None:
+                 egress_allow: list[str] | tuple[str, ...] = (), limits: dict[str, str] | None = None,
+                 **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
@@ -222,18 +178,21 @@ class DockerRuntime(Runtime):
         self.mount_harness = mount_harness  # the agent's tools need no harness code; kept for a caller asking
         self.agent_uids = UidRange.parse(agent_uids)
         self.gateway = gateway or gateway_link.session_gateway_factory()
-        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
+        # agents never run as uid 0 or as the harness's uid here: the identity exceptions do not apply
+        self.policy_options = PolicyOptions(limits=dict(limits or {}), identity=IdentityPolicy(agent_uids),
+                                            egress_allow=tuple(egress_allow), budget=gateway_budget)
 
     @classmethod
     def settings_options(cls, settings) -> dict:
-        return {"agent_uids": getattr(settings, "agent_uids", None), **gateway_link.gateway_options(settings)}
+        options = PolicyOptions.from_settings(settings).runtime_options()
+        return {key: options[key] for key in ("limits", "agent_uids", "gateway_budget", "egress_allow")}
 
     @classmethod
     def from_settings(cls, settings) -> "DockerRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
-    def _open_gateway_run(self, spec: RunSpec):
-        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
+    def _open_gateway_run(self, spec: RunSpec, policy: SandboxPolicy):
+        return gateway_link.open_run(self.gateway, spec, policy.budget, policy.egress_allow)
 
     def network_notices(self, network: str) -> list[str]:
         """The gateway's listener is placed in the container's namespace with ``setns``, which needs root."""
@@ -284,11 +243,12 @@ class DockerRuntime(Runtime):
         return [(Path(pytest_rexmle.__file__).resolve().parent, str(HARNESS_ROOT / "lib" / "pytest_rexmle")),
                 (tasks_root().resolve(), str(HARNESS_ROOT / "tasks"))]
 
-    def mounts(self, spec: RunSpec) -> list[tuple[Path, str, bool]]:
-        """(host source, container target, read_only) for every bind mount; answers are never among them."""
+    def mounts(self, spec: RunSpec, policy: SandboxPolicy | None = None) -> list[tuple[Path, str, bool]]:
+        """(host source, container target, read_only) for every bind mount: the policy's folders at their
+        contract paths, then the agent's tools; answers are never among them."""
+        policy = policy or self.policy(spec)
         inside = self.contract_paths(spec)
-        binds = [(spec.data_dir, inside["data"], True), (spec.workspace, inside["workspace"], False),
-                 (spec.submission, inside["submission"], False), (spec.instructions, inside["instructions"], True)]
+        binds = [(m.source, inside[m.role], not m.writable) for m in policy.mounts]
         tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
         if tools.is_dir():  # the agent's tools (rexmle validate), written by run()
             binds.append((tools, str(agent_tools.INSIDE), True))
@@ -299,10 +259,11 @@ class DockerRuntime(Runtime):
             binds += [(src, dst, True) for src, dst in self._harness_mounts()]
         return binds
 
-    def hidden_tmpfs(self, spec: RunSpec, binds: list[tuple[Path, str, bool]]) -> list[str]:
-        """Container paths to cover with an empty tmpfs: hidden host folders that lie under a mount."""
+    @staticmethod
+    def hidden_tmpfs(policy: SandboxPolicy, binds: list[tuple[Path, str, bool]]) -> list[str]:
+        """Container paths to cover with an empty tmpfs: the policy's hidden folders that lie under a mount."""
         covers = []
-        for hidden in spec.hidden:
+        for hidden in policy.hidden:
             if not hidden.exists():
                 continue
             for src, dst, _ in binds:
@@ -345,25 +306,24 @@ class DockerRuntime(Runtime):
         return labels
 
     def limits_for(self, spec: RunSpec, host_memory: int | None = None) -> ContainerLimits:
-        """This run's limits: the environment's settings win, then the run's own, then the defaults.
+        """This run's container limits (its policy's, rendered by :meth:`container_limits`)."""
+        return self.container_limits(self.policy(spec), host_memory)
+
+    def container_limits(self, policy: SandboxPolicy, host_memory: int | None = None) -> ContainerLimits:
+        """The policy's limits as the engine takes them; an unlimited one gets the container default.
 
         The default memory limit is 32 GiB or the engine's memory, whichever is smaller: without one a
         container may take the whole host (and its harness) down with it.
         """
-        own = spec_limits(spec)
-        cfg = self.settings
-
-        def pick(setting, name, default):
-            return setting if setting not in (None, "") else own.get(name, default)
-
-        memory = parse_size(pick(cfg.memory, "memory", DEFAULT_MEMORY))
-        if cfg.memory in (None, "") and "memory" not in own and host_memory:
-            memory = min(memory, host_memory)
-        return ContainerLimits(memory=memory, pids=int(pick(cfg.pids, "pids", DEFAULT_PIDS)),
-                               nofile=int(pick(cfg.nofile, "nofile", _default_nofile())),
-                               fsize=parse_size(pick(cfg.fsize, "fsize", DEFAULT_FSIZE)),
-                               tmp_size=parse_size(pick(cfg.tmp_size, "tmp_size", DEFAULT_TMP)),
-                               deadline=int(math.ceil(spec.time_limit + cfg.grace)))
+        limits = policy.limits
+        memory = limits.memory
+        if memory is None:
+            memory = min(DEFAULT_MEMORY, host_memory) if host_memory else DEFAULT_MEMORY
+        return ContainerLimits(memory=memory, pids=limits.processes or DEFAULT_PIDS,
+                               nofile=limits.open_files or _default_nofile(),
+                               fsize=limits.file_size or DEFAULT_FSIZE, tmp_size=limits.tmp or DEFAULT_TMP,
+                               shm_size=limits.shm or DEFAULT_SHM, cpus=limits.cpus or DEFAULT_CPUS,
+                               deadline=int(math.ceil(policy.time_limit + self.settings.grace)))
 
     @staticmethod
     def network_mode(network: str) -> str:
@@ -382,18 +342,21 @@ class DockerRuntime(Runtime):
         return ["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)]
 
     def create_kwargs(self, spec: RunSpec, image: str, user: tuple[int, int], ncpu: int | None = None,
-                      image_env: list[str] | None = None, host_memory: int | None = None) -> dict[str, Any]:
-        """Everything ``containers.create`` gets; a pure function of the spec, so tests can inspect it."""
+                      image_env: list[str] | None = None, host_memory: int | None = None,
+                      policy: SandboxPolicy | None = None) -> dict[str, Any]:
+        """Everything ``containers.create`` gets: the run's policy rendered for the engine; a pure function
+        of the spec and policy, so tests can inspect it."""
         from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
-        limits = self.limits_for(spec, host_memory)
-        binds = self.mounts(spec)
+        policy = policy or self.policy(spec)
+        limits = self.container_limits(policy, host_memory)
+        binds = self.mounts(spec, policy)
         mounts = [Mount(target=dst, source=str(src.resolve()), type="bind", read_only=ro) for src, dst, ro in binds]
         tmpfs = {"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_size},mode=1777",
                  "/var/tmp": f"rw,nosuid,nodev,size={limits.tmp_size},mode=1777"}
-        for cover in self.hidden_tmpfs(spec, binds):
+        for cover in self.hidden_tmpfs(policy, binds):
             tmpfs[cover] = "ro,size=4k,mode=0555"
-        cpus = self.settings.cpus if not ncpu else min(self.settings.cpus, float(ncpu))
+        cpus = limits.cpus if not ncpu else min(limits.cpus, float(ncpu))
         cwd = Path(self.contract_paths(spec)["workspace"])
         if spec.cwd is not None:
             cwd = cwd / spec.cwd.relative_to(spec.workspace)
@@ -402,8 +365,8 @@ class DockerRuntime(Runtime):
             working_dir=str(cwd), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
             name=f"rexmle-{spec.task_id}-{uuid.uuid4().hex[:10]}", hostname="rexmle-agent",
             mounts=mounts, tmpfs=tmpfs, read_only=self.settings.read_only, init=True,
-            network_mode=self.network_mode(spec.network),
-            shm_size=self.settings.shm_size, nano_cpus=int(cpus * 1e9), pids_limit=limits.pids,
+            network_mode=self.network_mode(policy.network),
+            shm_size=limits.shm_size, nano_cpus=int(cpus * 1e9), pids_limit=limits.pids,
             # the engine's default seccomp profile applies (it refuses mount, ptrace of others, keyctl,
             # module loading, ...) because no seccomp option is given; no capability is left, and
             # no-new-privileges makes setuid binaries in the image useless
@@ -413,7 +376,7 @@ class DockerRuntime(Runtime):
                      Ulimit(name="fsize", soft=limits.fsize, hard=limits.fsize),
                      Ulimit(name="core", soft=0, hard=0)],
             log_config=LogConfig(type="json-file", config={"max-size": "200m", "max-file": "2"}),
-            device_requests=[DeviceRequest(device_ids=list(spec.gpus), capabilities=[["gpu"]])] if spec.gpus else [],
+            device_requests=[DeviceRequest(device_ids=list(policy.gpus), capabilities=[["gpu"]])] if policy.gpus else [],
         )
         if self.settings.oci_runtime:
             kwargs["runtime"] = self.settings.oci_runtime
@@ -472,14 +435,15 @@ class DockerRuntime(Runtime):
         return outcome
 
     def _run_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int]) -> RunOutcome:
-        if spec.network != "gateway":
-            return self._run_agent_container(spec, image_name, image, user)
-        gateway_run = self._open_gateway_run(spec)
+        policy = self.policy(spec)  # once, on the staged folders the container binds
+        if policy.network != "gateway":
+            return self._run_agent_container(spec, policy, image_name, image, user)
+        gateway_run = self._open_gateway_run(spec, policy)
         listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
         record: dict = {}
         try:
             spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
-            outcome = self._run_agent_container(spec, image_name, image, user, gateway_run, listeners)
+            outcome = self._run_agent_container(spec, policy, image_name, image, user, gateway_run, listeners)
         finally:
             record = gateway_link.close_run(gateway_run, listeners)
         outcome.details.update(gateway_link.record_details(record))
@@ -513,15 +477,16 @@ class DockerRuntime(Runtime):
             raise
         return holder
 
-    def _run_agent_container(self, spec: RunSpec, image_name: str, image, user: tuple[int, int],
-                             gateway_run=None, listeners: list | None = None) -> RunOutcome:
+    def _run_agent_container(self, spec: RunSpec, policy: SandboxPolicy, image_name: str, image,
+                             user: tuple[int, int], gateway_run=None, listeners: list | None = None) -> RunOutcome:
         stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
         self._prepare_folders(spec, user)
         info = self._engine_info()
+        host_memory = int(info.get("MemTotal") or 0) or None
         kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,
                                     image_env=(image.attrs.get("Config") or {}).get("Env"),
-                                    host_memory=int(info.get("MemTotal") or 0) or None)
-        limits = self.limits_for(spec, int(info.get("MemTotal") or 0) or None)
+                                    host_memory=host_memory, policy=policy)
+        limits = self.container_limits(policy, host_memory)
         details: dict[str, Any] = {"sandbox": "docker", "image": image_name, "image_id": image.id,
                                    "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"],
                                    "network": kwargs["network_mode"], "limits": limits.describe(),

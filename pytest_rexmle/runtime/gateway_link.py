@@ -65,13 +65,6 @@ def network_notices(runtime, network: str) -> list[str]:
     return notices
 
 
-def gateway_options(settings) -> dict:
-    """The session's budget and egress additions as plain data, so they also reach a Slurm node's gateway
-    (whose harness process has no settings of its own)."""
-    return {"gateway_budget": getattr(settings, "budget", None),
-            "egress_allow": list(getattr(settings, "egress_allow", ()) or ())}
-
-
 def open_run(factory: GatewayFactory, spec: RunSpec, budget: str | None = None,
              egress_allow: tuple[str, ...] | list[str] = ()) -> GatewayRun:
     """The run's handle on the gateway: its token, trajectory file and budget, keyed by the run folder."""

@@ -2,7 +2,8 @@
 
 The agent sees the system and Python installation read-only, the task's public data read-only, its
 workspace and submission folders read-write, a private /tmp on disk, and nothing else; no data root,
-cache or runs folder is reachable. Two mechanisms give that view (``sandbox/probe.py`` picks the first
+cache or runs folder is reachable. That view, the limits and the network are the run's
+:class:`~.policy.SandboxPolicy`, which one of two mechanisms renders (``sandbox/probe.py`` picks the first
 that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one):
 
 * **bwrap** — bubblewrap builds a fresh root in new mount/PID/IPC/UTS (and, unprivileged, user)
@@ -52,13 +53,15 @@ import warnings
 from pathlib import Path
 
 from . import agent_tools, gateway_link, staging
+from . import policy as run_policy
 from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
 from .sandbox import identity as ident
-from .sandbox.bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, NO_NETWORK, SYSTEM_DIRS, Bind, args_blob, bwrap_args
+from .sandbox.bwrap import SYSTEM_DIRS, args_blob
+from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
 from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
     can_create_network_namespace
-from .sandbox.landlock import LandlockView, etc_entries
+from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
@@ -130,29 +133,36 @@ class LocalRuntime(Runtime):
         self.unsafe = unsafe
         self.bwrap = bwrap or shutil.which("bwrap")
         self.sandbox = sandbox
-        self.limit_overrides = dict(limits or {})
         self.agent_uids = UidRange.parse(agent_uids)
-        self.agent_as_root = agent_as_root
-        self.unsafe_same_uid = unsafe_same_uid
+        self.policy_options = run_policy.PolicyOptions(
+            limits=dict(limits or {}), identity=run_policy.IdentityPolicy(agent_uids, agent_as_root, unsafe_same_uid),
+            egress_allow=tuple(egress_allow), budget=gateway_budget)
         self._mechanism: str | None = None
         self.gateway = gateway or gateway_link.session_gateway_factory()
-        self.gateway_budget, self.egress_allow = gateway_budget, tuple(egress_allow)
+
+    @property
+    def limit_overrides(self) -> dict[str, str]:
+        return dict(self.policy_options.limits)
+
+    @property
+    def agent_as_root(self) -> bool:
+        return self.policy_options.identity.as_root
+
+    @property
+    def unsafe_same_uid(self) -> bool:
+        return self.policy_options.identity.same_uid
 
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
-    def _open_gateway_run(self, spec: RunSpec):
-        return gateway_link.open_run(self.gateway, spec, self.gateway_budget, self.egress_allow)
+    def _open_gateway_run(self, spec: RunSpec, policy: run_policy.SandboxPolicy):
+        return gateway_link.open_run(self.gateway, spec, policy.budget, policy.egress_allow)
 
     @classmethod
     def settings_options(cls, settings) -> dict:
         return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
-                "limits": dict(getattr(settings, "limits", None) or {}),
-                "agent_uids": getattr(settings, "agent_uids", None),
-                "agent_as_root": bool(getattr(settings, "agent_as_root", False)),
-                "unsafe_same_uid": bool(getattr(settings, "unsafe_same_uid", False)),
-                **gateway_link.gateway_options(settings)}
+                **run_policy.PolicyOptions.from_settings(settings).runtime_options()}
 
     # -- availability ----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -224,8 +234,7 @@ class LocalRuntime(Runtime):
                 "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
 
     def limits(self, spec: RunSpec) -> Limits:
-        base = spec.limits if spec.limits is not None else Limits()
-        return base.with_overrides(self.limit_overrides)
+        return self.policy(spec).limits
 
     # -- sandbox construction ------------------------------------------------------------------------
     def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
@@ -334,37 +343,25 @@ class LocalRuntime(Runtime):
         why = self._bridge_fallback() if network == "bridge" and self.mechanism() != "none" else None
         return notices + ([_fallback_message(why)] if why else [])
 
-    def _bwrap_command(self, spec: RunSpec, config: dict, tmp: Path, tools: Path, fds: list[int],
-                       bridge: SlirpNetwork | None) -> list[str]:
-        inside = self.contract_paths(spec)
-        binds = [Bind(spec.data_dir, inside["data"]), Bind(spec.workspace, inside["workspace"], True),
-                 Bind(spec.submission, inside["submission"], True), Bind(spec.instructions, inside["instructions"]),
-                 Bind(tools, str(agent_tools.INSIDE))]
+    def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
+                       fds: list[int], bridge: SlirpNetwork | None) -> list[str]:
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
-        args = bwrap_args(python_roots=python_roots(), binds=binds, tmp=tmp, hidden=spec.hidden, cwd="/",
-                          env=launcher_env(), gpus=bool(spec.gpus), network=_network_args(config["network"], bridge),
-                          user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd)
+        args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
+                            tmp=tmp, python_roots=python_roots(), env=launcher_env(),
+                            user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd,
+                            bridge_args=bridge.bwrap_args() if bridge is not None else None)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
         return [self.bwrap, "--args", str(args_fd), "--", *launcher_command(config_fd)]
 
-    def _landlock_command(self, spec: RunSpec, config: dict, tmp: Path, tools: Path, fds: list[int],
-                          logs: list[str]) -> list[str]:
+    def _landlock_command(self, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
+                          fds: list[int], logs: list[str]) -> list[str]:
         """The launcher under Landlock. The agent's view holds the system, its tools and its folders: not
         the harness's interpreter or venv (the launcher runs it outside the agent's domain)."""
-        devices = list(LandlockView.devices)
-        if spec.gpus:
-            for pattern in GPU_DEVICE_GLOBS:
-                devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
-        read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
-        view = LandlockView(read_exec=tuple([*read_exec, str(tools)]),
-                            read=(str(spec.data_dir), str(spec.instructions), "/proc", "/sys"),
-                            read_write=(str(spec.workspace), str(spec.submission), str(tmp)),
-                            write_files=tuple(logs), devices=tuple(devices),
-                            network_none=config["network"] == "none",
-                            connect_ports=tuple(config.get("connect_ports", ())))
+        view = render_landlock(policy, tools=tools, tmp=tmp, logs=logs,
+                               connect_ports=tuple(config.get("connect_ports", ())))
         config = {**config, "landlock": view.to_json()}
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         fds.append(config_fd)
@@ -391,7 +388,8 @@ class LocalRuntime(Runtime):
         return outcome
 
     def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path) -> RunOutcome:
-        limits = self.limits(spec)
+        policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
+        limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
         tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin")
         who, lease = self.identity(spec)
@@ -419,7 +417,7 @@ class LocalRuntime(Runtime):
             mode = "exec" if mechanism == "bwrap" else "supervise"
             port_mode = False
             if self.network(spec) == "gateway":
-                gateway_run = self._open_gateway_run(spec)
+                gateway_run = self._open_gateway_run(spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
                     host_port = gateway_run.host_address()[1]
@@ -434,9 +432,9 @@ class LocalRuntime(Runtime):
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, config, tmp, tools, fds, bridge)
+                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge)
             else:
-                argv = self._landlock_command(spec, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
+                argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             hookup = _GatewayHookup(channel, gateway_run) if channel else None
             outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
                                       hookup)
@@ -666,13 +664,6 @@ def _resolve(command: str, path: str) -> str | None:
     if "/" in command:
         return command
     return shutil.which(command, path=path)
-
-
-def _network_args(network: str, bridge: SlirpNetwork | None) -> list[str]:
-    """bubblewrap's network options: the host's (none), a lone loopback, or the slirp4netns bridge."""
-    if network in ("none", "gateway"):  # the gateway's listener is the launcher's, inside this namespace
-        return NO_NETWORK
-    return bridge.bwrap_args() if bridge is not None else []
 
 
 def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:

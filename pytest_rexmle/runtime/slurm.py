@@ -1,7 +1,7 @@
 """The Slurm runtime: each run is one Slurm job, submitted through submitit and watched with ``sacct``.
 
 Why a scheduler runtime: a campaign is thousands of GPU-hours, and labs run it on the cluster they
-have. The job does not re-implement isolation: on the node it runs :func:`pytest_rexmle.runtime.node.node_main`,
+have. The job does not re-implement isolation: on the node it runs :func:`pytest_rexmle.runtime.slurm_job.node_main`,
 which hands the run to an *inner* provider (the bubblewrap sandbox by default, or Docker), so every
 guarantee of those runtimes (private answers unreachable, read-only data, the agent's time limit,
 nothing left running) holds on the node too. An Apptainer provider would be one more inner provider.
@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable
-from .node import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
+from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
 from .sacct import ACCOUNTING
 
 INNER_RUNTIMES = ("local", "docker")
@@ -368,7 +368,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
     def _submit(self, spec: RunSpec, folder: Path):
         import submitit
 
-        from .node import node_main
+        from .slurm_job import node_main
 
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))

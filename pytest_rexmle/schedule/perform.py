@@ -47,7 +47,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     from ..errors import DataNotPreparedError
     from ..run import finish
     from ..runtime import runtime_for
-    from ..runtime.node import outcome_to_json
+    from ..runtime.slurm_job import outcome_to_json
     from .telemetry import Sampler
 
     try:

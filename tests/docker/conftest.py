@@ -62,8 +62,8 @@ def test_image(docker_client, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def aide_image(test_image, docker_client, tmp_path_factory) -> str:
-    """images/aide/Dockerfile built FROM the test image: the real aideml, no CUDA stack."""
-    from pytest_rexmle.images import build_image
+    """agents/aide/Dockerfile built FROM the test image: the real aideml, no CUDA stack."""
+    from pytest_rexmle.agents.image_build import build_image
 
     def build():  # always: an unchanged recipe is all cached layers (about a second)
         ca = "/etc/ssl/certs/ca-certificates.crt"
@@ -84,11 +84,11 @@ def docker_bench(bench, test_image, session_id, monkeypatch):
     """The ``bench`` runner on the docker runtime, every container labelled with this test's session."""
     monkeypatch.setenv("REXMLE_DOCKER_IMAGE", test_image)
     monkeypatch.setenv("REXMLE_SESSION", session_id)
-    monkeypatch.setenv("REXMLE_DOCKER_CPUS", "1")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
     def run(*args: str, timeout: float = 300):
-        return bench("-p", "tests.docker._wiring", "--rexmle-runtime=docker", *args, timeout=timeout)
+        return bench("-p", "tests.docker._wiring", "--rexmle-runtime=docker", "--rexmle-limit=cpus=1", *args,
+                     timeout=timeout)
 
     run.path = bench.path
     return run

@@ -14,17 +14,17 @@ import pytest
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
-from pytest_rexmle.agents.aide import AideAgent
+from pytest_rexmle.agents.aide.adapter import AideAgent
 from pytest_rexmle.agents.base import AgentContext
-from pytest_rexmle.agents.ml_master import MLMasterAgent
-from pytest_rexmle.agents.rd_agent import RDAgent
+from pytest_rexmle.agents.ml_master.adapter import MLMasterAgent
+from pytest_rexmle.agents.rd_agent.adapter import RDAgent
 from pytest_rexmle.errors import RexmleError
 
 from ..conftest import REPO, run_folders
 from .conftest import session_containers
 from .fake_llm import ScriptedLLM
 
-IMAGES = REPO / "images"
+IMAGES = REPO / "pytest_rexmle" / "agents"
 KEY = "sk-fake-0123456789abcdef"
 
 
@@ -37,10 +37,10 @@ def _ctx(tmp_path: Path) -> AgentContext:
 
 
 def _start_module(agent: str):
-    """Import images/<agent>/start.py as the image does (the shared helpers next to it)."""
+    """Import agents/<agent>/start.py as the image does (the shared helpers next to it)."""
     sys.path.insert(0, str(IMAGES / "common"))
     try:
-        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent / "start.py")
+        spec = importlib.util.spec_from_file_location(f"start_{agent.replace('-', '_')}", IMAGES / agent.replace("-", "_") / "start.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -275,38 +275,38 @@ def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client
 # -- image recipes ----------------------------------------------------------------------------------------
 
 def test_build_context_takes_a_local_checkout_only_where_the_recipe_does(tmp_path):
-    from pytest_rexmle.images import RECIPES, build_context, context_digest, images_root
+    from pytest_rexmle.agents.image_build import RECIPES, build_context, context_digest, recipes_root
 
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)
     (checkout / ".git" / "HEAD").write_text("ref: main\n")
     (checkout / "main_mcts.py").write_text("print('stand-in')\n")
-    ctx = build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "a", source=checkout)
-    assert (ctx / "ml-master" / "source" / "main_mcts.py").read_text() == "print('stand-in')\n"
-    assert not (ctx / "ml-master" / "source" / ".git").exists()  # VCS data stays out of the context
+    ctx = build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "a", source=checkout)
+    assert (ctx / "ml_master" / "source" / "main_mcts.py").read_text() == "print('stand-in')\n"
+    assert not (ctx / "ml_master" / "source" / ".git").exists()  # VCS data stays out of the context
     assert (ctx / "common" / "rexmle_adapter.py").is_file() and (ctx / "extra-ca.pem").read_bytes() == b""
-    plain = build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "b")
-    assert list((plain / "ml-master" / "source").iterdir()) == []  # empty: the Dockerfile clones the pin
+    plain = build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "b")
+    assert list((plain / "ml_master" / "source").iterdir()) == []  # empty: the Dockerfile clones the pin
     # the recipe hash follows the checkout, the build args and the base image
     one = context_digest(ctx, {"BASE": "x"}, "sha256:1")
     assert one == context_digest(ctx, {"BASE": "x"}, "sha256:1")
     assert one != context_digest(plain, {"BASE": "x"}, "sha256:1")
     assert one != context_digest(ctx, {"BASE": "y"}, "sha256:1") != context_digest(ctx, {"BASE": "x"}, "sha256:2")
     with pytest.raises(RexmleError, match="--source applies to ml-master"):
-        build_context(images_root(), RECIPES["aide"], None, tmp_path / "c", source=checkout)
+        build_context(recipes_root(), RECIPES["aide"], None, tmp_path / "c", source=checkout)
     with pytest.raises(RexmleError, match="not a folder"):
-        build_context(images_root(), RECIPES["ml-master"], None, tmp_path / "d", source=tmp_path / "missing")
+        build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "d", source=tmp_path / "missing")
 
 
 def test_recipes_pin_what_they_install():
-    ml_master = (IMAGES / "ml-master" / "Dockerfile").read_text()
+    ml_master = (IMAGES / "ml_master" / "Dockerfile").read_text()
     ref = next(line.split("=", 1)[1] for line in ml_master.splitlines() if line.startswith("ARG ML_MASTER_REF="))
     assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)  # a commit, not a branch
-    assert "COPY ml-master/source/" in ml_master
-    rd_agent = (IMAGES / "rd-agent" / "Dockerfile").read_text()
+    assert "COPY ml_master/source/" in ml_master
+    rd_agent = (IMAGES / "rd_agent" / "Dockerfile").read_text()
     version = next(line.split("=", 1)[1] for line in rd_agent.splitlines() if line.startswith("ARG RDAGENT_VERSION="))
     assert version.count(".") == 2 and version.replace(".", "").isdigit()
-    lock = [line for line in (IMAGES / "rd-agent" / "rdagent-lock.txt").read_text().splitlines()
+    lock = [line for line in (IMAGES / "rd_agent" / "rdagent-lock.txt").read_text().splitlines()
             if line and not line.startswith("#")]
     assert f"rdagent=={version}" in lock and all("==" in line for line in lock)  # every package pinned exactly
     assert len({line.split("==")[0].lower() for line in lock}) == len(lock)
@@ -315,7 +315,7 @@ def test_recipes_pin_what_they_install():
 
 
 def test_building_on_a_base_the_engine_lacks_is_a_clear_error(docker_client):
-    from pytest_rexmle.images import build_image
+    from pytest_rexmle.agents.image_build import build_image
 
     with pytest.raises(RexmleError, match="not in the local Docker engine .nothing is pulled."):
         build_image("aide", tag="rexmle/never-built:latest", base="rexmle/no-such-base:0", client=docker_client,

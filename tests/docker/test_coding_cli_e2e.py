@@ -39,8 +39,8 @@ PROVIDER_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", 
 
 
 def cli_image(name: str, test_image: str, docker_client, tmp_path_factory) -> str:
-    """images/<name>/Dockerfile FROM the offline test image, tagged rexmle/test-<name> (cached by recipe hash)."""
-    from pytest_rexmle.images import build_image
+    """agents/<name>/Dockerfile FROM the offline test image, tagged rexmle/test-<name> (cached by recipe hash)."""
+    from pytest_rexmle.agents.image_build import build_image
 
     tag = f"rexmle/test-{name}:latest"
     ca = "/etc/ssl/certs/ca-certificates.crt"

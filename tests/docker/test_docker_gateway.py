@@ -38,7 +38,7 @@ def test_agent_container_reaches_only_the_gateway(docker_client, test_image, ses
                    60, hidden=(tmp_path / "private",), network="gateway", secret_env=("OPENAI_API_KEY",))
     factory, standin = gateway_factory()
     rt = DockerRuntime(image=test_image, session=session_id, gateway=factory,
-                       settings=DockerSettings(image=test_image, fsize="1g", tmp_size="64m"))
+                       settings=DockerSettings(image=test_image), limits={"file_size": "1g", "tmp": "64m"})
     outcome = rt.run(spec)
     stdout, stderr = outcome.stdout.read_text(), outcome.stderr.read_text()
     assert outcome.exit_code == 0, stderr[-2000:]

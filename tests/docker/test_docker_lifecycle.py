@@ -59,11 +59,11 @@ def test_orphan_sweep_removes_containers_of_dead_harnesses(docker_client, test_i
 
 def test_sigterm_to_pytest_mid_run_removes_the_container(bench, test_image, docker_client, session_id):
     env = {**os.environ, "REXMLE_DOCKER_IMAGE": test_image, "REXMLE_SESSION": session_id,
-           "PYTHONPATH": str(REPO), "REXMLE_DOCKER_CPUS": "1"}
+           "PYTHONPATH": str(REPO)}
     marker = f"sleeper-{uuid.uuid4().hex[:8]}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.docker._wiring", "--rexmle-data=synthetic",
-         "--rexmle-runtime=docker", "--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
+         "--rexmle-runtime=docker", "--rexmle-limit=cpus=1", "--agent=command", f"--agent-option=dir={AGENTS / 'sleeper'}",
          f"--agent-option=cmd=python agent.py {marker}", "-k", "ldct-iqa"],
         cwd=bench.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -179,10 +179,10 @@ def _tiny_spec(tmp_path, argv, time_limit=60.0, **kw):
 
 
 def test_memory_limit_is_a_fail_that_names_it(docker_bench, docker_client, session_id, monkeypatch):
-    monkeypatch.setenv("REXMLE_DOCKER_MEMORY", "128m")
     hog = "python3 -c \"b=[bytearray(16<<20) for _ in range(64)]; [x.__setitem__(slice(None,None,4096), b'1'*4096) for x in b]\""
     result = docker_bench("--agent=command", f"--agent-option=cmd=cp $REXMLE_DATA_DIR/sample_submission.csv "
-                          f"$REXMLE_SUBMISSION_DIR/submission.csv && {hog}", "-k", "ldct-iqa", "--rexmle-time-limit=60")
+                          f"$REXMLE_SUBMISSION_DIR/submission.csv && {hog}", "-k", "ldct-iqa", "--rexmle-time-limit=60",
+                          "--rexmle-limit=memory=128m")
     result.assert_outcomes(failed=1)  # a valid submission, but the run broke its memory limit
     result.stdout.fnmatch_lines(["*memory limit of 128 MiB exceeded*"])
     run = run_folders(docker_bench.path, "ldct-iqa")[-1]
@@ -244,7 +244,7 @@ def test_hardening_seen_from_inside(docker_client, test_image, session_id, tmp_p
         spec = _tiny_spec(tmp_path, ["python3", "-c", PROBE], network=network,
                           env={"LOCAL_PORT": str(local.server_address[1]), "OPEN_PORT": str(public.server_address[1])})
         rt = DockerRuntime(image=test_image, session=session_id,
-                           settings=DockerSettings(image=test_image, fsize="1g", tmp_size="64m"))
+                           settings=DockerSettings(image=test_image), limits={"file_size": "1g", "tmp": "64m"})
         outcome = rt.run(spec)
     finally:
         local.shutdown()

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
-from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime import agent_tools
 from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _default_nofile
 
@@ -41,7 +41,7 @@ def _spec(tmp_path: Path, **kw) -> RunSpec:
 
 
 def test_create_kwargs_follow_the_contract(tmp_path):
-    rt = DockerRuntime(settings=DockerSettings(image="img:1", cpus=4.0, memory="8g"), session="s1")
+    rt = DockerRuntime(settings=DockerSettings(image="img:1"), limits={"memory": "8g", "cpus": "4"}, session="s1")
     spec = _spec(tmp_path, gpus=("3",))
     agent_tools.write_tools(spec.workspace.parent / ".bin")  # as run() does before the container starts
     kw = rt.create_kwargs(spec, "img:1", (1000, 1000), ncpu=2)
@@ -61,7 +61,7 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert kw["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
     # limits: 4 CPUs asked, the engine has 2 -> 2e9 nano CPUs; memory without extra swap
     assert kw["nano_cpus"] == 2_000_000_000 and kw["mem_limit"] == 8 << 30 and kw["memswap_limit"] == 8 << 30
-    assert kw["shm_size"] == "4g" and kw["pids_limit"] == 8192 and kw["init"] is True
+    assert kw["shm_size"] == 4 << 30 and kw["pids_limit"] == 8192 and kw["init"] is True
     assert kw["read_only"] is True and kw["user"] == "1000:1000"
     assert kw["tmpfs"]["/tmp"] == f"rw,exec,nosuid,nodev,size={4 << 30},mode=1777"
     assert kw["cap_drop"] == ["ALL"] and kw["network_mode"] == "bridge"
@@ -93,24 +93,24 @@ def test_no_gpu_no_device_request_and_network_none(tmp_path):
     assert [rt.network_mode(m) for m in ("bridge", "host", "none", "other")] == ["bridge", "host", "none", "bridge"]
 
 
-@pytest.mark.parametrize("env, run_limits, expected", [
+@pytest.mark.parametrize("options, run_limits, expected", [
     ({}, None, dict(memory=32 << 30, pids=8192, nofile=NOFILE, fsize=256 << 30, tmp_size=4 << 30)),
     ({}, {"memory": "512m", "processes": 64, "file_size": "1g", "tmp": "100m"},
      dict(memory=512 << 20, pids=64, nofile=NOFILE, fsize=1 << 30, tmp_size=100 << 20)),
-    ({"REXMLE_DOCKER_MEMORY": "2g", "REXMLE_DOCKER_PIDS": "100"}, {"memory": "512m", "pids": 64},
+    ({"memory": "2g", "processes": "100"}, {"memory": "512m", "processes": 64},
      dict(memory=2 << 30, pids=100, nofile=NOFILE, fsize=256 << 30, tmp_size=4 << 30)),
 ])
-def test_limits_environment_then_run_then_defaults(tmp_path, env, run_limits, expected):
-    """REXMLE_DOCKER_* win over the run's own limits (RunSpec.limits, where the harness has them)."""
+def test_limits_option_then_run_then_defaults(tmp_path, options, run_limits, expected):
+    """--rexmle-limit wins over the run's own limits (RunSpec.limits, task.yaml's), which win over the defaults."""
     spec = _spec(tmp_path, time_limit=5.0)
     if run_limits is not None:
         object.__setattr__(spec, "limits", run_limits)  # whatever RunSpec carries, read as a mapping
-    limits = DockerRuntime(settings=DockerSettings.from_env(env), session="s").limits_for(spec, host_memory=64 << 30)
+    limits = DockerRuntime(settings=DockerSettings(), limits=options, session="s").limits_for(spec, host_memory=64 << 30)
     assert {k: getattr(limits, k) for k in expected} == expected and limits.deadline == 15
 
 
 def test_exceeded_limit_names_the_limit(tmp_path):
-    rt = DockerRuntime(settings=DockerSettings(memory="256m", fsize="1m"), session="s")
+    rt = DockerRuntime(settings=DockerSettings(), limits={"memory": "256m", "file_size": "1m"}, session="s")
     limits = rt.limits_for(_spec(tmp_path))
     assert rt.exceeded_limit(limits, True, 137) == "memory limit of 256 MiB exceeded (the container was OOM-killed)"
     assert rt.exceeded_limit(limits, False, 153).startswith("file-size limit of 1 MiB exceeded")
@@ -127,9 +127,11 @@ def test_hidden_folder_under_a_mount_is_covered(tmp_path):
 
 
 def test_contract_paths_and_settings_from_env():
-    rt = DockerRuntime(settings=DockerSettings.from_env({"REXMLE_DOCKER_IMAGE": "x:1", "REXMLE_DOCKER_CPUS": "2",
-                                                          "REXMLE_DOCKER_READ_ONLY": "0"}))
-    assert rt.settings.image == "x:1" and rt.settings.cpus == 2.0 and rt.settings.read_only is False
+    rt = DockerRuntime(settings=DockerSettings.from_env({"REXMLE_DOCKER_IMAGE": "x:1", "REXMLE_DOCKER_READ_ONLY": "0"}))
+    assert rt.settings.image == "x:1" and rt.settings.read_only is False
+    # a limit set the old way stops the session with the option that replaced it, rather than being ignored
+    with pytest.raises(RuntimeUnavailable, match=r"REXMLE_DOCKER_CPUS: .*--rexmle-limit .*cpus"):
+        DockerSettings.from_env({"REXMLE_DOCKER_CPUS": "2"})
     assert rt.contract_paths(None) == {"data": "/rexmle/data", "workspace": "/rexmle/workspace",
                                        "submission": "/rexmle/submission", "instructions": "/rexmle/instructions.md"}
 

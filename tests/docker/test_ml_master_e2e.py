@@ -34,7 +34,7 @@ REAL_SOURCE = os.environ.get("REXMLE_ML_MASTER_SOURCE", "")
 
 
 def _build(tmp_path_factory, docker_client, test_image: str, tag: str, source: Path) -> str:
-    from pytest_rexmle.images import build_image
+    from pytest_rexmle.agents.image_build import build_image
 
     ca = "/etc/ssl/certs/ca-certificates.crt"  # its runtime requirements come from PyPI (as aide's do)
     _locked_build(tmp_path_factory, tag.replace("/", "-").replace(":", "-"),
@@ -45,7 +45,7 @@ def _build(tmp_path_factory, docker_client, test_image: str, tag: str, source: P
 
 @pytest.fixture(scope="session")
 def ml_master_image(test_image, docker_client, tmp_path_factory) -> str:
-    """images/ml-master/Dockerfile FROM the offline test image, with the stand-in as --source."""
+    """agents/ml_master/Dockerfile FROM the offline test image, with the stand-in as --source."""
     return _build(tmp_path_factory, docker_client, test_image, ML_MASTER_TEST_IMAGE, STANDIN)
 
 

@@ -1,11 +1,11 @@
-"""R&D-Agent end to end: the real rdagent (pinned in images/rd-agent/Dockerfile) built FROM the offline test
+"""R&D-Agent end to end: the real rdagent (pinned in agents/rd_agent/Dockerfile) built FROM the offline test
 image, its data-science loop driven by a loopback LLM (``RDAgentLLM``) to a graded, ranked submission.
 
 The scripted model plays every role R&D-Agent asks for in one loop — competition analysis, problem
 identification, hypotheses, the task, the pipeline code (``RD_MAIN``), the coder's and runner's reviews
 and the experiment feedback — in JSON mode (a model name LiteLLM does not know has no response schema).
 The code runs the way R&D-Agent runs it without Docker: locally in the container, in the image's Python,
-under strace and coverage (see images/rd-agent/Dockerfile).
+under strace and coverage (see agents/rd_agent/Dockerfile).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ RD_AGENT_TEST_IMAGE = "rexmle/test-rd-agent:latest"
 
 @pytest.fixture(scope="session")
 def rd_agent_image(test_image, docker_client, tmp_path_factory) -> str:
-    """images/rd-agent/Dockerfile FROM the offline test image (rdagent and its tree from PyPI; minutes once,
+    """agents/rd_agent/Dockerfile FROM the offline test image (rdagent and its tree from PyPI; minutes once,
     then skipped by its recipe label — .ci/build-agent-images.sh builds it before the tests in CI)."""
-    from pytest_rexmle.images import build_image
+    from pytest_rexmle.agents.image_build import build_image
 
     ca = "/etc/ssl/certs/ca-certificates.crt"
     _locked_build(tmp_path_factory, "rd-agent-image",
@@ -48,7 +48,7 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
               "PATH=/bin:/usr/bin python -c 'import rdagent' 2>/dev/null || echo agent-not-in-code-python; "
               "PATH=/bin:/usr/bin python -m coverage --version | head -1; strace -V | head -1")
     out = docker_client.containers.run(rd_agent_image, ["sh", "-c", script], remove=True).decode()
-    dockerfile = (Path(__file__).resolve().parents[2] / "images" / "rd-agent" / "Dockerfile").read_text()
+    dockerfile = (Path(__file__).resolve().parents[2] / "pytest_rexmle" / "agents" / "rd_agent" / "Dockerfile").read_text()
     pinned = next(l.split("=", 1)[1] for l in dockerfile.splitlines() if l.startswith("ARG RDAGENT_VERSION="))
     lines = out.splitlines()
     assert lines[0] == "cli-ok" and lines[1] == pinned

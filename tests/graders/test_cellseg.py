@@ -11,7 +11,7 @@ import tifffile
 from scipy import ndimage
 
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.graders.cellseg import image_hw, read_labels, public_test_image
+from pytest_rexmle.challenges.cellseg.grade import image_hw, read_labels, public_test_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 

@@ -15,7 +15,7 @@ from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image, save
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.graders.panther import aggregate, case_metrics, tumour_mask
+from pytest_rexmle.challenges.panther.grade import aggregate, case_metrics, tumour_mask
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 

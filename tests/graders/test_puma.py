@@ -13,10 +13,10 @@ from PIL import Image
 
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.data.synthetic.puma import SIZE
+from pytest_rexmle.challenges.puma.synthetic import SIZE
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.graders.puma import (
+from pytest_rexmle.challenges.puma.grade import (
     NUCLEI_TRACK1, NUCLEI_TRACK2, TRACK1_OF, confusion, micro_dice, nuclei_from_geojson, rasterise_tissue,
     read_tissue_mask,
 )

@@ -15,10 +15,10 @@ from scipy import ndimage
 
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.data.synthetic.topcow import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
+from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.graders.topcow import aggregate_cow, read_edges, score_cow_case
+from pytest_rexmle.challenges.topcow.grade import aggregate_cow, read_edges, score_cow_case
 from pytest_rexmle.metrics.topology import FN, FP, TN
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry

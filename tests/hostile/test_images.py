@@ -7,7 +7,7 @@ import pytest
 import SimpleITK as sitk
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.imaging import read_image, read_mask
+from pytest_rexmle.medimage.geometry import read_image, read_mask
 
 from .helpers import GIB, baseline_rss_mb, gzip_bomb, nifti_header, peak_rss_of, sparse_file
 
@@ -31,7 +31,7 @@ def test_gzip_bomb_is_invalid_quickly_with_small_memory(tmp_path, floor_mb):
     out = peak_rss_of(f"""
         import SimpleITK as sitk
         from pytest_rexmle.errors import InvalidSubmission
-        from pytest_rexmle.imaging import read_mask
+        from pytest_rexmle.medimage.geometry import read_mask
         try:
             read_mask(__import__("pathlib").Path({str(bomb)!r}), sitk.Image([48, 40, 24], sitk.sitkUInt8), "c1")
         except InvalidSubmission as exc:
@@ -49,7 +49,7 @@ def test_sparse_header_bomb_is_invalid_quickly_with_small_memory(tmp_path, floor
     out = peak_rss_of(f"""
         import SimpleITK as sitk
         from pytest_rexmle.errors import InvalidSubmission
-        from pytest_rexmle.imaging import read_mask
+        from pytest_rexmle.medimage.geometry import read_mask
         try:
             read_mask(__import__("pathlib").Path({str(bomb)!r}), sitk.Image([48, 40, 24], sitk.sitkUInt8), "c1")
         except InvalidSubmission as exc:

@@ -16,8 +16,8 @@ from pytest_rexmle.data.prepare import (ChecksumMismatch, ManualDownloadRequired
                                         UnsafeArchive, add_prepare_arguments, data_status, prepare_task, run_prepare)
 from pytest_rexmle.data.prepare import core, download as dl
 from pytest_rexmle.data.prepare.extract import Limits, safe_extract
-from pytest_rexmle.data.prepare.sega import header_repair_offset
-from pytest_rexmle.data.store import MANIFEST
+from pytest_rexmle.challenges.sega.prepare import header_repair_offset
+from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry
 
 from .releases import strip_nrrd_blank_line, volume_bytes, zip_bytes
@@ -143,7 +143,7 @@ def test_interrupted_prepare_leaves_nothing_that_looks_ready(fake_sources, tmp_p
         raise KeyboardInterrupt
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("pytest_rexmle.data.prepare.isles.prepare", broken)
+        patch.setattr("pytest_rexmle.challenges.isles22.prepare.prepare", broken)
         with pytest.raises(KeyboardInterrupt):
             prepare_task(task("isles22"), tmp_path, progress=False)
     assert not (tmp_path / "isles22").exists() and no_build_leftovers(tmp_path)
@@ -234,7 +234,7 @@ def test_nrrd_header_repair_offset():
 
 
 def test_dentex_one_based_categories_are_refused(tmp_path):
-    from pytest_rexmle.data.prepare.dentex import check_categories
+    from pytest_rexmle.challenges.dentex.prepare import check_categories
 
     data = {"categories_1": [{"id": i, "name": str(i)} for i in range(1, 5)],
             "categories_2": [{"id": i, "name": str(i)} for i in range(8)],
@@ -248,7 +248,7 @@ def test_dentex_one_based_categories_are_refused(tmp_path):
 
 
 def test_topcow_label_parsers(tmp_path):
-    from pytest_rexmle.data.prepare.topcow import parse_edges, parse_roi
+    from pytest_rexmle.challenges.topcow.prepare import parse_edges, parse_roi
 
     roi = tmp_path / "r.txt"
     roi.write_text("--- ROI Meta Data ---\n\nSize (Voxels): 96 68 36\n\nLocation (Voxels): 103 93 77\n")

@@ -13,7 +13,7 @@ import pytest
 import SimpleITK as sitk
 
 from pytest_rexmle.data.prepare import prepare_task
-from pytest_rexmle.data.store import MANIFEST
+from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.task import registry
 

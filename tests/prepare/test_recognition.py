@@ -14,7 +14,7 @@ import pytest
 
 from pytest_rexmle.data.prepare import PrepareError, add_prepare_arguments, prepare_task, run_prepare
 from pytest_rexmle.data.prepare.download import NoNetwork
-from pytest_rexmle.data.store import MANIFEST
+from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry
 
 from . import releases

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.data.prepare import add_prepare_arguments, data_status, run_prepare
-from pytest_rexmle.data.store import MANIFEST, prepared_data
+from pytest_rexmle.data.taskdata import MANIFEST, prepared_data
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.task import registry
 

@@ -88,7 +88,7 @@ def _alive(marker: str) -> list[str]:
 # -- the uid range and its leases -------------------------------------------------------------------------
 
 def test_uid_range_parses_and_refuses_what_it_must():
-    assert uids.UidRange.parse(None) == uids.UidRange(2000000000, 2000000255)
+    assert uids.UidRange.parse(None) == uids.UidRange(2000000000, 2000065535)
     assert len(uids.UidRange.parse("70000-70009")) == 10
     for bad, why in (("0-10", "above 0"), ("500-400", "ascending"), ("x-y", "START-END"),
                      ("65000-66000", "65534")):
@@ -151,6 +151,33 @@ def test_kill_all_of_ends_every_process_of_the_uid_even_a_non_dumpable_one(tmp_p
     for proc in procs:
         proc.wait(timeout=10)
     assert uids.processes_of(uid) == [] and _alive(marker) == []
+
+
+
+@root_only
+def test_a_uid_with_processes_is_skipped_not_killed(tmp_path):
+    """Another container's harness on this kernel may run an agent as a uid of the range while holding
+    its lock in a folder this harness cannot see: the uid is passed over and its process left alone."""
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o700)
+    uid = 3000000200
+    code = "import os, time; os.setresgid({0}, {0}, {0}); os.setresuid({0}, {0}, {0}); time.sleep(600)".format(uid)
+    other = subprocess.Popen(["/usr/bin/python3", "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _switched(other.pid, uid):
+            time.sleep(0.05)
+        assert _switched(other.pid, uid)
+        for _ in range(5):  # whatever the random start, the busy uid is never handed out
+            lease = uids.allocate(uids.UidRange(uid, uid + 1), folder)
+            assert lease.uid == uid + 1
+            lease.release()
+        with pytest.raises(uids.UidRangeError, match="1 of them by processes this harness did not start"):
+            uids.allocate(uids.UidRange(uid, uid), folder)
+        assert other.poll() is None  # not killed
+    finally:
+        other.kill()
+        other.wait()
 
 
 def _switched(pid: int, uid: int) -> bool:

@@ -174,7 +174,7 @@ class Mechanism:
 
     def args(self, network: str | None = None) -> list[str]:
         if self.name == "docker":
-            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker",
+            return ["-p", "tests.docker._wiring", "--rexmle-runtime=docker", "--rexmle-limit=cpus=1",
                     f"--rexmle-network={network or self.default_network}"]
         runtime, sandbox = ("slurm", "bwrap") if self.name == "slurm" else ("local", self.name)
         args = [f"--rexmle-runtime={runtime}", f"--rexmle-network={network or self.default_network}"]
@@ -199,7 +199,7 @@ class Mechanism:
     def env(self, folder: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder / "home"), "LANG": "C.UTF-8",
                "REXMLE_CACHE_DIR": str(self.cache), "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1",
-               "REXMLE_SESSION": f"security-{self.id}-{folder.name}", "REXMLE_DOCKER_CPUS": "1"}
+               "REXMLE_SESSION": f"security-{self.id}-{folder.name}"}
         if self.image:
             env["REXMLE_DOCKER_IMAGE"] = self.image
         if self.name == "slurm":  # poll often; a busy test cluster must not skip the shared-paths probe

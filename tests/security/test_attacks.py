@@ -343,12 +343,9 @@ def test_fork_bomb_and_memory_hog_meet_the_limits(request, mechanism):
     the memory limit."""
     gap(request, "limits", mechanism)
     folder = mechanism.new_folder("limits")
-    if mechanism.name == "docker":
-        extra_env, limit_args = {"REXMLE_DOCKER_MEMORY": "512m", "REXMLE_DOCKER_PIDS": "200"}, []
-    else:
-        if not limit_option_known():
-            pytest.fail("--rexmle-limit is not an option of this harness: the local runtime has no limits")
-        extra_env, limit_args = {}, ["--rexmle-limit=memory=512m", "--rexmle-limit=processes=200"]
+    if not limit_option_known():
+        pytest.fail("--rexmle-limit is not an option of this harness: the runtimes have no limits")
+    extra_env, limit_args = {}, ["--rexmle-limit=memory=512m", "--rexmle-limit=processes=200"]
     session = mechanism.run(folder, [*mechanism.args(), *limit_args,
                                      *_command(mechanism, folder, "limits", ATTACK_FORKS="3000", ATTACK_HOG_MB="2048"),
                                      "-k", "ldct-iqa", "--rexmle-time-limit=90"], extra_env=extra_env, timeout=200)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.runtime.base import RunOutcome, RunSpec
-from pytest_rexmle.runtime.node import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
+from pytest_rexmle.runtime.slurm_job import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
 from pytest_rexmle.runtime.slurm import SlurmRuntime, SlurmSettings
 
 
@@ -67,6 +67,7 @@ def test_sandbox_and_limit_options_reach_the_node_inner_runtime(tmp_path):
     """``--rexmle-sandbox`` and ``--rexmle-limit`` are options of the local runtime: the node must build its inner
     one with them, or it picks its own sandbox and ignores the limits (the adversarial suite's fork bomb ran to
     3,000 processes through Slurm before)."""
+    from pytest_rexmle.runtime.docker import DockerRuntime
     from pytest_rexmle.runtime.local import LocalRuntime
     from pytest_rexmle.settings import Settings
 
@@ -87,5 +88,8 @@ def test_sandbox_and_limit_options_reach_the_node_inner_runtime(tmp_path):
     assert LocalRuntime(**picked.settings.inner_options).agent_uids.start == 70000
     assert picked.settings.inner_options["agent_as_root"] is True
     docker = SlurmRuntime.from_settings(dataclasses.replace(settings, slurm_inner="docker"))
-    # Docker takes its limits from REXMLE_DOCKER_* in the job's environment; its uids from the range
-    assert docker.settings.inner_options == {"agent_uids": None, **gateway}
+    # Docker takes the same --rexmle-limit overrides (its policy is built on the node like the local one's);
+    # its uids from the range
+    assert docker.settings.inner_options == {"agent_uids": None, "limits": {"memory": "512m", "processes": "200"},
+                                             **gateway}
+    assert DockerRuntime(**docker.settings.inner_options).policy(_spec(tmp_path)).limits.memory == 512 << 20

@@ -10,7 +10,6 @@ leaves either the previous state or a hidden ``.prepare-*`` folder that the next
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import Any, Sequence
 from filelock import FileLock
 
 from ...task import Task
-from ..store import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
+from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 
@@ -31,37 +30,13 @@ from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 RULE_VERSION = "prepare-2"
 LOCKS = ".locks"
 
-#: project id → "module:function" under this package
-PREPARERS: dict[str, str] = {
-    "usenhance": "usenhance:prepare",
-    "ldct-iqa": "ldct:prepare",
-    "panther-t1": "panther:prepare_task1",
-    "panther-t2": "panther:prepare_task2",
-    "seg-a": "sega:prepare",
-    "dentex": "dentex:prepare",
-    "topcow-cta-seg": "topcow:prepare_segmentation",
-    "topcow-mra-seg": "topcow:prepare_segmentation",
-    "topcow-cta-det": "topcow:prepare_boxes",
-    "topcow-mra-det": "topcow:prepare_boxes",
-    "topcow-cta-cls": "topcow:prepare_edges",
-    "topcow-mra-cls": "topcow:prepare_edges",
-    "puma-t1-tissue-seg": "puma:prepare_tissue",
-    "puma-t2-tissue-seg": "puma:prepare_tissue",
-    "puma-t1-nuclei-det": "puma:prepare_nuclei_track1",
-    "puma-t2-nuclei-det": "puma:prepare_nuclei_track2",
-    "isles22": "isles:prepare",
-    "cellseg": "cellseg:prepare",
-    "topbrain-cta-seg": "topbrain:prepare",
-    "topbrain-mra-seg": "topbrain:prepare",
-}
-
-
 def load_preparer(task: Task):
-    try:
-        module_name, _, attr = PREPARERS[task.id].partition(":")
-    except KeyError:
-        raise PrepareError(f"{task.id}: no preparer for this task") from None
-    return getattr(importlib.import_module(f"{__package__}.{module_name}"), attr)
+    """The preparer named in task.yaml (``prepare: <challenge>:<function>``, in the challenge's ``prepare.py``)."""
+    if task.prepare is None:
+        raise PrepareError(f"{task.id}: no preparer for this task")
+    from ...task import resolve
+
+    return resolve(task, "prepare")
 
 
 def manifest_ok(task: Task, root: Path, full: bool = False) -> bool:

@@ -16,7 +16,7 @@ import stat
 import tarfile
 import tempfile
 import zipfile
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -117,54 +117,68 @@ def _write_plan(archive: Path, dest: Path, plan: list, total: int, limits: Limit
         report.files += 1
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One archive member as zip and tar both describe it."""
+
+    member: Any
+    name: str
+    link: str | None        # a link's target; None for anything else
+    hard: bool
+    folder: bool
+    size: int
+    refusal: str | None     # why the member is refused outright (zip bomb, device file), if it is
+
+
+def _plan(archive: Path, entries: Iterable[_Entry], report: ExtractReport) -> tuple[list, int]:
+    """The checked extraction plan of one archive and its declared size: unsafe paths dropped, links that
+    stay inside skipped (and reported), links that leave the folder or refused members an error."""
+    plan = []
+    total = 0
+    for entry in entries:
+        rel = _safe_relpath(entry.name, archive)
+        if rel is None:
+            continue
+        if entry.link is not None:
+            if not _link_inside(rel, entry.link, hard=entry.hard):
+                raise UnsafeArchive(f"{archive.name}: link {entry.name!r} points outside the folder ({entry.link!r})")
+            report.skipped_links.append(str(rel))
+            continue
+        if entry.folder:
+            plan.append((rel, None))
+            continue
+        if entry.refusal:
+            raise UnsafeArchive(f"{archive.name}: member {entry.name!r} {entry.refusal}")
+        total += entry.size
+        plan.append((rel, entry.member))
+    return plan, total
+
+
+def _zip_entries(zf: zipfile.ZipFile, limits: Limits) -> Iterator[_Entry]:
+    for info in zf.infolist():
+        link = zf.read(info).decode("utf-8", "replace") if stat.S_ISLNK(info.external_attr >> 16) else None
+        bomb = info.file_size > 1 << 20 and info.file_size > limits.max_ratio * max(info.compress_size, 1)
+        yield _Entry(info, info.filename, link, False, info.is_dir(), info.file_size,
+                     f"has a compression ratio above {limits.max_ratio:g} (zip bomb?)" if bomb else None)
+
+
+def _tar_entries(tf: tarfile.TarFile) -> Iterator[_Entry]:
+    for m in tf.getmembers():
+        link = m.linkname if m.issym() or m.islnk() else None
+        special = link is None and not m.isdir() and not m.isfile()
+        yield _Entry(m, m.name, link, m.islnk(), m.isdir(), m.size,
+                     "is a device, FIFO or other special file" if special else None)
+
+
 def _extract_zip(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
     with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        plan = []
-        total = 0
-        for info in infos:
-            rel = _safe_relpath(info.filename, archive)
-            mode = info.external_attr >> 16
-            if rel is None:
-                continue
-            if stat.S_ISLNK(mode):
-                target = zf.read(info).decode("utf-8", "replace")
-                if not _link_inside(rel, target, hard=False):
-                    raise UnsafeArchive(f"{archive.name}: link {info.filename!r} points outside the folder ({target!r})")
-                report.skipped_links.append(str(rel))
-                continue
-            if info.is_dir():
-                plan.append((rel, None))
-                continue
-            if info.file_size > 1 << 20 and info.file_size > limits.max_ratio * max(info.compress_size, 1):
-                raise UnsafeArchive(f"{archive.name}: member {info.filename!r} has a compression ratio above "
-                                    f"{limits.max_ratio:g} (zip bomb?)")
-            total += info.file_size
-            plan.append((rel, info))
+        plan, total = _plan(archive, _zip_entries(zf, limits), report)
         _write_plan(archive, dest, plan, total, limits, report, zf.open, lambda info: info.filename)
 
 
 def _extract_tar(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
     with tarfile.open(archive) as tf:
-        members = tf.getmembers()
-        plan = []
-        total = 0
-        for m in members:
-            rel = _safe_relpath(m.name, archive)
-            if rel is None:
-                continue
-            if m.issym() or m.islnk():
-                if not _link_inside(rel, m.linkname, hard=m.islnk()):
-                    raise UnsafeArchive(f"{archive.name}: link {m.name!r} points outside the folder ({m.linkname!r})")
-                report.skipped_links.append(str(rel))
-                continue
-            if m.isdir():
-                plan.append((rel, None))
-                continue
-            if not m.isfile():
-                raise UnsafeArchive(f"{archive.name}: member {m.name!r} is a device, FIFO or other special file")
-            total += m.size
-            plan.append((rel, m))
+        plan, total = _plan(archive, _tar_entries(tf), report)
         _write_plan(archive, dest, plan, total, limits, report, tf.extractfile, lambda m: m.name)
 
 

@@ -20,10 +20,10 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import SimpleITK as sitk
 
-from ...imaging import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
+from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
 from ...task import Task
 from ..split import split_ids, write_split
-from ..synthetic.common import write_answers, write_csv, write_sample_submission
+from ..synthetic.common import case_paths, write_csv, write_tables
 from .errors import PrepareError
 from .recognise import is_debris
 
@@ -186,8 +186,7 @@ def split_and_record(ids: Iterable[str], ctx: Context) -> tuple[list[str], list[
 def standard_outputs(ctx: Context, test: list[str], column: str, path_of: Callable[[str], str],
                      answer_column: str, answers: Mapping[str, str]) -> None:
     """sample_submission.csv (conventional prediction paths) and answers.csv, as the twins write them."""
-    write_sample_submission(ctx.public, ctx.task.id_column, column, test, path_of)
-    write_answers(ctx.private, ctx.task.id_column, answer_column, answers)
+    write_tables(ctx.public, ctx.private, ctx.task.id_column, test, column, path_of, answer_column, answers)
 
 
 PID = re.compile(r"^[^/\\\x00-\x1f]+$")

@@ -12,6 +12,7 @@ are *manual* parts: ``rexmle prepare`` names the page and the file, and ``--raw-
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from typing import Sequence
 
 from filelock import FileLock
 
-from ...task import Task
+from ...task import Task, challenge_module
 from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
 from .extract import Limits, is_archive, safe_extract
@@ -71,61 +72,29 @@ class Part:
         return bool((self.files and name in self.files) or (self.pattern and re.search(self.pattern, name)))
 
 
-def parts_for(task: Task) -> list[Part]:
-    """The raw parts a task needs, from task.yaml's ``source`` plus the spec's per-source facts."""
-    src = task.source
-    raw = src["raw"]
-    if raw == "usenhance":
-        return [Part("train_dataset.zip", "manual", "train_dataset", page=GDRIVE_PAGE.format(id=src["file_id"]),
-                     files=("train_dataset.zip",), signature=(USENHANCE_PNG,),
-                     expects="USenhance training PNGs (<organ>/low_quality/*.png)")]
-    if raw == "ldct-iqa":
-        return [Part(f"Zenodo record {src['train']['record_id']} (all files)", "zenodo", "train",
-                     record=str(src["train"]["record_id"]), signature=(r"/train\.json$", r"\.tiff?$"),
-                     expects="the LDCT-IQA training set (train.json and image/*.tif)"),
-                Part("test_dataset.zip", "manual", "test", files=("test_dataset.zip",),
-                     page=GDRIVE_PAGE.format(id=src["test"]["file_id"]), signature=(r"\.tiff?$", r"\.json$"),
-                     excludes=(r"/train\.json$",),
-                     expects="the LDCT-IQA test set (TIFF slices and a JSON of their scores, no train.json)")]
-    if raw == "seg-a":
-        return [Part(f"figshare article {src['article_id']} v{src.get('version', 1)}", "figshare", "article",
-                     record=str(src["article_id"]), version=int(src.get("version", 1)), nested=True,
-                     page=src.get("download_url"), many=True,
-                     signature=(r"(\.seg\.nrrd$|/(dongyang|kits|rider)[^/]*\.zip$)",),
-                     expects="SEG.A centre data (Dongyang/KiTS/Rider zips or <case>.seg.nrrd files)")]
-    record = str(src["record_id"])
-    names = src.get("files_used") or src.get("files") or []
-    parts = []
-    for name in names:
-        if raw == "panther":
-            number = re.search(r"Task(\d)", name).group(1)
-            parts.append(Part(name, "zenodo", f"task{number}", record=record, files=(name,),
-                              pattern=rf"(?i)task[_ -]?{number}\b.*\.zip$", signature=(PANTHER_LABELS[number],),
-                              expects=f"PANTHER task {number} (LabelsTr/{PANTHER_EXAMPLE[number]})"))
-        else:
-            signature, expects = SIGNATURES.get(name, ((), ""))
-            parts.append(Part(name, "zenodo", _stem(name), record=record, files=(name,), signature=signature,
-                              expects=expects, alternates=tuple(str(r) for r in src.get("newer_record_ids") or ())))
-    return parts
-
-
-USENHANCE_PNG = r"/(breast|carotid|kidney|liver|thyroid)/low_quality/[^/]+\.png$"
-#: task 1 labels are ``<pid>_0001.mha``, task 2 labels ``<pid>.mha`` (§3, §4)
-PANTHER_LABELS = {"1": r"/labelstr/\d+_0001\.mha$", "2": r"/labelstr/\d+\.mha$"}
-PANTHER_EXAMPLE = {"1": "<pid>_0001.mha", "2": "<pid>.mha"}
 #: release file name → (member regexes identifying it, words for users)
-SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
-    "training_data.zip": ((r"enumeration.disease[^/]*\.json$",), "DENTEX training_data (quadrant-enumeration-disease JSON)"),
-    "TopCoW2024_Data_Release.zip": ((r"/cow_seg_labelstr/",), "the TopCoW release (cow_seg_labelsTr/)"),
-    "01_training_dataset_tif_ROIs.zip": ((r"_roi_\d+\.tiff?$",), "PUMA ROI TIFFs (training_set_*_roi_*.tif)"),
-    "01_training_dataset_geojson_tissue.zip": ((r"_tissue\.geojson$",), "PUMA tissue GeoJSON (*_tissue.geojson)"),
-    "01_training_dataset_geojson_nuclei.zip": ((r"_nuclei\.geojson$",), "PUMA nuclei GeoJSON (*_nuclei.geojson)"),
-    "ISLES-2022.zip": ((r"sub-strokecase\d+_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$",),
-                       "ISLES'22 BIDS volumes (sub-strokecase*_ses-*_dwi.nii.gz ...)"),
-    "Training-labeled.zip": ((r"/training-labeled/.*_label\.tiff?$",), "CellSeg Training-labeled (labels/*_label.tiff)"),
-    "Tuning.zip": ((r"/tuning/.*_label\.tiff?$",), "CellSeg Tuning (labels/*_label.tiff)"),
-    "TopBrain_Data_Release_Batches1n2_081425.zip": ((r"/labelstr_topbrain_",), "the TopBrain release (labelsTr_topbrain_*/)"),
-}
+Signatures = dict[str, tuple[tuple[str, ...], str]]
+
+
+def parts_for(task: Task) -> list[Part]:
+    """The raw parts a task needs: ``parts(task)`` of its challenge's ``source.py``, which reads task.yaml's
+    ``source`` (a task with no preparer has its Zenodo files as parts, recognised by name)."""
+    if task.prepare is None:
+        return zenodo_parts(task, {})
+    return importlib.import_module(challenge_module(task, "prepare", "source")).parts(task)
+
+
+def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:
+    """One part per Zenodo file the task uses (``files_used``, else ``files``), each extracted into its own
+    folder and recognised by its ``signatures`` entry; newer records listed in task.yaml are fallbacks."""
+    src = task.source
+    newer = tuple(str(r) for r in src.get("newer_record_ids") or ())
+    out = []
+    for name in src.get("files_used") or src.get("files") or []:
+        signature, expects = signatures.get(name, ((), ""))
+        out.append(Part(name, "zenodo", _stem(name), record=str(src["record_id"]), files=(name,), signature=signature,
+                        expects=expects, alternates=newer))
+    return out
 
 
 def _stem(name: str) -> str:

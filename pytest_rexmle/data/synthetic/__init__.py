@@ -3,15 +3,15 @@
 They let the whole pipeline (agent contract, validation, grading, ranking, reports) run on a laptop
 without the real releases. Unless a seed is pinned, each twin is keyed by the cache's secret
 (:mod:`.secret`), so an agent that imports the generators cannot regenerate the answers. Each
-generator is ``generate(task, public, private, rng)`` in a module of
-this package, named by ``synthetic:`` in task.yaml. Generation goes to a temporary folder that is
+generator is ``generate(task, public, private, rng)`` in a challenge's ``synthetic.py``
+(``pytest_rexmle/challenges/<challenge>/``), named by ``synthetic:`` in task.yaml; the shared drawing and
+writing helpers are :mod:`.common` and :mod:`.volumes`. Generation goes to a temporary folder that is
 renamed into place under a file lock, so parallel workers and interrupted runs never see half a dataset.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import os
 import shutil
@@ -23,8 +23,8 @@ from filelock import FileLock
 
 from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
-from ...task import Task
-from ..store import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory
+from ...task import Task, challenge_module, resolve
+from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed
 
 Generator = Callable[[Task, Path, Path, "np.random.Generator"], None]
@@ -32,13 +32,10 @@ GENERATOR_VERSION = 1
 
 
 def load_generator(task: Task) -> Generator:
+    """The generator named in task.yaml (``synthetic: <challenge>:<function>``, in the challenge's ``synthetic.py``)."""
     if task.synthetic is None:
         raise TaskConfigError(f"{task.id}: no synthetic generator declared in {task.folder / 'task.yaml'}")
-    module_name, _, attr = task.synthetic.partition(":")
-    try:
-        return getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
-    except (ImportError, AttributeError) as exc:
-        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field 'synthetic' {task.synthetic!r} cannot be loaded: {exc}") from exc
+    return resolve(task, "synthetic")
 
 
 def seed_for(task: Task, seed: int | None, secret: bytes | None = None) -> int:
@@ -121,7 +118,7 @@ def fingerprint(task: Task) -> str:
     digest = hashlib.sha256()
     # the generator's source file, found without importing it (NumPy, SimpleITK, SciPy: seconds per
     # worker for the 20 generators when every twin is already cached)
-    spec = importlib.util.find_spec(f"{__name__}.{task.synthetic.partition(':')[0]}")
+    spec = importlib.util.find_spec(challenge_module(task, "synthetic"))
     for path in (task.folder / "task.yaml", task.description_path, Path(spec.origin), Path(__file__)):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return digest.hexdigest()[:16]

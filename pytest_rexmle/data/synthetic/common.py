@@ -1,10 +1,10 @@
-"""Small helpers the synthetic generators share: CSV writing and the public/private split."""
+"""Small helpers the synthetic generators and the preparers share: CSV writing and the public/private split."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, object]]) -> None:
@@ -25,3 +25,21 @@ def write_sample_submission(public: Path, id_column: str, column: str, ids: Iter
 def write_answers(private: Path, id_column: str, column: str, paths: Mapping[str, str]) -> None:
     write_csv(private / "answers.csv", [id_column, column],
               ({id_column: i, column: paths[i]} for i in sorted(paths)))
+
+
+def write_tables(public: Path, private: Path, id_column: str, test: Iterable[str], column: str,
+                 path_of: Callable[[str], str], answer_column: str, answers: Mapping[str, str]) -> None:
+    """``sample_submission.csv`` (each test case's conventional prediction path) and ``answers.csv``."""
+    write_sample_submission(public, id_column, column, test, path_of)
+    write_answers(private, id_column, answer_column, answers)
+
+
+def case_paths(public: Path, private: Path, case_id: str, train: bool, image_name: str, label_name: str,
+               answers: dict[str, str]) -> tuple[Path, Path]:
+    """Where a case's image and reference label go in the prepared layout (§0.2): both under
+    ``public/train/`` for a training case; for a test case the image under ``public/test/`` and the label,
+    an answer, under ``private/test/``, recorded in ``answers`` by its path below ``private/``."""
+    split = "train" if train else "test"
+    if not train:
+        answers[case_id] = f"test/labels/{label_name}"
+    return public / split / "images" / image_name, (public if train else private) / split / "labels" / label_name

@@ -12,10 +12,15 @@ installation's folders show under their own names. The private folders are not m
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..base import is_under
+
+if TYPE_CHECKING:
+    from ..policy import SandboxPolicy
 
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -77,6 +82,25 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args
+
+
+def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, tools_target: str, tmp: Path,
+           python_roots: list[Path], env: dict[str, str], user_namespace: bool, seccomp_fd: int | None,
+           bridge_args: list[str] | None = None) -> list[str]:
+    """The run's policy as bubblewrap's options: its folders bound at their contract ``targets`` (read-only
+    unless the policy makes them writable), its hidden folders covered, its network (a lone loopback for
+    ``none`` and ``gateway``, whose listener the launcher makes inside; the bridge's options for
+    ``bridge``; the host's for ``host``), its GPUs' devices."""
+    binds = [Bind(m.source, targets[m.role], m.writable) for m in policy.mounts] + [Bind(tools, tools_target)]
+    return bwrap_args(python_roots=python_roots, binds=binds, tmp=tmp, hidden=policy.hidden, cwd="/", env=env,
+                      gpus=bool(policy.gpus), network=network_args(policy.network, bridge_args),
+                      user_namespace=user_namespace, seccomp_fd=seccomp_fd)
+
+
+def network_args(network: str, bridge_args: list[str] | None) -> list[str]:
+    if network in ("none", "gateway"):
+        return NO_NETWORK
+    return list(bridge_args or []) if network == "bridge" else []
 
 
 def _parents(target: Path, made: set[str]) -> list[str]:

@@ -26,6 +26,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..policy import SandboxPolicy
 
 #: entries of /etc that stay out of the view: password hashes, host keys, privilege configuration
 ETC_SECRETS = frozenset({"shadow", "shadow-", "gshadow", "gshadow-", "ssh", "sudoers", "sudoers.d", "security",
@@ -53,6 +57,26 @@ class LandlockView:
     @classmethod
     def from_json(cls, data: dict) -> "LandlockView":
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def render(policy: "SandboxPolicy", *, tools: Path, tmp: Path, logs: list[str],
+           connect_ports: tuple[int, ...] = ()) -> LandlockView:
+    """The run's policy as Landlock rules: the system read-and-execute (/etc without its secrets), the
+    policy's read-only folders readable, its writable ones and the private /tmp writable, its GPUs'
+    devices openable; ``none`` refuses every TCP port, ``connect_ports`` allows only those (the gateway
+    where no network namespace can be had). Hidden folders need no rule: nothing outside is reachable."""
+    from .bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS
+
+    devices = list(DEVICES)
+    if policy.gpus:
+        for pattern in GPU_DEVICE_GLOBS:
+            devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
+    read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
+    return LandlockView(read_exec=tuple([*read_exec, str(tools)]),
+                        read=(*(str(p) for p in policy.read_only), "/proc", "/sys"),
+                        read_write=(*(str(p) for p in policy.read_write), str(tmp)),
+                        write_files=tuple(logs), devices=tuple(devices),
+                        network_none=policy.network == "none", connect_ports=tuple(connect_ports))
 
 
 def etc_entries(etc: Path = Path("/etc")) -> list[str]:

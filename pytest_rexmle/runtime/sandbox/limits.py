@@ -21,7 +21,8 @@ from pathlib import Path
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
-NAMES = ("memory", "processes", "file_size", "disk", "tmp")
+NAMES = ("memory", "processes", "file_size", "disk", "tmp", "open_files", "shm", "cpus")
+COUNTS = ("processes", "open_files")
 
 
 class LimitError(ValueError):
@@ -60,23 +61,25 @@ class Limits:
     file_size: int | None = 64 << 30
     disk: int | None = 100 << 30
     tmp: int | None = 20 << 30
+    # None below: the mechanism's own default (Docker's, see runtime/docker.py); the local sandbox sets
+    # RLIMIT_NOFILE when ``open_files`` is given and has no CPU quota or separate /dev/shm
+    open_files: int | None = None
+    shm: int | None = None
+    cpus: float | None = None
 
     def with_overrides(self, pairs: dict[str, object]) -> "Limits":
         """``{"memory": "64G", "processes": "2000", "tmp": "none"}`` over these limits."""
-        changes: dict[str, int | None] = {}
+        changes: dict[str, int | float | None] = {}
         for key, raw in pairs.items():
             name = key.strip().replace("-", "_")
             if name not in NAMES:
                 raise LimitError(f"unknown limit {key!r}; known: {', '.join(NAMES)}")
             if raw is None or str(raw).strip().lower() in ("none", "unlimited", "0"):
                 changes[name] = None
-            elif name == "processes":
-                try:
-                    changes[name] = int(str(raw))
-                except ValueError:
-                    raise LimitError(f"limit processes expects a count, got {raw!r}") from None
-                if changes[name] <= 0:
-                    raise LimitError("limit processes must be positive")
+            elif name in COUNTS:
+                changes[name] = _positive(name, raw, int, "a count")
+            elif name == "cpus":
+                changes[name] = _positive(name, raw, float, "a number of CPUs")
             else:
                 changes[name] = parse_size(raw)
         return replace(self, **changes)
@@ -85,14 +88,24 @@ class Limits:
         value = getattr(self, name)
         if value is None:
             return "unlimited"
-        return str(value) if name == "processes" else format_size(value)
+        return f"{value:g}" if name in (*COUNTS, "cpus") else format_size(value)
 
     def to_json(self) -> dict[str, int | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def _positive(name: str, raw: object, kind: type, what: str) -> int | float:
+    try:
+        value = kind(str(raw))
+    except ValueError:
+        raise LimitError(f"limit {name} expects {what}, got {raw!r}") from None
+    if value <= 0:
+        raise LimitError(f"limit {name} must be positive")
+    return value
+
+
 LABELS = {"memory": "memory", "processes": "process", "file_size": "file size", "disk": "workspace disk",
-          "tmp": "/tmp size"}
+          "tmp": "/tmp size", "open_files": "open files", "shm": "shared memory", "cpus": "CPU"}
 
 
 def exceeded_message(limits: Limits, name: str, detail: str = "") -> str:
@@ -121,6 +134,8 @@ def rlimits_for(limits: Limits, uid: int, cgroup_has: frozenset[str]) -> dict[in
         out[resource.RLIMIT_NPROC] = limits.processes + _processes_of(uid)
     if limits.file_size is not None:
         out[resource.RLIMIT_FSIZE] = limits.file_size
+    if limits.open_files is not None:
+        out[resource.RLIMIT_NOFILE] = limits.open_files
     out[resource.RLIMIT_CORE] = 0  # a core dump is a file the size of the process, outside FSIZE's reach
     return out
 

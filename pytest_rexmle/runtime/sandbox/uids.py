@@ -8,22 +8,30 @@ from a configurable range (``--rexmle-agent-uids=START-END``).
 Allocation: a lock file per uid under a root-owned folder (``/run/rexmle/uids``, 0700; ``REXMLE_UID_LOCK_DIR``
 moves it), taken with ``flock`` so that concurrent sessions and xdist workers on this host never hand
 out the same uid; the kernel drops a lock when its holder dies, so a ``kill -9``ed session frees its
-uids. A uid that still has processes (a dead session's leftovers) is cleaned before it is handed out,
-and every process of a run's uid is killed again when the run ends (:func:`kill_all_of`), a backstop
-behind the sandbox's own clean-up.
+uids. Every process of a run's uid is killed when the run ends (:func:`kill_all_of`), a backstop behind
+the sandbox's own clean-up.
+
+Harnesses in different containers on one kernel share the uid space but not the lock folder (nor,
+from inside a container, the view of each other's processes). So uids are tried in a random order
+from a wide range, and a uid that already has processes is skipped, never cleaned: they may be
+another container's running agent, which this harness must not kill (a dead session's leftovers are
+already ended by the sandbox: bubblewrap's ``--die-with-parent``, the Landlock supervisor's
+parent-death signal, Docker's ``timeout``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import random
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-#: far above any distribution's allocations (system users, regular users, subordinate-uid ranges)
-DEFAULT_RANGE = "2000000000-2000000255"
+#: far above any distribution's allocations (system users, regular users, subordinate-uid ranges); wide,
+#: so that harnesses in separate containers on one kernel, picking at random, practically never meet
+DEFAULT_RANGE = "2000000000-2000065535"
 LOCK_DIR_ENV = "REXMLE_UID_LOCK_DIR"
 DEFAULT_LOCK_DIR = Path("/run/rexmle/uids")
 
@@ -83,19 +91,27 @@ def lock_dir() -> Path:
 
 
 def allocate(uids: UidRange, folder: Path | None = None) -> Lease:
-    """A uid of ``uids`` no other run holds, locked until released; its leftover processes are killed.
+    """A uid of ``uids`` no other run holds, locked until released. Tried in a random order; a uid that
+    has processes (another container's run on this kernel, or leftovers) is skipped, not cleaned.
     Raises :class:`UidRangeError` when every uid is taken (more concurrent runs than the range holds)."""
     folder = folder or lock_dir()
-    for uid in uids:
+    first = random.SystemRandom().randrange(len(uids))  # a random start, then around the range once
+    busy = 0
+    for offset in range(len(uids)):
+        uid = uids.start + (first + offset) % len(uids)
         fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             continue
-        kill_all_of(uid)
+        if processes_of(uid):
+            busy += 1
+            os.close(fd)
+            continue
         return Lease(uid, fd)
-    raise UidRangeError(f"all {len(uids)} agent uids of {uids.start}-{uids.end} are in use by concurrent runs; "
+    extra = f" ({busy} of them by processes this harness did not start)" if busy else ""
+    raise UidRangeError(f"all {len(uids)} agent uids of {uids.start}-{uids.end} are in use by concurrent runs{extra}; "
                         "widen --rexmle-agent-uids")
 
 

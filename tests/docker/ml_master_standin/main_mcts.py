@@ -1,7 +1,7 @@
 """A stand-in for ML-Master's entry point, for the end-to-end test only — NOT ML-Master.
 
 GitHub is not reachable where the tests run, so the real ML-Master cannot be cloned into the test image.
-This file mimics only the interface the ReX-MLE adapter (images/ml-master/start.py) relies on, as
+This file mimics only the interface the ReX-MLE adapter (agents/ml_master/start.py) relies on, as
 ML-Master's ``main_mcts.py`` and ``utils/config_mcts.yaml`` define it at the commit the Dockerfile pins
 (tests/docker/test_ml_master_real.py runs the real code when a checkout is given):
 

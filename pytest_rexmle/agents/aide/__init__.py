@@ -1,0 +1,3 @@
+"""AIDE (aideml): adapter (``adapter.py``), image recipe (``Dockerfile``) and the image's start script.
+
+``start.py`` runs inside the image (beside ``common/``'s helpers); it is not imported here."""

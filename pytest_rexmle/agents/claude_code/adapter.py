@@ -1,0 +1,11 @@
+"""Claude Code (Anthropic) headless in its image (``Dockerfile`` and ``start.py`` beside this module)."""
+
+from __future__ import annotations
+
+from ..coding_cli import CodingCLIAgent
+
+
+class ClaudeCodeAgent(CodingCLIAgent):
+    image = "rexmle/claude-code:latest"
+    log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
+    protocol = "Anthropic Messages"

@@ -1,0 +1,12 @@
+"""Codex CLI (OpenAI) headless in its image (``Dockerfile`` and ``start.py`` beside this module)."""
+
+from __future__ import annotations
+
+from ..coding_cli import CodingCLIAgent
+
+
+class CodexAgent(CodingCLIAgent):
+    image = "rexmle/codex:latest"
+    log_folders = ("codex",)
+    protocol = "OpenAI Responses"
+    known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it

@@ -1,0 +1,77 @@
+"""What the image-based agents share (``aide``, ``ml-master``, ``rd-agent`` and the coding CLIs): option
+handling, key pass-through into the container, and the host-side ``finish`` that keeps the agent's own
+logs without any key in them. Each agent's folder (``agents/<agent>/``) holds its adapter, its image
+recipe and the start script at ``/opt/rexmle-agent/start.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import ClassVar
+
+from ..errors import RexmleError
+from .base import Agent, AgentContext
+
+#: provider keys and endpoints passed through from the host; values never logged
+PASS_THROUGH = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
+                "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT",
+                "OPENAI_API_VERSION", "LITELLM_API_KEY")
+START = "/opt/rexmle-agent/start.py"
+
+
+class ContainerAgent(Agent):
+    """An agent that ships as a Docker image with a start script at ``/opt/rexmle-agent/start.py``."""
+
+    image: ClassVar[str | None] = None
+    #: options every container agent understands
+    common_options: ClassVar[tuple[str, ...]] = ("model", "steps", "image")
+    #: where, relative to the workspace, the agent keeps logs worth copying into <run>/logs/<agent>/
+    log_folders: ClassVar[tuple[str, ...]] = ()
+    default_model: ClassVar[str] = ""
+
+    def __init__(self, name: str, options: dict[str, str]) -> None:
+        super().__init__(name, options)
+        self.image = options.get("image") or type(self).image
+        steps = options.get("steps")
+        if steps is not None and (not steps.isdigit() or int(steps) < 1):
+            raise RexmleError(f"agent {name!r}: steps must be a positive integer, got {steps!r}")
+
+    @property
+    def model(self) -> str:
+        return self.options.get("model") or self.default_model
+
+    def passed_through(self) -> dict[str, str]:
+        return {k: os.environ[k] for k in PASS_THROUGH if os.environ.get(k)}
+
+    def environment(self, ctx: AgentContext) -> dict[str, str]:
+        return self.passed_through()
+
+    def secret_environment(self) -> tuple[str, ...]:
+        return tuple(self.passed_through())
+
+    def finish(self, ctx: AgentContext) -> None:
+        """Keep the agent's own logs next to ours, without any key in them."""
+        secrets = [v for v in self.passed_through().values() if len(v) >= 8]
+        for rel in self.log_folders:
+            src = ctx.workspace / rel
+            if not src.is_dir():
+                continue
+            dest = ctx.logs / self.name
+            shutil.copytree(src, dest / Path(rel).name, dirs_exist_ok=True, symlinks=True,
+                            ignore=shutil.ignore_patterns("*.pt", "*.pth", "*.ckpt", "*.npy", "*.nii*"))
+            _scrub(dest, secrets)
+
+
+def _scrub(folder: Path, secrets: list[str], limit_bytes: int = 20_000_000) -> None:
+    if not secrets:
+        return
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= limit_bytes:
+            data = path.read_bytes()
+            new = data
+            for value in secrets:
+                new = new.replace(value.encode(), b"***")
+            if new != data:
+                path.write_bytes(new)

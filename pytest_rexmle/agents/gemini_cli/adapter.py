@@ -1,0 +1,11 @@
+"""Gemini CLI (Google) headless in its image (``Dockerfile`` and ``start.py`` beside this module)."""
+
+from __future__ import annotations
+
+from ..coding_cli import CodingCLIAgent
+
+
+class GeminiCLIAgent(CodingCLIAgent):
+    image = "rexmle/gemini-cli:latest"
+    log_folders = ("gemini-cli",)
+    protocol = "Gemini generateContent"

@@ -1,0 +1,255 @@
+"""``rexmle images build [--agent NAME]``: build the base image and the agents' images locally.
+
+Each agent folder with a ``Dockerfile`` (``pytest_rexmle/agents/<folder>/``) is a recipe, named after the
+folder (``claude_code`` → ``claude-code``, tag ``rexmle/claude-code:latest``); ``common/Dockerfile`` is the
+base image (``base``). The build context holds the recipe's folder and ``common/``, so every agent image
+can copy the shared start-script helpers. Agent images start
+``FROM ${BASE}`` (default ``rexmle/base:latest``, the CUDA PyTorch base), so ``--base`` can put an agent
+on any image the local engine already has — the offline Debian test image CI makes
+(``rexmle/test-base:latest``) or a lab's own CUDA image. Nothing is ever pulled: a base that is not in
+the local engine is a clear error, not a registry request. A base needs ``python3`` with ``pip``.
+
+``--source DIR`` (ML-Master) builds from a local checkout instead of cloning the pinned commit: the
+folder is copied into the context as ``<recipe>/source/`` and the Dockerfile copies it in.
+``--build-arg KEY=VALUE`` sets a Dockerfile ARG (another ML-Master commit; ``RDAGENT_LOCK=`` to resolve
+R&D-Agent's tree afresh rather than install agents/rd_agent/rdagent-lock.txt).
+
+Every built image carries a ``rexmle.recipe`` label: a hash of the build context (recipe, shared
+helpers, source checkout), the build arguments and the base image's id. When the tag already carries
+that label the build is skipped (``--no-cache`` forces it), so a repeated CI run costs a hash.
+
+Behind a TLS-intercepting proxy, ``--ca-bundle FILE`` (default ``$PIP_CERT``, ``$REQUESTS_CA_BUNDLE``
+or ``$SSL_CERT_FILE`` when set) is placed in the context as ``extra-ca.pem`` and used by pip during the
+build only; it is removed from the image afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import RexmleError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str           # the --agent name
+    folder: str         # agents/<folder>/Dockerfile
+    tag: str            # what the runtime starts
+    needs_base: bool = True
+    #: whether ``--source DIR`` applies (the recipe builds from <folder>/source/ when it is not empty)
+    takes_source: bool = False
+
+
+def recipes_root() -> Path:
+    """The agents' folders: this package, in a checkout and installed alike."""
+    return Path(__file__).resolve().parent
+
+
+def _recipe(folder: Path) -> Recipe:
+    if folder.name == "common":
+        return Recipe("base", "common", "rexmle/base:latest", needs_base=False)
+    name = folder.name.replace("_", "-")
+    # a recipe that copies ``<folder>/source/`` builds from a checkout given with --source
+    takes_source = f"COPY {folder.name}/source/" in (folder / "Dockerfile").read_text(encoding="utf-8")
+    return Recipe(name, folder.name, f"rexmle/{name}:latest", takes_source=takes_source)
+
+
+RECIPES = {r.name: r for r in sorted((_recipe(d.parent) for d in recipes_root().glob("*/Dockerfile")),
+                                     key=lambda r: (r.needs_base, r.name))}
+BASE_TAG = RECIPES["base"].tag
+RECIPE_LABEL = "rexmle.recipe"
+#: what --source leaves out of the context (VCS data, caches, virtual environments)
+SOURCE_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "venv", ".mypy_cache",
+                                       ".pytest_cache", "logs", "workspaces")
+
+
+def default_ca_bundle() -> str | None:
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        if os.environ.get(var) and Path(os.environ[var]).is_file():
+            return os.environ[var]
+    return None
+
+
+def build_context(root: Path, recipe: Recipe, ca_bundle: str | None, into: Path,
+                  source: str | Path | None = None) -> Path:
+    """A minimal context: the recipe's folder, ``common/``, ``extra-ca.pem`` (possibly empty) and, for a
+    recipe that takes one, ``<folder>/source/`` (the ``--source`` checkout, or empty: clone upstream)."""
+    for folder in ("common", recipe.folder):
+        shutil.copytree(root / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (into / "extra-ca.pem").write_bytes(Path(ca_bundle).read_bytes() if ca_bundle else b"")
+    if source is not None and not recipe.takes_source:
+        raise RexmleError(f"image {recipe.name!r} is built from a released package; --source applies to "
+                          f"{', '.join(r.name for r in RECIPES.values() if r.takes_source)}")
+    if recipe.takes_source:
+        dest = into / recipe.folder / "source"
+        if dest.exists():
+            shutil.rmtree(dest)
+        if source is None:
+            dest.mkdir()
+        else:
+            src = Path(source).expanduser().resolve()
+            if not src.is_dir():
+                raise RexmleError(f"--source {source}: not a folder")
+            shutil.copytree(src, dest, symlinks=True, ignore=SOURCE_IGNORE)
+    return into
+
+
+def context_digest(context: Path, buildargs: dict[str, str], base_id: str | None) -> str:
+    """What decides the image's content: every file of the context, the build args and the base's id."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in context.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(context).as_posix()
+        digest.update(rel.encode() + b"\0")
+        digest.update(os.readlink(path).encode() if path.is_symlink() else path.read_bytes())
+        digest.update(b"\0")
+    for key, value in sorted(buildargs.items()):
+        digest.update(f"{key}={value}\0".encode())
+    digest.update((base_id or "").encode())
+    return digest.hexdigest()[:16]
+
+
+def local_image_id(client, name: str) -> str | None:
+    try:
+        return client.images.get(name).id
+    except Exception as exc:  # docker.errors.ImageNotFound, or an engine error: treated the same
+        if exc.__class__.__name__ in ("ImageNotFound", "NotFound"):
+            return None
+        raise
+
+
+def missing_base_message(base: str) -> str:
+    return (f"base image {base} is not in the local Docker engine (nothing is pulled); build it first "
+            f"(`rexmle images build --agent base` for the CUDA base, .ci/build-test-image.sh for the offline "
+            f"test base) or pass --base with an image `docker images` lists")
+
+
+def build_image(name: str, tag: str | None = None, base: str | None = None, ca_bundle: str | None = None,
+                client=None, nocache: bool = False, network_mode: str | None = None,
+                log: Callable[[str], None] = print, source: str | Path | None = None,
+                buildargs: dict[str, str] | None = None) -> str:
+    """Build one recipe; returns the image id. Raises RexmleError with the build's last lines on failure.
+
+    Skipped (the existing id returned) when ``tag`` already carries this context's ``rexmle.recipe``
+    label; ``nocache`` forces a build. ``buildargs`` adds/overrides the Dockerfile's ARGs (e.g. a pin).
+    """
+    if name not in RECIPES:
+        raise RexmleError(f"unknown image {name!r}; known: {', '.join(RECIPES)}")
+    recipe = RECIPES[name]
+    if client is None:
+        import docker
+
+        client = docker.from_env(timeout=600)
+    tag = tag or recipe.tag
+    args = {"BASE": base or BASE_TAG} if recipe.needs_base else {}
+    args.update(buildargs or {})
+    base_id = None
+    if recipe.needs_base:
+        base_id = local_image_id(client, args["BASE"])
+        if base_id is None:
+            raise RexmleError(missing_base_message(args["BASE"]))
+    tail: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rexmle-image-") as tmp:
+        context = build_context(recipes_root(), recipe, ca_bundle, Path(tmp), source=source)
+        # the CA bundle is a build-time secret of the machine, not part of the recipe
+        ca_file = context / "extra-ca.pem"
+        ca_bytes = ca_file.read_bytes()
+        ca_file.write_bytes(b"")
+        recipe_hash = context_digest(context, args, base_id)
+        ca_file.write_bytes(ca_bytes)
+        if not nocache:
+            try:
+                current = client.images.get(tag)
+            except Exception:
+                current = None
+            if current is not None and (current.labels or {}).get(RECIPE_LABEL) == recipe_hash:
+                log(f"{tag} is up to date (recipe {recipe_hash})")
+                return current.id
+        stream = client.api.build(path=str(context), dockerfile=f"{recipe.folder}/Dockerfile", tag=tag,
+                                  buildargs=args, rm=True, forcerm=True, decode=True, nocache=nocache,
+                                  network_mode=network_mode, pull=False, labels={RECIPE_LABEL: recipe_hash})
+        image_id = None
+        for chunk in stream:
+            if "error" in chunk:
+                raise RexmleError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(tail[-20:]))
+            line = chunk.get("stream", "")
+            if line:
+                tail.append(line)
+                if line.strip():
+                    log(line.rstrip())
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+    return image_id or client.images.get(tag).id
+
+
+def add_images_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("build", "list"), help="build images, or list the recipes and their tags")
+    parser.add_argument("--agent", action="append", choices=sorted(RECIPES), default=None,
+                        help="image(s) to build (repeatable; default: base and every agent)")
+    parser.add_argument("--base", default=None,
+                        help=f"base image of agent images, one the local engine has (default {BASE_TAG}, the CUDA "
+                             "PyTorch base; e.g. rexmle/test-base:latest offline); nothing is pulled")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a Dockerfile ARG (repeatable), e.g. ML_MASTER_REF=<commit> or RDAGENT_LOCK= "
+                             "(empty: resolve R&D-Agent's dependencies instead of installing its lock file)")
+    parser.add_argument("--source", default=None, metavar="DIR",
+                        help="build ml-master from this local checkout instead of cloning its pinned commit")
+    parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent)")
+    parser.add_argument("--ca-bundle", default=None,
+                        help="CA bundle for pip during the build (TLS-intercepting proxies; default $PIP_CERT, "
+                             "$REQUESTS_CA_BUNDLE or $SSL_CERT_FILE)")
+    parser.add_argument("--no-cache", action="store_true", help="do not reuse cached build layers")
+    parser.add_argument("--network", default=None, help="network of the build containers (e.g. host)")
+
+
+def run_images(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for recipe in RECIPES.values():
+            print(f"{recipe.name:<14} {recipe.tag:<30} pytest_rexmle/agents/{recipe.folder}/Dockerfile")
+        return 0
+    names = args.agent or list(RECIPES)
+    if args.tag and len(names) != 1:
+        print("rexmle images: --tag needs exactly one --agent", file=sys.stderr)
+        return 2
+    if args.source and any(not RECIPES[n].takes_source for n in names if n != "base"):
+        print("rexmle images: --source applies to --agent ml-master only", file=sys.stderr)
+        return 2
+    build_args: dict[str, str] = {}
+    for item in args.build_arg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"rexmle images: --build-arg wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        build_args[key.strip()] = value
+    try:
+        import docker
+
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # ImportError, DockerException, connection errors
+        print(f"rexmle images: no Docker engine ({exc}); `pip install docker` and start dockerd", file=sys.stderr)
+        return 2
+    base = args.base or BASE_TAG
+    if "base" not in names and args.base is None and any(RECIPES[n].needs_base for n in names):
+        if local_image_id(client, base) is None:
+            print(f"rexmle images: {base} is missing; building it first", file=sys.stderr)
+            names = ["base", *names]
+    ordered = sorted(set(names), key=lambda n: (RECIPES[n].needs_base, n))
+    try:
+        for name in ordered:
+            image_id = build_image(name, tag=args.tag, base=base, ca_bundle=args.ca_bundle or default_ca_bundle(),
+                                   client=client, nocache=args.no_cache, network_mode=args.network,
+                                   source=args.source if RECIPES[name].takes_source else None,
+                                   buildargs=build_args)
+            print(f"built {args.tag or RECIPES[name].tag} ({image_id[:19]})")
+    except RexmleError as exc:
+        print(f"rexmle images: {exc}", file=sys.stderr)
+        return 1
+    return 0

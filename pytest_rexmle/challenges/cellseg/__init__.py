@@ -1,0 +1,1 @@
+"""NeurIPS 2022 CellSeg: multi-modality cell instance segmentation."""

@@ -1,0 +1,138 @@
+"""NeurIPS 2022 CellSeg grader (challenges.md §20): one instance-label TIFF per test image.
+
+A prediction is a 2-D non-negative integer label image (0 = background, one id per cell) of exactly the
+ground truth's height and width, read with tifffile. Integral float arrays are accepted as labels (the
+same rule as the 3-D graders' ``label_array``); NaN/inf, fractions, negatives, colour or stacked images
+are invalid. Scores are the organisers' F1 at five IoU thresholds, averaged over images, unrounded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tifffile
+from PIL import Image
+
+from ...errors import InvalidSubmission
+from ...hostile import SafeReader
+from ...metrics.instance import THRESHOLDS, image_f1
+from ...metrics.parallel import parallel_map
+from ...submission import CaseTable
+from ...graders.base import Grader, write_submission_csv
+
+IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
+TIFF_EXTENSIONS = (".tif", ".tiff")
+#: without a known grid: 16 bytes per pixel of a 4096² image
+MAX_FILE_BYTES = 4096 * 4096 * 16
+
+
+def metric_key(threshold: float) -> str:
+    return f"f1_{threshold}"
+
+
+def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """A submitted label TIFF as int64 (H, W); every format problem is an InvalidSubmission."""
+    where = f"case {case_id!r}"
+    limit = MAX_FILE_BYTES if shape is None else shape[0] * shape[1] * 16 + (1 << 20)
+    try:
+        with SafeReader(path, limit, f"{where}: {path.name}") as fh, tifffile.TiffFile(fh) as tif:
+            if not tif.series:
+                raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
+            series = tif.series[0]
+            dims = tuple(series.shape)
+            # shape first, from the header: a hostile file must not make us decode a huge image
+            if len(dims) != 2:
+                raise InvalidSubmission(f"{where}: {path.name} must hold one 2-D label image, got shape {dims}")
+            if shape is not None and dims != tuple(shape):
+                raise InvalidSubmission(f"{where}: {path.name} has height×width {dims[0]}×{dims[1]} but the "
+                                        f"ground truth is {shape[0]}×{shape[1]}; predictions are never resized")
+            arr = series.asarray()
+    except InvalidSubmission:
+        raise
+    except Exception as exc:  # tifffile raises many types on hostile bytes
+        raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF ({type(exc).__name__}: {exc})") from None
+    if not isinstance(arr, np.ndarray) or arr.size == 0 or arr.shape != dims:
+        raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all():
+            raise InvalidSubmission(f"{where}: {path.name} contains NaN or infinite values")
+        if not np.array_equal(arr, np.floor(arr)):
+            raise InvalidSubmission(f"{where}: {path.name} has non-integer label values")
+        if arr.size and float(arr.max()) >= 2.0 ** 53:
+            raise InvalidSubmission(f"{where}: {path.name} has label values too large to be exact")
+    elif arr.dtype.kind not in "iub":
+        raise InvalidSubmission(f"{where}: {path.name} has unsupported pixel type {arr.dtype}; "
+                                "an integer label image is required")
+    if arr.size and arr.dtype.kind in "if" and arr.min() < 0:
+        raise InvalidSubmission(f"{where}: {path.name} has negative label values (min {arr.min()})")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise InvalidSubmission(f"{where}: {path.name} has label values beyond the int64 range")
+    return arr.astype(np.int64)
+
+
+def public_test_image(public_dir: Path, case_id: str) -> Path:
+    """The test image ``<id>.<ext>`` (extension as in the source release)."""
+    folder = public_dir / "test" / "images"
+    for candidate in sorted(folder.glob(f"{glob_escape(case_id)}.*")):
+        if candidate.suffix.lower() in IMAGE_EXTENSIONS and candidate.stem == case_id:
+            return candidate
+    raise FileNotFoundError(f"no test image for {case_id!r} in {folder}")
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
+
+
+def image_hw(path: Path) -> tuple[int, int]:
+    """(height, width) of a trusted image; TIFF colour axes may come first or last."""
+    if path.suffix.lower() in TIFF_EXTENSIONS:
+        with tifffile.TiffFile(path) as tif:
+            shape = tif.series[0].shape
+        if len(shape) == 2:
+            return int(shape[0]), int(shape[1])
+        if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[-1] not in (1, 3, 4):
+            return int(shape[1]), int(shape[2])
+        return int(shape[0]), int(shape[1])
+    with Image.open(path) as im:
+        return im.size[1], im.size[0]
+
+
+class CellInstances(Grader):
+    prediction_columns = ("predicted_mask_path",)
+    answer_columns = ("label_path",)
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        def case_f1(case_id: str) -> dict[float, float]:
+            truth = tifffile.imread(answers.root / answers.value(case_id, "label_path"))
+            if truth.ndim != 2:
+                raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {truth.shape}")
+            pred = read_labels(submission.file(case_id, "predicted_mask_path"), case_id, truth.shape)
+            return image_f1(truth.astype(np.int64), pred)
+
+        sums = {t: 0.0 for t in THRESHOLDS}
+        # images on all cores (decoding and NumPy release the GIL); summed in id order, as before
+        for per_image in parallel_map(case_f1, answers.ids):
+            for t, value in per_image.items():
+                sums[t] += value
+        n = len(answers.ids)
+        return {metric_key(t): sums[t] / n for t in THRESHOLDS}
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        read_labels(submission.file(case_id, "predicted_mask_path"), case_id,
+                    image_hw(public_test_image(public_dir, case_id)))
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """An empty label image (no cell) on each test image's grid."""
+        rows = []
+        for case_id in self.public_test_ids(public_dir):
+            rel = f"predictions/{case_id}_label.tiff"
+            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
+            tifffile.imwrite(out_dir / rel, np.zeros(image_hw(public_test_image(public_dir, case_id)), dtype=np.uint16))
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}_label.tiff")
+
+

@@ -1,0 +1,1 @@
+"""ISLES'22: ischaemic stroke lesion segmentation on DWI/ADC/FLAIR."""

@@ -1,0 +1,80 @@
+"""ISLES'22 grader (challenges.md §19): binary infarct masks on the DWI grid, organisers' metrics.
+
+Imaging and metric modules are imported where used: the baseline (empty NIfTI masks) needs neither.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+
+from ...errors import InvalidSubmission
+from ...submission import CaseTable
+from ...graders.base import Grader
+
+NIFTI_SUFFIXES = (".nii", ".nii.gz")
+
+
+def _require_nifti(path: Path, case_id: str) -> None:
+    if not path.name.endswith(NIFTI_SUFFIXES):
+        raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii or .nii.gz)")
+
+
+def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[str, float]:
+    import numpy as np
+
+    from ...metrics.components import lesion_detection
+    from ...metrics.overlap import dice
+
+    lesions = lesion_detection(pred, truth)
+    return {
+        "dice": dice(pred, truth, empty=1.0),
+        "lesion_f1": lesions["lesion_f1"],
+        "lesion_count_diff": lesions["lesion_count_diff"],
+        "abs_volume_diff": abs(int(np.count_nonzero(truth)) - int(np.count_nonzero(pred))) * voxel_ml,
+    }
+
+
+class StrokeLesion(Grader):
+    prediction_columns = ("predicted_mask_path",)
+    answer_columns = ("mask_path",)
+    keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
+
+    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
+        import SimpleITK as sitk
+
+        from ...medimage.geometry import read_image, read_mask, reference_geometry, voxel_volume_mm3
+        from ...metrics.parallel import parallel_map
+        from ...metrics.surface import bounding_box, union_box
+
+        per_case = []
+        for case_id in answers.ids:
+            truth_path = answers.root / answers.value(case_id, "mask_path")
+            path = submission.file(case_id, "predicted_mask_path")
+            _require_nifti(path, case_id)
+            ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
+            truth_img, pred = parallel_map(lambda read: read(), (
+                lambda: read_image(truth_path, case_id),
+                lambda: read_mask(path, ref, case_id) != 0))
+            truth = sitk.GetArrayViewFromImage(truth_img) != 0
+            # every metric counts voxels or components, so the union box of both foregrounds loses nothing
+            box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim
+            per_case.append(case_metrics(pred[box], truth[box], voxel_volume_mm3(truth_img) / 1000.0))
+        return {k: mean(c[k] for c in per_case) for k in self.keys}
+
+    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
+        from ...medimage.geometry import read_mask, reference_geometry
+
+        path = submission.file(case_id, "predicted_mask_path")
+        _require_nifti(path, case_id)
+        read_mask(path, reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
+
+    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
+        """An empty mask on each test case's DWI grid."""
+        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz",
+                               lambda i: f"predictions/{i}.nii.gz")
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        self.copy_answers(answers_dir, out_dir, "mask_path", lambda i: f"predictions/{i}.nii.gz")
+
+

@@ -1,0 +1,16 @@
+"""ISLES'22's raw file: the BIDS archive on Zenodo."""
+
+from __future__ import annotations
+
+from ...data.prepare.sources import Part, Signatures, zenodo_parts
+from ...task import Task
+
+#: release file name → (member regexes identifying it, words for users)
+SIGNATURES: Signatures = {
+    "ISLES-2022.zip": ((r"sub-strokecase\d+_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$",),
+                       "ISLES'22 BIDS volumes (sub-strokecase*_ses-*_dwi.nii.gz ...)"),
+}
+
+
+def parts(task: Task) -> list[Part]:
+    return zenodo_parts(task, SIGNATURES)

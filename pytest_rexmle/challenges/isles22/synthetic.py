@@ -1,0 +1,53 @@
+"""ISLES'22 twin (challenges.md §19): DWI/ADC on one grid with lesion blobs, FLAIR on its own grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...task import Task
+from ...data.split import split_ids, write_split
+from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, save
+
+DWI_SHAPE = (16, 40, 40)            # (z, y, x)
+DWI_SPACING = (2.0, 2.0, 3.0)       # (x, y, z) mm
+FLAIR_SHAPE = (20, 48, 48)
+FLAIR_SPACING = (1.6, 1.6, 2.4)
+N_CASES = 25
+
+
+def _lesions(rng: np.random.Generator) -> np.ndarray:
+    mask = np.zeros(DWI_SHAPE, dtype=bool)
+    for _ in range(int(rng.choice([1, 1, 2, 3]))):
+        center = (rng.integers(3, 13), rng.integers(8, 32), rng.integers(8, 32))
+        mask |= ellipsoid(DWI_SHAPE, center, (rng.uniform(1, 2.5), rng.uniform(1.5, 4), rng.uniform(1.5, 4)))
+    return mask
+
+
+def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
+    ids = [f"sub-strokecase{i:04d}" for i in range(1, N_CASES + 1)]
+    train, test = split_ids(ids)
+    brain = np.zeros(DWI_SHAPE)
+    zz, yy, xx = np.ogrid[:DWI_SHAPE[0], :DWI_SHAPE[1], :DWI_SHAPE[2]]
+    brain[((zz - 8) / 7.5) ** 2 + ((yy - 20) / 17) ** 2 + ((xx - 20) / 15) ** 2 <= 1] = 1.0
+    answers = {}
+    for case_id in ids:
+        lesion = _lesions(rng)
+        dwi = make_image(noisy_intensity(brain * 400 + lesion * 500, rng, 20.0), DWI_SPACING)
+        adc = make_image(noisy_intensity(brain * 800 - lesion * 400, rng, 30.0), DWI_SPACING)
+        flair = make_image(noisy_intensity(np.full(FLAIR_SHAPE, 200.0), rng, 25.0), FLAIR_SPACING, origin=(-3.0, -3.0, -2.0))
+        msk = make_image(lesion.astype(np.uint8), DWI_SPACING)
+        where = public / ("train" if case_id in train else "test")
+        save(dwi, where / f"{case_id}_dwi.nii.gz")
+        save(adc, where / f"{case_id}_adc.nii.gz")
+        save(flair, where / f"{case_id}_flair.nii.gz")
+        if case_id in train:
+            save(msk, where / f"{case_id}_msk.nii.gz")
+        else:
+            save(msk, private / "test" / f"{case_id}_msk.nii.gz")
+            answers[case_id] = f"test/{case_id}_msk.nii.gz"
+    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.nii.gz")
+    write_answers(private, task.id_column, "mask_path", answers)
+    write_split(private, train, test)

@@ -1,0 +1,1 @@
+"""LDCT-IQA 2023: low-dose CT image-quality score regression."""

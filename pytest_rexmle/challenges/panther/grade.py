@@ -1,0 +1,124 @@
+"""PANTHER grader, tasks 1 and 2 (challenges.md §3–§4): binary pancreatic-tumour masks on MRI.
+
+The organisers' metrics, computed with the DeepMind surface-distance definitions, with two decided
+corrections: the ground-truth spacing is paired with the array axes it belongs to (SimpleITK (x, y, z)
+reversed for the (z, y, x) array), and the ground truth is the tumour alone: the prepared answers keep
+label 1 of the release (label 2, the pancreas, becomes 0; §3 errata), so the organisers' rule "every
+non-zero ground-truth voxel is tumour" holds on them exactly as on their tumour-only test labels.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import mean
+
+import numpy as np
+import SimpleITK as sitk
+
+from ...errors import InvalidSubmission
+from ...medimage.geometry import image_like, write_image
+from ...metrics.hausdorff import image_diagonal
+from ...metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
+                              surface_dice_at_tolerance, volumetric_dice)
+from ...submission import read_answers
+from ...graders.base import write_submission_csv
+from ...graders.binary import BinaryMaskGrader
+
+SUFFIXES = (".mha", ".nii.gz")
+SURFACE_DICE_TOLERANCE_MM = 5.0
+HD_PERCENT = 95.0
+KEYS = ("dsc", "msd", "hd95", "masd", "rmse")
+
+
+def require_suffix(path: Path, case_id: str) -> None:
+    if not path.name.lower().endswith(SUFFIXES):
+        raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be .mha or .nii.gz")
+
+
+def tumour_mask(img: sitk.Image, case_id: str) -> np.ndarray:
+    """Prediction voxels → tumour mask under the value-set rule of §3.
+
+    Allowed value sets: {0}, {1}, {0, 1}, or two values one of which is 0 (then non-zero = tumour).
+    Checked in one pass (every non-zero voxel must equal the first one) instead of ``np.unique``,
+    which would sort the whole volume.
+    """
+    arr = sitk.GetArrayViewFromImage(img)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
+    mask = arr != 0
+    if not mask.any():
+        return mask
+    values = arr[mask]
+    first = values[0]
+    if not (values == first).all():
+        found = np.unique(arr)
+        shown = ", ".join(repr(v.item()) for v in found[:6]) + (", ..." if found.size > 6 else "")
+        raise InvalidSubmission(
+            f"case {case_id!r}: prediction has {found.size} distinct values ({shown}); allowed value sets "
+            "are {0}, {1}, {0, 1} or two values one of which is 0")
+    if mask.all() and first != 1:
+        raise InvalidSubmission(
+            f"case {case_id!r}: prediction holds the single value {first.item()!r}; a one-value mask must be "
+            "all 0 or all 1")
+    return mask
+
+
+def case_metrics(pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, float, float]) -> dict[str, float]:
+    """dsc, msd, hd95, masd and the two tumour volumes (mm³) of one case (§3 shared definitions).
+
+    ``spacing_zyx`` must already be in array-axis order. Uniform predictions (all 0 or all 1) and empty
+    ground truths get the organisers' fixed values (and our extension for the latter) instead of the
+    inf/NaN that the surface-distance package would produce.
+    """
+    pred, truth = np.asarray(pred, dtype=bool), np.asarray(truth, dtype=bool)
+    voxel_mm3 = float(np.prod(spacing_zyx))
+    diagonal = image_diagonal(truth.shape, spacing_zyx)
+    v_gt = int(np.count_nonzero(truth)) * voxel_mm3
+    n_pred = int(np.count_nonzero(pred))
+    if n_pred == 0 or n_pred == pred.size:
+        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": 0.0, "v_gt": v_gt}
+    v_pred = n_pred * voxel_mm3
+    if v_gt == 0.0:
+        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": v_pred, "v_gt": 0.0}
+    sd = compute_surface_distances(truth, pred, spacing_zyx)
+    gt_to_pred, pred_to_gt = average_surface_distance(sd)
+    return {
+        "dsc": volumetric_dice(truth, pred),
+        "msd": surface_dice_at_tolerance(sd, SURFACE_DICE_TOLERANCE_MM),
+        "hd95": robust_hausdorff(sd, HD_PERCENT),
+        "masd": (gt_to_pred + pred_to_gt) / 2.0,
+        "v_pred": v_pred,
+        "v_gt": v_gt,
+    }
+
+
+def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
+    """Means over cases; ``rmse`` = sqrt(mean((V_pred − V_gt)²)) in mm³ (tumour-burden error)."""
+    out = {key: float(mean(c[key] for c in per_case)) for key in ("dsc", "msd", "hd95", "masd")}
+    out["rmse"] = math.sqrt(mean((c["v_pred"] - c["v_gt"]) ** 2 for c in per_case))
+    return out
+
+
+class PancreaticTumour(BinaryMaskGrader):
+    """One grader for both PANTHER tasks: they share the submission format and the metrics."""
+
+    image_suffix = prediction_suffix = ".mha"
+    check_format = staticmethod(require_suffix)
+    foreground = staticmethod(tumour_mask)
+    case_metrics = staticmethod(case_metrics)
+    aggregate = staticmethod(aggregate)
+
+    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
+        """The ground truth as a 0/1 mask (the answers already hold the tumour only; ``!= 0`` keeps it so)."""
+        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
+        rows = []
+        for case_id in answers.ids:
+            truth_img = sitk.ReadImage(str(answers_dir / answers.value(case_id, "label_path")))
+            binary = (sitk.GetArrayViewFromImage(truth_img) != 0).astype(np.uint8)
+            rel = f"predictions/{case_id}.mha"
+            write_image(image_like(binary, truth_img), out_dir / rel)
+            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
+        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)

@@ -1,0 +1,23 @@
+"""PANTHER's raw files: one Zenodo zip per task, told apart by how their labels are named (§3, §4)."""
+
+from __future__ import annotations
+
+import re
+
+from ...data.prepare.sources import Part
+from ...task import Task
+
+#: task 1 labels are ``<pid>_0001.mha``, task 2 labels ``<pid>.mha``
+LABELS = {"1": r"/labelstr/\d+_0001\.mha$", "2": r"/labelstr/\d+\.mha$"}
+EXAMPLE = {"1": "<pid>_0001.mha", "2": "<pid>.mha"}
+
+
+def parts(task: Task) -> list[Part]:
+    src = task.source
+    out = []
+    for name in src.get("files_used") or src.get("files") or []:
+        number = re.search(r"Task(\d)", name).group(1)
+        out.append(Part(name, "zenodo", f"task{number}", record=str(src["record_id"]), files=(name,),
+                        pattern=rf"(?i)task[_ -]?{number}\b.*\.zip$", signature=(LABELS[number],),
+                        expects=f"PANTHER task {number} (LabelsTr/{EXAMPLE[number]})"))
+    return out

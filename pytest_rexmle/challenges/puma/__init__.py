@@ -1,0 +1,1 @@
+"""PUMA: melanoma tissue segmentation and nuclei detection (tracks 1 and 2)."""

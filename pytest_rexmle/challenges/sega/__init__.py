@@ -1,0 +1,1 @@
+"""SEG.A 2023: aorta segmentation in CTA."""

@@ -1,0 +1,249 @@
+"""TopCoW task 1 and TopBrain label volumes: reading, cropping, per-label scores, TopCoW's case scores.
+
+The NumPy / SimpleITK half of :mod:`.topcow` (see its docstring for why scoring works on the union of
+the two foreground boxes). It lives apart so that the box and edge graders, the baselines and the
+validator's header checks import neither; :mod:`.topcow` still answers for every name here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean
+from typing import Sequence
+
+import numpy as np
+import SimpleITK as sitk
+
+from ...errors import InvalidSubmission
+from ...medimage.geometry import label_array, read_image, reference_geometry
+from ...metrics.labelindex import LabelIndex, box_volume
+from ...metrics.parallel import parallel_map
+from ...metrics.surface import bounding_box, hd95, union_box
+from ...metrics.topology import (ANTERIOR_LABELS, POSTERIOR_LABELS, TN, TP, FN, FP, balanced_accuracy, components,
+                                detection, edge_lists, f1_from_counts, label_adjacency, lr_flipped, region_matches,
+                                variant, cldice_from_skeletons, skeleton_xyz)
+
+GROUP2_LABELS = (8, 9, 10, 15)
+HD95_ABSENT_MM = 90.0
+MASK_SUFFIXES = (".nii.gz", ".nii", ".mha")
+
+
+def require_mask_format(path: Path, case_id: str) -> None:
+    if not path.name.lower().endswith(MASK_SUFFIXES):
+        raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii, .nii.gz) or MHA (.mha)")
+
+
+def prediction_image(path: Path, ref: sitk.Image, case_id: str) -> sitk.Image:
+    """Read a predicted label volume and check its format and geometry (§0.4) against ``ref``."""
+    require_mask_format(path, case_id)
+    return read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
+
+
+def _crop_labels(img: sitk.Image, box: tuple[slice, ...], case_id: str, allowed: frozenset[int]) -> np.ndarray:
+    """The shared value check (imaging.label_array) on a (z, y, x) crop, returned as uint8."""
+    z, y, x = box
+    crop = img[x.start:x.stop, y.start:y.stop, z.start:z.stop]
+    return label_array(crop, case_id, set(allowed)).astype(np.uint8)
+
+
+def foreground_box(view: np.ndarray) -> tuple[slice, ...] | None:
+    """Tight box of the non-zero voxels of a (z, y, x) array, None when it is all zero.
+
+    Unsigned integers (every label file we have seen) take two maximum projections, the fastest full
+    passes NumPy has (an xy plane and a per-slice maximum); other types compare with 0 first.
+    """
+    if view.dtype.kind != "u" or view.ndim != 3:
+        return bounding_box(view != 0)
+    plane = view.max(axis=0)
+    per_slice = view.reshape(view.shape[0], -1).max(axis=1)
+    hits = [np.flatnonzero(per_slice), np.flatnonzero(plane.max(axis=1)), np.flatnonzero(plane.max(axis=0))]
+    if hits[0].size == 0:
+        return None
+    return tuple(slice(int(h[0]), int(h[-1]) + 1) for h in hits)
+
+
+def _foreground_box(*views: np.ndarray) -> tuple[slice, ...]:
+    """Union box of the non-zero voxels; a single voxel when everything is zero (to still check dtype)."""
+    box = union_box(*(foreground_box(v) for v in views))
+    return box if box is not None else (slice(0, 1),) * 3
+
+
+def check_prediction(path: Path, ref: sitk.Image, case_id: str, allowed: frozenset[int]) -> None:
+    """Public-side check of one predicted volume: format, geometry, voxel type and label values."""
+    img = prediction_image(path, ref, case_id)
+    _crop_labels(img, _foreground_box(sitk.GetArrayViewFromImage(img)), case_id, allowed)
+
+
+def load_pair(path: Path, truth_img: sitk.Image, case_id: str, allowed: frozenset[int]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(prediction, ground truth) as uint8 (z, y, x) arrays cropped to the union of their foregrounds."""
+    pred_img = prediction_image(path, truth_img, case_id)
+    return crop_pair(pred_img, truth_img, case_id, allowed)
+
+
+def crop_pair(pred_img: sitk.Image, truth_img: sitk.Image, case_id: str, allowed: frozenset[int],
+              boxes: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Both volumes cropped to the union of their foreground boxes (``boxes``: already computed ones)."""
+    truth_view = sitk.GetArrayViewFromImage(truth_img)
+    if boxes:
+        box = union_box(*boxes) or (slice(0, 1),) * 3
+    else:
+        box = _foreground_box(sitk.GetArrayViewFromImage(pred_img), truth_view)
+    return _crop_labels(pred_img, box, case_id, allowed), np.array(truth_view[box], dtype=np.uint8)
+
+
+def read_pair(pred_path: Path, truth_path: Path, case_id: str, allowed: frozenset[int]
+              ) -> tuple[np.ndarray, np.ndarray, sitk.Image]:
+    """Decode a prediction and its ground truth on two cores; return both crops and the truth image.
+
+    The prediction is checked against the ground truth's header (read first, without voxels), so
+    the two decodes are independent; each thread also finds its volume's foreground box.
+    """
+    ref = reference_geometry(truth_path)
+
+    def truth_part():
+        img = read_image(truth_path, case_id)
+        return img, foreground_box(sitk.GetArrayViewFromImage(img))
+
+    def pred_part():
+        img = prediction_image(pred_path, ref, case_id)
+        return img, foreground_box(sitk.GetArrayViewFromImage(img))
+
+    (truth_img, truth_box), (pred_img, pred_box) = parallel_map(lambda part: part(), (truth_part, pred_part))
+    pred, truth = crop_pair(pred_img, truth_img, case_id, allowed, (pred_box, truth_box))
+    return pred, truth, truth_img
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Per-label quantities of one case (§7 task 1, §21)."""
+
+    n_pred: int
+    n_truth: int
+    n_both: int
+    b0_pred: int
+    b0_truth: int
+    hd95: float
+    cldice: float | None = None
+
+    @property
+    def dice(self) -> float:
+        if self.n_pred == 0 or self.n_truth == 0:
+            return 0.0
+        return 2.0 * self.n_both / (self.n_pred + self.n_truth)
+
+    @property
+    def b0_error(self) -> int:
+        return abs(self.b0_pred - self.b0_truth)
+
+    @property
+    def detection(self) -> str:
+        return detection(self.n_pred, self.n_truth, self.n_both)
+
+
+def _label_task(pred: np.ndarray, truth: np.ndarray, index_p: LabelIndex, index_g: LabelIndex, label: int,
+                spacing: Sequence[float], hd95_absent: float, with_cldice: bool):
+    """The per-label work, on the union of the label's two boxes (masks made once, shared by all)."""
+    box = union_box(index_p.box(label), index_g.box(label))
+
+    def run() -> LabelScores:
+        p, g = pred[box] == label, truth[box] == label
+        n_p, n_g = index_p.count(label), index_g.count(label)
+        cl = None
+        if with_cldice:
+            cl = cldice_from_skeletons(p, g, skeleton_xyz(p), skeleton_xyz(g)) if n_p and n_g else 0.0
+        return LabelScores(
+            n_pred=n_p, n_truth=n_g, n_both=int(np.count_nonzero(p & g)),
+            b0_pred=components(p), b0_truth=components(g),
+            hd95=hd95(p, g, spacing, hd95_absent), cldice=cl)
+
+    return run, box_volume(box) * (3 if with_cldice else 1)
+
+
+def _run_tasks(tasks: list) -> list:
+    """Run (callable, cost) pairs on all cores, most expensive first; results in task order."""
+    return parallel_map(lambda task: task[0](), tasks, cost=lambda task: task[1])
+
+
+def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], hd95_absent: float,
+                 with_cldice: bool = False, indexes: tuple[LabelIndex, LabelIndex] | None = None
+                 ) -> dict[int, LabelScores]:
+    """Scores for every label of L = labels present in G or P, each on its own bounding box.
+
+    One sparse index per volume (:class:`LabelIndex`) gives every label's box and voxel count, so the
+    per-label work is proportional to the vessel's size, not to the volume's; labels run in parallel.
+    """
+    index_p, index_g = indexes or (LabelIndex.of(pred), LabelIndex.of(truth))
+    labels = sorted(set(index_p.labels) | set(index_g.labels))
+    tasks = [_label_task(pred, truth, index_p, index_g, label, spacing, hd95_absent, with_cldice)
+             for label in labels]
+    return dict(zip(labels, _run_tasks(tasks)))
+
+
+def class_means(scores: dict[int, LabelScores], with_cldice: bool = False) -> dict[str, float]:
+    """Case ``dice``, ``b0_error``, ``hd95`` (and per-label ``cldice``): means over L, all 0 if L is empty."""
+    keys = ["dice", "b0_error", "hd95", *(["cldice"] if with_cldice else [])]
+    if not scores:
+        return {k: 0.0 for k in keys}
+    return {k: float(mean(float(getattr(s, k)) for s in scores.values())) for k in keys}
+
+
+@dataclass(frozen=True)
+class CowCase:
+    """Everything one TopCoW case contributes to the aggregates."""
+
+    means: dict[str, float]
+    detections: dict[int, str]
+    truth_variants: tuple[str, str]
+    pred_variants: tuple[str, str]
+    matched: tuple[bool, bool]
+
+
+def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]) -> CowCase:
+    """All §7 task-1 per-case quantities from two (z, y, x) label arrays on the same grid.
+
+    Shared products are made once: one sparse index per volume (boxes, counts, median x), one
+    skeleton per merged mask. The two skeletons and the per-label work run together on all cores.
+    """
+    index_p, index_g = LabelIndex.of(pred), LabelIndex.of(truth)
+    labels = sorted(set(index_p.labels) | set(index_g.labels))
+    fg_p, fg_g = pred != 0, truth != 0
+    tasks = [(lambda: skeleton_xyz(fg_p), 4 * box_volume(bounding_box(fg_p))),
+             (lambda: skeleton_xyz(fg_g), 4 * box_volume(bounding_box(fg_g)))]
+    tasks += [_label_task(pred, truth, index_p, index_g, label, spacing, HD95_ABSENT_MM, False) for label in labels]
+    skel_p, skel_g, *per_label = _run_tasks(tasks)
+    scores = dict(zip(labels, per_label))
+    means = class_means(scores)
+    means["cldice"] = cldice_from_skeletons(fg_p, fg_g, skel_p, skel_g)
+    detections = {label: scores[label].detection if label in scores else TN
+                  for label in (*GROUP2_LABELS, *ANTERIOR_LABELS, *POSTERIOR_LABELS)}
+    adj_p, adj_g = label_adjacency(pred), label_adjacency(truth)
+    b0_p = {label: s.b0_pred for label, s in scores.items()}
+    b0_g = {label: s.b0_truth for label, s in scores.items()}
+    ant_p, pos_p = edge_lists(adj_p)
+    ant_g, pos_g = edge_lists(adj_g)
+    matched = tuple(region_matches(region, detections, adj_p, adj_g, b0_p, b0_g,
+                                   lr_flipped(pred, region, adj_p.keys(), index_p.median_x))
+                    for region in ("anterior", "posterior"))
+    return CowCase(means, detections,
+                   (variant("anterior", ant_g), variant("posterior", pos_g)),
+                   (variant("anterior", ant_p), variant("posterior", pos_p)),
+                   matched)  # type: ignore[arg-type]
+
+
+def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
+    """§7 "Task 1 aggregates over the test cases"."""
+    out = {k: float(mean(c.means[k] for c in cases)) for k in ("dice", "cldice", "b0_error", "hd95")}
+    f1s = []
+    for label in GROUP2_LABELS:
+        counts = Counter(c.detections[label] for c in cases)
+        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
+    out["f1_grp2"] = float(mean(f1s))
+    for i, region in enumerate(("anterior", "posterior")):
+        truth = [c.truth_variants[i] for c in cases]
+        out[f"{region}_graph_acc"] = balanced_accuracy(truth, [c.pred_variants[i] for c in cases])
+        out[f"{region}_topology"] = balanced_accuracy(
+            truth, [t if c.matched[i] else "FAIL" for t, c in zip(truth, cases)])
+    return out

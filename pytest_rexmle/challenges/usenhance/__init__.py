@@ -1,0 +1,1 @@
+"""USenhance 2023: ultrasound image enhancement."""

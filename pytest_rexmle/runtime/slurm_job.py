@@ -1,0 +1,139 @@
+"""What a Slurm job runs on the compute node: rebuild the run's spec and inner runtime, run, write the outcome.
+
+The harness writes ``spec.json`` (the :class:`RunSpec` plus the inner runtime's name and options) into
+the run folder's harness-owned ``slurm/`` folder; the job calls :func:`node_main` on it (through
+submitit, or by hand: ``python -m pytest_rexmle.runtime.slurm_job <spec.json>``). The inner runtime (the
+bubblewrap sandbox or a Docker container) then isolates the agent exactly as it does on one machine,
+and the outcome lands in ``outcome.json`` next to the spec, where the submitting host reads it.
+Under ``--rexmle-network=gateway`` this process is the node's harness: the inner runtime opens the run on
+this process's own gateway (created on first use, with the provider keys of the job's environment), and
+its record (usage, egress) travels back in the outcome's details like everything else.
+
+The spec is serialised generically (every dataclass field, tagged Paths, tuples and nested
+dataclasses), so fields added to :class:`RunSpec` travel without changes here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..jsonfile import write_json_atomic
+from .base import RunOutcome, RunSpec
+
+SPEC_NAME = "spec.json"
+OUTCOME_NAME = "outcome.json"
+
+
+# -- generic (de)serialisation ---------------------------------------------------------------------------
+def encode(value: Any) -> Any:
+    if isinstance(value, Path):
+        return {"$path": str(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        return {"$dataclass": f"{cls.__module__}:{cls.__qualname__}",
+                "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if isinstance(value, tuple):
+        return {"$tuple": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"cannot serialise a dict with non-string keys: {value!r}")
+        return {"$dict": {k: encode(v) for k, v in value.items()}}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot serialise {type(value).__name__} for the node: {value!r}")
+
+
+def decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "$path" in value:
+        return Path(value["$path"])
+    if "$tuple" in value:
+        return tuple(decode(v) for v in value["$tuple"])
+    if "$dict" in value:
+        return {k: decode(v) for k, v in value["$dict"].items()}
+    if "$dataclass" in value:
+        module, _, qualname = value["$dataclass"].partition(":")
+        if not module.startswith("pytest_rexmle."):
+            raise ValueError(f"refusing to build {value['$dataclass']}: not a pytest_rexmle type")
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        return cls(**{k: decode(v) for k, v in value["fields"].items()})
+    raise ValueError(f"untagged object in a node spec: {value!r}")
+
+
+def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> None:
+    write_json_atomic(path, {"inner": inner, "inner_options": inner_options, "spec": encode(spec)})
+
+
+def read_spec(path: Path) -> tuple[RunSpec, str, dict]:
+    doc = json.loads(path.read_text())
+    return decode(doc["spec"]), doc["inner"], doc["inner_options"]
+
+
+def outcome_to_json(outcome: RunOutcome) -> dict:
+    return {f.name: (str(v) if isinstance(v, Path) else v)
+            for f in dataclasses.fields(outcome) for v in [getattr(outcome, f.name)]}
+
+
+def outcome_from_json(doc: dict) -> RunOutcome:
+    doc = dict(doc)
+    doc["stdout"], doc["stderr"] = Path(doc["stdout"]), Path(doc["stderr"])
+    known = {f.name for f in dataclasses.fields(RunOutcome)}
+    return RunOutcome(**{k: v for k, v in doc.items() if k in known})
+
+
+# -- on the node ------------------------------------------------------------------------------------------
+class SlurmSignal(KeyboardInterrupt):
+    """Slurm asked the job to stop (scancel, preemption, the --time backstop): unwind so the inner
+    runtime's ``finally`` kills the agent (and removes its container) before Slurm's SIGKILL."""
+
+
+def _stop(signum, frame) -> None:  # noqa: ARG001
+    raise SlurmSignal(signal.Signals(signum).name)
+
+
+def node_gpus() -> tuple[str, ...]:
+    """The GPUs Slurm allocated to this job (it sets CUDA_VISIBLE_DEVICES from the gres allocation)."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return tuple(g for g in value.split(",") if g and g != "NoDevFiles")
+
+
+def node_main(spec_path: str) -> dict:
+    """Run one agent on this node with the inner runtime; returns (and writes) the outcome as JSON."""
+    from . import RUNTIMES
+
+    # submitit's own handlers only log SIGTERM; we must stop the agent instead
+    for sig in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
+        signal.signal(sig, _stop)
+    path = Path(spec_path)
+    spec, inner_name, inner_options = read_spec(path)
+    gpus = node_gpus() if os.environ.get("REXMLE_SLURM_GRES_GPUS", "0") != "0" else ()
+    spec = dataclasses.replace(spec, gpus=gpus, env={**spec.env, "CUDA_VISIBLE_DEVICES": ",".join(gpus)})
+    inner = RUNTIMES.load(inner_name)(**inner_options)
+    inner.check()
+    outcome = inner.run(spec)
+    outcome.details = {**outcome.details, "node": socket.gethostname(), "gpus": list(gpus),
+                       "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+    doc = outcome_to_json(outcome)
+    write_json_atomic(path.with_name(OUTCOME_NAME), doc)
+    return doc
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m pytest_rexmle.runtime.slurm_job <spec.json>")
+    node_main(sys.argv[1])
