@@ -23,6 +23,7 @@ from .documents import Document, parse
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
+from .paths import Entry
 from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
@@ -73,26 +74,11 @@ def write_run_record(path: Path, meta: dict) -> None:
 @dataclass(frozen=True)
 class RunFolder:
     root: Path
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
-
-    @property
-    def submission(self) -> Path:
-        return self.root / "submission"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def instructions(self) -> Path:
-        return self.root / "instructions.md"
-
-    @property
-    def result_path(self) -> Path:
-        return self.root / "result.json"
+    workspace = Entry("workspace")
+    submission = Entry("submission")
+    logs = Entry("logs")
+    instructions = Entry("instructions.md")
+    result_path = Entry("result.json")
 
     @classmethod
     def create(cls, runs_dir: Path, task: Task, agent: Agent) -> "RunFolder":

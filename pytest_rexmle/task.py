@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from .documents import parse
 from .errors import TaskConfigError, UnknownTaskError
+from .paths import Entry
 
 TASK_TYPES = ("segmentation", "detection", "classification", "quality_assessment", "enhancement")
 MODALITIES = ("ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy")
@@ -60,7 +61,7 @@ class Metric(BaseModel):
 class Task(BaseModel):
     """One task folder's ``task.yaml`` (the folder itself is passed in, never read from the file)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="allow", arbitrary_types_allowed=True, ignored_types=(Entry,))
 
     folder: Path
     id: StrictStr
@@ -161,6 +162,9 @@ class Task(BaseModel):
         """Informational keys the schema does not use (year, anatomy, ...)."""
         return dict(self.model_extra or {})
 
+    description_path = Entry("description.md", root="folder")
+    leaderboard_path = Entry("leaderboard.csv", root="folder")
+
     @property
     def ranking_metrics(self) -> tuple[Metric, ...]:
         return tuple(m for m in self.metrics if m.ranks)
@@ -169,13 +173,6 @@ class Task(BaseModel):
     def time_limit_seconds(self) -> float:
         return self.time_limit_hours * 3600.0
 
-    @property
-    def description_path(self) -> Path:
-        return self.folder / "description.md"
-
-    @property
-    def leaderboard_path(self) -> Path:
-        return self.folder / "leaderboard.csv"
 
     @property
     def implemented(self) -> bool:

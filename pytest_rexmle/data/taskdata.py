@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from ..documents import Document
 from ..errors import DataNotPreparedError
+from ..paths import Entry
 from ..task import Task
 
 MANIFEST = "prepare_manifest.json"
@@ -63,14 +64,8 @@ class TaskData:
     #: what the private answers depend on besides the task: ``seed-<n>`` / ``secret-<hash>`` for twins,
     #: ``manifest-<hash>`` for prepared data (part of the resume key)
     answers_id: str | None = None
-
-    @property
-    def public(self) -> Path:
-        return self.root / "public"
-
-    @property
-    def private(self) -> Path:
-        return self.root / "private"
+    public = Entry("public")
+    private = Entry("private")
 
 
 def prepared_data(task: Task, data_dir: Path) -> TaskData:
