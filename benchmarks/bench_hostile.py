@@ -40,7 +40,7 @@ def main() -> int:
         out = peak_rss_of(f"""
             from pathlib import Path
             from pytest_rexmle.capability import get_judge
-            from pytest_rexmle.stages import stage_scores
+            from pytest_rexmle.capability.stages import stage_scores
             judge = get_judge("rules")
             judge.judge_run(Path({str(run)!r}), "isles22")
             stage_scores(Path({str(run)!r}), "isles22", None, judge)

@@ -38,9 +38,9 @@ def pct(value) -> str:
 
 
 def _json(obj) -> str:
-    from .result import _encode
+    from .documents import json_numbers
 
-    return json.dumps(_encode(obj), indent=2, sort_keys=False)
+    return json.dumps(json_numbers(obj), indent=2, sort_keys=False)
 
 
 def cmd_list(args) -> int:

@@ -240,7 +240,7 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
     A judge failure (an unreachable LLM endpoint, say) is recorded as a warning: it must not turn a
     graded challenge into an error.
     """
-    from .stages import stage_scores
+    from .capability.stages import stage_scores
 
     try:
         capability = judge.judge_run(run_dir, task)

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from .hostile import RefusedFile, read_json
 from .leaderboard import Leaderboard
-from .result import OK, ChallengeResult, write_json_atomic
+from .jsonfile import write_json_atomic
+from .result import OK, ChallengeResult
 from .task import Task
 
 ANSWERS_TOLERANCE = 1e-3

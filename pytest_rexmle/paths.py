@@ -1,9 +1,28 @@
-"""Default locations, each overridable by an environment variable or a command-line option."""
+"""Default locations, each overridable by an environment variable or a command-line option; and
+:class:`Entry`, one line per fixed entry of a folder object (a run folder, a task folder, a data root)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, overload
+
+
+class Entry:
+    """A fixed file or folder inside the folder an object stands for: ``workspace = Entry("workspace")``
+    reads ``obj.root / "workspace"``. The layout of a folder is then its list of entries, in one place."""
+
+    def __init__(self, name: str, root: str = "root") -> None:
+        self.name = name
+        self.root = root
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> "Entry": ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Path: ...
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj, self.root) / self.name
 
 
 def cache_home() -> Path:

@@ -6,14 +6,15 @@ half-written record that ``--rexmle-resume`` would trust.
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+from .documents import json_numbers, parse, read
+from .jsonfile import write_json_atomic
 from .ranking import Ranking
 
 OK, INVALID, ERROR, MISSING, TIMEOUT = "ok", "invalid", "error", "missing", "timeout"
@@ -21,30 +22,11 @@ STATUSES = (OK, INVALID, ERROR, MISSING, TIMEOUT)
 SCHEMA_VERSION = 1
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if math.isnan(value):
-            return "nan"
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _decode_number(value: Any) -> Any:
-    if value in ("inf", "-inf", "nan"):
-        return float(value)
-    return value
-
-
-@dataclass
+@dataclass(config=ConfigDict(extra="ignore"))
 class ChallengeResult:
     challenge_id: str
     reference_id: str
-    status: str
+    status: Literal[STATUSES]  # type: ignore[valid-type]
     reason: str | None
     metrics: dict[str, float] | None
     ranking_metrics: list[str]
@@ -79,34 +61,16 @@ class ChallengeResult:
                    medal=ranking.medal, above_median=ranking.above_median, **kw)
 
     def to_json(self) -> dict[str, Any]:
-        return _encode(asdict(self))
+        return json_numbers(asdict(self))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ChallengeResult":
-        data = dict(data)
-        if data.get("metrics") is not None:
-            data["metrics"] = {k: _decode_number(v) for k, v in data["metrics"].items()}
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_json(cls, data: dict[str, Any], where: str = "result") -> "ChallengeResult":
+        """Unknown keys (from a newer harness) are ignored; "inf"/"nan" strings are numbers again."""
+        return parse(cls, data, where)
 
     def write(self, path: Path) -> None:
         write_json_atomic(path, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> "ChallengeResult":
-        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return read(cls, path)

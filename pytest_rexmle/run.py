@@ -15,13 +15,16 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from .agents.base import Agent, AgentContext
 from .data.taskdata import TaskData
+from .documents import Document, parse
 from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
-from .result import ERROR, ChallengeResult, write_json_atomic
+from .paths import Entry
+from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
 from .seal import SealError, verify_result
@@ -30,31 +33,52 @@ from .task import Task
 
 #: run.json / result.json are a few kB; larger ones are not parsed
 MAX_RECORD_BYTES = 4 * 1024 * 1024
+RUN_JSON = "run.json"
+
+
+class RunRecord(Document):
+    """``run.json``: how a run was started and, once ``finished`` is set, how it ended.
+
+    It grows while the run goes on (the runtime's handle record, the gateway's usage and egress, the
+    scrub report, GPU telemetry, ``interrupted``/``interrupted_by`` when the session was stopped,
+    ``reattached`` when a later one took the run over), so every key but the start's is optional and
+    only keys that were set are written; keys of other parts of the harness are kept as they are.
+    """
+
+    task: str
+    agent: str
+    runtime: str
+    data: str
+    time_limit: float
+    started: str
+    agent_options: dict[str, Any] = {}
+    key: dict[str, Any] | None = None
+    owner: dict[str, Any] | None = None
+    gpus: list[str] = []
+    finished: str | None = None
+    exit_code: int | None = None
+    timed_out: bool | None = None
+    duration: float | None = None
+
+    @classmethod
+    def read(cls, path: Path) -> "RunRecord":
+        """Bounded read (the run folder is the agent's too); a bad file names the file and the field."""
+        return parse(cls, json.loads(read_bytes(path, MAX_RECORD_BYTES)), path)
+
+
+def write_run_record(path: Path, meta: dict) -> None:
+    """Checked against :class:`RunRecord` before it replaces the file, then written as given."""
+    parse(RunRecord, meta, path).write(path)
 
 
 @dataclass(frozen=True)
 class RunFolder:
     root: Path
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
-
-    @property
-    def submission(self) -> Path:
-        return self.root / "submission"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def instructions(self) -> Path:
-        return self.root / "instructions.md"
-
-    @property
-    def result_path(self) -> Path:
-        return self.root / "result.json"
+    workspace = Entry("workspace")
+    submission = Entry("submission")
+    logs = Entry("logs")
+    instructions = Entry("instructions.md")
+    result_path = Entry("result.json")
 
     @classmethod
     def create(cls, runs_dir: Path, task: Task, agent: Agent) -> "RunFolder":
@@ -103,8 +127,7 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
     parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
     for result_path in sorted(parent.glob("*/result.json"), reverse=True):
         try:
-            meta = json.loads(read_bytes(result_path.parent / "run.json", MAX_RECORD_BYTES))
-            if not isinstance(meta, dict) or meta.get("key") != key:
+            if RunRecord.read(result_path.parent / RUN_JSON).key != key:
                 continue
             data = verify_result(result_path, key)
             result = ChallengeResult.from_json(json.loads(data))
@@ -165,11 +188,11 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}
-    write_json_atomic(folder.root / "run.json", meta)
+    write_run_record(folder.root / RUN_JSON, meta)
     handle = runtime.launch(spec)
     if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to
         meta.update(handle.record())
-        write_json_atomic(folder.root / "run.json", meta)
+        write_run_record(folder.root / RUN_JSON, meta)
     return LaunchedRun(folder, agent, ctx, handle, meta)
 
 
@@ -183,7 +206,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
         try:
             outcome = run.handle.wait()
         except BaseException as exc:  # Ctrl-C (or an exit) while the agent runs: `rexmle status` must not say running
-            write_json_atomic(folder.root / "run.json", interrupted_meta(meta, exc))
+            write_run_record(folder.root / RUN_JSON, interrupted_meta(meta, exc))
             raise
     meta.update(run.handle.record())
     # the gateway's record of the run (metered usage, egress), when the runtime ran one
@@ -198,7 +221,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
     if monitor is not None:
         meta["gpu_telemetry"] = monitor.summary()
-    write_json_atomic(folder.root / "run.json", meta)
+    write_run_record(folder.root / RUN_JSON, meta)
     return outcome
 
 
@@ -208,16 +231,17 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
     job of a detached or killed session), so that ``--rexmle-resume`` waits for it instead of starting
     the same run again. Synchronous runtimes have nothing to re-attach to."""
     parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
-    for meta_path in sorted(parent.glob("*/run.json"), reverse=True):
+    for meta_path in sorted(parent.glob(f"*/{RUN_JSON}"), reverse=True):
         folder = RunFolder(meta_path.parent)
         if folder.result_path.exists():
             continue
         try:
-            meta = json.loads(meta_path.read_text())
-        except (OSError, ValueError):
+            record = RunRecord.read(meta_path)
+        except (OSError, ValueError, RefusedFile):
             continue
-        if meta.get("key") != key or "finished" in meta:
+        if record.key != key or record.finished is not None:
             continue
+        meta = record.model_dump(mode="json", exclude_unset=True)
         handle = runtime.attach(meta, folder.root)
         if handle is None:
             continue
@@ -227,7 +251,7 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
         meta["owner"] = owner_record()
         meta.pop("interrupted", None)  # this session owns the run now, and it is running again
         meta.pop("interrupted_by", None)
-        write_json_atomic(meta_path, meta)
+        write_run_record(meta_path, meta)
         return LaunchedRun(folder, agent, ctx, handle, meta)
     return None
 

@@ -117,7 +117,7 @@ def _scheduler(row: dict) -> str:
 
 
 def _when(iso: str) -> str:
-    from .report.store import local_time
+    from .report.archive import local_time
 
     moment = datetime.fromisoformat(iso)
     return f"{local_time(iso)[:10]} {moment.astimezone().strftime('%H:%M:%S %Z')}"

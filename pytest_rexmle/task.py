@@ -32,54 +32,138 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
+
+from .documents import parse
 from .errors import TaskConfigError, UnknownTaskError
-from .taskindex import read_task_yaml
+from .paths import Entry
 
 TASK_TYPES = ("segmentation", "detection", "classification", "quality_assessment", "enhancement")
 MODALITIES = ("ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy")
 DIRECTIONS = ("higher_better", "lower_better")
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    direction: str
-    ranks: bool
+class Metric(BaseModel):
+    model_config = ConfigDict(frozen=True, strict=True)
+
+    key: StrictStr = Field(min_length=1)
+    direction: Literal["higher_better", "lower_better"]
+    ranks: StrictBool = True
 
     @property
     def higher_is_better(self) -> bool:
         return self.direction == "higher_better"
 
 
-@dataclass(frozen=True)
-class Task:
-    id: str
-    reference_id: str
-    folder: Path
-    name: str
-    paper_name: str
-    competition: str
-    modality: str
-    task_type: str
-    markers: tuple[str, ...]
-    source: dict[str, Any]
-    time_limit_hours: float
-    gpus: int
-    version: int
-    id_column: str
-    metrics: tuple[Metric, ...]
-    aliases: tuple[str, ...] = ()
-    grader: str | None = None
-    synthetic: str | None = None
-    prepare: str | None = None
-    public_files: tuple[str, ...] = ()
-    limits: Any = None  # runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+class Task(BaseModel):
+    """One task folder's ``task.yaml`` (the folder itself is passed in, never read from the file)."""
 
+    model_config = ConfigDict(frozen=True, extra="allow", arbitrary_types_allowed=True, ignored_types=(Entry,))
+
+    folder: Path
+    id: StrictStr
+    reference_id: StrictStr
+    name: StrictStr
+    paper_name: StrictStr
+    competition: StrictStr
+    modality: Literal[MODALITIES]  # type: ignore[valid-type]
+    task_type: Literal[TASK_TYPES]  # type: ignore[valid-type]
+    markers: tuple[StrictStr, ...]
+    source: dict[StrictStr, Any]
+    time_limit_hours: float = Field(gt=0, strict=True)
+    gpus: StrictInt = Field(ge=0)
+    version: StrictInt = Field(ge=1)
+    id_column: StrictStr
+    metrics: tuple[Metric, ...] = Field(min_length=1)
+    aliases: tuple[StrictStr, ...] = ()
+    grader: StrictStr | None = None
+    synthetic: StrictStr | None = None
+    prepare: StrictStr | None = None
+    public_files: tuple[StrictStr, ...] = ()
+    url: StrictStr | None = None
+    #: runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
+    limits: Any = Field(default=None, validate_default=True)
+
+    @field_validator("id")
+    @classmethod
+    def _named_like_folder(cls, value: str, info: ValidationInfo) -> str:
+        folder = info.data.get("folder")
+        if folder is not None and value != folder.name:
+            raise ValueError(f"is {value!r} but the folder is named {folder.name!r}")
+        return value
+
+    @field_validator("markers")
+    @classmethod
+    def _marks_type_and_modality(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        for marker in (info.data.get("task_type"), info.data.get("modality")):
+            if marker is not None and marker not in value:
+                raise ValueError(f"must contain {marker!r}")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _names_raw_folder(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("raw"), str):
+            raise ValueError("needs 'source.raw', the shared raw-data folder name, as a string")
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _unique_keys(cls, value: tuple[Metric, ...]) -> tuple[Metric, ...]:
+        keys = [m.key for m in value]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"repeats a key: {keys}")
+        return value
+
+    @field_validator("aliases", "public_files", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return () if value is None else value
+
+    @field_validator("grader", "synthetic", "prepare")
+    @classmethod
+    def _challenge_name(cls, value: str | None) -> str | None:
+        if value is not None and ":" not in value:
+            raise ValueError(f"must look like 'challenge:attribute', got {value!r}")
+        return value
+
+    @field_validator("public_files")
+    @classmethod
+    def _files_of_the_folder(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        folder = info.data.get("folder")
+        for name in value:
+            if "/" in name:
+                raise ValueError(f"must name files in the task folder, got {name!r}")
+            if folder is not None and not (folder / name).is_file():
+                raise ValueError(f"names {name!r}, which is not in {folder}")
+        return value
+
+    @field_validator("limits")
+    @classmethod
+    def _over_defaults(cls, value: Any) -> Any:
+        from .runtime.sandbox.limits import LimitError, Limits
+
+        if value is None:
+            return Limits()
+        if isinstance(value, Limits):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping like {memory: 32G}")
+        try:
+            return Limits().with_overrides(value)
+        except LimitError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Informational keys the schema does not use (year, anatomy, ...)."""
+        return dict(self.model_extra or {})
+
+    description_path = Entry("description.md", root="folder")
+    leaderboard_path = Entry("leaderboard.csv", root="folder")
 
     @property
     def ranking_metrics(self) -> tuple[Metric, ...]:
@@ -89,142 +173,34 @@ class Task:
     def time_limit_seconds(self) -> float:
         return self.time_limit_hours * 3600.0
 
-    @property
-    def description_path(self) -> Path:
-        return self.folder / "description.md"
-
-    @property
-    def leaderboard_path(self) -> Path:
-        return self.folder / "leaderboard.csv"
 
     @property
     def implemented(self) -> bool:
         return self.grader is not None and self.synthetic is not None
 
 
-def _require(data: dict[str, Any], key: str, kind: type | tuple[type, ...], path: Path) -> Any:
-    if key not in data:
-        raise TaskConfigError(f"{path}: missing required field '{key}'")
-    value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, float, (int, float)):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise TaskConfigError(f"{path}: field '{key}' must be {names}, got {value!r}")
-    return value
+def read_yaml(path: Path) -> Any:
+    """``yaml.safe_load`` of a file (libyaml's parser when PyYAML has it: the same documents, faster)."""
+    import yaml
 
-
-def _parse_metrics(raw: Any, path: Path) -> tuple[Metric, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise TaskConfigError(f"{path}: field 'metrics' must be a non-empty list")
-    metrics = []
-    for i, entry in enumerate(raw):
-        where = f"metrics[{i}]"
-        if not isinstance(entry, dict):
-            raise TaskConfigError(f"{path}: field '{where}' must be a mapping")
-        key = entry.get("key")
-        if not isinstance(key, str) or not key:
-            raise TaskConfigError(f"{path}: field '{where}.key' must be a non-empty string")
-        direction = entry.get("direction")
-        if direction not in DIRECTIONS:
-            raise TaskConfigError(f"{path}: field '{where}.direction' must be one of {DIRECTIONS}, got {direction!r}")
-        ranks = entry.get("ranks", True)
-        if not isinstance(ranks, bool):
-            raise TaskConfigError(f"{path}: field '{where}.ranks' must be true or false")
-        metrics.append(Metric(key, direction, ranks))
-    keys = [m.key for m in metrics]
-    if len(set(keys)) != len(keys):
-        raise TaskConfigError(f"{path}: field 'metrics' repeats a key: {keys}")
-    return tuple(metrics)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except FileNotFoundError:
+        raise TaskConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise TaskConfigError(f"{path}: not valid YAML: {exc}") from None
 
 
 def load_task(folder: Path) -> Task:
     """Read and validate one task folder."""
     path = folder / "task.yaml"
-    try:
-        data = read_task_yaml(path)  # the parsed YAML, from a compiled index while the file is unchanged
-    except FileNotFoundError:
-        raise TaskConfigError(f"{path}: file not found") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise TaskConfigError(f"{path}: top level must be a mapping")
-    task_id = _require(data, "id", str, path)
-    if task_id != folder.name:
-        raise TaskConfigError(f"{path}: field 'id' is {task_id!r} but the folder is named {folder.name!r}")
-    modality = _require(data, "modality", str, path)
-    if modality not in MODALITIES:
-        raise TaskConfigError(f"{path}: field 'modality' must be one of {MODALITIES}, got {modality!r}")
-    task_type = _require(data, "task_type", str, path)
-    if task_type not in TASK_TYPES:
-        raise TaskConfigError(f"{path}: field 'task_type' must be one of {TASK_TYPES}, got {task_type!r}")
-    markers = _require(data, "markers", list, path)
-    for marker in (task_type, modality):
-        if marker not in markers:
-            raise TaskConfigError(f"{path}: field 'markers' must contain {marker!r}")
-    source = _require(data, "source", dict, path)
-    if not isinstance(source.get("raw"), str):
-        raise TaskConfigError(f"{path}: field 'source.raw' must be a string")
-    hours = _require(data, "time_limit_hours", (int, float), path)
-    if hours <= 0:
-        raise TaskConfigError(f"{path}: field 'time_limit_hours' must be > 0")
-    gpus = _require(data, "gpus", int, path)
-    if gpus < 0:
-        raise TaskConfigError(f"{path}: field 'gpus' must be >= 0")
-    version = _require(data, "version", int, path)
-    if version < 1:
-        raise TaskConfigError(f"{path}: field 'version' must be >= 1")
-    aliases = data.get("aliases") or []
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise TaskConfigError(f"{path}: field 'aliases' must be a list of strings")
-    for key in CHALLENGE_MODULES:
-        value = data.get(key)
-        if value is not None and (not isinstance(value, str) or ":" not in value):
-            raise TaskConfigError(f"{path}: field '{key}' must look like 'challenge:attribute', got {value!r}")
-    public_files = data.get("public_files") or []
-    if not isinstance(public_files, list) or not all(isinstance(f, str) and "/" not in f for f in public_files):
-        raise TaskConfigError(f"{path}: field 'public_files' must be a list of file names in the task folder")
-    for name in public_files:
-        if not (folder / name).is_file():
-            raise TaskConfigError(f"{path}: field 'public_files' names {name!r}, which is not in {folder}")
-    known = {"id", "reference_id", "aliases", "public_files", "name", "paper_name", "competition", "modality", "task_type", "markers",
-             "source", "time_limit_hours", "gpus", "version", "id_column", "metrics", "grader", "synthetic", "prepare",
-             "limits"}
-    task = Task(
-        id=task_id,
-        reference_id=_require(data, "reference_id", str, path),
-        folder=folder,
-        name=_require(data, "name", str, path),
-        paper_name=_require(data, "paper_name", str, path),
-        competition=_require(data, "competition", str, path),
-        modality=modality,
-        task_type=task_type,
-        markers=tuple(markers),
-        source=source,
-        time_limit_hours=float(hours),
-        gpus=gpus,
-        version=version,
-        id_column=_require(data, "id_column", str, path),
-        metrics=_parse_metrics(data.get("metrics"), path),
-        aliases=tuple(aliases),
-        grader=data.get("grader"),
-        synthetic=data.get("synthetic"),
-        prepare=data.get("prepare"),
-        public_files=tuple(public_files),
-        limits=_parse_limits(data.get("limits"), path),
-        extra={k: v for k, v in data.items() if k not in known},
-    )
+    task = parse(Task, {**data, "folder": folder}, path, TaskConfigError)
     _check_leaderboard_columns(task)
     return task
-
-
-def _parse_limits(raw: Any, path: Path):
-    from .runtime.sandbox.limits import LimitError, Limits
-
-    if raw is None:
-        return Limits()
-    if not isinstance(raw, dict):
-        raise TaskConfigError(f"{path}: field 'limits' must be a mapping like {{memory: 32G}}")
-    try:
-        return Limits().with_overrides(raw)
-    except LimitError as exc:
-        raise TaskConfigError(f"{path}: field 'limits': {exc}") from None
 
 
 def _check_leaderboard_columns(task: Task) -> None:

@@ -14,7 +14,7 @@ from pytest_rexmle.errors import RankingError
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.ranking import (check_metric_names, medal_thresholds, overall_score, percentile, position,
                                    rank)
-from pytest_rexmle.report.model import build_report, validate_report
+from pytest_rexmle.report.model import SessionReport, build_report
 from pytest_rexmle.report.render import pct
 from pytest_rexmle.result import ChallengeResult
 from pytest_rexmle.task import registry
@@ -307,7 +307,7 @@ def test_overall_score_fails_count_as_zero_not_skipped():
 
 def test_report_score_aide_example():
     doc = build_report(_aide_records(), agent="aide", agent_options={}, settings={}, run_id="r1")
-    validate_report(doc)
+    SessionReport.check(doc)
     assert doc["partial"] is False
     assert doc["n_fail"] == 2
     assert doc["selected"] == registry().ids

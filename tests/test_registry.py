@@ -275,7 +275,7 @@ ONE_BAD_EDIT = {
     # iou no longer ranks
     "leaderboard-column-not-ranked": (_set_metric(1, "ranks", False), "metrics", ("leaderboard.csv", "iou")),
     "bad-grader-reference": (_set("grader", "topcow.BoxDetection"), "grader", ("challenge:attribute",)),
-    "aliases-must-be-strings": (_set("aliases", ["ok", 3]), "aliases", ()),
+    "aliases-must-be-strings": (_set("aliases", ["ok", 3]), "aliases[1]", ("got 3",)),
 }
 
 

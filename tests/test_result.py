@@ -9,7 +9,8 @@ import pytest
 
 from pytest_rexmle.grading import GradeOutcome, grade_submission, result_from_grade
 from pytest_rexmle.ranking import rank
-from pytest_rexmle.result import STATUSES, ChallengeResult, write_json_atomic
+from pytest_rexmle.jsonfile import write_json_atomic
+from pytest_rexmle.result import STATUSES, ChallengeResult
 from pytest_rexmle.task import registry
 
 SECTION9_KEYS = {"challenge_id", "reference_id", "status", "reason", "metrics", "ranking_metrics", "positions",
@@ -123,3 +124,23 @@ def test_result_from_grade_ok_ranks():
     assert rec.status == "ok" and rec.positions == {"score": 5}
     assert rec.percentile == pytest.approx(1 / 3)
     assert rec.metrics["plcc"] == 0.9
+
+
+def test_bad_result_json_names_the_file_and_the_field(tmp_path):
+    from pytest_rexmle.documents import DocumentError
+
+    path = tmp_path / "result.json"
+    doc = {"challenge_id": "isles22", "reference_id": "isles22", "status": "passed", "reason": None,
+           "metrics": None, "ranking_metrics": [], "positions": None, "mean_position": None, "n_humans": 3,
+           "percentile": 0.0}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DocumentError) as info:
+        ChallengeResult.read(path)
+    assert str(info.value).startswith(f"{path}: field 'status' must be 'ok', 'invalid'")
+    assert str(info.value).endswith("got 'passed'")
+    doc["status"] = "ok"
+    del doc["n_humans"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as info:  # callers catching ValueError keep working
+        ChallengeResult.read(path)
+    assert str(info.value) == f"{path}: missing required field 'n_humans'"

@@ -1,28 +1,33 @@
-"""Agents: what gets run against a task. Built-ins plus the ``rexmle.agents`` entry-point group.
+"""Agents: what gets run against a task. Built-ins (``sample``, ``command`` and one folder per image agent)
+plus the ``rexmle.agents`` entry-point group, where other packages add theirs.
 
 The names are resolved on first use (PEP 562), so importing one agent does not import them all.
 """
 
 from __future__ import annotations
 
+#: the two agents without an image; every image agent is found by its folder (below)
 BUILTIN_AGENTS = {
     "sample": "pytest_rexmle.agents.sample:SampleAgent",
     "command": "pytest_rexmle.agents.command:CommandAgent",
-    "aide": "pytest_rexmle.agents.aide.adapter:AideAgent",
-    "ml-master": "pytest_rexmle.agents.ml_master.adapter:MLMasterAgent",
-    "rd-agent": "pytest_rexmle.agents.rd_agent.adapter:RDAgent",
-    "claude-code": "pytest_rexmle.agents.claude_code.adapter:ClaudeCodeAgent",
-    "codex": "pytest_rexmle.agents.codex.adapter:CodexAgent",
-    "gemini-cli": "pytest_rexmle.agents.gemini_cli.adapter:GeminiCLIAgent",
-    "mini-swe-agent": "pytest_rexmle.agents.mini_swe_agent.adapter:MiniSweAgent",
 }
+
+
+def folder_agents() -> dict[str, str]:
+    """Every ``agents/<agent>/adapter.py`` by its agent's name (the folder's, with ``-`` for ``_``): adding
+    an agent is adding its folder, with no list to edit. Its ``ADAPTER`` is imported only when used."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    return {adapter.parent.name.replace("_", "-"): f"{__name__}.{adapter.parent.name}.adapter:ADAPTER"
+            for adapter in sorted(here.glob("*/adapter.py"))}
 
 
 def __getattr__(name: str):
     if name == "AGENTS":
         from ..providers import Registry
 
-        globals()["AGENTS"] = registry = Registry("rexmle.agents", BUILTIN_AGENTS)
+        globals()["AGENTS"] = registry = Registry("rexmle.agents", {**BUILTIN_AGENTS, **folder_agents()})
         return registry
     if name in ("Agent", "AgentContext"):
         from . import base

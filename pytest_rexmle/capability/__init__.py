@@ -7,7 +7,8 @@ Entry points (wired into the plugin and the CLI by the harness):
 * ``Judge.judge_run(run_dir, task) -> dict`` — writes and returns ``<run_dir>/capability.json``.
 * :func:`aggregate` — per-agent means over runs; :func:`session_document` — the session's
   ``rexmle-capability.json``.
-* :func:`validate_capability`, :func:`validate_agent_capability`, :func:`validate_session_capability`.
+* :class:`CapabilityRun`, :class:`AgentCapability`, :class:`SessionCapability` — the documents' models
+  (``Model.check(doc)`` validates a parsed document).
 
 The document schemas are in :mod:`pytest_rexmle.capability.schema`.
 """
@@ -16,8 +17,7 @@ from __future__ import annotations
 
 from ..errors import RexmleError
 from .base import CAPABILITY_JSON, JUDGED_STAGES, Judge
-from .schema import (aggregate, session_document, validate_agent_capability, validate_capability,
-                     validate_session_capability)
+from .schema import AgentCapability, CapabilityRun, SessionCapability, aggregate, session_document
 from .strategies import Strategy, load_strategies
 
 JUDGES = ("rules", "llm")
@@ -38,6 +38,6 @@ def get_judge(name: str = DEFAULT_JUDGE, **options) -> Judge:
     raise RexmleError(f"unknown capability judge {name!r}; known: {', '.join(JUDGES)}")
 
 
-__all__ = ["CAPABILITY_JSON", "DEFAULT_JUDGE", "JUDGED_STAGES", "JUDGES", "Judge", "SESSION_CAPABILITY_JSON",
-           "Strategy", "aggregate", "get_judge", "load_strategies", "session_document", "validate_agent_capability",
-           "validate_capability", "validate_session_capability"]
+__all__ = ["AgentCapability", "CAPABILITY_JSON", "CapabilityRun", "DEFAULT_JUDGE", "JUDGED_STAGES", "JUDGES", "Judge",
+           "SESSION_CAPABILITY_JSON", "SessionCapability", "Strategy", "aggregate", "get_judge", "load_strategies",
+           "session_document"]

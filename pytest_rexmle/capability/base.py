@@ -1,7 +1,7 @@
 """The judge interface shared by the offline ``rules`` judge and the ``llm`` judge.
 
 A judge turns one run folder into the per-run capability document (``capability.json``, schema in
-:mod:`pytest_rexmle.capability.schema`) and, for :mod:`pytest_rexmle.stages`, grades the judged workflow
+:mod:`pytest_rexmle.capability.schema`) and, for :mod:`pytest_rexmle.capability.stages`, grades the judged workflow
 stages S1–S3. Both judges read the same sources (:mod:`pytest_rexmle.capability.trace`): what the
 harness observed (the gateway's recorded model calls, the workspace code they corroborate), never the
 agent's own logs, so their documents are comparable run by run and a forged log earns nothing.
@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..result import write_json_atomic
+from ..jsonfile import write_json_atomic
 from .schema import NO_TEXT, NO_TRACE_FLAG, run_document, zero_results
 from .trace import Source, collect_sources, has_trace
 

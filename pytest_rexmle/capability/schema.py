@@ -32,7 +32,7 @@ Session document (``rexmle-capability.json``, schema ``rexmle-capability/1``)::
     {
       "schema": "rexmle-capability/1", "created": ISO-8601 UTC, "judge": {...} | null,
       "agents": [per-agent documents],
-      "stages": [stage documents of pytest_rexmle.stages]      may be empty
+      "stages": [stage documents of pytest_rexmle.capability.stages]      may be empty
     }
 
 ``mean_score`` is the primary number (fraction of the agent's runs showing the strategy, FAILs included);
@@ -43,8 +43,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable, Literal
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from ..documents import Document
 from .strategies import N_STRATEGIES, load_strategies
 
 RUN_SCHEMA = "rexmle-capability-run/1"
@@ -166,100 +169,150 @@ def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), 
             "stages": list(stage_docs)}
 
 
-# -- validation --------------------------------------------------------------------------------------
+# -- the documents' models ---------------------------------------------------------------------------
 
-def _need(doc: dict, key: str, kind, where: str) -> Any:
-    if not isinstance(doc, dict) or key not in doc:
-        raise ValueError(f"{where}: missing {key!r}")
-    value = doc[key]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, float))):
-        raise ValueError(f"{where}: {key!r} must be {kind}, got {value!r}")
+def _zero_or_one(value: Any) -> int:
+    if type(value) is not int or value not in (0, 1):
+        raise ValueError("must be the integer 0 or 1")
     return value
 
 
-def _check_rows(rows: Any, where: str, extra: tuple[str, ...] = ()) -> None:
+Score = Annotated[Any, AfterValidator(_zero_or_one)]
+
+
+class StrategyResult(BaseModel):
+    """One judged strategy in the paper's judge-output shape."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: int
+    strategy: str
+    score: Score
+    evidence: str
+
+
+class RunStrategy(StrategyResult):
+    key: str
+    section: str | None
+
+
+def _one_row_per_strategy(rows: list) -> list:
     names = {s.id: s.name for s in load_strategies()}
-    if not isinstance(rows, list) or [r.get("id") if isinstance(r, dict) else None for r in rows] != list(names):
-        raise ValueError(f"{where}: must hold one row per strategy id 1..{N_STRATEGIES} in order")
+    if [r.id for r in rows] != list(names):
+        raise ValueError(f"must hold one row per strategy id 1..{N_STRATEGIES} in order")
     for row in rows:
-        if row.get("strategy") != names[row["id"]]:
-            raise ValueError(f"{where}: strategy {row['id']} must be named {names[row['id']]!r}")
-        if row.get("score") not in (0, 1) or isinstance(row.get("score"), bool) or isinstance(row.get("score"), float):
-            raise ValueError(f"{where}: strategy {row['id']} score must be the integer 0 or 1")
-        if not isinstance(row.get("evidence"), str):
-            raise ValueError(f"{where}: strategy {row['id']} evidence must be a string")
-        for key in extra:
-            if key not in row:
-                raise ValueError(f"{where}: strategy {row['id']} lacks {key!r}")
+        if row.strategy != names[row.id]:
+            raise ValueError(f"strategy {row.id} must be named {names[row.id]!r}")
+    return rows
 
 
-def validate_capability(doc: dict) -> None:
-    """Check a per-run ``capability.json``; raises ValueError naming the first problem."""
-    if _need(doc, "schema", str, "capability") != RUN_SCHEMA:
-        raise ValueError(f"capability: unknown schema {doc['schema']!r}")
-    _need(doc, "challenge_id", str, "capability")
-    _need(doc, "run_dir", str, "capability")
-    for key in ("agent", "seed"):
-        if key not in doc:
-            raise ValueError(f"capability: missing {key!r}")
-    judge = _need(doc, "judge", dict, "capability")
-    for key, kind in (("name", str), ("model", str), ("params", dict), ("prompt_version", str)):
-        _need(judge, key, kind, "capability.judge")
-    for i, sec in enumerate(_need(doc, "sections", list, "capability")):
-        _need(sec, "label", str, f"capability.sections[{i}]")
-        _need(sec, "flagged", bool, f"capability.sections[{i}]")
-        _check_rows(sec.get("results"), f"capability.sections[{i}].results")
-    _check_rows(doc.get("strategies"), "capability.strategies", ("key", "section"))
-    _check_rows(doc.get("results"), "capability.results")
-    labels = {sec["label"] for sec in doc["sections"]}
-    for row, res in zip(doc["strategies"], doc["results"]):
-        if row["score"] != res["score"]:
-            raise ValueError(f"capability: strategy {row['id']} differs between 'strategies' and 'results'")
-        if (row["section"] is None) != (row["score"] == 0) or (row["section"] is not None and row["section"] not in labels):
-            raise ValueError(f"capability: strategy {row['id']} section must name a judged section iff score is 1")
-        expected = int(any(r["score"] == 1 for sec in doc["sections"] for r in sec["results"] if r["id"] == row["id"]))
-        if row["score"] != expected:
-            raise ValueError(f"capability: strategy {row['id']} run score must be the max over sections")
-    if not all(isinstance(f, str) for f in _need(doc, "flags", list, "capability")):
-        raise ValueError("capability: flags must be strings")
+Rows = Annotated[list[StrategyResult], AfterValidator(_one_row_per_strategy)]
 
 
-def validate_agent_capability(doc: dict) -> None:
-    """Check a per-agent aggregate document."""
-    if _need(doc, "schema", str, "agent capability") != AGENT_SCHEMA:
-        raise ValueError(f"agent capability: unknown schema {doc['schema']!r}")
-    n = _need(doc, "n_runs", int, "agent capability")
-    runs = _need(doc, "runs", list, "agent capability")
-    if len(runs) != n:
-        raise ValueError("agent capability: 'runs' must have n_runs rows")
-    rows = _need(doc, "strategies", list, "agent capability")
-    if [r.get("id") for r in rows] != list(range(1, N_STRATEGIES + 1)):
-        raise ValueError("agent capability: one row per strategy id 1..13 in order")
-    for row in rows:
-        mean = _need(row, "mean_score", (int, float), f"strategy {row['id']}")
-        total = _need(row, "sum_score", int, f"strategy {row['id']}")
-        if _need(row, "n_runs", int, f"strategy {row['id']}") != n or not 0 <= total <= n:
-            raise ValueError(f"agent capability: strategy {row['id']} counts inconsistent with n_runs={n}")
-        if not math.isclose(mean, total / n if n else 0.0, abs_tol=1e-12):
-            raise ValueError(f"agent capability: strategy {row['id']} mean_score != sum_score / n_runs")
-        frag = row.get("fragment_mean", "absent")
-        if frag is not None and not (isinstance(frag, (int, float)) and 0.0 <= frag <= 1.0):
-            raise ValueError(f"agent capability: strategy {row['id']} fragment_mean must be in [0, 1] or null")
-        if sum(r["scores"][row["id"] - 1] for r in runs) != total:
-            raise ValueError(f"agent capability: strategy {row['id']} sum_score disagrees with the run table")
-    for r in runs:
-        if len(r.get("scores", [])) != N_STRATEGIES or any(v not in (0, 1) for v in r["scores"]):
-            raise ValueError("agent capability: each run row needs 13 scores of 0/1")
+class JudgeRecord(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str
+    model: str
+    params: dict[str, Any]
+    prompt_version: str
 
 
-def validate_session_capability(doc: dict) -> None:
-    """Check a session ``rexmle-capability.json``."""
-    if _need(doc, "schema", str, "session capability") != SESSION_SCHEMA:
-        raise ValueError(f"session capability: unknown schema {doc['schema']!r}")
-    _need(doc, "created", str, "session capability")
-    for agent_doc in _need(doc, "agents", list, "session capability"):
-        validate_agent_capability(agent_doc)
-    from ..stages import validate_stages
+class JudgedSection(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
 
-    for stage_doc in _need(doc, "stages", list, "session capability"):
-        validate_stages(stage_doc)
+    label: str
+    flagged: bool
+    results: Rows
+
+
+class CapabilityRun(Document):
+    """A per-run ``capability.json`` (``rexmle-capability-run/1``)."""
+
+    model_config = ConfigDict(strict=True)
+
+    schema_: Literal["rexmle-capability-run/1"] = Field(alias="schema")
+    agent: str | None
+    challenge_id: str
+    seed: int | None
+    run_dir: str
+    judge: JudgeRecord
+    sections: list[JudgedSection]
+    strategies: Annotated[list[RunStrategy], AfterValidator(_one_row_per_strategy)]
+    results: Rows
+    flags: list[str]
+
+    @model_validator(mode="after")
+    def _run_score_is_the_best_section(self) -> "CapabilityRun":
+        labels = {sec.label for sec in self.sections}
+        for row, res in zip(self.strategies, self.results):
+            if row.score != res.score:
+                raise ValueError(f"strategy {row.id} differs between 'strategies' and 'results'")
+            if (row.section is None) != (row.score == 0) or (row.section is not None and row.section not in labels):
+                raise ValueError(f"strategy {row.id} section must name a judged section iff score is 1")
+            best = int(any(r.score == 1 for sec in self.sections for r in sec.results if r.id == row.id))
+            if row.score != best:
+                raise ValueError(f"strategy {row.id} run score must be the max over sections")
+        return self
+
+
+class AgentStrategy(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: int
+    mean_score: float
+    sum_score: int
+    n_runs: int
+    fragment_mean: float | None = Field(ge=0.0, le=1.0)
+
+
+class AgentRun(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    scores: list[Score] = Field(min_length=N_STRATEGIES, max_length=N_STRATEGIES)
+
+
+class AgentCapability(Document):
+    """A per-agent aggregate (``rexmle-capability-agent/1``)."""
+
+    model_config = ConfigDict(strict=True)
+
+    schema_: Literal["rexmle-capability-agent/1"] = Field(alias="schema")
+    n_runs: int
+    runs: list[AgentRun]
+    strategies: list[AgentStrategy]
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> "AgentCapability":
+        n = self.n_runs
+        if len(self.runs) != n:
+            raise ValueError("'runs' must have n_runs rows")
+        if [r.id for r in self.strategies] != list(range(1, N_STRATEGIES + 1)):
+            raise ValueError(f"one row per strategy id 1..{N_STRATEGIES} in order")
+        for row in self.strategies:
+            if row.n_runs != n or not 0 <= row.sum_score <= n:
+                raise ValueError(f"strategy {row.id} counts inconsistent with n_runs={n}")
+            if not math.isclose(row.mean_score, row.sum_score / n if n else 0.0, abs_tol=1e-12):
+                raise ValueError(f"strategy {row.id} mean_score != sum_score / n_runs")
+            if sum(r.scores[row.id - 1] for r in self.runs) != row.sum_score:
+                raise ValueError(f"strategy {row.id} sum_score disagrees with the run table")
+        return self
+
+
+def _stage_documents(docs: list) -> list:
+    from .stages import StageScores  # stages.py builds on this module
+
+    for doc in docs:
+        StageScores.check(doc, "stages")
+    return docs
+
+
+class SessionCapability(Document):
+    """The session's ``rexmle-capability.json`` (``rexmle-capability/1``)."""
+
+    model_config = ConfigDict(strict=True)
+
+    schema_: Literal["rexmle-capability/1"] = Field(alias="schema")
+    created: str
+    agents: list[AgentCapability]
+    stages: Annotated[list[dict[str, Any]], AfterValidator(_stage_documents)]

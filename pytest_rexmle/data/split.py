@@ -7,7 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..result import write_json_atomic
+from ..jsonfile import write_json_atomic
 
 SPLIT_RULE = "sorted-ids/RandomState(42)/ceil(n/5) test"
 

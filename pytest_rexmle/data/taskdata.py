@@ -3,13 +3,57 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
+from ..documents import Document
 from ..errors import DataNotPreparedError
+from ..paths import Entry
 from ..task import Task
 
 MANIFEST = "prepare_manifest.json"
+
+
+class DataManifest(Document):
+    """``private/prepare_manifest.json``: what a data folder holds and how it was made.
+
+    Both kinds record the task, the rule that made the data and a SHA-256 per file; prepared data adds
+    the source, counts and sizes (``rexmle prepare``), a synthetic twin its seed or secret and the
+    fingerprint of the generator it came from (a changed generator makes a new twin).
+    """
+
+    project_id: str
+    kind: Literal["prepared", "synthetic"]
+    rule_version: str
+    task_version: int
+    files: dict[str, str]
+    # synthetic twins
+    seed: int | None = None
+    answers_id: str | None = None
+    answers_reproducible: bool | None = None
+    fingerprint: str | None = None
+    # prepared data
+    reference_id: str | None = None
+    prepared_at: str | None = None
+    seconds: float | None = None
+    source: dict[str, Any] | None = None
+    counts: dict[str, Any] | None = None
+    bytes: int = 0
+    resampled_labels: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    notes: dict[str, Any] = {}
+    file_sizes: dict[str, int] = {}
+
+    @classmethod
+    def read(cls, root: Path) -> "DataManifest | None":
+        """The manifest of the data folder ``root``; None when it is missing or not a manifest (the folder is
+        then prepared or generated again)."""
+        try:
+            return cls.check(json.loads((Path(root) / "private" / MANIFEST).read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -20,14 +64,8 @@ class TaskData:
     #: what the private answers depend on besides the task: ``seed-<n>`` / ``secret-<hash>`` for twins,
     #: ``manifest-<hash>`` for prepared data (part of the resume key)
     answers_id: str | None = None
-
-    @property
-    def public(self) -> Path:
-        return self.root / "public"
-
-    @property
-    def private(self) -> Path:
-        return self.root / "private"
+    public = Entry("public")
+    private = Entry("private")
 
 
 def prepared_data(task: Task, data_dir: Path) -> TaskData:

@@ -34,7 +34,7 @@ from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
 from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
 from .render import fmt_number
-from .store import local_time
+from .archive import local_time
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -556,6 +556,6 @@ def write_html(reports: list[dict], capability: list[dict] | None, out: Path) ->
     """Write the report; ``out`` is the HTML file, or a folder that receives ``rexmle-report.html``."""
     out = Path(out)
     path = out if out.suffix.lower() in (".html", ".htm") else out / "rexmle-report.html"
-    from .store import write_text
+    from .archive import write_text
 
     return write_text(path, render_html(reports, capability))

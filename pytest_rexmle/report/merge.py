@@ -56,10 +56,12 @@ import sys
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Annotated, Iterable, Literal
 
-from ..result import _decode_number, _encode
-from .model import SCHEMA as REPORT_SCHEMA, data_kind, note_for, validate_report
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+
+from ..documents import Document, json_numbers, number
+from .model import SCHEMA as REPORT_SCHEMA, SessionReport, data_kind, note_for
 
 SCHEMA = "rexmle-merged-report/1"
 REPORT_JSON = "rexmle-report.json"
@@ -139,7 +141,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     if not docs:
         raise ValueError("nothing to merge: no report documents")
     for doc in docs:
-        validate_report(doc)
+        SessionReport.check(doc, f"report {doc.get('run_id') if isinstance(doc, dict) else doc!r}")
     from ..task import registry
 
     challenges = sorted({cid for d in docs for cid in d["selected"]})
@@ -163,7 +165,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds)}
-    return _encode(merged)
+    return json_numbers(merged)
 
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
@@ -188,7 +190,7 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
         metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
         metrics = {}
         for key in metric_keys:
-            values = [float(_decode_number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
+            values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
             metrics[key] = {"mean": _metric_mean(values), "n": len(values)}
         positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
         rows.append({
@@ -211,39 +213,66 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
             "rank": 0, "n_fail": fails, "challenges": rows}
 
 
-def validate_merged(doc: dict) -> None:
-    """Structural check of a merged document; raises ValueError naming the first problem."""
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ValueError("merged report: unknown schema")
-    for key, kind in (("challenges", list), ("partial", bool), ("bootstrap", dict), ("sources", list),
-                      ("agents", list), ("note", str), ("created", str)):
-        if not isinstance(doc.get(key), kind):
-            raise ValueError(f"merged report: {key!r} missing or not {kind.__name__}")
-    ids = doc["challenges"]
-    ranks = []
-    for agent in doc["agents"]:
-        n = agent.get("n_runs")
-        if not isinstance(n, int) or n < 1 or len(agent.get("scores", [])) != n or len(agent.get("run_ids", [])) != n:
-            raise ValueError(f"merged report: agent {agent.get('label')!r} needs n_runs scores and run ids")
-        if not math.isclose(agent["mean"], sum(agent["scores"]) / n, abs_tol=1e-12):
-            raise ValueError(f"merged report: agent {agent['label']!r} mean is not the mean of its run scores")
-        if (agent["sem"] is None) != (n < 2):
-            raise ValueError(f"merged report: agent {agent['label']!r} sem must be null exactly for one run")
-        lo, hi = agent["ci"]
-        if not 0.0 <= lo <= hi <= 1.0:
-            raise ValueError(f"merged report: agent {agent['label']!r} interval must satisfy 0 <= lo <= hi <= 1")
-        if [c["challenge_id"] for c in agent["challenges"]] != ids:
-            raise ValueError(f"merged report: agent {agent['label']!r} must have one row per merged challenge")
-        for row in agent["challenges"]:
-            runs = row.get("n_runs")
-            if (not isinstance(runs, int) or not 0 <= runs <= n or len(row["percentiles"]) != runs
-                    or not all(0.0 <= p <= 1.0 for p in row["percentiles"])):
-                raise ValueError(f"merged report: {agent['label']}/{row['challenge_id']} needs one percentile in "
-                                 "[0, 1] per run that selected it")
-        ranks.append((agent["mean"], agent["rank"]))
-    for mean, rank in ranks:
-        if rank != 1 + sum(1 for m, _ in ranks if m > mean):
-            raise ValueError("merged report: ranks must follow the mean scores (ties share a rank)")
+class MergedChallenge(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    challenge_id: str
+    n_runs: StrictInt = Field(ge=0)
+    percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
+
+
+class MergedAgent(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    label: str
+    n_runs: StrictInt = Field(ge=1)
+    run_ids: list[str]
+    scores: list[float]
+    mean: float
+    sem: float | None
+    ci: tuple[float, float]
+    rank: StrictInt
+    challenges: list[MergedChallenge]
+
+    @model_validator(mode="after")
+    def _statistics_of_its_runs(self) -> "MergedAgent":
+        n = self.n_runs
+        if len(self.scores) != n or len(self.run_ids) != n:
+            raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
+        if not math.isclose(self.mean, sum(self.scores) / n, abs_tol=1e-12):
+            raise ValueError(f"agent {self.label!r} mean is not the mean of its run scores")
+        if (self.sem is None) != (n < 2):
+            raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
+        if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
+            raise ValueError(f"agent {self.label!r} interval must satisfy 0 <= lo <= hi <= 1")
+        for row in self.challenges:
+            if row.n_runs > n or len(row.percentiles) != row.n_runs:
+                raise ValueError(f"{self.label}/{row.challenge_id} needs one percentile in [0, 1] per run that "
+                                 "selected it")
+        return self
+
+
+class MergedReport(Document):
+    """``rexmle-merged.json`` (``rexmle-merged-report/1``); see the module docstring for the fields."""
+
+    schema_: Literal["rexmle-merged-report/1"] = Field(alias="schema")
+    created: str
+    challenges: list[str]
+    partial: StrictBool
+    bootstrap: dict
+    sources: list
+    agents: list[MergedAgent]
+    note: str
+
+    @model_validator(mode="after")
+    def _one_row_per_challenge_and_ranked(self) -> "MergedReport":
+        for agent in self.agents:
+            if [c.challenge_id for c in agent.challenges] != self.challenges:
+                raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
+        for agent in self.agents:
+            if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
+                raise ValueError("ranks must follow the mean scores (ties share a rank)")
+        return self
 
 
 def markdown(doc: dict) -> str:
@@ -319,7 +348,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
     is taken once. ``taken`` receives (input, report file) for each report read, so the caller can say
     plainly what was merged."""
-    from .store import resolve_all
+    from .archive import resolve_all
 
     reports, capability, seen = [], [], set()
     for raw in inputs:
@@ -348,7 +377,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
     from .html import render_html
-    from .store import write_json, write_text
+    from .archive import write_json, write_text
 
     from .reference import with_reference
 

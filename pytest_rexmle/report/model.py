@@ -25,8 +25,11 @@ Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Annotated, Iterable, Literal
 
+from pydantic import Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
+
+from ..documents import Document
 from ..ranking import overall_score
 from ..result import ERROR, MISSING, OK, ChallengeResult
 from ..task import registry
@@ -100,18 +103,21 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
     }
 
 
-def validate_report(doc: dict) -> None:
-    """Structural check of a report document; raises ValueError naming the first problem."""
-    required = {"schema": str, "run_id": str, "selected": list, "partial": bool, "score": (int, float),
-                "n_fail": int, "challenges": list}
-    for key, kind in required.items():
-        if not isinstance(doc.get(key), kind):
-            raise ValueError(f"report field {key!r} missing or not {kind}")
-    if doc["schema"] != SCHEMA:
-        raise ValueError(f"unknown schema {doc['schema']!r}")
-    for rec in doc["challenges"]:
-        for key in ("challenge_id", "reference_id", "status", "percentile", "n_humans", "ranking_metrics"):
-            if key not in rec:
-                raise ValueError(f"challenge record lacks {key!r}: {rec.get('challenge_id')}")
-        if rec["status"] != OK and rec["percentile"] != 0.0:
-            raise ValueError(f"{rec['challenge_id']}: a FAIL must have percentile 0")
+class SessionReport(Document):
+    """``rexmle-report.json`` as :func:`build_report` writes it and ``rexmle report`` reads it back."""
+
+    schema_: Literal["rexmle-report/1"] = Field(alias="schema")
+    run_id: StrictStr
+    selected: list[StrictStr]
+    partial: StrictBool
+    score: Annotated[float, Strict()]
+    n_fail: StrictInt
+    challenges: list[ChallengeResult]
+
+    @field_validator("challenges")
+    @classmethod
+    def _fails_score_zero(cls, records: list[ChallengeResult]) -> list[ChallengeResult]:
+        for rec in records:
+            if rec.status != OK and rec.percentile != 0.0:
+                raise ValueError(f"{rec.challenge_id}: a FAIL must have percentile 0")
+        return records

@@ -6,7 +6,7 @@ which item. Selected items that produced no result still count as 0 in the score
 not prepared) with the skip reason, counted as skipped (as pytest counts it), not as an agent FAIL;
 one the harness broke on before grading (runtime unavailable, image missing) as an ERROR with the real message and traceback, kept apart from agent FAILs.
 
-Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.store`), then moves the
+Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.archive`), then moves the
 ``latest`` link and rebuilds the index, so no earlier session's report is ever overwritten.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from ..fixtures import AGENT_PROPERTY, CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
 from ..result import ChallengeResult
-from . import store
+from . import archive
 from .model import build_report, harness_error, not_run
 from .render import markdown, terminal_lines
 
@@ -29,7 +29,7 @@ class SessionReporter:
     def __init__(self, config: pytest.Config, settings) -> None:
         self.config = config
         self.settings = settings
-        self.run_id = store.new_run_id()
+        self.run_id = archive.new_run_id()
         # keyed by task id, or (task id, agent) in a session of several agents
         self.results: dict[str, ChallengeResult] = {}
         self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
@@ -100,21 +100,21 @@ class SessionReporter:
         doc = self.build()
         self.config.hook.pytest_rexmle_session_report(report=doc, config=self.config)
         root: Path = self.settings.report_dir
-        out = store.session_folder(root, self.run_id)
-        store.write_json(out / store.REPORT_JSON, doc)
-        store.write_text(out / "rexmle-report.md", markdown(doc))
+        out = archive.session_folder(root, self.run_id)
+        archive.write_json(out / archive.REPORT_JSON, doc)
+        archive.write_text(out / "rexmle-report.md", markdown(doc))
         capability = None
         if self.capability:
             from ..capability import session_document
 
             capability = session_document([self.capability[k] for k in sorted(self.capability)],
                                           [self.stages[k] for k in sorted(self.stages)])
-            store.write_json(out / "rexmle-capability.json", capability)
+            archive.write_json(out / "rexmle-capability.json", capability)
         from .html import render_html
 
-        store.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))
-        store.point_latest(root, self.run_id)
-        store.write_index(root)
+        archive.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))
+        archive.point_latest(root, self.run_id)
+        archive.write_index(root)
         self.document, self.folder = doc, out
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -135,7 +135,7 @@ class SessionReporter:
             terminalreporter.write_line(summary_line(campaign))
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
-        terminalreporter.write_line(f"every session: {root / store.INDEX_HTML} (newest: {root / store.LATEST})")
+        terminalreporter.write_line(f"every session: {root / archive.INDEX_HTML} (newest: {root / archive.LATEST})")
 
 
 def _crash_message(report: pytest.TestReport) -> str:

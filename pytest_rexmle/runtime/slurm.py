@@ -443,7 +443,7 @@ def job_python() -> Path:
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:
-    from ..result import write_json_atomic
+    from ..jsonfile import write_json_atomic
 
     path = spec.logs.parent / "run.json"
     try:

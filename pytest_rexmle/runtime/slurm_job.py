@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import write_json_atomic
 from .base import RunOutcome, RunSpec
 
 SPEC_NAME = "spec.json"
@@ -75,10 +76,7 @@ def decode(value: Any) -> Any:
 
 
 def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"inner": inner, "inner_options": inner_options, "spec": encode(spec)}))
-    os.replace(tmp, path)
+    write_json_atomic(path, {"inner": inner, "inner_options": inner_options, "spec": encode(spec)})
 
 
 def read_spec(path: Path) -> tuple[RunSpec, str, dict]:
@@ -131,9 +129,7 @@ def node_main(spec_path: str) -> dict:
     outcome.details = {**outcome.details, "node": socket.gethostname(), "gpus": list(gpus),
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
     doc = outcome_to_json(outcome)
-    tmp = path.with_name(OUTCOME_NAME + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path.with_name(OUTCOME_NAME))
+    write_json_atomic(path.with_name(OUTCOME_NAME), doc)
     return doc
 
 

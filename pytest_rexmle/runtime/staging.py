@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..jsonfile import write_json_atomic
 from .base import RunSpec, is_under
 from .liveness import pid_alive, process_start
 
@@ -321,9 +322,7 @@ def _write_record(run_dir: Path, stage: Path, identities: dict) -> None:
     pid = os.getpid()
     record = {"stage": str(stage), "host": socket.gethostname(), "pid": pid, "pid_start": process_start(pid),
               "identities": identities}
-    tmp = run_dir / f".{RECORD}.tmp"
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, run_dir / RECORD)
+    write_json_atomic(run_dir / RECORD, record)
 
 
 def _link_logs(logs: Sequence[Path], folder: Path) -> list[Path]:

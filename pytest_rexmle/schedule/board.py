@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import RexmleError
-from ..result import write_json_atomic
+from ..jsonfile import write_json_atomic
 
 FINAL = ("done", "resumed", "skipped", "error", "interrupted")
 EXECUTOR = "executor.json"

@@ -63,7 +63,7 @@ class WorkerPlan:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from ..result import write_json_atomic
+        from ..jsonfile import write_json_atomic
 
         board = board_for(self.config)
         write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
@@ -140,7 +140,7 @@ class SessionSchedule:
 
         records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
-        from ..result import write_json_atomic
+        from ..jsonfile import write_json_atomic
         from .board import FIGURES
 
         write_json_atomic(self.board.folder / FIGURES, self.figures)

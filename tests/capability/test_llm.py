@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from pytest_rexmle.capability import get_judge, session_document, validate_capability, validate_session_capability
+from pytest_rexmle.capability import CapabilityRun, SessionCapability, get_judge, session_document
 from pytest_rexmle.capability.llm import PROMPT_VERSION, SYSTEM_PROMPT, JudgeError, LLMJudge, parse_reply
 from pytest_rexmle.capability.schema import UNPARSABLE
 from pytest_rexmle.capability.strategies import load_strategies
 from pytest_rexmle.report.html import write_html
-from pytest_rexmle.stages import stage_scores, validate_stages
+from pytest_rexmle.capability.stages import StageScores, stage_scores
 
 from ..report.helpers import session as report_session
 from .helpers import ChatServer, make_run
@@ -36,7 +36,7 @@ def judge(server, monkeypatch):
 def test_valid_reply_prompt_and_document(tmp_path, server, judge):
     run = make_run(tmp_path / "run", "Resampled to isotropic spacing. EVIDENCE-4\nused TTA EVIDENCE-9\n")
     doc = judge.judge_run(run, "isles22")
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     assert [r["score"] for r in doc["strategies"]] == [0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0]
     assert doc["strategies"][3]["evidence"] == "saw EVIDENCE-4"
     assert doc["strategies"][3]["section"] == "isles22-section-1"
@@ -83,7 +83,7 @@ def test_always_malformed_reply_scores_zero_and_is_flagged(tmp_path, server, jud
     assert doc["sections"][0]["flagged"] is True
     assert {r["evidence"] for r in doc["sections"][0]["results"]} == {UNPARSABLE}
     assert all(r["score"] == 0 for r in doc["strategies"])
-    validate_capability(doc)
+    CapabilityRun.check(doc)
 
 
 def test_transient_http_errors_are_retried_and_auth_errors_are_not(tmp_path, server, judge):
@@ -113,13 +113,13 @@ def test_long_log_is_chunked_and_sections_are_or_ed(tmp_path, server, judge):
     assert doc["strategies"][0]["section"] == "isles22-section-1"
     assert doc["strategies"][11]["score"] == 1 and doc["strategies"][11]["section"] != "isles22-section-1"
     assert sum(r["score"] for r in doc["strategies"]) == 2
-    validate_capability(doc)
+    CapabilityRun.check(doc)
 
 
 def test_llm_stage_scores(tmp_path, server, judge):
     run = make_run(tmp_path / "run", "PLAN-DONE\nVALID-DONE\n")
     doc = stage_scores(run, "isles22", None, judge)
-    validate_stages(doc)
+    StageScores.check(doc)
     scores = {r["id"]: r["score"] for r in doc["stages"]}
     assert scores == {"S1": 1.0, "S2": 0.0, "S3": 1.0, "S4": 0.0, "S5": 0.0}
     assert doc["total"] == pytest.approx(0.25 + 0.35)
@@ -132,7 +132,7 @@ def test_api_key_is_never_written(tmp_path, server, judge):
     doc = judge.judge_run(run, "isles22")
     stages = stage_scores(run, "isles22", None, judge)
     session = session_document([doc], [stages])
-    validate_session_capability(session)
+    SessionCapability.check(session)
     (tmp_path / "rexmle-capability.json").write_text(json.dumps(session))
     write_html([report_session("toy", "r1", seed=1, ids=["isles22", "ldct-iqa"])], [session], tmp_path / "report.html")
     written = [p for p in tmp_path.rglob("*") if p.is_file()]

@@ -16,13 +16,13 @@ import json
 
 import pytest
 
-from pytest_rexmle.capability import get_judge, validate_capability
+from pytest_rexmle.capability import CapabilityRun, get_judge
 from pytest_rexmle.capability.observed import read_model_calls
 from pytest_rexmle.capability.schema import NO_TRACE_FLAG
 from pytest_rexmle.capability.trace import CODE, FILES, TRACE, collect_sources, trace_text
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.stages import stage_scores, validate_stages
+from pytest_rexmle.capability.stages import StageScores, stage_scores
 from pytest_rexmle.task import registry
 
 from .helpers import SCAFFOLD, make_run, model_call, write_model_calls
@@ -67,10 +67,10 @@ def test_forged_logs_earn_nothing(tmp_path, ldct):
     load_grader(task).write_baseline(public, run / "submission")
     judge = get_judge("rules")
     doc = judge.judge_run(run, task)
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     assert _strategies(doc) == set() and doc["flags"] == [NO_TRACE_FLAG]
     stages = stage_scores(run, task, public, judge)
-    validate_stages(stages)
+    StageScores.check(stages)
     # a submission-only twin: the forged lines add no stage credit at all
     plain = make_run(tmp_path / "plain")
     load_grader(task).write_baseline(public, plain / "submission")
@@ -129,7 +129,7 @@ def test_real_evidence_earns_exactly_what_it_shows(tmp_path, ldct):
     load_grader(task).write_baseline(public, run / "submission")
     judge = get_judge("rules")
     doc = judge.judge_run(run, task)
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     # the script's albumentations pipeline, and its KFold loop whose fold outputs are averaged
     assert _strategies(doc) == {"augmentation", "ensembling_seeds_folds"}
     rows = {r["key"]: r for r in doc["strategies"]}

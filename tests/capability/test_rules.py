@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_rexmle.capability import get_judge, validate_capability
+from pytest_rexmle.capability import CapabilityRun, get_judge
 from pytest_rexmle.capability.rules import RULES, RulesJudge
 from pytest_rexmle.capability.schema import NO_TRACE_FLAG
 from pytest_rexmle.capability.strategies import by_key, load_strategies
@@ -52,7 +52,7 @@ def test_positive_case_scores_one_with_file_and_line(tmp_path, key):
     assert row["section"] == "isles22-rules"
     # evidence quotes "<file relative to the run>:<line>: <text>"
     assert re.search(r"(logs/model-calls\.jsonl#1|workspace/\w+\.py):\d+: \S", row["evidence"]), row["evidence"]
-    validate_capability(doc)
+    CapabilityRun.check(doc)
 
 
 @pytest.mark.parametrize("key", sorted(CASES))
@@ -114,7 +114,7 @@ def test_run_without_observed_trace_scores_zero_and_is_flagged(tmp_path):
     assert doc["sections"][0]["flagged"] is True
     assert all(r["score"] == 0 for r in doc["strategies"])
     assert {r["evidence"] for r in doc["sections"][0]["results"]} == {"No observed trace"}
-    validate_capability(doc)
+    CapabilityRun.check(doc)
 
 
 def test_document_is_written_and_complete(tmp_path):
@@ -123,7 +123,7 @@ def test_document_is_written_and_complete(tmp_path):
     run = make_run(tmp_path / "run", trace, files=files, agent="toy", extra={"seed": 3})
     doc = get_judge("rules").judge_run(run, "isles22")
     assert json.loads((run / "capability.json").read_text()) == doc
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["challenge_id"] == "isles22"
     assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-2"}
     # every positive case is in this run, so every strategy scores 1

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.capability import (aggregate, session_document, validate_agent_capability, validate_capability,
-                                      validate_session_capability)
+from pytest_rexmle.capability import (AgentCapability, CapabilityRun, SessionCapability, aggregate,
+                                      session_document)
 from pytest_rexmle.capability.schema import MISSING, normalise_results, run_document, score_value
 from pytest_rexmle.capability.strategies import STRATEGIES_PATH, load_strategies
 from pytest_rexmle.capability.trace import collect_sources, split_sections, strip_code_blocks, trace_text
@@ -64,7 +64,7 @@ def test_normalise_results_follows_section_3():
 
 def test_run_score_is_or_over_sections_with_first_evidence():
     doc = _run("a", "isles22", {1}, {1, 5}, set())
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     assert [r["score"] for r in doc["strategies"]] == [1, 0, 0, 0, 1] + [0] * 8
     assert doc["strategies"][0]["section"] == "isles22-section-1"
     assert doc["strategies"][0]["evidence"] == "isles22-section-1:1"
@@ -79,7 +79,7 @@ def test_aggregate_hand_computed():
             _run("a", "seg-a", set(), set()),             # nothing; 2 sections
             _run("b", "seg-a", {1, 2, 3})]                # another agent: ignored
     doc = aggregate(runs, "a")
-    validate_agent_capability(doc)
+    AgentCapability.check(doc)
     assert doc["n_runs"] == 3
     s1, s5, s2 = doc["strategies"][0], doc["strategies"][4], doc["strategies"][1]
     # s1: runs (1, 0, 0) -> mean 1/3, sum 1; fragments: sections scoring s1 = 2 of 6 -> 1/3
@@ -92,14 +92,14 @@ def test_aggregate_hand_computed():
     assert [r["challenge_id"] for r in doc["runs"]] == ["isles22", "ldct-iqa", "seg-a"]
     assert doc["runs"][0]["scores"][:5] == [1, 0, 0, 0, 1]
     empty = aggregate([], "nobody")
-    validate_agent_capability(empty)
+    AgentCapability.check(empty)
     assert empty["n_runs"] == 0 and all(r["fragment_mean"] is None for r in empty["strategies"])
 
 
 def test_session_document_groups_agents():
     runs = [_run("a", "isles22", {1}), _run("b", "isles22", {2}), _run("b", "seg-a", set())]
     doc = session_document(runs)
-    validate_session_capability(doc)
+    SessionCapability.check(doc)
     assert [a["agent"] for a in doc["agents"]] == ["a", "b"]
     assert doc["agents"][1]["strategies"][1]["mean_score"] == 0.5
     assert doc["judge"] == JUDGE
@@ -121,11 +121,11 @@ def test_session_document_groups_agents():
 ])
 def test_validate_capability_rejects(mutate, message):
     doc = _run("a", "isles22", {1})
-    validate_capability(doc)
+    CapabilityRun.check(doc)
     bad = copy.deepcopy(doc)
     mutate(bad)
     with pytest.raises(ValueError, match=message):
-        validate_capability(bad)
+        CapabilityRun.check(bad)
 
 
 def test_validate_agent_capability_rejects():
@@ -138,7 +138,7 @@ def test_validate_agent_capability_rejects():
         bad = copy.deepcopy(doc)
         mutate(bad)
         with pytest.raises(ValueError):
-            validate_agent_capability(bad)
+            AgentCapability.check(bad)
 
 
 def test_split_sections_at_line_boundaries():

@@ -13,7 +13,7 @@ import pytest
 from pytest_rexmle.capability import get_judge
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.stages import WEIGHTS, read_usage, stage_scores, validate_stages
+from pytest_rexmle.capability.stages import WEIGHTS, StageScores, read_usage, stage_scores
 from pytest_rexmle.task import registry
 
 from .helpers import make_run
@@ -46,7 +46,7 @@ def test_valid_submission_and_rules_stages(tmp_path, isles):
     run = make_run(tmp_path / "run", LOG)
     load_grader(task).write_baseline(public, run / "submission")
     doc = stage_scores(run, task, public, get_judge("rules"))
-    validate_stages(doc)
+    StageScores.check(doc)
     # S1: reads the task, explores the data, states a plan -> 3/3; S2: environment (pip install), training
     # (Epoch 1) but no data-loading evidence -> 2/3; S3: nothing -> 0; S4 = S5 = 1 (validates)
     assert _scores(doc) == pytest.approx({"S1": 1.0, "S2": 2 / 3, "S3": 0.0, "S4": 1.0, "S5": 1.0})
@@ -79,7 +79,7 @@ def test_no_submission_and_no_logs(tmp_path, isles):
     task, public = isles
     run = make_run(tmp_path / "run", "")
     doc = stage_scores(run, task, public, get_judge("rules"))
-    validate_stages(doc)
+    StageScores.check(doc)
     assert set(_scores(doc).values()) == {0.0} and doc["total"] == 0.0
     assert doc["stages"][3]["evidence"] == "no submission.csv"
 
@@ -116,4 +116,4 @@ def test_validate_stages_rejects(tmp_path):
         bad = copy.deepcopy(doc)
         mutate(bad)
         with pytest.raises(ValueError):
-            validate_stages(bad)
+            StageScores.check(bad)

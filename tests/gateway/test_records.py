@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from pytest_rexmle.gateway.record import junit_properties, run_json_fields
 from pytest_rexmle.run import LaunchedRun, RunFolder, finish
 from pytest_rexmle.runtime.base import RunOutcome
-from pytest_rexmle.stages import read_usage
+from pytest_rexmle.capability.stages import read_usage
 
 from .conftest import open_served
 
@@ -53,7 +53,9 @@ def test_run_json_gets_usage_and_egress(gateway, tmp_path):
     for sub in (folder.workspace, folder.submission, folder.logs):
         sub.mkdir(parents=True)
     outcome = RunOutcome(0, False, 1.5, folder.logs / "o", folder.logs / "e", details={"gateway": record})
-    finish(LaunchedRun(folder, _Agent(), None, _Handle(outcome), {"task": "ldct-iqa"}))
+    started = {"task": "ldct-iqa", "agent": "stand-in", "runtime": "local", "data": "synthetic", "time_limit": 60,
+               "started": "2026-01-01T00:00:00+00:00"}  # what launch() writes; run.json is checked on every write
+    finish(LaunchedRun(folder, _Agent(), None, _Handle(outcome), started))
     meta = json.loads((folder.root / "run.json").read_text())
     assert meta["usage"]["source"] == "gateway" and meta["usage"]["requests"] == 2
     assert meta["usage"]["input_tokens"] == 11 + 25 and meta["usage"]["output_tokens"] == 7 + 9

@@ -87,7 +87,7 @@ def test_judge_and_stages_finish_bounded(hostile_run):
     out = peak_rss_of(f"""
         from pathlib import Path
         from pytest_rexmle.capability import get_judge
-        from pytest_rexmle.stages import stage_scores
+        from pytest_rexmle.capability.stages import stage_scores
         run = Path({str(hostile_run)!r})
         judge = get_judge("rules")
         doc = judge.judge_run(run, "isles22")

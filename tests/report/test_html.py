@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.capability.schema import run_document, session_document, validate_session_capability
+from pytest_rexmle.capability.schema import SessionCapability, run_document, session_document
 from pytest_rexmle.capability.strategies import load_strategies
 from pytest_rexmle.report.html import render_html, write_html
 from pytest_rexmle.report.merge import merge_reports
@@ -53,7 +53,7 @@ def inputs():
     runs_b, stages_b = _capability("ml-master", [0.7, 0.8, 0.7, 0.6, 0.9, 0.5, 0.3, 0.4, 0.7, 0.3, 0.4, 0.3, 0.5],
                                    (0, 1, 2))
     cap = session_document(runs_a + runs_b, stages_a + stages_b)
-    validate_session_capability(cap)
+    SessionCapability.check(cap)
     return reports, [cap]
 
 

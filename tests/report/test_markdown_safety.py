@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from pytest_rexmle.report import store
+from pytest_rexmle.report import archive
 from pytest_rexmle.report.mdtext import md_code, md_text
 from pytest_rexmle.report.merge import markdown as merged_markdown, merge_reports
 from pytest_rexmle.report.reference import with_reference
@@ -91,9 +91,9 @@ def test_merged_and_index_markdown_are_inert(tmp_path):
     assert_inert(rendered)
     assert hostile in _plain(rendered)
     for doc in docs:
-        folder = store.session_folder(tmp_path, doc["run_id"])
-        store.write_json(folder / store.REPORT_JSON, doc)
-    index = render(store.index_markdown(store.sessions(tmp_path), "r2"))
+        folder = archive.session_folder(tmp_path, doc["run_id"])
+        archive.write_json(folder / archive.REPORT_JSON, doc)
+    index = render(archive.index_markdown(archive.sessions(tmp_path), "r2"))
     assert "<script" not in index and "<img" not in index
     # the two session links the index itself writes, no more
     assert sorted(re.findall(r'href="([^"]*)"', index)) == ["r1/rexmle-report.md", "r2/rexmle-report.md"]

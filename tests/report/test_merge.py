@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from pytest_rexmle.report.merge import (add_report_arguments, bootstrap_ci, merge_reports, run_report, sem,
-                                        validate_merged)
+from pytest_rexmle.report.merge import (MergedReport, add_report_arguments, bootstrap_ci, merge_reports, run_report,
+                                        sem)
 from pytest_rexmle.report.model import SCHEMA
 
 from .helpers import session
@@ -40,7 +40,7 @@ def test_hand_computed_merge():
         _report("b", "r4", [_record("isles22", 0.6, metrics={"m": 5.0}), _record("seg-a", 0.2, metrics={"m": "inf"})]),
     ]
     merged = merge_reports(docs)
-    validate_merged(merged)
+    MergedReport.check(merged)
     assert merged["challenges"] == ["isles22", "seg-a"] and merged["partial"] is True
     a = next(x for x in merged["agents"] if x["label"] == "a")
     b = next(x for x in merged["agents"] if x["label"] == "b")
@@ -88,7 +88,7 @@ def test_merge_of_realistic_sessions_is_order_independent():
     docs = [session("aide", "r1", seed=1), session("ml", "r2", seed=2), session("ml", "r3", seed=3)]
     one = merge_reports(docs)
     two = merge_reports(list(reversed(docs)))
-    validate_merged(one)
+    MergedReport.check(one)
     strip = lambda d: {k: v for k, v in d.items() if k not in ("created", "sources")}  # noqa: E731
     assert strip(one) == strip(two)
     assert one["partial"] is False and len(one["challenges"]) == 20
@@ -96,14 +96,14 @@ def test_merge_of_realistic_sessions_is_order_independent():
 
 def test_validate_merged_rejects():
     merged = merge_reports([_report("a", "r1", [_record("isles22", 0.5)]), _report("a", "r2", [_record("isles22", 0.7)])])
-    validate_merged(merged)
+    MergedReport.check(merged)
     for mutate in (lambda d: d.update(schema="x"), lambda d: d["agents"][0].update(mean=0.9),
                    lambda d: d["agents"][0].update(sem=None), lambda d: d["agents"][0].update(rank=2),
                    lambda d: d["agents"][0]["challenges"].pop(), lambda d: d["agents"][0].update(ci=[0.8, 0.2])):
         bad = copy.deepcopy(merged)
         mutate(bad)
         with pytest.raises(ValueError):
-            validate_merged(bad)
+            MergedReport.check(bad)
     with pytest.raises(ValueError):
         merge_reports([])
     with pytest.raises(ValueError):
@@ -123,7 +123,7 @@ def test_report_command(tmp_path, capsys):
     out = tmp_path / "out"
     assert run_report(_args(str(d1), str(d2 / "rexmle-report.json"), "--out", str(out))) == 0
     merged = json.loads((out / "rexmle-merged.json").read_text())
-    validate_merged(merged)
+    MergedReport.check(merged)
     assert merged["challenges"] == ["isles22", "ldct-iqa", "seg-a"]
     assert (out / "rexmle-report.html").read_text().startswith("<!DOCTYPE html>")
     assert "| Rank | Agent |" in (out / "rexmle-merged.md").read_text()

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.leaderboard import Leaderboard
-from pytest_rexmle.report import store
+from pytest_rexmle.report import archive
 from pytest_rexmle.report.html import render_html
-from pytest_rexmle.report.merge import markdown as merged_markdown, merge_reports, validate_merged
+from pytest_rexmle.report.merge import MergedReport, markdown as merged_markdown, merge_reports
 from pytest_rexmle.report.model import NOTE, SYNTHETIC_NOTE, build_report
 from pytest_rexmle.report.reference import paper_agents, paper_results, with_reference
 from pytest_rexmle.report.render import markdown, score_line, terminal_lines
@@ -159,7 +159,7 @@ def test_a_challenge_never_run_is_not_run_not_fail():
     one = session("quick", "r1", seed=1, ids=["ldct-iqa"], fail_every=0)
     full = session("full", "r2", seed=2)
     merged = merge_reports([one, full])
-    validate_merged(merged)
+    MergedReport.check(merged)
     quick = next(a for a in merged["agents"] if a["label"] == "quick")
     assert quick["not_run"] == [c for c in merged["challenges"] if c != "ldct-iqa"]
     assert quick["mean"] == pytest.approx(one["score"]) and quick["n_fail"] == [0]
@@ -180,13 +180,13 @@ def test_index_has_a_data_column(tmp_path):
     real = build_report([graded("isles22", 0.3, "a")], agent="a", agent_options={}, settings={"data": "prepared"},
                         run_id="20260102T000000Z-bbbbbb")
     for doc in (synthetic, real):
-        store.write_json(store.session_folder(tmp_path, doc["run_id"]) / store.REPORT_JSON, doc)
-    store.write_index(tmp_path)
-    page = parse((tmp_path / store.INDEX_HTML).read_text())
+        archive.write_json(archive.session_folder(tmp_path, doc["run_id"]) / archive.REPORT_JSON, doc)
+    archive.write_index(tmp_path)
+    page = parse((tmp_path / archive.INDEX_HTML).read_text())
     rows = page.tables["sessions"]
     at = rows[0].index("Data")
     assert {r[0].split()[0]: r[at] for r in rows[1:]} == {synthetic["run_id"]: "synthetic", real["run_id"]: "real"}
-    md = (tmp_path / store.INDEX_MD).read_text()
+    md = (tmp_path / archive.INDEX_MD).read_text()
     assert "| Data |" in md and "| synthetic |" in md and "| real |" in md
 
 
@@ -196,8 +196,8 @@ def test_readme_report_example_works_as_written(tmp_path):
     docs = [session("a", "20260101T000000Z-000001", seed=1, ids=IDS), session("a", "20260101T000000Z-000002", seed=2, ids=IDS),
             session("b", "20260101T000000Z-000003", seed=3, ids=IDS)]
     for root, doc in ((first, docs[0]), (first, docs[1]), (second, docs[2])):
-        store.write_json(store.session_folder(root, doc["run_id"]) / store.REPORT_JSON, doc)
-        store.point_latest(root, doc["run_id"])
+        archive.write_json(archive.session_folder(root, doc["run_id"]) / archive.REPORT_JSON, doc)
+        archive.point_latest(root, doc["run_id"])
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "rexmle report .rexmle/report run2/.rexmle/report --out merged/" in readme
     proc = subprocess.run([sys.executable, "-m", "pytest_rexmle", "report", ".rexmle/report", "run2/.rexmle/report",

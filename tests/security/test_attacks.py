@@ -71,7 +71,7 @@ def host_snapshot() -> dict:
     package = Path(pytest_rexmle.__file__).resolve().parent
     sites = [*site.getsitepackages()]
     # the files the attack opens for writing (not whole trees: other work may change the package meanwhile)
-    targets = [package / "grading.py", package / "graders" / "ldct.py", tasks_root().resolve() / "ldct-iqa" / "task.yaml"]
+    targets = [package / "grading.py", package / "challenges" / "ldct" / "grade.py", tasks_root().resolve() / "ldct-iqa" / "task.yaml"]
     return {"targets": {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in targets},
             "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in SYSCTLS},
             "markers": sorted(p for s in sites + [str(package), str(tasks_root())] for p in glob.glob(f"{s}/*{MARK}*")),

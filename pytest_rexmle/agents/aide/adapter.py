@@ -27,3 +27,7 @@ class AideAgent(ContainerAgent):
         if self.options.get("exec_timeout"):
             argv += ["--exec-timeout", self.options["exec_timeout"]]
         return argv
+
+
+#: what the agent registry loads for the agent named after this folder (aide)
+ADAPTER = AideAgent

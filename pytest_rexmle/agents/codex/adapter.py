@@ -10,3 +10,7 @@ class CodexAgent(CodingCLIAgent):
     log_folders = ("codex",)
     protocol = "OpenAI Responses"
     known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
+
+
+#: what the agent registry loads for the agent named after this folder (codex)
+ADAPTER = CodexAgent

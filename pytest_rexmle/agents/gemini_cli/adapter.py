@@ -9,3 +9,7 @@ class GeminiCLIAgent(CodingCLIAgent):
     image = "rexmle/gemini-cli:latest"
     log_folders = ("gemini-cli",)
     protocol = "Gemini generateContent"
+
+
+#: what the agent registry loads for the agent named after this folder (gemini-cli)
+ADAPTER = GeminiCLIAgent

@@ -17,3 +17,7 @@ class MiniSweAgent(CodingCLIAgent):
         model = options.get("model", "")
         if model.startswith("/") or model.endswith("/"):
             raise RexmleError(f"agent {name!r}: model {model!r} is not a LiteLLM model name (provider/model)")
+
+
+#: what the agent registry loads for the agent named after this folder (mini-swe-agent)
+ADAPTER = MiniSweAgent

@@ -49,3 +49,7 @@ class MLMasterAgent(ContainerAgent):
         if self.options.get("exec_timeout"):
             argv += ["--exec-timeout", self.options["exec_timeout"]]
         return argv
+
+
+#: what the agent registry loads for the agent named after this folder (ml-master)
+ADAPTER = MLMasterAgent

@@ -29,3 +29,7 @@ class RDAgent(ContainerAgent):
         if self.options.get("steps"):
             argv += ["--loop-n", self.options["steps"]]
         return argv
+
+
+#: what the agent registry loads for the agent named after this folder (rd-agent)
+ADAPTER = RDAgent

@@ -20,9 +20,8 @@ from typing import Any, Sequence
 
 from filelock import FileLock
 
-from ...result import write_json_atomic
 from ...task import Task
-from ..taskdata import MANIFEST, TaskData, copy_task_documents, inventory, sha256_file
+from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
 from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
 
@@ -40,22 +39,14 @@ def load_preparer(task: Task):
     return resolve(task, "prepare")
 
 
-def read_manifest(root: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((root / "private" / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def manifest_ok(task: Task, root: Path, full: bool = False) -> bool:
     """The prepared folder matches its manifest (sizes always; SHA-256 too when ``full``)."""
-    data = read_manifest(root)
-    if not data or data.get("project_id") != task.id or data.get("kind") != "prepared" \
-            or data.get("rule_version") != RULE_VERSION or data.get("task_version") != task.version:
+    data = DataManifest.read(root)
+    if data is None or data.project_id != task.id or data.kind != "prepared" \
+            or data.rule_version != RULE_VERSION or data.task_version != task.version:
         return False
-    files, sizes = data.get("files"), data.get("file_sizes")
-    if not isinstance(files, dict) or not isinstance(sizes, dict) or set(files) != set(sizes):
+    files, sizes = data.files, data.file_sizes
+    if set(files) != set(sizes):
         return False
     for rel, size in sizes.items():
         path = root / rel
@@ -74,16 +65,16 @@ def _refresh_description(task: Task, root: Path) -> None:
     if not task.description_path.is_file():
         return
     target = root / "public" / "description.md"
-    data = read_manifest(root) or {}
+    data = DataManifest.read(root)
     current = sha256_file(task.description_path)
-    if data.get("files", {}).get("public/description.md") == current and target.is_file():
+    if data is None or data.files.get("public/description.md") == current and target.is_file():
         return
     tmp = target.with_name(".description.md.tmp")
     shutil.copyfile(task.description_path, tmp)
     os.replace(tmp, target)
-    data["files"]["public/description.md"] = current
-    data["file_sizes"]["public/description.md"] = target.stat().st_size
-    write_json_atomic(root / "private" / MANIFEST, data)
+    data.files["public/description.md"] = current
+    data.file_sizes["public/description.md"] = target.stat().st_size
+    data.write(root / "private" / MANIFEST)
 
 
 def _remove_quietly(path: Path) -> None:
@@ -132,15 +123,15 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             copy_task_documents(task, ctx.public)
             _check_layout(task, tmp)
             hashes, sizes = inventory(tmp)
-            write_json_atomic(ctx.private / MANIFEST, {
-                "project_id": task.id, "reference_id": task.reference_id, "kind": "prepared",
-                "rule_version": RULE_VERSION, "task_version": task.version,
-                "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "seconds": round(time.time() - started, 1),
-                "source": _source_record(task, raw), "counts": counts,
-                "bytes": sum(sizes.values()), "resampled_labels": ctx.resampled, "warnings": ctx.warnings,
-                "notes": ctx.notes, "files": hashes, "file_sizes": sizes,
-            })
+            DataManifest(
+                project_id=task.id, reference_id=task.reference_id, kind="prepared",
+                rule_version=RULE_VERSION, task_version=task.version,
+                prepared_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                seconds=round(time.time() - started, 1),
+                source=_source_record(task, raw), counts=counts,
+                bytes=sum(sizes.values()), resampled_labels=ctx.resampled, warnings=ctx.warnings,
+                notes=ctx.notes, files=hashes, file_sizes=sizes,
+            ).write(ctx.private / MANIFEST)
             os.replace(tmp, final)
         except BaseException:
             _remove_quietly(tmp)
@@ -174,11 +165,10 @@ def data_status(task: Task, data_dir: Path) -> dict[str, Any]:
     raw = raw_dir(task, data_dir)
     parts = {p.name: part_done(raw, p) for p in parts_for(task)}
     command = f"rexmle prepare {task.id} --data-dir {data_dir}"
-    info = read_manifest(root)
+    info = DataManifest.read(root)
     if info is not None and manifest_ok(task, root):
-        return {"status": "prepared", "path": str(root), "counts": info.get("counts"),
-                "files": len(info.get("files", {})), "bytes": int(info.get("bytes", 0)),
-                "rule_version": info.get("rule_version"), "raw": str(raw), "raw_parts": parts}
+        return {"status": "prepared", "path": str(root), "counts": info.counts, "files": len(info.files),
+                "bytes": info.bytes, "rule_version": info.rule_version, "raw": str(raw), "raw_parts": parts}
     raw_bytes = 0
     for part in parts_for(task):
         try:

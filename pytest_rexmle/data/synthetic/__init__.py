@@ -23,9 +23,8 @@ from filelock import FileLock
 
 from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
-from ...result import write_json_atomic
 from ...task import Task, challenge_module, resolve
-from ..taskdata import MANIFEST, TaskData, copy_task_documents, inventory
+from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed
 
 Generator = Callable[[Task, Path, Path, "np.random.Generator"], None]
@@ -75,11 +74,10 @@ def generate(task: Task, out: Path, seed: int | None = None, secret: bytes | Non
     load_generator(task)(task, public, private, np.random.default_rng(seed_for(task, seed, secret)))
     copy_task_documents(task, public)
     ident = answers_id(seed, secret)
-    write_json_atomic(private / MANIFEST, {
-        "project_id": task.id, "kind": "synthetic", "seed": seed, "answers_id": ident,
-        "answers_reproducible": seed is not None, "rule_version": f"synthetic-{GENERATOR_VERSION}",
-        "task_version": task.version, "fingerprint": fingerprint(task), "files": inventory(out)[0],
-    })
+    DataManifest(project_id=task.id, kind="synthetic", seed=seed, answers_id=ident,
+                 answers_reproducible=seed is not None, rule_version=f"synthetic-{GENERATOR_VERSION}",
+                 task_version=task.version, fingerprint=fingerprint(task), files=inventory(out)[0],
+                 ).write(private / MANIFEST)
     return TaskData(task.id, "synthetic", out, ident)
 
 

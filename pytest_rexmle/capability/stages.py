@@ -52,13 +52,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from .capability.base import JUDGED_STAGES, description_lines, run_meta, task_id_of
-from .capability.trace import collect_sources, has_trace
-from .errors import InvalidSubmission
-from .hostile import RefusedFile, clean_text, read_json
-from .result import write_json_atomic
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..documents import Document
+from ..errors import InvalidSubmission
+from ..hostile import RefusedFile, clean_text, read_json
+from ..jsonfile import write_json_atomic
+from .base import JUDGED_STAGES, description_lines, run_meta, task_id_of
+from .trace import collect_sources, has_trace
 
 SCHEMA = "rexmle-stages/1"
 STAGES_JSON = "stages.json"
@@ -103,7 +106,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
 def _task(task: Any):
     if hasattr(task, "id"):
         return task
-    from .task import registry
+    from ..task import registry
 
     try:
         return registry().get(str(task))
@@ -118,8 +121,8 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
         return (0.0, "no submission.csv"), (0.0, "no submission.csv")
     if task is None or public_dir is None or not Path(public_dir).is_dir():
         return _from_result(run_dir)
-    from .errors import TaskConfigError
-    from .graders.base import load_grader
+    from ..errors import TaskConfigError
+    from ..graders.base import load_grader
 
     try:
         grader = load_grader(task)
@@ -138,7 +141,7 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
 
 def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -> tuple[float, str]:
     """Fraction of test cases whose row passes the grader's public per-case check."""
-    from .submission import read_case_table
+    from ..submission import read_case_table
 
     if not test_ids:
         return 0.0, "no public test ids"
@@ -240,31 +243,59 @@ def _gateway_usage(metered: dict, reported: dict) -> dict:
     return usage
 
 
-def validate_stages(doc: dict) -> None:
-    """Check a ``stages.json`` document; raises ValueError naming the first problem."""
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ValueError(f"stages: unknown schema {doc.get('schema') if isinstance(doc, dict) else doc!r}")
-    for key in ("challenge_id", "run_dir"):
-        if not isinstance(doc.get(key), str):
-            raise ValueError(f"stages: {key!r} must be a string")
-    rows = doc.get("stages")
-    if not isinstance(rows, list) or [r.get("id") for r in rows] != list(WEIGHTS):
-        raise ValueError("stages: 'stages' must list S1..S5 in order")
-    for row in rows:
-        if row.get("weight") != WEIGHTS[row["id"]] or row.get("name") != NAMES[row["id"]]:
-            raise ValueError(f"stages: {row['id']} has the wrong name or weight")
-        score = row.get("score")
-        if not isinstance(score, (int, float)) or isinstance(score, bool) or not 0.0 <= score <= 1.0:
-            raise ValueError(f"stages: {row['id']} score must be in [0, 1]")
-        if row.get("method") not in ("rules", "llm", "deterministic") or not isinstance(row.get("evidence"), str):
-            raise ValueError(f"stages: {row['id']} needs a method and evidence")
-    total = doc.get("total")
-    if not isinstance(total, (int, float)) or not math.isclose(total, sum(r["weight"] * r["score"] for r in rows), abs_tol=1e-9):
-        raise ValueError("stages: total must be the weighted sum of the stage scores")
-    usage = doc.get("usage")
-    if not isinstance(usage, dict):
-        raise ValueError("stages: usage must be an object")
-    for key in (*USAGE_INT, "cost_usd", "wall_seconds"):
-        value = usage.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-            raise ValueError(f"stages: usage.{key} must be a non-negative number or null")
+Count = Annotated[int, Field(ge=0)] | None
+Amount = Annotated[float, Field(ge=0)] | None
+
+
+class StageUsage(BaseModel):
+    """The cost block: what the run spent. :func:`read_usage` writes every key; null means not reported
+    (or not metered), never zero."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    turns: Count
+    input_tokens: Count
+    output_tokens: Count
+    total_tokens: Count
+    cost_usd: Amount
+    model: str | None
+    wall_seconds: Amount
+    source: str | None
+
+
+class Stage(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    id: Literal["S1", "S2", "S3", "S4", "S5"]
+    name: str
+    weight: float
+    score: float = Field(ge=0.0, le=1.0)
+    method: Literal["rules", "llm", "deterministic"]
+    evidence: str
+
+    @model_validator(mode="after")
+    def _named_and_weighted(self) -> "Stage":
+        if self.weight != WEIGHTS[self.id] or self.name != NAMES[self.id]:
+            raise ValueError(f"{self.id} has the wrong name or weight")
+        return self
+
+
+class StageScores(Document):
+    """A run's ``stages.json`` (``rexmle-stages/1``)."""
+
+    model_config = ConfigDict(strict=True)
+
+    schema_: Literal["rexmle-stages/1"] = Field(alias="schema")
+    challenge_id: str
+    run_dir: str
+    stages: list[Stage]
+    total: float
+    usage: StageUsage
+
+    @model_validator(mode="after")
+    def _weighted_total(self) -> "StageScores":
+        if [r.id for r in self.stages] != list(WEIGHTS):
+            raise ValueError("'stages' must list S1..S5 in order")
+        if not math.isclose(self.total, sum(r.weight * r.score for r in self.stages), abs_tol=1e-9):
+            raise ValueError("total must be the weighted sum of the stage scores")
+        return self

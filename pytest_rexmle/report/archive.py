@@ -20,11 +20,12 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ..jsonfile import write_json_atomic, write_text_atomic
 
 REPORT_JSON = "rexmle-report.json"
 LATEST = "latest"
@@ -41,24 +42,12 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` atomically with mode 0644 (mkstemp alone would leave 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Reports are shared and kept: world-readable (0644), written atomically."""
+    return write_text_atomic(path, text, FILE_MODE)
 
 
 def write_json(path: Path, payload: Any) -> Path:
-    return write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    return write_json_atomic(path, payload, FILE_MODE)
 
 
 def session_folder(report_dir: Path, run_id: str) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.report import store
+from pytest_rexmle.report import archive
 from pytest_rexmle.report.render import fmt_number, terminal_lines
 
 from ..conftest import report_json
@@ -26,16 +26,16 @@ def _mode(path: Path) -> int:
 
 
 def test_run_ids_sort_by_start_and_are_unique():
-    early = store.new_run_id(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
-    late = store.new_run_id(datetime(2026, 1, 2, 3, 4, 6, tzinfo=timezone.utc))
+    early = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+    late = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 6, tzinfo=timezone.utc))
     assert early.startswith("20260102T030405Z-") and early < late
-    assert len({store.new_run_id() for _ in range(50)}) == 50
+    assert len({archive.new_run_id() for _ in range(50)}) == 50
 
 
 def test_files_are_0644_even_under_a_strict_umask(tmp_path):
     old = os.umask(0o077)
     try:
-        path = store.write_json(tmp_path / "r" / "x.json", {"a": 1})
+        path = archive.write_json(tmp_path / "r" / "x.json", {"a": 1})
     finally:
         os.umask(old)
     assert _mode(path) == 0o644 and json.loads(path.read_text()) == {"a": 1}
@@ -46,12 +46,12 @@ def test_index_lists_every_session_newest_first_and_latest_moves(tmp_path):
     for run_id, created, seed in (("20260101T000000Z-aaaaaa", "2026-01-01T00:00:00+00:00", 1),
                                   ("20260102T000000Z-bbbbbb", "2026-01-02T00:00:00+00:00", 2)):
         doc = {**session("sample", run_id, seed=seed), "created": created}
-        store.write_json(store.session_folder(tmp_path, run_id) / store.REPORT_JSON, doc)
-        store.point_latest(tmp_path, run_id)
-        store.write_index(tmp_path)
+        archive.write_json(archive.session_folder(tmp_path, run_id) / archive.REPORT_JSON, doc)
+        archive.point_latest(tmp_path, run_id)
+        archive.write_index(tmp_path)
     (tmp_path / "stray").mkdir()  # a folder without a report is not a session
     assert os.readlink(tmp_path / "latest") == "20260102T000000Z-bbbbbb"
-    assert store.resolve(tmp_path) == tmp_path / "latest" / store.REPORT_JSON
+    assert archive.resolve(tmp_path) == tmp_path / "latest" / archive.REPORT_JSON
     md = (tmp_path / "index.md").read_text()
     assert md.index("20260102T000000Z-bbbbbb") < md.index("20260101T000000Z-aaaaaa")
     assert "2 session(s)" in md and "`latest` → `20260102T000000Z-bbbbbb`" in md
@@ -61,7 +61,7 @@ def test_index_lists_every_session_newest_first_and_latest_moves(tmp_path):
 
 
 def test_local_time_is_readable():
-    text = store.local_time("2026-03-04T05:06:07.123456+00:00")
+    text = archive.local_time("2026-03-04T05:06:07.123456+00:00")
     assert re.fullmatch(r"2026-03-0[345] \d\d:\d6( \S+)?", text), text
 
 
