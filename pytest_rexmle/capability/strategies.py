@@ -34,9 +34,5 @@ def load_strategies(path: Path = STRATEGIES_PATH) -> tuple[Strategy, ...]:
     return tuple(items)
 
 
-def by_id() -> dict[int, Strategy]:
-    return {s.id: s for s in load_strategies()}
-
-
 def by_key() -> dict[str, Strategy]:
     return {s.key: s for s in load_strategies()}

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .parallel import parallel_map
-from .surface import bounding_box, union_box
+from .surface import bounding_box
 
 from .cow_anatomy import (ACOM, ANTERIOR_EDGES, ANTERIOR_LABELS, BA, L_ACA, L_ICA, L_MCA, L_PCA, L_PCOM,  # noqa: F401
                           POSTERIOR_EDGES, POSTERIOR_LABELS, R_ACA, R_ICA, R_MCA, R_PCA, R_PCOM, THIRD_A2)

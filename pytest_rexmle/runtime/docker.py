@@ -305,10 +305,6 @@ class DockerRuntime(Runtime):
             labels[f"{LABEL}.deadline_s"] = str(limits.deadline)
         return labels
 
-    def limits_for(self, spec: RunSpec, host_memory: int | None = None) -> ContainerLimits:
-        """This run's container limits (its policy's, rendered by :meth:`container_limits`)."""
-        return self.container_limits(self.policy(spec), host_memory)
-
     def container_limits(self, policy: SandboxPolicy, host_memory: int | None = None) -> ContainerLimits:
         """The policy's limits as the engine takes them; an unlimited one gets the container default.
 

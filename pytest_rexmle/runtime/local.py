@@ -141,10 +141,6 @@ class LocalRuntime(Runtime):
         self.gateway = gateway or gateway_link.session_gateway_factory()
 
     @property
-    def limit_overrides(self) -> dict[str, str]:
-        return dict(self.policy_options.limits)
-
-    @property
     def agent_as_root(self) -> bool:
         return self.policy_options.identity.as_root
 
@@ -211,10 +207,6 @@ class LocalRuntime(Runtime):
     def sweep_orphans(self) -> int:
         """Run cgroups a killed session left behind (their processes are killed with them)."""
         return sweep_cgroups()
-
-    @property
-    def sandboxed(self) -> bool:
-        return self.mechanism() != "none"
 
     def stage(self, spec: RunSpec) -> RunSpec:
         """Landlock's agent sees real paths: they must be the stage's before the contract names them."""

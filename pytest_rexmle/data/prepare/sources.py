@@ -116,11 +116,6 @@ def part_done(raw: Path, part: Part) -> bool:
     return _marker(raw, part).is_file() and (raw / part.dest).is_dir()
 
 
-def raw_ready(task: Task, data_dir: Path) -> bool:
-    raw = raw_dir(task, data_dir)
-    return all(part_done(raw, p) for p in parts_for(task))
-
-
 def where_to_fetch(part: Part) -> str:
     """The page a user opens to fetch ``part`` by hand (what ``rexmle info`` shows as the source)."""
     if part.origin == "zenodo":
