@@ -225,9 +225,6 @@ class LocalRuntime(Runtime):
         return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
                 "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
 
-    def limits(self, spec: RunSpec) -> Limits:
-        return self.policy(spec).limits
-
     # -- sandbox construction ------------------------------------------------------------------------
     def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
         """The agent's variables: its tools and the system's folders on PATH, never the harness's Python."""

@@ -78,10 +78,12 @@ Signatures = dict[str, tuple[tuple[str, ...], str]]
 
 def parts_for(task: Task) -> list[Part]:
     """The raw parts a task needs: ``parts(task)`` of its challenge's ``source.py``, which reads task.yaml's
-    ``source`` (a task with no preparer has its Zenodo files as parts, recognised by name)."""
+    ``source``; a ``source.py`` holding only ``SIGNATURES`` has the Zenodo files as parts (so has a task
+    with no preparer, recognised by name)."""
     if task.prepare is None:
         return zenodo_parts(task, {})
-    return importlib.import_module(challenge_module(task, "prepare", "source")).parts(task)
+    source = importlib.import_module(challenge_module(task, "prepare", "source"))
+    return source.parts(task) if hasattr(source, "parts") else zenodo_parts(task, source.SIGNATURES)
 
 
 def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:
