@@ -152,9 +152,6 @@ class LocalRuntime(Runtime):
     def from_settings(cls, settings) -> "LocalRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
-    def _open_gateway_run(self, spec: RunSpec, policy: run_policy.SandboxPolicy):
-        return gateway_link.open_run(self.gateway, spec, policy.budget, policy.egress_allow)
-
     @classmethod
     def settings_options(cls, settings) -> dict:
         return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
@@ -406,7 +403,7 @@ class LocalRuntime(Runtime):
             mode = "exec" if mechanism == "bwrap" else "supervise"
             port_mode = False
             if self.network(spec) == "gateway":
-                gateway_run = self._open_gateway_run(spec, policy)
+                gateway_run = gateway_link.open_run(self.gateway, spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
                     host_port = gateway_run.host_address()[1]
