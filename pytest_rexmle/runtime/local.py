@@ -140,14 +140,6 @@ class LocalRuntime(Runtime):
         self._mechanism: str | None = None
         self.gateway = gateway or gateway_link.session_gateway_factory()
 
-    @property
-    def agent_as_root(self) -> bool:
-        return self.policy_options.identity.as_root
-
-    @property
-    def unsafe_same_uid(self) -> bool:
-        return self.policy_options.identity.same_uid
-
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
@@ -169,10 +161,11 @@ class LocalRuntime(Runtime):
         if mechanism == "none":
             return
         if not ident.harness_is_root():
-            if mechanism == "landlock" and not (self.unsafe_same_uid or trusted or self.trusted_agents):
+            same_uid_allowed = self.policy_options.identity.same_uid or trusted or self.trusted_agents
+            if mechanism == "landlock" and not same_uid_allowed:
                 raise AgentIdentityRefused(SAME_UID_REFUSAL.format(uid=os.geteuid()))
             return
-        if self.agent_as_root:
+        if self.policy_options.identity.as_root:
             return
         try:
             lock_dir()
@@ -240,7 +233,7 @@ class LocalRuntime(Runtime):
         the user's own uid."""
         if not ident.harness_is_root():
             return ident.own_identity(), None
-        if self.agent_as_root:
+        if self.policy_options.identity.as_root:
             return ident.Identity(0, 0, "--rexmle-agent-as-root"), None
         try:
             lease = allocate(self.agent_uids)
@@ -458,7 +451,8 @@ class LocalRuntime(Runtime):
             outcome.details["agent_as_root"] = True
         if mechanism == "landlock" and who.uid == os.geteuid():
             outcome.details["unsafe_same_uid"] = True
-            if spec.trusted and not self.unsafe_same_uid:  # allowed only because nothing under test ran
+            # allowed only because nothing under test ran
+            if spec.trusted and not self.policy_options.identity.same_uid:
                 outcome.details["same_uid_reason"] = "the harness's own sample agent (a copy of its baseline)"
         if record is not None:
             outcome.details.update(gateway_link.record_details(record))
