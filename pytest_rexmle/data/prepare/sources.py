@@ -64,8 +64,7 @@ class Part:
     def recognises(self, contents: Contents) -> bool:
         """The supplied file is this part, by what it holds (by its name when no signature is known)."""
         if not self.signature:
-            name = contents.path.name
-            return bool((self.files and name in self.files) or (self.pattern and re.search(self.pattern, name)))
+            return self.named(contents.path.name)
         return all(contents.search(r) for r in self.signature) and not any(contents.search(r) for r in self.excludes)
 
     def named(self, name: str) -> bool:
