@@ -269,7 +269,9 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
         seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
-    record_result(request.node, result, usage=_metered_usage(run.folder.root))
+    from .agents.usage import metered_usage
+
+    record_result(request.node, result, usage=metered_usage(run.folder.root))
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
@@ -293,17 +295,6 @@ def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data
         item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
                                        f"{type(exc).__name__}: {exc}"))
     return leaks.check(task, result, perfect)
-
-
-def _metered_usage(run_dir: Path) -> dict | None:
-    """The gateway's ``usage`` in the run's run.json, when the run went through the gateway."""
-    from .hostile import RefusedFile, read_json
-
-    try:
-        meta = read_json(run_dir / "run.json", 4 * 1024 * 1024, "run.json")
-    except (RefusedFile, OSError, ValueError):
-        return None
-    return meta.get("usage") if isinstance(meta, dict) else None
 
 
 def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None) -> None:

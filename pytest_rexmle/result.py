@@ -19,7 +19,6 @@ from .ranking import Ranking
 
 OK, INVALID, ERROR, MISSING, TIMEOUT = "ok", "invalid", "error", "missing", "timeout"
 STATUSES = (OK, INVALID, ERROR, MISSING, TIMEOUT)
-SCHEMA_VERSION = 1
 
 
 @dataclass(config=ConfigDict(extra="ignore"))
@@ -44,10 +43,6 @@ class ChallengeResult:
     traceback: str | None = None
     #: :mod:`pytest_rexmle.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
     suspected_leak: dict | None = None
-
-    @property
-    def passed_grading(self) -> bool:
-        return self.status == OK
 
     @classmethod
     def failed(cls, task, status: str, reason: str, n_humans: int, **kw: Any) -> "ChallengeResult":

@@ -152,14 +152,6 @@ class LaunchedRun:
     meta: dict
 
 
-def execute(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
-            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
-            network: str = "bridge") -> RunOutcome:
-    """Run to the end: launch, then wait (the whole run, for a synchronous runtime)."""
-    return finish(launch(task, data, agent, runtime, folder, time_limit, gpus=gpus, hidden=hidden, key=key,
-                         network=network))
-
-
 def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
            network: str = "bridge") -> LaunchedRun:

@@ -231,6 +231,8 @@ def parse_agent_options(pairs: list[str]) -> dict[str, str]:
 
 
 def read_settings(config: pytest.Config) -> Settings:
+    from .gpus import parse_gpus
+
     v = {ini: _value(config, ini, kind, default) for _, ini, _, kind, default in OPTIONS}
     base = config.invocation_params.dir
 
@@ -268,7 +270,7 @@ def read_settings(config: pytest.Config) -> Settings:
                        **({"model": v["rexmle_judge_model"]} if v["rexmle_judge_model"] else {})},
         unsafe_local=bool(v["rexmle_unsafe_local"]),
         seed=v["rexmle_seed"],
-        gpus=tuple(_gpus(v["rexmle_gpus"])),
+        gpus=tuple(parse_gpus(v["rexmle_gpus"])),  # the whole list: the executor hands them to runs
         parallel=_parallel(v["rexmle_parallel"]),
         network=v["rexmle_network"],
         slurm_partition=v["rexmle_slurm_partition"],
@@ -308,13 +310,6 @@ def _budget(text: str | None) -> str | None:
         return text.strip() if Budget.parse(text) is not None else None
     except BudgetError as exc:
         raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
-
-
-def _gpus(value: str | None) -> list[str]:
-    """The session's whole GPU list (the executor hands them to runs; workers only wait for results)."""
-    from .gpus import parse_gpus
-
-    return parse_gpus(value)
 
 
 def _parallel(value: int | None) -> int | None:

@@ -43,7 +43,6 @@ from .paths import Entry
 
 TASK_TYPES = ("segmentation", "detection", "classification", "quality_assessment", "enhancement")
 MODALITIES = ("ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy")
-DIRECTIONS = ("higher_better", "lower_better")
 
 
 class Metric(BaseModel):

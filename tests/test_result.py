@@ -97,7 +97,6 @@ def test_fail_records(tmp_path, status):
     assert rec.metrics is None and rec.positions is None and rec.mean_position is None
     assert rec.ranking_metrics == ["dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff"]
     assert rec.n_humans == 10 and rec.reference_id == "isles22"
-    assert not rec.passed_grading
     rec.write(tmp_path / "result.json")
     doc = json.loads((tmp_path / "result.json").read_text())
     assert doc["percentile"] == 0.0 and doc["metrics"] is None and doc["positions"] is None

@@ -32,11 +32,3 @@ def load_strategies(path: Path = STRATEGIES_PATH) -> tuple[Strategy, ...]:
     if [s.id for s in items] != list(range(1, N_STRATEGIES + 1)):
         raise ValueError(f"{path}: strategy ids must be 1..{N_STRATEGIES}, got {[s.id for s in items]}")
     return tuple(items)
-
-
-def by_id() -> dict[int, Strategy]:
-    return {s.id: s for s in load_strategies()}
-
-
-def by_key() -> dict[str, Strategy]:
-    return {s.key: s for s in load_strategies()}

@@ -21,8 +21,6 @@ from ..hostile import clean_text
 from .prices import call_cost
 from .protocols import ANTHROPIC, GEMINI
 
-TOTAL_KEYS = ("requests", "input_tokens", "output_tokens", "cached_tokens", "model_seconds", "cost_usd")
-
 
 def model_name(text: str) -> str:
     """A model name as the record keeps it: it comes from the agent or the provider, and reaches reports."""

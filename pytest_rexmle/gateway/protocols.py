@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
 OPENAI, ANTHROPIC, GEMINI = "openai", "anthropic", "gemini"
-PROTOCOLS = (OPENAI, ANTHROPIC, GEMINI)
 
 #: what each path (after the protocol's prefix) may be; anything else is an unknown route (404)
 _OPENAI_ROUTES = re.compile(r"^/(chat/completions|completions|responses(/[\w.-]+)?|embeddings|models(/[\w.:/-]+)?)$")

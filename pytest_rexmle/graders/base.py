@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, Mapping
 
-from ..errors import InvalidSubmission, TaskConfigError
+from ..errors import InvalidSubmission
 from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
 from ..task import Task
 

@@ -26,15 +26,13 @@ from pathlib import Path
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..hostile import RefusedFile, clean_text, open_regular
+from ..hostile import clean_text, open_regular
 
 SPACING_TOL = 1e-4
 ORIGIN_TOL = 1e-3
 DIRECTION_TOL = 1e-4
 #: header text read before the voxels (MetaImage, NRRD), and NIfTI extensions allowed before them
 MAX_HEADER_BYTES = 1024 * 1024
-#: largest voxel component (float64 / int64); complex and multi-component types are refused
-MAX_COMPONENT_BYTES = 8
 #: ImageIO by file name: the reader never guesses the format from agent bytes
 IMAGE_IOS = ((".nii.gz", "NiftiImageIO"), (".nii", "NiftiImageIO"), (".mha", "MetaImageIO"),
              (".nrrd", "NrrdImageIO"))

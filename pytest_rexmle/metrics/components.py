@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-CONNECTIVITY_26 = np.ones((3, 3, 3), dtype=bool)
-
 
 def label_components(mask: np.ndarray, structure: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Component labels with 26-connectivity in 3-D (full connectivity in any dimension)."""

@@ -26,8 +26,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .crop import bounding_box, union_box
-from .parallel import parallel_map
+from .crop import bounding_box
 
 from .cow_anatomy import (ACOM, ANTERIOR_EDGES, ANTERIOR_LABELS, BA, L_ACA, L_ICA, L_MCA, L_PCA, L_PCOM,  # noqa: F401
                           POSTERIOR_EDGES, POSTERIOR_LABELS, R_ACA, R_ICA, R_MCA, R_PCA, R_PCOM, THIRD_A2)
@@ -170,28 +169,14 @@ def _cl_score(skeleton: tuple[np.ndarray, tuple[slice, ...]] | None, volume: np.
 
 
 def cldice_from_skeletons(pred: np.ndarray, truth: np.ndarray, skel_pred, skel_truth) -> float:
-    """clDice from precomputed :func:`skeleton_xyz` results of the same two masks."""
+    """clDice of two binary (z, y, x) masks from their :func:`skeleton_xyz` skeletons (of the (x, y, z)
+    transposes, as the organisers): tprec = |S_P ∩ G| / |S_P|, tsens = |S_G ∩ P| / |S_G| (0 for an
+    empty skeleton); clDice = 2·tprec·tsens / (tprec + tsens), 0 when the sum is 0."""
     tprec = _cl_score(skel_pred, truth)
     tsens = _cl_score(skel_truth, pred)
     if tprec + tsens == 0:
         return 0.0
     return 2.0 * tprec * tsens / (tprec + tsens)
-
-
-def cldice(pred: np.ndarray, truth: np.ndarray, parallel: bool = True) -> float:
-    """clDice of two binary (z, y, x) masks; skeletons of the (x, y, z) transposes, as the organisers.
-
-    tprec = |S_P ∩ G| / |S_P|, tsens = |S_G ∩ P| / |S_G| (0 for an empty skeleton);
-    clDice = 2·tprec·tsens / (tprec + tsens), 0 when the sum is 0. The two skeletons are independent
-    and run on two cores when ``parallel``.
-    """
-    p = np.asarray(pred) != 0
-    g = np.asarray(truth) != 0
-    if parallel:
-        skel_p, skel_g = parallel_map(skeleton_xyz, (p, g))
-    else:
-        skel_p, skel_g = skeleton_xyz(p), skeleton_xyz(g)
-    return cldice_from_skeletons(p, g, skel_p, skel_g)
 
 
 # -- detection -----------------------------------------------------------------------------------

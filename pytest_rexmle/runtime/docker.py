@@ -12,9 +12,6 @@ What the agent sees (the same contract as the local runtime, at the same paths):
   grades ``<run>/submission`` on the host after the container is gone; nothing is copied back and
   nothing the agent left running can touch it any more;
 * ``/rexmle/instructions.md`` — read-only;
-* ``/opt/rexmle/lib/pytest_rexmle`` and ``/opt/rexmle/tasks`` — the harness's own package and task
-  registry, read-only, so ``rexmle validate`` inside runs exactly the code that grades outside
-  (no image rebuild when the harness changes);
 * a read-only root filesystem with a private tmpfs ``/tmp``; no private answers by any path (they
   are never mounted; a hidden folder that happens to lie under a mounted one is covered by a tmpfs).
 
@@ -89,7 +86,6 @@ from .sandbox.limits import Limits, format_size
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"
-HARNESS_ROOT = Path("/opt/rexmle")
 LABEL = "rexmle"
 POLL_SECONDS = 0.25
 LOG_JOIN_SECONDS = 10.0
@@ -166,7 +162,7 @@ class DockerRuntime(Runtime):
     default_limits = Limits(memory=None, processes=None, file_size=None, disk=None, tmp=None)
 
     def __init__(self, image: str | None = None, settings: DockerSettings | None = None, client: Any = None,
-                 session: str | None = None, mount_harness: bool = False, agent_uids: str | None = None,
+                 session: str | None = None, agent_uids: str | None = None,
                  gateway: gateway_link.GatewayFactory | None = None, gateway_budget: str | None = None,
                  egress_allow: list[str] | tuple[str, ...] = (), limits: dict[str, str] | None = None,
                  **_: object) -> None:
@@ -175,7 +171,6 @@ class DockerRuntime(Runtime):
             self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
         self._client = client
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.mount_harness = mount_harness  # the agent's tools need no harness code; kept for a caller asking
         self.agent_uids = UidRange.parse(agent_uids)
         self.gateway = gateway or gateway_link.session_gateway_factory()
         # agents never run as uid 0 or as the harness's uid here: the identity exceptions do not apply
@@ -190,9 +185,6 @@ class DockerRuntime(Runtime):
     @classmethod
     def from_settings(cls, settings) -> "DockerRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
-
-    def _open_gateway_run(self, spec: RunSpec, policy: SandboxPolicy):
-        return gateway_link.open_run(self.gateway, spec, policy.budget, policy.egress_allow)
 
     def network_notices(self, network: str) -> list[str]:
         """The gateway's listener is placed in the container's namespace with ``setns``, which needs root."""
@@ -235,14 +227,6 @@ class DockerRuntime(Runtime):
             return FALLBACK_UID, FALLBACK_UID
         return st.st_uid, st.st_gid
 
-    def _harness_mounts(self) -> list[tuple[Path, str]]:
-        import pytest_rexmle
-
-        from ..task import tasks_root
-
-        return [(Path(pytest_rexmle.__file__).resolve().parent, str(HARNESS_ROOT / "lib" / "pytest_rexmle")),
-                (tasks_root().resolve(), str(HARNESS_ROOT / "tasks"))]
-
     def mounts(self, spec: RunSpec, policy: SandboxPolicy | None = None) -> list[tuple[Path, str, bool]]:
         """(host source, container target, read_only) for every bind mount: the policy's folders at their
         contract paths, then the agent's tools; answers are never among them."""
@@ -255,8 +239,6 @@ class DockerRuntime(Runtime):
             # and where a login shell's PATH (/etc/profile resets it: Codex's `bash -lc`) still finds them
             binds += [(tools / name, f"/usr/local/bin/{name}", True) for name in agent_tools.COMMANDS
                       if (tools / name).is_file()]
-        if self.mount_harness:
-            binds += [(src, dst, True) for src, dst in self._harness_mounts()]
         return binds
 
     @staticmethod
@@ -284,10 +266,6 @@ class DockerRuntime(Runtime):
                "PYTHONDONTWRITEBYTECODE": "1"}
         image_path = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PATH=")), None)
         env["PATH"] = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
-        if self.mount_harness:
-            image_pythonpath = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PYTHONPATH=")), "")
-            env["PYTHONPATH"] = ":".join(p for p in (str(HARNESS_ROOT / "lib"), image_pythonpath) if p)
-            env["REXMLE_TASKS_DIR"] = str(HARNESS_ROOT / "tasks")
         env.update(spec.env)
         # The device request exposes exactly the assigned GPUs, renumbered from 0 inside the container:
         # the host ids in the contract would hide them from CUDA.
@@ -304,10 +282,6 @@ class DockerRuntime(Runtime):
         if limits is not None:
             labels[f"{LABEL}.deadline_s"] = str(limits.deadline)
         return labels
-
-    def limits_for(self, spec: RunSpec, host_memory: int | None = None) -> ContainerLimits:
-        """This run's container limits (its policy's, rendered by :meth:`container_limits`)."""
-        return self.container_limits(self.policy(spec), host_memory)
 
     def container_limits(self, policy: SandboxPolicy, host_memory: int | None = None) -> ContainerLimits:
         """The policy's limits as the engine takes them; an unlimited one gets the container default.
@@ -438,7 +412,7 @@ class DockerRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the container binds
         if policy.network != "gateway":
             return self._run_agent_container(spec, policy, image_name, image, user)
-        gateway_run = self._open_gateway_run(spec, policy)
+        gateway_run = gateway_link.open_run(self.gateway, spec, policy)
         listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
         record: dict = {}
         try:

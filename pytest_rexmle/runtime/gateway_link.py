@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .base import RunSpec, RuntimeUnavailable
+from .policy import SandboxPolicy
 
 #: the networks every runtime knows; ``gateway`` is the session default
 NETWORKS = ("gateway", "bridge", "host", "none")
@@ -65,17 +66,17 @@ def network_notices(runtime, network: str) -> list[str]:
     return notices
 
 
-def open_run(factory: GatewayFactory, spec: RunSpec, budget: str | None = None,
-             egress_allow: tuple[str, ...] | list[str] = ()) -> GatewayRun:
-    """The run's handle on the gateway: its token, trajectory file and budget, keyed by the run folder."""
+def open_run(factory: GatewayFactory, spec: RunSpec, policy: SandboxPolicy) -> GatewayRun:
+    """The run's handle on the gateway: its token, trajectory file and the policy's budget and egress
+    allow-list, keyed by the run folder."""
     run_id = f"{spec.task_id}-{spec.logs.parent.name}"
     extra: dict = {}
-    if budget:
+    if policy.budget:
         from ..gateway import Budget
 
-        extra["budget"] = Budget.parse(budget)
-    if egress_allow:
-        extra["egress_allow"] = tuple(egress_allow)
+        extra["budget"] = Budget.parse(policy.budget)
+    if policy.egress_allow:
+        extra["egress_allow"] = tuple(policy.egress_allow)
     return factory().open_run(run_id, logs_dir=spec.logs, submission_dir=spec.submission, task_id=spec.task_id,
                               public_dir=spec.data_dir, **extra)
 

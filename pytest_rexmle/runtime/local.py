@@ -140,24 +140,9 @@ class LocalRuntime(Runtime):
         self._mechanism: str | None = None
         self.gateway = gateway or gateway_link.session_gateway_factory()
 
-    @property
-    def limit_overrides(self) -> dict[str, str]:
-        return dict(self.policy_options.limits)
-
-    @property
-    def agent_as_root(self) -> bool:
-        return self.policy_options.identity.as_root
-
-    @property
-    def unsafe_same_uid(self) -> bool:
-        return self.policy_options.identity.same_uid
-
     @classmethod
     def from_settings(cls, settings) -> "LocalRuntime":
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
-
-    def _open_gateway_run(self, spec: RunSpec, policy: run_policy.SandboxPolicy):
-        return gateway_link.open_run(self.gateway, spec, policy.budget, policy.egress_allow)
 
     @classmethod
     def settings_options(cls, settings) -> dict:
@@ -176,10 +161,11 @@ class LocalRuntime(Runtime):
         if mechanism == "none":
             return
         if not ident.harness_is_root():
-            if mechanism == "landlock" and not (self.unsafe_same_uid or trusted or self.trusted_agents):
+            same_uid_allowed = self.policy_options.identity.same_uid or trusted or self.trusted_agents
+            if mechanism == "landlock" and not same_uid_allowed:
                 raise AgentIdentityRefused(SAME_UID_REFUSAL.format(uid=os.geteuid()))
             return
-        if self.agent_as_root:
+        if self.policy_options.identity.as_root:
             return
         try:
             lock_dir()
@@ -212,10 +198,6 @@ class LocalRuntime(Runtime):
         """Run cgroups a killed session left behind (their processes are killed with them)."""
         return sweep_cgroups()
 
-    @property
-    def sandboxed(self) -> bool:
-        return self.mechanism() != "none"
-
     def stage(self, spec: RunSpec) -> RunSpec:
         """Landlock's agent sees real paths: they must be the stage's before the contract names them."""
         if self.mechanism() != "landlock" or spec.stage is not None:
@@ -232,9 +214,6 @@ class LocalRuntime(Runtime):
                     "submission": str(spec.submission), "instructions": str(spec.instructions)}
         return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
                 "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
-
-    def limits(self, spec: RunSpec) -> Limits:
-        return self.policy(spec).limits
 
     # -- sandbox construction ------------------------------------------------------------------------
     def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
@@ -254,7 +233,7 @@ class LocalRuntime(Runtime):
         the user's own uid."""
         if not ident.harness_is_root():
             return ident.own_identity(), None
-        if self.agent_as_root:
+        if self.policy_options.identity.as_root:
             return ident.Identity(0, 0, "--rexmle-agent-as-root"), None
         try:
             lease = allocate(self.agent_uids)
@@ -417,7 +396,7 @@ class LocalRuntime(Runtime):
             mode = "exec" if mechanism == "bwrap" else "supervise"
             port_mode = False
             if self.network(spec) == "gateway":
-                gateway_run = self._open_gateway_run(spec, policy)
+                gateway_run = gateway_link.open_run(self.gateway, spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
                     host_port = gateway_run.host_address()[1]
@@ -472,7 +451,8 @@ class LocalRuntime(Runtime):
             outcome.details["agent_as_root"] = True
         if mechanism == "landlock" and who.uid == os.geteuid():
             outcome.details["unsafe_same_uid"] = True
-            if spec.trusted and not self.unsafe_same_uid:  # allowed only because nothing under test ran
+            # allowed only because nothing under test ran
+            if spec.trusted and not self.policy_options.identity.same_uid:
                 outcome.details["same_uid_reason"] = "the harness's own sample agent (a copy of its baseline)"
         if record is not None:
             outcome.details.update(gateway_link.record_details(record))

@@ -228,8 +228,10 @@ def move_back(run_dir: Path, stage: Path, identities: dict[str, list[int] | None
             continue
         wanted = identities.get(inside)
         if not stat.S_ISDIR(st.st_mode) or (wanted is not None and [st.st_dev, st.st_ino] != list(wanted)):
+            from ..hostile import kind_of
+
             os.mkdir(dst)
-            notes.append(f"{name}: the staged entry is not the folder moved in ({_kind(st.st_mode)}); it was "
+            notes.append(f"{name}: the staged entry is not the folder moved in ({kind_of(st.st_mode)}); it was "
                          "dropped and an empty folder stands in")
             continue
         os.rename(src, dst)
@@ -339,12 +341,6 @@ def _link_logs(logs: Sequence[Path], folder: Path) -> list[Path]:
         except OSError:
             opened.append(path)
     return opened
-
-
-def _kind(mode: int) -> str:
-    from ..hostile import kind_of
-
-    return kind_of(mode)
 
 
 def _warn_once(message: str) -> None:

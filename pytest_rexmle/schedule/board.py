@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import RexmleError
 from ..jsonfile import write_json_atomic
+from ..runtime.liveness import pid_alive
 
 FINAL = ("done", "resumed", "skipped", "error", "interrupted")
 EXECUTOR = "executor.json"
@@ -105,10 +106,8 @@ class Board:
         except FileNotFoundError:
             return None
 
-    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None,
-             executor_alive: Callable[[int], bool] | None = None) -> dict:
+    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> dict:
         """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines)."""
-        alive = executor_alive or pid_alive
         while True:
             record = self.read(key)
             if record is not None and record["state"] in FINAL:
@@ -117,19 +116,10 @@ class Board:
             if owner is not None:
                 if key not in owner["runs"]:
                     raise ScheduleError(f"{task_of_key(key)}: the session's executor did not plan this run")
-                if not alive(owner["pid"]):
+                if not pid_alive(owner["pid"], None):
                     raise ScheduleError(f"{task_of_key(key)}: the session's executor (pid {owner['pid']}) ended before "
                                         f"the run did")
             if tick is not None:
                 tick()
             time.sleep(poll)
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

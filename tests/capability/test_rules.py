@@ -14,7 +14,7 @@ import yaml
 from pytest_rexmle.capability import CapabilityRun, get_judge
 from pytest_rexmle.capability.rules import RULES, RulesJudge
 from pytest_rexmle.capability.schema import NO_TRACE_FLAG
-from pytest_rexmle.capability.strategies import by_key, load_strategies
+from pytest_rexmle.capability.strategies import load_strategies
 from pytest_rexmle.errors import RexmleError
 
 from .helpers import make_run
@@ -129,7 +129,8 @@ def test_document_is_written_and_complete(tmp_path):
     # every positive case is in this run, so every strategy scores 1
     assert [r["score"] for r in doc["strategies"]] == [1] * 13
     assert [r["id"] for r in doc["results"]] == list(range(1, 14))
-    assert all(r["strategy"] == by_key()[r["key"]].name for r in doc["strategies"])
+    names = {s.key: s.name for s in load_strategies()}
+    assert all(r["strategy"] == names[r["key"]] for r in doc["strategies"])
 
 
 def test_reference_id_alias_is_accepted(tmp_path):

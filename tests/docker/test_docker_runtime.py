@@ -105,13 +105,14 @@ def test_limits_option_then_run_then_defaults(tmp_path, options, run_limits, exp
     spec = _spec(tmp_path, time_limit=5.0)
     if run_limits is not None:
         object.__setattr__(spec, "limits", run_limits)  # whatever RunSpec carries, read as a mapping
-    limits = DockerRuntime(settings=DockerSettings(), limits=options, session="s").limits_for(spec, host_memory=64 << 30)
+    rt = DockerRuntime(settings=DockerSettings(), limits=options, session="s")
+    limits = rt.container_limits(rt.policy(spec), host_memory=64 << 30)
     assert {k: getattr(limits, k) for k in expected} == expected and limits.deadline == 15
 
 
 def test_exceeded_limit_names_the_limit(tmp_path):
     rt = DockerRuntime(settings=DockerSettings(), limits={"memory": "256m", "file_size": "1m"}, session="s")
-    limits = rt.limits_for(_spec(tmp_path))
+    limits = rt.container_limits(rt.policy(_spec(tmp_path)))
     assert rt.exceeded_limit(limits, True, 137) == "memory limit of 256 MiB exceeded (the container was OOM-killed)"
     assert rt.exceeded_limit(limits, False, 153).startswith("file-size limit of 1 MiB exceeded")
     assert rt.exceeded_limit(limits, False, 137) is None and rt.exceeded_limit(limits, False, 0) is None

@@ -116,11 +116,11 @@ def test_the_budget_stops_the_walk_and_says_so(tmp_path):
 
 
 def test_a_run_is_scrubbed_before_the_host_reads_it(tmp_path):
-    """Through run.execute with a real local runtime and the command agent: what the agent leaves is
+    """Through run.launch and run.finish with a real local runtime and the command agent: what the agent leaves is
     neutralised and recorded in run.json before grading or judging start."""
     from pytest_rexmle.agents import get_agent
     from pytest_rexmle.data.synthetic import ensure_synthetic
-    from pytest_rexmle.run import RunFolder, execute
+    from pytest_rexmle.run import RunFolder, finish, launch
     from pytest_rexmle.runtime import get_runtime
     from pytest_rexmle.task import registry
 
@@ -141,7 +141,7 @@ def test_a_run_is_scrubbed_before_the_host_reads_it(tmp_path):
     agent = get_agent("command", {"cmd": "python3 leave.py", "dir": str(tmp_path / "agent")})
     runtime = get_runtime("local", unsafe=True)
     folder = RunFolder.create(tmp_path / "runs", task, agent)
-    outcome = execute(task, data, agent, runtime, folder, 60.0)
+    outcome = finish(launch(task, data, agent, runtime, folder, 60.0))
     assert outcome.exit_code == 0, folder.logs.joinpath("agent.stderr.log").read_text()
     left = sorted(os.listdir(folder.workspace))
     assert "rexmle-usage.json" not in left and "train.log" not in left and "disk" not in left
@@ -155,7 +155,7 @@ def test_an_agent_finish_broken_by_its_own_files_does_not_stop_the_run(tmp_path)
     the run still ends, with the failure recorded, and is graded on what it left."""
     from pytest_rexmle.agents.command import CommandAgent
     from pytest_rexmle.data.synthetic import ensure_synthetic
-    from pytest_rexmle.run import RunFolder, execute
+    from pytest_rexmle.run import RunFolder, finish, launch
     from pytest_rexmle.runtime import get_runtime
     from pytest_rexmle.task import registry
 
@@ -169,7 +169,7 @@ def test_an_agent_finish_broken_by_its_own_files_does_not_stop_the_run(tmp_path)
     folder = RunFolder.create(tmp_path / "runs", task, agent)
     try:
         deep_folder(folder.workspace / "logs", 1500)
-        execute(task, data, agent, get_runtime("local", unsafe=True), folder, 60.0)
+        finish(launch(task, data, agent, get_runtime("local", unsafe=True), folder, 60.0))
         meta = json.loads((folder.root / "run.json").read_text())
         assert meta["finish_error"].startswith("RecursionError") and "finished" in meta
     finally:

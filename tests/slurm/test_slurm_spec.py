@@ -79,7 +79,7 @@ def test_sandbox_and_limit_options_reach_the_node_inner_runtime(tmp_path):
     write_spec(tmp_path / "spec.json", _spec(tmp_path), runtime.settings.inner, runtime.settings.inner_options)
     inner = LocalRuntime(**read_spec(tmp_path / "spec.json")[2])
     assert inner.sandbox == "landlock" and not inner.unsafe
-    assert inner.limit_overrides == {"memory": "512m", "processes": "200"}
+    assert dict(inner.policy_options.limits) == {"memory": "512m", "processes": "200"}
     unsafe = SlurmRuntime.from_settings(dataclasses.replace(settings, unsafe_local=True, sandbox="auto", limits={}))
     identity = {"agent_uids": None, "agent_as_root": False, "unsafe_same_uid": False}  # the node allocates uids too
     gateway = {"gateway_budget": None, "egress_allow": []}  # and runs the gateway of the runs it hosts

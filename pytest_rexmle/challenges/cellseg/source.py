@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from ...data.prepare.sources import Part, Signatures, zenodo_parts
-from ...task import Task
+from ...data.prepare.sources import Signatures
 
 #: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "Training-labeled.zip": ((r"/training-labeled/.*_label\.tiff?$",), "CellSeg Training-labeled (labels/*_label.tiff)"),
     "Tuning.zip": ((r"/tuning/.*_label\.tiff?$",), "CellSeg Tuning (labels/*_label.tiff)"),
 }
-
-
-def parts(task: Task) -> list[Part]:
-    return zenodo_parts(task, SIGNATURES)

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from ...data.prepare.sources import Part, Signatures, zenodo_parts
-from ...task import Task
+from ...data.prepare.sources import Signatures
 
 #: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "ISLES-2022.zip": ((r"sub-strokecase\d+_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$",),
                        "ISLES'22 BIDS volumes (sub-strokecase*_ses-*_dwi.nii.gz ...)"),
 }
-
-
-def parts(task: Task) -> list[Part]:
-    return zenodo_parts(task, SIGNATURES)

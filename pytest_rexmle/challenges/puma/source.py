@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ...data.prepare.sources import Part, Signatures, zenodo_parts
-from ...task import Task
+from ...data.prepare.sources import Signatures
 
 #: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
@@ -11,7 +10,3 @@ SIGNATURES: Signatures = {
     "01_training_dataset_geojson_tissue.zip": ((r"_tissue\.geojson$",), "PUMA tissue GeoJSON (*_tissue.geojson)"),
     "01_training_dataset_geojson_nuclei.zip": ((r"_nuclei\.geojson$",), "PUMA nuclei GeoJSON (*_nuclei.geojson)"),
 }
-
-
-def parts(task: Task) -> list[Part]:
-    return zenodo_parts(task, SIGNATURES)

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from ...data.prepare.sources import Part, Signatures, zenodo_parts
-from ...task import Task
+from ...data.prepare.sources import Signatures
 
 #: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "TopBrain_Data_Release_Batches1n2_081425.zip": ((r"/labelstr_topbrain_",), "the TopBrain release (labelsTr_topbrain_*/)"),
 }
-
-
-def parts(task: Task) -> list[Part]:
-    return zenodo_parts(task, SIGNATURES)

@@ -118,7 +118,3 @@ def inspect(path: Path) -> Contents:
     members = [m for m in raw if not is_debris(m)]
     return Contents(path, kind, members, len(raw) - len(members))
 
-
-def top_folders(contents: Contents) -> list[str]:
-    """Distinct first path components (an extra top folder shows up as one entry)."""
-    return sorted({m.split("/", 1)[0] for m in contents.members if "/" in m})

@@ -64,8 +64,7 @@ class Part:
     def recognises(self, contents: Contents) -> bool:
         """The supplied file is this part, by what it holds (by its name when no signature is known)."""
         if not self.signature:
-            name = contents.path.name
-            return bool((self.files and name in self.files) or (self.pattern and re.search(self.pattern, name)))
+            return self.named(contents.path.name)
         return all(contents.search(r) for r in self.signature) and not any(contents.search(r) for r in self.excludes)
 
     def named(self, name: str) -> bool:
@@ -78,10 +77,12 @@ Signatures = dict[str, tuple[tuple[str, ...], str]]
 
 def parts_for(task: Task) -> list[Part]:
     """The raw parts a task needs: ``parts(task)`` of its challenge's ``source.py``, which reads task.yaml's
-    ``source`` (a task with no preparer has its Zenodo files as parts, recognised by name)."""
+    ``source``; a ``source.py`` holding only ``SIGNATURES`` has the Zenodo files as parts (so has a task
+    with no preparer, recognised by name)."""
     if task.prepare is None:
         return zenodo_parts(task, {})
-    return importlib.import_module(challenge_module(task, "prepare", "source")).parts(task)
+    source = importlib.import_module(challenge_module(task, "prepare", "source"))
+    return source.parts(task) if hasattr(source, "parts") else zenodo_parts(task, source.SIGNATURES)
 
 
 def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:
@@ -114,11 +115,6 @@ def _marker(raw: Path, part: Part) -> Path:
 
 def part_done(raw: Path, part: Part) -> bool:
     return _marker(raw, part).is_file() and (raw / part.dest).is_dir()
-
-
-def raw_ready(task: Task, data_dir: Path) -> bool:
-    raw = raw_dir(task, data_dir)
-    return all(part_done(raw, p) for p in parts_for(task))
 
 
 def where_to_fetch(part: Part) -> str:
