@@ -36,9 +36,14 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "schedule/test_campaign.py": (("slow",), None),                # GPU campaigns of sandboxed runs, interrupted
     "slurm/test_slurm_gateway.py": (("slow",), 1200),              # a job through a real Slurm cluster
     "prepare/test_plugin_prepare.py::test_prepare_on_demand_under_xdist": (("slow",), None),  # an xdist session
-    "report/test_store.py::test_two_sessions_keep_both_reports": (("slow",), None),  # two whole sessions
-    "sandbox": (("sandbox",), None),                               # bubblewrap/Landlock runs of seconds each
-    "test_sandbox.py": (("sandbox",), None),
+    "report/test_archive.py::test_two_sessions_keep_both_reports": (("slow",), None),  # two whole sessions
+    "test_plugin.py::test_resume_reuses_finished_results": (("slow",), None),  # two sessions, the second resumed
+    "schedule/test_telemetry.py::test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction":
+        (("slow",), None),                                         # a GPU session of sandboxed runs
+    "sandbox": (("slow", "sandbox"), None),                        # bubblewrap/Landlock runs of seconds each
+    "sandbox/test_policy.py": ((), None),                          # the policy rendered, nothing run: fast lane
+    "sandbox/test_seccomp.py": (("sandbox",), None),               # the filter built and probed in a child: fast lane
+    "test_sandbox.py": (("slow", "sandbox"), None),
 }
 
 
