@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -50,3 +51,10 @@ def require_unshare(*flags: str) -> None:
     why = _unshare_works(tuple(flags))
     require_service(why is None, "REXMLE_REQUIRE_SANDBOX",
                     f"a private namespace via util-linux unshare {' '.join(flags)} (needs CAP_SYS_ADMIN: {why})")
+
+
+def terminal_sigint() -> None:
+    """``preexec_fn`` for a session a test will Ctrl-C: SIGINT at its default, as a terminal gives it. A
+    suite started in the background of a non-interactive shell (``.ci/run &``, nohup) inherits SIGINT
+    *ignored*, and Python then installs no KeyboardInterrupt handler, so the signal would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -23,6 +23,7 @@ from pytest_rexmle.runowner import owner_record
 from pytest_rexmle.status import collect
 
 from .conftest import SAME_UID_MARK, need_agent_sandbox
+from .procs import terminal_sigint
 
 
 def _start_session(folder: Path, cache: Path, marker: str) -> subprocess.Popen:
@@ -30,14 +31,8 @@ def _start_session(folder: Path, cache: Path, marker: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic", "--agent=command",
            f"--agent-option=cmd=python3 -c 'import time; time.sleep(90)' {marker}", "--rexmle-time-limit=600",
            "--rexmle-judge=none", "-k", "ldct-iqa", "-q"]
-    # SIGINT as a terminal gives it: a suite started in the background (`.ci/run &`, nohup) inherits SIGINT
-    # ignored, and Python then installs no KeyboardInterrupt handler, so "Ctrl-C" would never arrive
     return subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_default_sigint)
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                            start_new_session=True, preexec_fn=terminal_sigint)
 
 
 def _wait_for_run(folder: Path, session: subprocess.Popen, timeout: float = 180) -> Path:

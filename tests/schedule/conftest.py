@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import uuid
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import require_service
+from ..procs import terminal_sigint
 
 HERE = Path(__file__).parent
 
@@ -56,7 +56,7 @@ def spawn(folder: Path, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic", *args]
     log = open(folder / f"session-{uuid.uuid4().hex[:6]}.log", "wb")
     return subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=terminal_sigint)
 
 
 def alive(marker: str) -> list[str]:

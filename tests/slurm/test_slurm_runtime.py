@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import AGENTS, report_json, run_folders
+from ..procs import terminal_sigint
 
 REFERENCE_TASKS = ("ldct-iqa", "topcow-cta-det", "isles22")
 
@@ -75,14 +76,8 @@ def _spawn(bench, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rexmle-data=synthetic",
             "--rexmle-runtime=slurm", *args]
     log = open(bench.path / f"session-{uuid.uuid4().hex[:6]}.log", "wb")
-    # as a terminal session would be: Ctrl-C raises KeyboardInterrupt. A test run started in the background
-    # of a non-interactive shell (`.ci/run &`) inherits SIGINT *ignored*, and Python keeps it ignored
     return subprocess.Popen(argv, cwd=bench.path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=_default_sigint)
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                            preexec_fn=terminal_sigint)
 
 
 def _wait_for(predicate, seconds: float, what: str):
