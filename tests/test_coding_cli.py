@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.agents import get_agent
-from pytest_rexmle.agents.usage import compare_usage, mismatch_line
+from pytest_rexmle.agents.usage import compare_usage, mismatch_line, reported_usage
 from pytest_rexmle.errors import RexmleError
 from pytest_rexmle.agents.image_build import RECIPES
 
@@ -65,7 +65,7 @@ def test_npm_clis_share_one_recipe_whose_changes_reach_each_image_hash(tmp_path)
 
     assert {RECIPES[n].dockerfile for n in ("claude-code", "codex", "gemini-cli")} == {"common/node_cli.Dockerfile"}
     assert dict(RECIPES["codex"].buildargs)["AGENT_FOLDER"] == "codex"
-    context = build_context(recipes_root(), RECIPES["codex"], None, tmp_path / "codex")
+    context = build_context(recipes_root(), RECIPES["codex"], tmp_path / "codex")
     assert (context / "codex" / "image.toml").is_file() and (context / "common" / "install_node.sh").is_file()
     args = {"BASE": "rexmle/test-base:latest", **dict(RECIPES["codex"].buildargs)}
     before = context_digest(context, args, "sha256:1")
@@ -106,7 +106,7 @@ def test_adapter_command_environment_and_logs(tmp_path, monkeypatch):
     (own / "reported_usage.json").write_text(json.dumps({"input_tokens": 3}))
     (own / "settings.json").write_text(f'{{"key": "{KEY}"}}')
     agent.finish(c)
-    assert agent.reported_usage(c) == {"input_tokens": 3}
+    assert reported_usage(c.run_dir, "claude-code") == {"input_tokens": 3}
     assert KEY not in (c.logs / "claude-code" / "claude-code" / "settings.json").read_text()
 
 

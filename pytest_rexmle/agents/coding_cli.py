@@ -15,15 +15,10 @@ The CLIs talk to their provider through the standard variables only — ``ANTHRO
 
 from __future__ import annotations
 
-import json
-import os
 from typing import ClassVar
 
 from .container import PASS_THROUGH, START, ContainerAgent
 from .base import AgentContext
-
-#: the standard variables a CLI agent reads besides the keys ContainerAgent passes through
-CLI_PASS_THROUGH = PASS_THROUGH + ("ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
 
 
 class CodingCLIAgent(ContainerAgent):
@@ -31,13 +26,10 @@ class CodingCLIAgent(ContainerAgent):
 
     supported_isolation = ("docker",)  # the CLI and its Node runtime live in the image
     known_options = ("model", "steps", "image")
+    #: the standard variables a CLI reads besides the keys every container agent gets
+    pass_through = PASS_THROUGH + ("ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
     #: the start script's flag that takes ``steps`` (the CLI's own turn or step limit)
     steps_flag: ClassVar[str] = "--max-turns"
-    #: the protocol the CLI speaks, for the README and usage checks
-    protocol: ClassVar[str] = ""
-
-    def passed_through(self) -> dict[str, str]:
-        return {k: os.environ[k] for k in CLI_PASS_THROUGH if os.environ.get(k)}
 
     def command(self, ctx: AgentContext) -> list[str]:
         argv = ["python3", START]
@@ -46,11 +38,3 @@ class CodingCLIAgent(ContainerAgent):
         if self.options.get("steps"):
             argv += [self.steps_flag, self.options["steps"]]
         return argv
-
-    def reported_usage(self, ctx: AgentContext) -> dict | None:
-        """What the CLI itself reported (its start script's ``reported_usage.json``), if anything."""
-        path = ctx.logs / self.name / self.log_folders[0] / "reported_usage.json"
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None

@@ -24,9 +24,8 @@ START = "/opt/rexmle-agent/start.py"
 class ContainerAgent(Agent):
     """An agent that ships as a Docker image with a start script at ``/opt/rexmle-agent/start.py``."""
 
-    image: ClassVar[str | None] = None
-    #: options every container agent understands
-    common_options: ClassVar[tuple[str, ...]] = ("model", "steps", "image")
+    #: the host's variables passed into the container (keys, endpoints); values never logged
+    pass_through: ClassVar[tuple[str, ...]] = PASS_THROUGH
     #: where, relative to the workspace, the agent keeps logs worth copying into <run>/logs/<agent>/
     log_folders: ClassVar[tuple[str, ...]] = ()
     default_model: ClassVar[str] = ""
@@ -43,7 +42,7 @@ class ContainerAgent(Agent):
         return self.options.get("model") or self.default_model
 
     def passed_through(self) -> dict[str, str]:
-        return {k: os.environ[k] for k in PASS_THROUGH if os.environ.get(k)}
+        return {k: os.environ[k] for k in self.pass_through if os.environ.get(k)}
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:
         return self.passed_through()

@@ -94,12 +94,8 @@ def _recipe(folder: Path) -> Recipe:
                   buildargs=buildargs)
 
 
-def _recipe_folders(root: Path) -> list[Path]:
-    return sorted({p.parent for pattern in ("*/Dockerfile", f"*/{IMAGE_TOML}") for p in root.glob(pattern)})
-
-
-RECIPES = {r.name: r for r in sorted((_recipe(d) for d in _recipe_folders(recipes_root())),
-                                     key=lambda r: (r.needs_base, r.name))}
+_FOLDERS = {p.parent for pattern in ("*/Dockerfile", f"*/{IMAGE_TOML}") for p in recipes_root().glob(pattern)}
+RECIPES = {r.name: r for r in sorted(map(_recipe, _FOLDERS), key=lambda r: (r.needs_base, r.name))}
 BASE_TAG = RECIPES["base"].tag
 RECIPE_LABEL = "rexmle.recipe"
 #: what --source leaves out of the context (VCS data, caches, virtual environments)
@@ -114,13 +110,13 @@ def default_ca_bundle() -> str | None:
     return None
 
 
-def build_context(root: Path, recipe: Recipe, ca_bundle: str | None, into: Path,
-                  source: str | Path | None = None) -> Path:
-    """A minimal context: the recipe's folder, ``common/``, ``extra-ca.pem`` (possibly empty) and, for a
-    recipe that takes one, ``<folder>/source/`` (the ``--source`` checkout, or empty: clone upstream)."""
+def build_context(root: Path, recipe: Recipe, into: Path, source: str | Path | None = None) -> Path:
+    """A minimal context: the recipe's folder, ``common/``, an empty ``extra-ca.pem`` (the build writes the
+    CA bundle into it once the recipe is hashed) and, for a recipe that takes one, ``<folder>/source/``
+    (the ``--source`` checkout, or empty: clone upstream)."""
     for folder in ("common", recipe.folder):
         shutil.copytree(root / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (into / "extra-ca.pem").write_bytes(Path(ca_bundle).read_bytes() if ca_bundle else b"")
+    (into / "extra-ca.pem").write_bytes(b"")
     if source is not None and not recipe.takes_source:
         raise RexmleError(f"image {recipe.name!r} is built from a released package; --source applies to "
                           f"{', '.join(r.name for r in RECIPES.values() if r.takes_source)}")
@@ -161,14 +157,8 @@ def local_image_id(client, name: str) -> str | None:
         raise
 
 
-def missing_base_message(base: str) -> str:
-    return (f"base image {base} is not in the local Docker engine (nothing is pulled); build it first "
-            f"(`rexmle images build --agent base` for the CUDA base, .ci/build-test-image.sh for the offline "
-            f"test base) or pass --base with an image `docker images` lists")
-
-
-def build_image(name: str, tag: str | None = None, base: str | None = None, ca_bundle: str | None = None,
-                client=None, nocache: bool = False, network_mode: str | None = None,
+def build_image(name: str, client, tag: str | None = None, base: str | None = None, ca_bundle: str | None = None,
+                nocache: bool = False, network_mode: str | None = None,
                 log: Callable[[str], None] = print, source: str | Path | None = None,
                 buildargs: dict[str, str] | None = None) -> str:
     """Build one recipe; returns the image id. Raises RexmleError with the build's last lines on failure.
@@ -179,10 +169,6 @@ def build_image(name: str, tag: str | None = None, base: str | None = None, ca_b
     if name not in RECIPES:
         raise RexmleError(f"unknown image {name!r}; known: {', '.join(RECIPES)}")
     recipe = RECIPES[name]
-    if client is None:
-        import docker
-
-        client = docker.from_env(timeout=600)
     tag = tag or recipe.tag
     args = {"BASE": base or BASE_TAG} if recipe.needs_base else {}
     args.update(recipe.buildargs)
@@ -191,16 +177,16 @@ def build_image(name: str, tag: str | None = None, base: str | None = None, ca_b
     if recipe.needs_base:
         base_id = local_image_id(client, args["BASE"])
         if base_id is None:
-            raise RexmleError(missing_base_message(args["BASE"]))
+            raise RexmleError(f"base image {args['BASE']} is not in the local Docker engine (nothing is pulled); "
+                              "build it first (`rexmle images build --agent base` for the CUDA base, "
+                              ".ci/build-test-image.sh for the offline test base) or pass --base with an image "
+                              "`docker images` lists")
     tail: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rexmle-image-") as tmp:
-        context = build_context(recipes_root(), recipe, ca_bundle, Path(tmp), source=source)
-        # the CA bundle is a build-time secret of the machine, not part of the recipe
-        ca_file = context / "extra-ca.pem"
-        ca_bytes = ca_file.read_bytes()
-        ca_file.write_bytes(b"")
+        context = build_context(recipes_root(), recipe, Path(tmp), source=source)
         recipe_hash = context_digest(context, args, base_id)
-        ca_file.write_bytes(ca_bytes)
+        if ca_bundle:  # a build-time secret of the machine, not part of the recipe (nor of its hash)
+            (context / "extra-ca.pem").write_bytes(Path(ca_bundle).read_bytes())
         if not nocache:
             try:
                 current = client.images.get(tag)

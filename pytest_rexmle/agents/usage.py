@@ -35,27 +35,27 @@ def mismatch_line(comparison: dict) -> str | None:
     return "usage reported by the agent differs from the gateway's: " + "; ".join(parts) if parts else None
 
 
-def metered_usage(run_dir: Path) -> dict | None:
-    """The gateway's usage of a run, from its run.json (written there when the run went through it)."""
+def _json_object(path: Path, limit_bytes: int) -> dict | None:
+    """The JSON object in a file of the run folder (which the agent could write), read with the hostile-file
+    guards; None when it is missing, too large, not JSON or not an object."""
     from ..hostile import RefusedFile, read_bytes
 
     try:
-        meta = json.loads(read_bytes(run_dir / "run.json", 4 * 1024 * 1024))
+        value = json.loads(read_bytes(path, limit_bytes))
     except (OSError, ValueError, RefusedFile):
         return None
-    usage = meta.get("usage") if isinstance(meta, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def metered_usage(run_dir: Path) -> dict | None:
+    """The gateway's usage of a run, from its run.json (written there when the run went through it)."""
+    usage = (_json_object(run_dir / "run.json", 4 * 1024 * 1024) or {}).get("usage")
     return usage if isinstance(usage, dict) and usage.get("source") == "gateway" else None
 
 
 def reported_usage(run_dir: Path, agent: str) -> dict | None:
     """What the agent's CLI reported itself (its start script's ``reported_usage.json``, kept in the logs)."""
-    from ..hostile import RefusedFile, read_bytes
-
-    try:
-        value = json.loads(read_bytes(run_dir / "logs" / agent / agent / "reported_usage.json", 1024 * 1024))
-    except (OSError, ValueError, RefusedFile):
-        return None
-    return value if isinstance(value, dict) else None
+    return _json_object(run_dir / "logs" / agent / agent / "reported_usage.json", 1024 * 1024)
 
 
 def record_comparison(run_dir: Path, agent: str) -> dict | None:

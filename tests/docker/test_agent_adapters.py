@@ -253,11 +253,11 @@ def test_build_context_takes_a_local_checkout_only_where_the_recipe_does(tmp_pat
     (checkout / ".git").mkdir(parents=True)
     (checkout / ".git" / "HEAD").write_text("ref: main\n")
     (checkout / "main_mcts.py").write_text("print('stand-in')\n")
-    ctx = build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "a", source=checkout)
+    ctx = build_context(recipes_root(), RECIPES["ml-master"], tmp_path / "a", source=checkout)
     assert (ctx / "ml_master" / "source" / "main_mcts.py").read_text() == "print('stand-in')\n"
     assert not (ctx / "ml_master" / "source" / ".git").exists()  # VCS data stays out of the context
     assert (ctx / "common" / "rexmle_adapter.py").is_file() and (ctx / "extra-ca.pem").read_bytes() == b""
-    plain = build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "b")
+    plain = build_context(recipes_root(), RECIPES["ml-master"], tmp_path / "b")
     assert list((plain / "ml_master" / "source").iterdir()) == []  # empty: the Dockerfile clones the pin
     # the recipe hash follows the checkout, the build args and the base image
     one = context_digest(ctx, {"BASE": "x"}, "sha256:1")
@@ -265,9 +265,9 @@ def test_build_context_takes_a_local_checkout_only_where_the_recipe_does(tmp_pat
     assert one != context_digest(plain, {"BASE": "x"}, "sha256:1")
     assert one != context_digest(ctx, {"BASE": "y"}, "sha256:1") != context_digest(ctx, {"BASE": "x"}, "sha256:2")
     with pytest.raises(RexmleError, match="--source applies to ml-master"):
-        build_context(recipes_root(), RECIPES["aide"], None, tmp_path / "c", source=checkout)
+        build_context(recipes_root(), RECIPES["aide"], tmp_path / "c", source=checkout)
     with pytest.raises(RexmleError, match="not a folder"):
-        build_context(recipes_root(), RECIPES["ml-master"], None, tmp_path / "d", source=tmp_path / "missing")
+        build_context(recipes_root(), RECIPES["ml-master"], tmp_path / "d", source=tmp_path / "missing")
 
 
 def test_recipes_pin_what_they_install():

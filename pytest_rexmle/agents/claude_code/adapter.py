@@ -8,7 +8,6 @@ from ..coding_cli import CodingCLIAgent
 class ClaudeCodeAgent(CodingCLIAgent):
     image = "rexmle/claude-code:latest"
     log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
-    protocol = "Anthropic Messages"
 
 
 #: what the agent registry loads for the agent named after this folder (claude-code)

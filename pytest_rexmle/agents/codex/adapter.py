@@ -8,7 +8,6 @@ from ..coding_cli import CodingCLIAgent
 class CodexAgent(CodingCLIAgent):
     image = "rexmle/codex:latest"
     log_folders = ("codex",)
-    protocol = "OpenAI Responses"
     known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
 
 

@@ -8,7 +8,6 @@ from ..coding_cli import CodingCLIAgent
 class GeminiCLIAgent(CodingCLIAgent):
     image = "rexmle/gemini-cli:latest"
     log_folders = ("gemini-cli",)
-    protocol = "Gemini generateContent"
 
 
 #: what the agent registry loads for the agent named after this folder (gemini-cli)

@@ -9,7 +9,6 @@ from ..coding_cli import CodingCLIAgent
 class MiniSweAgent(CodingCLIAgent):
     image = "rexmle/mini-swe-agent:latest"
     log_folders = ("mini-swe-agent",)
-    protocol = "OpenAI chat completions"
     steps_flag = "--step-limit"
 
     def __init__(self, name: str, options: dict[str, str]) -> None:
