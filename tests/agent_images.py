@@ -3,6 +3,7 @@ image runs it, and an agent's view of a run laid out in a temporary folder."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -26,6 +27,15 @@ def start_module(agent: str):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
+    finally:
+        sys.path.remove(str(IMAGES / "common"))
+
+
+def common_module(name: str):
+    """A shared start-script helper (pytest_rexmle/agents/common/<name>.py) imported as the images have it."""
+    sys.path.insert(0, str(IMAGES / "common"))
+    try:
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(IMAGES / "common"))
 

@@ -14,18 +14,18 @@ from pytest_rexmle.agents.usage import compare_usage, mismatch_line, reported_us
 from pytest_rexmle.errors import RexmleError
 from pytest_rexmle.agents.image_build import RECIPES
 
-from .agent_images import IMAGES, KEY, start_module
+from .agent_images import IMAGES, KEY, common_module, start_module
 from .agent_images import agent_context as ctx
 
 CLI_AGENTS = ("claude-code", "codex", "gemini-cli", "mini-swe-agent")
 
 
-def contract(tmp_path: Path, module):
+def contract(tmp_path: Path):
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
     (data / "description.md").write_text("# LDCT quality\nPredict the radiologists' score.\n")
     (tmp_path / "instructions.md").write_text("Run `rexmle validate`.\n")
-    return module.Contract("ldct-iqa", data, tmp_path / "ws", tmp_path / "sub", tmp_path / "instructions.md", 600.0)
+    return common_module("rexmle_adapter").Contract("ldct-iqa", data, tmp_path / "ws", tmp_path / "sub", tmp_path / "instructions.md", 600.0)
 
 
 @pytest.mark.parametrize("name", CLI_AGENTS)
@@ -116,7 +116,7 @@ def test_start_scripts_build_headless_command_lines(tmp_path, monkeypatch):
     assert argv[1:] == ["-p", "PROMPT", "--output-format", "stream-json", "--verbose",
                         "--dangerously-skip-permissions", "--model", "m", "--max-turns", "5"]
     codex = start_module("codex")
-    c = contract(tmp_path, codex)
+    c = contract(tmp_path)
     argv = codex.command(codex.parse(["--model", "gpt-5"]), c, "PROMPT", 'http://h:1/v1')
     assert argv[1:6] == ["exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-C"]
     assert 'model_providers.rexmle.base_url="http://h:1/v1"' in argv
@@ -128,21 +128,22 @@ def test_start_scripts_build_headless_command_lines(tmp_path, monkeypatch):
     assert gemini.settings(args)["model"] == {"maxSessionTurns": 40}
     assert gemini.settings(args)["security"]["auth"]["selectedType"] == "gemini-api-key"
     mini = start_module("mini-swe-agent")
-    argv = mini.command(mini.parse(["--model", "gpt-5-mini", "--step-limit", "30"]), "PROMPT", tmp_path / "t.json", 900)
+    argv = mini.command(mini.parse(["--model", "gpt-5-mini", "--step-limit", "30"], "--step-limit"), "PROMPT",
+                        tmp_path / "t.json", 900)
     assert argv[1:6] == ["--agent-class", "default", "--yolo", "--exit-immediately", "-m"]
     assert argv[6] == "openai/gpt-5-mini" and mini.litellm_model("anthropic/claude-x") == "anthropic/claude-x"
     assert "agent.step_limit=30" in argv and "environment.timeout=900" in argv and "agent.cost_limit=0" in argv
 
 
 def test_the_prompt_names_the_submission_folder_and_validation(tmp_path, monkeypatch):
-    claude = start_module("claude-code")
-    c = contract(tmp_path, claude)
+    cli = common_module("cli_agent")
+    c = contract(tmp_path)
     monkeypatch.delenv("REXMLE_VALIDATE_URL", raising=False)
-    text = claude.prompt(c)
+    text = cli.prompt(c)
     assert "Predict the radiologists' score." in text and f"rexmle validate --submission {c.submission}" in text
     assert f"into `{c.submission}`" in text and "Nobody will answer questions" in text
     monkeypatch.setenv("REXMLE_VALIDATE_URL", "http://gw:1/validate")
-    assert "http://gw:1/validate" in claude.prompt(c)
+    assert "http://gw:1/validate" in cli.prompt(c)
 
 
 def test_start_scripts_read_each_clis_own_usage_report():
@@ -162,7 +163,7 @@ def test_start_scripts_read_each_clis_own_usage_report():
 
 
 def test_json_lines_skips_what_is_not_json(tmp_path):
-    cli = start_module("claude-code")
+    cli = common_module("cli_agent")
     path = tmp_path / "out.jsonl"
     path.write_text('banner\n{"type": "a"}\n{broken\n[1]\n{"type": "b"}\n')
     assert [e["type"] for e in cli.json_lines(path)] == ["a", "b"]
@@ -184,10 +185,10 @@ def test_a_cli_that_waits_for_input_reads_end_of_file_and_fails_with_the_reason(
     """stdin is closed: a prompt for a person ends at once instead of hanging until the time limit."""
     import time
 
-    cli = start_module("claude-code")
-    c = contract(tmp_path, cli)
-    c.workspace.mkdir(parents=True)
-    folder = cli.agent_folder(c, "claude-code")
+    cli = common_module("cli_agent")
+    c = contract(tmp_path)
+    folder = c.workspace / "claude-code"
+    folder.mkdir(parents=True)
     started = time.monotonic()
     code = cli.run_cli([sys.executable, "-c", "answer = input('Proceed? [y/N] '); print('got', answer)"], c, folder, {})
     assert code == 1 and time.monotonic() - started < 20
@@ -222,11 +223,7 @@ def test_the_agents_report_is_recorded_beside_the_gateways_usage(tmp_path):
 
 
 def test_model_endpoints_bypass_the_proxy_when_one_is_set():
-    sys.path.insert(0, str(IMAGES / "common"))  # the helper as the images have it
-    try:
-        import cli_agent as cli
-    finally:
-        sys.path.remove(str(IMAGES / "common"))
+    cli = common_module("cli_agent")
     assert cli.direct_endpoints({"OPENAI_BASE_URL": "http://10.0.0.1:9000/v1"}) == {}
     env = {"HTTPS_PROXY": "http://10.0.0.1:9000", "NO_PROXY": "localhost",
            "OPENAI_BASE_URL": "http://10.0.0.1:9000/v1", "REXMLE_VALIDATE_URL": "http://10.0.0.1:9000/rexmle/validate"}

@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,  # noqa: E402
+from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,
                             run_with_deadline, scrub_secrets, write_description)
 
 WHERE = """\

@@ -15,25 +15,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import (agent_folder, begin, conclude, json_lines, prompt, result_event_report,  # noqa: E402,F401
-                       run_cli, save_reported_usage)
-from rexmle_adapter import Contract  # noqa: E402
+from cli_agent import begin, conclude, json_lines, parse, result_event_report, run_cli
 
 NAME = "claude-code"
 QUIET = {"DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CI": "1"}
 #: the token counts of the ``usage`` of Claude Code's result event, kept under their own names
 TOKEN_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="")
-    p.add_argument("--max-turns", type=int, default=0, help="0: Claude Code's own default (no limit)")
-    return p.parse_args(argv)
 
 
 def command(args: argparse.Namespace, text: str) -> list[str]:
@@ -60,8 +49,7 @@ def main(argv: list[str]) -> int:
     contract, folder, text = begin(NAME)
     env = {**QUIET, "CLAUDE_CONFIG_DIR": str(folder / "config")}
     code = run_cli(command(args, text), contract, folder, env)
-    save_reported_usage(folder, reported_usage(json_lines(folder / "stdout.jsonl")))
-    return conclude(NAME, contract, code, folder)
+    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
 
 
 if __name__ == "__main__":

@@ -16,20 +16,12 @@ import argparse
 import os
 import shutil
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import begin, conclude, json_lines, run_cli, save_reported_usage  # noqa: E402
-from rexmle_adapter import Contract  # noqa: E402
+from cli_agent import begin, conclude, json_lines, parse, run_cli
+from rexmle_adapter import Contract
 
 NAME = "codex"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="")
-    return p.parse_args(argv)
 
 
 def toml_string(value: str) -> str:
@@ -59,15 +51,14 @@ def reported_usage(events: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, steps_flag=None)  # codex exec has no turn limit: the time budget bounds it
     contract, folder, text = begin(NAME)
     home = folder / "home"
     home.mkdir(exist_ok=True)
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     code = run_cli(command(args, contract, text, base_url), contract, folder,
                    {"CODEX_HOME": str(home), "RUST_LOG": os.environ.get("RUST_LOG", "warn")})
-    save_reported_usage(folder, reported_usage(json_lines(folder / "stdout.jsonl")))
-    return conclude(NAME, contract, code, folder)
+    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
 
 
 if __name__ == "__main__":

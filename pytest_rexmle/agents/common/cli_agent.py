@@ -15,12 +15,23 @@ Standard library only.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from rexmle_adapter import Contract, has_submission, log, run_with_deadline, scrub_secrets, task_description
+
+
+def parse(argv: list[str], steps_flag: str | None = "--max-turns", model: str = "") -> argparse.Namespace:
+    """The start script's flags as the host-side adapter (agents/coding_cli.py) passes them: ``--model`` and,
+    for a CLI with a turn or step limit of its own, ``steps_flag`` (0: none; the time budget bounds the run)."""
+    p = argparse.ArgumentParser(description="Start a coding CLI headless under the ReX-MLE contract")
+    p.add_argument("--model", default=model)
+    if steps_flag:
+        p.add_argument(steps_flag, type=int, default=0)
+    return p.parse_args(argv)
 
 
 def submission_note(contract: Contract) -> str:
@@ -44,30 +55,19 @@ def prompt(contract: Contract) -> str:
     return task_description(contract, submission_note(contract))
 
 
-def agent_folder(contract: Contract, name: str) -> Path:
-    """``$REXMLE_WORKSPACE/<name>``: the CLI's home for settings, sessions and transcripts (kept as logs)."""
-    folder = contract.workspace / name
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def write_prompt(folder: Path, text: str) -> Path:
-    path = folder / "prompt.md"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 #: the variables naming the model endpoints (the gateway's, in a gated run) and the validation service
 ENDPOINT_VARIABLES = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
 
 
 def begin(name: str) -> tuple[Contract, Path, str]:
-    """What every CLI's start script does first: the run's contract, the CLI's log folder and the prompt
-    (already saved there for the record)."""
+    """What every CLI's start script does first: the run's contract, the CLI's folder
+    ``$REXMLE_WORKSPACE/<name>`` (its home for settings, sessions and transcripts, kept as logs) and the
+    prompt (already saved there as prompt.md, for the record)."""
     contract = Contract.from_env()
-    folder = agent_folder(contract, name)
+    folder = contract.workspace / name
+    folder.mkdir(parents=True, exist_ok=True)
     text = prompt(contract)
-    write_prompt(folder, text)
+    (folder / "prompt.md").write_text(text, encoding="utf-8")
     return contract, folder, text
 
 
@@ -100,14 +100,12 @@ def json_lines(path: Path) -> list[dict]:
     if not path.is_file():
         return events
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                events.append(value)
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
     return events
 
 
@@ -122,16 +120,15 @@ def result_event_report(events: list[dict], source: str, section: str, counts: t
     return {"source": source, **{key: numbers.get(key) for key in counts}}, result
 
 
-def save_reported_usage(folder: Path, usage: dict) -> None:
-    """``<folder>/reported_usage.json``: what the CLI itself says it used (tokens, cost, turns).
+def conclude(name: str, contract: Contract, code: int | None, folder: Path, usage: dict | None = None) -> int:
+    """Save ``usage``, what the CLI itself says it used (tokens, cost, turns), as
+    ``<folder>/reported_usage.json``, scrub keys from the CLI's files and turn how it ended into the
+    start script's exit status.
 
-    Kept apart from the gateway's metered usage on purpose: the two are compared, never merged."""
+    The reported usage is kept apart from the gateway's metered usage on purpose: the two are compared,
+    never merged."""
     if usage:
         (folder / "reported_usage.json").write_text(json.dumps(usage, indent=2, sort_keys=True), encoding="utf-8")
-
-
-def conclude(name: str, contract: Contract, code: int | None, folder: Path) -> int:
-    """Scrub keys from the CLI's files and turn how it ended into the start script's exit status."""
     scrub_secrets(folder)
     ended = "its budget ran out" if code is None else f"it exited with code {code}"
     if has_submission(contract.submission):

@@ -15,22 +15,12 @@ import argparse
 import json
 import shutil
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import begin, conclude, json_lines, result_event_report, run_cli, save_reported_usage  # noqa: E402
-from rexmle_adapter import Contract  # noqa: E402
+from cli_agent import begin, conclude, json_lines, parse, result_event_report, run_cli
 
 NAME = "gemini-cli"
 #: what the ``stats`` of Gemini CLI's result event count, kept under their own names
 STATS = ("input_tokens", "output_tokens", "total_tokens", "tool_calls", "duration_ms")
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="")
-    p.add_argument("--max-turns", type=int, default=0, help="0: Gemini CLI's own default (no limit)")
-    return p.parse_args(argv)
 
 
 def settings(args: argparse.Namespace) -> dict:
@@ -66,8 +56,7 @@ def main(argv: list[str]) -> int:
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings(args), indent=2), encoding="utf-8")
     env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "NO_BROWSER": "true"}
     code = run_cli(command(args, text), contract, folder, env)
-    save_reported_usage(folder, reported_usage(json_lines(folder / "stdout.jsonl")))
-    return conclude(NAME, contract, code, folder)
+    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
 
 
 if __name__ == "__main__":

@@ -19,19 +19,10 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cli_agent import begin, conclude, run_cli, save_reported_usage  # noqa: E402
-from rexmle_adapter import Contract  # noqa: E402
+from cli_agent import begin, conclude, parse, run_cli
 
 NAME = "mini-swe-agent"
 DEFAULT_MODEL = "gpt-5-mini"
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=DEFAULT_MODEL)
-    p.add_argument("--step-limit", type=int, default=0, help="0: no step limit (the time budget bounds the run)")
-    return p.parse_args(argv)
 
 
 def litellm_model(name: str) -> str:
@@ -64,7 +55,7 @@ def reported_usage(trajectory: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, "--step-limit", DEFAULT_MODEL)
     contract, folder, text = begin(NAME)
     trajectory = folder / "trajectory.json"
     env = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "MSWEA_COST_TRACKING": "ignore_errors",
@@ -72,8 +63,7 @@ def main(argv: list[str]) -> int:
            "PAGER": "cat"}
     action_timeout = max(60, int(contract.agent_budget()))
     code = run_cli(command(args, text, trajectory, action_timeout), contract, folder, env)
-    save_reported_usage(folder, reported_usage(trajectory))
-    return conclude(NAME, contract, code, folder)
+    return conclude(NAME, contract, code, folder, reported_usage(trajectory))
 
 
 if __name__ == "__main__":

@@ -36,8 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,  # noqa: E402
+from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,
                             run_with_deadline, scrub_secrets, task_description)
 
 HERE = Path(__file__).resolve().parent
