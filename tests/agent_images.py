@@ -32,7 +32,7 @@ def start_module(agent: str):
 
 
 def common_module(name: str):
-    """A shared start-script helper (pytest_rexmle/agents/common/<name>.py) imported as the images have it."""
+    """A start scripts' helper (pytest_rexmle/agents/common/<name>.py) imported as the images have it."""
     sys.path.insert(0, str(IMAGES / "common"))
     try:
         return importlib.import_module(name)

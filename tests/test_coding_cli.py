@@ -25,7 +25,8 @@ def contract(tmp_path: Path):
     data.mkdir(exist_ok=True)
     (data / "description.md").write_text("# LDCT quality\nPredict the radiologists' score.\n")
     (tmp_path / "instructions.md").write_text("Run `rexmle validate`.\n")
-    return common_module("rexmle_adapter").Contract("ldct-iqa", data, tmp_path / "ws", tmp_path / "sub", tmp_path / "instructions.md", 600.0)
+    return common_module("rexmle_adapter").Contract("ldct-iqa", data, tmp_path / "ws", tmp_path / "sub",
+                                                    tmp_path / "instructions.md", 600.0)
 
 
 @pytest.mark.parametrize("name", CLI_AGENTS)

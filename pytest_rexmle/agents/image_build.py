@@ -94,7 +94,8 @@ def _recipe(folder: Path) -> Recipe:
                   buildargs=buildargs)
 
 
-_FOLDERS = {p.parent for pattern in ("*/Dockerfile", f"*/{IMAGE_TOML}") for p in recipes_root().glob(pattern)}
+_FOLDERS = {path.parent for pattern in ("*/Dockerfile", f"*/{IMAGE_TOML}")
+            for path in recipes_root().glob(pattern)}
 RECIPES = {r.name: r for r in sorted(map(_recipe, _FOLDERS), key=lambda r: (r.needs_base, r.name))}
 BASE_TAG = RECIPES["base"].tag
 RECIPE_LABEL = "rexmle.recipe"
@@ -111,9 +112,9 @@ def default_ca_bundle() -> str | None:
 
 
 def build_context(root: Path, recipe: Recipe, into: Path, source: str | Path | None = None) -> Path:
-    """A minimal context: the recipe's folder, ``common/``, an empty ``extra-ca.pem`` (the build writes the
-    CA bundle into it once the recipe is hashed) and, for a recipe that takes one, ``<folder>/source/``
-    (the ``--source`` checkout, or empty: clone upstream)."""
+    """A minimal context: the recipe's folder, ``common/``, an empty ``extra-ca.pem`` (the build
+    writes the CA bundle into it once the recipe is hashed) and, for a recipe that takes one,
+    ``<folder>/source/`` (the ``--source`` checkout, or empty: clone upstream)."""
     for folder in ("common", recipe.folder):
         shutil.copytree(root / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (into / "extra-ca.pem").write_bytes(b"")
@@ -148,10 +149,11 @@ def context_digest(context: Path, buildargs: dict[str, str], base_id: str | None
     return digest.hexdigest()[:16]
 
 
-def local_image_id(client, name: str) -> str | None:
+def local_image(client, name: str):
+    """The local engine's image ``name``; None when it has none (nothing is pulled)."""
     try:
-        return client.images.get(name).id
-    except Exception as exc:  # docker.errors.ImageNotFound, or an engine error: treated the same
+        return client.images.get(name)
+    except Exception as exc:  # docker.errors.ImageNotFound, without importing docker here
         if exc.__class__.__name__ in ("ImageNotFound", "NotFound"):
             return None
         raise
@@ -175,26 +177,23 @@ def build_image(name: str, client, tag: str | None = None, base: str | None = No
     args.update(buildargs or {})
     base_id = None
     if recipe.needs_base:
-        base_id = local_image_id(client, args["BASE"])
-        if base_id is None:
-            raise RexmleError(f"base image {args['BASE']} is not in the local Docker engine (nothing is pulled); "
-                              "build it first (`rexmle images build --agent base` for the CUDA base, "
-                              ".ci/build-test-image.sh for the offline test base) or pass --base with an image "
-                              "`docker images` lists")
+        base_image = local_image(client, args["BASE"])
+        if base_image is None:
+            raise RexmleError(f"base image {args['BASE']} is not in the local Docker engine (nothing is "
+                              "pulled); build it first (`rexmle images build --agent base` for the CUDA "
+                              "base, .ci/build-test-image.sh for the offline test base) or pass --base "
+                              "with an image `docker images` lists")
+        base_id = base_image.id
     tail: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rexmle-image-") as tmp:
         context = build_context(recipes_root(), recipe, Path(tmp), source=source)
         recipe_hash = context_digest(context, args, base_id)
-        if ca_bundle:  # a build-time secret of the machine, not part of the recipe (nor of its hash)
+        if ca_bundle:  # a build-time secret of the machine, not part of the recipe nor its hash
             (context / "extra-ca.pem").write_bytes(Path(ca_bundle).read_bytes())
-        if not nocache:
-            try:
-                current = client.images.get(tag)
-            except Exception:
-                current = None
-            if current is not None and (current.labels or {}).get(RECIPE_LABEL) == recipe_hash:
-                log(f"{tag} is up to date (recipe {recipe_hash})")
-                return current.id
+        current = None if nocache else local_image(client, tag)
+        if current is not None and (current.labels or {}).get(RECIPE_LABEL) == recipe_hash:
+            log(f"{tag} is up to date (recipe {recipe_hash})")
+            return current.id
         stream = client.api.build(path=str(context), dockerfile=recipe.dockerfile, tag=tag,
                                   buildargs=args, rm=True, forcerm=True, decode=True, nocache=nocache,
                                   network_mode=network_mode, pull=False, labels={RECIPE_LABEL: recipe_hash})
@@ -261,7 +260,7 @@ def run_images(args: argparse.Namespace) -> int:
         return 2
     base = args.base or BASE_TAG
     if "base" not in names and args.base is None and any(RECIPES[n].needs_base for n in names):
-        if local_image_id(client, base) is None:
+        if local_image(client, base) is None:
             print(f"rexmle images: {base} is missing; building it first", file=sys.stderr)
             names = ["base", *names]
     ordered = sorted(set(names), key=lambda n: (RECIPES[n].needs_base, n))

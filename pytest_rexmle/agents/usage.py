@@ -36,8 +36,8 @@ def mismatch_line(comparison: dict) -> str | None:
 
 
 def _json_object(path: Path, limit_bytes: int) -> dict | None:
-    """The JSON object in a file of the run folder (which the agent could write), read with the hostile-file
-    guards; None when it is missing, too large, not JSON or not an object."""
+    """The JSON object in a file of the run folder (which the agent could write), read with the
+    hostile-file guards; None when it is missing, too large, not JSON or not an object."""
     from ..hostile import RefusedFile, read_bytes
 
     try:

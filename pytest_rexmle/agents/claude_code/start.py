@@ -49,7 +49,8 @@ def main(argv: list[str]) -> int:
     contract, folder, text = begin(NAME)
     env = {**QUIET, "CLAUDE_CONFIG_DIR": str(folder / "config")}
     code = run_cli(command(args, text), contract, folder, env)
-    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
+    usage = reported_usage(json_lines(folder / "stdout.jsonl"))
+    return conclude(NAME, contract, code, folder, usage)
 
 
 if __name__ == "__main__":

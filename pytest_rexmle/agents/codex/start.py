@@ -13,6 +13,7 @@ rollout, logs) is ``$REXMLE_WORKSPACE/codex/home``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -24,17 +25,13 @@ NAME = "codex"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-def toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def command(args: argparse.Namespace, contract: Contract, text: str, base_url: str) -> list[str]:
-    provider = {"name": toml_string("ReX-MLE provider"), "base_url": toml_string(base_url),
-                "env_key": toml_string("OPENAI_API_KEY"), "wire_api": toml_string("responses")}
+    provider = {"name": "ReX-MLE provider", "base_url": base_url, "env_key": "OPENAI_API_KEY",
+                "wire_api": "responses"}
     argv = [shutil.which("codex") or "codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox",
             "--skip-git-repo-check", "-C", str(contract.workspace), "-c", "model_provider=rexmle"]
     for key, value in provider.items():
-        argv += ["-c", f"model_providers.rexmle.{key}={value}"]
+        argv += ["-c", f"model_providers.rexmle.{key}={json.dumps(value)}"]  # JSON strings are TOML's
     if args.model:
         argv += ["-m", args.model]
     return argv + [text]
@@ -58,7 +55,8 @@ def main(argv: list[str]) -> int:
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     code = run_cli(command(args, contract, text, base_url), contract, folder,
                    {"CODEX_HOME": str(home), "RUST_LOG": os.environ.get("RUST_LOG", "warn")})
-    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
+    usage = reported_usage(json_lines(folder / "stdout.jsonl"))
+    return conclude(NAME, contract, code, folder, usage)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ from rexmle_adapter import Contract, has_submission, log, run_with_deadline, scr
 
 
 def parse(argv: list[str], steps_flag: str | None = "--max-turns", model: str = "") -> argparse.Namespace:
-    """The start script's flags as the host-side adapter (agents/coding_cli.py) passes them: ``--model`` and,
-    for a CLI with a turn or step limit of its own, ``steps_flag`` (0: none; the time budget bounds the run)."""
-    p = argparse.ArgumentParser(description="Start a coding CLI headless under the ReX-MLE contract")
+    """The start script's flags as the host-side adapter (agents/coding_cli.py) passes them:
+    ``--model`` and, for a CLI with a turn or step limit of its own, ``steps_flag``
+    (0: none; the time budget bounds the run)."""
+    p = argparse.ArgumentParser(description="Start a coding CLI under the ReX-MLE contract")
     p.add_argument("--model", default=model)
     if steps_flag:
         p.add_argument(steps_flag, type=int, default=0)
@@ -61,8 +62,8 @@ ENDPOINT_VARIABLES = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BA
 
 def begin(name: str) -> tuple[Contract, Path, str]:
     """What every CLI's start script does first: the run's contract, the CLI's folder
-    ``$REXMLE_WORKSPACE/<name>`` (its home for settings, sessions and transcripts, kept as logs) and the
-    prompt (already saved there as prompt.md, for the record)."""
+    ``$REXMLE_WORKSPACE/<name>`` (its home for settings, sessions and transcripts, kept as logs)
+    and the prompt (already saved there as prompt.md, for the record)."""
     contract = Contract.from_env()
     folder = contract.workspace / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,13 +121,14 @@ def result_event_report(events: list[dict], source: str, section: str, counts: t
     return {"source": source, **{key: numbers.get(key) for key in counts}}, result
 
 
-def conclude(name: str, contract: Contract, code: int | None, folder: Path, usage: dict | None = None) -> int:
+def conclude(name: str, contract: Contract, code: int | None, folder: Path,
+             usage: dict | None = None) -> int:
     """Save ``usage``, what the CLI itself says it used (tokens, cost, turns), as
-    ``<folder>/reported_usage.json``, scrub keys from the CLI's files and turn how it ended into the
-    start script's exit status.
+    ``<folder>/reported_usage.json``, scrub keys from the CLI's files and turn how it ended into
+    the start script's exit status.
 
-    The reported usage is kept apart from the gateway's metered usage on purpose: the two are compared,
-    never merged."""
+    The reported usage is kept apart from the gateway's metered usage on purpose: the two are
+    compared, never merged."""
     if usage:
         (folder / "reported_usage.json").write_text(json.dumps(usage, indent=2, sort_keys=True), encoding="utf-8")
     scrub_secrets(folder)

@@ -41,15 +41,12 @@ class Contract:
                    Path(env["REXMLE_SUBMISSION_DIR"]), Path(env["REXMLE_INSTRUCTIONS"]),
                    float(env.get("REXMLE_TIME_LIMIT") or 86400))
 
-    def reserve(self) -> float:
-        """Seconds kept back from the agent for extracting its submission before the hard kill."""
-        return min(900.0, max(15.0, 0.1 * self.time_limit))
-
     def remaining(self) -> float:
         return self.time_limit - (time.monotonic() - STARTED)
 
     def agent_budget(self) -> float:
-        return max(1.0, self.remaining() - self.reserve())
+        """The time left, less a reserve for extracting the submission before the hard kill."""
+        return max(1.0, self.remaining() - min(900.0, max(15.0, 0.1 * self.time_limit)))
 
 
 def log(message: str) -> None:
@@ -141,21 +138,14 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
 def referenced_files(csv_path: Path, files_base: Path | None = None) -> list[str]:
     """Relative paths in the CSV's cells that name files under ``files_base`` (default: next to the CSV)."""
     base = (files_base or csv_path.parent).resolve()
-    found: list[str] = []
     try:
         with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
-            rows = list(csv.reader(fh))
+            cells = {cell.strip() for row in list(csv.reader(fh))[1:] for cell in row}
     except OSError:
-        return found
-    for row in rows[1:]:
-        for cell in row:
-            cell = cell.strip()
-            if not cell or cell.startswith("/") or ".." in Path(cell).parts:
-                continue
-            candidate = (base / cell)
-            if candidate.is_file() and candidate.resolve().is_relative_to(base):
-                found.append(cell)
-    return sorted(set(found))
+        return []
+    return sorted(cell for cell in cells
+                  if cell and not cell.startswith("/") and ".." not in Path(cell).parts
+                  and (base / cell).is_file() and (base / cell).resolve().is_relative_to(base))
 
 
 def export_submission(csv_path: Path, submission_dir: Path, files_base: Path | None = None) -> bool:
@@ -188,12 +178,6 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY",
                     "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "LITELLM_API_KEY")
 
 
-def _mask(path: Path, data: bytes, value: str) -> bytes:
-    """``***`` in text; in binary files (pickled logs) stars of the same length, so they still load."""
-    binary = path.suffix in (".pkl", ".pickle") or b"\0" in data[:8192]
-    return b"*" * len(value.encode()) if binary else b"***"
-
-
 def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
     """Replace API-key values in the agent's own logs/configs (some agents save their config or settings)."""
     values = secret_values()
@@ -207,9 +191,11 @@ def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
             data = path.read_bytes()
         except OSError:
             continue
+        # ``***`` in text; in binary files (pickled logs) as many stars, so they still load
+        binary = path.suffix in (".pkl", ".pickle") or b"\0" in data[:8192]
         new = data
         for value in values:
-            new = new.replace(value.encode(), _mask(path, data, value))
+            new = new.replace(value.encode(), b"*" * len(value.encode()) if binary else b"***")
         if new != data:
             path.write_bytes(new)
             changed += 1

@@ -56,7 +56,8 @@ def main(argv: list[str]) -> int:
     (home / ".gemini" / "settings.json").write_text(json.dumps(settings(args), indent=2), encoding="utf-8")
     env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "NO_BROWSER": "true"}
     code = run_cli(command(args, text), contract, folder, env)
-    return conclude(NAME, contract, code, folder, reported_usage(json_lines(folder / "stdout.jsonl")))
+    usage = reported_usage(json_lines(folder / "stdout.jsonl"))
+    return conclude(NAME, contract, code, folder, usage)
 
 
 if __name__ == "__main__":
