@@ -24,7 +24,6 @@ from .base import AgentContext
 class CodingCLIAgent(ContainerAgent):
     """A coding CLI from a public registry, run headless in ``rexmle/<name>:latest``."""
 
-    supported_isolation = ("docker",)  # the CLI and its Node runtime live in the image
     known_options = ("model", "steps", "image")
     #: the standard variables a CLI reads besides the keys every container agent gets
     pass_through = PASS_THROUGH + ("ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from ..errors import RexmleError
 from .base import Agent, AgentContext
+from .common.rexmle_adapter import scrub_secrets
 
 #: provider keys and endpoints passed through from the host; values never logged
 PASS_THROUGH = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
@@ -24,6 +25,7 @@ START = "/opt/rexmle-agent/start.py"
 class ContainerAgent(Agent):
     """An agent that ships as a Docker image with a start script at ``/opt/rexmle-agent/start.py``."""
 
+    supported_isolation = ("docker",)  # everything it runs lives in its image
     #: the host's variables passed into the container (keys, endpoints); values never logged
     pass_through: ClassVar[tuple[str, ...]] = PASS_THROUGH
     #: where, relative to the workspace, the agent keeps logs worth copying into <run>/logs/<agent>/
@@ -60,17 +62,4 @@ class ContainerAgent(Agent):
             dest = ctx.logs / self.name
             shutil.copytree(src, dest / Path(rel).name, dirs_exist_ok=True, symlinks=True,
                             ignore=shutil.ignore_patterns("*.pt", "*.pth", "*.ckpt", "*.npy", "*.nii*"))
-            _scrub(dest, secrets)
-
-
-def _scrub(folder: Path, secrets: list[str], limit_bytes: int = 20_000_000) -> None:
-    if not secrets:
-        return
-    for path in folder.rglob("*"):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size <= limit_bytes:
-            data = path.read_bytes()
-            new = data
-            for value in secrets:
-                new = new.replace(value.encode(), b"***")
-            if new != data:
-                path.write_bytes(new)
+            scrub_secrets(dest, secrets)  # the images' scrubber (common/), pickles kept loadable

@@ -15,7 +15,6 @@ from ..container import START, ContainerAgent
 
 class AideAgent(ContainerAgent):
     image = "rexmle/aide:latest"
-    supported_isolation = ("docker",)  # everything it runs lives in its image
     known_options = ("model", "feedback_model", "steps", "exec_timeout", "k_fold", "image")
     log_folders = ("aide/logs",)
     default_model = "o4-mini"  # aideml 0.2.2's own default coding model

@@ -11,6 +11,7 @@ Standard library only: it runs in whatever Python the agent image has.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import shutil
@@ -125,10 +126,8 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
         return None
     finally:
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         for relay in relays:  # a grandchild may keep a pipe open: do not wait for it forever
             relay.join(timeout=5)
         if copy is not None:
@@ -178,9 +177,10 @@ SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY",
                     "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "LITELLM_API_KEY")
 
 
-def scrub_secrets(folder: Path, limit_bytes: int = 20_000_000) -> int:
-    """Replace API-key values in the agent's own logs/configs (some agents save their config or settings)."""
-    values = secret_values()
+def scrub_secrets(folder: Path, values: list[str] | None = None, limit_bytes: int = 20_000_000) -> int:
+    """Replace API-key values (default: this environment's) in the agent's own logs/configs (some agents
+    save their config or settings); the host-side adapter scrubs the copies it keeps with it too."""
+    values = secret_values() if values is None else values
     if not values or not folder.is_dir():
         return 0
     changed = 0

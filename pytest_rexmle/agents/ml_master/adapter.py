@@ -29,7 +29,6 @@ def feedback_model_ok(model: str) -> bool:
 
 class MLMasterAgent(ContainerAgent):
     image = "rexmle/ml-master:latest"
-    supported_isolation = ("docker",)  # everything it runs lives in its image
     known_options = ("model", "feedback_model", "steps", "parallel", "exec_timeout", "image")
     log_folders = ("ml-master/logs",)
     default_model = "deepseek-r1"  # ML-Master's own coding model; feedback defaults to gpt-4o as in its run.sh

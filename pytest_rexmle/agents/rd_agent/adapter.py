@@ -18,7 +18,6 @@ from ..base import AgentContext
 
 class RDAgent(ContainerAgent):
     image = "rexmle/rd-agent:latest"
-    supported_isolation = ("docker",)  # everything it runs lives in its image
     known_options = ("model", "embedding_model", "steps", "image")
     log_folders = ()  # its log (pickled experiments, large) stays in workspace/rd-agent/log
     default_model = "gpt-4o"
