@@ -1,6 +1,10 @@
 """Agents: what gets run against a task. Built-ins (``sample``, ``command`` and one folder per image agent)
 plus the ``rexmle.agents`` entry-point group, where other packages add theirs.
 
+An image agent's folder holds ``adapter.py`` (its class as ``ADAPTER``, what the registry loads), its image
+recipe (a ``Dockerfile``, or an ``image.toml`` naming a shared one of ``common/`` with its pins) and
+``start.py``, which runs inside the image beside ``common/``'s helpers and is never imported here.
+
 The names are resolved on first use (PEP 562), so importing one agent does not import them all.
 """
 

@@ -1,3 +1,0 @@
-"""AIDE (aideml): adapter (``adapter.py``), image recipe (``Dockerfile``) and the image's start script.
-
-``start.py`` runs inside the image (beside ``common/``'s helpers); it is not imported here."""

@@ -28,5 +28,4 @@ class AideAgent(ContainerAgent):
         return argv
 
 
-#: what the agent registry loads for the agent named after this folder (aide)
 ADAPTER = AideAgent

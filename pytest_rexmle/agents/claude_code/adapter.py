@@ -10,5 +10,4 @@ class ClaudeCodeAgent(CodingCLIAgent):
     log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
 
 
-#: what the agent registry loads for the agent named after this folder (claude-code)
 ADAPTER = ClaudeCodeAgent

@@ -11,5 +11,4 @@ class CodexAgent(CodingCLIAgent):
     known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
 
 
-#: what the agent registry loads for the agent named after this folder (codex)
 ADAPTER = CodexAgent

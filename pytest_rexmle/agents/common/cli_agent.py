@@ -35,8 +35,8 @@ def parse(argv: list[str], steps_flag: str | None = "--max-turns", model: str = 
     return p.parse_args(argv)
 
 
-def submission_note(contract: Contract) -> str:
-    """What every CLI is told about the submission and how to check it."""
+def prompt(contract: Contract) -> str:
+    """The task as every CLI is told it, with where to write the submission and how to check it."""
     lines = [
         f"Write `submission.csv` yourself into `{contract.submission}` (the graded folder), with the columns "
         "and ids of `sample_submission.csv` in the data folder, and write every prediction file it refers to "
@@ -49,11 +49,7 @@ def submission_note(contract: Contract) -> str:
         lines.append(f"The same check is also served over HTTP at {url}.")
     lines.append("Nobody will answer questions: work autonomously, and do not stop before a submission that "
                  "validates is in place. Leave a first valid submission early, then improve it.")
-    return "\n".join(lines)
-
-
-def prompt(contract: Contract) -> str:
-    return task_description(contract, submission_note(contract))
+    return task_description(contract, "\n".join(lines))
 
 
 #: the variables naming the model endpoints (the gateway's, in a gated run) and the validation service

@@ -10,5 +10,4 @@ class GeminiCLIAgent(CodingCLIAgent):
     log_folders = ("gemini-cli",)
 
 
-#: what the agent registry loads for the agent named after this folder (gemini-cli)
 ADAPTER = GeminiCLIAgent

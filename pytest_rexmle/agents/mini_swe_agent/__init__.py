@@ -1,3 +1,0 @@
-"""mini-swe-agent: adapter (``adapter.py``), image recipe (``Dockerfile``) and start script.
-
-``start.py`` runs inside the image (beside ``common/``'s helpers); it is not imported here."""

@@ -18,5 +18,4 @@ class MiniSweAgent(CodingCLIAgent):
             raise RexmleError(f"agent {name!r}: model {model!r} is not a LiteLLM model name (provider/model)")
 
 
-#: what the agent registry loads for the agent named after this folder (mini-swe-agent)
 ADAPTER = MiniSweAgent

@@ -1,3 +1,0 @@
-"""ML-Master: adapter (``adapter.py``), image recipe (``Dockerfile``, pinned upstream commit) and start script.
-
-``start.py`` runs inside the image (beside ``common/``'s helpers); it is not imported here."""

@@ -50,5 +50,4 @@ class MLMasterAgent(ContainerAgent):
         return argv
 
 
-#: what the agent registry loads for the agent named after this folder (ml-master)
 ADAPTER = MLMasterAgent

@@ -30,5 +30,4 @@ class RDAgent(ContainerAgent):
         return argv
 
 
-#: what the agent registry loads for the agent named after this folder (rd-agent)
 ADAPTER = RDAgent
