@@ -113,23 +113,23 @@ def test_adapter_command_environment_and_logs(tmp_path, monkeypatch):
 
 def test_start_scripts_build_headless_command_lines(tmp_path, monkeypatch):
     claude = start_module("claude-code")
-    argv = claude.command(claude.parse(["--model", "m", "--max-turns", "5"]), "PROMPT")
+    argv = claude.command(claude.parse(["--model", "m", "--max-turns", "5"], claude.FLAGS), "PROMPT")
     assert argv[1:] == ["-p", "PROMPT", "--output-format", "stream-json", "--verbose",
                         "--dangerously-skip-permissions", "--model", "m", "--max-turns", "5"]
     codex = start_module("codex")
     c = contract(tmp_path)
-    argv = codex.command(codex.parse(["--model", "gpt-5"]), c, "PROMPT", 'http://h:1/v1')
+    argv = codex.command(codex.parse(["--model", "gpt-5"], codex.FLAGS), c, "PROMPT", 'http://h:1/v1')
     assert argv[1:6] == ["exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-C"]
     assert 'model_providers.rexmle.base_url="http://h:1/v1"' in argv
     assert 'model_providers.rexmle.env_key="OPENAI_API_KEY"' in argv and argv[-3:] == ["-m", "gpt-5", "PROMPT"]
     gemini = start_module("gemini-cli")
-    args = gemini.parse(["--model", "gemini-2.5-pro", "--max-turns", "40"])
+    args = gemini.parse(["--model", "gemini-2.5-pro", "--max-turns", "40"], gemini.FLAGS)
     assert gemini.command(args, "PROMPT")[1:] == ["-p", "PROMPT", "--output-format", "stream-json", "--approval-mode",
                                                   "yolo", "--skip-trust", "-m", "gemini-2.5-pro"]
     assert gemini.settings(args)["model"] == {"maxSessionTurns": 40}
     assert gemini.settings(args)["security"]["auth"]["selectedType"] == "gemini-api-key"
     mini = start_module("mini-swe-agent")
-    argv = mini.command(mini.parse(["--model", "gpt-5-mini", "--step-limit", "30"], "--step-limit"), "PROMPT",
+    argv = mini.command(mini.parse(["--model", "gpt-5-mini", "--step-limit", "30"], mini.FLAGS), "PROMPT",
                         tmp_path / "t.json", 900)
     assert argv[1:6] == ["--agent-class", "default", "--yolo", "--exit-immediately", "-m"]
     assert argv[6] == "openai/gpt-5-mini" and mini.litellm_model("anthropic/claude-x") == "anthropic/claude-x"

@@ -13,12 +13,10 @@ from typing import ClassVar
 
 from ..errors import RexmleError
 from .base import Agent, AgentContext
-from .common.rexmle_adapter import scrub_secrets
+from .common.rexmle_adapter import SECRET_VARIABLES, scrub_secrets
 
-#: provider keys and endpoints passed through from the host; values never logged
-PASS_THROUGH = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
-                "GOOGLE_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT",
-                "OPENAI_API_VERSION", "LITELLM_API_KEY")
+#: provider keys (those the images scrub) and endpoints passed through from the host; values never logged
+PASS_THROUGH = SECRET_VARIABLES + ("OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "OPENAI_API_VERSION")
 START = "/opt/rexmle-agent/start.py"
 
 

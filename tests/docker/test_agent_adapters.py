@@ -65,7 +65,7 @@ def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
     assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "gpt-5-mini", "--feedback-model",
                     "gpt-4o-2024-08-06", "--steps", "40", "--parallel", "2"]
     start = start_module("ml-master")
-    args = start.parse(argv[2:])
+    args = start.parse(argv[2:], start.FLAGS)
     contract = _contract(tmp_path, start)
     cmd = start.command(contract, args, tmp_path / "root", tmp_path / "root" / "task.md", budget=6000)
     assert cmd[1] == "/opt/ml-master/main_mcts.py"
@@ -83,7 +83,7 @@ def test_ml_master_command_and_its_cli_mapping(tmp_path, monkeypatch):
     # its interpreter pins each parallel run to start_cpu_id .. +cpu_number: the cpus this process may use
     monkeypatch.setattr(start.os, "sched_getaffinity", lambda pid: {4, 5, 6, 9}, raising=False)
     assert start.cpus() == (4, 3)
-    args = start.parse(["--parallel", "8"])
+    args = start.parse(["--parallel", "8"], start.FLAGS)
     overrides = dict(a.split("=", 1) for a in start.command(contract, args, tmp_path / "root",
                                                              tmp_path / "root" / "task.md", budget=6000)[2:])
     assert (overrides["start_cpu_id"], overrides["cpu_number"]) == ("4", "3")
@@ -130,7 +130,7 @@ def test_rd_agent_command_environment_and_competition_folder(tmp_path, monkeypat
     assert argv == ["python3", "/opt/rexmle-agent/start.py", "--model", "o3-mini", "--embedding-model",
                     "text-embedding-3-small", "--loop-n", "3"]
     start = start_module("rd-agent")
-    args = start.parse(argv[2:])
+    args = start.parse(argv[2:], start.FLAGS)
     contract = _contract(tmp_path, start)
     root = tmp_path / "root"
     folder = start.competition_folder(contract, root)

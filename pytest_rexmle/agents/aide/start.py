@@ -18,12 +18,13 @@ chat-completions API of that server.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,
+from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
                             run_with_deadline, scrub_secrets, write_description)
+
+FLAGS = {"model": "o4-mini", "feedback_model": "", "steps": 20, "exec_timeout": 0, "k_fold": 5}
 
 WHERE = """\
 Your program runs in a folder that holds `./input` (the public data above, read-only) and `./working`.
@@ -35,18 +36,8 @@ to `./working` (for example `predictions/case_0001.nii.gz`). At the end the harn
 """
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="o4-mini")
-    p.add_argument("--feedback-model", default=None)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--exec-timeout", type=int, default=None)
-    p.add_argument("--k-fold", type=int, default=5)
-    return p.parse_args(argv)
-
-
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, FLAGS)
     contract = Contract.from_env()
     root = contract.workspace / "aide"
     desc = write_description(contract, root, WHERE)

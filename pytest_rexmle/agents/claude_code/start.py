@@ -16,8 +16,10 @@ import argparse
 import shutil
 import sys
 
-from cli_agent import begin, conclude, json_lines, parse, result_event_report, run_cli
+from cli_agent import begin, conclude, json_lines, result_event_report, run_cli
+from rexmle_adapter import parse
 
+FLAGS = {"model": "", "max_turns": 0}
 NAME = "claude-code"
 QUIET = {"DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CI": "1"}
@@ -45,7 +47,7 @@ def reported_usage(events: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, FLAGS)
     contract, folder, text = begin(NAME)
     env = {**QUIET, "CLAUDE_CONFIG_DIR": str(folder / "config")}
     code = run_cli(command(args, text), contract, folder, env)

@@ -18,9 +18,10 @@ import os
 import shutil
 import sys
 
-from cli_agent import begin, conclude, json_lines, parse, run_cli
-from rexmle_adapter import Contract
+from cli_agent import begin, conclude, json_lines, run_cli
+from rexmle_adapter import Contract, parse
 
+FLAGS = {"model": ""}  # codex exec has no turn limit: the time budget bounds it
 NAME = "codex"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -48,7 +49,7 @@ def reported_usage(events: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv, steps_flag=None)  # codex exec has no turn limit: the time budget bounds it
+    args = parse(argv, FLAGS)
     contract, folder, text = begin(NAME)
     home = folder / "home"
     home.mkdir(exist_ok=True)

@@ -15,24 +15,12 @@ Standard library only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from rexmle_adapter import Contract, has_submission, log, run_with_deadline, scrub_secrets, task_description
-
-
-def parse(argv: list[str], steps_flag: str | None = "--max-turns", model: str = "") -> argparse.Namespace:
-    """The start script's flags as the host-side adapter (agents/coding_cli.py) passes them:
-    ``--model`` and, for a CLI with a turn or step limit of its own, ``steps_flag``
-    (0: none; the time budget bounds the run)."""
-    p = argparse.ArgumentParser(description="Start a coding CLI under the ReX-MLE contract")
-    p.add_argument("--model", default=model)
-    if steps_flag:
-        p.add_argument(steps_flag, type=int, default=0)
-    return p.parse_args(argv)
 
 
 def prompt(contract: Contract) -> str:

@@ -11,6 +11,7 @@ Standard library only: it runs in whatever Python the agent image has.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import os
@@ -48,6 +49,15 @@ class Contract:
     def agent_budget(self) -> float:
         """The time left, less a reserve for extracting the submission before the hard kill."""
         return max(1.0, self.remaining() - min(900.0, max(15.0, 0.1 * self.time_limit)))
+
+
+def parse(argv: list[str], flags: dict[str, str | int]) -> argparse.Namespace:
+    """The start script's ``flags`` as its host-side adapter passes them: ``--<name>`` (dashes for
+    underscores), typed and defaulted by the value given (``""`` or ``0``: unset)."""
+    p = argparse.ArgumentParser(description="Start the agent under the ReX-MLE contract")
+    for name, default in flags.items():
+        p.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
+    return p.parse_args(argv)
 
 
 def log(message: str) -> None:

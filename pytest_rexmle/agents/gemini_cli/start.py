@@ -16,8 +16,10 @@ import json
 import shutil
 import sys
 
-from cli_agent import begin, conclude, json_lines, parse, result_event_report, run_cli
+from cli_agent import begin, conclude, json_lines, result_event_report, run_cli
+from rexmle_adapter import parse
 
+FLAGS = {"model": "", "max_turns": 0}
 NAME = "gemini-cli"
 #: what the ``stats`` of Gemini CLI's result event count, kept under their own names
 STATS = ("input_tokens", "output_tokens", "total_tokens", "tool_calls", "duration_ms")
@@ -49,7 +51,7 @@ def reported_usage(events: list[dict]) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, FLAGS)
     contract, folder, text = begin(NAME)
     home = folder / "home"
     (home / ".gemini").mkdir(parents=True, exist_ok=True)

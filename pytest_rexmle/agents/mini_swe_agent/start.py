@@ -19,10 +19,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from cli_agent import begin, conclude, parse, run_cli
+from cli_agent import begin, conclude, run_cli
+from rexmle_adapter import parse
 
+FLAGS = {"model": "gpt-5-mini", "step_limit": 0}
 NAME = "mini-swe-agent"
-DEFAULT_MODEL = "gpt-5-mini"
 
 
 def litellm_model(name: str) -> str:
@@ -55,7 +56,7 @@ def reported_usage(trajectory: Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv, "--step-limit", DEFAULT_MODEL)
+    args = parse(argv, FLAGS)
     contract, folder, text = begin(NAME)
     trajectory = folder / "trajectory.json"
     env = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "MSWEA_COST_TRACKING": "ignore_errors",

@@ -35,10 +35,12 @@ import os
 import sys
 from pathlib import Path
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,
+from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
                             run_with_deadline, scrub_secrets, write_description)
 
 HOME = Path(os.environ.get("ML_MASTER_HOME", "/opt/ml-master"))
+FLAGS = {"model": "deepseek-r1", "feedback_model": "gpt-4o-2024-08-06", "steps": 500, "parallel": 3,
+         "exec_timeout": 0}
 EXP = "rexmle"  # exp_name: its folders are <log_dir>/rexmle/ and <workspace_dir>/rexmle/
 WHERE = """\
 Your program runs in a folder that holds `./input` (the public data above, read-only), `./working` and
@@ -47,16 +49,6 @@ Your program runs in a folder that holds `./input` (the public data above, read-
 naming it in the CSV by its path relative to `./submission/` (for example `predictions/case_0001.nii.gz`).
 The harness copies the best submission and those files into the graded submission folder.
 """
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Start ML-Master under the ReX-MLE contract")
-    p.add_argument("--model", default="deepseek-r1")
-    p.add_argument("--feedback-model", default="gpt-4o-2024-08-06")
-    p.add_argument("--steps", type=int, default=500)
-    p.add_argument("--parallel", type=int, default=3)
-    p.add_argument("--exec-timeout", type=int, default=None)
-    return p.parse_args(argv)
 
 
 def endpoint(model: str) -> tuple[str, str]:
@@ -119,7 +111,7 @@ def collect(root: Path, submission: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, FLAGS)
     if not feedback_model_ok(args.feedback_model):
         log(f"ML-Master's feedback model must be an OpenAI gpt-* model or a Qwen/DeepSeek one, not "
             f"{args.feedback_model!r} (its backend.determine_provider refuses anything else)")

@@ -36,11 +36,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest,
+from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
                             run_with_deadline, scrub_secrets, task_description)
 
 HERE = Path(__file__).resolve().parent
 RDAGENT_PYTHON = Path(os.environ.get("RDAGENT_HOME", "/opt/rdagent")) / "bin" / "python"
+FLAGS = {"model": "gpt-4o", "embedding_model": "text-embedding-3-small", "loop_n": 0}
 #: R&D-Agent's own per-run limits (DS_RD_SETTING.debug_timeout / full_timeout)
 DEBUG_TIMEOUT, FULL_TIMEOUT = 600, 3600
 
@@ -50,14 +51,6 @@ Your code runs in its own workspace folder. Save `submission.csv` there (columns
 it in the CSV by its path relative to the folder (for example `predictions/case_0001.nii.gz`). The
 harness copies the best experiment's submission and those files into the graded submission folder.
 """
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Start R&D-Agent under the ReX-MLE contract")
-    p.add_argument("--model", default="gpt-4o")
-    p.add_argument("--embedding-model", default="text-embedding-3-small")
-    p.add_argument("--loop-n", type=int, default=None)
-    return p.parse_args(argv)
 
 
 def competition_folder(contract: Contract, root: Path) -> Path:
@@ -96,14 +89,14 @@ def command(contract: Contract, args: argparse.Namespace, budget: float) -> list
     return argv
 
 
-def sota_workspace(log_path: Path, python: Path = RDAGENT_PYTHON) -> Path | None:
+def sota_workspace(log_path: Path) -> Path | None:
     """The workspace of the experiment R&D-Agent chose to submit, read from its log by its own Python."""
-    if not python.is_file() or not log_path.is_dir():
-        log(f"no R&D-Agent log reader ({python}) or no log; using the newest workspace")
+    if not RDAGENT_PYTHON.is_file() or not log_path.is_dir():
+        log(f"no R&D-Agent log reader ({RDAGENT_PYTHON}) or no log; using the newest workspace")
         return None
     try:
-        proc = subprocess.run([str(python), str(HERE / "rdagent_sota.py"), str(log_path)], capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+        proc = subprocess.run([str(RDAGENT_PYTHON), str(HERE / "rdagent_sota.py"), str(log_path)],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log(f"reading R&D-Agent's log failed ({exc.__class__.__name__}); using the newest workspace")
         return None
@@ -124,7 +117,7 @@ def collect(root: Path, submission: Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse(argv, FLAGS)
     contract = Contract.from_env()
     root = contract.workspace / "rd-agent"
     competition_folder(contract, root)
