@@ -144,26 +144,21 @@ def run_with_deadline(argv: list[str], seconds: float, cwd: Path, env: dict[str,
             copy.close()
 
 
-def referenced_files(csv_path: Path, files_base: Path | None = None) -> list[str]:
-    """Relative paths in the CSV's cells that name files under ``files_base`` (default: next to the CSV)."""
+def export_submission(csv_path: Path, submission_dir: Path, files_base: Path | None = None) -> bool:
+    """Copy ``csv_path`` as submission.csv plus the files it refers to (relative paths in its cells that
+    name files under ``files_base``, default: next to the CSV); False when there is nothing to copy."""
+    if not csv_path.is_file():
+        return False
     base = (files_base or csv_path.parent).resolve()
     try:
         with open(csv_path, newline="", encoding="utf-8", errors="replace") as fh:
             cells = {cell.strip() for row in list(csv.reader(fh))[1:] for cell in row}
     except OSError:
-        return []
-    return sorted(cell for cell in cells
-                  if cell and not cell.startswith("/") and ".." not in Path(cell).parts
-                  and (base / cell).is_file() and (base / cell).resolve().is_relative_to(base))
-
-
-def export_submission(csv_path: Path, submission_dir: Path, files_base: Path | None = None) -> bool:
-    """Copy ``csv_path`` as submission.csv plus the files it refers to; False when there is nothing to copy."""
-    if not csv_path.is_file():
-        return False
-    base = files_base or csv_path.parent
+        cells = set()
+    files = sorted(cell for cell in cells
+                   if cell and not cell.startswith("/") and ".." not in Path(cell).parts
+                   and (base / cell).is_file() and (base / cell).resolve().is_relative_to(base))
     submission_dir.mkdir(parents=True, exist_ok=True)
-    files = referenced_files(csv_path, base)
     for rel in files:
         dest = submission_dir / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
