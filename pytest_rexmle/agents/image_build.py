@@ -159,8 +159,8 @@ def local_image(client, name: str):
         raise
 
 
-def build_image(name: str, client, tag: str | None = None, base: str | None = None, ca_bundle: str | None = None,
-                nocache: bool = False, network_mode: str | None = None,
+def build_image(name: str, client, tag: str | None = None, base: str | None = None,
+                ca_bundle: str | None = None, nocache: bool = False, network_mode: str | None = None,
                 log: Callable[[str], None] = print, source: str | Path | None = None,
                 buildargs: dict[str, str] | None = None) -> str:
     """Build one recipe; returns the image id. Raises RexmleError with the build's last lines on failure.
