@@ -22,6 +22,8 @@ records ``"name": "rules"`` so the two are never confused. The run is one sectio
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 import time
 from bisect import bisect_right
@@ -49,14 +51,12 @@ class Group:
     pattern: re.Pattern
     hedged: bool = True
     what: str = ""
+    #: the top-level alternatives of ``pattern``, each with its own required literals: a line is searched
+    #: only with the alternatives whose literals it holds (leftmost match, first alternative on ties,
+    #: exactly what ``pattern.search`` returns)
+    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
     #: lower-case literals one of which every match must contain (None: no such set), tried first because
     #: a plain-literal search is several times cheaper than the full case-insensitive alternation
-    prefilter: re.Pattern | None = None
-    #: the top-level alternatives of ``pattern``, each with its own prefilter: a line is searched only
-    #: with the alternatives whose literals it holds (leftmost match, first alternative on ties, exactly
-    #: what ``pattern.search`` returns)
-    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
-    #: the literals behind ``prefilter``
     literals: frozenset[str] | None = None
 
 
@@ -89,12 +89,7 @@ def top_level_alternatives(pattern: str) -> list[str]:
     return parts
 
 
-def _literals(compiled: re.Pattern) -> frozenset[str] | None:
-    literals = required_literals(compiled)
-    return frozenset(literals) if literals else None
-
-
-def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
+def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] | None:
     """A set of literals at least one of which occurs (lower-cased) in every match, or None.
 
     Walks the parsed pattern: a run of literal characters is required; a group or a repeat with a
@@ -132,18 +127,17 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
         return max(cands, key=lambda c: (min(map(len, c)), -len(c))) if cands else None
 
     try:
-        return seq(P.parse(pattern.pattern, pattern.flags))
+        found = seq(P.parse(pattern.pattern, pattern.flags))
     except Exception:  # an unexpected parser shape only costs speed
         return None
+    return frozenset(found) if found else None
 
 
 def group(*patterns: str, hedged: bool = True, what: str = "") -> Group:
     compiled = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
     alternatives = [re.compile(a, re.IGNORECASE) for p in patterns for a in top_level_alternatives(p)]
-    parts = tuple((alt, _literals(alt)) for alt in alternatives)
-    literals = _literals(compiled)
-    prefilter = re.compile("|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))) if literals else None
-    return Group(compiled, hedged, what, prefilter, parts, literals)
+    parts = tuple((alt, required_literals(alt)) for alt in alternatives)
+    return Group(compiled, hedged, what, parts, required_literals(compiled))
 
 
 @dataclass(frozen=True)
@@ -358,21 +352,21 @@ class Lines(list):
         #: scanning stops at this monotonic time (a crafted log must not hold the session); see ``stopped``
         self.deadline = None if seconds is None else time.monotonic() + seconds
         self.stopped = False
-        self._starts: list[int] | None = None
-        self._joined = ""
         self._by_literal: dict[str, set[int]] = {}
         self._plans: dict[int, tuple[set[int] | None, dict[int, list[int]]]] = {}
+
+    @functools.cached_property
+    def _joined(self) -> str:
+        return "\n".join(line.low for line in self)
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        """Where each line begins in ``_joined``."""
+        return list(itertools.accumulate((len(line.low) + 1 for line in self[:-1]), initial=0))
 
     def _lines_with(self, literal: str) -> set[int]:
         found = self._by_literal.get(literal)
         if found is None:
-            if self._starts is None:
-                self._joined = "\n".join(line.low for line in self)
-                starts, at = [], 0
-                for line in self:
-                    starts.append(at)
-                    at += len(line.low) + 1
-                self._starts = starts
             found, text, starts, at = set(), self._joined, self._starts, 0
             while True:
                 at = text.find(literal, at)
@@ -429,7 +423,7 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
     for src in sources:
         if src.kind not in (TRACE, CODE):  # the file inventory is for the LLM judge
             continue
-        for lineno, text in enumerate(src.lines(), start=1):
+        for lineno, text in enumerate(src.text.splitlines(), start=1):
             order += 1
             if not text.strip() or (src.kind == CODE and COMMENT.match(text)):
                 continue
@@ -451,11 +445,9 @@ def _quote(line: Line, match: re.Match) -> str:
     return f"{line.src.rel}:{line.lineno}: {text}"
 
 
-def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False, trace_only: bool = False,
+def scan(lines: Lines, groups: tuple[Group, ...], *, ordered: bool = False, trace_only: bool = False,
          exclude: re.Pattern | None = None) -> list[list[_Hit]]:
     """Hits per group (at most HITS_KEPT each), in trace order."""
-    if not isinstance(lines, Lines):
-        lines = Lines(lines)
     hits: list[list[_Hit]] = [[] for _ in groups]
     candidates = [lines.candidates(grp) for grp in groups]
     visit = range(len(lines)) if any(c is None for c in candidates) else sorted(set().union(*candidates))
@@ -484,7 +476,7 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
     return hits
 
 
-def judge_rule(rule: Rule, lines: list[Line]) -> tuple[int, str]:
+def judge_rule(rule: Rule, lines: Lines) -> tuple[int, str]:
     hits = scan(lines, rule.groups, ordered=rule.ordered, trace_only=rule.trace_only, exclude=rule.exclude)
     if not all(hits):
         return 0, ""
