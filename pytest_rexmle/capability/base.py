@@ -30,16 +30,22 @@ JUDGED_STAGES: dict[str, tuple[str, str]] = {
 }
 
 
-def task_id_of(task: Any) -> str:
-    """Accept a Task or any id/alias; unknown names pass through so judging never blocks on the registry."""
+def resolve_task(task: Any):
+    """The Task for a Task or any id/alias; None for an unknown name (judging never blocks on the registry)."""
     if hasattr(task, "id"):
-        return str(task.id)
+        return task
     from ..task import registry
 
     try:
-        return registry().get(str(task)).id
+        return registry().get(str(task))
     except Exception:
-        return str(task)
+        return None
+
+
+def task_id_of(task: Any) -> str:
+    """Accept a Task or any id/alias; unknown names pass through."""
+    found = resolve_task(task)
+    return str(task) if found is None else str(found.id)
 
 
 def run_meta(run_dir: Path) -> dict:

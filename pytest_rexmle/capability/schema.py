@@ -62,15 +62,9 @@ NO_TRACE_FLAG = "no observed trace (logs/model-calls.jsonl missing or empty)"
 
 def score_value(value: Any) -> int:
     """1 iff the value means the integer 1 (``1``, ``1.0``, ``"1"``); anything else (bools too) is 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return int(value == 1)
-    if isinstance(value, float):
-        return int(value == 1.0)
     if isinstance(value, str):
         return int(value.strip() in ("1", "1.0"))
-    return 0
+    return int(isinstance(value, (int, float)) and not isinstance(value, bool) and value == 1)
 
 
 def normalise_results(raw: Any) -> list[dict]:
@@ -106,11 +100,9 @@ def combine_sections(sections: list[dict]) -> list[dict]:
     rows = []
     for s in load_strategies():
         hit = next(((sec, r) for sec in sections for r in sec["results"] if r["id"] == s.id and r["score"] == 1), None)
-        if hit:
-            rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": 1, "evidence": hit[1]["evidence"],
-                         "section": hit[0]["label"]})
-        else:
-            rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": 0, "evidence": "", "section": None})
+        evidence, section = (hit[1]["evidence"], hit[0]["label"]) if hit else ("", None)
+        rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": int(hit is not None),
+                     "evidence": evidence, "section": section})
     return rows
 
 
@@ -152,10 +144,8 @@ def aggregate(docs: Iterable[dict], agent: str) -> dict:
 
 
 def _run_score(doc: dict, ident: int) -> int:
-    for row in doc.get("strategies", []):
-        if row.get("id") == ident:
-            return 1 if row.get("score") == 1 else 0
-    return 0
+    rows = (row for row in doc.get("strategies", []) if row.get("id") == ident)
+    return next((int(row.get("score") == 1) for row in rows), 0)
 
 
 def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), judge: dict | None = None) -> dict:
@@ -180,10 +170,14 @@ def _zero_or_one(value: Any) -> int:
 Score = Annotated[Any, AfterValidator(_zero_or_one)]
 
 
-class StrategyResult(BaseModel):
-    """One judged strategy in the paper's judge-output shape."""
+class Part(BaseModel):
+    """A part of a document: strict types, unknown keys kept."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+
+class StrategyResult(Part):
+    """One judged strategy in the paper's judge-output shape."""
 
     id: int
     strategy: str
@@ -209,18 +203,14 @@ def _one_row_per_strategy(rows: list) -> list:
 Rows = Annotated[list[StrategyResult], AfterValidator(_one_row_per_strategy)]
 
 
-class JudgeRecord(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class JudgeRecord(Part):
     name: str
     model: str
     params: dict[str, Any]
     prompt_version: str
 
 
-class JudgedSection(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class JudgedSection(Part):
     label: str
     flagged: bool
     results: Rows
@@ -256,9 +246,7 @@ class CapabilityRun(Document):
         return self
 
 
-class AgentStrategy(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class AgentStrategy(Part):
     id: int
     mean_score: float
     sum_score: int
@@ -266,9 +254,7 @@ class AgentStrategy(BaseModel):
     fragment_mean: float | None = Field(ge=0.0, le=1.0)
 
 
-class AgentRun(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class AgentRun(Part):
     scores: list[Score] = Field(min_length=N_STRATEGIES, max_length=N_STRATEGIES)
 
 
