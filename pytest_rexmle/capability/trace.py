@@ -69,20 +69,17 @@ class Source:
     kind: str
     text: str
 
-    def lines(self) -> list[str]:
-        return self.text.splitlines()
 
-
+@dataclass
 class _Budget:
     """Bytes left to read for one run."""
 
-    def __init__(self, total: int) -> None:
-        self.left = total
+    left: int
 
 
-def _read_text(path: Path, budget: _Budget | None = None) -> str | None:
+def _read_text(path: Path, budget: _Budget) -> str | None:
     """A text file's head and tail (cleaned), or None for binary, special or unreadable files."""
-    allowed = MAX_FILE_BYTES if budget is None else min(MAX_FILE_BYTES, budget.left)
+    allowed = min(MAX_FILE_BYTES, budget.left)
     if allowed <= 0:
         return None
     try:
@@ -91,8 +88,7 @@ def _read_text(path: Path, budget: _Budget | None = None) -> str | None:
         return None
     if b"\x00" in head[:8192]:
         return None
-    if budget is not None:
-        budget.left -= len(head) + len(tail)
+    budget.left -= len(head) + len(tail)
     text = head.decode("utf-8", "replace")
     if skipped:
         text = text.rpartition("\n")[0] if "\n" in text else text
@@ -134,14 +130,14 @@ def _walk(root: Path, top: Path) -> Iterator[Path]:
             yield entry
 
 
-def collect_sources(run_dir: Path, *, include_code: bool = True, include_files: bool = True) -> list[Source]:
+def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source]:
     """The observed evidence of a run: trace, corroborated code, file inventory (module docstring)."""
     run_dir = Path(run_dir)
     trace = read_model_calls(run_dir)
     out = [Source(f"{MODEL_CALLS}#{call.number}", TRACE, call.text) for call in trace.calls]
     workspace = run_dir / "workspace"
     files = list(_walk(workspace, workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
-    if include_code and out:
+    if out:
         out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
     if include_files:
         submission = run_dir / "submission"
