@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .board import FINAL, Board, task_of_key
 from .policy import Active, Pending, choose
@@ -65,13 +65,6 @@ class Slots:
         return cls([f"cpu{i}" for i in range(settings.parallel or default_parallel())], gpus=False)
 
 
-@dataclass
-class Timeline:
-    """(time, free slots, narrowest waiting run's width or None) at every change, for the idle figure."""
-
-    points: list[tuple[float, int, int | None]] = field(default_factory=list)
-
-
 class Executor:
     def __init__(self, settings, board: Board, plan: list[Pending], slots: Slots,
                  problems: dict[str, str] | None = None) -> None:
@@ -82,7 +75,8 @@ class Executor:
         self.active: dict[str, Active] = {}
         self.children: dict[str, subprocess.Popen] = {}
         self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in plan}
-        self.timeline = Timeline()
+        #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
+        self.timeline: list[tuple[float, int, int | None]] = []
         self.began = self.finished = None
         self._cond = threading.Condition()
         self._stopping = False
@@ -103,13 +97,11 @@ class Executor:
             task = reg.get(task_id)
             if not task.implemented:
                 continue
-            width = max(task.gpus, 1) if not slots.unlimited else 0
+            width = 0 if slots.unlimited else max(task.gpus, 1) if slots.gpus else 1
             if slots.gpus and width > len(slots.names):
                 problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
-                                     f"({','.join(slots.names)}); pass more with --rexmle-gpus")
+                                 f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
-            if not slots.gpus:
-                width = min(width, 1) if not slots.unlimited else 0
             plan.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
         return cls(settings, board, plan, slots, problems)
 
@@ -194,7 +186,7 @@ class Executor:
 
     def _note(self, now: float) -> None:
         narrowest = min((p.width for p in self.queue), default=None)
-        self.timeline.points.append((now, len(self.free), narrowest))
+        self.timeline.append((now, len(self.free), narrowest))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Until every run has ended (True) or ``timeout`` passed (False)."""

@@ -12,6 +12,7 @@ import json
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,6 @@ WORKER_KEY = "rexmle_board"
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM to the session: unwind like Ctrl-C, so every run in flight is stopped and cleaned up."""
-
 
 
 def _on_sigterm(board: Board):
@@ -178,35 +178,30 @@ class Progress:
         records = self.board.records()
         if self.batches:
             return self._scheduler_line(records)
-        counts: dict[str, int] = {}
-        for record in records:
-            state = {"starting": "running", "done": "finished", "resumed": "finished"}.get(record["state"],
-                                                                                         record["state"])
-            counts[state] = counts.get(state, 0) + 1
+        shown = {"starting": "running", "done": "finished", "resumed": "finished"}
+        counts = Counter(shown.get(record["state"], record["state"]) for record in records)
         return "rexmle: " + ", ".join(f"{counts[s]} {s}" for s in ("running", "queued", "finished") if counts.get(s))
 
     def _scheduler_line(self, records: list[dict]) -> str:
+        from ..hostile import RefusedFile
+        from ..run import RUN_JSON, RunRecord
         from ..runtime import RUNTIMES
 
         live = []
         for record in records:
             if record["state"] == "running" and record.get("run_dir"):
                 try:
-                    meta = json.loads((Path(record["run_dir"]) / "run.json").read_text())
-                except (OSError, ValueError):
+                    meta = RunRecord.read(Path(record["run_dir"]) / RUN_JSON)
+                except (OSError, ValueError, RefusedFile):
                     continue
-                live.append({**meta, "run_dir": record["run_dir"]})
+                live.append({**meta.model_dump(mode="json", exclude_unset=True), "run_dir": record["run_dir"]})
         if not live:
             return ""
         try:
             states = RUNTIMES.load(self.runtime).live_states(live)
         except Exception as exc:  # the scheduler did not answer this time: say so, keep waiting
             return f"{self.runtime}: no state ({type(exc).__name__})"
-        counts: dict[str, int] = {}
-        for meta in live:
-            state = (states.get(meta["run_dir"]) or {}).get("state") or "UNKNOWN"
-            if state in ("COMPLETED",):
-                continue
-            name = "submitted" if state == "UNKNOWN" else state.lower()
-            counts[name] = counts.get(name, 0) + 1
+        named = ((states.get(meta["run_dir"]) or {}).get("state") or "UNKNOWN" for meta in live)
+        counts = Counter("submitted" if state == "UNKNOWN" else state.lower()
+                         for state in named if state != "COMPLETED")
         return f"{self.runtime}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if counts else ""
