@@ -74,13 +74,10 @@ class JudgeError(RexmleError):
     """The judge cannot work as configured (bad endpoint, rejected key); never carries the key."""
 
 
-def strategy_blocks() -> str:
-    return "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
-
-
 def user_message(label: str, section: str) -> str:
+    blocks = "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
     ids = ", ".join(f"{s.id} = {s.name}" for s in load_strategies())
-    return (f"{strategy_blocks()}\n\nLog section ({label}):\n{section}\n"
+    return (f"{blocks}\n\nLog section ({label}):\n{section}\n"
             f"Return a JSON object with key \"results\" containing one object per strategy ({ids}), each with "
             f"\"id\", \"strategy\", \"score\" (0 or 1) and \"evidence\".")
 

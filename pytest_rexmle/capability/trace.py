@@ -231,21 +231,14 @@ def split_sections(text: str, limit: int = SECTION_CHARS) -> list[str]:
     if limit < 1:
         raise ValueError("section limit must be positive")
     sections: list[str] = []
-    current: list[str] = []
-    size = 0
+    current = ""
     for line in text.splitlines(keepends=True):
+        if current and len(current) + len(line) > limit:
+            sections.append(current)
+            current = ""
         while len(line) > limit:
-            if current:
-                sections.append("".join(current))
-                current, size = [], 0
             sections.append(line[:limit])
             line = line[limit:]
-        if size + len(line) > limit and current:
-            sections.append("".join(current))
-            current, size = [], 0
-        if line:
-            current.append(line)
-            size += len(line)
-    if current:
-        sections.append("".join(current))
+        current += line
+    sections.append(current)
     return [s for s in sections if s.strip()]

@@ -66,31 +66,14 @@ class Slots:
 
 
 class Executor:
-    def __init__(self, settings, board: Board, plan: list[Pending], slots: Slots,
-                 problems: dict[str, str] | None = None) -> None:
-        self.settings, self.board, self.slots = settings, board, slots
-        self.queue = list(plan)
-        self.problems = dict(problems or {})  # task id -> why it cannot run (more GPUs than the session has)
-        self.free = list(slots.names)
-        self.active: dict[str, Active] = {}
-        self.children: dict[str, subprocess.Popen] = {}
-        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in plan}
-        #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
-        self.timeline: list[tuple[float, int, int | None]] = []
-        self.began = self.finished = None
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._waiters: list[threading.Thread] = []
-
-    # -- building ------------------------------------------------------------------------------------------
-    @classmethod
-    def for_session(cls, settings, board: Board, runs: list[str], batches: bool) -> "Executor":
+    def __init__(self, settings, board: Board, runs: list[str], batches: bool) -> None:
         """``runs``: the board keys of the items that ask for a run, in collection order."""
         from ..task import registry
 
-        slots = Slots.for_session(settings, batches)
-        plan, problems = [], {}
+        self.settings, self.board = settings, board
+        self.slots = slots = Slots.for_session(settings, batches)
+        self.queue: list[Pending] = []
+        self.problems: dict[str, str] = {}  # run key -> why it cannot run (more GPUs than the session has)
         reg = registry()
         for order, key in enumerate(dict.fromkeys(runs)):
             task_id = task_of_key(key)
@@ -99,11 +82,21 @@ class Executor:
                 continue
             width = 0 if slots.unlimited else max(task.gpus, 1) if slots.gpus else 1
             if slots.gpus and width > len(slots.names):
-                problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
-                                 f"({','.join(slots.names)}); pass more with --rexmle-gpus")
+                self.problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
+                                      f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
-            plan.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
-        return cls(settings, board, plan, slots, problems)
+            self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+        self.free = list(slots.names)
+        self.active: dict[str, Active] = {}
+        self.children: dict[str, subprocess.Popen] = {}
+        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in self.queue}
+        #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
+        self.timeline: list[tuple[float, int, int | None]] = []
+        self.began = self.finished = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._waiters: list[threading.Thread] = []
 
     # -- running -------------------------------------------------------------------------------------------
     def start(self) -> None:

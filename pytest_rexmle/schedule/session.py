@@ -96,7 +96,7 @@ class SessionSchedule:
         from ..runtime import RUNTIMES
 
         batches = RUNTIMES.load(self.settings.runtime).batches
-        self.executor = Executor.for_session(self.settings, self.board, runs, batches)
+        self.executor = Executor(self.settings, self.board, runs, batches)
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm(self.board))
         self.executor.start()
