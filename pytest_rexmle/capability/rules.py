@@ -51,42 +51,13 @@ class Group:
     pattern: re.Pattern
     hedged: bool = True
     what: str = ""
-    #: the top-level alternatives of ``pattern``, each with its own required literals: a line is searched
-    #: only with the alternatives whose literals it holds (leftmost match, first alternative on ties,
-    #: exactly what ``pattern.search`` returns)
+    #: the patterns ``pattern`` joins, each with its own required literals: a line is searched only with
+    #: the patterns whose literals it holds (leftmost match, first pattern on ties, exactly what
+    #: ``pattern.search`` returns)
     parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
     #: lower-case literals one of which every match must contain (None: no such set), tried first because
     #: a plain-literal search is several times cheaper than the full case-insensitive alternation
     literals: frozenset[str] | None = None
-
-
-def top_level_alternatives(pattern: str) -> list[str]:
-    """``a|b(c|d)|[|]e`` -> ``["a", "b(c|d)", "[|]e"]``: split at ``|`` outside groups and classes."""
-    parts, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            if pattern[i + 1:i + 2] == "^":
-                i += 1
-            if pattern[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    parts.append(pattern[start:])
-    return parts
 
 
 def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] | None:
@@ -135,8 +106,7 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
 
 def group(*patterns: str, hedged: bool = True, what: str = "") -> Group:
     compiled = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
-    alternatives = [re.compile(a, re.IGNORECASE) for p in patterns for a in top_level_alternatives(p)]
-    parts = tuple((alt, required_literals(alt)) for alt in alternatives)
+    parts = tuple((part, required_literals(part)) for part in (re.compile(p, re.IGNORECASE) for p in patterns))
     return Group(compiled, hedged, what, parts, required_literals(compiled))
 
 
@@ -343,7 +313,7 @@ class Lines(list):
     """The prepared lines of one run, with the lines holding each literal found once over the whole text.
 
     A regex alternation of literals scans a few MB/s in Python's engine; ``str.find`` per literal scans
-    at memory speed, so candidate lines for every group and every alternative cost one pass per distinct
+    at memory speed, so candidate lines for every group and each of its patterns cost one pass per distinct
     literal. Matching results are exactly those of ``grp.pattern.search`` on every line.
     """
 
@@ -385,7 +355,7 @@ class Lines(list):
         return out
 
     def _plan(self, grp: Group) -> tuple[set[int] | None, dict[int, list[int]]]:
-        """(candidate lines or None for all, line -> alternatives worth trying, in order)."""
+        """(candidate lines or None for all, line -> patterns worth trying, in order)."""
         plan = self._plans.get(id(grp))
         if plan is None:
             candidates = None if grp.literals is None else self._union(grp.literals)
@@ -402,8 +372,8 @@ class Lines(list):
         return self._plan(grp)[0]
 
     def search(self, grp: Group, index: int) -> re.Match | None:
-        """``grp.pattern.search`` of line ``index``: the leftmost match of the alternatives whose literals
-        the line holds, the first alternative on a tie (the engine's own rule)."""
+        """``grp.pattern.search`` of line ``index``: the leftmost match of the patterns whose literals the
+        line holds, the first pattern on a tie (the engine's own rule for the alternation)."""
         text = self[index].text
         per_line = self._plan(grp)[1]
         if not per_line:
