@@ -49,15 +49,13 @@ COMMENT = re.compile(r"^\s*(#|//|--|;)")
 @dataclass(frozen=True)
 class Group:
     pattern: re.Pattern
+    #: the patterns ``pattern`` joins, each with the lower-case literals one of which every match of it
+    #: must contain (None: no such set): a line is searched only with the patterns whose literals it holds
+    #: (leftmost match, first pattern on ties, exactly what ``pattern.search`` returns), because a
+    #: plain-literal search is several times cheaper than the full case-insensitive alternation
+    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...]
     hedged: bool = True
     what: str = ""
-    #: the patterns ``pattern`` joins, each with its own required literals: a line is searched only with
-    #: the patterns whose literals it holds (leftmost match, first pattern on ties, exactly what
-    #: ``pattern.search`` returns)
-    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
-    #: lower-case literals one of which every match must contain (None: no such set), tried first because
-    #: a plain-literal search is several times cheaper than the full case-insensitive alternation
-    literals: frozenset[str] | None = None
 
 
 def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] | None:
@@ -107,7 +105,7 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
 def group(*patterns: str, hedged: bool = True, what: str = "") -> Group:
     compiled = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
     parts = tuple((part, required_literals(part)) for part in (re.compile(p, re.IGNORECASE) for p in patterns))
-    return Group(compiled, hedged, what, parts, required_literals(compiled))
+    return Group(compiled, parts, hedged, what)
 
 
 @dataclass(frozen=True)
@@ -323,7 +321,7 @@ class Lines(list):
         self.deadline = None if seconds is None else time.monotonic() + seconds
         self.stopped = False
         self._by_literal: dict[str, set[int]] = {}
-        self._plans: dict[int, tuple[set[int] | None, dict[int, list[int]]]] = {}
+        self._plans: dict[int, dict[int, list[int]] | None] = {}
 
     @functools.cached_property
     def _joined(self) -> str:
@@ -354,32 +352,28 @@ class Lines(list):
             out |= self._lines_with(literal)
         return out
 
-    def _plan(self, grp: Group) -> tuple[set[int] | None, dict[int, list[int]]]:
-        """(candidate lines or None for all, line -> patterns worth trying, in order)."""
-        plan = self._plans.get(id(grp))
-        if plan is None:
-            candidates = None if grp.literals is None else self._union(grp.literals)
-            per_line: dict[int, list[int]] = {}
-            if grp.parts and all(lits is not None for _, lits in grp.parts):
+    def candidates(self, grp: Group) -> dict[int, list[int]] | None:
+        """Line index -> ``grp``'s patterns worth trying on it (their literals are in the line), in order;
+        None when a pattern has no required literal (every line is a candidate)."""
+        if id(grp) not in self._plans:
+            plan = None
+            if all(lits is not None for _, lits in grp.parts):
+                plan = {}
                 for k, (_, lits) in enumerate(grp.parts):
                     for index in self._union(lits):
-                        per_line.setdefault(index, []).append(k)
-            plan = self._plans[id(grp)] = (candidates, per_line)
-        return plan
-
-    def candidates(self, grp: Group) -> set[int] | None:
-        """Indexes of the lines holding one of ``grp``'s required literals (None: every line)."""
-        return self._plan(grp)[0]
+                        plan.setdefault(index, []).append(k)
+            self._plans[id(grp)] = plan
+        return self._plans[id(grp)]
 
     def search(self, grp: Group, index: int) -> re.Match | None:
         """``grp.pattern.search`` of line ``index``: the leftmost match of the patterns whose literals the
         line holds, the first pattern on a tie (the engine's own rule for the alternation)."""
         text = self[index].text
-        per_line = self._plan(grp)[1]
-        if not per_line:
+        plan = self.candidates(grp)
+        if plan is None:
             return grp.pattern.search(text)
         best = None
-        for k in per_line.get(index, ()):
+        for k in plan.get(index, ()):
             match = grp.parts[k][0].search(text)
             if match is not None and (best is None or match.start() < best.start()):
                 best = match
