@@ -153,7 +153,6 @@ class LLMJudge(Judge):
                 "stage_prompt_version": STAGE_PROMPT_VERSION, "base_url": _public_url(self.base_url),
                 "api_key_env": self.api_key_env, "section_chars": self.section_chars, "keep_code": self.keep_code}
 
-    # -- transport -----------------------------------------------------------------------------------
     def _post(self, messages: list[dict]) -> str:
         """One chat completion; returns the message content. Raises _Transient or JudgeError."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.params}
@@ -205,7 +204,6 @@ class LLMJudge(Judge):
             why = UNPARSABLE
         return None, why
 
-    # -- judging -------------------------------------------------------------------------------------
     def sections(self, sources: list[Source]) -> list[str]:
         return split_sections(trace_text(sources, keep_code=self.keep_code), self.section_chars)
 

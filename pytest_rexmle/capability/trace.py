@@ -106,28 +106,27 @@ def _listing(folder: Path) -> list[tuple[str, int]]:
         return []
 
 
-def _walk(root: Path, top: Path) -> Iterator[Path]:
+def _walk(root: Path) -> Iterator[Path]:
     """Regular files under ``root`` in sorted depth-first order, pruning skipped and hidden folders, never
     following links; iterative, at most MAX_DEPTH levels and MAX_FILES files (later ones are not read)."""
-    stack: list[tuple[Path, list[tuple[str, int]], int]] = [(root, _listing(root), 0)]
+    stack: list[tuple[Path, Iterator[tuple[str, int]]]] = [(root, iter(_listing(root)))]
     found = 0
     while stack:
-        folder, entries, index = stack[-1]
-        if index >= len(entries):
+        folder, entries = stack[-1]
+        for name, mode in entries:
+            entry = folder / name
+            if stat.S_ISDIR(mode):
+                if len(stack) < MAX_DEPTH and not name.startswith(".") \
+                        and not (name in SKIP_DIRS and (folder == root or name != "agent")):
+                    stack.append((entry, iter(_listing(entry))))
+                    break  # into the folder; this one's listing goes on after it
+            elif stat.S_ISREG(mode):
+                found += 1
+                if found > MAX_FILES:
+                    return
+                yield entry
+        else:
             stack.pop()
-            continue
-        stack[-1] = (folder, entries, index + 1)
-        name, mode = entries[index]
-        entry = folder / name
-        if stat.S_ISDIR(mode):
-            if len(stack) < MAX_DEPTH and not name.startswith(".") \
-                    and not (name in SKIP_DIRS and (folder == top or name != "agent")):
-                stack.append((entry, _listing(entry), 0))
-        elif stat.S_ISREG(mode):
-            found += 1
-            if found > MAX_FILES:
-                return
-            yield entry
 
 
 def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source]:
@@ -136,12 +135,12 @@ def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source
     trace = read_model_calls(run_dir)
     out = [Source(f"{MODEL_CALLS}#{call.number}", TRACE, call.text) for call in trace.calls]
     workspace = run_dir / "workspace"
-    files = list(_walk(workspace, workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
+    files = list(_walk(workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
     if out:
         out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
     if include_files:
         submission = run_dir / "submission"
-        listed = files + (list(_walk(submission, submission)) if not submission.is_symlink() else [])
+        listed = files + (list(_walk(submission)) if not submission.is_symlink() else [])
         lines = [f"{p.relative_to(run_dir).as_posix()} ({_size(p)} bytes)" for p in listed[:MAX_INVENTORY]]
         if len(listed) > MAX_INVENTORY:
             lines.append(f"[... {len(listed) - MAX_INVENTORY} more files ...]")

@@ -98,7 +98,6 @@ class Executor:
         self._thread: threading.Thread | None = None
         self._waiters: list[threading.Thread] = []
 
-    # -- running -------------------------------------------------------------------------------------------
     def start(self) -> None:
         from .perform import write_settings
 
