@@ -81,13 +81,10 @@ def normalise_results(raw: Any) -> list[dict]:
             first[ident] = item
     out = []
     for s in load_strategies():
-        item = first.get(s.id)
-        if item is None:
-            out.append({"id": s.id, "strategy": s.name, "score": 0, "evidence": MISSING})
-        else:
-            evidence = item.get("evidence", "")
-            out.append({"id": s.id, "strategy": s.name, "score": score_value(item.get("score")),
-                        "evidence": evidence if isinstance(evidence, str) else str(evidence)})
+        item = first.get(s.id, {"evidence": MISSING})
+        evidence = item.get("evidence", "")
+        out.append({"id": s.id, "strategy": s.name, "score": score_value(item.get("score")),
+                    "evidence": evidence if isinstance(evidence, str) else str(evidence)})
     return out
 
 
@@ -158,8 +155,6 @@ def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), 
             "agents": [aggregate([d for d in docs if (d.get("agent") or "") == a], a or None) for a in agents],
             "stages": list(stage_docs)}
 
-
-# -- the documents' models ---------------------------------------------------------------------------
 
 def _zero_or_one(value: Any) -> int:
     if type(value) is not int or value not in (0, 1):

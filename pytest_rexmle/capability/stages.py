@@ -84,18 +84,14 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
         judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
     else:  # claims in the agent's own logs earn no stage credit
         judged = {sid: {"score": 0.0, "evidence": "No observed trace"} for sid in JUDGED_STAGES}
-    infer, submit = submission_stages(run_dir, task_obj, public_dir)
+    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
     method = judge.describe()["name"]
     rows = []
     for sid in WEIGHTS:
-        if sid in JUDGED_STAGES:
-            item = judged.get(sid, {"score": 0.0, "evidence": ""})
-            score, evidence, how = float(item["score"]), str(item["evidence"]), method
-        else:
-            score, evidence = infer if sid == "S4" else submit
-            how = "deterministic"
+        item = judged.get(sid, {"score": 0.0, "evidence": ""})
+        score, evidence = measured.get(sid) or (float(item["score"]), str(item["evidence"]))
         rows.append({"id": sid, "name": NAMES[sid], "weight": WEIGHTS[sid], "score": min(1.0, max(0.0, score)),
-                     "method": how, "evidence": evidence})
+                     "method": "deterministic" if sid in measured else method, "evidence": evidence})
     meta = run_meta(run_dir)
     doc = {"schema": SCHEMA, "agent": meta.get("agent"), "challenge_id": challenge_id, "run_dir": str(run_dir),
            "judge": judge.describe(), "stages": rows, "total": sum(r["weight"] * r["score"] for r in rows),
