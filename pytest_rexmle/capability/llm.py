@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge
-from .schema import NO_TEXT, NO_TRACE_FLAG, UNPARSABLE, normalise_results, zero_results
+from .schema import NO_TRACE_FLAG, UNPARSABLE, normalise_results, untraced, zero_results
 from .strategies import load_strategies
 from .trace import SECTION_CHARS, Source, split_sections, trace_text
 
@@ -212,9 +212,7 @@ class LLMJudge(Judge):
         start = dict(self.usage)
         texts = self.sections(sources)
         if not texts:
-            label = f"{challenge_id}-section-1"
-            return ([{"label": label, "flagged": True, "results": zero_results(NO_TEXT)}], [NO_TRACE_FLAG],
-                    self._usage(start))
+            return untraced(challenge_id), [NO_TRACE_FLAG], self._usage(start)
         for i, text in enumerate(texts, start=1):
             label = f"{challenge_id}-section-{i}"
             raw, why = self._ask(SYSTEM_PROMPT, user_message(label, text), "results")

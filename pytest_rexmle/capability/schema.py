@@ -92,6 +92,11 @@ def zero_results(evidence: str) -> list[dict]:
     return [{"id": s.id, "strategy": s.name, "score": 0, "evidence": evidence} for s in load_strategies()]
 
 
+def untraced(challenge_id: str) -> list[dict]:
+    """The one section of a run without an observed trace: flagged, every strategy 0."""
+    return [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
+
+
 def combine_sections(sections: list[dict]) -> list[dict]:
     """Per-run binary score: 1 if any section scored 1; evidence and label of the first such section."""
     rows = []

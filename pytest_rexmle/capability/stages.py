@@ -61,7 +61,7 @@ from ..errors import InvalidSubmission
 from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
-from .schema import Part
+from .schema import NO_TEXT, Part
 from .trace import collect_sources, has_trace
 
 SCHEMA = "rexmle-stages/1"
@@ -83,7 +83,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
     if has_trace(sources):
         judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
     else:  # claims in the agent's own logs earn no stage credit
-        judged = {sid: {"score": 0.0, "evidence": "No observed trace"} for sid in JUDGED_STAGES}
+        judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
     measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
     method = judge.describe()["name"]
     rows = []

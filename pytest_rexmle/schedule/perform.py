@@ -22,7 +22,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-from .board import STOP_REASON, Board, agent_of_key, task_of_key
+from .board import FINAL, STOP_REASON, Board, agent_of_key, task_of_key
 
 SETTINGS = "settings.pickle"
 PR_SET_PDEATHSIG = 1
@@ -132,8 +132,6 @@ def _on_sigint(board: Board, parent: int):
 
 def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
-    from .board import FINAL
-
     record = board.read(key)
     if record is None or record["state"] not in FINAL:
         board.write(key, state, **fields)
