@@ -92,7 +92,6 @@ class Executor:
         self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in self.queue}
         #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
         self.timeline: list[tuple[float, int, int | None]] = []
-        self.began = self.finished = None
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -105,7 +104,6 @@ class Executor:
         self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
         for key, why in self.problems.items():
             self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
-        self.began = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
         self._thread.start()
 
@@ -180,15 +178,14 @@ class Executor:
         narrowest = min((p.width for p in self.queue), default=None)
         self.timeline.append((now, len(self.free), narrowest))
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Until every run has ended (True) or ``timeout`` passed (False)."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Until every run has ended or ``timeout`` passed."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
-                return False
+                return
         for waiter in list(self._waiters):
             waiter.join(timeout)
-        return True
 
     def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Interrupt every run in flight and drop the queue; returns once the children have exited."""
@@ -209,14 +206,12 @@ class Executor:
                 _signal(child, signal.SIGKILL, group=True)
                 child.wait()
         self.wait(timeout=grace)
-        self.finished = time.monotonic()
 
     def close(self) -> None:
         """Session end: runs still queued or in flight (``-x``, an interrupt) are stopped."""
         if self.queue or self.children:
             self.stop()
         self.wait()
-        self.finished = self.finished or time.monotonic()
 
 
 def _signal(child: subprocess.Popen, signum: int, group: bool = False) -> None:
