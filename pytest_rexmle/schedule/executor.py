@@ -44,7 +44,6 @@ class RunTimes:
     slots: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
-    exit_code: int | None = None
 
 
 @dataclass
@@ -163,14 +162,13 @@ class Executor:
                 self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:
                 self.board.write(key, "error", message=f"the run's harness process ended with code {code} "
-                                                            f"without recording an outcome", traceback="")
+                                                       f"without recording an outcome", traceback="")
         with self._cond:
             active = self.active.pop(key)
             self.children.pop(key, None)
             self.free.extend(active.slots)
             self.free.sort(key=self.slots.names.index)
-            times = self.times[key]
-            times.ended, times.exit_code = ended, code
+            self.times[key].ended = ended
             self._note(ended)
             self._cond.notify_all()
 
