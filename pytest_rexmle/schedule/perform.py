@@ -36,12 +36,11 @@ class SessionGone(KeyboardInterrupt):
     """The session process died (``kill -9``): unwind like Ctrl-C; the run's record names the cause."""
 
 
-def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list | None = None) -> None:
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list) -> None:
     """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended.
 
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
-    said = [] if said is None else said
     from ..agents import get_agent
     from ..campaign import begin, task_data
     from ..errors import DataNotPreparedError
