@@ -346,12 +346,6 @@ class Lines(list):
             self._by_literal[literal] = found
         return found
 
-    def _union(self, literals: frozenset[str]) -> set[int]:
-        out: set[int] = set()
-        for literal in literals:
-            out |= self._lines_with(literal)
-        return out
-
     def candidates(self, grp: Group) -> dict[int, list[int]] | None:
         """Line index -> ``grp``'s patterns worth trying on it (their literals are in the line), in order;
         None when a pattern has no required literal (every line is a candidate)."""
@@ -360,7 +354,7 @@ class Lines(list):
             if all(lits is not None for _, lits in grp.parts):
                 plan = {}
                 for k, (_, lits) in enumerate(grp.parts):
-                    for index in self._union(lits):
+                    for index in set().union(*map(self._lines_with, lits)):
                         plan.setdefault(index, []).append(k)
             self._plans[id(grp)] = plan
         return self._plans[id(grp)]

@@ -158,7 +158,7 @@ def test_large_log_is_fast(tmp_path):
     assert elapsed < 10, elapsed
 
 
-def test_prefilter_is_only_a_necessary_condition():
+def test_literal_index_is_only_a_necessary_condition():
     """Every line a group's full pattern matches holds one of its required literals (so results never change)."""
     from pytest_rexmle.capability.rules import STAGE_RULES, required_literals
 
