@@ -153,8 +153,8 @@ def _from_result(run_dir: Path) -> tuple[tuple[float, str], tuple[float, str]]:
         status = json.loads((run_dir / "result.json").read_text(encoding="utf-8")).get("status")
     except (OSError, ValueError, AttributeError):
         status = None
-    both = (1.0, "graded ok (result.json)") if status == "ok" else \
-        (0.0, f"public data unavailable; status {status}")
+    both = ((1.0, "graded ok (result.json)") if status == "ok"
+            else (0.0, f"public data unavailable; status {status}"))
     return both, both
 
 
