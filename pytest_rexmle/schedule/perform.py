@@ -22,6 +22,7 @@ import traceback
 import warnings
 from pathlib import Path
 
+from ..errors import DataNotPreparedError
 from .board import FINAL, STOP_REASON, Board, agent_of_key, task_of_key
 
 SETTINGS = "settings.pickle"
@@ -43,7 +44,6 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
     from ..agents import get_agent
     from ..campaign import begin, task_data
-    from ..errors import DataNotPreparedError
     from ..run import finish
     from ..runtime import runtime_for
     from ..runtime.slurm_job import outcome_to_json
@@ -84,8 +84,6 @@ def texts(caught: list) -> list[str]:
 
 
 def _data(settings, task, task_data):
-    from ..errors import DataNotPreparedError
-
     try:
         return task_data(settings, task)
     except DataNotPreparedError:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from .board import STOP_REASON, Board, run_key
+from ..jsonfile import write_json_atomic
+from .board import FIGURES, STOP_REASON, Board, run_key
 from .executor import Executor
 
 PLUGIN_NAME = "rexmle-schedule"
@@ -63,8 +64,6 @@ class WorkerPlan:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from ..jsonfile import write_json_atomic
-
         board = board_for(self.config)
         write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
 
@@ -140,9 +139,6 @@ class SessionSchedule:
 
         records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
-        from ..jsonfile import write_json_atomic
-        from .board import FIGURES
-
         write_json_atomic(self.board.folder / FIGURES, self.figures)
 
 
