@@ -45,7 +45,7 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Any, Iterable, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from ..documents import Document
 from .strategies import N_STRATEGIES, load_strategies
@@ -170,13 +170,13 @@ def _zero_or_one(value: Any) -> int:
 Score = Annotated[Any, AfterValidator(_zero_or_one)]
 
 
-class Part(BaseModel):
-    """A part of a document: strict types, unknown keys kept."""
+class Strict(Document):
+    """A capability or stage document, or a part of one: strict types, unknown keys kept."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(strict=True)
 
 
-class StrategyResult(Part):
+class StrategyResult(Strict):
     """One judged strategy in the paper's judge-output shape."""
 
     id: int
@@ -203,23 +203,21 @@ def _one_row_per_strategy(rows: list) -> list:
 Rows = Annotated[list[StrategyResult], AfterValidator(_one_row_per_strategy)]
 
 
-class JudgeRecord(Part):
+class JudgeRecord(Strict):
     name: str
     model: str
     params: dict[str, Any]
     prompt_version: str
 
 
-class JudgedSection(Part):
+class JudgedSection(Strict):
     label: str
     flagged: bool
     results: Rows
 
 
-class CapabilityRun(Document):
+class CapabilityRun(Strict):
     """A per-run ``capability.json`` (``rexmle-capability-run/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability-run/1"] = Field(alias="schema")
     agent: str | None
@@ -246,7 +244,7 @@ class CapabilityRun(Document):
         return self
 
 
-class AgentStrategy(Part):
+class AgentStrategy(Strict):
     id: int
     mean_score: float
     sum_score: int
@@ -254,14 +252,12 @@ class AgentStrategy(Part):
     fragment_mean: float | None = Field(ge=0.0, le=1.0)
 
 
-class AgentRun(Part):
+class AgentRun(Strict):
     scores: list[Score] = Field(min_length=N_STRATEGIES, max_length=N_STRATEGIES)
 
 
-class AgentCapability(Document):
+class AgentCapability(Strict):
     """A per-agent aggregate (``rexmle-capability-agent/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability-agent/1"] = Field(alias="schema")
     n_runs: int
@@ -293,10 +289,8 @@ def _stage_documents(docs: list) -> list:
     return docs
 
 
-class SessionCapability(Document):
+class SessionCapability(Strict):
     """The session's ``rexmle-capability.json`` (``rexmle-capability/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability/1"] = Field(alias="schema")
     created: str

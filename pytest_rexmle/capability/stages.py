@@ -54,14 +54,13 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from ..documents import Document
 from ..errors import InvalidSubmission
 from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
-from .schema import NO_TEXT, Part
+from .schema import NO_TEXT, Strict
 from .trace import collect_sources, has_trace
 
 SCHEMA = "rexmle-stages/1"
@@ -232,7 +231,7 @@ Count = Annotated[int, Field(ge=0)] | None
 Amount = Annotated[float, Field(ge=0)] | None
 
 
-class StageUsage(Part):
+class StageUsage(Strict):
     """The cost block: what the run spent. :func:`read_usage` writes every key; null means not reported
     (or not metered), never zero."""
 
@@ -246,7 +245,7 @@ class StageUsage(Part):
     source: str | None
 
 
-class Stage(Part):
+class Stage(Strict):
     id: Literal["S1", "S2", "S3", "S4", "S5"]
     name: str
     weight: float
@@ -261,10 +260,8 @@ class Stage(Part):
         return self
 
 
-class StageScores(Document):
+class StageScores(Strict):
     """A run's ``stages.json`` (``rexmle-stages/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-stages/1"] = Field(alias="schema")
     challenge_id: str
