@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..jsonfile import write_json_atomic
-from .schema import NO_TEXT, NO_TRACE_FLAG, run_document, zero_results
+from .schema import NO_TRACE_FLAG, run_document, untraced
 from .trace import Source, collect_sources, has_trace
 
 CAPABILITY_JSON = "capability.json"
@@ -30,16 +30,22 @@ JUDGED_STAGES: dict[str, tuple[str, str]] = {
 }
 
 
-def task_id_of(task: Any) -> str:
-    """Accept a Task or any id/alias; unknown names pass through so judging never blocks on the registry."""
+def resolve_task(task: Any):
+    """The Task for a Task or any id/alias; None for an unknown name (judging never blocks on the registry)."""
     if hasattr(task, "id"):
-        return str(task.id)
+        return task
     from ..task import registry
 
     try:
-        return registry().get(str(task)).id
+        return registry().get(str(task))
     except Exception:
-        return str(task)
+        return None
+
+
+def task_id_of(task: Any) -> str:
+    """Accept a Task or any id/alias; unknown names pass through."""
+    found = resolve_task(task)
+    return str(task) if found is None else str(found.id)
 
 
 def run_meta(run_dir: Path) -> dict:
@@ -93,13 +99,10 @@ class Judge(ABC):
         challenge_id = task_id_of(task)
         meta = run_meta(run_dir)
         sources = collect_sources(run_dir)
-        flags: list[str] = []
-        usage = None
-        if not has_trace(sources):  # the agent's own logs are claims: without an observed trace nothing counts
-            sections = [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
-            flags.append(NO_TRACE_FLAG)
-        else:
+        if has_trace(sources):
             sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task))
+        else:  # the agent's own logs are claims: without an observed trace nothing counts
+            sections, flags, usage = untraced(challenge_id), [NO_TRACE_FLAG], None
         doc = run_document(agent=meta.get("agent"), challenge_id=challenge_id, seed=_seed(meta),
                            run_dir=str(run_dir), judge=self.describe(), sections=sections, flags=flags,
                            judge_usage=usage)

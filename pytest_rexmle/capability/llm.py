@@ -37,7 +37,7 @@ from typing import Any
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge
-from .schema import NO_TEXT, NO_TRACE_FLAG, UNPARSABLE, normalise_results, zero_results
+from .schema import NO_TRACE_FLAG, UNPARSABLE, normalise_results, untraced, zero_results
 from .strategies import load_strategies
 from .trace import SECTION_CHARS, Source, split_sections, trace_text
 
@@ -74,13 +74,10 @@ class JudgeError(RexmleError):
     """The judge cannot work as configured (bad endpoint, rejected key); never carries the key."""
 
 
-def strategy_blocks() -> str:
-    return "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
-
-
 def user_message(label: str, section: str) -> str:
+    blocks = "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
     ids = ", ".join(f"{s.id} = {s.name}" for s in load_strategies())
-    return (f"{strategy_blocks()}\n\nLog section ({label}):\n{section}\n"
+    return (f"{blocks}\n\nLog section ({label}):\n{section}\n"
             f"Return a JSON object with key \"results\" containing one object per strategy ({ids}), each with "
             f"\"id\", \"strategy\", \"score\" (0 or 1) and \"evidence\".")
 
@@ -156,7 +153,6 @@ class LLMJudge(Judge):
                 "stage_prompt_version": STAGE_PROMPT_VERSION, "base_url": _public_url(self.base_url),
                 "api_key_env": self.api_key_env, "section_chars": self.section_chars, "keep_code": self.keep_code}
 
-    # -- transport -----------------------------------------------------------------------------------
     def _post(self, messages: list[dict]) -> str:
         """One chat completion; returns the message content. Raises _Transient or JudgeError."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.params}
@@ -208,7 +204,6 @@ class LLMJudge(Judge):
             why = UNPARSABLE
         return None, why
 
-    # -- judging -------------------------------------------------------------------------------------
     def sections(self, sources: list[Source]) -> list[str]:
         return split_sections(trace_text(sources, keep_code=self.keep_code), self.section_chars)
 
@@ -217,9 +212,7 @@ class LLMJudge(Judge):
         start = dict(self.usage)
         texts = self.sections(sources)
         if not texts:
-            label = f"{challenge_id}-section-1"
-            return ([{"label": label, "flagged": True, "results": zero_results(NO_TEXT)}], [NO_TRACE_FLAG],
-                    self._usage(start))
+            return untraced(challenge_id), [NO_TRACE_FLAG], self._usage(start)
         for i, text in enumerate(texts, start=1):
             label = f"{challenge_id}-section-{i}"
             raw, why = self._ask(SYSTEM_PROMPT, user_message(label, text), "results")

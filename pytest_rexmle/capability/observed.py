@@ -81,10 +81,8 @@ def read_model_calls(run_dir: Path) -> ObservedTrace:
     except RefusedFile:
         return ObservedTrace([], present=False)
     lines = head.split(b"\n")
-    if skipped:  # the lines cut by the gap are not whole records
+    if skipped:  # the lines cut by the gap are not whole records (without a gap the head is the whole file)
         lines = lines[:-1] + tail.split(b"\n")[1:]
-    else:
-        lines += tail.split(b"\n") if tail else []
     trace = ObservedTrace([], present=True)
     seen: set[str] = set()
     for raw in lines:

@@ -22,6 +22,8 @@ records ``"name": "rules"`` so the two are never confused. The run is one sectio
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 import time
 from bisect import bisect_right
@@ -47,54 +49,16 @@ COMMENT = re.compile(r"^\s*(#|//|--|;)")
 @dataclass(frozen=True)
 class Group:
     pattern: re.Pattern
+    #: the patterns ``pattern`` joins, each with the lower-case literals one of which every match of it
+    #: must contain (None: no such set): a line is searched only with the patterns whose literals it holds
+    #: (leftmost match, first pattern on ties, exactly what ``pattern.search`` returns), because a
+    #: plain-literal search is several times cheaper than the full case-insensitive alternation
+    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...]
     hedged: bool = True
     what: str = ""
-    #: lower-case literals one of which every match must contain (None: no such set), tried first because
-    #: a plain-literal search is several times cheaper than the full case-insensitive alternation
-    prefilter: re.Pattern | None = None
-    #: the top-level alternatives of ``pattern``, each with its own prefilter: a line is searched only
-    #: with the alternatives whose literals it holds (leftmost match, first alternative on ties, exactly
-    #: what ``pattern.search`` returns)
-    parts: tuple[tuple[re.Pattern, frozenset[str] | None], ...] = ()
-    #: the literals behind ``prefilter``
-    literals: frozenset[str] | None = None
 
 
-def top_level_alternatives(pattern: str) -> list[str]:
-    """``a|b(c|d)|[|]e`` -> ``["a", "b(c|d)", "[|]e"]``: split at ``|`` outside groups and classes."""
-    parts, depth, start, i, in_class = [], 0, 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            if pattern[i + 1:i + 2] == "^":
-                i += 1
-            if pattern[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    parts.append(pattern[start:])
-    return parts
-
-
-def _literals(compiled: re.Pattern) -> frozenset[str] | None:
-    literals = required_literals(compiled)
-    return frozenset(literals) if literals else None
-
-
-def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
+def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] | None:
     """A set of literals at least one of which occurs (lower-cased) in every match, or None.
 
     Walks the parsed pattern: a run of literal characters is required; a group or a repeat with a
@@ -132,18 +96,16 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> set[str] | None:
         return max(cands, key=lambda c: (min(map(len, c)), -len(c))) if cands else None
 
     try:
-        return seq(P.parse(pattern.pattern, pattern.flags))
+        found = seq(P.parse(pattern.pattern, pattern.flags))
     except Exception:  # an unexpected parser shape only costs speed
         return None
+    return frozenset(found) if found else None
 
 
 def group(*patterns: str, hedged: bool = True, what: str = "") -> Group:
     compiled = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
-    alternatives = [re.compile(a, re.IGNORECASE) for p in patterns for a in top_level_alternatives(p)]
-    parts = tuple((alt, _literals(alt)) for alt in alternatives)
-    literals = _literals(compiled)
-    prefilter = re.compile("|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))) if literals else None
-    return Group(compiled, hedged, what, prefilter, parts, literals)
+    parts = tuple((part, required_literals(part)) for part in (re.compile(p, re.IGNORECASE) for p in patterns))
+    return Group(compiled, parts, hedged, what)
 
 
 @dataclass(frozen=True)
@@ -349,7 +311,7 @@ class Lines(list):
     """The prepared lines of one run, with the lines holding each literal found once over the whole text.
 
     A regex alternation of literals scans a few MB/s in Python's engine; ``str.find`` per literal scans
-    at memory speed, so candidate lines for every group and every alternative cost one pass per distinct
+    at memory speed, so candidate lines for every group and each of its patterns cost one pass per distinct
     literal. Matching results are exactly those of ``grp.pattern.search`` on every line.
     """
 
@@ -358,21 +320,21 @@ class Lines(list):
         #: scanning stops at this monotonic time (a crafted log must not hold the session); see ``stopped``
         self.deadline = None if seconds is None else time.monotonic() + seconds
         self.stopped = False
-        self._starts: list[int] | None = None
-        self._joined = ""
         self._by_literal: dict[str, set[int]] = {}
-        self._plans: dict[int, tuple[set[int] | None, dict[int, list[int]]]] = {}
+        self._plans: dict[int, dict[int, list[int]] | None] = {}
+
+    @functools.cached_property
+    def _joined(self) -> str:
+        return "\n".join(line.low for line in self)
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        """Where each line begins in ``_joined``."""
+        return list(itertools.accumulate((len(line.low) + 1 for line in self[:-1]), initial=0))
 
     def _lines_with(self, literal: str) -> set[int]:
         found = self._by_literal.get(literal)
         if found is None:
-            if self._starts is None:
-                self._joined = "\n".join(line.low for line in self)
-                starts, at = [], 0
-                for line in self:
-                    starts.append(at)
-                    at += len(line.low) + 1
-                self._starts = starts
             found, text, starts, at = set(), self._joined, self._starts, 0
             while True:
                 at = text.find(literal, at)
@@ -384,38 +346,28 @@ class Lines(list):
             self._by_literal[literal] = found
         return found
 
-    def _union(self, literals: frozenset[str]) -> set[int]:
-        out: set[int] = set()
-        for literal in literals:
-            out |= self._lines_with(literal)
-        return out
-
-    def _plan(self, grp: Group) -> tuple[set[int] | None, dict[int, list[int]]]:
-        """(candidate lines or None for all, line -> alternatives worth trying, in order)."""
-        plan = self._plans.get(id(grp))
-        if plan is None:
-            candidates = None if grp.literals is None else self._union(grp.literals)
-            per_line: dict[int, list[int]] = {}
-            if grp.parts and all(lits is not None for _, lits in grp.parts):
+    def candidates(self, grp: Group) -> dict[int, list[int]] | None:
+        """Line index -> ``grp``'s patterns worth trying on it (their literals are in the line), in order;
+        None when a pattern has no required literal (every line is a candidate)."""
+        if id(grp) not in self._plans:
+            plan = None
+            if all(lits is not None for _, lits in grp.parts):
+                plan = {}
                 for k, (_, lits) in enumerate(grp.parts):
-                    for index in self._union(lits):
-                        per_line.setdefault(index, []).append(k)
-            plan = self._plans[id(grp)] = (candidates, per_line)
-        return plan
-
-    def candidates(self, grp: Group) -> set[int] | None:
-        """Indexes of the lines holding one of ``grp``'s required literals (None: every line)."""
-        return self._plan(grp)[0]
+                    for index in set().union(*map(self._lines_with, lits)):
+                        plan.setdefault(index, []).append(k)
+            self._plans[id(grp)] = plan
+        return self._plans[id(grp)]
 
     def search(self, grp: Group, index: int) -> re.Match | None:
-        """``grp.pattern.search`` of line ``index``: the leftmost match of the alternatives whose literals
-        the line holds, the first alternative on a tie (the engine's own rule)."""
+        """``grp.pattern.search`` of line ``index``: the leftmost match of the patterns whose literals the
+        line holds, the first pattern on a tie (the engine's own rule for the alternation)."""
         text = self[index].text
-        per_line = self._plan(grp)[1]
-        if not per_line:
+        plan = self.candidates(grp)
+        if plan is None:
             return grp.pattern.search(text)
         best = None
-        for k in per_line.get(index, ()):
+        for k in plan.get(index, ()):
             match = grp.parts[k][0].search(text)
             if match is not None and (best is None or match.start() < best.start()):
                 best = match
@@ -429,7 +381,7 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
     for src in sources:
         if src.kind not in (TRACE, CODE):  # the file inventory is for the LLM judge
             continue
-        for lineno, text in enumerate(src.lines(), start=1):
+        for lineno, text in enumerate(src.text.splitlines(), start=1):
             order += 1
             if not text.strip() or (src.kind == CODE and COMMENT.match(text)):
                 continue
@@ -451,11 +403,9 @@ def _quote(line: Line, match: re.Match) -> str:
     return f"{line.src.rel}:{line.lineno}: {text}"
 
 
-def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False, trace_only: bool = False,
+def scan(lines: Lines, groups: tuple[Group, ...], *, ordered: bool = False, trace_only: bool = False,
          exclude: re.Pattern | None = None) -> list[list[_Hit]]:
     """Hits per group (at most HITS_KEPT each), in trace order."""
-    if not isinstance(lines, Lines):
-        lines = Lines(lines)
     hits: list[list[_Hit]] = [[] for _ in groups]
     candidates = [lines.candidates(grp) for grp in groups]
     visit = range(len(lines)) if any(c is None for c in candidates) else sorted(set().union(*candidates))
@@ -484,7 +434,7 @@ def scan(lines: list[Line], groups: tuple[Group, ...], *, ordered: bool = False,
     return hits
 
 
-def judge_rule(rule: Rule, lines: list[Line]) -> tuple[int, str]:
+def judge_rule(rule: Rule, lines: Lines) -> tuple[int, str]:
     hits = scan(lines, rule.groups, ordered=rule.ordered, trace_only=rule.trace_only, exclude=rule.exclude)
     if not all(hits):
         return 0, ""

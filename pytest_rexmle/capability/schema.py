@@ -45,7 +45,7 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Any, Iterable, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from ..documents import Document
 from .strategies import N_STRATEGIES, load_strategies
@@ -62,15 +62,9 @@ NO_TRACE_FLAG = "no observed trace (logs/model-calls.jsonl missing or empty)"
 
 def score_value(value: Any) -> int:
     """1 iff the value means the integer 1 (``1``, ``1.0``, ``"1"``); anything else (bools too) is 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return int(value == 1)
-    if isinstance(value, float):
-        return int(value == 1.0)
     if isinstance(value, str):
         return int(value.strip() in ("1", "1.0"))
-    return 0
+    return int(isinstance(value, (int, float)) and not isinstance(value, bool) and value == 1)
 
 
 def normalise_results(raw: Any) -> list[dict]:
@@ -87,13 +81,10 @@ def normalise_results(raw: Any) -> list[dict]:
             first[ident] = item
     out = []
     for s in load_strategies():
-        item = first.get(s.id)
-        if item is None:
-            out.append({"id": s.id, "strategy": s.name, "score": 0, "evidence": MISSING})
-        else:
-            evidence = item.get("evidence", "")
-            out.append({"id": s.id, "strategy": s.name, "score": score_value(item.get("score")),
-                        "evidence": evidence if isinstance(evidence, str) else str(evidence)})
+        item = first.get(s.id, {"evidence": MISSING})
+        evidence = item.get("evidence", "")
+        out.append({"id": s.id, "strategy": s.name, "score": score_value(item.get("score")),
+                    "evidence": evidence if isinstance(evidence, str) else str(evidence)})
     return out
 
 
@@ -101,16 +92,19 @@ def zero_results(evidence: str) -> list[dict]:
     return [{"id": s.id, "strategy": s.name, "score": 0, "evidence": evidence} for s in load_strategies()]
 
 
+def untraced(challenge_id: str) -> list[dict]:
+    """The one section of a run without an observed trace: flagged, every strategy 0."""
+    return [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
+
+
 def combine_sections(sections: list[dict]) -> list[dict]:
     """Per-run binary score: 1 if any section scored 1; evidence and label of the first such section."""
     rows = []
     for s in load_strategies():
         hit = next(((sec, r) for sec in sections for r in sec["results"] if r["id"] == s.id and r["score"] == 1), None)
-        if hit:
-            rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": 1, "evidence": hit[1]["evidence"],
-                         "section": hit[0]["label"]})
-        else:
-            rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": 0, "evidence": "", "section": None})
+        evidence, section = (hit[1]["evidence"], hit[0]["label"]) if hit else ("", None)
+        rows.append({"id": s.id, "key": s.key, "strategy": s.name, "score": int(hit is not None),
+                     "evidence": evidence, "section": section})
     return rows
 
 
@@ -152,10 +146,8 @@ def aggregate(docs: Iterable[dict], agent: str) -> dict:
 
 
 def _run_score(doc: dict, ident: int) -> int:
-    for row in doc.get("strategies", []):
-        if row.get("id") == ident:
-            return 1 if row.get("score") == 1 else 0
-    return 0
+    rows = (row for row in doc.get("strategies", []) if row.get("id") == ident)
+    return next((int(row.get("score") == 1) for row in rows), 0)
 
 
 def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), judge: dict | None = None) -> dict:
@@ -169,8 +161,6 @@ def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), 
             "stages": list(stage_docs)}
 
 
-# -- the documents' models ---------------------------------------------------------------------------
-
 def _zero_or_one(value: Any) -> int:
     if type(value) is not int or value not in (0, 1):
         raise ValueError("must be the integer 0 or 1")
@@ -180,10 +170,14 @@ def _zero_or_one(value: Any) -> int:
 Score = Annotated[Any, AfterValidator(_zero_or_one)]
 
 
-class StrategyResult(BaseModel):
-    """One judged strategy in the paper's judge-output shape."""
+class Strict(Document):
+    """A capability or stage document, or a part of one: strict types, unknown keys kept."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(strict=True)
+
+
+class StrategyResult(Strict):
+    """One judged strategy in the paper's judge-output shape."""
 
     id: int
     strategy: str
@@ -209,27 +203,21 @@ def _one_row_per_strategy(rows: list) -> list:
 Rows = Annotated[list[StrategyResult], AfterValidator(_one_row_per_strategy)]
 
 
-class JudgeRecord(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class JudgeRecord(Strict):
     name: str
     model: str
     params: dict[str, Any]
     prompt_version: str
 
 
-class JudgedSection(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class JudgedSection(Strict):
     label: str
     flagged: bool
     results: Rows
 
 
-class CapabilityRun(Document):
+class CapabilityRun(Strict):
     """A per-run ``capability.json`` (``rexmle-capability-run/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability-run/1"] = Field(alias="schema")
     agent: str | None
@@ -256,9 +244,7 @@ class CapabilityRun(Document):
         return self
 
 
-class AgentStrategy(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class AgentStrategy(Strict):
     id: int
     mean_score: float
     sum_score: int
@@ -266,16 +252,12 @@ class AgentStrategy(BaseModel):
     fragment_mean: float | None = Field(ge=0.0, le=1.0)
 
 
-class AgentRun(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class AgentRun(Strict):
     scores: list[Score] = Field(min_length=N_STRATEGIES, max_length=N_STRATEGIES)
 
 
-class AgentCapability(Document):
+class AgentCapability(Strict):
     """A per-agent aggregate (``rexmle-capability-agent/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability-agent/1"] = Field(alias="schema")
     n_runs: int
@@ -307,10 +289,8 @@ def _stage_documents(docs: list) -> list:
     return docs
 
 
-class SessionCapability(Document):
+class SessionCapability(Strict):
     """The session's ``rexmle-capability.json`` (``rexmle-capability/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-capability/1"] = Field(alias="schema")
     created: str

@@ -54,13 +54,13 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from ..documents import Document
 from ..errors import InvalidSubmission
 from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
-from .base import JUDGED_STAGES, description_lines, run_meta, task_id_of
+from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
+from .schema import NO_TEXT, Strict
 from .trace import collect_sources, has_trace
 
 SCHEMA = "rexmle-stages/1"
@@ -76,42 +76,27 @@ MAX_USAGE_BYTES = 64 * 1024
 def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> dict:
     """Score S1–S5 of one run, write ``<run_dir>/stages.json`` and return the document."""
     run_dir = Path(run_dir)
-    task_obj = _task(task)
+    task_obj = resolve_task(task)
     challenge_id = task_id_of(task)
     sources = collect_sources(run_dir)
     if has_trace(sources):
         judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
     else:  # claims in the agent's own logs earn no stage credit
-        judged = {sid: {"score": 0.0, "evidence": "No observed trace"} for sid in JUDGED_STAGES}
-    infer, submit = submission_stages(run_dir, task_obj, public_dir)
+        judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
+    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
     method = judge.describe()["name"]
     rows = []
     for sid in WEIGHTS:
-        if sid in JUDGED_STAGES:
-            item = judged.get(sid, {"score": 0.0, "evidence": ""})
-            score, evidence, how = float(item["score"]), str(item["evidence"]), method
-        else:
-            score, evidence = infer if sid == "S4" else submit
-            how = "deterministic"
+        item = judged.get(sid, {"score": 0.0, "evidence": ""})
+        score, evidence = measured.get(sid) or (float(item["score"]), str(item["evidence"]))
         rows.append({"id": sid, "name": NAMES[sid], "weight": WEIGHTS[sid], "score": min(1.0, max(0.0, score)),
-                     "method": how, "evidence": evidence})
+                     "method": "deterministic" if sid in measured else method, "evidence": evidence})
     meta = run_meta(run_dir)
     doc = {"schema": SCHEMA, "agent": meta.get("agent"), "challenge_id": challenge_id, "run_dir": str(run_dir),
            "judge": judge.describe(), "stages": rows, "total": sum(r["weight"] * r["score"] for r in rows),
            "usage": read_usage(run_dir, meta)}
     write_json_atomic(run_dir / STAGES_JSON, doc)
     return doc
-
-
-def _task(task: Any):
-    if hasattr(task, "id"):
-        return task
-    from ..task import registry
-
-    try:
-        return registry().get(str(task))
-    except Exception:
-        return None
 
 
 def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tuple[float, str], tuple[float, str]]:
@@ -156,9 +141,7 @@ def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -
         try:
             grader.check_case(table, case_id, public_dir)
             good += 1
-        except InvalidSubmission:
-            continue
-        except Exception:
+        except Exception:  # an invalid row, or a grader bug on it: the case is not counted
             continue
     return good / len(test_ids), f"{good} of {len(test_ids)} test case(s) predicted in a valid format"
 
@@ -169,9 +152,9 @@ def _from_result(run_dir: Path) -> tuple[tuple[float, str], tuple[float, str]]:
         status = json.loads((run_dir / "result.json").read_text(encoding="utf-8")).get("status")
     except (OSError, ValueError, AttributeError):
         status = None
-    if status == "ok":
-        return (1.0, "graded ok (result.json)"), (1.0, "graded ok (result.json)")
-    return (0.0, f"public data unavailable; status {status}"), (0.0, f"public data unavailable; status {status}")
+    both = ((1.0, "graded ok (result.json)") if status == "ok"
+            else (0.0, f"public data unavailable; status {status}"))
+    return both, both
 
 
 def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
@@ -193,13 +176,8 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
             warnings.append(f"{rel} is not a JSON object")
             continue
         source = rel
-        for key in USAGE_INT:
-            value = data.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                usage[key] = value
-        cost = data.get("cost_usd")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
-            usage["cost_usd"] = float(cost)
+        usage.update({key: _count(data.get(key)) for key in USAGE_INT})
+        usage["cost_usd"] = _amount(data.get("cost_usd"))
         if isinstance(data.get("model"), str):
             usage["model"] = clean_text(data["model"], limit=200)
         break
@@ -219,20 +197,15 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
 def _gateway_usage(metered: dict, reported: dict) -> dict:
     """The gateway's metered usage (what the provider billed), with the agent's own file kept aside as
     ``reported_by_agent``: an agent claiming 0 tokens no longer shows 0 in the report."""
-    def count(key: str) -> int | None:
-        value = metered.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-    cost = metered.get("cost_usd")
     by_model = metered.get("by_model") if isinstance(metered.get("by_model"), dict) else {}
     models = sorted(by_model, key=lambda m: -(by_model[m].get("requests") or 0) if isinstance(by_model[m], dict) else 0)
     usage: dict[str, Any] = {
-        "turns": count("requests"), "input_tokens": count("input_tokens"), "output_tokens": count("output_tokens"),
-        "total_tokens": None, "cost_usd": float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool)
-        and math.isfinite(cost) and cost >= 0 else None,
+        "turns": _count(metered.get("requests")), "input_tokens": _count(metered.get("input_tokens")),
+        "output_tokens": _count(metered.get("output_tokens")),
+        "total_tokens": None, "cost_usd": _amount(metered.get("cost_usd")),
         "model": clean_text(", ".join(models), limit=200) if models else None,
         "wall_seconds": reported.get("wall_seconds"), "source": "gateway",
-        "cached_tokens": count("cached_tokens"), "model_seconds": metered.get("model_seconds"),
+        "cached_tokens": _count(metered.get("cached_tokens")), "model_seconds": metered.get("model_seconds"),
     }
     if usage["input_tokens"] is not None and usage["output_tokens"] is not None:
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
@@ -243,15 +216,24 @@ def _gateway_usage(metered: dict, reported: dict) -> dict:
     return usage
 
 
+def _count(value: Any) -> int | None:
+    """A count as reported: a non-negative integer, else None (not reported)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _amount(value: Any) -> float | None:
+    """An amount as reported: a finite non-negative number, else None (not reported)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
+
+
 Count = Annotated[int, Field(ge=0)] | None
 Amount = Annotated[float, Field(ge=0)] | None
 
 
-class StageUsage(BaseModel):
+class StageUsage(Strict):
     """The cost block: what the run spent. :func:`read_usage` writes every key; null means not reported
     (or not metered), never zero."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
 
     turns: Count
     input_tokens: Count
@@ -263,9 +245,7 @@ class StageUsage(BaseModel):
     source: str | None
 
 
-class Stage(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-
+class Stage(Strict):
     id: Literal["S1", "S2", "S3", "S4", "S5"]
     name: str
     weight: float
@@ -280,10 +260,8 @@ class Stage(BaseModel):
         return self
 
 
-class StageScores(Document):
+class StageScores(Strict):
     """A run's ``stages.json`` (``rexmle-stages/1``)."""
-
-    model_config = ConfigDict(strict=True)
 
     schema_: Literal["rexmle-stages/1"] = Field(alias="schema")
     challenge_id: str

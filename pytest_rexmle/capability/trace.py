@@ -69,20 +69,17 @@ class Source:
     kind: str
     text: str
 
-    def lines(self) -> list[str]:
-        return self.text.splitlines()
 
-
+@dataclass
 class _Budget:
     """Bytes left to read for one run."""
 
-    def __init__(self, total: int) -> None:
-        self.left = total
+    left: int
 
 
-def _read_text(path: Path, budget: _Budget | None = None) -> str | None:
+def _read_text(path: Path, budget: _Budget) -> str | None:
     """A text file's head and tail (cleaned), or None for binary, special or unreadable files."""
-    allowed = MAX_FILE_BYTES if budget is None else min(MAX_FILE_BYTES, budget.left)
+    allowed = min(MAX_FILE_BYTES, budget.left)
     if allowed <= 0:
         return None
     try:
@@ -91,8 +88,7 @@ def _read_text(path: Path, budget: _Budget | None = None) -> str | None:
         return None
     if b"\x00" in head[:8192]:
         return None
-    if budget is not None:
-        budget.left -= len(head) + len(tail)
+    budget.left -= len(head) + len(tail)
     text = head.decode("utf-8", "replace")
     if skipped:
         text = text.rpartition("\n")[0] if "\n" in text else text
@@ -110,42 +106,41 @@ def _listing(folder: Path) -> list[tuple[str, int]]:
         return []
 
 
-def _walk(root: Path, top: Path) -> Iterator[Path]:
+def _walk(root: Path) -> Iterator[Path]:
     """Regular files under ``root`` in sorted depth-first order, pruning skipped and hidden folders, never
     following links; iterative, at most MAX_DEPTH levels and MAX_FILES files (later ones are not read)."""
-    stack: list[tuple[Path, list[tuple[str, int]], int]] = [(root, _listing(root), 0)]
+    stack: list[tuple[Path, Iterator[tuple[str, int]]]] = [(root, iter(_listing(root)))]
     found = 0
     while stack:
-        folder, entries, index = stack[-1]
-        if index >= len(entries):
+        folder, entries = stack[-1]
+        for name, mode in entries:
+            entry = folder / name
+            if stat.S_ISDIR(mode):
+                if len(stack) < MAX_DEPTH and not name.startswith(".") \
+                        and not (name in SKIP_DIRS and (folder == root or name != "agent")):
+                    stack.append((entry, iter(_listing(entry))))
+                    break  # into the folder; this one's listing goes on after it
+            elif stat.S_ISREG(mode):
+                found += 1
+                if found > MAX_FILES:
+                    return
+                yield entry
+        else:
             stack.pop()
-            continue
-        stack[-1] = (folder, entries, index + 1)
-        name, mode = entries[index]
-        entry = folder / name
-        if stat.S_ISDIR(mode):
-            if len(stack) < MAX_DEPTH and not name.startswith(".") \
-                    and not (name in SKIP_DIRS and (folder == top or name != "agent")):
-                stack.append((entry, _listing(entry), 0))
-        elif stat.S_ISREG(mode):
-            found += 1
-            if found > MAX_FILES:
-                return
-            yield entry
 
 
-def collect_sources(run_dir: Path, *, include_code: bool = True, include_files: bool = True) -> list[Source]:
+def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source]:
     """The observed evidence of a run: trace, corroborated code, file inventory (module docstring)."""
     run_dir = Path(run_dir)
     trace = read_model_calls(run_dir)
     out = [Source(f"{MODEL_CALLS}#{call.number}", TRACE, call.text) for call in trace.calls]
     workspace = run_dir / "workspace"
-    files = list(_walk(workspace, workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
-    if include_code and out:
+    files = list(_walk(workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
+    if out:
         out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
     if include_files:
         submission = run_dir / "submission"
-        listed = files + (list(_walk(submission, submission)) if not submission.is_symlink() else [])
+        listed = files + (list(_walk(submission)) if not submission.is_symlink() else [])
         lines = [f"{p.relative_to(run_dir).as_posix()} ({_size(p)} bytes)" for p in listed[:MAX_INVENTORY]]
         if len(listed) > MAX_INVENTORY:
             lines.append(f"[... {len(listed) - MAX_INVENTORY} more files ...]")
@@ -235,21 +230,14 @@ def split_sections(text: str, limit: int = SECTION_CHARS) -> list[str]:
     if limit < 1:
         raise ValueError("section limit must be positive")
     sections: list[str] = []
-    current: list[str] = []
-    size = 0
+    current = ""
     for line in text.splitlines(keepends=True):
+        if current and len(current) + len(line) > limit:
+            sections.append(current)
+            current = ""
         while len(line) > limit:
-            if current:
-                sections.append("".join(current))
-                current, size = [], 0
             sections.append(line[:limit])
             line = line[limit:]
-        if size + len(line) > limit and current:
-            sections.append("".join(current))
-            current, size = [], 0
-        if line:
-            current.append(line)
-            size += len(line)
-    if current:
-        sections.append("".join(current))
+        current += line
+    sections.append(current)
     return [s for s in sections if s.strip()]

@@ -79,10 +79,7 @@ class Board:
                                            "at": datetime.now(timezone.utc).isoformat(), **fields})
 
     def read(self, key: str) -> dict | None:
-        try:
-            return json.loads(self.path(key).read_text())
-        except FileNotFoundError:
-            return None
+        return _load(self.path(key))
 
     def records(self) -> list[dict]:
         out = []
@@ -101,10 +98,7 @@ class Board:
         write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs})
 
     def executor(self) -> dict | None:
-        try:
-            return json.loads((self.folder / EXECUTOR).read_text())
-        except FileNotFoundError:
-            return None
+        return _load(self.folder / EXECUTOR)
 
     def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> dict:
         """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines)."""
@@ -123,3 +117,10 @@ class Board:
                 tick()
             time.sleep(poll)
 
+
+def _load(path: Path) -> dict | None:
+    """A record of the board; None while it is not written yet."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None

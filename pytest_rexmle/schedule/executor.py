@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .board import FINAL, Board, task_of_key
 from .policy import Active, Pending, choose
@@ -44,7 +44,6 @@ class RunTimes:
     slots: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
-    exit_code: int | None = None
 
 
 @dataclass
@@ -65,55 +64,38 @@ class Slots:
         return cls([f"cpu{i}" for i in range(settings.parallel or default_parallel())], gpus=False)
 
 
-@dataclass
-class Timeline:
-    """(time, free slots, narrowest waiting run's width or None) at every change, for the idle figure."""
-
-    points: list[tuple[float, int, int | None]] = field(default_factory=list)
-
-
 class Executor:
-    def __init__(self, settings, board: Board, plan: list[Pending], slots: Slots,
-                 problems: dict[str, str] | None = None) -> None:
-        self.settings, self.board, self.slots = settings, board, slots
-        self.queue = list(plan)
-        self.problems = dict(problems or {})  # task id -> why it cannot run (more GPUs than the session has)
-        self.free = list(slots.names)
-        self.active: dict[str, Active] = {}
-        self.children: dict[str, subprocess.Popen] = {}
-        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in plan}
-        self.timeline = Timeline()
-        self.began = self.finished = None
-        self._cond = threading.Condition()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._waiters: list[threading.Thread] = []
-
-    # -- building ------------------------------------------------------------------------------------------
-    @classmethod
-    def for_session(cls, settings, board: Board, runs: list[str], batches: bool) -> "Executor":
+    def __init__(self, settings, board: Board, runs: list[str], batches: bool) -> None:
         """``runs``: the board keys of the items that ask for a run, in collection order."""
         from ..task import registry
 
-        slots = Slots.for_session(settings, batches)
-        plan, problems = [], {}
+        self.settings, self.board = settings, board
+        self.slots = slots = Slots.for_session(settings, batches)
+        self.queue: list[Pending] = []
+        self.problems: dict[str, str] = {}  # run key -> why it cannot run (more GPUs than the session has)
         reg = registry()
         for order, key in enumerate(dict.fromkeys(runs)):
             task_id = task_of_key(key)
             task = reg.get(task_id)
             if not task.implemented:
                 continue
-            width = max(task.gpus, 1) if not slots.unlimited else 0
+            width = 0 if slots.unlimited else max(task.gpus, 1) if slots.gpus else 1
             if slots.gpus and width > len(slots.names):
-                problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
-                                     f"({','.join(slots.names)}); pass more with --rexmle-gpus")
+                self.problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
+                                      f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
-            if not slots.gpus:
-                width = min(width, 1) if not slots.unlimited else 0
-            plan.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
-        return cls(settings, board, plan, slots, problems)
+            self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+        self.free = list(slots.names)
+        self.active: dict[str, Active] = {}
+        self.children: dict[str, subprocess.Popen] = {}
+        self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in self.queue}
+        #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
+        self.timeline: list[tuple[float, int, int | None]] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._waiters: list[threading.Thread] = []
 
-    # -- running -------------------------------------------------------------------------------------------
     def start(self) -> None:
         from .perform import write_settings
 
@@ -121,7 +103,6 @@ class Executor:
         self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
         for key, why in self.problems.items():
             self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
-        self.began = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
         self._thread.start()
 
@@ -181,30 +162,28 @@ class Executor:
                 self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:
                 self.board.write(key, "error", message=f"the run's harness process ended with code {code} "
-                                                            f"without recording an outcome", traceback="")
+                                                       f"without recording an outcome", traceback="")
         with self._cond:
             active = self.active.pop(key)
             self.children.pop(key, None)
             self.free.extend(active.slots)
             self.free.sort(key=self.slots.names.index)
-            times = self.times[key]
-            times.ended, times.exit_code = ended, code
+            self.times[key].ended = ended
             self._note(ended)
             self._cond.notify_all()
 
     def _note(self, now: float) -> None:
         narrowest = min((p.width for p in self.queue), default=None)
-        self.timeline.points.append((now, len(self.free), narrowest))
+        self.timeline.append((now, len(self.free), narrowest))
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Until every run has ended (True) or ``timeout`` passed (False)."""
+    def wait(self, timeout: float | None = None) -> None:
+        """Until every run has ended or ``timeout`` passed."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
-                return False
+                return
         for waiter in list(self._waiters):
             waiter.join(timeout)
-        return True
 
     def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Interrupt every run in flight and drop the queue; returns once the children have exited."""
@@ -225,14 +204,12 @@ class Executor:
                 _signal(child, signal.SIGKILL, group=True)
                 child.wait()
         self.wait(timeout=grace)
-        self.finished = time.monotonic()
 
     def close(self) -> None:
         """Session end: runs still queued or in flight (``-x``, an interrupt) are stopped."""
         if self.queue or self.children:
             self.stop()
         self.wait()
-        self.finished = self.finished or time.monotonic()
 
 
 def _signal(child: subprocess.Popen, signum: int, group: bool = False) -> None:

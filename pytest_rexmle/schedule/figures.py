@@ -67,7 +67,7 @@ def campaign_figures(executor, records: dict[str, dict]) -> dict:
                      "expected_s": t.expected, "telemetry": record.get("telemetry")})
     doc.update(makespan_s=round(makespan, 3), run_seconds_sum=round(sum(r["seconds"] for r in runs), 3),
                ideal_makespan_s=round(ideal, 3), ratio=round(makespan / ideal, 4) if ideal > 0 else None,
-               idle_while_waiting_s=round(idle_while_waiting(executor.timeline.points, last), 3), runs=runs)
+               idle_while_waiting_s=round(idle_while_waiting(executor.timeline, last), 3), runs=runs)
     if slots.gpus:
         doc.update(_gpu_fractions(runs, len(slots.names), makespan))
     return doc

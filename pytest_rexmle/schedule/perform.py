@@ -22,7 +22,8 @@ import traceback
 import warnings
 from pathlib import Path
 
-from .board import STOP_REASON, Board, agent_of_key, task_of_key
+from ..errors import DataNotPreparedError
+from .board import FINAL, STOP_REASON, Board, agent_of_key, task_of_key
 
 SETTINGS = "settings.pickle"
 PR_SET_PDEATHSIG = 1
@@ -36,15 +37,13 @@ class SessionGone(KeyboardInterrupt):
     """The session process died (``kill -9``): unwind like Ctrl-C; the run's record names the cause."""
 
 
-def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list | None = None) -> None:
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list) -> None:
     """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended.
 
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
-    said = [] if said is None else said
     from ..agents import get_agent
     from ..campaign import begin, task_data
-    from ..errors import DataNotPreparedError
     from ..run import finish
     from ..runtime import runtime_for
     from ..runtime.slurm_job import outcome_to_json
@@ -85,8 +84,6 @@ def texts(caught: list) -> list[str]:
 
 
 def _data(settings, task, task_data):
-    from ..errors import DataNotPreparedError
-
     try:
         return task_data(settings, task)
     except DataNotPreparedError:
@@ -132,8 +129,6 @@ def _on_sigint(board: Board, parent: int):
 
 def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
-    from .board import FINAL
-
     record = board.read(key)
     if record is None or record["state"] not in FINAL:
         board.write(key, state, **fields)

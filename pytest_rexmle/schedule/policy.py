@@ -37,20 +37,16 @@ class Active:
     expected: float
 
 
-def ordered(queue: list[Pending]) -> list[Pending]:
-    """Longest expected first, then collection order."""
-    return sorted(queue, key=lambda p: (-p.expected, p.order))
-
-
 def choose(queue: list[Pending], free: list[str], active: list[Active], now: float,
            max_active: int | None = None) -> list[tuple[Pending, tuple[str, ...]]]:
-    """The runs to start now with the slots each gets (in the order they should start)."""
+    """The runs to start now with the slots each gets, in the order they should start: longest expected
+    first, then collection order."""
     free = list(free)
     running = list(active)
     starts: list[tuple[Pending, tuple[str, ...]]] = []
     shadow: float | None = None   # when the first blocked run is sure to fit
     spare = 0                     # slots the blocked run will not need at its shadow time
-    for run in ordered(queue):
+    for run in sorted(queue, key=lambda p: (-p.expected, p.order)):
         if max_active is not None and len(running) >= max_active:
             break
         if run.width > len(free):

@@ -12,12 +12,14 @@ import json
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from .board import STOP_REASON, Board, run_key
+from ..jsonfile import write_json_atomic
+from .board import FIGURES, STOP_REASON, Board, run_key
 from .executor import Executor
 
 PLUGIN_NAME = "rexmle-schedule"
@@ -26,7 +28,6 @@ WORKER_KEY = "rexmle_board"
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM to the session: unwind like Ctrl-C, so every run in flight is stopped and cleaned up."""
-
 
 
 def _on_sigterm(board: Board):
@@ -63,8 +64,6 @@ class WorkerPlan:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from ..jsonfile import write_json_atomic
-
         board = board_for(self.config)
         write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
 
@@ -96,7 +95,7 @@ class SessionSchedule:
         from ..runtime import RUNTIMES
 
         batches = RUNTIMES.load(self.settings.runtime).batches
-        self.executor = Executor.for_session(self.settings, self.board, runs, batches)
+        self.executor = Executor(self.settings, self.board, runs, batches)
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm(self.board))
         self.executor.start()
@@ -140,9 +139,6 @@ class SessionSchedule:
 
         records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
-        from ..jsonfile import write_json_atomic
-        from .board import FIGURES
-
         write_json_atomic(self.board.folder / FIGURES, self.figures)
 
 
@@ -178,35 +174,30 @@ class Progress:
         records = self.board.records()
         if self.batches:
             return self._scheduler_line(records)
-        counts: dict[str, int] = {}
-        for record in records:
-            state = {"starting": "running", "done": "finished", "resumed": "finished"}.get(record["state"],
-                                                                                         record["state"])
-            counts[state] = counts.get(state, 0) + 1
+        shown = {"starting": "running", "done": "finished", "resumed": "finished"}
+        counts = Counter(shown.get(record["state"], record["state"]) for record in records)
         return "rexmle: " + ", ".join(f"{counts[s]} {s}" for s in ("running", "queued", "finished") if counts.get(s))
 
     def _scheduler_line(self, records: list[dict]) -> str:
+        from ..hostile import RefusedFile
+        from ..run import RUN_JSON, RunRecord
         from ..runtime import RUNTIMES
 
         live = []
         for record in records:
             if record["state"] == "running" and record.get("run_dir"):
                 try:
-                    meta = json.loads((Path(record["run_dir"]) / "run.json").read_text())
-                except (OSError, ValueError):
+                    meta = RunRecord.read(Path(record["run_dir"]) / RUN_JSON)
+                except (OSError, ValueError, RefusedFile):
                     continue
-                live.append({**meta, "run_dir": record["run_dir"]})
+                live.append({**meta.model_dump(mode="json", exclude_unset=True), "run_dir": record["run_dir"]})
         if not live:
             return ""
         try:
             states = RUNTIMES.load(self.runtime).live_states(live)
         except Exception as exc:  # the scheduler did not answer this time: say so, keep waiting
             return f"{self.runtime}: no state ({type(exc).__name__})"
-        counts: dict[str, int] = {}
-        for meta in live:
-            state = (states.get(meta["run_dir"]) or {}).get("state") or "UNKNOWN"
-            if state in ("COMPLETED",):
-                continue
-            name = "submitted" if state == "UNKNOWN" else state.lower()
-            counts[name] = counts.get(name, 0) + 1
+        named = ((states.get(meta["run_dir"]) or {}).get("state") or "UNKNOWN" for meta in live)
+        counts = Counter("submitted" if state == "UNKNOWN" else state.lower()
+                         for state in named if state != "COMPLETED")
         return f"{self.runtime}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if counts else ""

@@ -18,10 +18,6 @@ import time
 from dataclasses import dataclass, field
 
 
-def sample_seconds() -> float:
-    return float(os.environ.get("REXMLE_GPU_SAMPLE_SECONDS") or 5.0)
-
-
 @dataclass
 class GpuSeries:
     """The samples of one GPU."""
@@ -36,9 +32,9 @@ class GpuSeries:
 class Sampler:
     """``with Sampler(gpus): handle.wait()`` samples the GPUs for the duration of the block."""
 
-    def __init__(self, gpus: tuple[str, ...], interval: float | None = None, unavailable: str | None = None) -> None:
+    def __init__(self, gpus: tuple[str, ...], unavailable: str | None = None) -> None:
         self.gpus = tuple(gpus)
-        self.interval = sample_seconds() if interval is None else interval
+        self.interval = float(os.environ.get("REXMLE_GPU_SAMPLE_SECONDS") or 5.0)
         self.reason = unavailable or (None if self.gpus else "the run had no GPU")
         self.series = [GpuSeries(g) for g in self.gpus]
         self.started = self.ended = 0.0
@@ -81,15 +77,10 @@ class Sampler:
             return
         self._nvml = pynvml
         try:
-            self._handles = [self._handle(g) for g in self.gpus]
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(int(g)) if g.isdigit()
+                             else pynvml.nvmlDeviceGetHandleByUUID(g) for g in self.gpus]
         except pynvml.NVMLError as exc:
             self.reason = f"NVML does not know GPU(s) {','.join(self.gpus)}: {exc}"
-
-    def _handle(self, gpu: str):
-        nvml = self._nvml
-        if gpu.isdigit():
-            return nvml.nvmlDeviceGetHandleByIndex(int(gpu))
-        return nvml.nvmlDeviceGetHandleByUUID(gpu)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

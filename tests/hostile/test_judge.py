@@ -105,7 +105,7 @@ def test_judge_and_stages_finish_bounded(hostile_run):
 
 
 def test_literal_indexed_search_equals_the_full_pattern():
-    """The rules judge's speed-up (candidate lines by literal, per-alternative search) never changes a
+    """The rules judge's speed-up (candidate lines by literal, per-pattern search) never changes a
     match: same span for every group on every line of the rule tests' corpus and of crafted lines."""
     from pytest_rexmle.capability.rules import RULES, STAGE_RULES, Line, Lines
     from pytest_rexmle.capability.trace import TRACE, Source
