@@ -19,7 +19,7 @@ from ...hostile import SafeReader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
-from ...graders.base import Grader, write_submission_csv
+from ...graders.base import Grader
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")
@@ -124,13 +124,9 @@ class CellInstances(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty label image (no cell) on each test image's grid."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}_label.tiff"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            tifffile.imwrite(out_dir / rel, np.zeros(image_hw(public_test_image(public_dir, case_id)), dtype=np.uint16))
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}_label.tiff",
+                         lambda i, path: tifffile.imwrite(
+                             path, np.zeros(image_hw(public_test_image(public_dir, i)), dtype=np.uint16)))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}_label.tiff")

@@ -22,7 +22,6 @@ from ...metrics.hausdorff import image_diagonal
 from ...metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
                               surface_dice_at_tolerance, volumetric_dice)
 from ...submission import read_answers
-from ...graders.base import write_submission_csv
 from ...graders.binary import BinaryMaskGrader
 
 SUFFIXES = (".mha", ".nii.gz")
@@ -114,11 +113,10 @@ class PancreaticTumour(BinaryMaskGrader):
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The ground truth as a 0/1 mask (the answers already hold the tumour only; ``!= 0`` keeps it so)."""
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
+
+        def write(case_id: str, path: Path) -> None:
             truth_img = sitk.ReadImage(str(answers_dir / answers.value(case_id, "label_path")))
             binary = (sitk.GetArrayViewFromImage(truth_img) != 0).astype(np.uint8)
-            rel = f"predictions/{case_id}.mha"
-            write_image(image_like(binary, truth_img), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+            write_image(image_like(binary, truth_img), path)
+
+        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.mha", write)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
 
@@ -21,8 +20,8 @@ from PIL import Image, ImageDraw
 from ...errors import InvalidSubmission
 from ...hostile import SafeReader, read_json
 from ...metrics.parallel import parallel_map
-from ...submission import CaseTable, read_answers
-from ...graders.base import Grader, write_submission_csv
+from ...submission import CaseTable
+from ...graders.base import Grader
 
 # -- class tables (§14) ------------------------------------------------------------------------------
 TISSUE_VALUES: dict[str, int] = {
@@ -229,17 +228,6 @@ def read_nuclei(path: Path, names: Iterable[str], case_id: str) -> list[Point]:
     return parse_nuclei(data, names, where)
 
 
-def _copy_answers(grader: Grader, answers_dir: Path, out_dir: Path, suffix: str) -> None:
-    answers = read_answers(answers_dir, grader.id_column, grader.answer_columns)
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-    rows = []
-    for case_id in answers.ids:
-        rel = f"predictions/{case_id}{suffix}"
-        shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-        rows.append({grader.id_column: case_id, grader.prediction_columns[0]: rel})
-    write_submission_csv(out_dir, grader.id_column, rows, grader.prediction_columns)
-
-
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.tif"
 
@@ -293,18 +281,15 @@ class TissueSegmentation(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """All background on each test ROI's grid: valid, and Dice 0 for every class."""
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
+        def empty(case_id: str, path: Path) -> None:
             with Image.open(public_test_image(public_dir, case_id)) as img:
-                width, height = img.size
-            rel = f"predictions/{case_id}.tif"
-            Image.new("L", (width, height), 0).save(out_dir / rel, compression="tiff_deflate")
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+                size = img.size
+            Image.new("L", size, 0).save(path, compression="tiff_deflate")
+
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.tif", empty)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        _copy_answers(self, answers_dir, out_dir, ".tif")
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.tif")
 
 
 # -- nuclei (§16, §18) -------------------------------------------------------------------------------
@@ -339,16 +324,11 @@ class NucleiDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No nuclei at all: valid, and F1 0 for every class present in the ground truth."""
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}.json"
-            (out_dir / rel).write_text(json.dumps({"polygons": []}), encoding="utf-8")
-            rows.append({self.id_column: case_id, "predicted_nuclei_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(json.dumps({"polygons": []}), encoding="utf-8"))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        _copy_answers(self, answers_dir, out_dir, ".json")
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
 
 
 class Track1Nuclei(NucleiDetection):

@@ -14,7 +14,6 @@ voxel that could be invalid (NaN, fractions, negatives and forbidden labels are 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from statistics import mean
@@ -24,7 +23,7 @@ from ...errors import InvalidSubmission
 from ...hostile import read_json
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader, write_submission_csv
+from ...graders.base import Grader
 
 #: names that live in :mod:`.cow_volumes` (NumPy, SimpleITK), still importable from here
 _VOLUME_NAMES = frozenset({
@@ -102,14 +101,9 @@ class BoxDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The whole volume as the box: valid, and a fair 'no localisation' floor."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            size = volume_size(test_image(public_dir, case_id))
-            rel = f"predictions/{case_id}.json"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            (out_dir / rel).write_text(json.dumps({"size": size, "location": [0, 0, 0]}))
-            rows.append({self.id_column: case_id, "predicted_bbox_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(json.dumps(
+                             {"size": volume_size(test_image(public_dir, i)), "location": [0, 0, 0]})))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
@@ -147,14 +141,8 @@ class _LabelVolumeGrader(Grader):
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            source = answers_dir / answers.value(case_id, "label_path")
-            rel = "predictions/" + source.name
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path",
+                          lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
 
 
 class Segmentation(_LabelVolumeGrader):
@@ -226,20 +214,8 @@ class EdgeClassification(Grader):
         known = [read_edges(p, p.stem) for p in labels]
         ant = Counter(k[0] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
         pos = Counter(k[1] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
-        rows = []
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}.json"
-            (out_dir / rel).write_text(edges_json(ant, pos))
-            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(edges_json(ant, pos)))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}.json"
-            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
