@@ -16,8 +16,8 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids, \
-    write_volume
+from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
+from ...medimage.geometry import image_like, write_image
 
 #: the released label coding (§3) and the one label the answers keep
 LABEL_MEANING = {0: "background", 1: "tumour", 2: "pancreas"}
@@ -34,9 +34,7 @@ def tumour_only(label_path: Path, dst: Path) -> set[int]:
     image = sitk.ReadImage(str(label_path))
     array = sitk.GetArrayViewFromImage(image)
     values = {int(v) for v in np.unique(array)}
-    out = sitk.GetImageFromArray((array == SCORED_LABEL).astype(np.uint8))
-    out.CopyInformation(image)
-    write_volume(out, dst)
+    write_image(image_like((array == SCORED_LABEL).astype(np.uint8), image), dst)
     return values
 
 

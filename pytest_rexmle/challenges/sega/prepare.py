@@ -15,7 +15,8 @@ import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
 from ...data.prepare.layout import Context, check_id, complete_ids, geometry, geometry_difference, lost_all_foreground, \
-    split_and_record, standard_outputs, stem_of, unique_ids, write_volume
+    split_and_record, standard_outputs, stem_of, unique_ids
+from ...medimage.geometry import write_image
 
 #: an NRRD header line: a comment, "field: value" or "key:=value" (printable ASCII only)
 HEADER_LINE = re.compile(rb"^(#[\x20-\x7e\t]*|[\x20-\x7e]+?:=?[\x20-\x7e\t]*)\r?$")
@@ -117,11 +118,11 @@ def prepare(ctx: Context) -> dict[str, int]:
             lost_all_foreground(label, resampled, labels[case_id], images[case_id])
             label = resampled
         where = "train" if case_id in train else "test"
-        write_volume(image, ctx.public / where / "images" / f"{case_id}.nrrd")
+        write_image(image, ctx.public / where / "images" / f"{case_id}.nrrd")
         if where == "train":
-            write_volume(label, ctx.public / "train" / "labels" / f"{case_id}.seg.nrrd")
+            write_image(label, ctx.public / "train" / "labels" / f"{case_id}.seg.nrrd")
         else:
-            write_volume(label, ctx.private / "test" / "labels" / f"{case_id}.seg.nrrd")
+            write_image(label, ctx.private / "test" / "labels" / f"{case_id}.seg.nrrd")
             answers[case_id] = f"test/labels/{case_id}.seg.nrrd"
     ctx.notes["nrrd_headers_repaired"] = sorted(repaired)
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.seg.nrrd", "label_path", answers)

@@ -26,7 +26,8 @@ from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_answers, write_sample_submission
 from ..topcow.synthetic import paint_tube
-from ...data.synthetic.volumes import make_image, noisy_intensity, save
+from ...data.synthetic.volumes import make_image, noisy_intensity
+from ...medimage.geometry import write_image
 
 SHAPE = (32, 48, 48)          # (z, y, x)
 MARGIN = 3                    # empty border, so per-case shifts never wrap a vessel around
@@ -128,12 +129,12 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
                 labels[labels == label] = 0
         image = noisy_intensity((labels > 0) * (vessel - background) + background, rng, 8.0)
         where = "train" if case_id in train else "test"
-        save(make_image(image, SPACING[key], ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
+        write_image(make_image(image, SPACING[key], ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
         label_img = make_image(labels, SPACING[key], ORIGIN)
         if where == "train":
-            save(label_img, public / "train" / "labels" / f"{case_id}.nii.gz")
+            write_image(label_img, public / "train" / "labels" / f"{case_id}.nii.gz")
         else:
-            save(label_img, private / "test" / "labels" / f"{case_id}.nii.gz")
+            write_image(label_img, private / "test" / "labels" / f"{case_id}.nii.gz")
             answers[case_id] = f"test/labels/{case_id}.nii.gz"
     write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.nii.gz")
     write_answers(private, task.id_column, "label_path", answers)

@@ -27,7 +27,8 @@ from ...metrics.topology import edge_lists, label_adjacency
 from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_answers, write_sample_submission
-from ...data.synthetic.volumes import make_image, noisy_intensity, save
+from ...data.synthetic.volumes import make_image, noisy_intensity
+from ...medimage.geometry import write_image
 
 SHAPE = (24, 40, 48)          # (z, y, x) voxels
 N_CASES = 25                  # -> 20 train / 5 test
@@ -170,7 +171,7 @@ Writer = Callable[[np.ndarray, Path, str], str]   # (labels, folder, case id) ->
 
 def _write_volume(labels: np.ndarray, folder: Path, case_id: str, spacing) -> str:
     name = f"{case_id}.nii.gz"
-    save(make_image(labels, spacing, ORIGIN), folder / name)
+    write_image(make_image(labels, spacing, ORIGIN), folder / name)
     return name
 
 
@@ -194,7 +195,7 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
         labels = cow_phantom(schedule.get(case_id, drawn), shift, scale)
         image = noisy_intensity((labels > 0) * (mod.vessel - mod.background) + mod.background, rng, mod.noise)
         where = "train" if case_id in train else "test"
-        save(make_image(image, mod.spacing, ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
+        write_image(make_image(image, mod.spacing, ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
         if where == "train":
             write_label(labels, public / "train" / "labels", case_id)
         else:

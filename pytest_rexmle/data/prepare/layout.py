@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import SimpleITK as sitk
 
-from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
+from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry, write_image
 from ...task import Task
 from ..split import split_ids, write_split
 from ..synthetic.common import case_paths, write_csv, write_tables
@@ -101,7 +101,7 @@ class Context:
         img = sitk.ReadImage(str(label))
         out = sitk.Resample(img, ref, sitk.Transform(), sitk.sitkNearestNeighbor, 0, img.GetPixelID())
         lost_all_foreground(img, out, label, image)
-        write_volume(out, dst)
+        write_image(out, dst)
         self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
                                "from": geometry(lab), "to": geometry(ref)})
 
@@ -136,11 +136,6 @@ def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
         if np.max(np.abs(np.subtract(x, y))) > tol:
             return name
     return None
-
-
-def write_volume(img: sitk.Image, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(img, str(path), useCompression=True)
 
 
 def unique_ids(pairs: Iterable[tuple[str, Path]], what: str, task: Task) -> dict[str, Path]:
@@ -199,5 +194,5 @@ def check_id(task: Task, case_id: str, source: Path) -> str:
     return case_id
 
 
-__all__ = ["Context", "write_csv", "geometry", "geometry_difference", "write_volume", "unique_ids", "complete_ids",
+__all__ = ["Context", "write_csv", "geometry", "geometry_difference", "unique_ids", "complete_ids",
            "stem_of", "split_and_record", "standard_outputs", "check_id"]
