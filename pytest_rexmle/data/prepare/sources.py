@@ -131,16 +131,6 @@ def manual_message(task: Task, part: Part) -> str:
             f"download {part.name!r}, then run `rexmle prepare {task.id} --raw-archive PATH/{part.name}`")
 
 
-@dataclass
-class Assignment:
-    """Which supplied path is which part; what was passed that is already present or unused."""
-
-    parts: dict[str, list[Path]]            # part.dest → supplied paths
-    contents: dict[Path, Contents]
-    already_present: list[tuple[Path, Part]]
-    unused: list[tuple[Path, Part]]          # a part of the same source that this task does not use
-
-
 def _expected(parts: Sequence[Part]) -> str:
     return "; ".join(f"{p.name}: {p.expects or 'a file named ' + p.name}" for p in parts)
 
@@ -202,26 +192,25 @@ def unused_listed(task: Task) -> list[Part]:
             if isinstance(name, str) and not any(p.named(name) or p.dest == _stem(name) for p in known)]
 
 
-def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]) -> Assignment:
-    """Map each supplied file or folder to the part it is, whatever its name and order."""
-    out = Assignment({}, {}, [], [])
+def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]
+           ) -> dict[str, list[Path]]:
+    """Map each supplied file or folder to the part it is (``part.dest`` → paths), whatever its name
+    and order; files of parts already present or not used by this task are reported and skipped."""
+    out: dict[str, list[Path]] = {}
     open_dests = {p.dest for p in missing}
     own = {p.dest for p in parts}
     known = list(parts) + [p for p in source_parts(task) if p.dest not in own]
     for path in expand_folders([Path(p) for p in supplied]):
-        part, contents = identify(task, known, path, parts, unused_listed(task))
-        out.contents[path] = contents
+        part, _ = identify(task, known, path, parts, unused_listed(task))
         if part.dest not in own:
-            out.unused.append((path, part))
             print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, which this task does not use; skipped",
                   file=sys.stderr)
             continue
         if part.dest not in open_dests:
-            out.already_present.append((path, part))
             print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, already present under raw/; not used",
                   file=sys.stderr)
             continue
-        taken = out.parts.setdefault(part.dest, [])
+        taken = out.setdefault(part.dest, [])
         if taken and not part.many:
             raise PrepareError(f"{task.id}: --raw-archive {taken[0]} and {path} are both {part.name} "
                                f"({part.expects or 'same content'}); pass one of them")
@@ -284,7 +273,7 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         missing = [p for p in parts if not part_done(raw, p)]
         if not missing:
             return raw
-        supplied = assign(task, parts, missing, [Path(p) for p in raw_archives]).parts
+        supplied = assign(task, parts, missing, [Path(p) for p in raw_archives])
         for part in missing:
             if part.origin == "manual" and part.dest not in supplied:
                 raise ManualDownloadRequired(manual_message(task, part))
