@@ -10,7 +10,6 @@ leaves either the previous state or a hidden ``.prepare-*`` folder that the next
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from filelock import FileLock
 from ...task import Task
 from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
-from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
+from .sources import ensure_raw, part_done, part_record, parts_for, raw_dir
 
 #: bump when a preparer's output changes; prepared folders of another version are rebuilt
 #: (prepare-2: PANTHER answers hold the tumour, label 1, only)
@@ -148,12 +147,7 @@ def _check_layout(task: Task, root: Path) -> None:
 
 
 def _source_record(task: Task, raw: Path) -> dict[str, Any]:
-    parts = {}
-    for part in parts_for(task):
-        try:
-            parts[part.name] = json.loads((raw / STATE / f"{part.dest}.done.json").read_text())
-        except (OSError, ValueError):
-            parts[part.name] = None
+    parts = {part.name: part_record(raw, part) for part in parts_for(task)}
     return {**{k: v for k, v in task.source.items() if k in ("raw", "type", "record_id", "article_id", "file_id")},
             "parts": parts}
 
@@ -172,11 +166,8 @@ def data_status(task: Task, data_dir: Path) -> dict[str, Any]:
     raw_bytes = 0
     for part in parts_for(task):
         try:
-            raw_bytes += sum(f["bytes"] for f in json.loads((raw / STATE / f"{part.dest}.done.json").read_text())["files"])
-        except (OSError, ValueError, KeyError, TypeError):
+            raw_bytes += sum(f["bytes"] for f in part_record(raw, part)["files"])
+        except (KeyError, TypeError):
             pass
-    if parts and all(parts.values()):
-        return {"status": "raw", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
-                "prepare": command}
-    return {"status": "not downloaded", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
-            "prepare": command}
+    return {"status": "raw" if parts and all(parts.values()) else "not downloaded", "path": str(raw),
+            "raw_parts": parts, "bytes": raw_bytes, "counts": None, "prepare": command}

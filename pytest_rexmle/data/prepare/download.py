@@ -200,11 +200,8 @@ def _int(value: Any) -> int | None:
 
 
 def md5_of(path: Path) -> str:
-    digest = hashlib.md5()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "md5").hexdigest()
 
 
 def free_bytes(path: Path) -> int:

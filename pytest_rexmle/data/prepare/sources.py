@@ -117,6 +117,14 @@ def part_done(raw: Path, part: Part) -> bool:
     return _marker(raw, part).is_file() and (raw / part.dest).is_dir()
 
 
+def part_record(raw: Path, part: Part) -> dict | None:
+    """What the done marker of an installed part says (its files and where they came from)."""
+    try:
+        return json.loads(_marker(raw, part).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def where_to_fetch(part: Part) -> str:
     """The page a user opens to fetch ``part`` by hand (what ``rexmle info`` shows as the source)."""
     if part.origin == "zenodo":
