@@ -78,8 +78,8 @@ def volume_size(path: Path) -> list[int]:
     from ...medimage.nifti import read_header
 
     found = read_header(path)
-    if found is not None and len(found[2]) == 3:
-        return list(found[2])
+    if found is not None and len(found.shape) == 3:
+        return list(found.shape)
     from ...medimage.geometry import reference_geometry
 
     return list(reference_geometry(path).GetSize())
