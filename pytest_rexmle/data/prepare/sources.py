@@ -29,8 +29,8 @@ from filelock import FileLock
 from ...task import Task, challenge_module
 from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
-from .extract import Limits, is_archive, safe_extract
-from .recognise import Contents, inspect, is_archive_name, is_debris
+from .extract import Limits, safe_extract
+from .recognise import ARCHIVE_SUFFIXES, Contents, inspect, is_archive_name, is_debris
 
 STATE = ".rexmle"           # per-source bookkeeping folder: markers and downloads
 GDRIVE_PAGE = "https://drive.google.com/file/d/{id}/view"
@@ -99,7 +99,7 @@ def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:
 
 
 def _stem(name: str) -> str:
-    for suffix in (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".zip", ".tar"):
+    for suffix in ARCHIVE_SUFFIXES:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -336,7 +336,7 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
             target = content if whole else content / _stem(path.name)
             if path.is_dir():
                 _copy_folder(path, target)
-            elif is_archive(path) or zipfile.is_zipfile(path):
+            elif is_archive_name(path.name) or zipfile.is_zipfile(path):
                 if target.exists():
                     shutil.rmtree(target)
                 safe_extract(path, target, limits)
@@ -391,7 +391,7 @@ def _flatten(folder: Path) -> None:
 
 def _expand_nested(root: Path, limits: Limits | None) -> None:
     """Extract archives found inside an extracted archive next to themselves (SEG.A centre zips)."""
-    for inner in sorted(p for p in root.rglob("*") if p.is_file() and is_archive(p)):
+    for inner in sorted(p for p in root.rglob("*") if p.is_file() and is_archive_name(p.name)):
         target = inner.with_name(_stem(inner.name))
         if target.exists():
             raise PrepareError(f"{inner}: cannot extract next to itself, {target.name} exists")
