@@ -8,7 +8,7 @@ import numpy as np
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import write_tables
 from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity
 from ...medimage.geometry import write_image
 
@@ -49,6 +49,6 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         else:
             write_image(msk, private / "test" / f"{case_id}_msk.nii.gz")
             answers[case_id] = f"test/{case_id}_msk.nii.gz"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.nii.gz")
-    write_answers(private, task.id_column, "mask_path", answers)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz",
+                 "mask_path", answers)
     write_split(private, train, test)
