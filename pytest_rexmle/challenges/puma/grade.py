@@ -301,19 +301,17 @@ class NucleiDetection(Grader):
     #: extras reported even when a class occurs nowhere (its value is then 0 by the aggregate rule)
     always_reported: ClassVar[tuple[str, ...]] = ()
 
-    def _truth(self, answers: CaseTable, case_id: str) -> list[Point]:
-        try:
-            return read_nuclei(answers.root / answers.value(case_id, "label_path"), self.class_names, case_id)
-        except InvalidSubmission as exc:
-            raise RuntimeError(f"private ground truth is broken: {exc}") from None
-
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         from ...metrics.points import case_class_f1, macro_f1_over_cases
 
         per_case = []
-        for case_id in answers.ids:
-            pred = read_nuclei(submission.file(case_id, "predicted_nuclei_path"), self.class_names, case_id)
-            per_case.append(case_class_f1(self._truth(answers, case_id), pred))
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred = read_nuclei(predicted, self.class_names, case_id)
+            try:
+                truth = read_nuclei(reference, self.class_names, case_id)
+            except InvalidSubmission as exc:
+                raise RuntimeError(f"private ground truth is broken: {exc}") from None
+            per_case.append(case_class_f1(truth, pred))
         macro, per_class = macro_f1_over_cases(per_case)
         extras = {f"f1_{name}": per_class.get(name, 0.0) for name in self.always_reported}
         extras.update({f"f1_{name}": value for name, value in per_class.items()})

@@ -128,10 +128,8 @@ class _LabelVolumeGrader(Grader):
         """Yield (case id, prediction, ground truth, spacing), validating each prediction."""
         from .cow_volumes import read_pair
 
-        for case_id in answers.ids:
-            pred, truth, truth_img = read_pair(submission.file(case_id, "predicted_mask_path"),
-                                               answers.root / answers.value(case_id, "label_path"), case_id,
-                                               self.allowed_labels)
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred, truth, truth_img = read_pair(predicted, reference, case_id, self.allowed_labels)
             yield case_id, pred, truth, truth_img.GetSpacing()
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
@@ -196,9 +194,9 @@ class EdgeClassification(Grader):
         from ...metrics.topology import balanced_accuracy, variant
 
         truth, pred = [], []
-        for case_id in answers.ids:
-            pred.append(read_edges(submission.file(case_id, "predicted_edges_path"), case_id))
-            truth.append(read_edges(answers.root / answers.value(case_id, "label_path"), case_id))
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred.append(read_edges(predicted, case_id))
+            truth.append(read_edges(reference, case_id))
         out = {}
         for i, region in enumerate(("anterior", "posterior")):
             out[f"{region}_acc"] = balanced_accuracy([variant(region, t[i]) for t in truth],
