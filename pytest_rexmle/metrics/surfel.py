@@ -43,7 +43,8 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
 
     Area *vectors* (not scalar areas) are kept so that any anisotropic spacing can be applied exactly
     afterwards: a linear map diag(s) turns an area vector into its cofactor-scaled version. Read from
-    the precomputed :mod:`._surfel_table` (identical to :func:`_marching_cubes_area_vectors`).
+    the precomputed :mod:`._surfel_table` (``tests/metrics/test_surfel.py`` derives it again with
+    scikit-image's marching cubes and compares).
     """
     from ._surfel_table import UNIT_AREA_VECTORS_X8
 
@@ -51,23 +52,6 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
     for word in UNIT_AREA_VECTORS_X8.split():
         digits = [] if word == "-" else [ord(c) - ord("0") - 4 for c in word]
         vectors.append(np.array(digits, dtype=np.float64).reshape(-1, 3) / 8.0)
-    return tuple(vectors)
-
-
-def _marching_cubes_area_vectors() -> tuple[np.ndarray, ...]:
-    """The table derived from scikit-image's Lorensen marching cubes on each code's minority side."""
-    from skimage.measure import marching_cubes
-
-    vectors: list[np.ndarray] = []
-    for code in range(256):
-        minority = code if bin(code).count("1") <= 4 else 255 - code
-        if minority == 0:
-            vectors.append(np.zeros((0, 3)))
-            continue
-        cube = ((minority & CORNER_WEIGHTS) != 0).astype(np.float64)
-        verts, faces, _, _ = marching_cubes(cube, 0.5, method="lorensen")
-        tri = verts.astype(np.float64)[faces]
-        vectors.append(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]) / 2.0)
     return tuple(vectors)
 
 
