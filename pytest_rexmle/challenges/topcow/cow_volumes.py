@@ -1,8 +1,9 @@
 """TopCoW task 1 and TopBrain label volumes: reading, cropping, per-label scores, TopCoW's case scores.
 
-The NumPy / SimpleITK half of :mod:`.topcow` (see its docstring for why scoring works on the union of
-the two foreground boxes). It lives apart so that the box and edge graders, the baselines and the
-validator's header checks import neither; :mod:`.topcow` still answers for every name here.
+The NumPy / SimpleITK half of :mod:`.grade` (see its docstring for why scoring works on the union of
+the two foreground boxes). It lives apart, imported where volumes are scored, so that the box and edge
+graders, the baselines and the validator's header checks (the sample agent and ``rexmle validate``
+start per item) import neither.
 """
 
 from __future__ import annotations

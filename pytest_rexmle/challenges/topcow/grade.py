@@ -25,23 +25,6 @@ from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...submission import CaseTable, read_answers
 from ...graders.base import Grader
 
-#: names that live in :mod:`.cow_volumes` (NumPy, SimpleITK), still importable from here
-_VOLUME_NAMES = frozenset({
-    "GROUP2_LABELS", "HD95_ABSENT_MM", "MASK_SUFFIXES", "CowCase", "LabelScores", "aggregate_cow",
-    "check_prediction", "class_means", "crop_pair", "foreground_box", "label_scores", "load_pair",
-    "prediction_image", "read_pair", "require_mask_format", "score_cow_case"})
-
-
-def __getattr__(name: str):
-    """Volume scoring is imported on first use (PEP 562): the box and edge tasks, the baselines and
-    the validator never need NumPy, and the sample agent and ``rexmle validate`` start per item."""
-    if name in _VOLUME_NAMES:
-        from . import cow_volumes
-
-        return getattr(cow_volumes, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024
 
