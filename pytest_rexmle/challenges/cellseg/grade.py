@@ -8,6 +8,7 @@ are invalid. Scores are the organisers' F1 at five IoU thresholds, averaged over
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 import numpy as np
@@ -74,14 +75,10 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     """The test image ``<id>.<ext>`` (extension as in the source release)."""
     folder = public_dir / "test" / "images"
-    for candidate in sorted(folder.glob(f"{glob_escape(case_id)}.*")):
+    for candidate in sorted(folder.glob(f"{glob.escape(case_id)}.*")):
         if candidate.suffix.lower() in IMAGE_EXTENSIONS and candidate.stem == case_id:
             return candidate
     raise FileNotFoundError(f"no test image for {case_id!r} in {folder}")
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
 
 
 def image_hw(path: Path) -> tuple[int, int]:

@@ -38,7 +38,7 @@ def tumour_only(label_path: Path, dst: Path) -> set[int]:
     return values
 
 
-def _prepare(ctx: Context, folder: str, image_suffix: str) -> tuple[list[str], dict]:
+def _prepare(ctx: Context, folder: str, image_suffix: str) -> dict[str, int]:
     root = ctx.raw / folder
     images_dir = ctx.find_dir("ImagesTr", root)
     labels_dir = ctx.find_dir("LabelsTr", root)
@@ -78,12 +78,12 @@ def _prepare(ctx: Context, folder: str, image_suffix: str) -> tuple[list[str], d
     ctx.notes["label_meaning"] = {str(k): v for k, v in LABEL_MEANING.items()}
     ctx.notes["scored_label"] = SCORED_LABEL
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.mha", "label_path", answers)
-    return ids, {"cases": len(ids), "train": len(train), "test": len(test)}
+    return {"cases": len(ids), "train": len(train), "test": len(test)}
 
 
 def prepare_task1(ctx: Context) -> dict[str, int]:
     """Task 1: ids ``<pid>_0001`` (label stems), images ``<id>_0000.mha``, plus ImagesTr_unlabeled/."""
-    _, counts = _prepare(ctx, "task1", "_0000.mha")
+    counts = _prepare(ctx, "task1", "_0000.mha")
     unlabeled = [p for p in (ctx.raw / "task1").rglob("ImagesTr_unlabeled") if p.is_dir()]
     n = 0
     for folder in unlabeled:
@@ -101,5 +101,4 @@ def prepare_task1(ctx: Context) -> dict[str, int]:
 
 def prepare_task2(ctx: Context) -> dict[str, int]:
     """Task 2: ids ``<pid>`` (strings), images ``<pid>_0000.mha``."""
-    _, counts = _prepare(ctx, "task2", "_0000.mha")
-    return counts
+    return _prepare(ctx, "task2", "_0000.mha")
