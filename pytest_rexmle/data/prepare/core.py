@@ -76,11 +76,6 @@ def _refresh_description(task: Task, root: Path) -> None:
     data.write(root / "private" / MANIFEST)
 
 
-def _remove_quietly(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[Path] | None = None,
                  progress: bool = True, *, verify: bool = False, keep_archives: bool = False) -> TaskData:
     """Prepare ``task`` under ``data_dir`` (download, extract, split, write); idempotent and locked.
@@ -102,11 +97,11 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             _refresh_description(task, final)
             return TaskData(task.id, "prepared", final)
         for stale in data_dir.glob(f".prepare-{task.id}.*"):
-            _remove_quietly(stale)
+            shutil.rmtree(stale, ignore_errors=True)
         if final.exists():  # incomplete, stale or tampered: out of sight first, then rebuilt
             aside = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.old.", dir=data_dir))
             os.replace(final, aside / "old")
-            _remove_quietly(aside)
+            shutil.rmtree(aside, ignore_errors=True)
         from .layout import Context  # NumPy and SimpleITK: only when something is prepared (not for `rexmle info`)
 
         preparer = load_preparer(task)
@@ -133,7 +128,7 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             ).write(ctx.private / MANIFEST)
             os.replace(tmp, final)
         except BaseException:
-            _remove_quietly(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
             raise
     return TaskData(task.id, "prepared", final)
 
