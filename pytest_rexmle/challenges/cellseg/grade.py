@@ -28,10 +28,6 @@ TIFF_EXTENSIONS = (".tif", ".tiff")
 MAX_FILE_BYTES = 4096 * 4096 * 16
 
 
-def metric_key(threshold: float) -> str:
-    return f"f1_{threshold}"
-
-
 def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
     """A submitted label TIFF as int64 (H, W); every format problem is an InvalidSubmission."""
     where = f"case {case_id!r}"
@@ -107,13 +103,9 @@ class CellInstances(Grader):
             pred = read_labels(submission.file(case_id, "predicted_mask_path"), case_id, truth.shape)
             return image_f1(truth.astype(np.int64), pred)
 
-        sums = {t: 0.0 for t in THRESHOLDS}
         # images on all cores (decoding and NumPy release the GIL); summed in id order, as before
-        for per_image in parallel_map(case_f1, answers.ids):
-            for t, value in per_image.items():
-                sums[t] += value
-        n = len(answers.ids)
-        return {metric_key(t): sums[t] / n for t in THRESHOLDS}
+        per_image = parallel_map(case_f1, answers.ids)
+        return {f"f1_{t}": sum(f1s[t] for f1s in per_image) / len(per_image) for t in THRESHOLDS}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         read_labels(submission.file(case_id, "predicted_mask_path"), case_id,
