@@ -32,7 +32,8 @@ def grader():
 def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray]], suffix: str = ".seg.nrrd"):
     answers, submission = root / "answers", root / "submission"
     for case_id, (truth, pred) in cases.items():
-        write_image(make_image(truth.astype(np.uint8), SPACING_XYZ), answers / "test" / "labels" / f"{case_id}.seg.nrrd")
+        write_image(make_image(truth.astype(np.uint8), SPACING_XYZ),
+                    answers / "test" / "labels" / f"{case_id}.seg.nrrd")
         write_image(make_image(pred, SPACING_XYZ), submission / "predictions" / f"{case_id}{suffix}")
     write_answers(answers, "image_id", "label_path", {i: f"test/labels/{i}.seg.nrrd" for i in cases})
     write_csv(submission / "submission.csv", ["image_id", "predicted_mask_path"],
