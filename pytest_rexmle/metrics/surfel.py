@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .crop import bounding_box
+from .overlap import dice
 from .parallel import parallel_map
 
 #: bit weight of each voxel of a corner's 2×2×2 neighbourhood, indexed [dz, dy, dx]
@@ -138,11 +139,7 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
 
 def volumetric_dice(mask_gt: np.ndarray, mask_pred: np.ndarray) -> float:
     """2|P∩G|/(|P|+|G|); NaN when both are empty, as in the package (callers define that case)."""
-    gt, pred = np.asarray(mask_gt, dtype=bool), np.asarray(mask_pred, dtype=bool)
-    total = int(np.count_nonzero(gt)) + int(np.count_nonzero(pred))
-    if total == 0:
-        return float("nan")
-    return 2.0 * int(np.count_nonzero(gt & pred)) / total
+    return dice(np.asarray(mask_pred, dtype=bool), np.asarray(mask_gt, dtype=bool), empty=float("nan"))
 
 
 def average_surface_distance(sd: SurfaceDistances) -> tuple[float, float]:

@@ -77,11 +77,10 @@ def case_metrics(pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, 
     diagonal = image_diagonal(truth.shape, spacing_zyx)
     v_gt = int(np.count_nonzero(truth)) * voxel_mm3
     n_pred = int(np.count_nonzero(pred))
-    if n_pred == 0 or n_pred == pred.size:
-        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": 0.0, "v_gt": v_gt}
-    v_pred = n_pred * voxel_mm3
-    if v_gt == 0.0:
-        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": v_pred, "v_gt": 0.0}
+    uniform = n_pred == 0 or n_pred == pred.size
+    v_pred = 0.0 if uniform else n_pred * voxel_mm3
+    if uniform or v_gt == 0.0:
+        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": v_pred, "v_gt": v_gt}
     sd = compute_surface_distances(truth, pred, spacing_zyx)
     gt_to_pred, pred_to_gt = average_surface_distance(sd)
     return {
