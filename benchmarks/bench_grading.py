@@ -77,7 +77,7 @@ def _peak(start: float) -> dict[str, float]:
 
 
 def run_ours_surface(folder: str) -> dict:
-    from pytest_rexmle.challenges.topcow.grade import label_scores
+    from pytest_rexmle.challenges.topcow.cow_volumes import label_scores
     from pytest_rexmle.metrics.surface import bounding_box, union_box
 
     truth, pred = np.load(Path(folder) / "truth.npy"), np.load(Path(folder) / "pred.npy")
@@ -125,7 +125,8 @@ def run_medpy_surface(folder: str, connectivity: int) -> dict:
 
 
 def run_ours_case(folder: str) -> dict:
-    from pytest_rexmle.challenges.topcow.grade import COW_LABELS, load_pair, score_cow_case
+    from pytest_rexmle.challenges.topcow.cow_volumes import load_pair, score_cow_case
+    from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
     from pytest_rexmle.medimage.geometry import read_image
 
     tracemalloc.start()

@@ -35,7 +35,7 @@ def test_empty_mask_has_the_sources_geometry_and_no_foreground(tmp_path, seed, s
     assert Geometry.of(mask) == Geometry.of(reference_geometry(source))
     assert mask.GetPixelID() == sitk.sitkUInt8
     assert not sitk.GetArrayViewFromImage(mask).any()
-    assert read_header(source)[2] == tuple(mask.GetSize())
+    assert read_header(source).shape == tuple(mask.GetSize())
 
 
 def test_intensity_scaling_of_the_source_is_not_copied(tmp_path):

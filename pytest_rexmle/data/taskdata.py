@@ -95,11 +95,8 @@ def copy_task_documents(task: Task, public: Path) -> None:
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def inventory(root: Path) -> tuple[dict[str, str], dict[str, int]]:

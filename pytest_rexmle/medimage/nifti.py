@@ -23,8 +23,6 @@ class NiftiGrid(NamedTuple):
     """What a header-only read of a NIfTI file yields."""
 
     header: "Nifti1Header"
-    #: '<' or '>': the byte order the header was stored in
-    byte_order: str
     #: dim[1..dim[0]]: voxel counts along each axis, in the file's (x, y, z, ...) order
     shape: tuple[int, ...]
 
@@ -44,7 +42,7 @@ def read_header(path: Path) -> NiftiGrid | None:
     shape = tuple(int(d) for d in header.get_data_shape())
     if not shape or any(d < 1 for d in shape):
         return None
-    return NiftiGrid(header, header.endianness, shape)
+    return NiftiGrid(header, shape)
 
 
 def write_empty_like(source: Path, target: Path) -> bool:

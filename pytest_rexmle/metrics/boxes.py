@@ -13,25 +13,13 @@ from typing import Sequence
 Interval = tuple[int, int]  # inclusive [lo, hi]; empty when hi < lo
 
 
-def _intervals(size: Sequence[int], location: Sequence[int]) -> list[Interval]:
-    return [(loc, loc + s - 1) for s, loc in zip(size, location)]
-
-
 def _inner(size: Sequence[int], location: Sequence[int], ratio: float) -> list[Interval]:
-    out = []
-    for s, loc in zip(size, location):
-        d = math.ceil(ratio * s)
-        out.append((loc + d, loc + s - 1 - d))
-    return out
+    """The box shrunk by ceil(ratio·size) voxels on every side (ratio 0: the box itself)."""
+    return [(loc + math.ceil(ratio * s), loc + s - 1 - math.ceil(ratio * s)) for s, loc in zip(size, location)]
 
 
 def _volume(box: list[Interval]) -> int:
-    v = 1
-    for lo, hi in box:
-        if hi < lo:
-            return 0
-        v *= hi - lo + 1
-    return v
+    return math.prod(max(hi - lo + 1, 0) for lo, hi in box)
 
 
 def _meet(a: list[Interval], b: list[Interval]) -> int:
@@ -40,7 +28,7 @@ def _meet(a: list[Interval], b: list[Interval]) -> int:
 
 def shell_iou(size_a: Sequence[int], loc_a: Sequence[int], size_b: Sequence[int], loc_b: Sequence[int],
               ratio: float) -> float:
-    a, b = _intervals(size_a, loc_a), _intervals(size_b, loc_b)
+    a, b = _inner(size_a, loc_a, 0), _inner(size_b, loc_b, 0)
     ia, ib = _inner(size_a, loc_a, ratio), _inner(size_b, loc_b, ratio)
     shell_a = _volume(a) - _volume(ia)
     shell_b = _volume(b) - _volume(ib)

@@ -5,13 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 
-def label_components(mask: np.ndarray, structure: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+def label_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     """Component labels with 26-connectivity in 3-D (full connectivity in any dimension)."""
     from scipy import ndimage
 
-    if structure is None:
-        structure = np.ones((3,) * mask.ndim, dtype=bool)
-    labels, n = ndimage.label(mask, structure=structure)
+    labels, n = ndimage.label(mask, structure=np.ones((3,) * mask.ndim, dtype=bool))
     return labels, int(n)
 
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .crop import bounding_box
 from .parallel import parallel_map
 
 #: the 6-connected (face) neighbourhood, as ``ndimage.generate_binary_structure(3, 1)``
@@ -70,12 +71,6 @@ def surface_points_mm(mask: np.ndarray, spacing: tuple[float, float, float]) -> 
     background or lies outside the array, so the surface is the same as on the full volume, at a
     fraction of the cost for a small structure in a large CTA.
     """
-    corner, box = [], []
-    for axis, n in enumerate(mask.shape):
-        hits = np.flatnonzero(np.any(mask, axis=tuple(a for a in range(3) if a != axis)))
-        start, stop = max(int(hits[0]) - 1, 0), min(int(hits[-1]) + 2, n)
-        corner.append(start)
-        box.append(slice(start, stop))
-    box = tuple(box)
-    points = np.argwhere(surface_voxels(mask[box])) + np.asarray(corner)
+    box = tuple(slice(max(s.start - 1, 0), min(s.stop + 1, n)) for s, n in zip(bounding_box(mask), mask.shape))
+    points = np.argwhere(surface_voxels(mask[box])) + np.asarray([s.start for s in box])
     return points * np.asarray(spacing, dtype=np.float64)

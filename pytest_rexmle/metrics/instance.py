@@ -146,11 +146,7 @@ def image_counts(truth: np.ndarray, pred: np.ndarray, thresholds: Iterable[float
 
 
 def _pad(a: np.ndarray, tile: int) -> np.ndarray:
-    if a.shape == (tile, tile):
-        return a
-    out = np.zeros((tile, tile), dtype=a.dtype)
-    out[:a.shape[0], :a.shape[1]] = a
-    return out
+    return np.pad(a, ((0, tile - a.shape[0]), (0, tile - a.shape[1])))
 
 
 def f1(counts: Counts) -> float:

@@ -8,6 +8,7 @@ of one full-array comparison per label (13 for TopCoW, 42 for TopBrain) or scipy
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,9 +64,4 @@ class LabelIndex:
 
 
 def box_volume(box: tuple[slice, ...] | None) -> int:
-    if box is None:
-        return 0
-    volume = 1
-    for s in box:
-        volume *= s.stop - s.start
-    return volume
+    return 0 if box is None else math.prod(s.stop - s.start for s in box)

@@ -10,7 +10,7 @@ the greedy walk stays sequential with the organisers' strict distance test, so t
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -112,12 +112,7 @@ def f1_from_counts(tp: int, n_pred: int, n_truth: int) -> float:
 def case_class_f1(truth: Sequence[Point], pred: Sequence[Point], radius: float = MATCH_RADIUS) -> dict[str, float]:
     """F1 of every class present in this case's ground truth or predictions (and only those)."""
     tp = match_counts(truth, pred, radius)
-    n_truth: dict[str, int] = defaultdict(int)
-    n_pred: dict[str, int] = defaultdict(int)
-    for g in truth:
-        n_truth[g.name] += 1
-    for p in pred:
-        n_pred[p.name] += 1
+    n_truth, n_pred = Counter(g.name for g in truth), Counter(p.name for p in pred)
     return {c: f1_from_counts(tp.get(c, 0), n_pred[c], n_truth[c]) for c in sorted(set(n_truth) | set(n_pred))}
 
 

@@ -20,8 +20,8 @@ approximation:
   (and the values on B's own contour are 0 whatever the crop);
 * distances are computed from index differences times the spacing, which cropping does not change.
 
-``tests/metrics/test_surface.py`` checks equality with :func:`hd95_full_volume` (the literal,
-uncropped organiser pipeline) on random masks, including masks touching the volume border.
+``tests/metrics/test_surface.py`` checks equality with the literal, uncropped organiser pipeline
+(``contour_distances(..., crop=False)``) on random masks, including masks touching the volume border.
 """
 
 from __future__ import annotations
@@ -81,12 +81,4 @@ def hd95(pred: np.ndarray, truth: np.ndarray, spacing: Spacing, absent: float) -
     if not np.any(pred) or not np.any(truth):
         return float(absent)
     g2p, p2g = contour_distances(truth, pred, spacing, crop=True)
-    return float(max(np.percentile(g2p, 95), np.percentile(p2g, 95)))
-
-
-def hd95_full_volume(pred: np.ndarray, truth: np.ndarray, spacing: Spacing, absent: float) -> float:
-    """The same value without cropping: the organisers' literal pipeline, kept as the test oracle."""
-    if not np.any(pred) or not np.any(truth):
-        return float(absent)
-    g2p, p2g = contour_distances(truth, pred, spacing, crop=False)
     return float(max(np.percentile(g2p, 95), np.percentile(p2g, 95)))

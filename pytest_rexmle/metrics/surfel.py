@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .crop import bounding_box
+from .overlap import dice
 from .parallel import parallel_map
 
 #: bit weight of each voxel of a corner's 2×2×2 neighbourhood, indexed [dz, dy, dx]
@@ -43,7 +44,8 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
 
     Area *vectors* (not scalar areas) are kept so that any anisotropic spacing can be applied exactly
     afterwards: a linear map diag(s) turns an area vector into its cofactor-scaled version. Read from
-    the precomputed :mod:`._surfel_table` (identical to :func:`_marching_cubes_area_vectors`).
+    the precomputed :mod:`._surfel_table` (``tests/metrics/test_surfel.py`` derives it again with
+    scikit-image's marching cubes and compares).
     """
     from ._surfel_table import UNIT_AREA_VECTORS_X8
 
@@ -51,23 +53,6 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
     for word in UNIT_AREA_VECTORS_X8.split():
         digits = [] if word == "-" else [ord(c) - ord("0") - 4 for c in word]
         vectors.append(np.array(digits, dtype=np.float64).reshape(-1, 3) / 8.0)
-    return tuple(vectors)
-
-
-def _marching_cubes_area_vectors() -> tuple[np.ndarray, ...]:
-    """The table derived from scikit-image's Lorensen marching cubes on each code's minority side."""
-    from skimage.measure import marching_cubes
-
-    vectors: list[np.ndarray] = []
-    for code in range(256):
-        minority = code if bin(code).count("1") <= 4 else 255 - code
-        if minority == 0:
-            vectors.append(np.zeros((0, 3)))
-            continue
-        cube = ((minority & CORNER_WEIGHTS) != 0).astype(np.float64)
-        verts, faces, _, _ = marching_cubes(cube, 0.5, method="lorensen")
-        tri = verts.astype(np.float64)[faces]
-        vectors.append(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]) / 2.0)
     return tuple(vectors)
 
 
@@ -154,11 +139,7 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
 
 def volumetric_dice(mask_gt: np.ndarray, mask_pred: np.ndarray) -> float:
     """2|P∩G|/(|P|+|G|); NaN when both are empty, as in the package (callers define that case)."""
-    gt, pred = np.asarray(mask_gt, dtype=bool), np.asarray(mask_pred, dtype=bool)
-    total = int(np.count_nonzero(gt)) + int(np.count_nonzero(pred))
-    if total == 0:
-        return float("nan")
-    return 2.0 * int(np.count_nonzero(gt & pred)) / total
+    return dice(np.asarray(mask_pred, dtype=bool), np.asarray(mask_gt, dtype=bool), empty=float("nan"))
 
 
 def average_surface_distance(sd: SurfaceDistances) -> tuple[float, float]:

@@ -12,7 +12,8 @@ from scipy import ndimage
 
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.data.synthetic.volumes import make_image, save
+from pytest_rexmle.data.synthetic.volumes import make_image
+from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.challenges.panther.grade import aggregate, case_metrics, tumour_mask
@@ -35,9 +36,9 @@ def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray | None
     """answers/ and submission/ folders for hand-made (ground truth, prediction) pairs."""
     answers, submission = root / "answers", root / "submission"
     for case_id, (truth, pred) in cases.items():
-        save(make_image(truth.astype(np.uint8), spacing), answers / "test" / "labels" / f"{case_id}.mha")
+        write_image(make_image(truth.astype(np.uint8), spacing), answers / "test" / "labels" / f"{case_id}.mha")
         if pred is not None:
-            save(make_image(pred, spacing), submission / "predictions" / f"{case_id}{suffix}")
+            write_image(make_image(pred, spacing), submission / "predictions" / f"{case_id}{suffix}")
     write_answers(answers, "image_id", "label_path", {i: f"test/labels/{i}.mha" for i in cases})
     write_csv(submission / "submission.csv", ["image_id", "predicted_mask_path"],
               [{"image_id": i, "predicted_mask_path": f"predictions/{i}{suffix}"} for i in cases])

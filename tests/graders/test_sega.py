@@ -11,7 +11,8 @@ import SimpleITK as sitk
 from scipy import ndimage
 
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.data.synthetic.volumes import make_image, save
+from pytest_rexmle.data.synthetic.volumes import make_image
+from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.challenges.sega.grade import aggregate, case_metrics, vessel_mask
@@ -31,8 +32,9 @@ def grader():
 def write_cases(root: Path, cases: dict[str, tuple[np.ndarray, np.ndarray]], suffix: str = ".seg.nrrd"):
     answers, submission = root / "answers", root / "submission"
     for case_id, (truth, pred) in cases.items():
-        save(make_image(truth.astype(np.uint8), SPACING_XYZ), answers / "test" / "labels" / f"{case_id}.seg.nrrd")
-        save(make_image(pred, SPACING_XYZ), submission / "predictions" / f"{case_id}{suffix}")
+        write_image(make_image(truth.astype(np.uint8), SPACING_XYZ),
+                    answers / "test" / "labels" / f"{case_id}.seg.nrrd")
+        write_image(make_image(pred, SPACING_XYZ), submission / "predictions" / f"{case_id}{suffix}")
     write_answers(answers, "image_id", "label_path", {i: f"test/labels/{i}.seg.nrrd" for i in cases})
     write_csv(submission / "submission.csv", ["image_id", "predicted_mask_path"],
               [{"image_id": i, "predicted_mask_path": f"predictions/{i}{suffix}"} for i in cases])

@@ -180,9 +180,27 @@ def test_area_table_matches_pypi_surface_distance():
                                    lookup.create_table_neighbour_code_to_surface_area(spacing), rtol=1e-12)
 
 
+def _marching_cubes_area_vectors() -> tuple[np.ndarray, ...]:
+    """The table derived from scikit-image's Lorensen marching cubes on each code's minority side
+    (how ``pytest_rexmle/metrics/_surfel_table.py`` was generated)."""
+    from skimage.measure import marching_cubes
+
+    vectors: list[np.ndarray] = []
+    for code in range(256):
+        minority = code if bin(code).count("1") <= 4 else 255 - code
+        if minority == 0:
+            vectors.append(np.zeros((0, 3)))
+            continue
+        cube = ((minority & CORNER_WEIGHTS) != 0).astype(np.float64)
+        verts, faces, _, _ = marching_cubes(cube, 0.5, method="lorensen")
+        tri = verts.astype(np.float64)[faces]
+        vectors.append(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]) / 2.0)
+    return tuple(vectors)
+
+
 def test_embedded_area_vectors_are_the_marching_cubes_ones():
     # grading reads the precomputed table; it must be bit-identical to the marching-cubes derivation
-    from pytest_rexmle.metrics.surfel import _marching_cubes_area_vectors, _unit_area_vectors
+    from pytest_rexmle.metrics.surfel import _unit_area_vectors
 
     embedded, derived = _unit_area_vectors(), _marching_cubes_area_vectors()
     assert len(embedded) == len(derived) == 256

@@ -8,6 +8,7 @@ are invalid. Scores are the organisers' F1 at five IoU thresholds, averaged over
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +20,12 @@ from ...hostile import SafeReader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
-from ...graders.base import Grader, write_submission_csv
+from ...graders.base import Grader
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")
 #: without a known grid: 16 bytes per pixel of a 4096² image
 MAX_FILE_BYTES = 4096 * 4096 * 16
-
-
-def metric_key(threshold: float) -> str:
-    return f"f1_{threshold}"
 
 
 def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
@@ -74,14 +71,10 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     """The test image ``<id>.<ext>`` (extension as in the source release)."""
     folder = public_dir / "test" / "images"
-    for candidate in sorted(folder.glob(f"{glob_escape(case_id)}.*")):
+    for candidate in sorted(folder.glob(f"{glob.escape(case_id)}.*")):
         if candidate.suffix.lower() in IMAGE_EXTENSIONS and candidate.stem == case_id:
             return candidate
     raise FileNotFoundError(f"no test image for {case_id!r} in {folder}")
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
 
 
 def image_hw(path: Path) -> tuple[int, int]:
@@ -110,13 +103,9 @@ class CellInstances(Grader):
             pred = read_labels(submission.file(case_id, "predicted_mask_path"), case_id, truth.shape)
             return image_f1(truth.astype(np.int64), pred)
 
-        sums = {t: 0.0 for t in THRESHOLDS}
         # images on all cores (decoding and NumPy release the GIL); summed in id order, as before
-        for per_image in parallel_map(case_f1, answers.ids):
-            for t, value in per_image.items():
-                sums[t] += value
-        n = len(answers.ids)
-        return {metric_key(t): sums[t] / n for t in THRESHOLDS}
+        per_image = parallel_map(case_f1, answers.ids)
+        return {f"f1_{t}": sum(f1s[t] for f1s in per_image) / len(per_image) for t in THRESHOLDS}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         read_labels(submission.file(case_id, "predicted_mask_path"), case_id,
@@ -124,13 +113,9 @@ class CellInstances(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty label image (no cell) on each test image's grid."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}_label.tiff"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            tifffile.imwrite(out_dir / rel, np.zeros(image_hw(public_test_image(public_dir, case_id)), dtype=np.uint16))
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}_label.tiff",
+                         lambda i, path: tifffile.imwrite(
+                             path, np.zeros(image_hw(public_test_image(public_dir, i)), dtype=np.uint16)))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}_label.tiff")

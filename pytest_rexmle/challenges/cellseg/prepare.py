@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, unique_ids
+from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
+    unique_ids
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 LABEL_SUFFIXES = ("_label.tiff", "_label.tif", ".tiff", ".tif")
@@ -57,13 +58,9 @@ def prepare(ctx: Context) -> dict[str, int]:
     train, test = split_and_record(ids, ctx)
     answers = {}
     for case_id in ids:
-        where = "train" if case_id in train else "test"
-        suffix = image_of[case_id].suffix
-        ctx.place(image_of[case_id], ctx.public / where / "images" / f"{case_id}{suffix}")
-        if where == "train":
-            ctx.place(label_of[case_id], ctx.public / "train" / "labels" / f"{case_id}_label.tiff")
-        else:
-            ctx.place(label_of[case_id], ctx.private / "test" / "labels" / f"{case_id}_label.tiff")
-            answers[case_id] = f"test/labels/{case_id}_label.tiff"
+        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train,
+                                          f"{case_id}{image_of[case_id].suffix}", f"{case_id}_label.tiff", answers)
+        ctx.place(image_of[case_id], image_dst)
+        ctx.place(label_of[case_id], label_dst)
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}_label.tiff", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test), "per_set": per_set}

@@ -16,7 +16,7 @@ from ...errors import InvalidSubmission
 from ...hostile import read_json
 from ...metrics.detection import LEVELS, hierarchical_scores
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader, write_submission_csv
+from ...graders.base import Grader
 
 #: level k -> number of classes (quadrants 0–3, teeth 0–7, diagnoses 0–3)
 N_CLASSES = {1: 4, 2: 8, 3: 4}
@@ -112,25 +112,18 @@ class HierarchicalDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No detection on any image: valid, and scores 0.0 on every key (the spec's empty rule)."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}.json"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            (out_dir / rel).write_text("[]\n", encoding="utf-8")
-            rows.append({self.id_column: case_id, "predictions_json": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text("[]\n", encoding="utf-8"))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """Every ground-truth box with score 1.0."""
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
         coco = load_ground_truth(answers_dir)
-        rows = []
-        for case_id in answers.ids:
+
+        def write(case_id: str, path: Path) -> None:
             image_id = int(answers.value(case_id, "coco_image_id"))
             dets = [{"bbox": a["bbox"], **{f: a[f] for f in FIELDS}, "score": 1.0}
                     for a in coco["annotations"] if a["image_id"] == image_id]
-            rel = f"predictions/{case_id}.json"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            (out_dir / rel).write_text(json.dumps(dets), encoding="utf-8")
-            rows.append({self.id_column: case_id, "predictions_json": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+            path.write_text(json.dumps(dets), encoding="utf-8")
+
+        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.json", write)

@@ -48,9 +48,7 @@ class StrokeLesion(Grader):
         from ...metrics.surface import bounding_box, union_box
 
         per_case = []
-        for case_id in answers.ids:
-            truth_path = answers.root / answers.value(case_id, "mask_path")
-            path = submission.file(case_id, "predicted_mask_path")
+        for case_id, path, truth_path in self.case_files(submission, answers):
             _require_nifti(path, case_id)
             ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (

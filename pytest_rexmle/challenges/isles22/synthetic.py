@@ -8,8 +8,9 @@ import numpy as np
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
-from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, save
+from ...data.synthetic.common import write_tables
+from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity
+from ...medimage.geometry import write_image
 
 DWI_SHAPE = (16, 40, 40)            # (z, y, x)
 DWI_SPACING = (2.0, 2.0, 3.0)       # (x, y, z) mm
@@ -40,14 +41,14 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         flair = make_image(noisy_intensity(np.full(FLAIR_SHAPE, 200.0), rng, 25.0), FLAIR_SPACING, origin=(-3.0, -3.0, -2.0))
         msk = make_image(lesion.astype(np.uint8), DWI_SPACING)
         where = public / ("train" if case_id in train else "test")
-        save(dwi, where / f"{case_id}_dwi.nii.gz")
-        save(adc, where / f"{case_id}_adc.nii.gz")
-        save(flair, where / f"{case_id}_flair.nii.gz")
+        write_image(dwi, where / f"{case_id}_dwi.nii.gz")
+        write_image(adc, where / f"{case_id}_adc.nii.gz")
+        write_image(flair, where / f"{case_id}_flair.nii.gz")
         if case_id in train:
-            save(msk, where / f"{case_id}_msk.nii.gz")
+            write_image(msk, where / f"{case_id}_msk.nii.gz")
         else:
-            save(msk, private / "test" / f"{case_id}_msk.nii.gz")
+            write_image(msk, private / "test" / f"{case_id}_msk.nii.gz")
             answers[case_id] = f"test/{case_id}_msk.nii.gz"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.nii.gz")
-    write_answers(private, task.id_column, "mask_path", answers)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz",
+                 "mask_path", answers)
     write_split(private, train, test)

@@ -13,6 +13,7 @@ from pathlib import Path
 from ...data.split import write_split
 from ...data.prepare.errors import PrepareError
 from ...data.prepare.layout import Context, check_id, write_csv
+from ...data.synthetic.common import write_tables
 
 IMAGE_SUFFIXES = (".tif", ".tiff")
 IMAGE_DIRS = ("image", "images")
@@ -111,9 +112,7 @@ def prepare(ctx: Context) -> dict[str, int]:
         ctx.place(path, ctx.public / "test" / "images" / f"{case_id}.tiff")
     write_csv(ctx.public / "train_labels.csv", ["image_id", "quality_score"],
               ({"image_id": i, "quality_score": repr(s)} for i, (_, s) in sorted(train.items())))
-    write_csv(ctx.public / "sample_submission.csv", ["image_id", "quality_score"],
-              ({"image_id": i, "quality_score": "0.0"} for i in sorted(test)))
-    write_csv(ctx.private / "answers.csv", ["image_id", "quality_score"],
-              ({"image_id": i, "quality_score": repr(s)} for i, (_, s) in sorted(test.items())))
+    write_tables(ctx.public, ctx.private, "image_id", test, "quality_score", "0.0", "quality_score",
+                 {i: repr(s) for i, (_, s) in test.items()})
     write_split(ctx.private, sorted(train), sorted(test), rule="source")
     return {"cases": len(train) + len(test), "train": len(train), "test": len(test)}

@@ -9,7 +9,7 @@ import tifffile
 
 from ...task import Task
 from ...data.split import write_split
-from ...data.synthetic.common import write_csv, write_sample_submission
+from ...data.synthetic.common import write_csv, write_tables
 
 SIZE = 64
 N_TRAIN, N_TEST = 40, 15
@@ -45,7 +45,6 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         scores[case_id] = round(float(np.clip(4 * (1 - level) + rng.normal(0, 0.2), 0, 4)), 2)
     write_csv(public / "train_labels.csv", ["image_id", "quality_score"],
               ({"image_id": i, "quality_score": scores[i]} for i in train_ids))
-    write_sample_submission(public, "image_id", "quality_score", test_ids, "0.0")
-    write_csv(private / "answers.csv", ["image_id", "quality_score"],
-              ({"image_id": i, "quality_score": scores[i]} for i in test_ids))
+    write_tables(public, private, "image_id", test_ids, "quality_score", "0.0", "quality_score",
+                 {i: scores[i] for i in test_ids})
     write_split(private, train_ids, test_ids, rule="source")

@@ -22,7 +22,6 @@ from ...metrics.hausdorff import image_diagonal
 from ...metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
                               surface_dice_at_tolerance, volumetric_dice)
 from ...submission import read_answers
-from ...graders.base import write_submission_csv
 from ...graders.binary import BinaryMaskGrader
 
 SUFFIXES = (".mha", ".nii.gz")
@@ -78,11 +77,10 @@ def case_metrics(pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, 
     diagonal = image_diagonal(truth.shape, spacing_zyx)
     v_gt = int(np.count_nonzero(truth)) * voxel_mm3
     n_pred = int(np.count_nonzero(pred))
-    if n_pred == 0 or n_pred == pred.size:
-        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": 0.0, "v_gt": v_gt}
-    v_pred = n_pred * voxel_mm3
-    if v_gt == 0.0:
-        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": v_pred, "v_gt": 0.0}
+    uniform = n_pred == 0 or n_pred == pred.size
+    v_pred = 0.0 if uniform else n_pred * voxel_mm3
+    if uniform or v_gt == 0.0:
+        return {"dsc": 0.0, "msd": 0.0, "hd95": diagonal, "masd": diagonal, "v_pred": v_pred, "v_gt": v_gt}
     sd = compute_surface_distances(truth, pred, spacing_zyx)
     gt_to_pred, pred_to_gt = average_surface_distance(sd)
     return {
@@ -114,11 +112,10 @@ class PancreaticTumour(BinaryMaskGrader):
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         """The ground truth as a 0/1 mask (the answers already hold the tumour only; ``!= 0`` keeps it so)."""
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
+
+        def write(case_id: str, path: Path) -> None:
             truth_img = sitk.ReadImage(str(answers_dir / answers.value(case_id, "label_path")))
             binary = (sitk.GetArrayViewFromImage(truth_img) != 0).astype(np.uint8)
-            rel = f"predictions/{case_id}.mha"
-            write_image(image_like(binary, truth_img), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+            write_image(image_like(binary, truth_img), path)
+
+        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.mha", write)

@@ -16,8 +16,9 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids, \
-    write_volume
+from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
+    stem_of, unique_ids
+from ...medimage.geometry import image_like, write_image
 
 #: the released label coding (§3) and the one label the answers keep
 LABEL_MEANING = {0: "background", 1: "tumour", 2: "pancreas"}
@@ -34,13 +35,11 @@ def tumour_only(label_path: Path, dst: Path) -> set[int]:
     image = sitk.ReadImage(str(label_path))
     array = sitk.GetArrayViewFromImage(image)
     values = {int(v) for v in np.unique(array)}
-    out = sitk.GetImageFromArray((array == SCORED_LABEL).astype(np.uint8))
-    out.CopyInformation(image)
-    write_volume(out, dst)
+    write_image(image_like((array == SCORED_LABEL).astype(np.uint8), image), dst)
     return values
 
 
-def _prepare(ctx: Context, folder: str, image_suffix: str) -> tuple[list[str], dict]:
+def _prepare(ctx: Context, folder: str, image_suffix: str) -> dict[str, int]:
     root = ctx.raw / folder
     images_dir = ctx.find_dir("ImagesTr", root)
     labels_dir = ctx.find_dir("LabelsTr", root)
@@ -80,12 +79,12 @@ def _prepare(ctx: Context, folder: str, image_suffix: str) -> tuple[list[str], d
     ctx.notes["label_meaning"] = {str(k): v for k, v in LABEL_MEANING.items()}
     ctx.notes["scored_label"] = SCORED_LABEL
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.mha", "label_path", answers)
-    return ids, {"cases": len(ids), "train": len(train), "test": len(test)}
+    return {"cases": len(ids), "train": len(train), "test": len(test)}
 
 
 def prepare_task1(ctx: Context) -> dict[str, int]:
     """Task 1: ids ``<pid>_0001`` (label stems), images ``<id>_0000.mha``, plus ImagesTr_unlabeled/."""
-    _, counts = _prepare(ctx, "task1", "_0000.mha")
+    counts = _prepare(ctx, "task1", "_0000.mha")
     unlabeled = [p for p in (ctx.raw / "task1").rglob("ImagesTr_unlabeled") if p.is_dir()]
     n = 0
     for folder in unlabeled:
@@ -103,5 +102,4 @@ def prepare_task1(ctx: Context) -> dict[str, int]:
 
 def prepare_task2(ctx: Context) -> dict[str, int]:
     """Task 2: ids ``<pid>`` (strings), images ``<pid>_0000.mha``."""
-    _, counts = _prepare(ctx, "task2", "_0000.mha")
-    return counts
+    return _prepare(ctx, "task2", "_0000.mha")

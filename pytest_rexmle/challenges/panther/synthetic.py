@@ -16,8 +16,9 @@ import numpy as np
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
-from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, save
+from ...data.synthetic.common import case_paths, write_tables
+from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity
+from ...medimage.geometry import write_image
 
 N_CASES = 25
 N_UNLABELED = 3
@@ -64,16 +65,14 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
         label = tumour.astype(np.uint8)
         if index % 3 == 0:                      # some annotations also outline the pancreas (label 2)
             label[pancreas & ~tumour] = 2
-        if case_id in train:
-            save(image, public / "train" / "images" / f"{case_id}.mha")
-            save(make_image(label, grid.spacing, origin), public / "train" / "labels" / f"{case_id}.mha")
-        else:
-            save(image, public / "test" / "images" / f"{case_id}.mha")
-            scored = (label == 1).astype(np.uint8)   # the answers hold the tumour only, as prepare writes them
-            save(make_image(scored, grid.spacing, origin), private / "test" / "labels" / f"{case_id}.mha")
-            answers[case_id] = f"test/labels/{case_id}.mha"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.mha")
-    write_answers(private, task.id_column, "label_path", answers)
+        if case_id not in train:
+            label = (label == 1).astype(np.uint8)   # the answers hold the tumour only, as prepare writes them
+        image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}.mha",
+                                            f"{case_id}.mha", answers)
+        write_image(image, image_path)
+        write_image(make_image(label, grid.spacing, origin), label_path)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.mha",
+                 "label_path", answers)
     write_split(private, train, test)
 
 
@@ -84,8 +83,8 @@ def generate_task1(task: Task, public: Path, private: Path, rng: np.random.Gener
     for i in range(N_UNLABELED):
         pancreas, _ = _anatomy(UNLABELED_GRID, rng)
         volume = noisy_intensity(150.0 + pancreas * 180.0, rng, 30.0)
-        save(make_image(volume, UNLABELED_GRID.spacing, _origin(rng)),
-             public / "train_unlabeled" / "images" / f"{10500 + i}_0002_0000.mha")
+        write_image(make_image(volume, UNLABELED_GRID.spacing, _origin(rng)),
+                    public / "train_unlabeled" / "images" / f"{10500 + i}_0002_0000.mha")
 
 
 def generate_task2(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
 
@@ -21,8 +20,8 @@ from PIL import Image, ImageDraw
 from ...errors import InvalidSubmission
 from ...hostile import SafeReader, read_json
 from ...metrics.parallel import parallel_map
-from ...submission import CaseTable, read_answers
-from ...graders.base import Grader, write_submission_csv
+from ...submission import CaseTable
+from ...graders.base import Grader
 
 # -- class tables (§14) ------------------------------------------------------------------------------
 TISSUE_VALUES: dict[str, int] = {
@@ -229,17 +228,6 @@ def read_nuclei(path: Path, names: Iterable[str], case_id: str) -> list[Point]:
     return parse_nuclei(data, names, where)
 
 
-def _copy_answers(grader: Grader, answers_dir: Path, out_dir: Path, suffix: str) -> None:
-    answers = read_answers(answers_dir, grader.id_column, grader.answer_columns)
-    (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-    rows = []
-    for case_id in answers.ids:
-        rel = f"predictions/{case_id}{suffix}"
-        shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-        rows.append({grader.id_column: case_id, grader.prediction_columns[0]: rel})
-    write_submission_csv(out_dir, grader.id_column, rows, grader.prediction_columns)
-
-
 def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.tif"
 
@@ -293,18 +281,15 @@ class TissueSegmentation(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """All background on each test ROI's grid: valid, and Dice 0 for every class."""
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
+        def empty(case_id: str, path: Path) -> None:
             with Image.open(public_test_image(public_dir, case_id)) as img:
-                width, height = img.size
-            rel = f"predictions/{case_id}.tif"
-            Image.new("L", (width, height), 0).save(out_dir / rel, compression="tiff_deflate")
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+                size = img.size
+            Image.new("L", size, 0).save(path, compression="tiff_deflate")
+
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.tif", empty)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        _copy_answers(self, answers_dir, out_dir, ".tif")
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.tif")
 
 
 # -- nuclei (§16, §18) -------------------------------------------------------------------------------
@@ -316,19 +301,17 @@ class NucleiDetection(Grader):
     #: extras reported even when a class occurs nowhere (its value is then 0 by the aggregate rule)
     always_reported: ClassVar[tuple[str, ...]] = ()
 
-    def _truth(self, answers: CaseTable, case_id: str) -> list[Point]:
-        try:
-            return read_nuclei(answers.root / answers.value(case_id, "label_path"), self.class_names, case_id)
-        except InvalidSubmission as exc:
-            raise RuntimeError(f"private ground truth is broken: {exc}") from None
-
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         from ...metrics.points import case_class_f1, macro_f1_over_cases
 
         per_case = []
-        for case_id in answers.ids:
-            pred = read_nuclei(submission.file(case_id, "predicted_nuclei_path"), self.class_names, case_id)
-            per_case.append(case_class_f1(self._truth(answers, case_id), pred))
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred = read_nuclei(predicted, self.class_names, case_id)
+            try:
+                truth = read_nuclei(reference, self.class_names, case_id)
+            except InvalidSubmission as exc:
+                raise RuntimeError(f"private ground truth is broken: {exc}") from None
+            per_case.append(case_class_f1(truth, pred))
         macro, per_class = macro_f1_over_cases(per_case)
         extras = {f"f1_{name}": per_class.get(name, 0.0) for name in self.always_reported}
         extras.update({f"f1_{name}": value for name, value in per_class.items()})
@@ -339,16 +322,11 @@ class NucleiDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No nuclei at all: valid, and F1 0 for every class present in the ground truth."""
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}.json"
-            (out_dir / rel).write_text(json.dumps({"polygons": []}), encoding="utf-8")
-            rows.append({self.id_column: case_id, "predicted_nuclei_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(json.dumps({"polygons": []}), encoding="utf-8"))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        _copy_answers(self, answers_dir, out_dir, ".json")
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
 
 
 class Track1Nuclei(NucleiDetection):

@@ -7,6 +7,7 @@ have caught the reference's misspelt names. The ROI size used for rasterisation 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -136,9 +137,5 @@ def _prepare_nuclei(ctx: Context, track: int) -> dict[str, int]:
     return {"cases": len(ids), "train": len(train), "test": len(test), **_count_primary(ids)}
 
 
-def prepare_nuclei_track1(ctx: Context) -> dict[str, int]:
-    return _prepare_nuclei(ctx, 1)
-
-
-def prepare_nuclei_track2(ctx: Context) -> dict[str, int]:
-    return _prepare_nuclei(ctx, 2)
+prepare_nuclei_track1 = functools.partial(_prepare_nuclei, track=1)
+prepare_nuclei_track2 = functools.partial(_prepare_nuclei, track=2)

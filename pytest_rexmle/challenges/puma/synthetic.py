@@ -9,6 +9,7 @@ Every class occurs in every case, so a perfect submission reaches the metric's m
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from PIL import Image
 from .grade import NUCLEI_TRACK2, nuclei_from_geojson, rasterise_tissue
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import write_tables
 
 SIZE = 128                      # ROI width = height in pixels
 N_PRIMARY, N_METASTATIC = 13, 12  # 25 cases -> 20 train / 5 test
@@ -138,8 +139,8 @@ def tissue(task: Task, public: Path, private: Path, rng: np.random.Generator) ->
         else:
             _save_tiff(Image.fromarray(mask), private / "test" / "labels" / f"{case_id}.tif")
             answers[case_id] = f"test/labels/{case_id}.tif"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.tif")
-    write_answers(private, task.id_column, "label_path", answers)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.tif",
+                 "label_path", answers)
     write_split(private, train, test)
 
 
@@ -160,14 +161,10 @@ def _nuclei(task: Task, public: Path, private: Path, rng: np.random.Generator, t
         else:
             _write_json(private / "test" / "labels" / f"{case_id}.json", converted)
             answers[case_id] = f"test/labels/{case_id}.json"
-    write_sample_submission(public, task.id_column, "predicted_nuclei_path", test, lambda i: f"predictions/{i}.json")
-    write_answers(private, task.id_column, "label_path", answers)
+    write_tables(public, private, task.id_column, test, "predicted_nuclei_path", lambda i: f"predictions/{i}.json",
+                 "label_path", answers)
     write_split(private, train, test)
 
 
-def nuclei_track1(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    _nuclei(task, public, private, rng, track=1)
-
-
-def nuclei_track2(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    _nuclei(task, public, private, rng, track=2)
+nuclei_track1 = functools.partial(_nuclei, track=1)
+nuclei_track2 = functools.partial(_nuclei, track=2)

@@ -14,8 +14,9 @@ from pathlib import Path
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, check_id, complete_ids, geometry, geometry_difference, lost_all_foreground, \
-    split_and_record, standard_outputs, stem_of, unique_ids, write_volume
+from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
+    stem_of, unique_ids
+from ...medimage.geometry import write_image
 
 #: an NRRD header line: a comment, "field: value" or "key:=value" (printable ASCII only)
 HEADER_LINE = re.compile(rb"^(#[\x20-\x7e\t]*|[\x20-\x7e]+?:=?[\x20-\x7e\t]*)\r?$")
@@ -108,21 +109,12 @@ def prepare(ctx: Context) -> dict[str, int]:
     answers = {}
     for case_id in ids:
         image = _read(images[case_id], ctx.scratch, repaired)
-        label = _read(labels[case_id], ctx.scratch, repaired)
-        difference = geometry_difference(label, image)
-        if difference is not None:
-            ctx.resampled.append({"case": case_id, "label": labels[case_id].name, "image": images[case_id].name,
-                                  "reason": difference, "from": geometry(label), "to": geometry(image)})
-            resampled = sitk.Resample(label, image, sitk.Transform(), sitk.sitkNearestNeighbor, 0, label.GetPixelID())
-            lost_all_foreground(label, resampled, labels[case_id], images[case_id])
-            label = resampled
-        where = "train" if case_id in train else "test"
-        write_volume(image, ctx.public / where / "images" / f"{case_id}.nrrd")
-        if where == "train":
-            write_volume(label, ctx.public / "train" / "labels" / f"{case_id}.seg.nrrd")
-        else:
-            write_volume(label, ctx.private / "test" / "labels" / f"{case_id}.seg.nrrd")
-            answers[case_id] = f"test/labels/{case_id}.seg.nrrd"
+        label = ctx.on_image_grid(case_id, _read(labels[case_id], ctx.scratch, repaired), image,
+                                  labels[case_id], images[case_id])
+        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train, f"{case_id}.nrrd",
+                                          f"{case_id}.seg.nrrd", answers)
+        write_image(image, image_dst)
+        write_image(label, label_dst)
     ctx.notes["nrrd_headers_repaired"] = sorted(repaired)
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.seg.nrrd", "label_path", answers)
     centres = {c: sum(i.startswith(c) for i in ids) for c in ("D", "K", "R")}

@@ -14,7 +14,8 @@ import numpy as np
 from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
-from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, save, tube
+from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, tube
+from ...medimage.geometry import write_image
 
 #: centre → (number of cases, shape (z, y, x), SimpleITK spacing (x, y, z))
 CENTRES = {
@@ -57,8 +58,8 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         label = make_image(vessels.astype(np.uint8), spacing, origin)
         image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}.nrrd",
                                             f"{case_id}.seg.nrrd", answers)
-        save(image, image_path)
-        save(label, label_path)
+        write_image(image, image_path)
+        write_image(label, label_path)
     write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.seg.nrrd",
                  "label_path", answers)
     write_split(private, train, test)

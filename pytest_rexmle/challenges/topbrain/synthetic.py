@@ -24,9 +24,10 @@ from .grade import TRACKS, load_valid_neighbors
 from ...metrics.topology import components
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import case_paths, write_tables
 from ..topcow.synthetic import paint_tube
-from ...data.synthetic.volumes import make_image, noisy_intensity, save
+from ...data.synthetic.volumes import make_image, noisy_intensity
+from ...medimage.geometry import write_image
 
 SHAPE = (32, 48, 48)          # (z, y, x)
 MARGIN = 3                    # empty border, so per-case shifts never wrap a vessel around
@@ -127,14 +128,10 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
             if not keep_all and rng.random() < (0.2 if case_id in train else 0.15):
                 labels[labels == label] = 0
         image = noisy_intensity((labels > 0) * (vessel - background) + background, rng, 8.0)
-        where = "train" if case_id in train else "test"
-        save(make_image(image, SPACING[key], ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
-        label_img = make_image(labels, SPACING[key], ORIGIN)
-        if where == "train":
-            save(label_img, public / "train" / "labels" / f"{case_id}.nii.gz")
-        else:
-            save(label_img, private / "test" / "labels" / f"{case_id}.nii.gz")
-            answers[case_id] = f"test/labels/{case_id}.nii.gz"
-    write_sample_submission(public, task.id_column, "predicted_mask_path", test, lambda i: f"predictions/{i}.nii.gz")
-    write_answers(private, task.id_column, "label_path", answers)
+        image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}_0000.nii.gz",
+                                            f"{case_id}.nii.gz", answers)
+        write_image(make_image(image, SPACING[key], ORIGIN), image_path)
+        write_image(make_image(labels, SPACING[key], ORIGIN), label_path)
+    write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz",
+                 "label_path", answers)
     write_split(private, train, test)

@@ -1,8 +1,9 @@
 """TopCoW task 1 and TopBrain label volumes: reading, cropping, per-label scores, TopCoW's case scores.
 
-The NumPy / SimpleITK half of :mod:`.topcow` (see its docstring for why scoring works on the union of
-the two foreground boxes). It lives apart so that the box and edge graders, the baselines and the
-validator's header checks import neither; :mod:`.topcow` still answers for every name here.
+The NumPy / SimpleITK half of :mod:`.grade` (see its docstring for why scoring works on the union of
+the two foreground boxes). It lives apart, imported where volumes are scored, so that the box and edge
+graders, the baselines and the validator's header checks (the sample agent and ``rexmle validate``
+start per item) import neither.
 """
 
 from __future__ import annotations
@@ -168,14 +169,13 @@ def _run_tasks(tasks: list) -> list:
 
 
 def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], hd95_absent: float,
-                 with_cldice: bool = False, indexes: tuple[LabelIndex, LabelIndex] | None = None
-                 ) -> dict[int, LabelScores]:
+                 with_cldice: bool = False) -> dict[int, LabelScores]:
     """Scores for every label of L = labels present in G or P, each on its own bounding box.
 
     One sparse index per volume (:class:`LabelIndex`) gives every label's box and voxel count, so the
     per-label work is proportional to the vessel's size, not to the volume's; labels run in parallel.
     """
-    index_p, index_g = indexes or (LabelIndex.of(pred), LabelIndex.of(truth))
+    index_p, index_g = LabelIndex.of(pred), LabelIndex.of(truth)
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     tasks = [_label_task(pred, truth, index_p, index_g, label, spacing, hd95_absent, with_cldice)
              for label in labels]

@@ -14,7 +14,6 @@ voxel that could be invalid (NaN, fractions, negatives and forbidden labels are 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from statistics import mean
@@ -24,24 +23,7 @@ from ...errors import InvalidSubmission
 from ...hostile import read_json
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader, write_submission_csv
-
-#: names that live in :mod:`.cow_volumes` (NumPy, SimpleITK), still importable from here
-_VOLUME_NAMES = frozenset({
-    "GROUP2_LABELS", "HD95_ABSENT_MM", "MASK_SUFFIXES", "CowCase", "LabelScores", "aggregate_cow",
-    "check_prediction", "class_means", "crop_pair", "foreground_box", "label_scores", "load_pair",
-    "prediction_image", "read_pair", "require_mask_format", "score_cow_case"})
-
-
-def __getattr__(name: str):
-    """Volume scoring is imported on first use (PEP 562): the box and edge tasks, the baselines and
-    the validator never need NumPy, and the sample agent and ``rexmle validate`` start per item."""
-    if name in _VOLUME_NAMES:
-        from . import cow_volumes
-
-        return getattr(cow_volumes, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from ...graders.base import Grader
 
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024
@@ -79,8 +61,8 @@ def volume_size(path: Path) -> list[int]:
     from ...medimage.nifti import read_header
 
     found = read_header(path)
-    if found is not None and len(found[2]) == 3:
-        return list(found[2])
+    if found is not None and len(found.shape) == 3:
+        return list(found.shape)
     from ...medimage.geometry import reference_geometry
 
     return list(reference_geometry(path).GetSize())
@@ -102,14 +84,9 @@ class BoxDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The whole volume as the box: valid, and a fair 'no localisation' floor."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            size = volume_size(test_image(public_dir, case_id))
-            rel = f"predictions/{case_id}.json"
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            (out_dir / rel).write_text(json.dumps({"size": size, "location": [0, 0, 0]}))
-            rows.append({self.id_column: case_id, "predicted_bbox_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(json.dumps(
+                             {"size": volume_size(test_image(public_dir, i)), "location": [0, 0, 0]})))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
@@ -134,10 +111,8 @@ class _LabelVolumeGrader(Grader):
         """Yield (case id, prediction, ground truth, spacing), validating each prediction."""
         from .cow_volumes import read_pair
 
-        for case_id in answers.ids:
-            pred, truth, truth_img = read_pair(submission.file(case_id, "predicted_mask_path"),
-                                               answers.root / answers.value(case_id, "label_path"), case_id,
-                                               self.allowed_labels)
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred, truth, truth_img = read_pair(predicted, reference, case_id, self.allowed_labels)
             yield case_id, pred, truth, truth_img.GetSpacing()
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
@@ -147,14 +122,8 @@ class _LabelVolumeGrader(Grader):
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        for case_id in answers.ids:
-            source = answers_dir / answers.value(case_id, "label_path")
-            rel = "predictions/" + source.name
-            (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_mask_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path",
+                          lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
 
 
 class Segmentation(_LabelVolumeGrader):
@@ -208,9 +177,9 @@ class EdgeClassification(Grader):
         from ...metrics.topology import balanced_accuracy, variant
 
         truth, pred = [], []
-        for case_id in answers.ids:
-            pred.append(read_edges(submission.file(case_id, "predicted_edges_path"), case_id))
-            truth.append(read_edges(answers.root / answers.value(case_id, "label_path"), case_id))
+        for case_id, predicted, reference in self.case_files(submission, answers):
+            pred.append(read_edges(predicted, case_id))
+            truth.append(read_edges(reference, case_id))
         out = {}
         for i, region in enumerate(("anterior", "posterior")):
             out[f"{region}_acc"] = balanced_accuracy([variant(region, t[i]) for t in truth],
@@ -226,20 +195,8 @@ class EdgeClassification(Grader):
         known = [read_edges(p, p.stem) for p in labels]
         ant = Counter(k[0] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
         pos = Counter(k[1] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
-        rows = []
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"predictions/{case_id}.json"
-            (out_dir / rel).write_text(edges_json(ant, pos))
-            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+                         lambda i, path: path.write_text(edges_json(ant, pos)))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        rows = []
-        (out_dir / "predictions").mkdir(parents=True, exist_ok=True)
-        for case_id in answers.ids:
-            rel = f"predictions/{case_id}.json"
-            shutil.copyfile(answers_dir / answers.value(case_id, "label_path"), out_dir / rel)
-            rows.append({self.id_column: case_id, "predicted_edges_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")

@@ -13,7 +13,8 @@ from typing import Callable
 import yaml
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
+from ...data.prepare.layout import Context, case_paths, complete_ids, split_and_record, standard_outputs, stem_of, \
+    unique_ids
 
 ANTERIOR = ("L-A1", "Acom", "3rd-A2", "R-A1")
 POSTERIOR = ("L-Pcom", "L-P1", "R-P1", "R-Pcom")
@@ -67,8 +68,9 @@ def _label_files(ctx: Context, kind: str, prefix: str) -> dict[str, Path]:
     return unique_ids(((stem_of(p, (suffix,)), p) for p in ctx.files(f"{prefix}*{suffix}", root)), folder, ctx.task)
 
 
-def _prepare(ctx: Context, kind: str, column: str, write: Callable[[str, Path, Path, Path], str],
+def _prepare(ctx: Context, kind: str, column: str, write: Callable[[str, Path, Path, Path], None],
              answer_suffix: str) -> dict[str, int]:
+    """``write(case id, image, raw label, destination)`` puts one case's label into the prepared layout."""
     prefix = "topcow_ct_" if ctx.task.modality == "cta" else "topcow_mr_"
     images_dir = ctx.find_dir("imagesTr")
     images = unique_ids(((stem_of(p, ("_0000.nii.gz",)), p) for p in ctx.files(f"{prefix}*_0000.nii.gz", images_dir)),
@@ -87,35 +89,23 @@ def _prepare(ctx: Context, kind: str, column: str, write: Callable[[str, Path, P
     train, test = split_and_record(ids, ctx)
     answers = {}
     for case_id in ids:
-        where = "train" if case_id in train else "test"
-        ctx.place(images[case_id], ctx.public / where / "images" / f"{case_id}_0000.nii.gz")
-        folder = ctx.public / "train" / "labels" if where == "train" else ctx.private / "test" / "labels"
-        name = write(case_id, images[case_id], labels[case_id], folder)
-        if where == "test":
-            answers[case_id] = f"test/labels/{name}"
+        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train,
+                                          f"{case_id}_0000.nii.gz", f"{case_id}{answer_suffix}", answers)
+        ctx.place(images[case_id], image_dst)
+        write(case_id, images[case_id], labels[case_id], label_dst)
     standard_outputs(ctx, test, column, lambda i: f"predictions/{i}{answer_suffix}", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test)}
 
 
 def prepare_segmentation(ctx: Context) -> dict[str, int]:
-    def write(case_id: str, image: Path, label: Path, folder: Path) -> str:
-        ctx.place_label(case_id, image, label, folder / f"{case_id}.nii.gz")
-        return f"{case_id}.nii.gz"
-
-    return _prepare(ctx, "seg", "predicted_mask_path", write, ".nii.gz")
+    return _prepare(ctx, "seg", "predicted_mask_path", ctx.place_label, ".nii.gz")
 
 
 def prepare_boxes(ctx: Context) -> dict[str, int]:
-    def write(case_id: str, image: Path, label: Path, folder: Path) -> str:
-        ctx.write_json(folder / f"{case_id}.json", parse_roi(label))
-        return f"{case_id}.json"
-
-    return _prepare(ctx, "box", "predicted_bbox_path", write, ".json")
+    return _prepare(ctx, "box", "predicted_bbox_path",
+                    lambda case_id, image, label, dst: ctx.write_json(dst, parse_roi(label)), ".json")
 
 
 def prepare_edges(ctx: Context) -> dict[str, int]:
-    def write(case_id: str, image: Path, label: Path, folder: Path) -> str:
-        ctx.write_json(folder / f"{case_id}.json", parse_edges(label))
-        return f"{case_id}.json"
-
-    return _prepare(ctx, "edges", "predicted_edges_path", write, ".json")
+    return _prepare(ctx, "edges", "predicted_edges_path",
+                    lambda case_id, image, label, dst: ctx.write_json(dst, parse_edges(label)), ".json")

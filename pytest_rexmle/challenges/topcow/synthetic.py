@@ -26,8 +26,10 @@ import numpy as np
 from ...metrics.topology import edge_lists, label_adjacency
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
-from ...data.synthetic.volumes import make_image, noisy_intensity, save
+from ...data.synthetic.common import case_paths, write_tables
+from ...data.synthetic.volumes import make_image, noisy_intensity
+from ...medimage.geometry import write_image
+from .grade import edges_json
 
 SHAPE = (24, 40, 48)          # (z, y, x) voxels
 N_CASES = 25                  # -> 20 train / 5 test
@@ -52,10 +54,6 @@ MODALITIES = {
 
 def modality(task: Task) -> Modality:
     return MODALITIES["cta" if task.modality == "cta" else "mra"]
-
-
-def modality_prefix(task: Task) -> str:
-    return modality(task).prefix
 
 
 @dataclass(frozen=True)
@@ -151,12 +149,6 @@ def cow_edges(labels: np.ndarray) -> tuple[list[int], list[int]]:
     return edge_lists(label_adjacency(labels))
 
 
-def edges_json(labels: np.ndarray) -> str:
-    ant, pos = cow_edges(labels)
-    return json.dumps({"anterior": dict(zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant)),
-                       "posterior": dict(zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos))})
-
-
 def bbox_of(mask: np.ndarray) -> dict[str, list[int]]:
     """Box of the mask in SimpleITK (x, y, z) order, as in roi_loc_labelsTr."""
     nz = np.argwhere(mask)
@@ -165,23 +157,13 @@ def bbox_of(mask: np.ndarray) -> dict[str, list[int]]:
     return {"size": [int(v) for v in size_zyx[::-1]], "location": [int(v) for v in lo[::-1]]}
 
 
-Writer = Callable[[np.ndarray, Path, str], str]   # (labels, folder, case id) -> file name written
-
-
-def _write_volume(labels: np.ndarray, folder: Path, case_id: str, spacing) -> str:
-    name = f"{case_id}.nii.gz"
-    save(make_image(labels, spacing, ORIGIN), folder / name)
-    return name
-
-
-def _write_text(text: str, folder: Path, case_id: str) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{case_id}.json").write_text(text)
-    return f"{case_id}.json"
+def _write_text(text: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator, column: str,
-              suffix: str, write_label: Writer) -> None:
+              suffix: str, write_label: Callable[[np.ndarray, Path], None]) -> None:
     mod = modality(task)
     ids = [f"{mod.prefix}_{i:03d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
@@ -193,15 +175,12 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
         scale = float(rng.uniform(0.9, 1.1))
         labels = cow_phantom(schedule.get(case_id, drawn), shift, scale)
         image = noisy_intensity((labels > 0) * (mod.vessel - mod.background) + mod.background, rng, mod.noise)
-        where = "train" if case_id in train else "test"
-        save(make_image(image, mod.spacing, ORIGIN), public / where / "images" / f"{case_id}_0000.nii.gz")
-        if where == "train":
-            write_label(labels, public / "train" / "labels", case_id)
-        else:
-            name = write_label(labels, private / "test" / "labels", case_id)
-            answers[case_id] = f"test/labels/{name}"
-    write_sample_submission(public, task.id_column, column, test, lambda i: f"predictions/{i}{suffix}")
-    write_answers(private, task.id_column, "label_path", answers)
+        image_path, label_path = case_paths(public, private, case_id, case_id in train, f"{case_id}_0000.nii.gz",
+                                            f"{case_id}{suffix}", answers)
+        write_image(make_image(image, mod.spacing, ORIGIN), image_path)
+        write_label(labels, label_path)
+    write_tables(public, private, task.id_column, test, column, lambda i: f"predictions/{i}{suffix}",
+                 "label_path", answers)
     write_split(private, train, test)
 
 
@@ -209,20 +188,20 @@ def segmentation(task: Task, public: Path, private: Path, rng: np.random.Generat
     """Task 1 twin: label volumes (§8 layout)."""
     spacing = modality(task).spacing
     _generate(task, public, private, rng, "predicted_mask_path", ".nii.gz",
-              lambda labels, folder, case_id: _write_volume(labels, folder, case_id, spacing))
+              lambda labels, path: write_image(make_image(labels, spacing, ORIGIN), path))
 
 
 def boxes(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
     """Task 2 twin: the CoW bounding box per case as JSON (§9 layout)."""
     _generate(task, public, private, rng, "predicted_bbox_path", ".json",
-              lambda labels, folder, case_id: _write_text(json.dumps(bbox_of(labels > 0)), folder, case_id))
+              lambda labels, path: _write_text(json.dumps(bbox_of(labels > 0)), path))
 
 
 def edges(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
     """Task 3 twin: the 8 CoW edges per case as JSON (§10 layout)."""
     _generate(task, public, private, rng, "predicted_edges_path", ".json",
-              lambda labels, folder, case_id: _write_text(edges_json(labels), folder, case_id))
+              lambda labels, path: _write_text(edges_json(*cow_edges(labels)), path))
 
 
 __all__ = ["Variant", "cow_phantom", "cow_edges", "bbox_of", "paint_tube", "segmentation", "boxes", "edges",
-           "TEST_SCHEDULE", "modality_prefix"]
+           "TEST_SCHEDULE"]

@@ -17,7 +17,7 @@ from PIL import Image
 from ...errors import InvalidSubmission
 from ...hostile import SafeReader
 from ...submission import CaseTable
-from ...graders.base import Grader, write_submission_csv
+from ...graders.base import Grader
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
 KEYS = ("lncc", "ssim", "psnr")
@@ -82,13 +82,8 @@ class ImageEnhancement(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The low-quality input itself as the 'enhanced' image: valid, and the no-op floor."""
-        rows = []
-        for case_id in self.public_test_ids(public_dir):
-            rel = f"enhanced/{case_id}.png"
-            (out_dir / "enhanced").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(low_quality_path(public_dir, case_id), out_dir / rel)
-            rows.append({self.id_column: case_id, "enhanced_image_path": rel})
-        write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"enhanced/{i}.png",
+                         lambda i, path: shutil.copyfile(low_quality_path(public_dir, i), path))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         self.copy_answers(answers_dir, out_dir, "ground_truth_path", lambda i: f"enhanced/{i}.png")

@@ -16,7 +16,7 @@ from scipy.ndimage import gaussian_filter
 
 from ...task import Task
 from ...data.split import split_ids, write_split
-from ...data.synthetic.common import write_answers, write_sample_submission
+from ...data.synthetic.common import write_tables
 
 #: organ -> (width, height) in pixels
 ORGANS: dict[str, tuple[int, int]] = {
@@ -63,6 +63,6 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
         _to_png(low, public / "test" / "low_quality" / f"{case_id}.png")
         _to_png(high, private / "test" / "high_quality" / f"{case_id}.png")
         answers[case_id] = f"test/high_quality/{case_id}.png"
-    write_sample_submission(public, task.id_column, "enhanced_image_path", test, lambda i: f"enhanced/{i}.png")
-    write_answers(private, task.id_column, "ground_truth_path", answers)
+    write_tables(public, private, task.id_column, test, "enhanced_image_path", lambda i: f"enhanced/{i}.png",
+                 "ground_truth_path", answers)
     write_split(private, train, test)

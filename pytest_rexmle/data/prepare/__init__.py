@@ -15,6 +15,7 @@ Modules: ``download`` (Zenodo/figshare APIs, resumable verified HTTP), ``extract
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -68,14 +69,10 @@ def _known_to_any(path: Path, tasks) -> bool:
     return any(part.recognises(contents) for t in tasks for part in source_parts(t) + unused_listed(t))
 
 
-_LISTINGS: dict[Path, object] = {}
-
-
+@functools.cache
 def _listing(path: Path):
     """Each supplied archive is listed once per command, not once per task (tar.gz listing reads it all)."""
-    if path not in _LISTINGS:
-        _LISTINGS[path] = inspect(path)
-    return _LISTINGS[path]
+    return inspect(path)
 
 
 def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
@@ -109,7 +106,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
     archives = [Path(p).expanduser() for p in args.raw_archive]
     data_dir = Path(args.data_dir).expanduser()
-    _LISTINGS.clear()
+    _listing.cache_clear()
     if getattr(args, "check", False):
         return _run_check(tasks, archives, data_dir)
     if len(tasks) > 1:

@@ -10,7 +10,6 @@ leaves either the previous state or a hidden ``.prepare-*`` folder that the next
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from filelock import FileLock
 from ...task import Task
 from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
-from .sources import STATE, ensure_raw, parts_for, part_done, raw_dir
+from .sources import ensure_raw, part_done, part_record, parts_for, raw_dir
 
 #: bump when a preparer's output changes; prepared folders of another version are rebuilt
 #: (prepare-2: PANTHER answers hold the tumour, label 1, only)
@@ -77,11 +76,6 @@ def _refresh_description(task: Task, root: Path) -> None:
     data.write(root / "private" / MANIFEST)
 
 
-def _remove_quietly(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[Path] | None = None,
                  progress: bool = True, *, verify: bool = False, keep_archives: bool = False) -> TaskData:
     """Prepare ``task`` under ``data_dir`` (download, extract, split, write); idempotent and locked.
@@ -103,11 +97,11 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             _refresh_description(task, final)
             return TaskData(task.id, "prepared", final)
         for stale in data_dir.glob(f".prepare-{task.id}.*"):
-            _remove_quietly(stale)
+            shutil.rmtree(stale, ignore_errors=True)
         if final.exists():  # incomplete, stale or tampered: out of sight first, then rebuilt
             aside = Path(tempfile.mkdtemp(prefix=f".prepare-{task.id}.old.", dir=data_dir))
             os.replace(final, aside / "old")
-            _remove_quietly(aside)
+            shutil.rmtree(aside, ignore_errors=True)
         from .layout import Context  # NumPy and SimpleITK: only when something is prepared (not for `rexmle info`)
 
         preparer = load_preparer(task)
@@ -134,7 +128,7 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
             ).write(ctx.private / MANIFEST)
             os.replace(tmp, final)
         except BaseException:
-            _remove_quietly(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
             raise
     return TaskData(task.id, "prepared", final)
 
@@ -148,12 +142,7 @@ def _check_layout(task: Task, root: Path) -> None:
 
 
 def _source_record(task: Task, raw: Path) -> dict[str, Any]:
-    parts = {}
-    for part in parts_for(task):
-        try:
-            parts[part.name] = json.loads((raw / STATE / f"{part.dest}.done.json").read_text())
-        except (OSError, ValueError):
-            parts[part.name] = None
+    parts = {part.name: part_record(raw, part) for part in parts_for(task)}
     return {**{k: v for k, v in task.source.items() if k in ("raw", "type", "record_id", "article_id", "file_id")},
             "parts": parts}
 
@@ -172,11 +161,8 @@ def data_status(task: Task, data_dir: Path) -> dict[str, Any]:
     raw_bytes = 0
     for part in parts_for(task):
         try:
-            raw_bytes += sum(f["bytes"] for f in json.loads((raw / STATE / f"{part.dest}.done.json").read_text())["files"])
-        except (OSError, ValueError, KeyError, TypeError):
+            raw_bytes += sum(f["bytes"] for f in part_record(raw, part)["files"])
+        except (KeyError, TypeError):
             pass
-    if parts and all(parts.values()):
-        return {"status": "raw", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
-                "prepare": command}
-    return {"status": "not downloaded", "path": str(raw), "raw_parts": parts, "bytes": raw_bytes, "counts": None,
-            "prepare": command}
+    return {"status": "raw" if parts and all(parts.values()) else "not downloaded", "path": str(raw),
+            "raw_parts": parts, "bytes": raw_bytes, "counts": None, "prepare": command}

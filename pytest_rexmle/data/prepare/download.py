@@ -57,14 +57,6 @@ class RemoteFile:
     md5: str | None = None
 
 
-def zenodo_base() -> str:
-    return os.environ.get(ZENODO_ENV, ZENODO_DEFAULT).rstrip("/")
-
-
-def figshare_base() -> str:
-    return os.environ.get(FIGSHARE_ENV, FIGSHARE_DEFAULT).rstrip("/")
-
-
 def _backoff() -> float:
     try:
         return max(0.0, float(os.environ.get(BACKOFF_ENV, "2")))
@@ -156,7 +148,7 @@ def fetch_json(url: str, retries: int = RETRIES, manual: str | None = None) -> A
 
 def zenodo_files(record_id: str) -> list[RemoteFile]:
     """The files of a Zenodo record (name, size, MD5, download link) from the records REST API."""
-    base = zenodo_base()
+    base = os.environ.get(ZENODO_ENV, ZENODO_DEFAULT).rstrip("/")
     url = f"{base}/api/records/{record_id}"
     data = fetch_json(url, manual=f"the files of https://zenodo.org/records/{record_id}")
     entries = data.get("files") if isinstance(data, dict) else None
@@ -178,7 +170,7 @@ def zenodo_files(record_id: str) -> list[RemoteFile]:
 
 def figshare_files(article_id: str, version: int | None = None) -> list[RemoteFile]:
     """The files of a figshare article version (public API v2: name, size, computed MD5, download URL)."""
-    base = figshare_base()
+    base = os.environ.get(FIGSHARE_ENV, FIGSHARE_DEFAULT).rstrip("/")
     url = f"{base}/v2/articles/{article_id}" + (f"/versions/{version}" if version else "")
     data = fetch_json(url, manual=f"the files of figshare article {article_id} "
                                   f"(https://figshare.com/articles/dataset/{article_id})")
@@ -200,11 +192,8 @@ def _int(value: Any) -> int | None:
 
 
 def md5_of(path: Path) -> str:
-    digest = hashlib.md5()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "md5").hexdigest()
 
 
 def free_bytes(path: Path) -> int:

@@ -4,7 +4,7 @@ A release archive is untrusted input: a member named ``../../.bashrc`` or ``/etc
 pointing outside the folder, a device file, or a "zip bomb" would otherwise write anywhere or fill the
 disk. Every member is therefore checked before anything is written, sizes are limited both as declared
 and as actually streamed, and links are never materialised (a link to a place inside the folder is
-skipped with a note; one pointing outside rejects the whole archive). Extraction goes to a temporary
+skipped; one pointing outside rejects the whole archive). Extraction goes to a temporary
 sibling folder that is renamed into place, so an interrupted extraction never looks complete.
 """
 
@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 import zipfile
 from typing import IO, Any, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .download import require_space
@@ -34,18 +34,6 @@ class Limits:
     max_total_bytes: int = 200 * 1024 ** 3
     max_members: int = 2_000_000
     max_ratio: float = 2000.0  # uncompressed / compressed, zip only, for members above 1 MiB
-
-
-@dataclass
-class ExtractReport:
-    files: int = 0
-    bytes: int = 0
-    skipped_links: list[str] = field(default_factory=list)
-
-
-def is_archive(path: Path) -> bool:
-    name = path.name.lower()
-    return name.endswith((".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"))
 
 
 def _safe_relpath(name: str, archive: Path) -> PurePosixPath | None:
@@ -81,24 +69,21 @@ def _check_totals(archive: Path, count: int, total: int, limits: Limits) -> None
         raise UnsafeArchive(f"{archive.name}: {total} uncompressed bytes exceed the limit of {limits.max_total_bytes}")
 
 
-def _copy_limited(src, dst: Path, budget: list[int], archive: Path, name: str) -> int:
+def _copy_limited(src, dst: Path, budget: list[int], archive: Path, name: str) -> None:
     """Stream one member, counting real bytes against the archive budget (declared sizes can lie)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
     with dst.open("wb") as out:
         while True:
             block = src.read(COPY_CHUNK)
             if not block:
                 break
-            written += len(block)
             budget[0] -= len(block)
             if budget[0] < 0:
                 raise UnsafeArchive(f"{archive.name}: member {name!r} expands beyond the size limit")
             out.write(block)
-    return written
 
 
-def _write_plan(archive: Path, dest: Path, plan: list, total: int, limits: Limits, report: ExtractReport,
+def _write_plan(archive: Path, dest: Path, plan: list, total: int, limits: Limits,
                 open_member: Callable[[Any], IO[bytes] | None], name_of: Callable[[Any], str]) -> None:
     """Write a checked extraction plan (``(relative path, member or None for a folder)``) under the limits."""
     _check_totals(archive, len(plan), total, limits)
@@ -113,8 +98,7 @@ def _write_plan(archive: Path, dest: Path, plan: list, total: int, limits: Limit
         if src is None:  # tar members without data
             continue
         with src:
-            report.bytes += _copy_limited(src, target, budget, archive, name_of(member))
-        report.files += 1
+            _copy_limited(src, target, budget, archive, name_of(member))
 
 
 @dataclass(frozen=True)
@@ -130,9 +114,9 @@ class _Entry:
     refusal: str | None     # why the member is refused outright (zip bomb, device file), if it is
 
 
-def _plan(archive: Path, entries: Iterable[_Entry], report: ExtractReport) -> tuple[list, int]:
+def _plan(archive: Path, entries: Iterable[_Entry]) -> tuple[list, int]:
     """The checked extraction plan of one archive and its declared size: unsafe paths dropped, links that
-    stay inside skipped (and reported), links that leave the folder or refused members an error."""
+    stay inside skipped, links that leave the folder or refused members an error."""
     plan = []
     total = 0
     for entry in entries:
@@ -142,7 +126,6 @@ def _plan(archive: Path, entries: Iterable[_Entry], report: ExtractReport) -> tu
         if entry.link is not None:
             if not _link_inside(rel, entry.link, hard=entry.hard):
                 raise UnsafeArchive(f"{archive.name}: link {entry.name!r} points outside the folder ({entry.link!r})")
-            report.skipped_links.append(str(rel))
             continue
         if entry.folder:
             plan.append((rel, None))
@@ -170,35 +153,33 @@ def _tar_entries(tf: tarfile.TarFile) -> Iterator[_Entry]:
                      "is a device, FIFO or other special file" if special else None)
 
 
-def _extract_zip(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
+def _extract_zip(archive: Path, dest: Path, limits: Limits) -> None:
     with zipfile.ZipFile(archive) as zf:
-        plan, total = _plan(archive, _zip_entries(zf, limits), report)
-        _write_plan(archive, dest, plan, total, limits, report, zf.open, lambda info: info.filename)
+        plan, total = _plan(archive, _zip_entries(zf, limits))
+        _write_plan(archive, dest, plan, total, limits, zf.open, lambda info: info.filename)
 
 
-def _extract_tar(archive: Path, dest: Path, limits: Limits, report: ExtractReport) -> None:
+def _extract_tar(archive: Path, dest: Path, limits: Limits) -> None:
     with tarfile.open(archive) as tf:
-        plan, total = _plan(archive, _tar_entries(tf), report)
-        _write_plan(archive, dest, plan, total, limits, report, tf.extractfile, lambda m: m.name)
+        plan, total = _plan(archive, _tar_entries(tf))
+        _write_plan(archive, dest, plan, total, limits, tf.extractfile, lambda m: m.name)
 
 
-def safe_extract(archive: Path, dest: Path, limits: Limits | None = None) -> ExtractReport:
+def safe_extract(archive: Path, dest: Path, limits: Limits | None = None) -> None:
     """Extract ``archive`` into the new folder ``dest`` (must not exist), atomically."""
     limits = limits or Limits()
     if dest.exists():
         raise FileExistsError(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".extract-{dest.name}.", dir=dest.parent))
-    report = ExtractReport()
     try:
         if zipfile.is_zipfile(archive):
-            _extract_zip(archive, tmp, limits, report)
+            _extract_zip(archive, tmp, limits)
         elif tarfile.is_tarfile(archive):
-            _extract_tar(archive, tmp, limits, report)
+            _extract_tar(archive, tmp, limits)
         else:
             raise UnsafeArchive(f"{archive.name}: neither a zip nor a tar archive")
         os.replace(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return report

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import SimpleITK as sitk
 
-from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry
+from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry, write_image
 from ...task import Task
 from ..split import split_ids, write_split
 from ..synthetic.common import case_paths, write_csv, write_tables
@@ -93,25 +93,28 @@ class Context:
         Agents predict on the image grid and graders require that exact grid, so the ground truth must
         sit on it; a resampling is recorded in the manifest with both geometries.
         """
-        ref, lab = reference_geometry(image), reference_geometry(label)
-        difference = geometry_difference(lab, ref)
-        if difference is None:
+        ref = reference_geometry(image)
+        if geometry_difference(reference_geometry(label), ref) is None:
             self.place(label, dst)
             return
-        img = sitk.ReadImage(str(label))
+        write_image(self.on_image_grid(case_id, sitk.ReadImage(str(label)), ref, label, image), dst)
+
+    def on_image_grid(self, case_id: str, img: sitk.Image, ref: sitk.Image, label: Path, image: Path
+                      ) -> sitk.Image:
+        """The label image ``img`` (read from ``label``) itself when its grid is the image's, else
+        resampled onto ``ref`` (nearest neighbour) and recorded."""
+        difference = geometry_difference(img, ref)
+        if difference is None:
+            return img
         out = sitk.Resample(img, ref, sitk.Transform(), sitk.sitkNearestNeighbor, 0, img.GetPixelID())
-        lost_all_foreground(img, out, label, image)
-        write_volume(out, dst)
+        # a resampling that leaves nothing of a non-empty label means the label is not on its image at
+        # all (another case, another scan): that would silently turn the answer into an empty mask
+        if np.any(sitk.GetArrayViewFromImage(img)) and not np.any(sitk.GetArrayViewFromImage(out)):
+            raise PrepareError(f"{label}: its grid does not overlap the image {image.name}; resampling it would "
+                               f"leave an empty label (wrong file, or a label of another scan?)")
         self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
-                               "from": geometry(lab), "to": geometry(ref)})
-
-
-def lost_all_foreground(before: sitk.Image, after: sitk.Image, label: Path, image: Path) -> None:
-    """A resampling that leaves nothing of a non-empty label means the label is not on its image at all
-    (another case, another scan): that would silently turn the answer into an empty mask."""
-    if np.any(sitk.GetArrayViewFromImage(before)) and not np.any(sitk.GetArrayViewFromImage(after)):
-        raise PrepareError(f"{label}: its grid does not overlap the image {image.name}; resampling it would leave "
-                           f"an empty label (wrong file, or a label of another scan?)")
+                               "from": geometry(img), "to": geometry(ref)})
+        return out
 
 
 def _ignored(path: Path, base: Path) -> bool:
@@ -136,11 +139,6 @@ def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
         if np.max(np.abs(np.subtract(x, y))) > tol:
             return name
     return None
-
-
-def write_volume(img: sitk.Image, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(img, str(path), useCompression=True)
 
 
 def unique_ids(pairs: Iterable[tuple[str, Path]], what: str, task: Task) -> dict[str, Path]:
@@ -199,5 +197,5 @@ def check_id(task: Task, case_id: str, source: Path) -> str:
     return case_id
 
 
-__all__ = ["Context", "write_csv", "geometry", "geometry_difference", "write_volume", "unique_ids", "complete_ids",
+__all__ = ["Context", "write_csv", "geometry", "geometry_difference", "unique_ids", "complete_ids",
            "stem_of", "split_and_record", "standard_outputs", "check_id"]

@@ -29,8 +29,8 @@ from filelock import FileLock
 from ...task import Task, challenge_module
 from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
-from .extract import Limits, is_archive, safe_extract
-from .recognise import Contents, inspect, is_archive_name, is_debris
+from .extract import Limits, safe_extract
+from .recognise import ARCHIVE_SUFFIXES, Contents, inspect, is_archive_name, is_debris
 
 STATE = ".rexmle"           # per-source bookkeeping folder: markers and downloads
 GDRIVE_PAGE = "https://drive.google.com/file/d/{id}/view"
@@ -99,7 +99,7 @@ def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:
 
 
 def _stem(name: str) -> str:
-    for suffix in (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".zip", ".tar"):
+    for suffix in ARCHIVE_SUFFIXES:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -117,6 +117,14 @@ def part_done(raw: Path, part: Part) -> bool:
     return _marker(raw, part).is_file() and (raw / part.dest).is_dir()
 
 
+def part_record(raw: Path, part: Part) -> dict | None:
+    """What the done marker of an installed part says (its files and where they came from)."""
+    try:
+        return json.loads(_marker(raw, part).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def where_to_fetch(part: Part) -> str:
     """The page a user opens to fetch ``part`` by hand (what ``rexmle info`` shows as the source)."""
     if part.origin == "zenodo":
@@ -129,16 +137,6 @@ def where_to_fetch(part: Part) -> str:
 def manual_message(task: Task, part: Part) -> str:
     return (f"{task.id}: the raw file {part.name!r} must be downloaded by hand: open {part.page} in a browser, "
             f"download {part.name!r}, then run `rexmle prepare {task.id} --raw-archive PATH/{part.name}`")
-
-
-@dataclass
-class Assignment:
-    """Which supplied path is which part; what was passed that is already present or unused."""
-
-    parts: dict[str, list[Path]]            # part.dest → supplied paths
-    contents: dict[Path, Contents]
-    already_present: list[tuple[Path, Part]]
-    unused: list[tuple[Path, Part]]          # a part of the same source that this task does not use
 
 
 def _expected(parts: Sequence[Part]) -> str:
@@ -202,26 +200,25 @@ def unused_listed(task: Task) -> list[Part]:
             if isinstance(name, str) and not any(p.named(name) or p.dest == _stem(name) for p in known)]
 
 
-def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]) -> Assignment:
-    """Map each supplied file or folder to the part it is, whatever its name and order."""
-    out = Assignment({}, {}, [], [])
+def assign(task: Task, parts: Sequence[Part], missing: Sequence[Part], supplied: Sequence[Path]
+           ) -> dict[str, list[Path]]:
+    """Map each supplied file or folder to the part it is (``part.dest`` → paths), whatever its name
+    and order; files of parts already present or not used by this task are reported and skipped."""
+    out: dict[str, list[Path]] = {}
     open_dests = {p.dest for p in missing}
     own = {p.dest for p in parts}
     known = list(parts) + [p for p in source_parts(task) if p.dest not in own]
     for path in expand_folders([Path(p) for p in supplied]):
-        part, contents = identify(task, known, path, parts, unused_listed(task))
-        out.contents[path] = contents
+        part, _ = identify(task, known, path, parts, unused_listed(task))
         if part.dest not in own:
-            out.unused.append((path, part))
             print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, which this task does not use; skipped",
                   file=sys.stderr)
             continue
         if part.dest not in open_dests:
-            out.already_present.append((path, part))
             print(f"rexmle prepare: {task.id}: {path.name} is {part.name}, already present under raw/; not used",
                   file=sys.stderr)
             continue
-        taken = out.parts.setdefault(part.dest, [])
+        taken = out.setdefault(part.dest, [])
         if taken and not part.many:
             raise PrepareError(f"{task.id}: --raw-archive {taken[0]} and {path} are both {part.name} "
                                f"({part.expects or 'same content'}); pass one of them")
@@ -284,7 +281,7 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         missing = [p for p in parts if not part_done(raw, p)]
         if not missing:
             return raw
-        supplied = assign(task, parts, missing, [Path(p) for p in raw_archives]).parts
+        supplied = assign(task, parts, missing, [Path(p) for p in raw_archives])
         for part in missing:
             if part.origin == "manual" and part.dest not in supplied:
                 raise ManualDownloadRequired(manual_message(task, part))
@@ -339,7 +336,7 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
             target = content if whole else content / _stem(path.name)
             if path.is_dir():
                 _copy_folder(path, target)
-            elif is_archive(path) or zipfile.is_zipfile(path):
+            elif is_archive_name(path.name) or zipfile.is_zipfile(path):
                 if target.exists():
                     shutil.rmtree(target)
                 safe_extract(path, target, limits)
@@ -394,7 +391,7 @@ def _flatten(folder: Path) -> None:
 
 def _expand_nested(root: Path, limits: Limits | None) -> None:
     """Extract archives found inside an extracted archive next to themselves (SEG.A centre zips)."""
-    for inner in sorted(p for p in root.rglob("*") if p.is_file() and is_archive(p)):
+    for inner in sorted(p for p in root.rglob("*") if p.is_file() and is_archive_name(p.name)):
         target = inner.with_name(_stem(inner.name))
         if target.exists():
             raise PrepareError(f"{inner}: cannot extract next to itself, {target.name} exists")

@@ -92,11 +92,11 @@ def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None
     ident = answers_id(seed, secret)
     base = cache / (f"v{GENERATOR_VERSION}-seed{seed}" if seed is not None else f"v{GENERATOR_VERSION}-{ident}")
     final = base / task.id
-    if (final / "private" / MANIFEST).is_file() and _fresh(task, final):
+    if _fresh(task, final):
         return TaskData(task.id, "synthetic", final, ident)
     base.mkdir(parents=True, exist_ok=True)
     with FileLock(str(base / f".{task.id}.lock")):
-        if (final / "private" / MANIFEST).is_file() and _fresh(task, final):
+        if _fresh(task, final):
             return TaskData(task.id, "synthetic", final, ident)
         tmp = Path(tempfile.mkdtemp(prefix=f".{task.id}.", dir=base))
         # traversable (mkdtemp makes it 0700): a root harness's agent uid reads public/ under Landlock;
@@ -125,9 +125,6 @@ def fingerprint(task: Task) -> str:
 
 
 def _fresh(task: Task, root: Path) -> bool:
-    import json
-
-    try:
-        return json.loads((root / "private" / MANIFEST).read_text()).get("fingerprint") == fingerprint(task)
-    except (OSError, ValueError):
-        return False
+    """A complete twin (its manifest is written last) of the task's current generator."""
+    manifest = DataManifest.read(root)
+    return manifest is not None and manifest.fingerprint == fingerprint(task)

@@ -22,14 +22,16 @@ def write_sample_submission(public: Path, id_column: str, column: str, ids: Iter
               ({id_column: i, column: value(i) if callable(value) else value} for i in sorted(ids)))
 
 
-def write_answers(private: Path, id_column: str, column: str, paths: Mapping[str, str]) -> None:
+def write_answers(private: Path, id_column: str, column: str, paths: Mapping[str, object]) -> None:
     write_csv(private / "answers.csv", [id_column, column],
               ({id_column: i, column: paths[i]} for i in sorted(paths)))
 
 
 def write_tables(public: Path, private: Path, id_column: str, test: Iterable[str], column: str,
-                 path_of: Callable[[str], str], answer_column: str, answers: Mapping[str, str]) -> None:
-    """``sample_submission.csv`` (each test case's conventional prediction path) and ``answers.csv``."""
+                 path_of: Callable[[str], object] | object, answer_column: str, answers: Mapping[str, object]
+                 ) -> None:
+    """``sample_submission.csv`` (each test case's conventional prediction path, or a constant) and
+    ``answers.csv``."""
     write_sample_submission(public, id_column, column, test, path_of)
     write_answers(private, id_column, answer_column, answers)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import SimpleITK as sitk
 
@@ -16,11 +14,6 @@ def make_image(array: np.ndarray, spacing: tuple[float, float, float], origin=(0
     img.SetOrigin(tuple(float(o) for o in origin))
     img.SetDirection(tuple(float(d) for d in direction))
     return img
-
-
-def save(img: sitk.Image, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(img, str(path), useCompression=True)
 
 
 def ellipsoid(shape: tuple[int, int, int], center, radii) -> np.ndarray:
