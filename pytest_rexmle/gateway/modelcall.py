@@ -22,7 +22,7 @@ from .trajectory import MAX_RESPONSE_BYTES, EventLog, body_record
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import RunState
+    from .server import GatewayRun
 
 #: a non-streamed answer larger than this is forwarded but not parsed for usage
 MAX_METERED_BYTES = 32 * 1024 * 1024
@@ -35,17 +35,13 @@ _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 def upstream_headers(headers, protocol: str, key: str | None) -> dict[str, str]:
     """The client's headers minus hop-by-hop ones and every key, plus the host's real key."""
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        low = name.lower()
-        if low in HOP_BY_HOP or low in KEY_HEADERS or low == "accept-encoding" or low == "expect":
-            continue
-        out[name] = value
+    dropped = HOP_BY_HOP.union(KEY_HEADERS, ("accept-encoding", "expect"))
+    out = {name: value for name, value in headers.items() if name.lower() not in dropped}
     out.update(auth_headers(protocol, key))
     return out
 
 
-def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> None:
+def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> None:
     gateway = run.gateway
     body = conn.read_body(gateway.limits.max_body)
     label = f"{conn.command} {conn.path.split('?', 1)[0]}"

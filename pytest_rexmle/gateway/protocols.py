@@ -60,30 +60,25 @@ def classify(path: str, headers) -> Route:
     if path.startswith("/openai/"):
         rest = path[len("/openai"):]
         rest = rest[3:] if rest.startswith("/v1/") else rest
-        return _openai(rest, path)
+        return _listed(OPENAI, _OPENAI_ROUTES, rest, path)
     if path.startswith("/anthropic/"):
-        return _anthropic(path[len("/anthropic"):], path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path[len("/anthropic"):], path)
     if path.startswith("/gemini/"):
         return _gemini(path[len("/gemini"):], path)
     if path.startswith(("/v1beta/", "/v1alpha/")):
         return _gemini(path, path)
     if path.startswith("/v1/messages") or (path.startswith("/v1/models") and "x-api-key" in headers):
-        return _anthropic(path, path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path, path)
     if path.startswith("/v1/"):
-        return _openai(path[3:], path)
+        return _listed(OPENAI, _OPENAI_ROUTES, path[3:], path)
     raise UnknownRoute(path, OPENAI)
 
 
-def _openai(rest: str, path: str) -> Route:
-    if not _OPENAI_ROUTES.match(rest):
-        raise UnknownRoute(path, OPENAI)
-    return Route(OPENAI, rest, billed=not _FREE.search(rest))
-
-
-def _anthropic(rest: str, path: str) -> Route:
-    if not _ANTHROPIC_ROUTES.match(rest):
-        raise UnknownRoute(path, ANTHROPIC)
-    return Route(ANTHROPIC, rest, billed=not _FREE.search(rest))
+def _listed(protocol: str, routes: re.Pattern, rest: str, path: str) -> Route:
+    """An OpenAI or Anthropic route: one of ``routes``, billed unless it lists models or counts tokens."""
+    if not routes.match(rest):
+        raise UnknownRoute(path, protocol)
+    return Route(protocol, rest, billed=not _FREE.search(rest))
 
 
 def _gemini(rest: str, path: str) -> Route:

@@ -33,16 +33,14 @@ def body_record(raw: bytes, cap: int = MAX_REQUEST_BYTES) -> tuple[Any, bool]:
     """(parsed JSON, or a head-and-tail text preview, truncated?) of a request or non-streamed body."""
     if not raw:
         return None, False
-    if len(raw) > cap:
-        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
-                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
-    try:
-        return json.loads(raw), False
-    except (ValueError, RecursionError):
-        if len(raw) <= PREVIEW_HEAD + PREVIEW_TAIL:
-            return {"text": raw.decode("utf-8", "replace"), "bytes": len(raw)}, False
-        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
-                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
+    if len(raw) <= cap:
+        try:
+            return json.loads(raw), False
+        except (ValueError, RecursionError):
+            if len(raw) <= PREVIEW_HEAD + PREVIEW_TAIL:
+                return {"text": raw.decode("utf-8", "replace"), "bytes": len(raw)}, False
+    return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
+            "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
 
 
 class EventLog:
