@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import socket
 import time
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
@@ -103,10 +104,8 @@ class Connection(BaseHTTPRequestHandler):
         except Exception as exc:  # a gateway bug: one clear 500, the session goes on
             self.run.note_error("internal", f"{type(exc).__name__}: {exc}")
             if not self.headers_sent:
-                try:
+                with suppress(OSError):
                     self.send_error(500, f"rexmle gateway internal error: {type(exc).__name__}")
-                except OSError:
-                    pass
             self.close_connection = True
 
     def handle_expect_100(self) -> bool:

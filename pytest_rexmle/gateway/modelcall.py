@@ -11,6 +11,7 @@ import http.client
 import json
 import socket
 import time
+from contextlib import suppress
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,6 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
     record = {"ts": started.isoformat(), "protocol": route.protocol, "route": label, "model": usage.model,
               "status": None, "stream": False, "request": request_doc, "response": None,
               "truncated": request_truncated}
-    seconds = 0.0
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)
         record.update(status=status, stream=stream, response=response_doc,
@@ -208,8 +208,7 @@ def _finish_meter(reader, events, usage: CallUsage, kept: bytearray, overflow: b
     if overflow:
         return {"preview": None, "note": f"answer larger than {MAX_METERED_BYTES} bytes: not parsed"}, True
     raw = bytes(kept)
-    try:
-        usage.observe(json.loads(raw)) if raw else None
-    except ValueError:
-        pass
+    if raw:
+        with suppress(ValueError):
+            usage.observe(json.loads(raw))
     return body_record(raw, MAX_RESPONSE_BYTES)

@@ -150,7 +150,7 @@ _GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOU
                   429: "RESOURCE_EXHAUSTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
-def error_body(protocol: str, status: int, message: str, code: str | None = None) -> bytes:
+def error_body(protocol: str, status: int, message: str) -> bytes:
     """The JSON error body that protocol's SDKs parse into their usual exception."""
     if protocol == ANTHROPIC:
         doc = {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
@@ -158,5 +158,5 @@ def error_body(protocol: str, status: int, message: str, code: str | None = None
         doc = {"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "INTERNAL")}}
     else:
         kind = _OPENAI_TYPES.get(status, "api_error")
-        doc = {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
+        doc = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
     return json.dumps(doc).encode()

@@ -12,6 +12,7 @@ import http.client
 import selectors
 import socket
 import time
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -143,10 +144,8 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                 if not data:
                     sel.unregister(src)
                     open_ends.discard(src)
-                    try:
+                    with suppress(OSError):
                         dst.shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
                     continue
                 try:
                     dst.settimeout(30.0)

@@ -171,17 +171,12 @@ class GatewayRun:
         namespace); every request on it belongs to this run. The run closes it at :meth:`close`."""
         self._start(listener, token_required)
 
-    def host_address(self, bind: str = "127.0.0.1") -> tuple[str, int]:
-        """A new listener on the host (loopback by default) for a runtime that cannot place one inside the
-        sandbox; there every request, proxy ones included, must carry the run's token."""
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((bind, 0))
-        listener.listen(128)
+    def host_address(self) -> tuple[str, int]:
+        """A new listener on the host's loopback for a runtime that cannot place one inside the sandbox;
+        there every request, proxy ones included, must carry the run's token."""
+        listener = socket.create_server(("127.0.0.1", 0), backlog=128)
         self._start(listener, token_required=True)
-        host, port = listener.getsockname()[:2]
-        return host, port
+        return listener.getsockname()
 
     def _start(self, listener: socket.socket, token_required: bool) -> None:
         if self._stop.is_set():

@@ -101,7 +101,14 @@ def hand_over(paths: list[Path], identity: Identity) -> None:
     ``lchown`` never follows a link, and the folders hold only what the harness wrote so far."""
     if not harness_is_root() or identity.uid == 0:
         return
-    _chown_tree(paths, identity.uid, identity.gid)
+    for top in paths:
+        os.lchown(top, identity.uid, identity.gid)
+        for root, dirs, files in os.walk(top):
+            for name in dirs + files:
+                try:
+                    os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+                except FileNotFoundError:
+                    continue
 
 
 def hand_back(paths: list[Path], agent: Identity, owner: tuple[int, int]) -> None:
@@ -124,17 +131,6 @@ def hand_back(paths: list[Path], agent: Identity, owner: tuple[int, int]) -> Non
         if left:
             raise PermissionError(f"the run's folders could not be given back from uid {agent.uid}: {left} "
                                   f"({done.stderr.decode(errors='replace').strip()[-300:]})")
-
-
-def _chown_tree(paths: list[Path], uid: int, gid: int) -> None:
-    for top in paths:
-        os.lchown(top, uid, gid)
-        for root, dirs, files in os.walk(top):
-            for name in dirs + files:
-                try:
-                    os.lchown(os.path.join(root, name), uid, gid)
-                except FileNotFoundError:
-                    continue
 
 
 def last_cap() -> int:

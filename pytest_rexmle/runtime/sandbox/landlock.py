@@ -24,7 +24,7 @@ What Landlock can and cannot do, compared with bubblewrap:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,9 +50,7 @@ class LandlockView:
     connect_ports: tuple[int, ...] = ()   # the only TCP ports it may connect to (the gateway without a netns)
 
     def to_json(self) -> dict:
-        return {"read_exec": list(self.read_exec), "read": list(self.read), "read_write": list(self.read_write),
-                "write_files": list(self.write_files), "devices": list(self.devices), "list_only": list(self.list_only),
-                "network_none": self.network_none, "connect_ports": list(self.connect_ports)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: dict) -> "LandlockView":
