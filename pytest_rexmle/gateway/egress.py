@@ -96,9 +96,6 @@ class Rule:
             return cls(_normal(host), int(port), explicit)
         return cls(_normal(text), None, explicit)
 
-    def covers(self, host: str) -> bool:
-        return host == self.host or host.endswith("." + self.host)
-
 
 def _covered(host: str, names: Iterable[str]) -> str | None:
     for name in names:
@@ -132,7 +129,7 @@ class EgressPolicy:
         denied = _covered(host, self.deny)
         if denied:
             return Decision(False, f"deny-list: {denied} publishes challenge data")
-        rule = next((r for r in self.allow if r.covers(host) and (r.port is None or r.port == port)), None)
+        rule = next((r for r in self.allow if _covered(host, (r.host,)) and r.port in (None, port)), None)
         if rule is None:
             return Decision(False, "not on the allow-list (--rexmle-egress-allow HOST adds one)")
         if rule.port is None:

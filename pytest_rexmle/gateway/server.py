@@ -74,10 +74,9 @@ class Gateway:
     def pool(self, upstream: Upstream) -> ConnectionPool:
         """The keep-alive pool of an upstream (shared by runs: a connection carries no run's identity)."""
         with self._lock:
-            pool = self._pools.get(upstream)
-            if pool is None:
-                pool = self._pools[upstream] = ConnectionPool(upstream)
-            return pool
+            if upstream not in self._pools:
+                self._pools[upstream] = ConnectionPool(upstream)
+            return self._pools[upstream]
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),

@@ -146,7 +146,7 @@ def drop_privileges(identity: Identity) -> None:
     Works from host root (dedicated uid, or uid 0 with locked securebits) and from an ordinary user
     (where most steps are no-ops because nothing is held)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    privileged = os.geteuid() == 0 or _has_cap_setpcap()
+    privileged = os.geteuid() == 0 or bool(_capabilities()["CapEff"] & (1 << 8))  # CAP_SETPCAP
     if privileged:
         for cap in range(last_cap() + 1):
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -162,10 +162,6 @@ def drop_privileges(identity: Identity) -> None:
     _clear_capabilities(libc)
     if _capabilities()["CapEff"] or _capabilities()["CapPrm"]:
         raise PermissionError("capabilities survived the privilege drop")
-
-
-def _has_cap_setpcap() -> bool:
-    return bool(_capabilities()["CapEff"] & (1 << 8))
 
 
 def _capabilities() -> dict[str, int]:
