@@ -54,7 +54,8 @@ def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int |
     conn.respond(status, f"rexmle gateway: {host}:{port} refused: {reason}\n".encode(), "text/plain", close=True)
 
 
-def _open(run: "GatewayRun", host: str, port: int, path: str | None, tunnel: bool) -> tuple[socket.socket | None, str]:
+def _open(run: "GatewayRun", host: str, port: int, path: str | None,
+          tunnel: bool) -> tuple[socket.socket | None, str]:
     """Decide, record, and connect when allowed; (socket, "") or (None, why refused)."""
     decision = run.policy.decide(host, port, path, tunnel)
     if not decision.allowed:
