@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,13 +44,13 @@ def body_record(raw: bytes, cap: int = MAX_REQUEST_BYTES) -> tuple[Any, bool]:
             "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
 
 
+@dataclass
 class EventLog:
     """A stream's parsed events, capped by count and by size."""
 
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.size = 0
-        self.truncated = False
+    events: list[Any] = field(default_factory=list)
+    size: int = 0
+    truncated: bool = False
 
     def add(self, event: Any, size: int) -> None:
         """Keep ``event`` (``size``: its text length, so it is not serialised again to be measured)."""
