@@ -120,8 +120,8 @@ class Connection(BaseHTTPRequestHandler):
 
     # --- requests --------------------------------------------------------------------------------------
 
-    def framing(self) -> tuple[str, int]:
-        """How the body is delimited: ("chunked", 0), ("length", n) or ("none", 0). Ambiguous framing
+    def framing(self) -> int | None:
+        """The body's length (0 without Content-Length), or None when it is chunked. Ambiguous framing
         (both headers, differing lengths: the stuff of request smuggling) is refused before anything else."""
         lengths = self.headers.get_all("content-length") or []
         encoding = (self.headers.get("transfer-encoding") or "").strip().lower()
@@ -130,20 +130,18 @@ class Connection(BaseHTTPRequestHandler):
         if encoding:
             if encoding != "chunked":
                 raise BadRequest(501, f"transfer encoding {encoding!r} is not supported")
-            return "chunked", 0
+            return None
         if not lengths:
-            return "none", 0
+            return 0
         if len(set(v.strip() for v in lengths)) != 1 or not lengths[0].strip().isdigit():
             raise BadRequest(400, f"invalid Content-Length {lengths!r}")
-        return "length", int(lengths[0])
+        return int(lengths[0])
 
     def read_body(self, limit: int) -> bytes:
         """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
-        kind, length = self.framing()
-        if kind == "chunked":
+        length = self.framing()
+        if length is None:
             return self._read_chunked(limit)
-        if kind == "none":
-            return b""
         if length > limit:
             raise BadRequest(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
         body = self.rfile.read(length)
