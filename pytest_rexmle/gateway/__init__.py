@@ -22,12 +22,10 @@ __all__ = ["Budget", "BudgetError", "Gateway", "GatewayRun", "Limits", "session_
 
 
 def __getattr__(name: str):
+    from importlib import import_module
+
     if name in ("Budget", "BudgetError"):
-        from . import budget
-
-        return getattr(budget, name)
-    if name in ("Gateway", "GatewayRun", "Limits", "session_gateway"):
-        from . import server
-
-        return getattr(server, name)
+        return getattr(import_module(".budget", __name__), name)
+    if name in __all__:  # the others live in .server
+        return getattr(import_module(".server", __name__), name)
     raise AttributeError(name)

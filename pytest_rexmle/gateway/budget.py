@@ -7,7 +7,7 @@ provider's own "quota exceeded" error from the gateway, so the agent sees what a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 #: the dimensions a budget may bound, with the unit used in messages
 DIMENSIONS = {"usd": "USD", "tokens": "tokens", "requests": "requests"}
@@ -58,7 +58,7 @@ class Budget:
                    requests=None if "requests" not in values else int(values["requests"]))
 
     def to_json(self) -> dict:
-        return {"usd": self.usd, "tokens": self.tokens, "requests": self.requests}
+        return asdict(self)
 
     def exhausted(self, *, requests: int, tokens: int, usd: float) -> str | None:
         """Why no further call may start (a limit reached), or None while every bound still has room."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import io
 import socket
 import time
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .server import Binding
+    from .server import GatewayRun
 
 #: hop-by-hop headers: never copied between the two sides of the gateway
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -48,15 +49,17 @@ class BadRequest(Exception):
 
 
 class Connection(BaseHTTPRequestHandler):
-    """Parses each request of one client connection and hands it to the run's router."""
+    """Parses each request of one client connection and hands it to the run's router. Every request on it
+    belongs to ``run``; ``token_required`` (a listener on the host's loopback): proxy requests must carry
+    the run's token too."""
 
     protocol_version = "HTTP/1.1"
     server_version = "rexmle-gateway"
     sys_version = ""
 
-    def __init__(self, sock: socket.socket, address, binding: "Binding") -> None:
-        self.binding = binding
-        self.timeout = binding.run.gateway.limits.client_timeout
+    def __init__(self, sock: socket.socket, address, run: "GatewayRun", token_required: bool) -> None:
+        self.run, self.token_required = run, token_required
+        self.timeout = run.gateway.limits.client_timeout
         self.headers_sent = False
         self._chunked = False
         super().__init__(sock, address, None)
@@ -77,7 +80,7 @@ class Connection(BaseHTTPRequestHandler):
 
         self.headers_sent = False
         self._chunked = False
-        self._reader.deadline = time.monotonic() + self.binding.run.gateway.limits.request_timeout
+        self._reader.deadline = time.monotonic() + self.run.gateway.limits.request_timeout
         try:
             self.raw_requestline = self.rfile.readline(65537)
             if len(self.raw_requestline) > 65536:
@@ -92,35 +95,33 @@ class Connection(BaseHTTPRequestHandler):
             dispatch(self)
             self.wfile.flush()
         except BadRequest as exc:
-            self.binding.run.note_bad_request(self, exc.status, str(exc))
+            self.run.note_bad_request(self, exc.status, str(exc))
             if not self.headers_sent:
                 self.send_error(exc.status, str(exc))
             self.close_connection = True
         except (TimeoutError, ConnectionError, OSError):
             self.close_connection = True
         except Exception as exc:  # a gateway bug: one clear 500, the session goes on
-            self.binding.run.note_error("internal", f"{type(exc).__name__}: {exc}")
+            self.run.note_error("internal", f"{type(exc).__name__}: {exc}")
             if not self.headers_sent:
-                try:
+                with suppress(OSError):
                     self.send_error(500, f"rexmle gateway internal error: {type(exc).__name__}")
-                except OSError:
-                    pass
             self.close_connection = True
 
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue`` with a body over the cap: 413 at once, so the client never sends it."""
         length = (self.headers.get("content-length") or "").strip()
-        limit = self.binding.run.gateway.limits.max_body
+        limit = self.run.gateway.limits.max_body
         if length.isdigit() and int(length) > limit:
-            self.binding.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
+            self.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
             self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
             return False
         return super().handle_expect_100()
 
     # --- requests --------------------------------------------------------------------------------------
 
-    def framing(self) -> tuple[str, int]:
-        """How the body is delimited: ("chunked", 0), ("length", n) or ("none", 0). Ambiguous framing
+    def framing(self) -> int | None:
+        """The body's length (0 without Content-Length), or None when it is chunked. Ambiguous framing
         (both headers, differing lengths: the stuff of request smuggling) is refused before anything else."""
         lengths = self.headers.get_all("content-length") or []
         encoding = (self.headers.get("transfer-encoding") or "").strip().lower()
@@ -129,20 +130,18 @@ class Connection(BaseHTTPRequestHandler):
         if encoding:
             if encoding != "chunked":
                 raise BadRequest(501, f"transfer encoding {encoding!r} is not supported")
-            return "chunked", 0
+            return None
         if not lengths:
-            return "none", 0
+            return 0
         if len(set(v.strip() for v in lengths)) != 1 or not lengths[0].strip().isdigit():
             raise BadRequest(400, f"invalid Content-Length {lengths!r}")
-        return "length", int(lengths[0])
+        return int(lengths[0])
 
     def read_body(self, limit: int) -> bytes:
         """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
-        kind, length = self.framing()
-        if kind == "chunked":
+        length = self.framing()
+        if length is None:
             return self._read_chunked(limit)
-        if kind == "none":
-            return b""
         if length > limit:
             raise BadRequest(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
         body = self.rfile.read(length)

@@ -13,7 +13,7 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
 
 #: hosts served by default (a name covers its subdomains); the README lists them with the reason
@@ -60,8 +60,7 @@ def task_source_hosts() -> tuple[str, ...]:
 
     for task in registry():
         walk(task.source)
-        walk(task.extra.get("url") if isinstance(task.extra, dict) else None)
-        walk(getattr(task, "url", None))
+        walk(task.url)
         kind = str(task.source.get("type", ""))
         if "zenodo" in kind:
             hosts.add("zenodo.org")
@@ -97,9 +96,6 @@ class Rule:
             return cls(_normal(host), int(port), explicit)
         return cls(_normal(text), None, explicit)
 
-    def covers(self, host: str) -> bool:
-        return host == self.host or host.endswith("." + self.host)
-
 
 def _covered(host: str, names: Iterable[str]) -> str | None:
     for name in names:
@@ -118,9 +114,9 @@ class Decision:
 class EgressPolicy:
     """The verdict for one (host, port, path) asked of the proxy."""
 
-    def __init__(self, allow: Iterable[str] = (), deny: Iterable[str] = (), defaults: bool = True,
+    def __init__(self, allow: Iterable[str] = (), deny: Iterable[str] = (),
                  task_hosts: Iterable[str] | None = None) -> None:
-        rules = [Rule.parse(h, explicit=False) for h in (DEFAULT_ALLOW if defaults else ())]
+        rules = [Rule.parse(h, explicit=False) for h in DEFAULT_ALLOW]
         rules += [Rule.parse(h, explicit=True) for h in allow if str(h).strip()]
         self.allow = tuple(rules)
         hosts = task_source_hosts() if task_hosts is None else tuple(task_hosts)
@@ -133,7 +129,7 @@ class EgressPolicy:
         denied = _covered(host, self.deny)
         if denied:
             return Decision(False, f"deny-list: {denied} publishes challenge data")
-        rule = next((r for r in self.allow if r.covers(host) and (r.port is None or r.port == port)), None)
+        rule = next((r for r in self.allow if _covered(host, (r.host,)) and r.port in (None, port)), None)
         if rule is None:
             return Decision(False, "not on the allow-list (--rexmle-egress-allow HOST adds one)")
         if rule.port is None:
@@ -210,5 +206,4 @@ class EgressLog:
 
     def to_json(self) -> list[dict]:
         with self._lock:
-            return [{"host": e.host, "port": e.port, "allowed": e.allowed, "reason": e.reason, "count": e.count,
-                     "paths": list(e.paths)} for e in self._entries.values()]
+            return [asdict(e) for e in self._entries.values()]

@@ -11,6 +11,7 @@ import http.client
 import json
 import socket
 import time
+from contextlib import suppress
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from .trajectory import MAX_RESPONSE_BYTES, EventLog, body_record
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import RunState
+    from .server import GatewayRun
 
 #: a non-streamed answer larger than this is forwarded but not parsed for usage
 MAX_METERED_BYTES = 32 * 1024 * 1024
@@ -35,17 +36,13 @@ _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 def upstream_headers(headers, protocol: str, key: str | None) -> dict[str, str]:
     """The client's headers minus hop-by-hop ones and every key, plus the host's real key."""
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        low = name.lower()
-        if low in HOP_BY_HOP or low in KEY_HEADERS or low == "accept-encoding" or low == "expect":
-            continue
-        out[name] = value
+    dropped = HOP_BY_HOP.union(KEY_HEADERS, ("accept-encoding", "expect"))
+    out = {name: value for name, value in headers.items() if name.lower() not in dropped}
     out.update(auth_headers(protocol, key))
     return out
 
 
-def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> None:
+def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> None:
     gateway = run.gateway
     body = conn.read_body(gateway.limits.max_body)
     label = f"{conn.command} {conn.path.split('?', 1)[0]}"
@@ -69,7 +66,6 @@ def forward(conn: "Connection", run: "RunState", route: Route, query: str) -> No
     record = {"ts": started.isoformat(), "protocol": route.protocol, "route": label, "model": usage.model,
               "status": None, "stream": False, "request": request_doc, "response": None,
               "truncated": request_truncated}
-    seconds = 0.0
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)
         record.update(status=status, stream=stream, response=response_doc,
@@ -212,8 +208,7 @@ def _finish_meter(reader, events, usage: CallUsage, kept: bytearray, overflow: b
     if overflow:
         return {"preview": None, "note": f"answer larger than {MAX_METERED_BYTES} bytes: not parsed"}, True
     raw = bytes(kept)
-    try:
-        usage.observe(json.loads(raw)) if raw else None
-    except ValueError:
-        pass
+    if raw:
+        with suppress(ValueError):
+            usage.observe(json.loads(raw))
     return body_record(raw, MAX_RESPONSE_BYTES)

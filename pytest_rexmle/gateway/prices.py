@@ -7,23 +7,11 @@ the record and says why its cost is unknown, so a report never shows 0 USD for a
 
 from __future__ import annotations
 
-import threading
-from functools import lru_cache
-
 from .protocols import ANTHROPIC, GEMINI
 
 #: the provider genai-prices should look a model up under; an OpenAI-compatible endpoint may serve any
 #: provider's model (DeepSeek, Qwen, ...), so there it finds the provider by the model's name
 _PROVIDER = {ANTHROPIC: "anthropic", GEMINI: "google"}
-_lock = threading.Lock()
-
-
-@lru_cache(maxsize=None)
-def _library():
-    with _lock:
-        import genai_prices
-
-        return genai_prices
 
 
 def call_cost(protocol: str, model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int,
@@ -32,7 +20,7 @@ def call_cost(protocol: str, model: str | None, input_tokens: int, output_tokens
     if not model:
         return None, "the call named no model"
     try:
-        lib = _library()
+        import genai_prices as lib  # Python's import lock makes the first import thread-safe
     except ImportError as exc:  # pragma: no cover - a dependency of the package
         return None, f"genai-prices is not importable: {exc}"
     usage = lib.Usage(input_tokens=input_tokens, output_tokens=output_tokens,

@@ -60,30 +60,25 @@ def classify(path: str, headers) -> Route:
     if path.startswith("/openai/"):
         rest = path[len("/openai"):]
         rest = rest[3:] if rest.startswith("/v1/") else rest
-        return _openai(rest, path)
+        return _listed(OPENAI, _OPENAI_ROUTES, rest, path)
     if path.startswith("/anthropic/"):
-        return _anthropic(path[len("/anthropic"):], path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path[len("/anthropic"):], path)
     if path.startswith("/gemini/"):
         return _gemini(path[len("/gemini"):], path)
     if path.startswith(("/v1beta/", "/v1alpha/")):
         return _gemini(path, path)
     if path.startswith("/v1/messages") or (path.startswith("/v1/models") and "x-api-key" in headers):
-        return _anthropic(path, path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path, path)
     if path.startswith("/v1/"):
-        return _openai(path[3:], path)
+        return _listed(OPENAI, _OPENAI_ROUTES, path[3:], path)
     raise UnknownRoute(path, OPENAI)
 
 
-def _openai(rest: str, path: str) -> Route:
-    if not _OPENAI_ROUTES.match(rest):
-        raise UnknownRoute(path, OPENAI)
-    return Route(OPENAI, rest, billed=not _FREE.search(rest))
-
-
-def _anthropic(rest: str, path: str) -> Route:
-    if not _ANTHROPIC_ROUTES.match(rest):
-        raise UnknownRoute(path, ANTHROPIC)
-    return Route(ANTHROPIC, rest, billed=not _FREE.search(rest))
+def _listed(protocol: str, routes: re.Pattern, rest: str, path: str) -> Route:
+    """An OpenAI or Anthropic route: one of ``routes``, billed unless it lists models or counts tokens."""
+    if not routes.match(rest):
+        raise UnknownRoute(path, protocol)
+    return Route(protocol, rest, billed=not _FREE.search(rest))
 
 
 def _gemini(rest: str, path: str) -> Route:
@@ -155,7 +150,7 @@ _GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOU
                   429: "RESOURCE_EXHAUSTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
-def error_body(protocol: str, status: int, message: str, code: str | None = None) -> bytes:
+def error_body(protocol: str, status: int, message: str) -> bytes:
     """The JSON error body that protocol's SDKs parse into their usual exception."""
     if protocol == ANTHROPIC:
         doc = {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
@@ -163,5 +158,5 @@ def error_body(protocol: str, status: int, message: str, code: str | None = None
         doc = {"error": {"code": status, "message": message, "status": _GEMINI_STATUS.get(status, "INTERNAL")}}
     else:
         kind = _OPENAI_TYPES.get(status, "api_error")
-        doc = {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
+        doc = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
     return json.dumps(doc).encode()

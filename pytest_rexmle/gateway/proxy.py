@@ -12,6 +12,7 @@ import http.client
 import selectors
 import socket
 import time
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -20,16 +21,16 @@ from .egress import Decision, resolve
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import RunState
+    from .server import GatewayRun
 
 #: a tunnel with no byte either way for this long is closed
 TUNNEL_IDLE_SECONDS = 300.0
 
 
-def _authorised(conn: "Connection", run: "RunState") -> bool:
+def _authorised(conn: "Connection", run: "GatewayRun") -> bool:
     """A listener inside the sandbox belongs to its run; on the host's loopback the token must come along
     (``http://rexmle:<token>@host:port`` in the proxy variables gives it as Proxy-Authorization)."""
-    if not conn.binding.token_required:
+    if not conn.token_required:
         return True
     value = conn.headers.get("proxy-authorization") or ""
     scheme, _, encoded = value.partition(" ")
@@ -47,11 +48,14 @@ def _authorised(conn: "Connection", run: "RunState") -> bool:
     return False
 
 
-def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int = 403) -> None:
+def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int | None = None) -> None:
+    """403 for a refused host, 502 when an allowed one could not be reached (or ``status``)."""
+    status = status or (502 if reason.startswith("connection failed") else 403)
     conn.respond(status, f"rexmle gateway: {host}:{port} refused: {reason}\n".encode(), "text/plain", close=True)
 
 
-def _open(run: "RunState", host: str, port: int, path: str | None, tunnel: bool) -> tuple[socket.socket | None, str]:
+def _open(run: "GatewayRun", host: str, port: int, path: str | None,
+          tunnel: bool) -> tuple[socket.socket | None, str]:
     """Decide, record, and connect when allowed; (socket, "") or (None, why refused)."""
     decision = run.policy.decide(host, port, path, tunnel)
     if not decision.allowed:
@@ -79,7 +83,7 @@ def _open(run: "RunState", host: str, port: int, path: str | None, tunnel: bool)
     return None, f"connection failed: {last}"
 
 
-def tunnel(conn: "Connection", run: "RunState") -> None:
+def tunnel(conn: "Connection", run: "GatewayRun") -> None:
     """CONNECT host:443 → 200, then bytes both ways until either side closes or the tunnel idles."""
     conn.close_connection = True
     if not _authorised(conn, run):
@@ -91,7 +95,7 @@ def tunnel(conn: "Connection", run: "RunState") -> None:
     port = int(port_text)
     upstream, why = _open(run, host, port, None, tunnel=True)
     if upstream is None:
-        _refuse(conn, host, port, why, 502 if why.startswith("connection failed") else 403)
+        _refuse(conn, host, port, why)
         return
     with upstream:
         conn.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -141,10 +145,8 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                 if not data:
                     sel.unregister(src)
                     open_ends.discard(src)
-                    try:
+                    with suppress(OSError):
                         dst.shutdown(socket.SHUT_WR)
-                    except OSError:
-                        pass
                     continue
                 try:
                     dst.settimeout(30.0)
@@ -154,7 +156,7 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                     return
 
 
-def forward(conn: "Connection", run: "RunState") -> None:
+def forward(conn: "Connection", run: "GatewayRun") -> None:
     """``GET http://host/path`` → the same request to host:80 (or an allowed HOST:PORT), answer relayed."""
     if not _authorised(conn, run):
         return
@@ -170,7 +172,7 @@ def forward(conn: "Connection", run: "RunState") -> None:
     body = conn.read_body(run.gateway.limits.max_body)
     sock, why = _open(run, host, port, parts.path or "/", tunnel=False)
     if sock is None:
-        _refuse(conn, host, port, why, 502 if why.startswith("connection failed") else 403)
+        _refuse(conn, host, port, why)
         return
     upstream = http.client.HTTPConnection(host, port, timeout=run.gateway.limits.upstream_timeout)
     upstream.sock = sock

@@ -23,7 +23,7 @@ VALIDATE_PATH = "/rexmle/validate"
 def dispatch(conn: "Connection") -> None:
     from . import modelcall, proxy
 
-    run = conn.binding.run
+    run = conn.run
     target = conn.path
     conn.framing()  # ambiguous framing is a 400 whoever asks
     if conn.command == "CONNECT":

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import atexit
 import hmac
+import json
 import os
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,12 +49,10 @@ class Limits:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
         env = os.environ if environ is None else environ
         values = {}
-        for name, kind in (("max_body", int), ("client_timeout", float), ("request_timeout", float),
-                           ("connect_timeout", float),
-                           ("upstream_timeout", float), ("validate_timeout", float)):
-            raw = env.get(f"REXMLE_GATEWAY_{name.upper()}")
+        for f in fields(cls):
+            raw = env.get(f"REXMLE_GATEWAY_{f.name.upper()}")
             if raw:
-                values[name] = kind(raw)
+                values[f.name] = type(f.default)(raw)  # int for sizes, float for seconds
         return cls(**values)
 
 
@@ -74,10 +74,9 @@ class Gateway:
     def pool(self, upstream: Upstream) -> ConnectionPool:
         """The keep-alive pool of an upstream (shared by runs: a connection carries no run's identity)."""
         with self._lock:
-            pool = self._pools.get(upstream)
-            if pool is None:
-                pool = self._pools[upstream] = ConnectionPool(upstream)
-            return pool
+            if upstream not in self._pools:
+                self._pools[upstream] = ConnectionPool(upstream)
+            return self._pools[upstream]
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
@@ -113,14 +112,6 @@ class Gateway:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
-
-
-@dataclass(frozen=True)
-class Binding:
-    """A listener's owner: the run, and whether proxy requests on it must carry the token (host loopback)."""
-
-    run: "GatewayRun"
-    token_required: bool
 
 
 class GatewayRun:
@@ -177,32 +168,27 @@ class GatewayRun:
     def serve(self, listener: socket.socket, *, token_required: bool = False) -> None:
         """Serve connections accepted on an already-listening socket (it may live in the sandbox's network
         namespace); every request on it belongs to this run. The run closes it at :meth:`close`."""
-        self._start(listener, Binding(self, token_required))
+        self._start(listener, token_required)
 
-    def host_address(self, bind: str = "127.0.0.1") -> tuple[str, int]:
-        """A new listener on the host (loopback by default) for a runtime that cannot place one inside the
-        sandbox; there every request, proxy ones included, must carry the run's token."""
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((bind, 0))
-        listener.listen(128)
-        self._start(listener, Binding(self, token_required=True))
-        host, port = listener.getsockname()[:2]
-        return host, port
+    def host_address(self) -> tuple[str, int]:
+        """A new listener on the host's loopback for a runtime that cannot place one inside the sandbox;
+        there every request, proxy ones included, must carry the run's token."""
+        listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._start(listener, token_required=True)
+        return listener.getsockname()
 
-    def _start(self, listener: socket.socket, binding: Binding) -> None:
+    def _start(self, listener: socket.socket, token_required: bool) -> None:
         if self._stop.is_set():
             raise RuntimeError(f"gateway run {self.run_id} is closed")
         listener.settimeout(0.25)
         with self._lock:
             self._listeners.append(listener)
-        thread = threading.Thread(target=self._accept, args=(listener, binding), daemon=True,
+        thread = threading.Thread(target=self._accept, args=(listener, token_required), daemon=True,
                                   name=f"rexmle-gateway-{self.run_id}")
         thread.start()
         self._threads.append(thread)
 
-    def _accept(self, listener: socket.socket, binding: Binding) -> None:
+    def _accept(self, listener: socket.socket, token_required: bool) -> None:
         while not self._stop.is_set():
             try:
                 sock, address = listener.accept()
@@ -217,7 +203,7 @@ class GatewayRun:
             if crowded:
                 self._turn_away(sock)
                 continue
-            worker = threading.Thread(target=self._handle, args=(sock, address, binding), daemon=True)
+            worker = threading.Thread(target=self._handle, args=(sock, address, token_required), daemon=True)
             with self._lock:
                 self._workers = {w for w in self._workers if w.is_alive()} | {worker}
             worker.start()
@@ -225,28 +211,24 @@ class GatewayRun:
     def _turn_away(self, sock: socket.socket) -> None:
         self.note_error("too_many_connections", f"more than {MAX_CONNECTIONS_PER_RUN} connections at once")
         body = error_body("openai", 503, "rexmle gateway: too many connections from this run")
-        try:
+        with suppress(OSError):
             sock.settimeout(1.0)
             sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                          b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        except OSError:
-            pass
         sock.close()
 
-    def _handle(self, sock: socket.socket, address, binding: Binding) -> None:
+    def _handle(self, sock: socket.socket, address, token_required: bool) -> None:
         from .connection import Connection
 
         try:
-            Connection(sock, address, binding)
+            Connection(sock, address, self, token_required)
         except Exception as exc:  # never let a connection's failure reach the session
             self.note_error("internal", f"{type(exc).__name__}: {exc}")
         finally:
             with self._lock:
                 self._connections.discard(sock)
-            try:
+            with suppress(OSError):
                 sock.close()
-            except OSError:
-                pass
 
     # --- requests (called by the router and the model-call forwarder) -----------------------------------
 
@@ -334,8 +316,6 @@ class GatewayRun:
         """The submission folder now: while the run is staged it lives in the stage (see runtime/staging)."""
         if self.submission_dir.is_dir():
             return self.submission_dir
-        import json
-
         try:
             stage = json.loads((self.logs_dir.parent / "stage.json").read_text())["stage"]
             return Path(stage) / "submission"
@@ -360,15 +340,11 @@ class GatewayRun:
             self._stop.set()
             listeners, connections = list(self._listeners), list(self._connections)
         for sock in listeners:
-            try:
+            with suppress(OSError):
                 sock.close()
-            except OSError:
-                pass
         for sock in connections:
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         deadline = time.monotonic() + 5.0  # let calls cut short write their trajectory line
         with self._lock:
             threads = [*self._threads, *self._workers]

@@ -20,7 +20,6 @@ class SSEReader:
         self._pending = b""
         self._data: list[bytes] = []
         self._size = 0
-        self._event: str | None = None
 
     def feed(self, chunk: bytes) -> list[tuple[Any, int]]:
         self._pending += chunk
@@ -46,18 +45,14 @@ class SSEReader:
                 self._size += len(value)
                 if self._size <= MAX_EVENT_BYTES:
                     self._data.append(value)
-            elif field == b"event":
-                self._event = value.decode("utf-8", "replace")
         return out
 
     def close(self) -> list[tuple[Any, int]]:
         """Whatever a stream that ended without a blank line still held."""
-        tail = self.feed(b"\n\n") if self._pending or self._data else []
-        return tail
+        return self.feed(b"\n\n") if self._pending or self._data else []
 
     def _dispatch(self) -> tuple[Any, int] | None:
         data, self._data, self._size = self._data, [], 0
-        self._event = None
         if not data:
             return None
         text = b"\n".join(data).decode("utf-8", "replace")

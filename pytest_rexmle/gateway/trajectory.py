@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,25 +34,23 @@ def body_record(raw: bytes, cap: int = MAX_REQUEST_BYTES) -> tuple[Any, bool]:
     """(parsed JSON, or a head-and-tail text preview, truncated?) of a request or non-streamed body."""
     if not raw:
         return None, False
-    if len(raw) > cap:
-        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
-                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
-    try:
-        return json.loads(raw), False
-    except (ValueError, RecursionError):
-        if len(raw) <= PREVIEW_HEAD + PREVIEW_TAIL:
-            return {"text": raw.decode("utf-8", "replace"), "bytes": len(raw)}, False
-        return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
-                "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
+    if len(raw) <= cap:
+        try:
+            return json.loads(raw), False
+        except (ValueError, RecursionError):
+            if len(raw) <= PREVIEW_HEAD + PREVIEW_TAIL:
+                return {"text": raw.decode("utf-8", "replace"), "bytes": len(raw)}, False
+    return {"preview_head": raw[:PREVIEW_HEAD].decode("utf-8", "replace"),
+            "preview_tail": raw[-PREVIEW_TAIL:].decode("utf-8", "replace"), "bytes": len(raw)}, True
 
 
+@dataclass
 class EventLog:
     """A stream's parsed events, capped by count and by size."""
 
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.size = 0
-        self.truncated = False
+    events: list[Any] = field(default_factory=list)
+    size: int = 0
+    truncated: bool = False
 
     def add(self, event: Any, size: int) -> None:
         """Keep ``event`` (``size``: its text length, so it is not serialised again to be measured)."""

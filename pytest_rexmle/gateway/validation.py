@@ -41,12 +41,9 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=_worker_env(),
                               stdin=subprocess.DEVNULL, cwd="/")
+        verdict.update(json.loads(proc.stdout.decode().strip().splitlines()[-1]))
     except subprocess.TimeoutExpired:
         verdict["problems"] = [f"validation did not finish within {timeout:g} s"]
-        verdict["seconds"] = round(time.monotonic() - started, 3)
-        return verdict
-    try:
-        verdict.update(json.loads(proc.stdout.decode().strip().splitlines()[-1]))
     except (ValueError, IndexError):
         from ..hostile import clean_text
 

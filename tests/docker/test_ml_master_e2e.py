@@ -88,7 +88,7 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
                               limits=Limits(upstream_timeout=60.0), task_hosts=())
             gateway_run = gateway.open_run("ml-master-1", logs_dir=gateway_logs,
                                            submission_dir=gateway_logs.parent / "sub", task_id="ldct-iqa")
-            host, port = gateway_run.host_address("127.0.0.1")
+            host, port = gateway_run.host_address()
             env = gateway_run.environment(f"http://{host}:{port}")
             for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "REXMLE_VALIDATE_URL"):
                 monkeypatch.setenv(name, env[name])

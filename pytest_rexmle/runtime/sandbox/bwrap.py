@@ -35,16 +35,16 @@ class Bind:
     writable: bool = False
 
 
-def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...], cwd: str,
+def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...],
                env: dict[str, str], gpus: bool, network: list[str], user_namespace: bool,
-               seccomp_fd: int | None, hostname: str = "rexmle-agent") -> list[str]:
+               seccomp_fd: int | None) -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
     from its real argv, so the command — the launcher, which names no run path — stays there).
 
     ``network``: nothing for the host's network, :data:`NO_NETWORK`, or the bridge's options
     (:meth:`.slirp.SlirpNetwork.bwrap_args`, which lay a file over ``/etc`` and so go after it)."""
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", hostname, "--clearenv"]
+            "--unshare-cgroup-try", "--hostname", "rexmle-agent", "--clearenv"]
     if user_namespace:
         args += ["--unshare-user"]
     # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
@@ -76,7 +76,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     for bind in binds:
         args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
     args += network
-    args += ["--remount-ro", "/", "--chdir", cwd]
+    args += ["--remount-ro", "/", "--chdir", "/"]  # the launcher changes to the agent's folder
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     for key, value in env.items():
@@ -92,15 +92,13 @@ def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, 
     ``none`` and ``gateway``, whose listener the launcher makes inside; the bridge's options for
     ``bridge``; the host's for ``host``), its GPUs' devices."""
     binds = [Bind(m.source, targets[m.role], m.writable) for m in policy.mounts] + [Bind(tools, tools_target)]
-    return bwrap_args(python_roots=python_roots, binds=binds, tmp=tmp, hidden=policy.hidden, cwd="/", env=env,
-                      gpus=bool(policy.gpus), network=network_args(policy.network, bridge_args),
-                      user_namespace=user_namespace, seccomp_fd=seccomp_fd)
-
-
-def network_args(network: str, bridge_args: list[str] | None) -> list[str]:
-    if network in ("none", "gateway"):
-        return NO_NETWORK
-    return list(bridge_args or []) if network == "bridge" else []
+    if policy.network in ("none", "gateway"):
+        network = NO_NETWORK
+    else:
+        network = list(bridge_args or []) if policy.network == "bridge" else []
+    return bwrap_args(python_roots=python_roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
+                      gpus=bool(policy.gpus), network=network, user_namespace=user_namespace,
+                      seccomp_fd=seccomp_fd)
 
 
 def _parents(target: Path, made: set[str]) -> list[str]:

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from .fds import python_command
+
 #: the gateway's port inside the sandbox (any port is free in a namespace of its own)
 GATEWAY_PORT = 8484
 GATEWAY_HOST = "127.0.0.1"
@@ -84,11 +86,7 @@ def enter_new_network(privileged: bool) -> None:
 
 def listen(port: int = GATEWAY_PORT) -> socket.socket:
     """The gateway's listener on this namespace's loopback."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((GATEWAY_HOST, port))
-    sock.listen(BACKLOG)
-    return sock
+    return socket.create_server((GATEWAY_HOST, port), backlog=BACKLOG)
 
 
 def hand_over(channel_fd: int, sock: socket.socket) -> None:
@@ -154,14 +152,6 @@ class ListenerChannel:
         self._ours.close()
 
 
-_HELPER = """
-import os, sys
-sys.path.insert(0, {home!r})
-from pytest_rexmle.runtime.sandbox.gateway_net import setns_and_hand_over
-setns_and_hand_over(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
-"""
-
-
 def setns_and_hand_over(netns_fd: int, channel_fd: int, port: int) -> None:
     """The helper process's body: join the namespace, make the listener, send it, exit."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -179,14 +169,13 @@ def listener_in_namespace(pid: int, port: int = GATEWAY_PORT, timeout: float = H
 
     A helper process does it, because ``setns`` changes a whole thread and the harness has many; the
     namespace is opened here first, so a reused pid cannot redirect the helper."""
-    import pytest_rexmle
-
     netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     channel = ListenerChannel()
     try:
-        home = str(Path(pytest_rexmle.__file__).resolve().parent.parent)
-        done = subprocess.Popen([sys.executable, "-I", "-c", _HELPER.format(home=home), str(netns),
-                                 str(channel.child_fd), str(port)], pass_fds=(netns, channel.child_fd),
+        code = ("from pytest_rexmle.runtime.sandbox.gateway_net import setns_and_hand_over; "
+                "setns_and_hand_over(*map(int, sys.argv[1:]))")
+        done = subprocess.Popen(python_command(code, str(netns), str(channel.child_fd), str(port)),
+                                pass_fds=(netns, channel.child_fd),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             return channel.receive(done, timeout)
@@ -205,14 +194,10 @@ def listener_in_namespace(pid: int, port: int = GATEWAY_PORT, timeout: float = H
 
 def can_create_network_namespace() -> tuple[bool, str]:
     """Whether this harness can give a Landlock agent a network namespace of its own (tried in a child)."""
-    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
-            "from pytest_rexmle.runtime.sandbox.gateway_net import enter_new_network, listen; "
+    code = ("import os; from pytest_rexmle.runtime.sandbox.gateway_net import enter_new_network, listen; "
             "enter_new_network(os.geteuid() == 0); listen().close()")
-    import pytest_rexmle
-
-    home = str(Path(pytest_rexmle.__file__).resolve().parent.parent)
     try:
-        done = subprocess.run([sys.executable, "-I", "-c", code, home], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(python_command(code), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     if done.returncode == 0:

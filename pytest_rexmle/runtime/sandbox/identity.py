@@ -101,7 +101,14 @@ def hand_over(paths: list[Path], identity: Identity) -> None:
     ``lchown`` never follows a link, and the folders hold only what the harness wrote so far."""
     if not harness_is_root() or identity.uid == 0:
         return
-    _chown_tree(paths, identity.uid, identity.gid)
+    for top in paths:
+        os.lchown(top, identity.uid, identity.gid)
+        for root, dirs, files in os.walk(top):
+            for name in dirs + files:
+                try:
+                    os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+                except FileNotFoundError:
+                    continue
 
 
 def hand_back(paths: list[Path], agent: Identity, owner: tuple[int, int]) -> None:
@@ -126,17 +133,6 @@ def hand_back(paths: list[Path], agent: Identity, owner: tuple[int, int]) -> Non
                                   f"({done.stderr.decode(errors='replace').strip()[-300:]})")
 
 
-def _chown_tree(paths: list[Path], uid: int, gid: int) -> None:
-    for top in paths:
-        os.lchown(top, uid, gid)
-        for root, dirs, files in os.walk(top):
-            for name in dirs + files:
-                try:
-                    os.lchown(os.path.join(root, name), uid, gid)
-                except FileNotFoundError:
-                    continue
-
-
 def last_cap() -> int:
     try:
         return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
@@ -150,7 +146,7 @@ def drop_privileges(identity: Identity) -> None:
     Works from host root (dedicated uid, or uid 0 with locked securebits) and from an ordinary user
     (where most steps are no-ops because nothing is held)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    privileged = os.geteuid() == 0 or _has_cap_setpcap()
+    privileged = os.geteuid() == 0 or bool(_capabilities()["CapEff"] & (1 << 8))  # CAP_SETPCAP
     if privileged:
         for cap in range(last_cap() + 1):
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -166,10 +162,6 @@ def drop_privileges(identity: Identity) -> None:
     _clear_capabilities(libc)
     if _capabilities()["CapEff"] or _capabilities()["CapPrm"]:
         raise PermissionError("capabilities survived the privilege drop")
-
-
-def _has_cap_setpcap() -> bool:
-    return bool(_capabilities()["CapEff"] & (1 << 8))
 
 
 def _capabilities() -> dict[str, int]:

@@ -24,7 +24,7 @@ What Landlock can and cannot do, compared with bubblewrap:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,9 +50,7 @@ class LandlockView:
     connect_ports: tuple[int, ...] = ()   # the only TCP ports it may connect to (the gateway without a netns)
 
     def to_json(self) -> dict:
-        return {"read_exec": list(self.read_exec), "read": list(self.read), "read_write": list(self.read_write),
-                "write_files": list(self.write_files), "devices": list(self.devices), "list_only": list(self.list_only),
-                "network_none": self.network_none, "connect_ports": list(self.connect_ports)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: dict) -> "LandlockView":
@@ -127,30 +125,16 @@ def prepare(view: LandlockView):
     ruleset = Ruleset(handled_net=handled_net, scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL)
     for port in view.connect_ports:
         ruleset.allow_port(port, AccessNet.CONNECT_TCP)
-    read_file = AccessFS.READ_FILE
     read = AccessFS.READ_FILE | AccessFS.READ_DIR
     read_exec = read | AccessFS.EXECUTE
     write = (read_exec | AccessFS.WRITE_FILE | AccessFS.REMOVE_DIR | AccessFS.REMOVE_FILE | AccessFS.MAKE_DIR
              | AccessFS.MAKE_REG | AccessFS.MAKE_SYM | AccessFS.MAKE_SOCK | AccessFS.REFER | AccessFS.TRUNCATE)
     device = AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.IOCTL_DEV | AccessFS.TRUNCATE
-
-    def allow(path: str, access) -> None:
-        if not os.path.lexists(path):
-            return
-        if not os.path.isdir(path):  # file rules take only file rights
-            access &= AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.EXECUTE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
-        ruleset.allow_path(path, access)
-
-    for path in view.read_exec:
-        allow(path, read_exec)
-    for path in view.read:
-        allow(path, read if os.path.isdir(path) else read_file)
-    for path in view.read_write:
-        allow(path, write)
-    for path in view.write_files:
-        allow(path, AccessFS.WRITE_FILE)
-    for path in view.devices:
-        allow(path, device)
-    for path in view.list_only:
-        allow(path, AccessFS.READ_DIR)
+    file_rights = AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.EXECUTE | AccessFS.TRUNCATE | AccessFS.IOCTL_DEV
+    for paths, access in ((view.read_exec, read_exec), (view.read, read), (view.read_write, write),
+                          (view.write_files, AccessFS.WRITE_FILE), (view.devices, device),
+                          (view.list_only, AccessFS.READ_DIR)):
+        for path in paths:
+            if os.path.lexists(path):  # file rules take only file rights
+                ruleset.allow_path(path, access if os.path.isdir(path) else access & file_rights)
     return ruleset

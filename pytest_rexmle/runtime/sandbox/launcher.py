@@ -22,11 +22,12 @@ import json
 import os
 import signal
 import sys
-import time
+from contextlib import suppress
 
 from .identity import Identity, drop_privileges
 from .limits import apply_rlimits
 from .seccomp import build_filter, install
+from .uids import kill_until_gone
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -102,32 +103,10 @@ def _children_of(root: int) -> list[int]:
     return out
 
 
-def kill_descendants(root: int, deadline: float = 10.0) -> None:
-    """SIGKILL every descendant and reap until none is left (a forking tree is caught within passes)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        victims = _children_of(root)
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        _reap_all()
-        if not victims and not _children_of(root):
-            return
-        time.sleep(0.01)
-
-
-def _reap_all() -> list[tuple[int, int]]:
-    reaped = []
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return reaped
-        if pid == 0:
-            return reaped
-        reaped.append((pid, status))
+def _reap_all() -> None:
+    with suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def _status_code(status: int) -> int:
@@ -187,7 +166,7 @@ def run_supervised(config: dict) -> None:
     finally:  # whatever ended the wait, nothing the agent started outlives the supervisor
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        kill_descendants(me)
+        kill_until_gone(lambda: _children_of(me), 10.0, _reap_all)
     if code is None:
         code = 128 + (stop["signal"] or signal.SIGKILL)
     sys.stdout.flush()

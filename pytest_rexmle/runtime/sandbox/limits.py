@@ -16,7 +16,11 @@ from __future__ import annotations
 import os
 import re
 import resource
-from dataclasses import dataclass, fields, replace
+import signal
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -91,7 +95,7 @@ class Limits:
         return f"{value:g}" if name in (*COUNTS, "cpus") else format_size(value)
 
     def to_json(self) -> dict[str, int | None]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 def _positive(name: str, raw: object, kind: type, what: str) -> int | float:
@@ -258,30 +262,17 @@ class RunCgroup:
         return self._event("pids.events", "max")
 
     def kill(self) -> None:
-        try:
+        with suppress(OSError):
             (self.path / "cgroup.kill").write_text("1")
-        except OSError:
-            pass
 
     def remove(self) -> None:
-        import time
-
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                self.kill()
-                time.sleep(0.05)
+        _rmdir(self.path, busy=self.kill)
         for folder in self.legacy.values():
             _rmdir(folder)
 
 
-def _rmdir(folder: Path) -> None:
-    import time
-
+def _rmdir(folder: Path, busy: Callable[[], None] = lambda: None) -> None:
+    """Remove an empty cgroup, retrying (after ``busy()``) while its last processes are still exiting."""
     for _ in range(50):
         try:
             folder.rmdir()
@@ -289,7 +280,21 @@ def _rmdir(folder: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:
+            busy()
             time.sleep(0.05)
+
+
+def _own_groups() -> dict[str, str]:
+    """This process's cgroups from ``/proc/self/cgroup``: each v1 controller's, and the v2 one under ""."""
+    groups = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            hierarchy, controllers, relative = line.split(":", 2)
+            for controller in [""] if hierarchy == "0" else controllers.split(","):
+                groups.setdefault(controller, relative.lstrip("/"))
+    except (OSError, ValueError):
+        pass
+    return groups
 
 
 def _legacy_group(controller: str, name: str) -> Path | None:
@@ -297,29 +302,22 @@ def _legacy_group(controller: str, name: str) -> Path | None:
     mount = Path("/sys/fs/cgroup") / controller
     if os.geteuid() != 0 or not (mount / "cgroup.procs").exists() or (mount / "cgroup.controllers").exists():
         return None
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, relative = line.split(":", 2)
-            if controller in controllers.split(","):
-                folder = mount / relative.lstrip("/") / name
-                folder.mkdir()
-                return folder
-    except (OSError, ValueError):
+    relative = _own_groups().get(controller)
+    if relative is None:
         return None
-    return None
+    try:
+        (mount / relative / name).mkdir()
+    except OSError:
+        return None
+    return mount / relative / name
 
 
 def _own_cgroup(root: Path) -> Path | None:
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            hierarchy, _, rest = line.partition(":")
-            controllers, _, relative = rest.partition(":")
-            if hierarchy == "0" and controllers == "":
-                path = root / relative.lstrip("/")
-                return path if os.access(path, os.W_OK) else None
-    except OSError:
-        pass
-    return None
+    relative = _own_groups().get("")
+    if relative is None:
+        return None
+    path = root / relative
+    return path if os.access(path, os.W_OK) else None
 
 
 # -- disk -------------------------------------------------------------------------------------------
@@ -349,22 +347,13 @@ def disk_usage(top: Path, budget: int = 200_000) -> int:
 def sweep_cgroups() -> int:
     """Remove the run cgroups of dead sessions (``rexmle-<harness pid>-...`` whose harness is gone),
     killing whatever still runs in them; returns how many were removed."""
-    import signal
-
     parents: list[Path] = []
     root = cgroup_v2_root()
     own = _own_cgroup(root) if root is not None else None
     if own is not None:
         parents.append(own)
-    for controller in ("memory", "pids"):
-        mount = Path("/sys/fs/cgroup") / controller
-        try:
-            for line in Path("/proc/self/cgroup").read_text().splitlines():
-                _, controllers, relative = line.split(":", 2)
-                if controller in controllers.split(","):
-                    parents.append(mount / relative.lstrip("/"))
-        except (OSError, ValueError):
-            pass
+    mine = _own_groups()
+    parents += [Path("/sys/fs/cgroup") / c / mine[c] for c in ("memory", "pids") if c in mine]
     removed = 0
     for parent in parents:
         try:
@@ -378,16 +367,12 @@ def sweep_cgroups() -> int:
                 continue
             if Path(f"/proc/{owner}").exists():
                 continue
-            try:
+            with suppress(OSError):
                 if (group / "cgroup.kill").exists():
                     (group / "cgroup.kill").write_text("1")
                 for pid in (group / "cgroup.procs").read_text().split():
-                    try:
+                    with suppress(OSError):
                         os.kill(int(pid), signal.SIGKILL)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
             _rmdir(group)
             removed += not group.exists()
     return removed

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fds import data_fd
+from .fds import data_fd, python_command
 
 MECHANISMS = ("bwrap", "landlock")
 _cache: dict[str, "Probe"] = {}
@@ -61,7 +61,7 @@ def _probe_bwrap(binary: str | None) -> Probe:
     if not binary:
         return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
-        args = bwrap_args(python_roots=python_roots(), binds=[], tmp=Path(tmp), hidden=(), cwd="/", env={},
+        args = bwrap_args(python_roots=python_roots(), binds=[], tmp=Path(tmp), hidden=(), env={},
                           gpus=False, network=[], user_namespace=os.geteuid() != 0, seccomp_fd=None)
         read = data_fd(args_blob(args), "bwrap-args")
         try:
@@ -92,7 +92,12 @@ def _probe_landlock() -> Probe:
         config = {"mode": "supervise", "argv": _tiny_command(), "env": {}, "cwd": tmp, "uid": os.getuid(),
                   "gid": os.getgid(), "rlimits": {}, "network": "host", "landlock": view.to_json()}
         try:
-            done = launch(config, capture=True, timeout=60)
+            read = data_fd(json.dumps(config).encode(), "launcher-config")
+            try:
+                done = subprocess.run(launcher_command(read), pass_fds=(read,), capture_output=True,
+                                      stdin=subprocess.DEVNULL, timeout=60, env=launcher_env())
+            finally:
+                os.close(read)
         except (OSError, subprocess.SubprocessError) as exc:
             return Probe("landlock", False, f"the Landlock launcher failed to start: {exc}")
     if done.returncode != 0:
@@ -102,24 +107,8 @@ def _probe_landlock() -> Probe:
 
 
 def launcher_command(fd: int) -> list[str]:
-    """``python -I`` (no environment, no user site) importing this very copy of the package, wherever it
-    was imported from (installed, editable or on PYTHONPATH)."""
-    import pytest_rexmle
-
-    home = str(Path(pytest_rexmle.__file__).resolve().parent.parent)
-    bootstrap = (f"import sys; sys.path.insert(0, {home!r}); "
-                 "from pytest_rexmle.runtime.sandbox.launcher import main; main(sys.argv)")
-    return [sys.executable, "-I", "-c", bootstrap, str(fd)]
-
-
-def launch(config: dict, capture: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run the launcher to completion with ``config`` (used by the probe)."""
-    read = data_fd(json.dumps(config).encode(), "launcher-config")
-    try:
-        return subprocess.run(launcher_command(read), pass_fds=(read,), capture_output=capture,
-                              stdin=subprocess.DEVNULL, timeout=timeout, env=launcher_env())
-    finally:
-        os.close(read)
+    """The launcher, reading its configuration from descriptor ``fd``."""
+    return python_command("from pytest_rexmle.runtime.sandbox.launcher import main; main(sys.argv)", str(fd))
 
 
 def launcher_env() -> dict[str, str]:

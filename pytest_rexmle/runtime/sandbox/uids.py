@@ -26,6 +26,8 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +61,6 @@ class UidRange:
         if start <= 65534 <= end:
             raise UidRangeError(f"the range {text!r} contains 65534 (nobody), which other programs use")
         return cls(start, end)
-
-    def __iter__(self):
-        return iter(range(self.start, self.end + 1))
 
     def __len__(self) -> int:
         return self.end - self.start + 1
@@ -139,22 +138,28 @@ def processes_of(uid: int) -> list[int]:
 
 
 def kill_all_of(uid: int, deadline: float = 5.0) -> int:
-    """SIGKILL every process of ``uid`` until none is left (a forking tree is caught within passes).
-    Never for the harness's own uid or root. Returns how many were killed."""
+    """SIGKILL every process of ``uid`` until none is left. Never for the harness's own uid or root.
+    Returns how many were killed."""
     if uid in (0, os.geteuid(), os.getuid()):
         return 0
+    return kill_until_gone(lambda: processes_of(uid), deadline)
+
+
+def kill_until_gone(find: Callable[[], list[int]], deadline: float,
+                    reap: Callable[[], None] = lambda: None) -> int:
+    """SIGKILL the processes ``find()`` names, pass after pass (a forking tree is caught within passes),
+    until it names none or ``deadline`` seconds passed; ``reap`` after each pass. How many were killed."""
     killed: set[int] = set()
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        victims = processes_of(uid)
+        victims = find()
         if not victims:
             break
         for pid in victims:
-            try:
+            with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
-            except OSError:
-                pass
+        reap()
         time.sleep(0.01)
     return len(killed)
 
