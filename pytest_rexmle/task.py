@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
@@ -261,9 +261,6 @@ class TaskRegistry:
             return self._tasks[self._aliases[name]]
         except KeyError:
             raise UnknownTaskError(f"unknown task {name!r}; known tasks: {', '.join(self.ids)}") from None
-
-    def select(self, names: Iterable[str]) -> list[Task]:
-        return [self.get(n) for n in names]
 
 
 @functools.lru_cache(maxsize=8)
