@@ -210,17 +210,13 @@ def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) 
     if run.resumed is not None:
         r = run.resumed
         return GradeOutcome(r.status, r.metrics, r.reason, r.traceback)
-    reason = timeout_reason(run.outcome, run.time_limit)
-    if reason:
+    if reason := timeout_reason(run.outcome, run.time_limit):
         return GradeOutcome(TIMEOUT, None, reason)
-    reason = killed_reason(run.outcome)
-    if reason:
+    if reason := killed_reason(run.outcome):
         return GradeOutcome(MISSING, None, reason)
     outcome = grade_submission(rexmle_task, rexmle_submission, rexmle_data.private)
-    if outcome.status == MISSING:
-        crash = crash_reason(run.outcome)
-        if crash:
-            outcome = GradeOutcome(MISSING, None, f"{crash}; {outcome.reason}")
+    if outcome.status == MISSING and (crash := crash_reason(run.outcome)):
+        outcome = GradeOutcome(MISSING, None, f"{crash}; {outcome.reason}")
     return outcome
 
 
@@ -260,9 +256,9 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     if run.resumed is not None:
         result = run.resumed
     else:
-        timings = {"agent_seconds": run.outcome.duration}
         extra = dict(agent=rexmle_agent.name, options_key=rexmle_agent.options_key(), run_dir=str(run.folder.root),
-                     gpu=",".join(run.gpus) or None, timings=timings)
+                     gpu=",".join(run.gpus) or None,
+                     timings={"agent_seconds": run.outcome.duration})
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code

@@ -22,16 +22,16 @@ PRECEDENCE = ("command-line option > ini-file option (rexmle_* in pytest.ini or 
 #: the options a REXMLE_* variable stands in for (the variable is also part of the agent's contract)
 ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 
-# (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"} or the
-# tuple of a string option's choices. The ini name less its ``rexmle_`` prefix is the Settings field.
+# (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"}
+# or the tuple of a string option's choices. The ini name less ``rexmle_`` is the Settings field.
 OPTIONS = [
     ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
      "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
      "names", None),
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to every agent, or AGENT:KEY=VALUE to one of "
      "several (repeatable)", "list", []),
-    ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)",
-     ("prepared", "synthetic"), "prepared"),
+    ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic "
+     "(small twins)", ("prepared", "synthetic"), "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
     ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox), docker (one container per run) or slurm "
      "(one cluster job per run, all submitted at session start)", "str", "local"),
@@ -62,8 +62,8 @@ OPTIONS = [
      "--unshare-net, or Landlock + seccomp refusing IP sockets)",
      ("gateway", "bridge", "host", "none"), "gateway"),
     ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
-     "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)",
-     ("auto", "bwrap", "landlock"), "auto"),
+     "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not "
+     "work)", ("auto", "bwrap", "landlock"), "auto"),
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, open_files, shm, cpus, e.g. memory=64G or tmp=none (repeatable; over "
      "task.yaml `limits:`, for every runtime: local, docker, and the job's inner runtime under slurm)",
@@ -232,11 +232,13 @@ def parse_agent_options(pairs: list[str]) -> dict[str, str]:
 
 
 def read_settings(config: pytest.Config) -> Settings:
-    """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need parsing or
-    a range check are replaced below, so that a typo is one usage error and not a failed run per task."""
+    """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
+    parsing or a range check are replaced below, so that a typo is one usage error and not a failed
+    run per task."""
     from .gpus import parse_gpus
 
-    v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default) for _, ini, _, kind, default in OPTIONS}
+    v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
+         for _, ini, _, kind, default in OPTIONS}
     base = config.invocation_params.dir
 
     def folder(value) -> Path:
@@ -262,7 +264,8 @@ def read_settings(config: pytest.Config) -> Settings:
         data_dir=folder(v["data_dir"]) if v["data_dir"] else default_data_dir(),
         runs_dir=folder(v["runs_dir"]),
         report_dir=folder(v["report_dir"]),
-        judge_options={**parse_agent_options(v["judge_options"]), **({"model": judge_model} if judge_model else {})},
+        judge_options={**parse_agent_options(v["judge_options"]),
+                       **({"model": judge_model} if judge_model else {})},
         gpus=tuple(parse_gpus(v["gpus"])),  # the whole list: the executor hands them to runs
         slurm_options=parse_agent_options(v["slurm_options"]),
         limits=_limits(v["limits"]),
