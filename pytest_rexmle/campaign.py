@@ -30,8 +30,8 @@ class Begun:
 def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
     from .paths import cache_home
 
-    return tuple(p for p in (data.private, data.root, data.root.parent, settings.data_dir, cache_home(),
-                             settings.runs_dir, settings.report_dir))
+    return (data.private, data.root, data.root.parent, settings.data_dir, cache_home(), settings.runs_dir,
+            settings.report_dir)
 
 
 def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, gpus: tuple[str, ...] = ()) -> Begun:
