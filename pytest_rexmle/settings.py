@@ -10,6 +10,7 @@ option, else its ini-file twin (``rexmle_*`` in pytest.ini / ``[tool.pytest.ini_
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,18 +184,6 @@ class Settings:
                 **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
 
-def _limits(pairs: list[str]) -> dict[str, str]:
-    """``--rexmle-limit`` pairs, checked now so a typo is one usage error, not a failed run per task."""
-    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
-
-    try:
-        pairs_by_name = parse_pairs(pairs)
-        Limits().with_overrides(pairs_by_name)
-    except LimitError as exc:
-        raise pytest.UsageError(f"--rexmle-limit: {exc}") from None
-    return pairs_by_name
-
-
 def agent_names(values) -> tuple[str, ...]:
     """The session's agents, in order, each once; ``--agent=a,b`` is the same as ``--agent=a --agent=b``."""
     names: list[str] = []
@@ -235,7 +224,10 @@ def read_settings(config: pytest.Config) -> Settings:
     """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
     parsing or a range check are replaced below, so that a typo is one usage error and not a failed
     run per task."""
+    from .gateway.budget import Budget, BudgetError
     from .gpus import parse_gpus
+    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
+    from .runtime.sandbox.uids import UidRange, UidRangeError
 
     v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
          for _, ini, _, kind, default in OPTIONS}
@@ -268,32 +260,24 @@ def read_settings(config: pytest.Config) -> Settings:
                        **({"model": judge_model} if judge_model else {})},
         gpus=tuple(parse_gpus(v["gpus"])),  # the whole list: the executor hands them to runs
         slurm_options=parse_agent_options(v["slurm_options"]),
-        limits=_limits(v["limits"]),
-        agent_uids=_agent_uids(v["agent_uids"]),
-        budget=_budget(v["budget"]),
         egress_allow=tuple(h.strip() for h in v["egress_allow"] if h.strip()),
     )
+    with _usage_error("--rexmle-limit", LimitError):
+        v["limits"] = parse_pairs(v["limits"])
+        Limits().with_overrides(v["limits"])
+    with _usage_error("--rexmle-agent-uids", UidRangeError):
+        if v["agent_uids"] is not None:
+            UidRange.parse(v["agent_uids"])
+    with _usage_error("--rexmle-budget", BudgetError):
+        v["budget"] = v["budget"].strip() if Budget.parse(v["budget"]) is not None else None
     return Settings(**v)
 
 
-def _agent_uids(value: str | None) -> str | None:
-    """``--rexmle-agent-uids`` checked now: a typo is one usage error, not a failed run per task."""
-    from .runtime.sandbox.uids import UidRange, UidRangeError
-
-    if value is None:
-        return None
+@contextmanager
+def _usage_error(option: str, error: type[Exception]):
+    """A value checked now, while the session starts: a typo is one usage error naming the option, not a
+    failed run per task."""
     try:
-        UidRange.parse(value)
-    except UidRangeError as exc:
-        raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
-    return value
-
-
-def _budget(text: str | None) -> str | None:
-    """``--rexmle-budget`` checked now, so a typo is one usage error and not a failed run per task."""
-    from .gateway.budget import Budget, BudgetError
-
-    try:
-        return text.strip() if Budget.parse(text) is not None else None
-    except BudgetError as exc:
-        raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
+        yield
+    except error as exc:
+        raise pytest.UsageError(f"{option}: {exc}") from None

@@ -172,7 +172,6 @@ class Task(BaseModel):
     def time_limit_seconds(self) -> float:
         return self.time_limit_hours * 3600.0
 
-
     @property
     def implemented(self) -> bool:
         return self.grader is not None and self.synthetic is not None
@@ -247,9 +246,6 @@ class TaskRegistry:
 
     def __iter__(self):
         return iter(self._tasks[k] for k in sorted(self._tasks))
-
-    def __len__(self) -> int:
-        return len(self._tasks)
 
     @property
     def ids(self) -> list[str]:

@@ -55,7 +55,7 @@ def reg() -> TaskRegistry:
 # -- the 20 real tasks -----------------------------------------------------------------------------------
 
 def test_all_twenty_tasks_load(reg):
-    assert len(reg) == 20
+    assert len(reg.ids) == 20
     assert reg.ids == IDS
     assert [t.id for t in reg] == IDS  # iteration is sorted by id
 
