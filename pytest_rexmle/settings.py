@@ -92,23 +92,21 @@ OPTIONS = [
 ]
 
 
+#: each kind's command-line action and ini type ("names": repeatable on the command line,
+#: whitespace-separated in the ini file); any other kind is one string, from ``choices`` if a tuple
+KINDS = {"bool": ("store_true", "bool"), "list": ("append", "linelist"), "names": ("append", "args")}
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("rexmle", f"ReX-MLE medical-imaging agent benchmark (precedence: {PRECEDENCE})")
     for flag, ini, help_text, kind, default in OPTIONS:
-        dest = ini
-        if kind == "bool":
-            group.addoption(flag, action="store_true", default=None, dest=dest, help=help_text)
-            parser.addini(ini, help_text, type="bool", default=default)
-        elif kind == "list":
-            group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
-            parser.addini(ini, help_text, type="linelist", default=default)
-        elif kind == "names":  # repeatable on the command line, whitespace-separated in the ini file
-            group.addoption(flag, action="append", default=None, dest=dest, help=help_text)
-            parser.addini(ini, help_text, type="args", default=default)
-        else:
-            choices = kind if isinstance(kind, tuple) else None
-            group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
-            parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
+        action, ini_type = KINDS.get(kind, ("store", "string"))
+        extra = {"metavar": "KEY=VALUE"} if kind == "list" else {}
+        if action == "store":
+            extra["choices"] = kind if isinstance(kind, tuple) else None
+            default = None if default is None else str(default)
+        group.addoption(flag, action=action, default=None, dest=ini, help=help_text, **extra)
+        parser.addini(ini, help_text, type=ini_type, default=default)
 
 
 def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.environ):
