@@ -25,20 +25,13 @@ class Begun:
     time_limit: float
     resumed: ChallengeResult | None = None
     launched: LaunchedRun | None = None
-    gpus: tuple[str, ...] = ()
-
-    @property
-    def folder(self) -> RunFolder:
-        if self.launched is not None:
-            return self.launched.folder
-        return RunFolder(Path(self.resumed.run_dir))
 
 
 def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
     from .paths import cache_home
 
-    return tuple(p for p in (data.private, data.root, data.root.parent, settings.data_dir, cache_home(),
-                             settings.runs_dir, settings.report_dir))
+    return (data.private, data.root, data.root.parent, settings.data_dir, cache_home(), settings.runs_dir,
+            settings.report_dir)
 
 
 def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, gpus: tuple[str, ...] = ()) -> Begun:
@@ -55,7 +48,7 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
     folder = RunFolder.create(settings.runs_dir, task, agent)
     launched = launch(task, data, agent, runtime, folder, time_limit, gpus=tuple(gpus),
                       hidden=hidden_paths(settings, data), key=key, network=settings.network)
-    return Begun(time_limit, launched=launched, gpus=tuple(gpus))
+    return Begun(time_limit, launched=launched)
 
 
 def task_data(settings, task: Task) -> TaskData:

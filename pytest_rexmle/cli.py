@@ -31,12 +31,6 @@ LAZY_COMMANDS = {
 }
 
 
-def pct(value) -> str:
-    from .report.render import pct as render_pct
-
-    return render_pct(value)
-
-
 def _json(obj) -> str:
     from .documents import json_numbers
 
@@ -84,6 +78,7 @@ def cmd_info(args) -> int:
 
 def cmd_rank(args) -> int:
     from .ranking import check_metric_names, rank
+    from .report.render import pct
     from .task import get_task
 
     task = get_task(args.task)
@@ -131,6 +126,7 @@ def _answers_dir(task, args) -> Path:
 
 def cmd_grade(args) -> int:
     from .grading import grade_submission, result_from_grade
+    from .report.render import pct
     from .task import get_task
 
     task = get_task(args.task)

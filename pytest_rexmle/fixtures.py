@@ -38,7 +38,7 @@ from .seal import seal_result
 from .runtime.base import RunOutcome
 from .task import Task, registry
 
-__all__ = ["rexmle_settings", "rexmle_task", "rexmle_preparer", "rexmle_data", "rexmle_agent", "rexmle_agents",
+__all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_agents",
            "rexmle_agent_name", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
@@ -85,38 +85,22 @@ def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
     return task
 
 
-@pytest.fixture(scope="session")
-def rexmle_preparer(rexmle_settings):
-    """With --rexmle-prepare: a function that prepares a task once (file-locked across xdist workers)."""
-    if not rexmle_settings.prepare:
-        return None
-    from .data.prepare import prepare_task
-
-    done: dict[str, object] = {}
-
-    def prepare(task):
-        from .data.prepare import ManualDownloadRequired
-
-        if task.id not in done:
-            try:
-                done[task.id] = prepare_task(task, rexmle_settings.data_dir, progress=False)
-            except ManualDownloadRequired as exc:  # a gated source: the user must fetch a file by hand
-                pytest.skip(str(exc))
-        return done[task.id]
-
-    return prepare
-
-
 @pytest.fixture
-def rexmle_data(rexmle_task, rexmle_settings, rexmle_preparer):
+def rexmle_data(rexmle_task, rexmle_settings):
+    """With --rexmle-prepare, missing data is prepared first (file-locked across xdist workers)."""
     from .campaign import task_data  # the same data the campaign launched other items' runs with
 
     try:
         return task_data(rexmle_settings, rexmle_task)
     except DataNotPreparedError as exc:
-        if rexmle_preparer is None:
+        if not rexmle_settings.prepare:
             pytest.skip(f"{exc} (or pass --rexmle-prepare)")
-    return rexmle_preparer(rexmle_task)
+    from .data.prepare import ManualDownloadRequired, prepare_task
+
+    try:
+        return prepare_task(rexmle_task, rexmle_settings.data_dir, progress=False)
+    except ManualDownloadRequired as exc:  # a gated source: the user must fetch a file by hand
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -210,17 +194,13 @@ def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) 
     if run.resumed is not None:
         r = run.resumed
         return GradeOutcome(r.status, r.metrics, r.reason, r.traceback)
-    reason = timeout_reason(run.outcome, run.time_limit)
-    if reason:
+    if reason := timeout_reason(run.outcome, run.time_limit):
         return GradeOutcome(TIMEOUT, None, reason)
-    reason = killed_reason(run.outcome)
-    if reason:
+    if reason := killed_reason(run.outcome):
         return GradeOutcome(MISSING, None, reason)
     outcome = grade_submission(rexmle_task, rexmle_submission, rexmle_data.private)
-    if outcome.status == MISSING:
-        crash = crash_reason(run.outcome)
-        if crash:
-            outcome = GradeOutcome(MISSING, None, f"{crash}; {outcome.reason}")
+    if outcome.status == MISSING and (crash := crash_reason(run.outcome)):
+        outcome = GradeOutcome(MISSING, None, f"{crash}; {outcome.reason}")
     return outcome
 
 
@@ -260,9 +240,9 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     if run.resumed is not None:
         result = run.resumed
     else:
-        timings = {"agent_seconds": run.outcome.duration}
         extra = dict(agent=rexmle_agent.name, options_key=rexmle_agent.options_key(), run_dir=str(run.folder.root),
-                     gpu=",".join(run.gpus) or None, timings=timings)
+                     gpu=",".join(run.gpus) or None,
+                     timings={"agent_seconds": run.outcome.duration})
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code

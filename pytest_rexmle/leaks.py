@@ -37,6 +37,7 @@ import math
 import tempfile
 from pathlib import Path
 
+from .documents import json_numbers
 from .hostile import RefusedFile, read_json
 from .leaderboard import Leaderboard
 from .jsonfile import write_json_atomic
@@ -76,12 +77,8 @@ def perfect_metrics(task: Task, answers_dir: Path, cache_dir: Path, answers_id: 
     if outcome.status != OK or outcome.metrics is None:
         raise ValueError(f"{task.id}: the answers do not grade as a submission ({outcome.reason})")
     if answers_id is not None:  # only a named set of answers can be cached without mixing two up
-        write_json_atomic(cached, {k: _finite_or_text(v) for k, v in outcome.metrics.items()})
+        write_json_atomic(cached, json_numbers(outcome.metrics))
     return dict(outcome.metrics)
-
-
-def _finite_or_text(value: float):
-    return value if math.isfinite(value) else str(value)
 
 
 def answers_reproduced(task: Task, metrics: dict[str, float], perfect: dict[str, float]) -> str | None:

@@ -8,6 +8,9 @@ so it is the same with or without xdist.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -56,21 +59,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
         _sweep_orphans(settings)
         config.pluginmanager.register(SessionSchedule(config, settings), PLUGIN_NAME)
-        _warn_network(notices)
-
-
-def _warn_network(notices: list[str]) -> None:
-    """Controller only: the network's warnings once per session (xdist workers say nothing)."""
-    import warnings
-
-    for notice in notices:
-        warnings.warn(notice, stacklevel=1)
+        for notice in notices:  # the network's warnings once per session, by the controller only
+            warnings.warn(notice, stacklevel=1)
 
 
 def private_folder(folder: Path) -> None:
     """Create ``folder`` readable by its owner only (0700), or make it so when this user owns it."""
-    import os
-
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if folder.stat().st_uid == os.geteuid():
@@ -89,8 +83,6 @@ def _sweep_orphans(settings) -> None:
         private_folder(folder)
     removed = runtime_for(settings).sweep_orphans() + recover_all(settings.runs_dir)
     if removed:
-        import warnings
-
         warnings.warn(f"rexmle: removed {removed} leftover run(s) of a dead session", stacklevel=1)
 
 
@@ -118,8 +110,6 @@ def _check_agent_and_runtime(settings) -> list[str]:
 
 def _identity_notice(settings) -> None:
     """Agents as root or as the harness's own uid only by explicit option, and then said out loud."""
-    import sys
-
     if settings.agent_as_root:
         print("rexmle: WARNING --rexmle-agent-as-root: agents run as uid 0 (no capabilities); run.json records "
               "agent_as_root", file=sys.stderr)
@@ -174,7 +164,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     agents = ",".join(settings.agents) or settings.agent
     return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}",
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
-
 
 
 @pytest.hookimpl(optionalhook=True)

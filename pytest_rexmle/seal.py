@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .data.synthetic.secret import cache_secret
 from .hostile import RefusedFile, read_bytes
+from .jsonfile import write_text_atomic
 from .paths import cache_home
 
 SEAL_SUFFIX = ".seal"
@@ -53,11 +54,8 @@ def seal_result(result_path: Path, run_key: dict | None, cache_dir: Path | None 
     """Seal the result file as grading wrote it (call right after writing it); returns the seal's path."""
     result_path = Path(result_path)
     data = read_bytes(result_path, MAX_RESULT_BYTES)
-    out = seal_path(result_path)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(f"{SCHEME} {_mac(_key(cache_dir), data, result_path.parent, run_key)}\n", encoding="ascii")
-    tmp.replace(out)
-    return out
+    mac = _mac(_key(cache_dir), data, result_path.parent, run_key)
+    return write_text_atomic(seal_path(result_path), f"{SCHEME} {mac}\n")
 
 
 def verify_result(result_path: Path, run_key: dict | None, cache_dir: Path | None = None) -> bytes:

@@ -10,6 +10,7 @@ option, else its ini-file twin (``rexmle_*`` in pytest.ini / ``[tool.pytest.ini_
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +24,15 @@ PRECEDENCE = ("command-line option > ini-file option (rexmle_* in pytest.ini or 
 ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 
 # (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"}
+# or the tuple of a string option's choices. The ini name less ``rexmle_`` is the Settings field.
 OPTIONS = [
     ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
      "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
      "names", None),
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to every agent, or AGENT:KEY=VALUE to one of "
      "several (repeatable)", "list", []),
-    ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic (small twins)", "str", "prepared"),
+    ("--rexmle-data", "rexmle_data", "prepared (real data from `rexmle prepare`) or synthetic "
+     "(small twins)", ("prepared", "synthetic"), "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
     ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox), docker (one container per run) or slurm "
      "(one cluster job per run, all submitted at session start)", "str", "local"),
@@ -43,7 +46,7 @@ OPTIONS = [
     ("--rexmle-seed", "rexmle_seed", "pin the seed of the synthetic twins (reproducible answers, which an agent "
      "that imports the generators can also rebuild); default: keyed by the cache's secret", "int", None),
     ("--rexmle-judge", "rexmle_judge", "capability judge for each run's logs: rules (offline, default) or llm "
-     "(any OpenAI-compatible endpoint)", "str", "rules"),
+     "(any OpenAI-compatible endpoint)", ("rules", "llm", "none"), "rules"),
     ("--rexmle-judge-model", "rexmle_judge_model", "model name for --rexmle-judge=llm", "str", None),
     ("--rexmle-judge-option", "rexmle_judge_options", "KEY=VALUE for the judge, e.g. base_url=... (repeatable)", "list", []),
     ("--rexmle-gpus", "rexmle_gpus", "GPU ids for the runs, e.g. 0,1,2,3, or none (default: $CUDA_VISIBLE_DEVICES, else "
@@ -57,9 +60,11 @@ OPTIONS = [
      "tasks' answers are downloadable, with a warning; not the host's loopback services; docker: Docker's bridge "
      "network; local: bwrap's own network namespace NATed by slirp4netns, else the host's network with a warning), "
      "host (the host's network, loopback services included) or none (no network at all; local: bwrap "
-     "--unshare-net, or Landlock + seccomp refusing IP sockets)", "str", "gateway"),
+     "--unshare-net, or Landlock + seccomp refusing IP sockets)",
+     ("gateway", "bridge", "host", "none"), "gateway"),
     ("--rexmle-sandbox", "rexmle_sandbox", "local runtime isolation: auto (default: bubblewrap where it can create "
-     "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not work)", "str", "auto"),
+     "namespaces, else Landlock), bwrap or landlock (forced; the session stops if it does not "
+     "work)", ("auto", "bwrap", "landlock"), "auto"),
     ("--rexmle-limit", "rexmle_limits", "raise or lower a per-run resource limit, NAME=VALUE with NAME in memory, "
      "processes, file_size, disk, tmp, open_files, shm, cpus, e.g. memory=64G or tmp=none (repeatable; over "
      "task.yaml `limits:`, for every runtime: local, docker, and the job's inner runtime under slurm)",
@@ -81,32 +86,27 @@ OPTIONS = [
     ("--rexmle-slurm-option", "rexmle_slurm_options", "slurm runtime: KEY=VALUE passed to sbatch as --KEY=VALUE, "
      "e.g. constraint=a100 or mem=64G (repeatable)", "list", []),
     ("--rexmle-slurm-inner", "rexmle_slurm_inner", "slurm runtime: what isolates the agent on the node: local "
-     "(bubblewrap, default) or docker", "str", "local"),
+     "(bubblewrap, default) or docker", ("local", "docker"), "local"),
     ("--rexmle-slurm-detach", "rexmle_slurm_detach", "slurm runtime: leave the jobs running when the session stops "
      "(Ctrl-C); a later --rexmle-resume re-attaches to them", "bool", False),
 ]
 
 
+#: each kind's command-line action and ini type ("names": repeatable on the command line,
+#: whitespace-separated in the ini file); any other kind is one string, from ``choices`` if a tuple
+KINDS = {"bool": ("store_true", "bool"), "list": ("append", "linelist"), "names": ("append", "args")}
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("rexmle", f"ReX-MLE medical-imaging agent benchmark (precedence: {PRECEDENCE})")
     for flag, ini, help_text, kind, default in OPTIONS:
-        dest = ini
-        if kind == "bool":
-            group.addoption(flag, action="store_true", default=None, dest=dest, help=help_text)
-            parser.addini(ini, help_text, type="bool", default=default)
-        elif kind == "list":
-            group.addoption(flag, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=help_text)
-            parser.addini(ini, help_text, type="linelist", default=default)
-        elif kind == "names":  # repeatable on the command line, whitespace-separated in the ini file
-            group.addoption(flag, action="append", default=None, dest=dest, help=help_text)
-            parser.addini(ini, help_text, type="args", default=default)
-        else:
-            choices = {"--rexmle-data": ("prepared", "synthetic"), "--rexmle-network": ("gateway", "bridge", "host", "none"),
-                       "--rexmle-sandbox": ("auto", "bwrap", "landlock"),
-                       "--rexmle-slurm-inner": ("local", "docker"),
-                       "--rexmle-judge": ("rules", "llm", "none")}.get(flag)
-            group.addoption(flag, action="store", default=None, dest=dest, choices=choices, help=help_text)
-            parser.addini(ini, help_text, type="string", default=None if default is None else str(default))
+        action, ini_type = KINDS.get(kind, ("store", "string"))
+        extra = {"metavar": "KEY=VALUE"} if kind == "list" else {}
+        if action == "store":
+            extra["choices"] = kind if isinstance(kind, tuple) else None
+            default = None if default is None else str(default)
+        group.addoption(flag, action=action, default=None, dest=ini, help=help_text, **extra)
+        parser.addini(ini, help_text, type=ini_type, default=default)
 
 
 def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.environ):
@@ -182,18 +182,6 @@ class Settings:
                 **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
 
 
-def _limits(pairs: list[str]) -> dict[str, str]:
-    """``--rexmle-limit`` pairs, checked now so a typo is one usage error, not a failed run per task."""
-    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
-
-    try:
-        pairs_by_name = parse_pairs(pairs)
-        Limits().with_overrides(pairs_by_name)
-    except LimitError as exc:
-        raise pytest.UsageError(f"--rexmle-limit: {exc}") from None
-    return pairs_by_name
-
-
 def agent_names(values) -> tuple[str, ...]:
     """The session's agents, in order, each once; ``--agent=a,b`` is the same as ``--agent=a --agent=b``."""
     names: list[str] = []
@@ -231,88 +219,63 @@ def parse_agent_options(pairs: list[str]) -> dict[str, str]:
 
 
 def read_settings(config: pytest.Config) -> Settings:
+    """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
+    parsing or a range check are replaced below, so that a typo is one usage error and not a failed
+    run per task."""
+    from .gateway.budget import Budget, BudgetError
     from .gpus import parse_gpus
+    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
+    from .runtime.sandbox.uids import UidRange, UidRangeError
 
-    v = {ini: _value(config, ini, kind, default) for _, ini, _, kind, default in OPTIONS}
+    v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
+         for _, ini, _, kind, default in OPTIONS}
     base = config.invocation_params.dir
 
     def folder(value) -> Path:
         path = Path(value).expanduser()
         return path if path.is_absolute() else base / path
 
-    data = v["rexmle_data"]
-    if data not in ("prepared", "synthetic"):
-        raise pytest.UsageError(f"--rexmle-data must be prepared or synthetic, got {data!r}")
-    time_limit = v["rexmle_time_limit"]
-    if time_limit is not None and time_limit <= 0:
+    if v["data"] not in ("prepared", "synthetic"):
+        raise pytest.UsageError(f"--rexmle-data must be prepared or synthetic, got {v['data']!r}")
+    if v["time_limit"] is not None and v["time_limit"] <= 0:
         raise pytest.UsageError("--rexmle-time-limit must be a positive number of seconds")
-    min_pct = v["rexmle_min_percentile"]
-    if not 0.0 <= min_pct <= 1.0:
+    if not 0.0 <= v["min_percentile"] <= 1.0:
         raise pytest.UsageError("--rexmle-min-percentile must be between 0 and 1")
-    agents = agent_names(v["rexmle_agent"])
-    by_agent = options_by_agent(list(v["rexmle_agent_options"] or []), agents)
-    return Settings(
+    if v["parallel"] is not None and v["parallel"] < 1:
+        raise pytest.UsageError(f"--rexmle-parallel must be at least 1, got {v['parallel']}")
+    agents = agent_names(v["agent"])
+    by_agent = options_by_agent(v["agent_options"], agents)
+    judge_model = v.pop("judge_model")
+    v.update(
         agent=agents[0] if agents else None,
-        agent_options=by_agent[agents[0]] if agents else parse_agent_options(list(v["rexmle_agent_options"] or [])),
+        agent_options=by_agent[agents[0]] if agents else parse_agent_options(v["agent_options"]),
         agents=agents,
         options_by_agent=by_agent,
-        data=data,
-        data_dir=folder(v["rexmle_data_dir"]) if v["rexmle_data_dir"] else default_data_dir(),
-        runtime=v["rexmle_runtime"],
-        time_limit=time_limit,
-        runs_dir=folder(v["rexmle_runs_dir"]),
-        report_dir=folder(v["rexmle_report_dir"]),
-        min_percentile=min_pct,
-        resume=bool(v["rexmle_resume"]),
-        prepare=bool(v["rexmle_prepare"]),
-        judge=v["rexmle_judge"],
-        judge_options={**parse_agent_options(list(v["rexmle_judge_options"] or [])),
-                       **({"model": v["rexmle_judge_model"]} if v["rexmle_judge_model"] else {})},
-        unsafe_local=bool(v["rexmle_unsafe_local"]),
-        seed=v["rexmle_seed"],
-        gpus=tuple(parse_gpus(v["rexmle_gpus"])),  # the whole list: the executor hands them to runs
-        parallel=_parallel(v["rexmle_parallel"]),
-        network=v["rexmle_network"],
-        slurm_partition=v["rexmle_slurm_partition"],
-        slurm_account=v["rexmle_slurm_account"],
-        slurm_qos=v["rexmle_slurm_qos"],
-        slurm_options=parse_agent_options(list(v["rexmle_slurm_options"] or [])),
-        slurm_inner=v["rexmle_slurm_inner"],
-        slurm_detach=bool(v["rexmle_slurm_detach"]),
-        sandbox=v["rexmle_sandbox"],
-        limits=_limits(list(v["rexmle_limits"] or [])),
-        agent_uids=_agent_uids(v["rexmle_agent_uids"]),
-        agent_as_root=bool(v["rexmle_agent_as_root"]),
-        unsafe_same_uid=bool(v["rexmle_unsafe_same_uid"]),
-        budget=_budget(v["rexmle_budget"]),
-        egress_allow=tuple(h.strip() for h in (v["rexmle_egress_allow"] or []) if h.strip()),
+        data_dir=folder(v["data_dir"]) if v["data_dir"] else default_data_dir(),
+        runs_dir=folder(v["runs_dir"]),
+        report_dir=folder(v["report_dir"]),
+        judge_options={**parse_agent_options(v["judge_options"]),
+                       **({"model": judge_model} if judge_model else {})},
+        gpus=tuple(parse_gpus(v["gpus"])),  # the whole list: the executor hands them to runs
+        slurm_options=parse_agent_options(v["slurm_options"]),
+        egress_allow=tuple(h.strip() for h in v["egress_allow"] if h.strip()),
     )
+    with _usage_error("--rexmle-limit", LimitError):
+        v["limits"] = parse_pairs(v["limits"])
+        Limits().with_overrides(v["limits"])
+    with _usage_error("--rexmle-agent-uids", UidRangeError):
+        if v["agent_uids"] is not None:
+            UidRange.parse(v["agent_uids"])
+    with _usage_error("--rexmle-budget", BudgetError):
+        v["budget"] = v["budget"].strip() if Budget.parse(v["budget"]) is not None else None
+    return Settings(**v)
 
 
-def _agent_uids(value: str | None) -> str | None:
-    """``--rexmle-agent-uids`` checked now: a typo is one usage error, not a failed run per task."""
-    from .runtime.sandbox.uids import UidRange, UidRangeError
-
-    if value is None:
-        return None
+@contextmanager
+def _usage_error(option: str, error: type[Exception]):
+    """A value checked now, while the session starts: a typo is one usage error naming the option, not a
+    failed run per task."""
     try:
-        UidRange.parse(value)
-    except UidRangeError as exc:
-        raise pytest.UsageError(f"--rexmle-agent-uids: {exc}") from None
-    return value
-
-
-def _budget(text: str | None) -> str | None:
-    """``--rexmle-budget`` checked now, so a typo is one usage error and not a failed run per task."""
-    from .gateway.budget import Budget, BudgetError
-
-    try:
-        return text.strip() if Budget.parse(text) is not None else None
-    except BudgetError as exc:
-        raise pytest.UsageError(f"--rexmle-budget: {exc}") from None
-
-
-def _parallel(value: int | None) -> int | None:
-    if value is not None and value < 1:
-        raise pytest.UsageError(f"--rexmle-parallel must be at least 1, got {value}")
-    return value
+        yield
+    except error as exc:
+        raise pytest.UsageError(f"{option}: {exc}") from None

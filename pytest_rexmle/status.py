@@ -38,6 +38,7 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     rows = []
     unfinished: dict[str, list[dict]] = {}
+    pending: list[tuple[dict, dict]] = []  # each unfinished run's row and run.json
     for meta_path in sorted(runs_dir.glob("*/*/*/run.json")):
         try:
             meta = json.loads(meta_path.read_text())
@@ -60,12 +61,11 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
             started = datetime.fromisoformat(meta["started"])
             row.update(state="running", elapsed=(now - started).total_seconds())
             unfinished.setdefault(meta.get("runtime") or "local", []).append({**meta, "run_dir": str(run_dir)})
-            row["_meta"] = meta
+            pending.append((row, meta))
         rows.append(row)
     _add_scheduler_states(rows, unfinished)
-    for row in rows:
-        meta = row.pop("_meta", None)
-        if meta is not None and not row.get("scheduler"):
+    for row, meta in pending:
+        if not row.get("scheduler"):
             _settle_unfinished(row, meta, Path(row["run_dir"]))
     return rows
 

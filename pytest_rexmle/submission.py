@@ -120,8 +120,7 @@ def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected
     if "\x00" in text:
         raise InvalidSubmission(f"{what} contains NUL bytes")
     try:
-        reader = csv.reader(io.StringIO(text, newline=""))
-        rows = list(reader)
+        rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
         raise InvalidSubmission(f"{what} is not valid CSV: {exc}") from None
     if not rows:
@@ -137,9 +136,7 @@ def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected
     for line_no, row in enumerate(rows[1:], start=2):
         if not row or all(not cell.strip() for cell in row):
             continue
-        if len(row) < len(header):
-            row = row + [""] * (len(header) - len(row))
-        record = {name: row[i].strip() for name, i in index.items()}
+        record = {name: row[i].strip() if i < len(row) else "" for name, i in index.items()}
         case_id = record[id_column]
         if not case_id:
             raise InvalidSubmission(f"{what} line {line_no}: empty {id_column!r}")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationInfo, field_validator
 
@@ -172,7 +172,6 @@ class Task(BaseModel):
     def time_limit_seconds(self) -> float:
         return self.time_limit_hours * 3600.0
 
-
     @property
     def implemented(self) -> bool:
         return self.grader is not None and self.synthetic is not None
@@ -248,9 +247,6 @@ class TaskRegistry:
     def __iter__(self):
         return iter(self._tasks[k] for k in sorted(self._tasks))
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     @property
     def ids(self) -> list[str]:
         return sorted(self._tasks)
@@ -261,9 +257,6 @@ class TaskRegistry:
             return self._tasks[self._aliases[name]]
         except KeyError:
             raise UnknownTaskError(f"unknown task {name!r}; known tasks: {', '.join(self.ids)}") from None
-
-    def select(self, names: Iterable[str]) -> list[Task]:
-        return [self.get(n) for n in names]
 
 
 @functools.lru_cache(maxsize=8)

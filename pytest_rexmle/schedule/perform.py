@@ -66,7 +66,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
             board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit,
                         result=begun.resumed.to_json(), warnings=texts(said))
             return
-        run_dir = str(begun.folder.root)
+        run_dir = str(begun.launched.folder.root)
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
         sampler = Sampler(gpus, unavailable=remote)
