@@ -93,8 +93,8 @@ def _data(settings, task, task_data):
 
     try:
         return prepare_task(task, settings.data_dir, progress=False)
-    except ManualDownloadRequired as exc:
-        raise DataNotPreparedError(str(exc)) from None
+    except ManualDownloadRequired as exc:  # the item skips with the page to download from
+        raise DataNotPreparedError(str(exc), f"rexmle prepare {task.id} --data-dir {settings.data_dir}") from None
 
 
 def write_settings(board: Board, settings) -> None:

@@ -1,0 +1,28 @@
+"""A run's data step under ``--rexmle-prepare``: a source that needs a manual download skips the item."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_rexmle.data.prepare import ManualDownloadRequired
+from pytest_rexmle.errors import DataNotPreparedError
+from pytest_rexmle.schedule import perform
+
+
+def test_manual_download_becomes_a_skip_reason_with_the_prepare_command(tmp_path, monkeypatch):
+    task = SimpleNamespace(id="panther-t1")
+    settings = SimpleNamespace(prepare=True, data_dir=tmp_path)
+
+    def not_prepared(settings, task):
+        raise DataNotPreparedError("not prepared", "rexmle prepare panther-t1")
+
+    def needs_click(task, data_dir, progress):
+        raise ManualDownloadRequired("download part1.zip from https://drive.example/page by hand")
+
+    monkeypatch.setattr("pytest_rexmle.data.prepare.prepare_task", needs_click)
+    with pytest.raises(DataNotPreparedError) as info:
+        perform._data(settings, task, not_prepared)
+    assert "part1.zip" in str(info.value)
+    assert info.value.command == f"rexmle prepare panther-t1 --data-dir {tmp_path}"
