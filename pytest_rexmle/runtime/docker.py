@@ -62,6 +62,7 @@ session with that fix.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -76,8 +77,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import write_text_atomic
 from . import agent_tools, gateway_link, staging
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
+from .base import (Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under,
+                   trap_sigterm)
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
@@ -106,10 +109,6 @@ SELF_KILL_GRACE_SECONDS = 10.0
 SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
                 "(`pip install docker`; on CI: .ci/docker-setup.sh)")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived during a run: unwind like Ctrl-C so every ``finally`` (container removal) runs."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class DockerRuntime(Runtime):
                  **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
-            self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
+            self.settings = dataclasses.replace(self.settings, image=image)
         self._client = client
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.agent_uids = UidRange.parse(agent_uids)
@@ -214,10 +213,6 @@ class DockerRuntime(Runtime):
     def check(self) -> None:
         self.client  # noqa: B018  (connects, or raises RuntimeUnavailable with the fix)
 
-    def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
-                "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
-
     # -- container description --------------------------------------------------------------------------
     def user_for(self, spec: RunSpec) -> tuple[int, int]:
         """The run folder's owner, unless that is root: agents never run as root (a root harness's
@@ -227,10 +222,9 @@ class DockerRuntime(Runtime):
             return FALLBACK_UID, FALLBACK_UID
         return st.st_uid, st.st_gid
 
-    def mounts(self, spec: RunSpec, policy: SandboxPolicy | None = None) -> list[tuple[Path, str, bool]]:
+    def mounts(self, spec: RunSpec, policy: SandboxPolicy) -> list[tuple[Path, str, bool]]:
         """(host source, container target, read_only) for every bind mount: the policy's folders at their
         contract paths, then the agent's tools; answers are never among them."""
-        policy = policy or self.policy(spec)
         inside = self.contract_paths(spec)
         binds = [(m.source, inside[m.role], not m.writable) for m in policy.mounts]
         tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
@@ -272,16 +266,13 @@ class DockerRuntime(Runtime):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
         return env
 
-    def labels(self, spec: RunSpec, limits: ContainerLimits | None = None) -> dict[str, str]:
+    def labels(self, spec: RunSpec, limits: ContainerLimits) -> dict[str, str]:
         """Host-side bookkeeping (the agent cannot read its own labels): who started it, for the sweep."""
         pid = os.getpid()
-        labels = {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
-                  f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": process_start(pid) or "",
-                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
-                  f"{LABEL}.gpus": ",".join(spec.gpus)}
-        if limits is not None:
-            labels[f"{LABEL}.deadline_s"] = str(limits.deadline)
-        return labels
+        return {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
+                f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": process_start(pid) or "",
+                f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
+                f"{LABEL}.gpus": ",".join(spec.gpus), f"{LABEL}.deadline_s": str(limits.deadline)}
 
     def container_limits(self, policy: SandboxPolicy, host_memory: int | None = None) -> ContainerLimits:
         """The policy's limits as the engine takes them; an unlimited one gets the container default.
@@ -331,12 +322,9 @@ class DockerRuntime(Runtime):
         for cover in self.hidden_tmpfs(policy, binds):
             tmpfs[cover] = "ro,size=4k,mode=0555"
         cpus = limits.cpus if not ncpu else min(limits.cpus, float(ncpu))
-        cwd = Path(self.contract_paths(spec)["workspace"])
-        if spec.cwd is not None:
-            cwd = cwd / spec.cwd.relative_to(spec.workspace)
         kwargs: dict[str, Any] = dict(
             image=image, command=self.command(spec, limits), environment=self.environment(spec, image_env),
-            working_dir=str(cwd), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
+            working_dir=str(self.workdir(spec)), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
             name=f"rexmle-{spec.task_id}-{uuid.uuid4().hex[:10]}", hostname="rexmle-agent",
             mounts=mounts, tmpfs=tmpfs, read_only=self.settings.read_only, init=True,
             network_mode=self.network_mode(policy.network),
@@ -399,7 +387,7 @@ class DockerRuntime(Runtime):
                 finally:
                     staging.remove_tree(tools)
                     # before anything reads them, and before the uid may serve another run
-                    hand_back([staged.workspace, staged.submission], Identity(*user), _owner_of(staged.workspace))
+                    hand_back([staged.workspace, staged.submission], Identity(*user), folder_owner(staged.workspace))
         finally:
             if lease is not None:
                 lease.release()
@@ -414,7 +402,6 @@ class DockerRuntime(Runtime):
             return self._run_agent_container(spec, policy, image_name, image, user)
         gateway_run = gateway_link.open_run(self.gateway, spec, policy)
         listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
-        record: dict = {}
         try:
             spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
             outcome = self._run_agent_container(spec, policy, image_name, image, user, gateway_run, listeners)
@@ -453,7 +440,7 @@ class DockerRuntime(Runtime):
 
     def _run_agent_container(self, spec: RunSpec, policy: SandboxPolicy, image_name: str, image,
                              user: tuple[int, int], gateway_run=None, listeners: list | None = None) -> RunOutcome:
-        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
+        stdout_path, stderr_path = agent_logs(spec)
         self._prepare_folders(spec, user)
         info = self._engine_info()
         host_memory = int(info.get("MemTotal") or 0) or None
@@ -467,13 +454,12 @@ class DockerRuntime(Runtime):
                                    "seccomp": _seccomp_profile(info)}
         container = holder = None
         threads: list[threading.Thread] = []
-        restore = self._trap_sigterm()
+        restore = trap_sigterm()
         start = time.monotonic()
         timed_out = False
         try:
             if gateway_run is not None:
-                holder = self._network_holder(spec, image_name, limits, gateway_run,
-                                              listeners if listeners is not None else [])
+                holder = self._network_holder(spec, image_name, limits, gateway_run, listeners)
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
                 details["network"] = "gateway"
@@ -506,16 +492,16 @@ class DockerRuntime(Runtime):
                         interrupted = interrupted or exc
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
-            restore()
+            if restore is not None:
+                restore()
             if interrupted is not None:
                 raise interrupted
         exceeded = self.exceeded_limit(limits, details["oom_killed"], exit_code)
         if exceeded:
             details["limit_exceeded"] = exceeded
-        outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details)
-        if exceeded and hasattr(outcome, "killed"):
-            outcome.killed = exceeded  # a limit is a FAIL whatever the agent left
-        return outcome
+        # a limit is a FAIL whatever the agent left
+        return RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details,
+                          killed=exceeded)
 
     @staticmethod
     def exceeded_limit(limits: ContainerLimits, oom_killed: bool, exit_code: int | None) -> str | None:
@@ -548,9 +534,7 @@ class DockerRuntime(Runtime):
                   "pids_limit": host.get("PidsLimit"), "runtime": host.get("Runtime"), "cap_drop": host.get("CapDrop"),
                   "security_opt": host.get("SecurityOpt"), "ulimits": host.get("Ulimits"),
                   "memory_swap": host.get("MemorySwap")}
-        tmp = spec.logs / "docker.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-        tmp.replace(spec.logs / "docker.json")
+        write_text_atomic(spec.logs / "docker.json", json.dumps(record, indent=2, sort_keys=True))
 
     @staticmethod
     def _stream(container, path: Path, stdout: bool) -> threading.Thread:
@@ -579,14 +563,10 @@ class DockerRuntime(Runtime):
             time.sleep(POLL_SECONDS)
 
     def _kill(self, container) -> None:
-        try:
+        with contextlib.suppress(Exception):
             container.kill()
-        except Exception:
-            pass
-        try:
+        with contextlib.suppress(Exception):
             container.reload()
-        except Exception:
-            pass
 
     @staticmethod
     def _remove(container) -> None:
@@ -605,23 +585,6 @@ class DockerRuntime(Runtime):
                 time.sleep(0.5 * (attempt + 1))
         if interrupted is not None:
             raise interrupted
-
-    @staticmethod
-    def _trap_sigterm():
-        """On the main thread, SIGTERM becomes :class:`Terminated` for the duration of the run."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_term(signum, frame):
-            raise Terminated(f"received signal {signum}; the agent's container was removed")
-
-        signal.signal(signal.SIGTERM, on_term)
-
-        def restore() -> None:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-        return restore
 
     # -- leftovers -----------------------------------------------------------------------------------------
     def sweep_orphans(self) -> int:
@@ -648,11 +611,6 @@ def _default_nofile() -> int:
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
-
-
-def _owner_of(path: Path) -> tuple[int, int]:
-    st = os.lstat(path.parent)
-    return st.st_uid, st.st_gid
 
 
 def _seccomp_profile(info: dict) -> str | None:

@@ -50,11 +50,12 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
+from .base import Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import SYSTEM_DIRS, args_blob
 from .sandbox.bwrap import render as render_bwrap
@@ -205,15 +206,15 @@ class LocalRuntime(Runtime):
         return dataclasses.replace(spec, stage=staging.plan(spec))
 
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        if self.mechanism() != "bwrap":  # Landlock (and unsafe) see real paths: the stage's, when there is one
-            if spec.stage is not None:
-                stage = spec.stage
-                return {"data": str(stage / staging.DATA), "workspace": str(stage / "workspace"),
-                        "submission": str(stage / "submission"), "instructions": str(stage / staging.INSTRUCTIONS)}
-            return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
-                    "submission": str(spec.submission), "instructions": str(spec.instructions)}
-        return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
-                "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
+        if self.mechanism() == "bwrap":
+            return super().contract_paths(spec)
+        # Landlock (and unsafe) see real paths: the stage's, when there is one
+        if spec.stage is not None:
+            stage = spec.stage
+            return {"data": str(stage / staging.DATA), "workspace": str(stage / "workspace"),
+                    "submission": str(stage / "submission"), "instructions": str(stage / staging.INSTRUCTIONS)}
+        return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
+                "submission": str(spec.submission), "instructions": str(spec.instructions)}
 
     # -- sandbox construction ------------------------------------------------------------------------
     def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
@@ -222,10 +223,6 @@ class LocalRuntime(Runtime):
                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp}
         env.update(spec.env)
         return env
-
-    def _cwd(self, spec: RunSpec) -> str:
-        inside = Path(self.contract_paths(spec)["workspace"])
-        return str(inside / spec.cwd.relative_to(spec.workspace)) if spec.cwd is not None else str(inside)
 
     def identity(self, spec: RunSpec) -> tuple[ident.Identity, Lease | None]:
         """The host uid the agent runs as and the lease holding it (see sandbox/identity.py): a root
@@ -271,7 +268,7 @@ class LocalRuntime(Runtime):
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": list(spec.argv),
                 "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), inside_tools),
-                "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
+                "cwd": str(self.workdir(spec)), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": network, "gateway": gateway, "pdeathsig": True,
                 # Landlock leaves the host's /run (munge, databases, Docker) visible and does not filter
@@ -349,8 +346,7 @@ class LocalRuntime(Runtime):
     # -- running ---------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
         mechanism = self.mechanism()
-        spec.logs.mkdir(parents=True, exist_ok=True)
-        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
+        stdout_path, stderr_path = agent_logs(spec)
         for path in (stdout_path, stderr_path):
             path.touch()
         if mechanism == "none":
@@ -372,14 +368,14 @@ class LocalRuntime(Runtime):
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
         tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin")
         who, lease = self.identity(spec)
-        owner = _owner(spec.workspace)
+        owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
         leftovers = 0
         stray_jobs: list[str] = []
         channel: ListenerChannel | None = None
-        hookup: _GatewayHookup | None = None
+        listeners: list = []  # the gateway's listener, received from the sandbox's first process
         gateway_run = None
         record: dict | None = None
         try:
@@ -414,16 +410,16 @@ class LocalRuntime(Runtime):
                 argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
-            hookup = _GatewayHookup(channel, gateway_run) if channel else None
-            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
-                                      hookup)
+            pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
+            outcome = self._supervise(spec, argv, pass_fds, cgroup, limits, tmp, stdout_path, stderr_path,
+                                      lambda proc: self._connect(proc, bridge, channel, gateway_run, listeners))
         finally:
             if bridge is not None:
                 bridge.close()
             if channel is not None:
                 channel.close()
             if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
-                record = gateway_link.close_run(gateway_run, hookup.listeners if hookup else [])
+                record = gateway_link.close_run(gateway_run, listeners)
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -460,27 +456,18 @@ class LocalRuntime(Runtime):
                                                       "network-namespace")
         return outcome
 
-    def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
-                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None,
-                   gateway: "_GatewayHookup | None" = None) -> RunOutcome:
+    def _supervise(self, spec: RunSpec, argv: list[str], pass_fds: tuple[int, ...], cgroup: RunCgroup | None,
+                   limits: Limits, tmp: Path, stdout_path: Path, stderr_path: Path,
+                   connect: Callable[[subprocess.Popen], None]) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ()),
-                                                       *((gateway.channel.child_fd,) if gateway else ())),
-                                    start_new_session=True, preexec_fn=join)
+                                    cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
             try:
-                if bridge is not None:  # the agent starts only once its network is up
-                    try:
-                        bridge.connect(proc)
-                    except NetworkSetupError as exc:
-                        raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
-                                                 f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
-                if gateway is not None:  # the listener is already listening: the agent's connects queue
-                    gateway.connect(proc)
+                connect(proc)  # the agent starts only once its network is up
                 next_disk = start
                 while True:
                     if wait_exit(proc, POLL_SECONDS):
@@ -507,6 +494,25 @@ class LocalRuntime(Runtime):
             outcome.note = outcome.killed = message
             outcome.details["limit_exceeded"] = name
         return outcome
+
+    @staticmethod
+    def _connect(proc: subprocess.Popen, bridge: SlirpNetwork | None, channel: ListenerChannel | None, gateway_run,
+                 listeners: list) -> None:
+        """Give the started sandbox its network: slirp4netns for ``bridge``; for ``gateway``, the listener its
+        first process made goes to the gateway (it is already listening: the agent's connects queue)."""
+        if bridge is not None:
+            try:
+                bridge.connect(proc)
+            except NetworkSetupError as exc:
+                raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
+                                         f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
+        if channel is not None:
+            try:
+                listeners.append(channel.receive(proc))
+            except GatewayNetworkError as exc:
+                raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: "
+                                         f"{exc}") from None
+            gateway_run.serve(listeners[-1])
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
@@ -554,12 +560,6 @@ class LocalRuntime(Runtime):
             proc.wait()
 
 
-def _owner(path: Path) -> tuple[int, int]:
-    """Who owns the run's folders before the agent gets them (the harness's user)."""
-    st = os.lstat(path.parent)
-    return st.st_uid, st.st_gid
-
-
 #: set once the session has said its network warnings (the controller, see plugin.py): runs stay quiet
 SESSION_WARNED = "<session>"
 
@@ -572,22 +572,6 @@ def _fallback_message(why: str) -> str:
     return (f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they reach "
             f"services listening on the host's loopback: {why}; --rexmle-network=gateway (the default) or none "
             "keep them off it")
-
-
-class _GatewayHookup:
-    """The run's gateway listener on its way from the sandbox's first process to the gateway."""
-
-    def __init__(self, channel: ListenerChannel, run) -> None:
-        self.channel, self.run = channel, run
-        self.listeners: list = []
-
-    def connect(self, proc: subprocess.Popen) -> None:
-        try:
-            listener = self.channel.receive(proc)
-        except GatewayNetworkError as exc:
-            raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: {exc}") from None
-        self.listeners.append(listener)
-        self.run.serve(listener)
 
 
 PORT_MODE_NOTE = ("--rexmle-network=gateway under Landlock without a network namespace (none can be created "

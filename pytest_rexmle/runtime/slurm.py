@@ -24,16 +24,18 @@ import json
 import math
 import os
 import shlex
-import signal
+import shutil
 import subprocess
 import sys
 import threading
 import time
+import uuid
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable
+from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, trap_sigterm
 from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
 from .sacct import ACCOUNTING
 
@@ -59,14 +61,6 @@ class Submitted:
 
 class SlurmJobError(Exception):
     """The job ended without running the agent to an outcome (the node could not start it): a harness error."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM to the session: unwind like Ctrl-C, so the session's jobs are cancelled on the way out."""
-
-
-def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
-    raise Terminated("SIGTERM")
 
 
 @dataclass(frozen=True)
@@ -130,9 +124,7 @@ class SlurmHandle(RunHandle):
         if state == "COMPLETED" and outcome_path.is_file():
             return outcome_from_json(json.loads(outcome_path.read_text()))
         info = self.info()
-        logs = self.spec.logs
-        logs.mkdir(parents=True, exist_ok=True)
-        stdout, stderr = logs / "agent.stdout.log", logs / "agent.stderr.log"
+        stdout, stderr = agent_logs(self.spec)
         if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
             raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
                                 f"{_tail(self.job.stderr)}")
@@ -179,7 +171,7 @@ class SlurmRuntime(Runtime):
         self._lock = threading.Lock()
         self._cluster_gpus: bool | None = None
         self._last_poll = 0.0
-        self._previous_sigterm = None
+        self._restore_sigterm = None  # set while SIGTERM raises Terminated (base.py): jobs are cancelled on the way out
         self._atexit = False
 
     @classmethod
@@ -199,7 +191,7 @@ class SlurmRuntime(Runtime):
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
         return cls(SlurmSettings(shared_paths=shared,
                                  probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
-partition=settings.slurm_partition, account=settings.slurm_account,
+                                 partition=settings.slurm_partition, account=settings.slurm_account,
                                  qos=settings.slurm_qos, options=dict(settings.slurm_options),
                                  inner=settings.slurm_inner, inner_options=inner_options,
                                  detach=settings.slurm_detach,
@@ -225,7 +217,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         except ImportError:
             raise RuntimeUnavailable("the slurm runtime needs submitit (`pip install 'submitit>=1.5'`)") from None
         for tool in ("sbatch", "sacct", "squeue", "scancel"):
-            if not _which(tool):
+            if not shutil.which(tool):
                 raise RuntimeUnavailable(f"{tool} not found. {INSTALL_HINT}")
         probe = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], capture_output=True, text=True)
         if probe.returncode != 0:
@@ -241,8 +233,6 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         Without it a non-shared folder shows up as twenty identical FAILs hours later. The runs folder gets
         a fresh token file, so a node-local folder that merely has the same name does not pass.
         """
-        import uuid
-
         runs = dict(self.settings.shared_paths).get("runs folder")
         # a path missing here too (data not prepared yet) is not a sharing problem: the items say what to do
         checks = [(what, path) for what, path in self.settings.shared_paths if what != "runs folder" and path.exists()]
@@ -268,8 +258,6 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                 job_id = stdout.strip().split(";")[0]
                 if job_id:
                     subprocess.run(["scancel", job_id], capture_output=True)
-                import warnings
-
                 warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
                               f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
                               f"the nodes share", stacklevel=1)
@@ -324,9 +312,9 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         with self._lock:
             ids = sorted(self._live)
             self._live.clear()
-        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+        if self._restore_sigterm is not None and threading.current_thread() is threading.main_thread():
+            self._restore_sigterm()
+            self._restore_sigterm = None
         if ids and not self.settings.detach:
             subprocess.run(["scancel", *ids], capture_output=True)
 
@@ -380,8 +368,6 @@ partition=settings.slurm_partition, account=settings.slurm_account,
 
     def resubmit(self, handle: SlurmHandle, state: str) -> None:
         """Preemption or node failure is not the agent's fault: run it again once, from an empty submission."""
-        import shutil
-
         for child in handle.spec.submission.iterdir():
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         (handle.folder / OUTCOME_NAME).unlink(missing_ok=True)
@@ -394,8 +380,8 @@ partition=settings.slurm_partition, account=settings.slurm_account,
     def _track(self, handle: SlurmHandle) -> None:
         with self._lock:
             self._live[handle.job_id] = handle
-        if self._previous_sigterm is None and threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        if self._restore_sigterm is None:
+            self._restore_sigterm = trap_sigterm()
         if not self._atexit:
             atexit.register(self.close)  # a session that dies on an exception still cancels its jobs
             self._atexit = True
@@ -485,9 +471,3 @@ def _job_stderr(folder: Path, job_id: str) -> Path:
     import submitit
 
     return Path(submitit.SlurmJob(folder=folder, job_id=job_id).paths.stderr)
-
-
-def _which(tool: str) -> str | None:
-    import shutil
-
-    return shutil.which(tool)
