@@ -105,11 +105,11 @@ def close_run(run: GatewayRun, listeners: list) -> dict:
     return run.close()
 
 
-def record_details(record: dict, network: str = "gateway") -> dict:
+def record_details(record: dict) -> dict:
     """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``): the record itself under
     ``gateway`` (``run.finish`` turns it into run.json's fields) and, so that run.json has them whichever
     side is present, its ``usage``, ``egress`` and ``budget_exhausted``."""
-    details: dict = {"network": network, "gateway": record}
+    details: dict = {"network": "gateway", "gateway": record}
     for key in ("usage", "egress", "budget_exhausted"):
         if key in record:
             details[key] = record[key]

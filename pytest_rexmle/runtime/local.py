@@ -411,7 +411,7 @@ class LocalRuntime(Runtime):
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
-            outcome = self._supervise(spec, argv, pass_fds, cgroup, limits, tmp, stdout_path, stderr_path,
+            outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
                                       lambda proc: self._connect(proc, bridge, channel, gateway_run, listeners))
         finally:
             if bridge is not None:
@@ -456,8 +456,8 @@ class LocalRuntime(Runtime):
                                                       "network-namespace")
         return outcome
 
-    def _supervise(self, spec: RunSpec, argv: list[str], pass_fds: tuple[int, ...], cgroup: RunCgroup | None,
-                   limits: Limits, tmp: Path, stdout_path: Path, stderr_path: Path,
+    def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
+                   cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
                    connect: Callable[[subprocess.Popen], None]) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
@@ -469,16 +469,13 @@ class LocalRuntime(Runtime):
             try:
                 connect(proc)  # the agent starts only once its network is up
                 next_disk = start
-                while True:
-                    if wait_exit(proc, POLL_SECONDS):
-                        break
+                while not wait_exit(proc, POLL_SECONDS):
                     now = time.monotonic()
-                    if now - start >= spec.time_limit:
+                    if now - start >= policy.time_limit:
                         timed_out = True
                         break
                     if now >= next_disk:
-                        exceeded = _disk_exceeded(spec, limits, tmp)
-                        if exceeded:
+                        if exceeded := _disk_exceeded(policy, tmp):
                             break
                         next_disk = now + DISK_POLL_SECONDS
             finally:
@@ -487,7 +484,7 @@ class LocalRuntime(Runtime):
         duration = time.monotonic() - start
         exit_code = None if (timed_out or exceeded) else proc.returncode
         if exceeded is None and not timed_out:
-            exceeded = _limit_hit(exit_code, stderr_path, cgroup, limits)
+            exceeded = _limit_hit(exit_code, stderr_path, cgroup, policy.limits)
         outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path)
         if exceeded:  # a FAIL naming the limit, whatever the agent left (see run.killed_reason)
             name, message = exceeded
@@ -667,9 +664,10 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
     return join
 
 
-def _disk_exceeded(spec: RunSpec, limits: Limits, tmp: Path) -> tuple[str, str] | None:
+def _disk_exceeded(policy: run_policy.SandboxPolicy, tmp: Path) -> tuple[str, str] | None:
+    limits = policy.limits
     if limits.disk is not None:
-        used = disk_usage(spec.workspace) + disk_usage(spec.submission)
+        used = sum(disk_usage(path) for path in policy.read_write)  # workspace and submission
         if used > limits.disk:
             return "disk", exceeded_message(limits, "disk", f"workspace and submission use {used / 2**20:.0f} MiB")
     if limits.tmp is not None:

@@ -51,14 +51,6 @@ INSTALL_HINT = ("the slurm runtime needs the Slurm client tools (sbatch, sacct, 
                 "cluster with accounting (slurmdbd); to try it on one machine run `sudo .ci/slurm-setup.sh`")
 
 
-@dataclass(frozen=True)
-class Submitted:
-    """A submitted job as the harness keeps it: its id and the job log submitit writes."""
-
-    job_id: str
-    stderr: Path
-
-
 class SlurmJobError(Exception):
     """The job ended without running the agent to an outcome (the node could not start it): a harness error."""
 
@@ -85,19 +77,18 @@ def _state_name(raw: str) -> str:
 
 
 class SlurmHandle(RunHandle):
-    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: "Submitted", folder: Path, attempts: int = 1) -> None:
-        super().__init__(runtime, spec)
-        self.job, self.folder, self.attempts = job, folder, attempts
-        self.submitted = datetime.now(timezone.utc).isoformat()
+    """A submitted job: its id and the job log submitit writes (both change when it is resubmitted)."""
 
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
+    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: tuple[str, Path], folder: Path,
+                 attempts: int = 1) -> None:
+        super().__init__(runtime, spec)
+        (self.job_id, self.stderr), self.folder, self.attempts = job, folder, attempts
+        self.submitted = datetime.now(timezone.utc).isoformat()
 
     def record(self) -> dict:
         return {"slurm": {"job_id": self.job_id, "folder": str(self.folder), "attempts": self.attempts,
                           "submitted": self.submitted, "detached": self.runtime.settings.detach,
-                          "stderr": str(self.job.stderr)}}
+                          "stderr": str(self.stderr)}}
 
     def info(self, mode: str = "cache") -> dict:
         return ACCOUNTING.get_info(self.job_id, mode=mode)
@@ -127,7 +118,7 @@ class SlurmHandle(RunHandle):
         stdout, stderr = agent_logs(self.spec)
         if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
             raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
-                                f"{_tail(self.job.stderr)}")
+                                f"{_tail(self.stderr)}")
         limit = info.get("Timelimit") or "?"
         detail = f"Slurm job {self.job_id} ended {info.get('State') or state}"
         detail += f" after {info.get('Elapsed') or '?'} (Slurm --time {limit})" if state == "TIMEOUT" else \
@@ -299,7 +290,7 @@ class SlurmRuntime(Runtime):
             return None
         spec = read_spec(folder / SPEC_NAME)[0]
         stderr = Path(slurm["stderr"]) if slurm.get("stderr") else _job_stderr(folder, str(job_id))
-        handle = SlurmHandle(self, spec, Submitted(str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
+        handle = SlurmHandle(self, spec, (str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
         if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
                 and _controller_state(str(job_id)) is None):
@@ -353,7 +344,7 @@ class SlurmRuntime(Runtime):
             params["gres"] = f"gpu:{gpus}"
         return params
 
-    def _submit(self, spec: RunSpec, folder: Path):
+    def _submit(self, spec: RunSpec, folder: Path) -> tuple[str, Path]:
         import submitit
 
         from .slurm_job import node_main
@@ -361,17 +352,17 @@ class SlurmRuntime(Runtime):
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))
         job = executor.submit(node_main, str(folder / SPEC_NAME))
-        submitted = Submitted(str(job.job_id), Path(job.paths.stderr))
-        (folder / JOB_ID_NOTE).write_text(submitted.job_id)  # a session killed before run.json has it still re-attaches
-        ACCOUNTING.register(submitted.job_id)
-        return submitted
+        job_id = str(job.job_id)
+        (folder / JOB_ID_NOTE).write_text(job_id)  # a session killed before run.json has it still re-attaches
+        ACCOUNTING.register(job_id)
+        return job_id, Path(job.paths.stderr)
 
     def resubmit(self, handle: SlurmHandle, state: str) -> None:
         """Preemption or node failure is not the agent's fault: run it again once, from an empty submission."""
         for child in handle.spec.submission.iterdir():
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         (handle.folder / OUTCOME_NAME).unlink(missing_ok=True)
-        handle.job = self._submit(handle.spec, handle.folder)
+        handle.job_id, handle.stderr = self._submit(handle.spec, handle.folder)
         handle.attempts += 1
         _append_run_record(handle.spec, {"requeued_after": state, **handle.record()})
         self._track(handle)
