@@ -84,7 +84,7 @@ from .base import (Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs,
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
-from .sandbox.identity import Identity, hand_back
+from .sandbox.identity import Identity, hand_back, hand_over
 from .sandbox.limits import Limits, format_size
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
@@ -345,16 +345,6 @@ class DockerRuntime(Runtime):
         return kwargs
 
     # -- running -------------------------------------------------------------------------------------------
-    def _prepare_folders(self, spec: RunSpec, user: tuple[int, int]) -> None:
-        """Hand the writable mounts to the container user (only needed, and only possible, as root)."""
-        if os.geteuid() != 0:
-            return
-        for top in (spec.workspace, spec.submission):
-            for root, dirs, files in os.walk(top):
-                for name in [*dirs, *files]:
-                    os.lchown(os.path.join(root, name), *user)
-            os.chown(top, *user)
-
     def _image(self, spec: RunSpec):
         import docker.errors
 
@@ -441,7 +431,7 @@ class DockerRuntime(Runtime):
     def _run_agent_container(self, spec: RunSpec, policy: SandboxPolicy, image_name: str, image,
                              user: tuple[int, int], gateway_run=None, listeners: list | None = None) -> RunOutcome:
         stdout_path, stderr_path = agent_logs(spec)
-        self._prepare_folders(spec, user)
+        hand_over([spec.workspace, spec.submission], Identity(*user))  # only needed, and only possible, as root
         info = self._engine_info()
         host_memory = int(info.get("MemTotal") or 0) or None
         kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,
@@ -462,7 +452,6 @@ class DockerRuntime(Runtime):
                 holder = self._network_holder(spec, image_name, limits, gateway_run, listeners)
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
-                details["network"] = "gateway"
             container = self.client.containers.create(**kwargs)
             self._record(spec, container, secret=set(spec.secret_env))
             try:

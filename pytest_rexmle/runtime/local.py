@@ -73,7 +73,6 @@ KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
-NETWORK_CHOICES = gateway_link.NETWORKS
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
 _own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
 SIGXFSZ = 25
@@ -284,11 +283,10 @@ class LocalRuntime(Runtime):
         the sandbox can hide the host's loopback (bubblewrap with slirp4netns), else the host's network,
         said once per session."""
         network = spec.network or gateway_link.DEFAULT_NETWORK
-        if network not in NETWORK_CHOICES:
-            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(NETWORK_CHOICES)}, "
+        if network not in gateway_link.NETWORKS:
+            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(gateway_link.NETWORKS)}, "
                                      f"not {network!r}")
-        mechanism = self.mechanism()
-        if network == "gateway" and mechanism == "landlock":
+        if network == "gateway" and self.mechanism() == "landlock":
             _landlock_gateway_mode()
         if network != "bridge":
             return network
