@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..hostile import log_tail
 from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, trap_sigterm
 from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
 from .sacct import ACCOUNTING
@@ -118,7 +119,7 @@ class SlurmHandle(RunHandle):
         stdout, stderr = agent_logs(self.spec)
         if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
             raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
-                                f"{_tail(self.stderr)}")
+                                f"{log_tail(self.stderr, 600) or '(no job log)'}")
         limit = info.get("Timelimit") or "?"
         detail = f"Slurm job {self.job_id} ended {info.get('State') or state}"
         detail += f" after {info.get('Elapsed') or '?'} (Slurm --time {limit})" if state == "TIMEOUT" else \
@@ -140,12 +141,6 @@ def _seconds(elapsed: str | None) -> float:
     while len(parts) < 3:
         parts.insert(0, 0)
     return (int(days or 0) * 86400) + parts[0] * 3600 + parts[1] * 60 + parts[2]
-
-
-def _tail(path: Path, limit: int = 600) -> str:
-    from ..hostile import log_tail
-
-    return log_tail(path, limit) or "(no job log)"
 
 
 class SlurmRuntime(Runtime):
@@ -322,13 +317,9 @@ class SlurmRuntime(Runtime):
         except Exception:
             wanted = len(spec.gpus)
         if wanted and self._cluster_gpus is None:
-            self._cluster_gpus = self._partition_has_gpus()
+            args = ["sinfo", "-h", "-o", "%G"] + (["-p", self.settings.partition] if self.settings.partition else [])
+            self._cluster_gpus = "gpu" in subprocess.run(args, capture_output=True, text=True).stdout
         return wanted if self._cluster_gpus else 0
-
-    def _partition_has_gpus(self) -> bool:
-        args = ["sinfo", "-h", "-o", "%G"] + (["-p", self.settings.partition] if self.settings.partition else [])
-        out = subprocess.run(args, capture_output=True, text=True).stdout
-        return "gpu" in out
 
     def parameters(self, spec: RunSpec) -> dict:
         gpus = self.gpus_for(spec)
@@ -336,10 +327,7 @@ class SlurmRuntime(Runtime):
                         "use_srun": False, "signal_delay_s": 60, "stderr_to_stdout": False,
                         "setup": [f"export REXMLE_SLURM_GRES_GPUS={gpus}"],
                         "additional_parameters": {"no-requeue": True, **self.settings.options}}
-        for key in ("partition", "account", "qos"):
-            value = getattr(self.settings, key)
-            if value:
-                params[key] = value
+        params.update({key: value for key in ("partition", "account", "qos") if (value := getattr(self.settings, key))})
         if gpus:
             params["gres"] = f"gpu:{gpus}"
         return params
