@@ -179,6 +179,12 @@ class Runtime(ABC):
         return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
                 "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
 
+    def agent_environment(self, spec: RunSpec, path: str, tmp: str = "/tmp") -> dict[str, str]:
+        """The agent's variables: ``path`` (its tools, then the system's or the image's folders, never the
+        harness's Python), its workspace as HOME, then the run's own."""
+        return {"PATH": path, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp, **spec.env}
+
     def workdir(self, spec: RunSpec) -> Path:
         """The agent's working directory as it sees it: ``spec.cwd`` inside its workspace, else the workspace."""
         inside = Path(self.contract_paths(spec)["workspace"])

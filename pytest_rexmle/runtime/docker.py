@@ -255,12 +255,9 @@ class DockerRuntime(Runtime):
         return argv
 
     def environment(self, spec: RunSpec, image_env: list[str] | None = None) -> dict[str, str]:
-        inside = self.contract_paths(spec)
-        env = {"HOME": inside["workspace"], "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "TMPDIR": "/tmp",
-               "PYTHONDONTWRITEBYTECODE": "1"}
         image_path = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PATH=")), None)
-        env["PATH"] = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
-        env.update(spec.env)
+        path = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
+        env = {"PYTHONDONTWRITEBYTECODE": "1", **self.agent_environment(spec, path)}
         # The device request exposes exactly the assigned GPUs, renumbered from 0 inside the container:
         # the host ids in the contract would hide them from CUDA.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))

@@ -216,13 +216,6 @@ class LocalRuntime(Runtime):
                 "submission": str(spec.submission), "instructions": str(spec.instructions)}
 
     # -- sandbox construction ------------------------------------------------------------------------
-    def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
-        """The agent's variables: its tools and the system's folders on PATH, never the harness's Python."""
-        env = {"PATH": agent_tools.agent_path(tools), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp}
-        env.update(spec.env)
-        return env
-
     def identity(self, spec: RunSpec) -> tuple[ident.Identity, Lease | None]:
         """The host uid the agent runs as and the lease holding it (see sandbox/identity.py): a root
         harness's run gets a uid of its own from the range (or uid 0 when asked for by name); otherwise
@@ -260,13 +253,13 @@ class LocalRuntime(Runtime):
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
                          tmp: Path, tools: Path, mode: str, channel: ListenerChannel | None = None) -> dict:
-        inside_tools = agent_tools.INSIDE if mode == "exec" else tools
+        path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
         network = self.network(spec)
         gateway = None
         if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": list(spec.argv),
-                "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), inside_tools),
+                "env": self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp)),
                 "cwd": str(self.workdir(spec)), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": network, "gateway": gateway, "pdeathsig": True,
@@ -513,8 +506,8 @@ class LocalRuntime(Runtime):
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
         tools = spec.workspace.parent / ".bin"
         staging.remove_tree(tools)
-        agent_tools.write_tools(tools)
-        env = {**os.environ, **self.environment(spec, os.environ.get("TMPDIR", "/tmp"), tools),
+        path = agent_tools.agent_path(agent_tools.write_tools(tools))
+        env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
                "HOME": str(spec.workspace)}
         start = time.monotonic()
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
