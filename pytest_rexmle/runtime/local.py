@@ -178,7 +178,7 @@ class LocalRuntime(Runtime):
             return self._mechanism
         if self.unsafe:  # the user asked for no isolation at all
             self._mechanism = "none"
-            return self._mechanism
+            return "none"
         chosen, tried = pick(self.sandbox, self.bwrap)
         if chosen is None:
             why = "; ".join(f"{p.mechanism}: {p.reason}" for p in tried)
@@ -252,9 +252,8 @@ class LocalRuntime(Runtime):
                 "--rexmle-agent-as-root")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, tools: Path, mode: str, channel: ListenerChannel | None = None) -> dict:
+                         tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None) -> dict:
         path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
-        network = self.network(spec)
         gateway = None
         if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
@@ -381,8 +380,9 @@ class LocalRuntime(Runtime):
                     "to root) without a cgroup pids controller here: drop --rexmle-agent-as-root, or lift the "
                     "limit with --rexmle-limit=processes=none")
             mode = "exec" if mechanism == "bwrap" else "supervise"
+            network = self.network(spec)
             port_mode = False
-            if self.network(spec) == "gateway":
+            if network == "gateway":
                 gateway_run = gateway_link.open_run(self.gateway, spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
@@ -391,10 +391,10 @@ class LocalRuntime(Runtime):
                 else:
                     channel, url = ListenerChannel(), base_url()
                 spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, url))
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, channel)
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel)
             if port_mode:
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
-            if config["network"] == "bridge":
+            if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
@@ -429,7 +429,7 @@ class LocalRuntime(Runtime):
                 lease.release()
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
-                               network=config["network"])
+                               network=network)
         if leftovers:
             outcome.details["leftover_processes_killed"] = leftovers
         if stray_jobs:  # a Slurm job of the run's uid: only an escape could have submitted it
