@@ -387,17 +387,17 @@ class DockerRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the container binds
         if policy.network != "gateway":
             return self._run_agent_container(spec, policy, image_name, image, user)
-        gateway_run = gateway_link.open_run(self.gateway, spec, policy)
-        listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
+        gateway = gateway_link.RunGateway(self.gateway, spec, policy)
         try:
-            spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
-            outcome = self._run_agent_container(spec, policy, image_name, image, user, gateway_run, listeners)
+            outcome = self._run_agent_container(gateway.agent_spec(spec, base_url()), policy, image_name, image, user,
+                                                gateway)
         finally:
-            record = gateway_link.close_run(gateway_run, listeners)
-        outcome.details.update(gateway_link.record_details(record))
+            details = gateway.close()  # the listener in the holder's namespace is shut down with it
+        outcome.details.update(details)
         return outcome
 
-    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run, listeners: list):
+    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits,
+                        gateway: gateway_link.RunGateway):
         """A container with no network (``--network none``) holding the namespace the agent's container
         joins (``--network container:ID``), with the gateway's listener put into it before the agent
         starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
@@ -414,9 +414,7 @@ class DockerRuntime(Runtime):
             pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
             if not pid:
                 raise RuntimeUnavailable("Docker started the network holder but reported no process for it")
-            listener = listener_in_namespace(pid)
-            listeners.append(listener)
-            gateway_run.serve(listener)
+            gateway.serve(listener_in_namespace(pid))
         except GatewayNetworkError as exc:
             self._remove(holder)
             raise RuntimeUnavailable(f"the gateway's listener could not be placed in the container's network: {exc}") from None
@@ -426,7 +424,7 @@ class DockerRuntime(Runtime):
         return holder
 
     def _run_agent_container(self, spec: RunSpec, policy: SandboxPolicy, image_name: str, image,
-                             user: tuple[int, int], gateway_run=None, listeners: list | None = None) -> RunOutcome:
+                             user: tuple[int, int], gateway: gateway_link.RunGateway | None = None) -> RunOutcome:
         stdout_path, stderr_path = agent_logs(spec)
         hand_over([spec.workspace, spec.submission], Identity(*user))  # only needed, and only possible, as root
         info = self._engine_info()
@@ -445,8 +443,8 @@ class DockerRuntime(Runtime):
         start = time.monotonic()
         timed_out = False
         try:
-            if gateway_run is not None:
-                holder = self._network_holder(spec, image_name, limits, gateway_run, listeners)
+            if gateway is not None:
+                holder = self._network_holder(spec, image_name, limits, gateway)
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
             container = self.client.containers.create(**kwargs)

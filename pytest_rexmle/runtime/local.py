@@ -365,9 +365,8 @@ class LocalRuntime(Runtime):
         leftovers = 0
         stray_jobs: list[str] = []
         channel: ListenerChannel | None = None
-        listeners: list = []  # the gateway's listener, received from the sandbox's first process
-        gateway_run = None
-        record: dict | None = None
+        gateway: gateway_link.RunGateway | None = None
+        gateway_details: dict | None = None
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -383,14 +382,14 @@ class LocalRuntime(Runtime):
             network = self.network(spec)
             port_mode = False
             if network == "gateway":
-                gateway_run = gateway_link.open_run(self.gateway, spec, policy)
+                gateway = gateway_link.RunGateway(self.gateway, spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
-                    host_port = gateway_run.host_address()[1]
+                    host_port = gateway.run.host_address()[1]
                     url = f"http://127.0.0.1:{host_port}"
                 else:
                     channel, url = ListenerChannel(), base_url()
-                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, url))
+                spec = gateway.agent_spec(spec, url)
             config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel)
             if port_mode:
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
@@ -403,14 +402,14 @@ class LocalRuntime(Runtime):
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
             outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
-                                      lambda proc: self._connect(proc, bridge, channel, gateway_run, listeners))
+                                      lambda proc: self._connect(proc, bridge, channel, gateway))
         finally:
             if bridge is not None:
                 bridge.close()
             if channel is not None:
                 channel.close()
-            if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
-                record = gateway_link.close_run(gateway_run, listeners)
+            if gateway is not None:  # its listener goes with it; the record is the run's usage and egress
+                gateway_details = gateway.close()
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -441,8 +440,8 @@ class LocalRuntime(Runtime):
             # allowed only because nothing under test ran
             if spec.trusted and not self.policy_options.identity.same_uid:
                 outcome.details["same_uid_reason"] = "the harness's own sample agent (a copy of its baseline)"
-        if record is not None:
-            outcome.details.update(gateway_link.record_details(record))
+        if gateway_details is not None:
+            outcome.details.update(gateway_details)
             outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
                                                       "network-namespace")
         return outcome
@@ -484,8 +483,8 @@ class LocalRuntime(Runtime):
         return outcome
 
     @staticmethod
-    def _connect(proc: subprocess.Popen, bridge: SlirpNetwork | None, channel: ListenerChannel | None, gateway_run,
-                 listeners: list) -> None:
+    def _connect(proc: subprocess.Popen, bridge: SlirpNetwork | None, channel: ListenerChannel | None,
+                 gateway: gateway_link.RunGateway | None) -> None:
         """Give the started sandbox its network: slirp4netns for ``bridge``; for ``gateway``, the listener its
         first process made goes to the gateway (it is already listening: the agent's connects queue)."""
         if bridge is not None:
@@ -494,13 +493,13 @@ class LocalRuntime(Runtime):
             except NetworkSetupError as exc:
                 raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
                                          f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
-        if channel is not None:
+        if channel is not None:  # made only for a gateway run
             try:
-                listeners.append(channel.receive(proc))
+                listener = channel.receive(proc)
             except GatewayNetworkError as exc:
                 raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: "
                                          f"{exc}") from None
-            gateway_run.serve(listeners[-1])
+            gateway.serve(listener)
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
