@@ -146,7 +146,7 @@ class LocalRuntime(Runtime):
 
     @classmethod
     def settings_options(cls, settings) -> dict:
-        return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
+        return {"unsafe": settings.unsafe_local, "sandbox": settings.sandbox,
                 **run_policy.PolicyOptions.from_settings(settings).runtime_options()}
 
     # -- availability ----------------------------------------------------------------------------------
