@@ -7,7 +7,11 @@ it knows nothing about grading, so an agent can never reach the grader's inputs 
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -83,6 +87,36 @@ def is_under(path: Path, parent: Path) -> bool:
         return False
 
 
+def folder_owner(path: Path) -> tuple[int, int]:
+    """Who owns the folder holding ``path`` (the harness's user, before the agent gets the run's folders)."""
+    st = os.lstat(path.parent)
+    return st.st_uid, st.st_gid
+
+
+def agent_logs(spec: RunSpec) -> tuple[Path, Path]:
+    """The agent's stdout and stderr files of the run (its logs folder is created)."""
+    spec.logs.mkdir(parents=True, exist_ok=True)
+    return spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived during a run: unwind like Ctrl-C so every ``finally`` (removing containers,
+    cancelling jobs) runs."""
+
+
+def _raise_terminated(signum, frame) -> None:  # noqa: ARG001
+    raise Terminated(f"received signal {signum}")
+
+
+def trap_sigterm() -> Callable[[], None] | None:
+    """Make SIGTERM raise :class:`Terminated`; returns what restores the previous handler, or None off
+    the main thread (where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
 class RuntimeUnavailable(Exception):
     """The runtime cannot isolate the agent here; the message says what to install or which flag to pass."""
 
@@ -139,9 +173,22 @@ class Runtime(ABC):
         stage inside ``run`` (see :mod:`.staging`)."""
         return spec
 
-    @abstractmethod
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        """The paths the agent sees for data, workspace, submission and instructions."""
+        """The paths the agent sees for data, workspace, submission and instructions (by default those
+        under :data:`SANDBOX_ROOT`, where a mount namespace shows the run's folders)."""
+        return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
+                "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
+
+    def agent_environment(self, spec: RunSpec, path: str, tmp: str = "/tmp") -> dict[str, str]:
+        """The agent's variables: ``path`` (its tools, then the system's or the image's folders, never the
+        harness's Python), its workspace as HOME, then the run's own."""
+        return {"PATH": path, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp, **spec.env}
+
+    def workdir(self, spec: RunSpec) -> Path:
+        """The agent's working directory as it sees it: ``spec.cwd`` inside its workspace, else the workspace."""
+        inside = Path(self.contract_paths(spec)["workspace"])
+        return inside / spec.cwd.relative_to(spec.workspace) if spec.cwd is not None else inside
 
     @abstractmethod
     def run(self, spec: RunSpec) -> RunOutcome:

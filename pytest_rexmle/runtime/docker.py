@@ -62,6 +62,7 @@ session with that fix.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -76,12 +77,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import write_text_atomic
 from . import agent_tools, gateway_link, staging
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
+from .base import (Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under,
+                   trap_sigterm)
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
-from .sandbox.identity import Identity, hand_back
+from .sandbox.identity import Identity, hand_back, hand_over
 from .sandbox.limits import Limits, format_size
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
@@ -106,10 +109,6 @@ SELF_KILL_GRACE_SECONDS = 10.0
 SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
                 "(`pip install docker`; on CI: .ci/docker-setup.sh)")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived during a run: unwind like Ctrl-C so every ``finally`` (container removal) runs."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class DockerRuntime(Runtime):
                  **_: object) -> None:
         self.settings = settings or DockerSettings.from_env()
         if image:
-            self.settings = DockerSettings(**{**self.settings.__dict__, "image": image})
+            self.settings = dataclasses.replace(self.settings, image=image)
         self._client = client
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.agent_uids = UidRange.parse(agent_uids)
@@ -214,10 +213,6 @@ class DockerRuntime(Runtime):
     def check(self) -> None:
         self.client  # noqa: B018  (connects, or raises RuntimeUnavailable with the fix)
 
-    def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
-                "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
-
     # -- container description --------------------------------------------------------------------------
     def user_for(self, spec: RunSpec) -> tuple[int, int]:
         """The run folder's owner, unless that is root: agents never run as root (a root harness's
@@ -227,10 +222,9 @@ class DockerRuntime(Runtime):
             return FALLBACK_UID, FALLBACK_UID
         return st.st_uid, st.st_gid
 
-    def mounts(self, spec: RunSpec, policy: SandboxPolicy | None = None) -> list[tuple[Path, str, bool]]:
+    def mounts(self, spec: RunSpec, policy: SandboxPolicy) -> list[tuple[Path, str, bool]]:
         """(host source, container target, read_only) for every bind mount: the policy's folders at their
         contract paths, then the agent's tools; answers are never among them."""
-        policy = policy or self.policy(spec)
         inside = self.contract_paths(spec)
         binds = [(m.source, inside[m.role], not m.writable) for m in policy.mounts]
         tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
@@ -261,27 +255,21 @@ class DockerRuntime(Runtime):
         return argv
 
     def environment(self, spec: RunSpec, image_env: list[str] | None = None) -> dict[str, str]:
-        inside = self.contract_paths(spec)
-        env = {"HOME": inside["workspace"], "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "TMPDIR": "/tmp",
-               "PYTHONDONTWRITEBYTECODE": "1"}
         image_path = next((e.split("=", 1)[1] for e in image_env or [] if e.startswith("PATH=")), None)
-        env["PATH"] = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
-        env.update(spec.env)
+        path = f"{agent_tools.INSIDE}:{image_path or agent_tools.SYSTEM_PATH}"
+        env = {"PYTHONDONTWRITEBYTECODE": "1", **self.agent_environment(spec, path)}
         # The device request exposes exactly the assigned GPUs, renumbered from 0 inside the container:
         # the host ids in the contract would hide them from CUDA.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpus)))
         return env
 
-    def labels(self, spec: RunSpec, limits: ContainerLimits | None = None) -> dict[str, str]:
+    def labels(self, spec: RunSpec, limits: ContainerLimits) -> dict[str, str]:
         """Host-side bookkeeping (the agent cannot read its own labels): who started it, for the sweep."""
         pid = os.getpid()
-        labels = {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
-                  f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": process_start(pid) or "",
-                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
-                  f"{LABEL}.gpus": ",".join(spec.gpus)}
-        if limits is not None:
-            labels[f"{LABEL}.deadline_s"] = str(limits.deadline)
-        return labels
+        return {LABEL: "1", f"{LABEL}.session": self.session, f"{LABEL}.task": spec.task_id,
+                f"{LABEL}.pid": str(pid), f"{LABEL}.pid_start": process_start(pid) or "",
+                f"{LABEL}.host": socket.gethostname(), f"{LABEL}.run_dir": str(spec.logs.parent),
+                f"{LABEL}.gpus": ",".join(spec.gpus), f"{LABEL}.deadline_s": str(limits.deadline)}
 
     def container_limits(self, policy: SandboxPolicy, host_memory: int | None = None) -> ContainerLimits:
         """The policy's limits as the engine takes them; an unlimited one gets the container default.
@@ -331,12 +319,9 @@ class DockerRuntime(Runtime):
         for cover in self.hidden_tmpfs(policy, binds):
             tmpfs[cover] = "ro,size=4k,mode=0555"
         cpus = limits.cpus if not ncpu else min(limits.cpus, float(ncpu))
-        cwd = Path(self.contract_paths(spec)["workspace"])
-        if spec.cwd is not None:
-            cwd = cwd / spec.cwd.relative_to(spec.workspace)
         kwargs: dict[str, Any] = dict(
             image=image, command=self.command(spec, limits), environment=self.environment(spec, image_env),
-            working_dir=str(cwd), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
+            working_dir=str(self.workdir(spec)), user=f"{user[0]}:{user[1]}", labels=self.labels(spec, limits),
             name=f"rexmle-{spec.task_id}-{uuid.uuid4().hex[:10]}", hostname="rexmle-agent",
             mounts=mounts, tmpfs=tmpfs, read_only=self.settings.read_only, init=True,
             network_mode=self.network_mode(policy.network),
@@ -357,16 +342,6 @@ class DockerRuntime(Runtime):
         return kwargs
 
     # -- running -------------------------------------------------------------------------------------------
-    def _prepare_folders(self, spec: RunSpec, user: tuple[int, int]) -> None:
-        """Hand the writable mounts to the container user (only needed, and only possible, as root)."""
-        if os.geteuid() != 0:
-            return
-        for top in (spec.workspace, spec.submission):
-            for root, dirs, files in os.walk(top):
-                for name in [*dirs, *files]:
-                    os.lchown(os.path.join(root, name), *user)
-            os.chown(top, *user)
-
     def _image(self, spec: RunSpec):
         import docker.errors
 
@@ -399,7 +374,7 @@ class DockerRuntime(Runtime):
                 finally:
                     staging.remove_tree(tools)
                     # before anything reads them, and before the uid may serve another run
-                    hand_back([staged.workspace, staged.submission], Identity(*user), _owner_of(staged.workspace))
+                    hand_back([staged.workspace, staged.submission], Identity(*user), folder_owner(staged.workspace))
         finally:
             if lease is not None:
                 lease.release()
@@ -412,18 +387,17 @@ class DockerRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the container binds
         if policy.network != "gateway":
             return self._run_agent_container(spec, policy, image_name, image, user)
-        gateway_run = gateway_link.open_run(self.gateway, spec, policy)
-        listeners: list = []  # the gateway's listener in the holder's namespace, shut down at the end
-        record: dict = {}
+        gateway = gateway_link.RunGateway(self.gateway, spec, policy)
         try:
-            spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, base_url()))
-            outcome = self._run_agent_container(spec, policy, image_name, image, user, gateway_run, listeners)
+            outcome = self._run_agent_container(gateway.agent_spec(spec, base_url()), policy, image_name, image, user,
+                                                gateway)
         finally:
-            record = gateway_link.close_run(gateway_run, listeners)
-        outcome.details.update(gateway_link.record_details(record))
+            details = gateway.close()  # the listener in the holder's namespace is shut down with it
+        outcome.details.update(details)
         return outcome
 
-    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits, gateway_run, listeners: list):
+    def _network_holder(self, spec: RunSpec, image_name: str, limits: ContainerLimits,
+                        gateway: gateway_link.RunGateway):
         """A container with no network (``--network none``) holding the namespace the agent's container
         joins (``--network container:ID``), with the gateway's listener put into it before the agent
         starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
@@ -440,9 +414,7 @@ class DockerRuntime(Runtime):
             pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
             if not pid:
                 raise RuntimeUnavailable("Docker started the network holder but reported no process for it")
-            listener = listener_in_namespace(pid)
-            listeners.append(listener)
-            gateway_run.serve(listener)
+            gateway.serve(listener_in_namespace(pid))
         except GatewayNetworkError as exc:
             self._remove(holder)
             raise RuntimeUnavailable(f"the gateway's listener could not be placed in the container's network: {exc}") from None
@@ -452,9 +424,9 @@ class DockerRuntime(Runtime):
         return holder
 
     def _run_agent_container(self, spec: RunSpec, policy: SandboxPolicy, image_name: str, image,
-                             user: tuple[int, int], gateway_run=None, listeners: list | None = None) -> RunOutcome:
-        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
-        self._prepare_folders(spec, user)
+                             user: tuple[int, int], gateway: gateway_link.RunGateway | None = None) -> RunOutcome:
+        stdout_path, stderr_path = agent_logs(spec)
+        hand_over([spec.workspace, spec.submission], Identity(*user))  # only needed, and only possible, as root
         info = self._engine_info()
         host_memory = int(info.get("MemTotal") or 0) or None
         kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,
@@ -467,16 +439,14 @@ class DockerRuntime(Runtime):
                                    "seccomp": _seccomp_profile(info)}
         container = holder = None
         threads: list[threading.Thread] = []
-        restore = self._trap_sigterm()
+        restore = trap_sigterm()
         start = time.monotonic()
         timed_out = False
         try:
-            if gateway_run is not None:
-                holder = self._network_holder(spec, image_name, limits, gateway_run,
-                                              listeners if listeners is not None else [])
+            if gateway is not None:
+                holder = self._network_holder(spec, image_name, limits, gateway)
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
-                details["network"] = "gateway"
             container = self.client.containers.create(**kwargs)
             self._record(spec, container, secret=set(spec.secret_env))
             try:
@@ -506,16 +476,16 @@ class DockerRuntime(Runtime):
                         interrupted = interrupted or exc
             for thread in threads:
                 thread.join(LOG_JOIN_SECONDS)
-            restore()
+            if restore is not None:
+                restore()
             if interrupted is not None:
                 raise interrupted
         exceeded = self.exceeded_limit(limits, details["oom_killed"], exit_code)
         if exceeded:
             details["limit_exceeded"] = exceeded
-        outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details)
-        if exceeded and hasattr(outcome, "killed"):
-            outcome.killed = exceeded  # a limit is a FAIL whatever the agent left
-        return outcome
+        # a limit is a FAIL whatever the agent left
+        return RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details,
+                          killed=exceeded)
 
     @staticmethod
     def exceeded_limit(limits: ContainerLimits, oom_killed: bool, exit_code: int | None) -> str | None:
@@ -548,9 +518,7 @@ class DockerRuntime(Runtime):
                   "pids_limit": host.get("PidsLimit"), "runtime": host.get("Runtime"), "cap_drop": host.get("CapDrop"),
                   "security_opt": host.get("SecurityOpt"), "ulimits": host.get("Ulimits"),
                   "memory_swap": host.get("MemorySwap")}
-        tmp = spec.logs / "docker.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-        tmp.replace(spec.logs / "docker.json")
+        write_text_atomic(spec.logs / "docker.json", json.dumps(record, indent=2, sort_keys=True))
 
     @staticmethod
     def _stream(container, path: Path, stdout: bool) -> threading.Thread:
@@ -579,14 +547,10 @@ class DockerRuntime(Runtime):
             time.sleep(POLL_SECONDS)
 
     def _kill(self, container) -> None:
-        try:
+        with contextlib.suppress(Exception):
             container.kill()
-        except Exception:
-            pass
-        try:
+        with contextlib.suppress(Exception):
             container.reload()
-        except Exception:
-            pass
 
     @staticmethod
     def _remove(container) -> None:
@@ -605,23 +569,6 @@ class DockerRuntime(Runtime):
                 time.sleep(0.5 * (attempt + 1))
         if interrupted is not None:
             raise interrupted
-
-    @staticmethod
-    def _trap_sigterm():
-        """On the main thread, SIGTERM becomes :class:`Terminated` for the duration of the run."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def on_term(signum, frame):
-            raise Terminated(f"received signal {signum}; the agent's container was removed")
-
-        signal.signal(signal.SIGTERM, on_term)
-
-        def restore() -> None:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-        return restore
 
     # -- leftovers -----------------------------------------------------------------------------------------
     def sweep_orphans(self) -> int:
@@ -648,11 +595,6 @@ def _default_nofile() -> int:
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
-
-
-def _owner_of(path: Path) -> tuple[int, int]:
-    st = os.lstat(path.parent)
-    return st.st_uid, st.st_gid
 
 
 def _seccomp_profile(info: dict) -> str | None:

@@ -10,6 +10,8 @@ in the harness process (and, on a Slurm node, in the job's environment, never th
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,53 +68,49 @@ def network_notices(runtime, network: str) -> list[str]:
     return notices
 
 
-def open_run(factory: GatewayFactory, spec: RunSpec, policy: SandboxPolicy) -> GatewayRun:
-    """The run's handle on the gateway: its token, trajectory file and the policy's budget and egress
-    allow-list, keyed by the run folder."""
-    run_id = f"{spec.task_id}-{spec.logs.parent.name}"
-    extra: dict = {}
-    if policy.budget:
-        from ..gateway import Budget
+class RunGateway:
+    """One run on the session's gateway, from the runtime's side: opened with the policy's budget and
+    egress allow-list, keyed by the run folder; it serves the listeners the runtime places where the agent
+    can reach them, and brings the gateway's record of the run back for ``run.json``."""
 
-        extra["budget"] = Budget.parse(policy.budget)
-    if policy.egress_allow:
-        extra["egress_allow"] = tuple(policy.egress_allow)
-    return factory().open_run(run_id, logs_dir=spec.logs, submission_dir=spec.submission, task_id=spec.task_id,
-                              public_dir=spec.data_dir, **extra)
+    def __init__(self, factory: GatewayFactory, spec: RunSpec, policy: SandboxPolicy) -> None:
+        extra: dict = {}
+        if policy.budget:
+            from ..gateway import Budget
 
+            extra["budget"] = Budget.parse(policy.budget)
+        if policy.egress_allow:
+            extra["egress_allow"] = tuple(policy.egress_allow)
+        self.run: GatewayRun = factory().open_run(f"{spec.task_id}-{spec.logs.parent.name}", logs_dir=spec.logs,
+                                                  submission_dir=spec.submission, task_id=spec.task_id,
+                                                  public_dir=spec.data_dir, **extra)
+        self.listeners: list = []
 
-def agent_environment(spec: RunSpec, run: GatewayRun, base_url: str) -> dict[str, str]:
-    """The agent's environment under the gateway: every secret it was given becomes the run's token, then
-    the gateway's own variables (base URLs, proxies, keys = token) go on top."""
-    env = dict(spec.env)
-    for name in spec.secret_env:
-        if name in env:
-            env[name] = run.token
-    env.update(run.environment(base_url))
-    return env
+    def agent_spec(self, spec: RunSpec, base_url: str) -> RunSpec:
+        """The spec with the agent's environment under the gateway: every secret it was given becomes the
+        run's token, then the gateway's own variables (base URLs, proxies, keys = token) go on top."""
+        env = {**spec.env, **{name: self.run.token for name in spec.secret_env if name in spec.env}}
+        return dataclasses.replace(spec, env={**env, **self.run.environment(base_url)})
 
+    def serve(self, listener: Any) -> None:
+        self.listeners.append(listener)
+        self.run.serve(listener)
 
-def close_run(run: GatewayRun, listeners: list) -> dict:
-    """End the run on the gateway: its listeners are shut down first, which wakes the gateway's accept
-    loop at once (closing alone leaves it to notice on its next poll), then its record."""
-    import socket
+    def close(self) -> dict:
+        """End the run on the gateway and return what ``run.json`` keeps of its record.
 
-    for listener in listeners:
-        try:
-            listener.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed, or never connected: nothing to wake
-            pass
-    return run.close()
-
-
-def record_details(record: dict, network: str = "gateway") -> dict:
-    """What ``run.json`` keeps of the gateway's record (``GatewayRun.close()``): the record itself under
-    ``gateway`` (``run.finish`` turns it into run.json's fields) and, so that run.json has them whichever
-    side is present, its ``usage``, ``egress`` and ``budget_exhausted``."""
-    details: dict = {"network": network, "gateway": record}
-    for key in ("usage", "egress", "budget_exhausted"):
-        if key in record:
-            details[key] = record[key]
-    if record.get("calls"):
-        details["model_calls"] = str(Path(record["calls"]).name)
-    return details
+        The listeners are shut down first, which wakes the gateway's accept loop at once (closing alone
+        leaves it to notice on its next poll). The record goes under ``gateway`` (``run.finish`` turns it
+        into run.json's fields) and, so that run.json has them whichever side is present, its ``usage``,
+        ``egress`` and ``budget_exhausted`` are copied out."""
+        for listener in self.listeners:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed, or never connected: nothing to wake
+                pass
+        record = self.run.close()
+        details: dict = {"network": "gateway", "gateway": record}
+        details.update({key: record[key] for key in ("usage", "egress", "budget_exhausted") if key in record})
+        if record.get("calls"):
+            details["model_calls"] = str(Path(record["calls"]).name)
+        return details

@@ -50,11 +50,12 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
-from .base import SANDBOX_ROOT, Runtime, RunOutcome, RunSpec, RuntimeUnavailable, is_under
+from .base import Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import SYSTEM_DIRS, args_blob
 from .sandbox.bwrap import render as render_bwrap
@@ -72,7 +73,6 @@ KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
-NETWORK_CHOICES = gateway_link.NETWORKS
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
 _own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
 SIGXFSZ = 25
@@ -146,7 +146,7 @@ class LocalRuntime(Runtime):
 
     @classmethod
     def settings_options(cls, settings) -> dict:
-        return {"unsafe": settings.unsafe_local, "sandbox": getattr(settings, "sandbox", "auto"),
+        return {"unsafe": settings.unsafe_local, "sandbox": settings.sandbox,
                 **run_policy.PolicyOptions.from_settings(settings).runtime_options()}
 
     # -- availability ----------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ class LocalRuntime(Runtime):
             return self._mechanism
         if self.unsafe:  # the user asked for no isolation at all
             self._mechanism = "none"
-            return self._mechanism
+            return "none"
         chosen, tried = pick(self.sandbox, self.bwrap)
         if chosen is None:
             why = "; ".join(f"{p.mechanism}: {p.reason}" for p in tried)
@@ -205,28 +205,17 @@ class LocalRuntime(Runtime):
         return dataclasses.replace(spec, stage=staging.plan(spec))
 
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
-        if self.mechanism() != "bwrap":  # Landlock (and unsafe) see real paths: the stage's, when there is one
-            if spec.stage is not None:
-                stage = spec.stage
-                return {"data": str(stage / staging.DATA), "workspace": str(stage / "workspace"),
-                        "submission": str(stage / "submission"), "instructions": str(stage / staging.INSTRUCTIONS)}
-            return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
-                    "submission": str(spec.submission), "instructions": str(spec.instructions)}
-        return {"data": str(SANDBOX_ROOT / "data"), "workspace": str(SANDBOX_ROOT / "workspace"),
-                "submission": str(SANDBOX_ROOT / "submission"), "instructions": str(SANDBOX_ROOT / "instructions.md")}
+        if self.mechanism() == "bwrap":
+            return super().contract_paths(spec)
+        # Landlock (and unsafe) see real paths: the stage's, when there is one
+        if spec.stage is not None:
+            stage = spec.stage
+            return {"data": str(stage / staging.DATA), "workspace": str(stage / "workspace"),
+                    "submission": str(stage / "submission"), "instructions": str(stage / staging.INSTRUCTIONS)}
+        return {"data": str(spec.data_dir), "workspace": str(spec.workspace),
+                "submission": str(spec.submission), "instructions": str(spec.instructions)}
 
     # -- sandbox construction ------------------------------------------------------------------------
-    def environment(self, spec: RunSpec, tmp: str = "/tmp", tools: str | Path = agent_tools.INSIDE) -> dict[str, str]:
-        """The agent's variables: its tools and the system's folders on PATH, never the harness's Python."""
-        env = {"PATH": agent_tools.agent_path(tools), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-               "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp}
-        env.update(spec.env)
-        return env
-
-    def _cwd(self, spec: RunSpec) -> str:
-        inside = Path(self.contract_paths(spec)["workspace"])
-        return str(inside / spec.cwd.relative_to(spec.workspace)) if spec.cwd is not None else str(inside)
-
     def identity(self, spec: RunSpec) -> tuple[ident.Identity, Lease | None]:
         """The host uid the agent runs as and the lease holding it (see sandbox/identity.py): a root
         harness's run gets a uid of its own from the range (or uid 0 when asked for by name); otherwise
@@ -263,15 +252,14 @@ class LocalRuntime(Runtime):
                 "--rexmle-agent-as-root")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, tools: Path, mode: str, channel: ListenerChannel | None = None) -> dict:
-        inside_tools = agent_tools.INSIDE if mode == "exec" else tools
-        network = self.network(spec)
+                         tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None) -> dict:
+        path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
         gateway = None
         if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
         return {"mode": mode, "argv": list(spec.argv),
-                "env": self.environment(spec, "/tmp" if mode == "exec" else str(tmp), inside_tools),
-                "cwd": self._cwd(spec), "uid": who.uid, "gid": who.gid,
+                "env": self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp)),
+                "cwd": str(self.workdir(spec)), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": network, "gateway": gateway, "pdeathsig": True,
                 # Landlock leaves the host's /run (munge, databases, Docker) visible and does not filter
@@ -287,11 +275,10 @@ class LocalRuntime(Runtime):
         the sandbox can hide the host's loopback (bubblewrap with slirp4netns), else the host's network,
         said once per session."""
         network = spec.network or gateway_link.DEFAULT_NETWORK
-        if network not in NETWORK_CHOICES:
-            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(NETWORK_CHOICES)}, "
+        if network not in gateway_link.NETWORKS:
+            raise RuntimeUnavailable(f"the local runtime supports --rexmle-network {', '.join(gateway_link.NETWORKS)}, "
                                      f"not {network!r}")
-        mechanism = self.mechanism()
-        if network == "gateway" and mechanism == "landlock":
+        if network == "gateway" and self.mechanism() == "landlock":
             _landlock_gateway_mode()
         if network != "bridge":
             return network
@@ -349,8 +336,7 @@ class LocalRuntime(Runtime):
     # -- running ---------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunOutcome:
         mechanism = self.mechanism()
-        spec.logs.mkdir(parents=True, exist_ok=True)
-        stdout_path, stderr_path = spec.logs / "agent.stdout.log", spec.logs / "agent.stderr.log"
+        stdout_path, stderr_path = agent_logs(spec)
         for path in (stdout_path, stderr_path):
             path.touch()
         if mechanism == "none":
@@ -372,16 +358,15 @@ class LocalRuntime(Runtime):
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
         tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin")
         who, lease = self.identity(spec)
-        owner = _owner(spec.workspace)
+        owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
         fds: list[int] = []
         bridge: SlirpNetwork | None = None
         leftovers = 0
         stray_jobs: list[str] = []
         channel: ListenerChannel | None = None
-        hookup: _GatewayHookup | None = None
-        gateway_run = None
-        record: dict | None = None
+        gateway: gateway_link.RunGateway | None = None
+        gateway_details: dict | None = None
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -394,36 +379,37 @@ class LocalRuntime(Runtime):
                     "to root) without a cgroup pids controller here: drop --rexmle-agent-as-root, or lift the "
                     "limit with --rexmle-limit=processes=none")
             mode = "exec" if mechanism == "bwrap" else "supervise"
+            network = self.network(spec)
             port_mode = False
-            if self.network(spec) == "gateway":
-                gateway_run = gateway_link.open_run(self.gateway, spec, policy)
+            if network == "gateway":
+                gateway = gateway_link.RunGateway(self.gateway, spec, policy)
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
-                    host_port = gateway_run.host_address()[1]
+                    host_port = gateway.run.host_address()[1]
                     url = f"http://127.0.0.1:{host_port}"
                 else:
                     channel, url = ListenerChannel(), base_url()
-                spec = dataclasses.replace(spec, env=gateway_link.agent_environment(spec, gateway_run, url))
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, channel)
+                spec = gateway.agent_spec(spec, url)
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel)
             if port_mode:
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
-            if config["network"] == "bridge":
+            if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
                 argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
-            hookup = _GatewayHookup(channel, gateway_run) if channel else None
-            outcome = self._supervise(spec, argv, fds, cgroup, limits, tmp, stdout_path, stderr_path, bridge,
-                                      hookup)
+            pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
+            outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
+                                      lambda proc: self._connect(proc, bridge, channel, gateway))
         finally:
             if bridge is not None:
                 bridge.close()
             if channel is not None:
                 channel.close()
-            if gateway_run is not None:  # its listener goes with it; the record is the run's usage and egress
-                record = gateway_link.close_run(gateway_run, hookup.listeners if hookup else [])
+            if gateway is not None:  # its listener goes with it; the record is the run's usage and egress
+                gateway_details = gateway.close()
             for fd in fds:
                 os.close(fd)
             if cgroup is not None:
@@ -442,7 +428,7 @@ class LocalRuntime(Runtime):
                 lease.release()
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
-                               network=config["network"])
+                               network=network)
         if leftovers:
             outcome.details["leftover_processes_killed"] = leftovers
         if stray_jobs:  # a Slurm job of the run's uid: only an escape could have submitted it
@@ -454,44 +440,32 @@ class LocalRuntime(Runtime):
             # allowed only because nothing under test ran
             if spec.trusted and not self.policy_options.identity.same_uid:
                 outcome.details["same_uid_reason"] = "the harness's own sample agent (a copy of its baseline)"
-        if record is not None:
-            outcome.details.update(gateway_link.record_details(record))
+        if gateway_details is not None:
+            outcome.details.update(gateway_details)
             outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
                                                       "network-namespace")
         return outcome
 
-    def _supervise(self, spec: RunSpec, argv: list[str], fds: list[int], cgroup: RunCgroup | None, limits: Limits,
-                   tmp: Path, stdout_path: Path, stderr_path: Path, bridge: SlirpNetwork | None = None,
-                   gateway: "_GatewayHookup | None" = None) -> RunOutcome:
+    def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
+                   cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
+                   connect: Callable[[subprocess.Popen], None]) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=(*fds, *(bridge.child_fds if bridge else ()),
-                                                       *((gateway.channel.child_fd,) if gateway else ())),
-                                    start_new_session=True, preexec_fn=join)
+                                    cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
             try:
-                if bridge is not None:  # the agent starts only once its network is up
-                    try:
-                        bridge.connect(proc)
-                    except NetworkSetupError as exc:
-                        raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
-                                                 f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
-                if gateway is not None:  # the listener is already listening: the agent's connects queue
-                    gateway.connect(proc)
+                connect(proc)  # the agent starts only once its network is up
                 next_disk = start
-                while True:
-                    if wait_exit(proc, POLL_SECONDS):
-                        break
+                while not wait_exit(proc, POLL_SECONDS):
                     now = time.monotonic()
-                    if now - start >= spec.time_limit:
+                    if now - start >= policy.time_limit:
                         timed_out = True
                         break
                     if now >= next_disk:
-                        exceeded = _disk_exceeded(spec, limits, tmp)
-                        if exceeded:
+                        if exceeded := _disk_exceeded(policy, tmp):
                             break
                         next_disk = now + DISK_POLL_SECONDS
             finally:
@@ -500,7 +474,7 @@ class LocalRuntime(Runtime):
         duration = time.monotonic() - start
         exit_code = None if (timed_out or exceeded) else proc.returncode
         if exceeded is None and not timed_out:
-            exceeded = _limit_hit(exit_code, stderr_path, cgroup, limits)
+            exceeded = _limit_hit(exit_code, stderr_path, cgroup, policy.limits)
         outcome = RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path)
         if exceeded:  # a FAIL naming the limit, whatever the agent left (see run.killed_reason)
             name, message = exceeded
@@ -508,12 +482,31 @@ class LocalRuntime(Runtime):
             outcome.details["limit_exceeded"] = name
         return outcome
 
+    @staticmethod
+    def _connect(proc: subprocess.Popen, bridge: SlirpNetwork | None, channel: ListenerChannel | None,
+                 gateway: gateway_link.RunGateway | None) -> None:
+        """Give the started sandbox its network: slirp4netns for ``bridge``; for ``gateway``, the listener its
+        first process made goes to the gateway (it is already listening: the agent's connects queue)."""
+        if bridge is not None:
+            try:
+                bridge.connect(proc)
+            except NetworkSetupError as exc:
+                raise RuntimeUnavailable(f"the local runtime could not give the agent its bridge network: "
+                                         f"{exc}; --rexmle-network=host or none avoid slirp4netns") from None
+        if channel is not None:  # made only for a gateway run
+            try:
+                listener = channel.receive(proc)
+            except GatewayNetworkError as exc:
+                raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: "
+                                         f"{exc}") from None
+            gateway.serve(listener)
+
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
         tools = spec.workspace.parent / ".bin"
         staging.remove_tree(tools)
-        agent_tools.write_tools(tools)
-        env = {**os.environ, **self.environment(spec, os.environ.get("TMPDIR", "/tmp"), tools),
+        path = agent_tools.agent_path(agent_tools.write_tools(tools))
+        env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
                "HOME": str(spec.workspace)}
         start = time.monotonic()
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
@@ -554,12 +547,6 @@ class LocalRuntime(Runtime):
             proc.wait()
 
 
-def _owner(path: Path) -> tuple[int, int]:
-    """Who owns the run's folders before the agent gets them (the harness's user)."""
-    st = os.lstat(path.parent)
-    return st.st_uid, st.st_gid
-
-
 #: set once the session has said its network warnings (the controller, see plugin.py): runs stay quiet
 SESSION_WARNED = "<session>"
 
@@ -572,22 +559,6 @@ def _fallback_message(why: str) -> str:
     return (f"rexmle: --rexmle-network=bridge runs the local agents on the host's network, where they reach "
             f"services listening on the host's loopback: {why}; --rexmle-network=gateway (the default) or none "
             "keep them off it")
-
-
-class _GatewayHookup:
-    """The run's gateway listener on its way from the sandbox's first process to the gateway."""
-
-    def __init__(self, channel: ListenerChannel, run) -> None:
-        self.channel, self.run = channel, run
-        self.listeners: list = []
-
-    def connect(self, proc: subprocess.Popen) -> None:
-        try:
-            listener = self.channel.receive(proc)
-        except GatewayNetworkError as exc:
-            raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: {exc}") from None
-        self.listeners.append(listener)
-        self.run.serve(listener)
 
 
 PORT_MODE_NOTE = ("--rexmle-network=gateway under Landlock without a network namespace (none can be created "
@@ -683,9 +654,10 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
     return join
 
 
-def _disk_exceeded(spec: RunSpec, limits: Limits, tmp: Path) -> tuple[str, str] | None:
+def _disk_exceeded(policy: run_policy.SandboxPolicy, tmp: Path) -> tuple[str, str] | None:
+    limits = policy.limits
     if limits.disk is not None:
-        used = disk_usage(spec.workspace) + disk_usage(spec.submission)
+        used = sum(disk_usage(path) for path in policy.read_write)  # workspace and submission
         if used > limits.disk:
             return "disk", exceeded_message(limits, "disk", f"workspace and submission use {used / 2**20:.0f} MiB")
     if limits.tmp is not None:

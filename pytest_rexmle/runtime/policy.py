@@ -57,12 +57,9 @@ class PolicyOptions:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "PolicyOptions":
-        return cls(limits=dict(getattr(settings, "limits", None) or {}),
-                   identity=IdentityPolicy(getattr(settings, "agent_uids", None),
-                                           bool(getattr(settings, "agent_as_root", False)),
-                                           bool(getattr(settings, "unsafe_same_uid", False))),
-                   egress_allow=tuple(getattr(settings, "egress_allow", ()) or ()),
-                   budget=getattr(settings, "budget", None))
+        identity = IdentityPolicy(settings.agent_uids, settings.agent_as_root, settings.unsafe_same_uid)
+        return cls(limits=dict(settings.limits), identity=identity, egress_allow=tuple(settings.egress_allow),
+                   budget=settings.budget)
 
     def runtime_options(self) -> dict[str, Any]:
         """The constructor keywords of a local or Docker runtime (and of a Slurm job's inner runtime)."""

@@ -24,16 +24,19 @@ import json
 import math
 import os
 import shlex
-import signal
+import shutil
 import subprocess
 import sys
 import threading
 import time
+import uuid
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable
+from ..hostile import log_tail
+from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, trap_sigterm
 from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
 from .sacct import ACCOUNTING
 
@@ -49,24 +52,8 @@ INSTALL_HINT = ("the slurm runtime needs the Slurm client tools (sbatch, sacct, 
                 "cluster with accounting (slurmdbd); to try it on one machine run `sudo .ci/slurm-setup.sh`")
 
 
-@dataclass(frozen=True)
-class Submitted:
-    """A submitted job as the harness keeps it: its id and the job log submitit writes."""
-
-    job_id: str
-    stderr: Path
-
-
 class SlurmJobError(Exception):
     """The job ended without running the agent to an outcome (the node could not start it): a harness error."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM to the session: unwind like Ctrl-C, so the session's jobs are cancelled on the way out."""
-
-
-def _on_sigterm(signum, frame) -> None:  # noqa: ARG001
-    raise Terminated("SIGTERM")
 
 
 @dataclass(frozen=True)
@@ -91,19 +78,18 @@ def _state_name(raw: str) -> str:
 
 
 class SlurmHandle(RunHandle):
-    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: "Submitted", folder: Path, attempts: int = 1) -> None:
-        super().__init__(runtime, spec)
-        self.job, self.folder, self.attempts = job, folder, attempts
-        self.submitted = datetime.now(timezone.utc).isoformat()
+    """A submitted job: its id and the job log submitit writes (both change when it is resubmitted)."""
 
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
+    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: tuple[str, Path], folder: Path,
+                 attempts: int = 1) -> None:
+        super().__init__(runtime, spec)
+        (self.job_id, self.stderr), self.folder, self.attempts = job, folder, attempts
+        self.submitted = datetime.now(timezone.utc).isoformat()
 
     def record(self) -> dict:
         return {"slurm": {"job_id": self.job_id, "folder": str(self.folder), "attempts": self.attempts,
                           "submitted": self.submitted, "detached": self.runtime.settings.detach,
-                          "stderr": str(self.job.stderr)}}
+                          "stderr": str(self.stderr)}}
 
     def info(self, mode: str = "cache") -> dict:
         return ACCOUNTING.get_info(self.job_id, mode=mode)
@@ -130,12 +116,10 @@ class SlurmHandle(RunHandle):
         if state == "COMPLETED" and outcome_path.is_file():
             return outcome_from_json(json.loads(outcome_path.read_text()))
         info = self.info()
-        logs = self.spec.logs
-        logs.mkdir(parents=True, exist_ok=True)
-        stdout, stderr = logs / "agent.stdout.log", logs / "agent.stderr.log"
+        stdout, stderr = agent_logs(self.spec)
         if state in ("COMPLETED", "FAILED") and not outcome_path.is_file():
             raise SlurmJobError(f"Slurm job {self.job_id} ended {state} without running the agent: "
-                                f"{_tail(self.job.stderr)}")
+                                f"{log_tail(self.stderr, 600) or '(no job log)'}")
         limit = info.get("Timelimit") or "?"
         detail = f"Slurm job {self.job_id} ended {info.get('State') or state}"
         detail += f" after {info.get('Elapsed') or '?'} (Slurm --time {limit})" if state == "TIMEOUT" else \
@@ -159,12 +143,6 @@ def _seconds(elapsed: str | None) -> float:
     return (int(days or 0) * 86400) + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
-def _tail(path: Path, limit: int = 600) -> str:
-    from ..hostile import log_tail
-
-    return log_tail(path, limit) or "(no job log)"
-
-
 class SlurmRuntime(Runtime):
     name = "slurm"
     batches = True
@@ -179,7 +157,7 @@ class SlurmRuntime(Runtime):
         self._lock = threading.Lock()
         self._cluster_gpus: bool | None = None
         self._last_poll = 0.0
-        self._previous_sigterm = None
+        self._restore_sigterm = None  # set while SIGTERM raises Terminated (base.py): jobs are cancelled on the way out
         self._atexit = False
 
     @classmethod
@@ -199,7 +177,7 @@ class SlurmRuntime(Runtime):
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
         return cls(SlurmSettings(shared_paths=shared,
                                  probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
-partition=settings.slurm_partition, account=settings.slurm_account,
+                                 partition=settings.slurm_partition, account=settings.slurm_account,
                                  qos=settings.slurm_qos, options=dict(settings.slurm_options),
                                  inner=settings.slurm_inner, inner_options=inner_options,
                                  detach=settings.slurm_detach,
@@ -225,7 +203,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         except ImportError:
             raise RuntimeUnavailable("the slurm runtime needs submitit (`pip install 'submitit>=1.5'`)") from None
         for tool in ("sbatch", "sacct", "squeue", "scancel"):
-            if not _which(tool):
+            if not shutil.which(tool):
                 raise RuntimeUnavailable(f"{tool} not found. {INSTALL_HINT}")
         probe = subprocess.run(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"], capture_output=True, text=True)
         if probe.returncode != 0:
@@ -241,8 +219,6 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         Without it a non-shared folder shows up as twenty identical FAILs hours later. The runs folder gets
         a fresh token file, so a node-local folder that merely has the same name does not pass.
         """
-        import uuid
-
         runs = dict(self.settings.shared_paths).get("runs folder")
         # a path missing here too (data not prepared yet) is not a sharing problem: the items say what to do
         checks = [(what, path) for what, path in self.settings.shared_paths if what != "runs folder" and path.exists()]
@@ -268,8 +244,6 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                 job_id = stdout.strip().split(";")[0]
                 if job_id:
                     subprocess.run(["scancel", job_id], capture_output=True)
-                import warnings
-
                 warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
                               f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
                               f"the nodes share", stacklevel=1)
@@ -311,7 +285,7 @@ partition=settings.slurm_partition, account=settings.slurm_account,
             return None
         spec = read_spec(folder / SPEC_NAME)[0]
         stderr = Path(slurm["stderr"]) if slurm.get("stderr") else _job_stderr(folder, str(job_id))
-        handle = SlurmHandle(self, spec, Submitted(str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
+        handle = SlurmHandle(self, spec, (str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
         if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
                 and _controller_state(str(job_id)) is None):
@@ -324,9 +298,9 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         with self._lock:
             ids = sorted(self._live)
             self._live.clear()
-        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+        if self._restore_sigterm is not None and threading.current_thread() is threading.main_thread():
+            self._restore_sigterm()
+            self._restore_sigterm = None
         if ids and not self.settings.detach:
             subprocess.run(["scancel", *ids], capture_output=True)
 
@@ -343,13 +317,9 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         except Exception:
             wanted = len(spec.gpus)
         if wanted and self._cluster_gpus is None:
-            self._cluster_gpus = self._partition_has_gpus()
+            args = ["sinfo", "-h", "-o", "%G"] + (["-p", self.settings.partition] if self.settings.partition else [])
+            self._cluster_gpus = "gpu" in subprocess.run(args, capture_output=True, text=True).stdout
         return wanted if self._cluster_gpus else 0
-
-    def _partition_has_gpus(self) -> bool:
-        args = ["sinfo", "-h", "-o", "%G"] + (["-p", self.settings.partition] if self.settings.partition else [])
-        out = subprocess.run(args, capture_output=True, text=True).stdout
-        return "gpu" in out
 
     def parameters(self, spec: RunSpec) -> dict:
         gpus = self.gpus_for(spec)
@@ -357,15 +327,12 @@ partition=settings.slurm_partition, account=settings.slurm_account,
                         "use_srun": False, "signal_delay_s": 60, "stderr_to_stdout": False,
                         "setup": [f"export REXMLE_SLURM_GRES_GPUS={gpus}"],
                         "additional_parameters": {"no-requeue": True, **self.settings.options}}
-        for key in ("partition", "account", "qos"):
-            value = getattr(self.settings, key)
-            if value:
-                params[key] = value
+        params.update({key: value for key in ("partition", "account", "qos") if (value := getattr(self.settings, key))})
         if gpus:
             params["gres"] = f"gpu:{gpus}"
         return params
 
-    def _submit(self, spec: RunSpec, folder: Path):
+    def _submit(self, spec: RunSpec, folder: Path) -> tuple[str, Path]:
         import submitit
 
         from .slurm_job import node_main
@@ -373,19 +340,17 @@ partition=settings.slurm_partition, account=settings.slurm_account,
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))
         job = executor.submit(node_main, str(folder / SPEC_NAME))
-        submitted = Submitted(str(job.job_id), Path(job.paths.stderr))
-        (folder / JOB_ID_NOTE).write_text(submitted.job_id)  # a session killed before run.json has it still re-attaches
-        ACCOUNTING.register(submitted.job_id)
-        return submitted
+        job_id = str(job.job_id)
+        (folder / JOB_ID_NOTE).write_text(job_id)  # a session killed before run.json has it still re-attaches
+        ACCOUNTING.register(job_id)
+        return job_id, Path(job.paths.stderr)
 
     def resubmit(self, handle: SlurmHandle, state: str) -> None:
         """Preemption or node failure is not the agent's fault: run it again once, from an empty submission."""
-        import shutil
-
         for child in handle.spec.submission.iterdir():
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         (handle.folder / OUTCOME_NAME).unlink(missing_ok=True)
-        handle.job = self._submit(handle.spec, handle.folder)
+        handle.job_id, handle.stderr = self._submit(handle.spec, handle.folder)
         handle.attempts += 1
         _append_run_record(handle.spec, {"requeued_after": state, **handle.record()})
         self._track(handle)
@@ -394,8 +359,8 @@ partition=settings.slurm_partition, account=settings.slurm_account,
     def _track(self, handle: SlurmHandle) -> None:
         with self._lock:
             self._live[handle.job_id] = handle
-        if self._previous_sigterm is None and threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        if self._restore_sigterm is None:
+            self._restore_sigterm = trap_sigterm()
         if not self._atexit:
             atexit.register(self.close)  # a session that dies on an exception still cancels its jobs
             self._atexit = True
@@ -485,9 +450,3 @@ def _job_stderr(folder: Path, job_id: str) -> Path:
     import submitit
 
     return Path(submitit.SlurmJob(folder=folder, job_id=job_id).paths.stderr)
-
-
-def _which(tool: str) -> str | None:
-    import shutil
-
-    return shutil.which(tool)
