@@ -13,10 +13,12 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
+from typing import TYPE_CHECKING
 
 from .paths import default_data_dir
+
+if TYPE_CHECKING:
+    import pytest
 
 PRECEDENCE = ("command-line option > ini-file option (rexmle_* in pytest.ini or pyproject.toml) > REXMLE_* "
               "environment variable (where an option has one) > task.yaml (limits:, time budget) > built-in default")
@@ -126,7 +128,7 @@ def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.envir
         if kind == "int":
             return int(value)
     except ValueError:
-        raise pytest.UsageError(f"{ini}: expected a number, got {value!r}") from None
+        raise usage_error(f"{ini}: expected a number, got {value!r}") from None
     return value
 
 
@@ -203,8 +205,8 @@ def options_by_agent(pairs: list[str], agents: tuple[str, ...]) -> dict[str, dic
         elif target in own and option:
             own[target][option] = value
         else:
-            raise pytest.UsageError(f"--agent-option {key}={value}: {target!r} is not one of the session's agents "
-                                    f"({', '.join(agents) or 'none'})")
+            raise usage_error(f"--agent-option {key}={value}: {target!r} is not one of the session's agents "
+                              f"({', '.join(agents) or 'none'})")
     return {name: {**shared, **own[name]} for name in agents}
 
 
@@ -213,7 +215,7 @@ def parse_agent_options(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise pytest.UsageError(f"--agent-option expects KEY=VALUE, got {pair!r}")
+            raise usage_error(f"--agent-option expects KEY=VALUE, got {pair!r}")
         out[key.strip()] = value
     return out
 
@@ -236,13 +238,13 @@ def read_settings(config: pytest.Config) -> Settings:
         return path if path.is_absolute() else base / path
 
     if v["data"] not in ("prepared", "synthetic"):
-        raise pytest.UsageError(f"--rexmle-data must be prepared or synthetic, got {v['data']!r}")
+        raise usage_error(f"--rexmle-data must be prepared or synthetic, got {v['data']!r}")
     if v["time_limit"] is not None and v["time_limit"] <= 0:
-        raise pytest.UsageError("--rexmle-time-limit must be a positive number of seconds")
+        raise usage_error("--rexmle-time-limit must be a positive number of seconds")
     if not 0.0 <= v["min_percentile"] <= 1.0:
-        raise pytest.UsageError("--rexmle-min-percentile must be between 0 and 1")
+        raise usage_error("--rexmle-min-percentile must be between 0 and 1")
     if v["parallel"] is not None and v["parallel"] < 1:
-        raise pytest.UsageError(f"--rexmle-parallel must be at least 1, got {v['parallel']}")
+        raise usage_error(f"--rexmle-parallel must be at least 1, got {v['parallel']}")
     agents = agent_names(v["agent"])
     by_agent = options_by_agent(v["agent_options"], agents)
     judge_model = v.pop("judge_model")
@@ -271,6 +273,14 @@ def read_settings(config: pytest.Config) -> Settings:
     return Settings(**v)
 
 
+def usage_error(message: str) -> Exception:
+    """pytest's UsageError, imported only here: a run's child unpickles Settings and would otherwise
+    import pytest (about 0.15 s of every run's start) for an error only the session raises."""
+    import pytest
+
+    return pytest.UsageError(message)
+
+
 @contextmanager
 def _usage_error(option: str, error: type[Exception]):
     """A value checked now, while the session starts: a typo is one usage error naming the option, not a
@@ -278,4 +288,4 @@ def _usage_error(option: str, error: type[Exception]):
     try:
         yield
     except error as exc:
-        raise pytest.UsageError(f"{option}: {exc}") from None
+        raise usage_error(f"{option}: {exc}") from None
