@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
+from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, \
     unique_ids
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
@@ -56,11 +56,7 @@ def prepare(ctx: Context) -> dict[str, int]:
     ctx.notes["images_without_label"] = sorted(set(image_of) - set(label_of))[:50]
     ctx.notes["labels_without_image"] = sorted(set(label_of) - set(image_of))[:50]
     train, test = split_and_record(ids, ctx)
-    answers = {}
-    for case_id in ids:
-        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train,
-                                          f"{case_id}{image_of[case_id].suffix}", f"{case_id}_label.tiff", answers)
-        ctx.place(image_of[case_id], image_dst)
-        ctx.place(label_of[case_id], label_dst)
+    answers = ctx.place_cases(ids, train, image_of, label_of, lambda i: f"{i}{image_of[i].suffix}",
+                              lambda i: f"{i}_label.tiff", lambda _, _image, label, dst: ctx.place(label, dst))
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}_label.tiff", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test), "per_set": per_set}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...data.prepare.layout import Context, case_paths, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
+from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
 
 
 def prepare(ctx: Context) -> dict[str, int]:
@@ -16,11 +16,6 @@ def prepare(ctx: Context) -> dict[str, int]:
                          if not p.name.endswith("_0000.nii.gz")), "label", ctx.task)
     ids = complete_ids(ctx.task, {"image": images, "label": labels}, ctx)
     train, test = split_and_record(ids, ctx)
-    answers = {}
-    for case_id in ids:
-        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train,
-                                          f"{case_id}_0000.nii.gz", f"{case_id}.nii.gz", answers)
-        ctx.place(images[case_id], image_dst)
-        ctx.place_label(case_id, images[case_id], labels[case_id], label_dst)
+    answers = ctx.place_cases(ids, train, images, labels, lambda i: f"{i}_0000.nii.gz", lambda i: f"{i}.nii.gz")
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test)}

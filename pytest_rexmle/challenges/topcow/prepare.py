@@ -13,7 +13,7 @@ from typing import Callable
 import yaml
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, complete_ids, split_and_record, standard_outputs, stem_of, \
+from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, \
     unique_ids
 
 ANTERIOR = ("L-A1", "Acom", "3rd-A2", "R-A1")
@@ -87,12 +87,8 @@ def _prepare(ctx: Context, kind: str, column: str, write: Callable[[str, Path, P
         ctx.warn("the three TopCoW label folders list different ids for this modality: "
                  + ", ".join(f"{LABEL_DIRS[k][0]}={len(v)}" for k, v in others.items()))
     train, test = split_and_record(ids, ctx)
-    answers = {}
-    for case_id in ids:
-        image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train,
-                                          f"{case_id}_0000.nii.gz", f"{case_id}{answer_suffix}", answers)
-        ctx.place(images[case_id], image_dst)
-        write(case_id, images[case_id], labels[case_id], label_dst)
+    answers = ctx.place_cases(ids, train, images, labels, lambda i: f"{i}_0000.nii.gz", lambda i: f"{i}{answer_suffix}",
+                              write)
     standard_outputs(ctx, test, column, lambda i: f"predictions/{i}{answer_suffix}", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test)}
 

@@ -99,6 +99,19 @@ class Context:
             return
         write_image(self.on_image_grid(case_id, sitk.ReadImage(str(label)), ref, label, image), dst)
 
+    def place_cases(self, ids: Iterable[str], train: list[str], images: Mapping[str, Path], labels: Mapping[str, Path],
+                    image_name: Callable[[str], str], label_name: Callable[[str], str],
+                    place_label: Callable[[str, Path, Path, Path], None] | None = None) -> dict[str, str]:
+        """Every case's image and label where §0.2 puts them (:func:`case_paths`); the test labels, the
+        answers, by case. ``place_label`` writes one label (default: :meth:`place_label`)."""
+        answers: dict[str, str] = {}
+        for case_id in ids:
+            image_dst, label_dst = case_paths(self.public, self.private, case_id, case_id in train,
+                                              image_name(case_id), label_name(case_id), answers)
+            self.place(images[case_id], image_dst)
+            (place_label or self.place_label)(case_id, images[case_id], labels[case_id], label_dst)
+        return answers
+
     def on_image_grid(self, case_id: str, img: sitk.Image, ref: sitk.Image, label: Path, image: Path
                       ) -> sitk.Image:
         """The label image ``img`` (read from ``label``) itself when its grid is the image's, else
