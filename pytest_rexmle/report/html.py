@@ -27,7 +27,6 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
@@ -551,11 +550,3 @@ def _sessions_started(merged: dict) -> str:
         return f" from the session of {_e(times[0])}"
     return f" from sessions between {_e(times[0])} and {_e(times[-1])}"
 
-
-def write_html(reports: list[dict], capability: list[dict] | None, out: Path) -> Path:
-    """Write the report; ``out`` is the HTML file, or a folder that receives ``rexmle-report.html``."""
-    out = Path(out)
-    path = out if out.suffix.lower() in (".html", ".htm") else out / "rexmle-report.html"
-    from .archive import write_text
-
-    return write_text(path, render_html(reports, capability))

@@ -341,8 +341,8 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
-                taken: list[tuple[Path, Path]] | None = None) -> tuple[list[dict], list[dict]]:
+def load_inputs(inputs: list[Path], extra_capability: list[Path],
+                taken: list[tuple[Path, Path]]) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
 
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
@@ -362,8 +362,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
                 raise ValueError(f"{report}: not JSON ({exc})") from None
             if not isinstance(reports[-1], dict) or reports[-1].get("schema") != REPORT_SCHEMA:
                 raise ValueError(f"{report}: not a {REPORT_SCHEMA} document")
-            if taken is not None:
-                taken.append((Path(raw), report))
+            taken.append((Path(raw), report))
             cap = report.parent / CAPABILITY_JSON
             if cap.is_file():
                 capability.append(_load(cap))
@@ -376,22 +375,18 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
 
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
-    from .html import render_html
     from .archive import write_json, write_text
-
+    from .html import render_html
     from .reference import with_reference
 
     taken: list[tuple[Path, Path]] = []
     try:
-        reports, capability = load_inputs(args.inputs, getattr(args, "capability", []) or [], taken)
+        reports, capability = load_inputs(args.inputs, args.capability, taken)
         merged = merge_reports(reports, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
-        merged = with_reference(merged, getattr(args, "reference", None))
-    except FileNotFoundError as exc:
+        merged = with_reference(merged, args.reference)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"rexmle report: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, FileNotFoundError) else 1
     for raw in dict.fromkeys(raw for raw, _ in taken):
         names = [report.parent.name for r, report in taken if r == raw]
         print(f"took {len(names)} session(s) from {raw}: {', '.join(names)}", file=sys.stderr)
@@ -403,12 +398,3 @@ def run_report(args: argparse.Namespace) -> int:
     for path in (out / MERGED_JSON, out / MERGED_MD, html):
         print(path)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = add_report_arguments(argparse.ArgumentParser(prog="rexmle report", description=__doc__.splitlines()[0]))
-    return run_report(parser.parse_args(argv))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
