@@ -31,8 +31,9 @@ from typing import Any
 
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
-from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
-from .render import fmt_number
+from ..documents import number
+from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
+from .render import fmt_number, leak_text
 from .archive import local_time
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
@@ -75,12 +76,6 @@ def _e(value: Any) -> str:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}%"
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-        return float(value)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -294,7 +289,7 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
                     f'<td class="data">{_badge("published")}</td><td class="num">paper <small>({_e(ref.get("llm"))}, '
                     f'{_e(ref.get("budget_hours"))} h)</small></td>'
                     f'<td class="num">{n_all} of {n_all}</td><td class="num"><b>{_pct(ref["mean"])}</b>{whole}</td>'
-                    f'<td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td></tr>')
+                    + '<td class="num">-</td>' * 4 + '</tr>')
     rows.append("</table></div>")
     return "".join(rows)
 
@@ -330,12 +325,13 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
             n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
             top = median = None
         span = len(metrics) + 1
+        n_text = _e(n_humans if n_humans is not None else "-")
         first = True
         for j, metric in enumerate(metrics):
             key = metric.key if metric else keys[j]
             arrow = "" if metric is None else (" ↑" if metric.higher_is_better else " ↓")
             row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
-                   f'<td rowspan="{span}" class="num">{_e(n_humans if n_humans is not None else "-")}</td>') if first else "<tr>"
+                   f'<td rowspan="{span}" class="num">{n_text}</td>') if first else "<tr>"
             first = False
             row += (f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(metric.best if metric else None))}</td>"
                     f"<td class='num'>{_e(fmt_number(metric.median if metric else None))}</td>")
@@ -347,9 +343,9 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
                 elif not info or info.get("mean") is None or ok == 0:
                     row += "<td class='fail'>FAIL</td>"
                 else:
-                    value = _num(info["mean"])
+                    value = number(info["mean"])
                     suffix = f" <small>({ok}/{c['n_runs']} graded)</small>" if c["n_runs"] > 1 or ok < c["n_runs"] else ""
-                    pos = metric.position(value) if metric is not None and value is not None else None
+                    pos = metric.position(value) if metric is not None else None
                     row += _value_cell(value, pos, n_humans, suffix)
             for c in ref_cells:
                 info = c["metrics"].get(key)
@@ -358,11 +354,9 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
                 elif c["status"] != "ok" or info is None:
                     row += "<td class='fail'>FAIL</td>" if c["status"] != "ok" else "<td class='notrun'>-</td>"
                 else:
-                    row += _value_cell(_num(info["mean"]), c["positions"].get(key), n_humans)
+                    row += _value_cell(number(info["mean"]), c["positions"].get(key), n_humans)
             rows.append(row + "</tr>")
-        pct_row = "" if metrics else (f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">'
-                                      f'{_e(n_humans if n_humans is not None else "-")}</td>')
-        pct_row = pct_row or "<tr>"
+        pct_row = "<tr>" if metrics else f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">{n_text}</td>'
         pct_row += (f"<td><i>percentile</i></td><td class='num' title='the winning team'>{_pct(top)}</td>"
                     f"<td class='num' title='the median team'>{_pct(median)}</td>")
         for c in cells:
@@ -393,14 +387,21 @@ LEGEND_HTML = (
     "score.</dd></dl>")
 
 
-def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> str:
-    shown = [(a["label"], caps[str(a["agent"])]) for a in merged["agents"] if str(a["agent"]) in caps]
-    shown += [(name, doc) for name, doc in caps.items() if name not in {str(a["agent"]) for a in merged["agents"]}]
-    head = "".join(f"<th>{_e(label)}<br><small>{doc['n_runs']} run(s)</small></th>" for label, doc in shown)
+def _capability_series(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> list[tuple[str, str, dict]]:
+    """(label, colour, aggregate) per agent with capability data: the merged agents first, then agents
+    known only from the capability documents (in the next palette colours)."""
+    known = {str(a["agent"]) for a in merged["agents"]}
+    shown = [(a["label"], colors[a["label"]], caps[str(a["agent"])]) for a in merged["agents"] if str(a["agent"]) in caps]
+    others = [(name, doc) for name, doc in caps.items() if name not in known]
+    return shown + [(name, PALETTE[(len(colors) + j) % len(PALETTE)], doc) for j, (name, doc) in enumerate(others)]
+
+
+def capability_tables(shown: list[tuple[str, str, dict]]) -> str:
+    head = "".join(f"<th>{_e(label)}<br><small>{doc['n_runs']} run(s)</small></th>" for label, _, doc in shown)
     rows = [f"<table class='capability'><tr><th>#</th><th>Strategy</th>{head}</tr>"]
     for s in load_strategies():
         row = f"<tr><td class='num'>{s.id}</td><td>{_e(s.name)}</td>"
-        for _, doc in shown:
+        for _, _, doc in shown:
             item = doc["strategies"][s.id - 1]
             frag = item.get("fragment_mean")
             extra = f"; fragments {_pct(frag)}" if frag is not None and frag != item["mean_score"] else ""
@@ -408,7 +409,7 @@ def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str
                     f"{_e(extra)})</small></td>")
         rows.append(row + "</tr>")
     rows.append("</table>")
-    for label, doc in shown:
+    for label, _, doc in shown:
         rows.append(f"<h3>{_e(label)}: per-challenge table (1 = strategy shown in the run)</h3>")
         ids = "".join(f"<th title='{_e(s.name)}'>{s.id}</th>" for s in load_strategies())
         rows.append(f"<div class='scroll'><table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
@@ -433,18 +434,14 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
             docs = grouped.get((str(a["agent"]), cid))
             if not docs:
                 continue
-            mean = lambda vals: (sum(vals) / len(vals)) if vals else None  # noqa: E731
-            scores = [mean([r["score"] for d in docs for r in d["stages"] if r["id"] == sid]) for sid in STAGE_IDS]
-            usage = {k: mean([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
-                     for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")}
+            scores = [mean_of([r["score"] for d in docs for r in d["stages"] if r["id"] == sid]) for sid in STAGE_IDS]
+            usage = [mean_of([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
+                     for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")]
             cells = "".join(f"<td class='num'>{_pct(v)}</td>" for v in scores)
+            cost = "".join(f"<td class='num'>{_e(fmt_number(v))}</td>" for v in usage)
             rows.append(f"<tr><td>{_e(a['label'])}</td><td>{_e(cid)}</td>"
                         f"<td class='num'><b>{_pct(a['challenges'][i]['mean_percentile'])}</b></td>{cells}"
-                        f"<td class='num'>{_pct(mean([d['total'] for d in docs]))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['turns']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['total_tokens']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['cost_usd']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['wall_seconds']))}</td></tr>")
+                        f"<td class='num'>{_pct(mean_of([d['total'] for d in docs]))}</td>{cost}</tr>")
     rows.append("</table></div>")
     return "".join(rows)
 
@@ -453,10 +450,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
 
 def _leak_notes(reports: list[dict]) -> str:
     """One line per result the leak rules flagged (:mod:`pytest_rexmle.leaks`), with its egress log."""
-    from ..leaks import summary
-
-    notes = [f"<li>{_e(rep.get('agent'))} — {_e(rec.get('challenge_id'))}: {_e(summary(rec['suspected_leak']))}"
-             f" ({_e(rec['suspected_leak'].get('egress') or 'no egress log')})</li>"
+    notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
              for rep in reports for rec in rep.get("challenges", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
     return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
@@ -503,25 +497,16 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                  "<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
                  "or no run left logs to judge. Nothing to draw.</p>"]
     else:
-        series = []
-        for a in merged["agents"]:
-            doc = caps.get(str(a["agent"]))
-            if doc:
-                series.append((a["label"], colors[a["label"]], [r["mean_score"] for r in doc["strategies"]]))
-        known = {str(a["agent"]) for a in merged["agents"]}
-        for j, (name, doc) in enumerate((n, d) for n, d in caps.items() if n not in known):
-            series.append((name, PALETTE[(len(colors) + j) % len(PALETTE)], [r["mean_score"] for r in doc["strategies"]]))
+        shown = _capability_series(merged, caps, colors)
         judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
         judge_text = f" Judge: {_e(judge.get('name'))} ({_e(judge.get('model'))}, prompt {_e(judge.get('prompt_version'))})." if judge else ""
         body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
-        runs_of = {a["label"]: a["n_runs"] for a in merged["agents"]}
-        empty = [(label, c) for label, c, values in series if not any(v > 0 for v in values)]
+        series = [(label, c, [r["mean_score"] for r in doc["strategies"]]) for label, c, doc in shown]
         drawn = [item for item in series if any(v > 0 for v in item[2])]
-        for label, _ in empty:
-            doc = caps.get(label) or next((caps[str(a["agent"])] for a in merged["agents"]
-                                           if a["label"] == label and str(a["agent"]) in caps), {})
-            n = doc.get("n_runs", runs_of.get(label, 0))
-            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its {_e(n)} judged run(s) the "
+        for label, _, doc in shown:
+            if any(r["mean_score"] > 0 for r in doc["strategies"]):
+                continue
+            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its {_e(doc['n_runs'])} judged run(s) the "
                         f"judge found none of the 13 winning strategies executed in the logs and code, so it has "
                         f"no polygon on the radar.{judge_text}</p>")
         if drawn:
@@ -529,7 +514,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                                              for label, c, _ in drawn) + "</p>",
                      f"<figure>{radar_chart(drawn)}<figcaption>Fraction of each agent's runs whose log shows the "
                      f"strategy executed.{judge_text}</figcaption></figure>"]
-        body += ["<h2>Capability tables</h2>", capability_tables(merged, caps, colors)]
+        body += ["<h2>Capability tables</h2>", capability_tables(shown)]
     if stages:
         body += ["<h2>Workflow stages and cost</h2>",
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "

@@ -127,12 +127,9 @@ def _records(doc: dict) -> dict[str, dict]:
     return {rec["challenge_id"]: rec for rec in doc.get("challenges", [])}
 
 
-def _metric_mean(values: list[float]) -> float | None:
-    if not values:
-        return None
-    if any(math.isnan(v) for v in values):
-        return float("nan")
-    return float(sum(values) / len(values))
+def mean_of(values: list[float]) -> float | None:
+    """The mean, None for no values (a NaN among them makes it NaN)."""
+    return sum(values) / len(values) if values else None
 
 
 def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = SEED,
@@ -191,15 +188,15 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
         metrics = {}
         for key in metric_keys:
             values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
-            metrics[key] = {"mean": _metric_mean(values), "n": len(values)}
+            metrics[key] = {"mean": mean_of(values), "n": len(values)}
         positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
         rows.append({
             "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
-            "mean_percentile": sum(pcts) / len(pcts) if pcts else None, "sem": sem(pcts),
+            "mean_percentile": mean_of(pcts), "sem": sem(pcts),
             "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
                    if pcts else None),
             "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "not run" for r in recs],
-            "mean_position": sum(positions) / len(positions) if positions else None,
+            "mean_position": mean_of(positions),
             "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
             "n_humans": next((r["n_humans"] for r in recs_known), None),
             "metrics": metrics,

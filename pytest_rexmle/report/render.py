@@ -104,16 +104,16 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
 
 def leak_lines(doc: dict) -> list[str]:
     """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge."""
+    return [f"suspected leak: {leak_text(rec)}" for rec in doc["challenges"]
+            if isinstance(rec.get("suspected_leak"), dict)]
+
+
+def leak_text(rec: dict) -> str:
+    """``isles22: answers-reproduced (egress log)`` for a record the leak rules flagged."""
     from ..leaks import summary
 
-    out = []
-    for rec in doc["challenges"]:
-        leak = rec.get("suspected_leak")
-        if isinstance(leak, dict):
-            egress = leak.get("egress")
-            out.append(f"suspected leak: {rec['challenge_id']}: {summary(leak)}"
-                       + (f" ({egress})" if egress else " (no egress log)"))
-    return out
+    leak = rec["suspected_leak"]
+    return f"{rec['challenge_id']}: {summary(leak)} ({leak.get('egress') or 'no egress log'})"
 
 
 LEGEND = ("Percentile = 1 − (mean position − 1) / N over the challenge's ranking metrics: 100 % = at least as "
