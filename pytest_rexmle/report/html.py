@@ -356,7 +356,8 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
                 else:
                     row += _value_cell(number(info["mean"]), c["positions"].get(key), n_humans)
             rows.append(row + "</tr>")
-        pct_row = "<tr>" if metrics else f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">{n_text}</td>'
+        pct_row = ("<tr>" if metrics
+                   else f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">{n_text}</td>')
         pct_row += (f"<td><i>percentile</i></td><td class='num' title='the winning team'>{_pct(top)}</td>"
                     f"<td class='num' title='the median team'>{_pct(median)}</td>")
         for c in cells:
@@ -387,13 +388,16 @@ LEGEND_HTML = (
     "score.</dd></dl>")
 
 
-def _capability_series(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> list[tuple[str, str, dict]]:
-    """(label, colour, aggregate) per agent with capability data: the merged agents first, then agents
-    known only from the capability documents (in the next palette colours)."""
+def _capability_series(merged: dict, caps: dict[str, dict],
+                       colors: dict[str, str]) -> list[tuple[str, str, dict]]:
+    """(label, colour, aggregate) per agent with capability data: the merged agents first, then
+    agents known only from the capability documents (in the next palette colours)."""
     known = {str(a["agent"]) for a in merged["agents"]}
-    shown = [(a["label"], colors[a["label"]], caps[str(a["agent"])]) for a in merged["agents"] if str(a["agent"]) in caps]
+    shown = [(a["label"], colors[a["label"]], caps[str(a["agent"])])
+             for a in merged["agents"] if str(a["agent"]) in caps]
     others = [(name, doc) for name, doc in caps.items() if name not in known]
-    return shown + [(name, PALETTE[(len(colors) + j) % len(PALETTE)], doc) for j, (name, doc) in enumerate(others)]
+    return shown + [(name, PALETTE[(len(colors) + j) % len(PALETTE)], doc)
+                    for j, (name, doc) in enumerate(others)]
 
 
 def capability_tables(shown: list[tuple[str, str, dict]]) -> str:
@@ -434,7 +438,8 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
             docs = grouped.get((str(a["agent"]), cid))
             if not docs:
                 continue
-            scores = [mean_of([r["score"] for d in docs for r in d["stages"] if r["id"] == sid]) for sid in STAGE_IDS]
+            scores = [mean_of([r["score"] for d in docs for r in d["stages"] if r["id"] == sid])
+                      for sid in STAGE_IDS]
             usage = [mean_of([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
                      for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")]
             cells = "".join(f"<td class='num'>{_pct(v)}</td>" for v in scores)
@@ -506,9 +511,9 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
         for label, _, doc in shown:
             if any(r["mean_score"] > 0 for r in doc["strategies"]):
                 continue
-            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its {_e(doc['n_runs'])} judged run(s) the "
-                        f"judge found none of the 13 winning strategies executed in the logs and code, so it has "
-                        f"no polygon on the radar.{judge_text}</p>")
+            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its "
+                        f"{_e(doc['n_runs'])} judged run(s) the judge found none of the 13 winning strategies "
+                        f"executed in the logs and code, so it has no polygon on the radar.{judge_text}</p>")
         if drawn:
             body += ["<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
                                              for label, c, _ in drawn) + "</p>",

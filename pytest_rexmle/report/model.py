@@ -73,7 +73,8 @@ def _failed(task_id: str, status: str, reason: str, traceback: str | None = None
     from ..leaderboard import Leaderboard
 
     task = registry().get(task_id)
-    return ChallengeResult.failed(task, status, reason, Leaderboard.read(task.leaderboard_path).n, traceback=traceback)
+    n_humans = Leaderboard.read(task.leaderboard_path).n
+    return ChallengeResult.failed(task, status, reason, n_humans, traceback=traceback)
 
 
 def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
