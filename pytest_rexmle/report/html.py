@@ -32,9 +32,11 @@ from typing import Any
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
 from ..documents import number
-from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
-from .render import fmt_number, leak_text
 from .archive import local_time
+from .humans import humans_of, place
+from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
+from .reference import with_reference
+from .render import fmt_number, leak_text
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -295,8 +297,6 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
 
 
 def _value_cell(value: float | None, pos, n_humans, suffix: str = "") -> str:
-    from .humans import place
-
     where = f"<br><small class='pos'>{_e(place(pos, n_humans))}</small>" if pos is not None else ""
     return f"<td class='num'>{_e(fmt_number(value))}{suffix}{where}</td>"
 
@@ -304,8 +304,6 @@ def _value_cell(value: float | None, pos, n_humans, suffix: str = "") -> str:
 def metric_table(merged: dict, names: dict[str, str]) -> str:
     """Table 3 style: per ranking metric the human best and median, each agent's mean value with its
     position among the humans, the published agents' values, and the mean percentile per challenge."""
-    from .humans import humans_of
-
     agents = merged["agents"]
     refs = merged.get("reference") or []
     head = "".join(f"<th>{_e(a['label'])}</th>" for a in agents)
@@ -475,8 +473,6 @@ def _data_banner(merged: dict) -> str:
 def render_html(reports: list[dict], capability: list[dict] | None = None, reference: str | None = "paper") -> str:
     """The page. ``reference``: ``paper`` shows the paper's agents beside the user's, ``none`` does not; a
     merged document that already carries a ``reference`` list keeps it."""
-    from .reference import with_reference
-
     merged = _merged(reports)
     if "reference" not in merged:
         merged = with_reference(merged, reference)

@@ -61,7 +61,11 @@ from typing import Annotated, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from ..documents import Document, json_numbers, number
+from .archive import resolve_all, write_json, write_text
+from .mdtext import md_text
 from .model import SCHEMA as REPORT_SCHEMA, SessionReport, data_kind, note_for
+from .reference import CHOICES, DEFAULT, with_reference
+from .render import LEGEND, pct
 
 SCHEMA = "rexmle-merged-report/1"
 REPORT_JSON = "rexmle-report.json"
@@ -274,9 +278,6 @@ class MergedReport(Document):
 
 def markdown(doc: dict) -> str:
     """The merged report in Markdown; labels go through :func:`md_text` (an agent name is user text)."""
-    from .mdtext import md_text
-    from .render import LEGEND, pct
-
     refs = doc.get("reference") or []
     kinds = ", ".join(doc.get("data_kinds") or [])
     out = ["# ReX-MLE merged report", "",
@@ -323,8 +324,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--out", required=True, type=Path, help="folder for rexmle-merged.{json,md} and rexmle-report.html")
     parser.add_argument("--capability", action="append", default=[], type=Path, metavar="FILE",
                         help="extra rexmle-capability.json file(s) for the capability views (repeatable)")
-    from .reference import CHOICES, DEFAULT
-
     parser.add_argument("--reference", choices=CHOICES, default=DEFAULT,
                         help=f"published agents shown beside yours: 'paper' (the ReX-MLE paper's AIDE, ML-Master, "
                              f"R&D-Agent; default {DEFAULT}) or 'none'")
@@ -345,8 +344,6 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
     is taken once. ``taken`` receives (input, report file) for each report read, so the caller can say
     plainly what was merged."""
-    from .archive import resolve_all
-
     reports, capability, seen = [], [], set()
     for raw in inputs:
         for report in resolve_all(Path(raw)):
@@ -372,9 +369,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
 
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
-    from .archive import write_json, write_text
-    from .html import render_html
-    from .reference import with_reference
+    from .html import render_html  # html imports this module
 
     taken: list[tuple[Path, Path]] = []
     try:
