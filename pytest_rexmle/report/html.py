@@ -32,6 +32,7 @@ from typing import Any
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
 from ..documents import number
+from ..task import registry
 from .archive import local_time
 from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
@@ -104,12 +105,9 @@ def capability_by_agent(capability: list[dict] | None) -> tuple[dict[str, dict],
             direct[str(doc.get("agent"))].append(doc)
         elif "strategies" in doc and "sections" in doc:  # a per-run capability.json
             runs[str(doc.get("agent"))].append(doc)
-    out: dict[str, dict] = {}
     for name, docs in runs.items():
         direct[name].append(aggregate(docs, docs[0].get("agent")))
-    for name, docs in direct.items():
-        out[name] = docs[0] if len(docs) == 1 else _pool(docs)
-    return out, stages
+    return {name: docs[0] if len(docs) == 1 else _pool(docs) for name, docs in direct.items()}, stages
 
 
 def _pool(docs: list[dict]) -> dict:
@@ -125,8 +123,6 @@ def _pool(docs: list[dict]) -> dict:
 
 
 def _names() -> dict[str, str]:
-    from ..task import registry
-
     try:
         return {t.id: t.paper_name for t in registry()}
     except Exception:

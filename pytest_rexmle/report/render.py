@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -21,11 +20,7 @@ def fmt_number(value) -> str:
         return "-"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    size = abs(value)
+    size = abs(value)  # NaN and the infinities fall through to a format that prints nan, inf, -inf
     if size == 0:
         return "0"
     if size < 1e-4 or size >= 1e9:
