@@ -290,8 +290,7 @@ def load_json(data: bytes, what: str, max_depth: int = JSON_MAX_DEPTH, kind: str
     built as an int (it reads as a float, +inf), and a number of more than 10,000 characters is refused.
     ``NaN``/``Infinity`` are refused unless ``allow_constants`` (then the caller's finiteness rule speaks).
     """
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
     depth = json_depth(data)
     if depth > max_depth:
         raise RefusedFile(f"{what} is not valid {kind} for this task: nested {depth} levels deep (at most {max_depth})")

@@ -133,12 +133,12 @@ def _names() -> dict[str, str]:
 
 def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
     """The bars' series: the user's agents, then the published ones (``published``: drawn pale, dashed)."""
-    out = [{"label": a["label"], "color": colors[a["label"]], "published": False, "n_runs": a["n_runs"],
+    out = [{"label": a["label"], "color": colors[a["label"]], "published": False,
             "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["challenges"]],
             "score": (a["mean"], a["ci"], a["n_runs"])} for a in merged["agents"]]
     for j, ref in enumerate(merged.get("reference") or []):
         out.append({"label": ref["label"], "color": REFERENCE_PALETTE[j % len(REFERENCE_PALETTE)], "published": True,
-                    "n_runs": 1, "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
+                    "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
                     "score": (ref["mean"], None, 1)})
     return out
 
@@ -181,11 +181,10 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> st
             h = max(0.0, plot_h * max(0.0, min(1.0, value)))
             tip = f"{s['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
                                                              if n_runs > 1 and ci else "")
-            fill = s["color"]
             extra = (f' fill-opacity="0.25" stroke="{s["color"]}" stroke-width="1.2" stroke-dasharray="3 2" '
                      f'class="published"') if s["published"] else ""
             parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar - 1:.1f}" height="{max(h, 0.8):.1f}" '
-                         f'fill="{fill}"{extra}><title>{_e(tip)}</title></rect>')
+                         f'fill="{s["color"]}"{extra}><title>{_e(tip)}</title></rect>')
             if n_runs > 1 and ci and ci[1] > ci[0]:
                 cx = x + (bar - 1) / 2
                 parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
@@ -320,13 +319,11 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
             top = median = None
         span = len(metrics) + 1
         n_text = _e(n_humans if n_humans is not None else "-")
-        first = True
         for j, metric in enumerate(metrics):
             key = metric.key if metric else keys[j]
             arrow = "" if metric is None else (" ↑" if metric.higher_is_better else " ↓")
             row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
-                   f'<td rowspan="{span}" class="num">{n_text}</td>') if first else "<tr>"
-            first = False
+                   f'<td rowspan="{span}" class="num">{n_text}</td>') if j == 0 else "<tr>"
             row += (f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(metric.best if metric else None))}</td>"
                     f"<td class='num'>{_e(fmt_number(metric.median if metric else None))}</td>")
             for c in cells:

@@ -125,10 +125,6 @@ def _key(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
-def _records(doc: dict) -> dict[str, dict]:
-    return {rec["challenge_id"]: rec for rec in doc.get("challenges", [])}
-
-
 def mean_of(values: list[float]) -> float | None:
     """The mean, None for no values (a NaN among them makes it NaN)."""
     return sum(values) / len(values) if values else None
@@ -169,7 +165,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
-    per_run = [_records(doc) for doc in runs]
+    per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
     # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
     ran = [c for c in challenges if any(c in records for records in per_run)]
