@@ -33,7 +33,7 @@ import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from .errors import InvalidSubmission
 
@@ -209,20 +209,12 @@ def log_tail(path: Path | str, limit: int) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-class SafeReader:
+def open_reader(path: Path | str, limit: int, what: str | None = None) -> BinaryIO:
     """A binary file object over :func:`open_regular`, for libraries that take a file handle (Pillow,
     tifffile): they then read the inode that was checked, never what a path resolves to later."""
-
-    def __init__(self, path: Path | str, limit: int, what: str | None = None) -> None:
-        fd = _open_capped(path, limit, what or Path(path).name)
-        self.file = os.fdopen(fd, "rb")
-        self.file.raw.name = str(path)  # libraries show and split the name; the descriptor is what is read
-
-    def __enter__(self):
-        return self.file
-
-    def __exit__(self, *exc) -> None:
-        self.file.close()
+    file = os.fdopen(_open_capped(path, limit, what or Path(path).name), "rb")
+    file.raw.name = str(path)  # libraries show and split the name; the descriptor is what is read
+    return file
 
 
 # -- JSON ------------------------------------------------------------------------------------------------

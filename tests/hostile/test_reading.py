@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.hostile import (RefusedFile, SafeReader, clean_text, json_depth, load_json, read_bytes,
+from pytest_rexmle.hostile import (RefusedFile, clean_text, json_depth, load_json, open_reader, read_bytes,
                                    read_head_tail, read_json, walk_files)
 
 from .helpers import GIB, deep_folder, remove_tree, sparse_file
@@ -20,7 +20,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(fifo)  # nobody ever writes: a plain open() would block for ever
     start = time.monotonic()
     for read in (lambda: read_bytes(fifo), lambda: read_head_tail(fifo, 0, 100), lambda: read_json(fifo),
-                 lambda: SafeReader(fifo, 100)):
+                 lambda: open_reader(fifo, 100)):
         with pytest.raises(RefusedFile, match="is a FIFO, not a regular file"):
             read()
     assert time.monotonic() - start < 5
