@@ -248,13 +248,10 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> str:
 
 # -- tables -----------------------------------------------------------------------------------------
 
-def _legend(merged: dict, colors: dict[str, str]) -> str:
-    items = []
-    for s in _series(merged, colors):
-        style = (f"background:{s['color']}40;border:1px dashed {s['color']}" if s["published"]
-                 else f"background:{s['color']}")
-        items.append(f'<span class="swatch" style="{style}"></span>{_e(s["label"])}')
-    return "<p>" + " &nbsp; ".join(items) + "</p>"
+def _legend(items: list[tuple[str, str]]) -> str:
+    """A line of colour swatches, one per (label, CSS style of its swatch)."""
+    return "<p>" + " &nbsp; ".join(f'<span class="swatch" style="{style}"></span>{_e(label)}'
+                                   for label, style in items) + "</p>"
 
 
 def _badge(kind: str) -> str:
@@ -479,22 +476,23 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
             _data_banner(merged),
             "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
-            "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
+            "<h2>Percentile per challenge (Figure 1 style)</h2>",
+            _legend([(s["label"], f"background:{s['color']}40;border:1px dashed {s['color']}" if s["published"]
+                      else f"background:{s['color']}") for s in _series(merged, colors)]),
             f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
             f"runs (whiskers: bootstrap interval when an agent has several runs; × = not run); pale, dashed: published "
             f"results of the paper's agents; last group: overall score over the challenges shown."
             f"</figcaption></figure>",
             "<h2>Metric values against the humans (Table 3 style)</h2>", metric_table(merged, names),
             LEGEND_HTML]
+    body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
     if not caps:
-        body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
-                 "<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
-                 "or no run left logs to judge. Nothing to draw.</p>"]
+        body.append("<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
+                    "or no run left logs to judge. Nothing to draw.</p>")
     else:
         shown = _capability_series(merged, caps, colors)
         judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
         judge_text = f" Judge: {_e(judge.get('name'))} ({_e(judge.get('model'))}, prompt {_e(judge.get('prompt_version'))})." if judge else ""
-        body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
         series = [(label, c, [r["mean_score"] for r in doc["strategies"]]) for label, c, doc in shown]
         drawn = [item for item in series if any(v > 0 for v in item[2])]
         for label, _, doc in shown:
@@ -504,8 +502,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                         f"{_e(doc['n_runs'])} judged run(s) the judge found none of the 13 winning strategies "
                         f"executed in the logs and code, so it has no polygon on the radar.{judge_text}</p>")
         if drawn:
-            body += ["<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
-                                             for label, c, _ in drawn) + "</p>",
+            body += [_legend([(label, f"background:{c}") for label, c, _ in drawn]),
                      f"<figure>{radar_chart(drawn)}<figcaption>Fraction of each agent's runs whose log shows the "
                      f"strategy executed.{judge_text}</figcaption></figure>"]
         body += ["<h2>Capability tables</h2>", capability_tables(shown)]

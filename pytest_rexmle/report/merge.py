@@ -61,7 +61,7 @@ from typing import Iterable
 from ..documents import json_numbers, number
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
-from .model import SCHEMA as REPORT_SCHEMA, SessionReport, data_kind, note_for
+from .model import SessionReport, data_kind, note_for
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
 
@@ -266,7 +266,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def _load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
 
 
 def load_inputs(inputs: list[Path], extra_capability: list[Path],
@@ -282,12 +285,8 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            try:
-                reports.append(_load(report))
-            except ValueError as exc:
-                raise ValueError(f"{report}: not JSON ({exc})") from None
-            if not isinstance(reports[-1], dict) or reports[-1].get("schema") != REPORT_SCHEMA:
-                raise ValueError(f"{report}: not a {REPORT_SCHEMA} document")
+            reports.append(_load(report))
+            SessionReport.check(reports[-1], report)
             taken.append((Path(raw), report))
             cap = report.parent / CAPABILITY_JSON
             if cap.is_file():
