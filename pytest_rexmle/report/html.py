@@ -307,17 +307,16 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
         ref_cells = [r["challenges"][i] for r in refs]
         humans = humans_of(cid)
         if humans is not None:
-            metrics = list(humans.metrics)
+            metrics = [(m.key, m) for m in humans.metrics]
             n_humans, top, median = humans.n, humans.top_percentile, humans.median_percentile
         else:
             keys = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
-            metrics = [None] * len(keys)
+            metrics = [(key, None) for key in keys]
             n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
             top = median = None
         span = len(metrics) + 1
         n_text = _e(n_humans if n_humans is not None else "-")
-        for j, metric in enumerate(metrics):
-            key = metric.key if metric else keys[j]
+        for j, (key, metric) in enumerate(metrics):
             arrow = "" if metric is None else (" ↑" if metric.higher_is_better else " ↓")
             row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
                    f'<td rowspan="{span}" class="num">{n_text}</td>') if j == 0 else "<tr>"
