@@ -31,7 +31,7 @@ import os
 import re
 import stat
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
@@ -359,9 +359,6 @@ class ScrubReport:
     def neutralise(self, rel: str, why: str) -> None:
         self.n_neutralised += 1
         self._add(self.neutralised, rel, why)
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def _escapes(target: str) -> bool:
