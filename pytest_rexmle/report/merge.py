@@ -58,6 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import json_numbers, number
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
@@ -66,8 +67,6 @@ from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
 
 SCHEMA = "rexmle-merged-report/1"
-REPORT_JSON = "rexmle-report.json"
-CAPABILITY_JSON = "rexmle-capability.json"
 MERGED_JSON = "rexmle-merged.json"
 MERGED_MD = "rexmle-merged.md"
 HTML_NAME = "rexmle-report.html"
@@ -288,7 +287,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
             reports.append(_load(report))
             SessionReport.check(reports[-1], report)
             taken.append((Path(raw), report))
-            cap = report.parent / CAPABILITY_JSON
+            cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
                 capability.append(_load(cap))
     for path in extra_capability:

@@ -101,11 +101,11 @@ class SessionReporter:
         archive.write_text(out / "rexmle-report.md", markdown(doc))
         capability = None
         if self.capability:
-            from ..capability import session_document
+            from ..capability import SESSION_CAPABILITY_JSON, session_document
 
             capability = session_document([self.capability[k] for k in sorted(self.capability)],
                                           [self.stages[k] for k in sorted(self.stages)])
-            archive.write_json(out / "rexmle-capability.json", capability)
+            archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
         from .html import render_html
 
         archive.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))
