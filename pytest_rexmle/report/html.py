@@ -476,8 +476,9 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             _data_banner(merged),
             "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
             "<h2>Percentile per challenge (Figure 1 style)</h2>",
-            _legend([(s["label"], f"background:{s['color']}40;border:1px dashed {s['color']}" if s["published"]
-                      else f"background:{s['color']}") for s in _series(merged, colors)]),
+            _legend([(s["label"], f"background:{s['color']}40;border:1px dashed {s['color']}"
+                      if s["published"] else f"background:{s['color']}")
+                     for s in _series(merged, colors)]),
             f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
             f"runs (whiskers: bootstrap interval when an agent has several runs; × = not run); pale, dashed: published "
             f"results of the paper's agents; last group: overall score over the challenges shown."
@@ -486,8 +487,8 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             LEGEND_HTML]
     body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
     if not caps:
-        body.append("<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
-                    "or no run left logs to judge. Nothing to draw.</p>")
+        body.append("<p class='nocap'>No capability data: the runs were not judged "
+                    "(<code>--rexmle-judge=none</code>), or no run left logs to judge. Nothing to draw.</p>")
     else:
         shown = _capability_series(merged, caps, colors)
         judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
