@@ -33,7 +33,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from .errors import InvalidSubmission
 
@@ -151,14 +151,21 @@ def _read_fd(fd: int, count: int, what: str, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
+def _open_capped(path: Path | str, limit: int, what: str) -> int:
+    """:func:`open_regular`, refusing a file larger than ``limit`` bytes before anything is read."""
+    fd = open_regular(path, what)
+    size = os.fstat(fd).st_size
+    if size > limit:
+        os.close(fd)
+        raise _too_big(what, size, limit)
+    return fd
+
+
 def read_bytes(path: Path | str, limit: int = DEFAULT_MAX_BYTES, what: str | None = None) -> bytes:
     """The whole content of a regular file of at most ``limit`` bytes (checked before reading)."""
     what = what or Path(path).name
-    fd = open_regular(path, what)
+    fd = _open_capped(path, limit, what)
     try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise _too_big(what, size, limit)
         data = _read_fd(fd, limit + 1, what, time.monotonic() + READ_SECONDS)
     except OSError as exc:
         raise RefusedFile(f"{what} cannot be read ({exc.strerror})") from None
@@ -191,42 +198,23 @@ def read_head_tail(path: Path | str, head: int, tail: int, what: str | None = No
         os.close(fd)
 
 
-def read_tail(path: Path | str, limit: int, what: str | None = None) -> bytes:
-    """The last ``limit`` bytes of a regular file."""
-    first, last, _ = read_head_tail(path, 0, limit, what)
-    return first + last
-
-
 def log_tail(path: Path | str, limit: int) -> str:
     """The last ``limit`` characters of a log, read within bounds (a FIFO or a link to /dev/zero gives
     nothing) and stripped of escapes and control characters before it is quoted anywhere, on one line."""
     try:
-        data = read_tail(path, limit * 8)
+        first, last, _ = read_head_tail(path, 0, limit * 8)
     except RefusedFile:
         return ""
-    text = clean_text(data.decode("utf-8", "replace"), keep_newlines=True).strip()[-limit:]
+    text = clean_text((first + last).decode("utf-8", "replace"), keep_newlines=True).strip()[-limit:]
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-class SafeReader:
+def open_reader(path: Path | str, limit: int, what: str | None = None) -> BinaryIO:
     """A binary file object over :func:`open_regular`, for libraries that take a file handle (Pillow,
     tifffile): they then read the inode that was checked, never what a path resolves to later."""
-
-    def __init__(self, path: Path | str, limit: int, what: str | None = None) -> None:
-        what = what or Path(path).name
-        fd = open_regular(path, what)
-        size = os.fstat(fd).st_size
-        if size > limit:
-            os.close(fd)
-            raise _too_big(what, size, limit)
-        self.file = os.fdopen(fd, "rb")
-        self.file.raw.name = str(path)  # libraries show and split the name; the descriptor is what is read
-
-    def __enter__(self):
-        return self.file
-
-    def __exit__(self, *exc) -> None:
-        self.file.close()
+    file = os.fdopen(_open_capped(path, limit, what or Path(path).name), "rb")
+    file.raw.name = str(path)  # libraries show and split the name; the descriptor is what is read
+    return file
 
 
 # -- JSON ------------------------------------------------------------------------------------------------
@@ -272,9 +260,7 @@ def _parse_int(text: str):
     """Integers longer than JSON_INT_DIGITS become floats (±inf past ~309 digits): converting a huge
     digit string to an int costs quadratic time, and no task has a use for such a number; the graders'
     finiteness and range rules then refuse it with their own reason."""
-    if len(text) > JSON_MAX_NUMBER_CHARS:
-        raise _NumberTooLong(f"a number of {len(text)} characters (at most {JSON_MAX_NUMBER_CHARS})")
-    return int(text) if len(text) <= JSON_INT_DIGITS else float(text)
+    return int(text) if len(text) <= JSON_INT_DIGITS else _parse_float(text)
 
 
 def _parse_float(text: str):
@@ -296,8 +282,7 @@ def load_json(data: bytes, what: str, max_depth: int = JSON_MAX_DEPTH, kind: str
     built as an int (it reads as a float, +inf), and a number of more than 10,000 characters is refused.
     ``NaN``/``Infinity`` are refused unless ``allow_constants`` (then the caller's finiteness rule speaks).
     """
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
     depth = json_depth(data)
     if depth > max_depth:
         raise RefusedFile(f"{what} is not valid {kind} for this task: nested {depth} levels deep (at most {max_depth})")
@@ -356,8 +341,8 @@ class ScrubReport:
     """What :func:`scrub_run_folder` found and did; stored in ``run.json`` under ``scrub``."""
 
     removed: list[str] = field(default_factory=list)
-    neutralised: list[str] = field(default_factory=list)
     n_removed: int = 0
+    neutralised: list[str] = field(default_factory=list)
     n_neutralised: int = 0
     entries: int = 0
     complete: bool = True
@@ -374,11 +359,6 @@ class ScrubReport:
     def neutralise(self, rel: str, why: str) -> None:
         self.n_neutralised += 1
         self._add(self.neutralised, rel, why)
-
-    def to_json(self) -> dict:
-        return {"removed": self.removed, "n_removed": self.n_removed, "neutralised": self.neutralised,
-                "n_neutralised": self.n_neutralised, "entries": self.entries, "complete": self.complete,
-                "note": self.note}
 
 
 def _escapes(target: str) -> bool:

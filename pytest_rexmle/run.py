@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -204,7 +204,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
     # the gateway's record of the run (metered usage, egress), when the runtime ran one
     meta.update(run_json_fields(outcome.details.pop("gateway", None)))
     # before anything on the host touches the agent's files: no devices, FIFOs, outward links, setuid bits
-    meta["scrub"] = scrub_run_folder(folder.root).to_json()
+    meta["scrub"] = asdict(scrub_run_folder(folder.root))
     try:
         agent.finish(ctx)
     except (OSError, RecursionError, shutil.Error) as exc:  # the agent's files broke the collection

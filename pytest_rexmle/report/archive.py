@@ -73,33 +73,25 @@ def sessions(report_dir: Path) -> list[dict]:
     """Every session report under ``report_dir`` (newest first), each with its folder name added.
     Unreadable or foreign files are left out rather than failing the index."""
     out = []
-    root = Path(report_dir)
-    if not root.is_dir():
-        return out
-    for child in root.iterdir():
-        if child.name == LATEST or child.is_symlink() or not child.is_dir():
-            continue
+    for path in _session_reports(Path(report_dir)):
         try:
-            doc = json.loads((child / REPORT_JSON).read_text(encoding="utf-8"))
+            doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("challenges"), list):
-            out.append({**doc, "folder": child.name})
+            out.append({**doc, "folder": path.parent.name})
     out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
     return out
 
 
-def resolve(path: Path) -> Path:
-    """The ``rexmle-report.json`` that ``path`` names: the file itself, a session folder, or a report
-    folder holding sessions (its ``latest`` session)."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    # latest first: a report folder from before per-session folders may still hold an old report file
-    for candidate in (path / LATEST / REPORT_JSON, path / REPORT_JSON):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"no {REPORT_JSON} at {path} (nor in {path / LATEST})")
+def _session_reports(root: Path) -> list[Path]:
+    """The ``rexmle-report.json`` of each session folder under ``root`` (by folder name: oldest first);
+    ``latest`` and other links are not sessions of their own."""
+    if not root.is_dir():
+        return []
+    return sorted((child / REPORT_JSON for child in root.iterdir()
+                   if child.name != LATEST and not child.is_symlink() and (child / REPORT_JSON).is_file()),
+                  key=lambda p: p.parent.name)
 
 
 def resolve_all(path: Path) -> list[Path]:
@@ -108,9 +100,7 @@ def resolve_all(path: Path) -> list[Path]:
     path = Path(path)
     if path.is_file():
         return [path]
-    found = sorted((child / REPORT_JSON for child in path.iterdir()
-                    if child.name != LATEST and not child.is_symlink() and (child / REPORT_JSON).is_file()),
-                   key=lambda p: p.parent.name) if path.is_dir() else []
+    found = _session_reports(path)
     if found:
         return found
     if (path / REPORT_JSON).is_file():

@@ -27,14 +27,17 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
 from ..capability.strategies import load_strategies
-from .merge import SCHEMA as MERGED_SCHEMA, merge_reports
-from .render import fmt_number
+from ..documents import number
+from ..task import registry
 from .archive import local_time
+from .humans import humans_of, place
+from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
+from .reference import with_reference
+from .render import fmt_number, leak_text
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -78,12 +81,6 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.1f}%"
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-        return float(value)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 # -- inputs -----------------------------------------------------------------------------------------
 
 def _merged(reports: list[dict]) -> dict:
@@ -108,12 +105,9 @@ def capability_by_agent(capability: list[dict] | None) -> tuple[dict[str, dict],
             direct[str(doc.get("agent"))].append(doc)
         elif "strategies" in doc and "sections" in doc:  # a per-run capability.json
             runs[str(doc.get("agent"))].append(doc)
-    out: dict[str, dict] = {}
     for name, docs in runs.items():
         direct[name].append(aggregate(docs, docs[0].get("agent")))
-    for name, docs in direct.items():
-        out[name] = docs[0] if len(docs) == 1 else _pool(docs)
-    return out, stages
+    return {name: docs[0] if len(docs) == 1 else _pool(docs) for name, docs in direct.items()}, stages
 
 
 def _pool(docs: list[dict]) -> dict:
@@ -129,8 +123,6 @@ def _pool(docs: list[dict]) -> dict:
 
 
 def _names() -> dict[str, str]:
-    from ..task import registry
-
     try:
         return {t.id: t.paper_name for t in registry()}
     except Exception:
@@ -141,12 +133,12 @@ def _names() -> dict[str, str]:
 
 def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
     """The bars' series: the user's agents, then the published ones (``published``: drawn pale, dashed)."""
-    out = [{"label": a["label"], "color": colors[a["label"]], "published": False, "n_runs": a["n_runs"],
+    out = [{"label": a["label"], "color": colors[a["label"]], "published": False,
             "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["challenges"]],
             "score": (a["mean"], a["ci"], a["n_runs"])} for a in merged["agents"]]
     for j, ref in enumerate(merged.get("reference") or []):
         out.append({"label": ref["label"], "color": REFERENCE_PALETTE[j % len(REFERENCE_PALETTE)], "published": True,
-                    "n_runs": 1, "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
+                    "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
                     "score": (ref["mean"], None, 1)})
     return out
 
@@ -189,11 +181,10 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> st
             h = max(0.0, plot_h * max(0.0, min(1.0, value)))
             tip = f"{s['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
                                                              if n_runs > 1 and ci else "")
-            fill = s["color"]
             extra = (f' fill-opacity="0.25" stroke="{s["color"]}" stroke-width="1.2" stroke-dasharray="3 2" '
                      f'class="published"') if s["published"] else ""
             parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar - 1:.1f}" height="{max(h, 0.8):.1f}" '
-                         f'fill="{fill}"{extra}><title>{_e(tip)}</title></rect>')
+                         f'fill="{s["color"]}"{extra}><title>{_e(tip)}</title></rect>')
             if n_runs > 1 and ci and ci[1] > ci[0]:
                 cx = x + (bar - 1) / 2
                 parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
@@ -257,13 +248,10 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> str:
 
 # -- tables -----------------------------------------------------------------------------------------
 
-def _legend(merged: dict, colors: dict[str, str]) -> str:
-    items = []
-    for s in _series(merged, colors):
-        style = (f"background:{s['color']}40;border:1px dashed {s['color']}" if s["published"]
-                 else f"background:{s['color']}")
-        items.append(f'<span class="swatch" style="{style}"></span>{_e(s["label"])}')
-    return "<p>" + " &nbsp; ".join(items) + "</p>"
+def _legend(items: list[tuple[str, str]]) -> str:
+    """A line of colour swatches, one per (label, CSS style of its swatch)."""
+    return "<p>" + " &nbsp; ".join(f'<span class="swatch" style="{style}"></span>{_e(label)}'
+                                   for label, style in items) + "</p>"
 
 
 def _badge(kind: str) -> str:
@@ -295,14 +283,12 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
                     f'<td class="data">{_badge("published")}</td><td class="num">paper <small>({_e(ref.get("llm"))}, '
                     f'{_e(ref.get("budget_hours"))} h)</small></td>'
                     f'<td class="num">{n_all} of {n_all}</td><td class="num"><b>{_pct(ref["mean"])}</b>{whole}</td>'
-                    f'<td class="num">-</td><td class="num">-</td><td class="num">-</td><td class="num">-</td></tr>')
+                    + '<td class="num">-</td>' * 4 + '</tr>')
     rows.append("</table></div>")
     return "".join(rows)
 
 
 def _value_cell(value: float | None, pos, n_humans, suffix: str = "") -> str:
-    from .humans import place
-
     where = f"<br><small class='pos'>{_e(place(pos, n_humans))}</small>" if pos is not None else ""
     return f"<td class='num'>{_e(fmt_number(value))}{suffix}{where}</td>"
 
@@ -310,8 +296,6 @@ def _value_cell(value: float | None, pos, n_humans, suffix: str = "") -> str:
 def metric_table(merged: dict, names: dict[str, str]) -> str:
     """Table 3 style: per ranking metric the human best and median, each agent's mean value with its
     position among the humans, the published agents' values, and the mean percentile per challenge."""
-    from .humans import humans_of
-
     agents = merged["agents"]
     refs = merged.get("reference") or []
     head = "".join(f"<th>{_e(a['label'])}</th>" for a in agents)
@@ -323,21 +307,19 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
         ref_cells = [r["challenges"][i] for r in refs]
         humans = humans_of(cid)
         if humans is not None:
-            metrics = list(humans.metrics)
+            metrics = [(m.key, m) for m in humans.metrics]
             n_humans, top, median = humans.n, humans.top_percentile, humans.median_percentile
         else:
             keys = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
-            metrics = [None] * len(keys)
+            metrics = [(key, None) for key in keys]
             n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
             top = median = None
         span = len(metrics) + 1
-        first = True
-        for j, metric in enumerate(metrics):
-            key = metric.key if metric else keys[j]
+        n_text = _e(n_humans if n_humans is not None else "-")
+        for j, (key, metric) in enumerate(metrics):
             arrow = "" if metric is None else (" ↑" if metric.higher_is_better else " ↓")
             row = (f'<tr><td rowspan="{span}"><b>{_e(names.get(cid, cid))}</b><br><small>{_e(cid)}</small></td>'
-                   f'<td rowspan="{span}" class="num">{_e(n_humans if n_humans is not None else "-")}</td>') if first else "<tr>"
-            first = False
+                   f'<td rowspan="{span}" class="num">{n_text}</td>') if j == 0 else "<tr>"
             row += (f"<td>{_e(key)}{arrow}</td><td class='num'>{_e(fmt_number(metric.best if metric else None))}</td>"
                     f"<td class='num'>{_e(fmt_number(metric.median if metric else None))}</td>")
             for c in cells:
@@ -348,9 +330,9 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
                 elif not info or info.get("mean") is None or ok == 0:
                     row += "<td class='fail'>FAIL</td>"
                 else:
-                    value = _num(info["mean"])
+                    value = number(info["mean"])
                     suffix = f" <small>({ok}/{c['n_runs']} graded)</small>" if c["n_runs"] > 1 or ok < c["n_runs"] else ""
-                    pos = metric.position(value) if metric is not None and value is not None else None
+                    pos = metric.position(value) if metric is not None else None
                     row += _value_cell(value, pos, n_humans, suffix)
             for c in ref_cells:
                 info = c["metrics"].get(key)
@@ -359,11 +341,10 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
                 elif c["status"] != "ok" or info is None:
                     row += "<td class='fail'>FAIL</td>" if c["status"] != "ok" else "<td class='notrun'>-</td>"
                 else:
-                    row += _value_cell(_num(info["mean"]), c["positions"].get(key), n_humans)
+                    row += _value_cell(number(info["mean"]), c["positions"].get(key), n_humans)
             rows.append(row + "</tr>")
-        pct_row = "" if metrics else (f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">'
-                                      f'{_e(n_humans if n_humans is not None else "-")}</td>')
-        pct_row = pct_row or "<tr>"
+        pct_row = ("<tr>" if metrics
+                   else f'<tr><td><b>{_e(names.get(cid, cid))}</b></td><td class="num">{n_text}</td>')
         pct_row += (f"<td><i>percentile</i></td><td class='num' title='the winning team'>{_pct(top)}</td>"
                     f"<td class='num' title='the median team'>{_pct(median)}</td>")
         for c in cells:
@@ -394,14 +375,24 @@ LEGEND_HTML = (
     "score.</dd></dl>")
 
 
-def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str]) -> str:
-    shown = [(a["label"], caps[str(a["agent"])]) for a in merged["agents"] if str(a["agent"]) in caps]
-    shown += [(name, doc) for name, doc in caps.items() if name not in {str(a["agent"]) for a in merged["agents"]}]
-    head = "".join(f"<th>{_e(label)}<br><small>{doc['n_runs']} run(s)</small></th>" for label, doc in shown)
+def _capability_series(merged: dict, caps: dict[str, dict],
+                       colors: dict[str, str]) -> list[tuple[str, str, dict]]:
+    """(label, colour, aggregate) per agent with capability data: the merged agents first, then
+    agents known only from the capability documents (in the next palette colours)."""
+    known = {str(a["agent"]) for a in merged["agents"]}
+    shown = [(a["label"], colors[a["label"]], caps[str(a["agent"])])
+             for a in merged["agents"] if str(a["agent"]) in caps]
+    others = [(name, doc) for name, doc in caps.items() if name not in known]
+    return shown + [(name, PALETTE[(len(colors) + j) % len(PALETTE)], doc)
+                    for j, (name, doc) in enumerate(others)]
+
+
+def capability_tables(shown: list[tuple[str, str, dict]]) -> str:
+    head = "".join(f"<th>{_e(label)}<br><small>{doc['n_runs']} run(s)</small></th>" for label, _, doc in shown)
     rows = [f"<table class='capability'><tr><th>#</th><th>Strategy</th>{head}</tr>"]
     for s in load_strategies():
         row = f"<tr><td class='num'>{s.id}</td><td>{_e(s.name)}</td>"
-        for _, doc in shown:
+        for _, _, doc in shown:
             item = doc["strategies"][s.id - 1]
             frag = item.get("fragment_mean")
             extra = f"; fragments {_pct(frag)}" if frag is not None and frag != item["mean_score"] else ""
@@ -409,7 +400,7 @@ def capability_tables(merged: dict, caps: dict[str, dict], colors: dict[str, str
                     f"{_e(extra)})</small></td>")
         rows.append(row + "</tr>")
     rows.append("</table>")
-    for label, doc in shown:
+    for label, _, doc in shown:
         rows.append(f"<h3>{_e(label)}: per-challenge table (1 = strategy shown in the run)</h3>")
         ids = "".join(f"<th title='{_e(s.name)}'>{s.id}</th>" for s in load_strategies())
         rows.append(f"<div class='scroll'><table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
@@ -434,18 +425,15 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
             docs = grouped.get((str(a["agent"]), cid))
             if not docs:
                 continue
-            mean = lambda vals: (sum(vals) / len(vals)) if vals else None  # noqa: E731
-            scores = [mean([r["score"] for d in docs for r in d["stages"] if r["id"] == sid]) for sid in STAGE_IDS]
-            usage = {k: mean([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
-                     for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")}
+            scores = [mean_of([r["score"] for d in docs for r in d["stages"] if r["id"] == sid])
+                      for sid in STAGE_IDS]
+            usage = [mean_of([d["usage"][k] for d in docs if d.get("usage", {}).get(k) is not None])
+                     for k in ("turns", "total_tokens", "cost_usd", "wall_seconds")]
             cells = "".join(f"<td class='num'>{_pct(v)}</td>" for v in scores)
+            cost = "".join(f"<td class='num'>{_e(fmt_number(v))}</td>" for v in usage)
             rows.append(f"<tr><td>{_e(a['label'])}</td><td>{_e(cid)}</td>"
                         f"<td class='num'><b>{_pct(a['challenges'][i]['mean_percentile'])}</b></td>{cells}"
-                        f"<td class='num'>{_pct(mean([d['total'] for d in docs]))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['turns']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['total_tokens']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['cost_usd']))}</td>"
-                        f"<td class='num'>{_e(fmt_number(usage['wall_seconds']))}</td></tr>")
+                        f"<td class='num'>{_pct(mean_of([d['total'] for d in docs]))}</td>{cost}</tr>")
     rows.append("</table></div>")
     return "".join(rows)
 
@@ -454,10 +442,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
 
 def _leak_notes(reports: list[dict]) -> str:
     """One line per result the leak rules flagged (:mod:`pytest_rexmle.leaks`), with its egress log."""
-    from ..leaks import summary
-
-    notes = [f"<li>{_e(rep.get('agent'))} — {_e(rec.get('challenge_id'))}: {_e(summary(rec['suspected_leak']))}"
-             f" ({_e(rec['suspected_leak'].get('egress') or 'no egress log')})</li>"
+    notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
              for rep in reports for rec in rep.get("challenges", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
     return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
@@ -477,8 +462,6 @@ def _data_banner(merged: dict) -> str:
 def render_html(reports: list[dict], capability: list[dict] | None = None, reference: str | None = "paper") -> str:
     """The page. ``reference``: ``paper`` shows the paper's agents beside the user's, ``none`` does not; a
     merged document that already carries a ``reference`` list keeps it."""
-    from .reference import with_reference
-
     merged = _merged(reports)
     if "reference" not in merged:
         merged = with_reference(merged, reference)
@@ -492,45 +475,37 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
             _data_banner(merged),
             "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
-            "<h2>Percentile per challenge (Figure 1 style)</h2>", _legend(merged, colors),
+            "<h2>Percentile per challenge (Figure 1 style)</h2>",
+            _legend([(s["label"], f"background:{s['color']}40;border:1px dashed {s['color']}"
+                      if s["published"] else f"background:{s['color']}")
+                     for s in _series(merged, colors)]),
             f"<figure><div class='scroll'>{bar_chart(merged, colors, names)}</div><figcaption>Mean percentile per challenge over each agent's "
             f"runs (whiskers: bootstrap interval when an agent has several runs; × = not run); pale, dashed: published "
             f"results of the paper's agents; last group: overall score over the challenges shown."
             f"</figcaption></figure>",
             "<h2>Metric values against the humans (Table 3 style)</h2>", metric_table(merged, names),
             LEGEND_HTML]
+    body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
     if not caps:
-        body += ["<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>",
-                 "<p class='nocap'>No capability data: the runs were not judged (<code>--rexmle-judge=none</code>), "
-                 "or no run left logs to judge. Nothing to draw.</p>"]
+        body.append("<p class='nocap'>No capability data: the runs were not judged "
+                    "(<code>--rexmle-judge=none</code>), or no run left logs to judge. Nothing to draw.</p>")
     else:
-        series = []
-        for a in merged["agents"]:
-            doc = caps.get(str(a["agent"]))
-            if doc:
-                series.append((a["label"], colors[a["label"]], [r["mean_score"] for r in doc["strategies"]]))
-        known = {str(a["agent"]) for a in merged["agents"]}
-        for j, (name, doc) in enumerate((n, d) for n, d in caps.items() if n not in known):
-            series.append((name, PALETTE[(len(colors) + j) % len(PALETTE)], [r["mean_score"] for r in doc["strategies"]]))
+        shown = _capability_series(merged, caps, colors)
         judge = next((d.get("judge") for d in capability or [] if isinstance(d.get("judge"), dict)), None)
         judge_text = f" Judge: {_e(judge.get('name'))} ({_e(judge.get('model'))}, prompt {_e(judge.get('prompt_version'))})." if judge else ""
-        body.append("<h2>Capability over the 13 winning strategies (Figure 4 style)</h2>")
-        runs_of = {a["label"]: a["n_runs"] for a in merged["agents"]}
-        empty = [(label, c) for label, c, values in series if not any(v > 0 for v in values)]
+        series = [(label, c, [r["mean_score"] for r in doc["strategies"]]) for label, c, doc in shown]
         drawn = [item for item in series if any(v > 0 for v in item[2])]
-        for label, _ in empty:
-            doc = caps.get(label) or next((caps[str(a["agent"])] for a in merged["agents"]
-                                           if a["label"] == label and str(a["agent"]) in caps), {})
-            n = doc.get("n_runs", runs_of.get(label, 0))
-            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its {_e(n)} judged run(s) the "
-                        f"judge found none of the 13 winning strategies executed in the logs and code, so it has "
-                        f"no polygon on the radar.{judge_text}</p>")
+        for label, _, doc in shown:
+            if any(r["mean_score"] > 0 for r in doc["strategies"]):
+                continue
+            body.append(f"<p class='nocap'><b>{_e(label)}</b> showed no capability: in its "
+                        f"{_e(doc['n_runs'])} judged run(s) the judge found none of the 13 winning strategies "
+                        f"executed in the logs and code, so it has no polygon on the radar.{judge_text}</p>")
         if drawn:
-            body += ["<p>" + " &nbsp; ".join(f'<span class="swatch" style="background:{c}"></span>{_e(label)}'
-                                             for label, c, _ in drawn) + "</p>",
+            body += [_legend([(label, f"background:{c}") for label, c, _ in drawn]),
                      f"<figure>{radar_chart(drawn)}<figcaption>Fraction of each agent's runs whose log shows the "
                      f"strategy executed.{judge_text}</figcaption></figure>"]
-        body += ["<h2>Capability tables</h2>", capability_tables(merged, caps, colors)]
+        body += ["<h2>Capability tables</h2>", capability_tables(shown)]
     if stages:
         body += ["<h2>Workflow stages and cost</h2>",
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
@@ -551,11 +526,3 @@ def _sessions_started(merged: dict) -> str:
         return f" from the session of {_e(times[0])}"
     return f" from sessions between {_e(times[0])} and {_e(times[-1])}"
 
-
-def write_html(reports: list[dict], capability: list[dict] | None, out: Path) -> Path:
-    """Write the report; ``out`` is the HTML file, or a folder that receives ``rexmle-report.html``."""
-    out = Path(out)
-    path = out if out.suffix.lower() in (".html", ".htm") else out / "rexmle-report.html"
-    from .archive import write_text
-
-    return write_text(path, render_html(reports, capability))

@@ -56,16 +56,17 @@ import sys
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Iterable, Literal
+from typing import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
-
-from ..documents import Document, json_numbers, number
-from .model import SCHEMA as REPORT_SCHEMA, SessionReport, data_kind, note_for
+from ..capability import SESSION_CAPABILITY_JSON
+from ..documents import json_numbers, number
+from .archive import resolve_all, write_json, write_text
+from .mdtext import md_text
+from .model import SessionReport, data_kind, note_for
+from .reference import CHOICES, DEFAULT, with_reference
+from .render import LEGEND, pct
 
 SCHEMA = "rexmle-merged-report/1"
-REPORT_JSON = "rexmle-report.json"
-CAPABILITY_JSON = "rexmle-capability.json"
 MERGED_JSON = "rexmle-merged.json"
 MERGED_MD = "rexmle-merged.md"
 HTML_NAME = "rexmle-report.html"
@@ -123,16 +124,9 @@ def _key(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
-def _records(doc: dict) -> dict[str, dict]:
-    return {rec["challenge_id"]: rec for rec in doc.get("challenges", [])}
-
-
-def _metric_mean(values: list[float]) -> float | None:
-    if not values:
-        return None
-    if any(math.isnan(v) for v in values):
-        return float("nan")
-    return float(sum(values) / len(values))
+def mean_of(values: list[float]) -> float | None:
+    """The mean, None for no values (a NaN among them makes it NaN)."""
+    return sum(values) / len(values) if values else None
 
 
 def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = SEED,
@@ -170,7 +164,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
-    per_run = [_records(doc) for doc in runs]
+    per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
     # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
     ran = [c for c in challenges if any(c in records for records in per_run)]
@@ -191,15 +185,15 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
         metrics = {}
         for key in metric_keys:
             values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
-            metrics[key] = {"mean": _metric_mean(values), "n": len(values)}
+            metrics[key] = {"mean": mean_of(values), "n": len(values)}
         positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
         rows.append({
             "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
-            "mean_percentile": sum(pcts) / len(pcts) if pcts else None, "sem": sem(pcts),
+            "mean_percentile": mean_of(pcts), "sem": sem(pcts),
             "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
                    if pcts else None),
             "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "not run" for r in recs],
-            "mean_position": sum(positions) / len(positions) if positions else None,
+            "mean_position": mean_of(positions),
             "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
             "n_humans": next((r["n_humans"] for r in recs_known), None),
             "metrics": metrics,
@@ -213,73 +207,8 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
             "rank": 0, "n_fail": fails, "challenges": rows}
 
 
-class MergedChallenge(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    challenge_id: str
-    n_runs: StrictInt = Field(ge=0)
-    percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
-
-
-class MergedAgent(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    label: str
-    n_runs: StrictInt = Field(ge=1)
-    run_ids: list[str]
-    scores: list[float]
-    mean: float
-    sem: float | None
-    ci: tuple[float, float]
-    rank: StrictInt
-    challenges: list[MergedChallenge]
-
-    @model_validator(mode="after")
-    def _statistics_of_its_runs(self) -> "MergedAgent":
-        n = self.n_runs
-        if len(self.scores) != n or len(self.run_ids) != n:
-            raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
-        if not math.isclose(self.mean, sum(self.scores) / n, abs_tol=1e-12):
-            raise ValueError(f"agent {self.label!r} mean is not the mean of its run scores")
-        if (self.sem is None) != (n < 2):
-            raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
-        if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
-            raise ValueError(f"agent {self.label!r} interval must satisfy 0 <= lo <= hi <= 1")
-        for row in self.challenges:
-            if row.n_runs > n or len(row.percentiles) != row.n_runs:
-                raise ValueError(f"{self.label}/{row.challenge_id} needs one percentile in [0, 1] per run that "
-                                 "selected it")
-        return self
-
-
-class MergedReport(Document):
-    """``rexmle-merged.json`` (``rexmle-merged-report/1``); see the module docstring for the fields."""
-
-    schema_: Literal["rexmle-merged-report/1"] = Field(alias="schema")
-    created: str
-    challenges: list[str]
-    partial: StrictBool
-    bootstrap: dict
-    sources: list
-    agents: list[MergedAgent]
-    note: str
-
-    @model_validator(mode="after")
-    def _one_row_per_challenge_and_ranked(self) -> "MergedReport":
-        for agent in self.agents:
-            if [c.challenge_id for c in agent.challenges] != self.challenges:
-                raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
-        for agent in self.agents:
-            if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
-                raise ValueError("ranks must follow the mean scores (ties share a rank)")
-        return self
-
-
 def markdown(doc: dict) -> str:
     """The merged report in Markdown; labels go through :func:`md_text` (an agent name is user text)."""
-    from .mdtext import md_text
-    from .render import LEGEND, pct
-
     refs = doc.get("reference") or []
     kinds = ", ".join(doc.get("data_kinds") or [])
     out = ["# ReX-MLE merged report", "",
@@ -326,8 +255,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--out", required=True, type=Path, help="folder for rexmle-merged.{json,md} and rexmle-report.html")
     parser.add_argument("--capability", action="append", default=[], type=Path, metavar="FILE",
                         help="extra rexmle-capability.json file(s) for the capability views (repeatable)")
-    from .reference import CHOICES, DEFAULT
-
     parser.add_argument("--reference", choices=CHOICES, default=DEFAULT,
                         help=f"published agents shown beside yours: 'paper' (the ReX-MLE paper's AIDE, ML-Master, "
                              f"R&D-Agent; default {DEFAULT}) or 'none'")
@@ -338,33 +265,29 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def _load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
 
 
-def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
-                taken: list[tuple[Path, Path]] | None = None) -> tuple[list[dict], list[dict]]:
+def load_inputs(inputs: list[Path], extra_capability: list[Path],
+                taken: list[tuple[Path, Path]]) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
 
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
     is taken once. ``taken`` receives (input, report file) for each report read, so the caller can say
     plainly what was merged."""
-    from .archive import resolve_all
-
     reports, capability, seen = [], [], set()
     for raw in inputs:
         for report in resolve_all(Path(raw)):
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            try:
-                reports.append(_load(report))
-            except ValueError as exc:
-                raise ValueError(f"{report}: not JSON ({exc})") from None
-            if not isinstance(reports[-1], dict) or reports[-1].get("schema") != REPORT_SCHEMA:
-                raise ValueError(f"{report}: not a {REPORT_SCHEMA} document")
-            if taken is not None:
-                taken.append((Path(raw), report))
-            cap = report.parent / CAPABILITY_JSON
+            reports.append(_load(report))
+            SessionReport.check(reports[-1], report)
+            taken.append((Path(raw), report))
+            cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
                 capability.append(_load(cap))
     for path in extra_capability:
@@ -376,22 +299,16 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path] = (),
 
 def run_report(args: argparse.Namespace) -> int:
     """``rexmle report``: 0 on success, 1 for a bad input document, 2 for a missing input."""
-    from .html import render_html
-    from .archive import write_json, write_text
-
-    from .reference import with_reference
+    from .html import render_html  # html imports this module
 
     taken: list[tuple[Path, Path]] = []
     try:
-        reports, capability = load_inputs(args.inputs, getattr(args, "capability", []) or [], taken)
+        reports, capability = load_inputs(args.inputs, args.capability, taken)
         merged = merge_reports(reports, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
-        merged = with_reference(merged, getattr(args, "reference", None))
-    except FileNotFoundError as exc:
+        merged = with_reference(merged, args.reference)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"rexmle report: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, FileNotFoundError) else 1
     for raw in dict.fromkeys(raw for raw, _ in taken):
         names = [report.parent.name for r, report in taken if r == raw]
         print(f"took {len(names)} session(s) from {raw}: {', '.join(names)}", file=sys.stderr)
@@ -403,12 +320,3 @@ def run_report(args: argparse.Namespace) -> int:
     for path in (out / MERGED_JSON, out / MERGED_MD, html):
         print(path)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = add_report_arguments(argparse.ArgumentParser(prog="rexmle report", description=__doc__.splitlines()[0]))
-    return run_report(parser.parse_args(argv))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

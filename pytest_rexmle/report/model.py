@@ -60,20 +60,21 @@ def note_for(kinds: Iterable[str]) -> str:
 
 def not_run(task_id: str, reason: str) -> ChallengeResult:
     """A selected challenge that produced no result counts as FAIL (ranking.md §4)."""
-    task = registry().get(task_id)
-    from ..leaderboard import Leaderboard
-
-    return ChallengeResult.failed(task, MISSING, f"not run: {reason}", Leaderboard.read(task.leaderboard_path).n)
+    return _failed(task_id, MISSING, f"not run: {reason}")
 
 
 def harness_error(task_id: str, message: str, traceback: str | None) -> ChallengeResult:
     """A selected challenge the harness broke on before grading (runtime unavailable, image missing, a
     failing fixture): status ``error`` with the real message and traceback, never an agent FAIL."""
-    task = registry().get(task_id)
+    return _failed(task_id, ERROR, f"harness error: {message}", traceback)
+
+
+def _failed(task_id: str, status: str, reason: str, traceback: str | None = None) -> ChallengeResult:
     from ..leaderboard import Leaderboard
 
-    return ChallengeResult.failed(task, ERROR, f"harness error: {message}", Leaderboard.read(task.leaderboard_path).n,
-                                  traceback=traceback)
+    task = registry().get(task_id)
+    n_humans = Leaderboard.read(task.leaderboard_path).n
+    return ChallengeResult.failed(task, status, reason, n_humans, traceback=traceback)
 
 
 def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,

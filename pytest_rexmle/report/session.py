@@ -72,22 +72,18 @@ class SessionReporter:
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
         agents = self.settings.agents
         if len(agents) <= 1:
-            return self._with_campaign(build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                                                    skipped=skipped, agent_options=_safe_options(self.settings), settings=settings))
-        # several agents: every record in one document, and each agent's own score beside it
-        doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
-                           skipped={_task(k) for k in skipped},
-                           settings=settings)
-        doc["agents"] = {}
-        for name in agents:
-            own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
-                               skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
-                               agent_options=_safe_options(self.settings, name), settings=settings)
-            doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
-        return self._with_campaign(doc)
-
-    def _with_campaign(self, doc: dict) -> dict:
-        """The executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results."""
+            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id, skipped=skipped,
+                               agent_options=_safe_options(self.settings), settings=settings)
+        else:  # several agents: every record in one document, and each agent's own score beside it
+            doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
+                               skipped={_task(k) for k in skipped}, settings=settings)
+            doc["agents"] = {}
+            for name in agents:
+                own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
+                                   skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
+                                   agent_options=_safe_options(self.settings, name), settings=settings)
+                doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
+        # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
         schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")
         if schedule is not None and schedule.figures is not None:
             doc["campaign"] = schedule.figures
@@ -105,11 +101,11 @@ class SessionReporter:
         archive.write_text(out / "rexmle-report.md", markdown(doc))
         capability = None
         if self.capability:
-            from ..capability import session_document
+            from ..capability import SESSION_CAPABILITY_JSON, session_document
 
             capability = session_document([self.capability[k] for k in sorted(self.capability)],
                                           [self.stages[k] for k in sorted(self.stages)])
-            archive.write_json(out / "rexmle-capability.json", capability)
+            archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
         from .html import render_html
 
         archive.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))

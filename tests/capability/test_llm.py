@@ -11,7 +11,7 @@ from pytest_rexmle.capability import CapabilityRun, SessionCapability, get_judge
 from pytest_rexmle.capability.llm import PROMPT_VERSION, SYSTEM_PROMPT, JudgeError, LLMJudge, parse_reply
 from pytest_rexmle.capability.schema import UNPARSABLE
 from pytest_rexmle.capability.strategies import load_strategies
-from pytest_rexmle.report.html import write_html
+from pytest_rexmle.report.html import render_html
 from pytest_rexmle.capability.stages import StageScores, stage_scores
 
 from ..report.helpers import session as report_session
@@ -134,7 +134,8 @@ def test_api_key_is_never_written(tmp_path, server, judge):
     session = session_document([doc], [stages])
     SessionCapability.check(session)
     (tmp_path / "rexmle-capability.json").write_text(json.dumps(session))
-    write_html([report_session("toy", "r1", seed=1, ids=["isles22", "ldct-iqa"])], [session], tmp_path / "report.html")
+    page = render_html([report_session("toy", "r1", seed=1, ids=["isles22", "ldct-iqa"])], [session])
+    (tmp_path / "report.html").write_text(page)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(written) >= 6
     for path in written:

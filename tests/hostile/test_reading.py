@@ -9,8 +9,8 @@ import time
 import pytest
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.hostile import (RefusedFile, SafeReader, clean_text, json_depth, load_json, read_bytes,
-                                   read_head_tail, read_json, read_tail, walk_files)
+from pytest_rexmle.hostile import (RefusedFile, clean_text, json_depth, load_json, open_reader, read_bytes,
+                                   read_head_tail, read_json, walk_files)
 
 from .helpers import GIB, deep_folder, remove_tree, sparse_file
 
@@ -19,8 +19,8 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "rexmle-usage.json"
     os.mkfifo(fifo)  # nobody ever writes: a plain open() would block for ever
     start = time.monotonic()
-    for read in (lambda: read_bytes(fifo), lambda: read_tail(fifo, 100), lambda: read_json(fifo),
-                 lambda: SafeReader(fifo, 100)):
+    for read in (lambda: read_bytes(fifo), lambda: read_head_tail(fifo, 0, 100), lambda: read_json(fifo),
+                 lambda: open_reader(fifo, 100)):
         with pytest.raises(RefusedFile, match="is a FIFO, not a regular file"):
             read()
     assert time.monotonic() - start < 5
@@ -40,7 +40,7 @@ def test_a_sparse_gigabyte_is_refused_by_size_before_reading(tmp_path):
         read_bytes(big, limit=1024)
     head, tail, skipped = read_head_tail(big, 1000, 500)
     assert (len(head), len(tail), skipped) == (1000, 500, GIB - 1500)
-    assert read_tail(big, 10) == b"\x00" * 10
+    assert read_head_tail(big, 0, 10) == (b"", b"\x00" * 10, GIB - 10)
 
 
 def test_a_missing_file_and_a_folder_are_refused(tmp_path):

@@ -16,7 +16,7 @@ import tifffile
 from PIL import Image
 
 from ...errors import InvalidSubmission
-from ...hostile import SafeReader
+from ...hostile import open_reader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
@@ -33,7 +33,7 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
     where = f"case {case_id!r}"
     limit = MAX_FILE_BYTES if shape is None else shape[0] * shape[1] * 16 + (1 << 20)
     try:
-        with SafeReader(path, limit, f"{where}: {path.name}") as fh, tifffile.TiffFile(fh) as tif:
+        with open_reader(path, limit, f"{where}: {path.name}") as fh, tifffile.TiffFile(fh) as tif:
             if not tif.series:
                 raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
             series = tif.series[0]

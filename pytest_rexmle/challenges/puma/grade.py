@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 from PIL import Image, ImageDraw
 
 from ...errors import InvalidSubmission
-from ...hostile import SafeReader, read_json
+from ...hostile import open_reader, read_json
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
 from ...graders.base import Grader
@@ -147,7 +147,7 @@ def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
 
     where = f"case {case_id!r}"
     try:
-        with SafeReader(path, MAX_MASK_FILE_BYTES, f"{where}: {path.name!r}") as fh, Image.open(fh) as img:
+        with open_reader(path, MAX_MASK_FILE_BYTES, f"{where}: {path.name!r}") as fh, Image.open(fh) as img:
             if img.format not in ("TIFF", "PNG"):
                 raise InvalidSubmission(f"{where}: {path.name!r} is {img.format or 'not an image'}, "
                                         "must be TIFF or PNG")

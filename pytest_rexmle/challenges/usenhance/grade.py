@@ -15,7 +15,7 @@ from statistics import mean
 from PIL import Image
 
 from ...errors import InvalidSubmission
-from ...hostile import SafeReader
+from ...hostile import open_reader
 from ...submission import CaseTable
 from ...graders.base import Grader
 
@@ -34,7 +34,7 @@ def read_png(path: Path, case_id: str, size: tuple[int, int] | None = None) -> n
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             limit = MAX_FILE_BYTES if size is None else size[0] * size[1] * 8 + (1 << 20)
-            with SafeReader(path, limit, f"{where}: {path.name}") as fh, Image.open(fh) as im:
+            with open_reader(path, limit, f"{where}: {path.name}") as fh, Image.open(fh) as im:
                 fmt, mode, im_size = im.format, im.mode, im.size
                 if fmt != "PNG":
                     raise InvalidSubmission(f"{where}: {path.name} must be a PNG file, got format {fmt}")
