@@ -22,6 +22,7 @@ from .strategies import Strategy, load_strategies
 
 JUDGES = ("rules", "llm")
 DEFAULT_JUDGE = "rules"
+SESSION_CAPABILITY_JSON = "rexmle-capability.json"
 
 
 def get_judge(name: str = DEFAULT_JUDGE, **options) -> Judge:
@@ -38,4 +39,5 @@ def get_judge(name: str = DEFAULT_JUDGE, **options) -> Judge:
 
 
 __all__ = ["AgentCapability", "CAPABILITY_JSON", "CapabilityRun", "DEFAULT_JUDGE", "JUDGED_STAGES", "JUDGES", "Judge",
-           "SessionCapability", "Strategy", "aggregate", "get_judge", "load_strategies", "session_document"]
+           "SESSION_CAPABILITY_JSON", "SessionCapability", "Strategy", "aggregate", "get_judge", "load_strategies",
+           "session_document"]
