@@ -11,11 +11,10 @@ from pytest_rexmle.capability.schema import AgentCapability, CapabilityRun, Sess
 from pytest_rexmle.capability.stages import StageScores
 from pytest_rexmle.data.taskdata import MANIFEST, DataManifest
 from pytest_rexmle.documents import DocumentError, explain, field_name, json_numbers, number
+from pytest_rexmle.report.merge import MergedReport
 from pytest_rexmle.report.model import SessionReport
 from pytest_rexmle.run import RunRecord
 from pytest_rexmle.task import Task
-
-from .report.merged_model import MergedReport
 
 MODELS = [Task, RunRecord, SessionReport, MergedReport, CapabilityRun, AgentCapability, SessionCapability,
           StageScores, DataManifest]

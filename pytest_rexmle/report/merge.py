@@ -56,10 +56,12 @@ import sys
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Annotated, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from ..capability import SESSION_CAPABILITY_JSON
-from ..documents import json_numbers, number
+from ..documents import Document, json_numbers, number
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for
@@ -207,6 +209,68 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
             "rank": 0, "n_fail": fails, "challenges": rows}
 
 
+class MergedChallenge(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    challenge_id: str
+    n_runs: StrictInt = Field(ge=0)
+    percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
+
+
+class MergedAgent(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    label: str
+    n_runs: StrictInt = Field(ge=1)
+    run_ids: list[str]
+    scores: list[float]
+    mean: float
+    sem: float | None
+    ci: tuple[float, float]
+    rank: StrictInt
+    challenges: list[MergedChallenge]
+
+    @model_validator(mode="after")
+    def _statistics_of_its_runs(self) -> "MergedAgent":
+        n = self.n_runs
+        if len(self.scores) != n or len(self.run_ids) != n:
+            raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
+        if not math.isclose(self.mean, sum(self.scores) / n, abs_tol=1e-12):
+            raise ValueError(f"agent {self.label!r} mean is not the mean of its run scores")
+        if (self.sem is None) != (n < 2):
+            raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
+        if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
+            raise ValueError(f"agent {self.label!r} interval must satisfy 0 <= lo <= hi <= 1")
+        for row in self.challenges:
+            if row.n_runs > n or len(row.percentiles) != row.n_runs:
+                raise ValueError(f"{self.label}/{row.challenge_id} needs one percentile in [0, 1] per run that "
+                                 "selected it")
+        return self
+
+
+class MergedReport(Document):
+    """``rexmle-merged.json`` (``rexmle-merged-report/1``); see the module docstring for the fields."""
+
+    schema_: Literal["rexmle-merged-report/1"] = Field(alias="schema")
+    created: str
+    challenges: list[str]
+    partial: StrictBool
+    bootstrap: dict
+    sources: list
+    agents: list[MergedAgent]
+    note: str
+
+    @model_validator(mode="after")
+    def _one_row_per_challenge_and_ranked(self) -> "MergedReport":
+        for agent in self.agents:
+            if [c.challenge_id for c in agent.challenges] != self.challenges:
+                raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
+        for agent in self.agents:
+            if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
+                raise ValueError("ranks must follow the mean scores (ties share a rank)")
+        return self
+
+
 def markdown(doc: dict) -> str:
     """The merged report in Markdown; labels go through :func:`md_text` (an agent name is user text)."""
     refs = doc.get("reference") or []
@@ -314,6 +378,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"took {len(names)} session(s) from {raw}: {', '.join(names)}", file=sys.stderr)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    MergedReport.check(merged, out / MERGED_JSON)  # the schema holds on every write, as run.json's does
     write_json(out / MERGED_JSON, merged)
     write_text(out / MERGED_MD, markdown(merged))
     html = write_text(out / HTML_NAME, render_html([merged], capability or None))

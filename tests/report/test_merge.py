@@ -10,12 +10,11 @@ import math
 
 import pytest
 
-from pytest_rexmle.report.merge import (add_report_arguments, bootstrap_ci, merge_reports, run_report,
+from pytest_rexmle.report.merge import (MergedReport, add_report_arguments, bootstrap_ci, merge_reports, run_report,
                                         sem)
 from pytest_rexmle.report.model import SCHEMA
 
 from .helpers import session
-from .merged_model import MergedReport
 
 
 def _record(cid: str, pct: float, status: str = "ok", metrics: dict | None = None) -> dict:
