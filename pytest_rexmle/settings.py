@@ -111,7 +111,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(ini, help_text, type=ini_type, default=default)
 
 
-def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.environ):
+def _value(config: pytest.Config, ini: str, kind: str | tuple[str, ...], default, environ=os.environ):
     """One option's value by :data:`PRECEDENCE` (task.yaml's part is applied per task: Task.limits)."""
     value = config.getoption(ini)
     if value is None:
@@ -129,6 +129,8 @@ def _value(config: pytest.Config, ini: str, kind: str, default, environ=os.envir
             return int(value)
     except ValueError:
         raise usage_error(f"{ini}: expected a number, got {value!r}") from None
+    if isinstance(kind, tuple) and value not in kind:  # argparse checks the command line's choices, not the ini's
+        raise usage_error(f"{ini}: expected one of {', '.join(kind)}, got {value!r}")
     return value
 
 
@@ -237,8 +239,6 @@ def read_settings(config: pytest.Config) -> Settings:
         path = Path(value).expanduser()
         return path if path.is_absolute() else base / path
 
-    if v["data"] not in ("prepared", "synthetic"):
-        raise usage_error(f"--rexmle-data must be prepared or synthetic, got {v['data']!r}")
     if v["time_limit"] is not None and v["time_limit"] <= 0:
         raise usage_error("--rexmle-time-limit must be a positive number of seconds")
     if not 0.0 <= v["min_percentile"] <= 1.0:

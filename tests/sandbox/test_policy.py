@@ -157,3 +157,15 @@ def test_one_precedence_rule(option, ini, env, expected):
     assert _value(_Config(option, ini), "rexmle_data_dir", "str", "/default", environ) == expected
     assert PRECEDENCE.index("command-line") < PRECEDENCE.index("ini-file") < PRECEDENCE.index("REXMLE_*") \
         < PRECEDENCE.index("task.yaml") < PRECEDENCE.index("built-in default")
+
+
+@pytest.mark.parametrize("ini, choices, value", [
+    ("rexmle_data", ("prepared", "synthetic"), "real"),
+    ("rexmle_network", ("gateway", "bridge", "host", "none"), "cloud"),
+    ("rexmle_sandbox", ("auto", "bwrap", "landlock"), "docker"),
+])
+def test_an_ini_value_outside_its_choices_is_a_usage_error(ini, choices, value):
+    """argparse checks a command-line value's choices; the ini file's value gets the same check here."""
+    with pytest.raises(pytest.UsageError, match=f"{ini}: expected one of {', '.join(choices)}, got '{value}'"):
+        _value(_Config(None, value), ini, choices, choices[0], {})
+    assert _value(_Config(None, choices[-1]), ini, choices, choices[0], {}) == choices[-1]
