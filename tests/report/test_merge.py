@@ -139,3 +139,18 @@ def test_sem_matches_formula():
     mean = sum(values) / 4
     expected = math.sqrt(sum((v - mean) ** 2 for v in values) / 3) / 2
     assert sem(values) == pytest.approx(expected)
+
+
+def test_merged_document_is_checked_before_it_is_written(tmp_path, monkeypatch):
+    """A merge that breaks its own schema (a harness bug) stops before rexmle-merged.json exists."""
+    from pytest_rexmle.documents import DocumentError
+    from pytest_rexmle.report import merge
+
+    folder = tmp_path / "s1"
+    folder.mkdir()
+    (folder / "rexmle-report.json").write_text(json.dumps(session("aide", "r1", seed=1, ids=["isles22"])))
+    monkeypatch.setattr(merge, "with_reference", lambda doc, reference: {**doc, "schema": "rexmle-merged-report/0"})
+    out = tmp_path / "out"
+    with pytest.raises(DocumentError, match="rexmle-merged.json"):
+        run_report(_args(str(folder), "--out", str(out)))
+    assert not (out / "rexmle-merged.json").exists()
