@@ -1,4 +1,5 @@
-"""A run's data step under ``--rexmle-prepare``: a source that needs a manual download skips the item."""
+"""A run's own process: its data step under ``--rexmle-prepare`` (a source that needs a manual download
+skips the item), and what it imports."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ def test_manual_download_becomes_a_skip_reason_with_the_prepare_command(tmp_path
         perform._data(settings, task, not_prepared)
     assert "part1.zip" in str(info.value)
     assert info.value.command == f"rexmle prepare panther-t1 --data-dir {tmp_path}"
+
+
+def test_a_runs_process_loads_without_pytest():
+    """Each run has a process of its own that unpickles the session's Settings: importing pytest there
+    was the largest part of a run's start (README, "Where a run's overhead goes")."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pytest_rexmle.schedule.perform, pytest_rexmle.settings, pytest_rexmle.campaign, "
+            "pytest_rexmle.run, pytest_rexmle.runtime.local; print(sorted({'pytest', '_pytest'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
