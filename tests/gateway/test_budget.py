@@ -61,8 +61,8 @@ def test_requests_budget_openai_shape(gateway, tmp_path):
 
 
 def wait_until_metered(s, index: int) -> None:
-    """A call is metered just after its last byte went out: a client that asks again at once may still be
-    admitted (the README's in-flight overshoot); these tests ask once the first call is on the meter."""
+    """A call is metered just after its last byte went out and holds its reservation until then: these
+    tests ask again once the first call is on the meter."""
     deadline = time.monotonic() + 10
     while s.run.meter.spent()[index] <= 0 and time.monotonic() < deadline:
         time.sleep(0.01)
