@@ -69,7 +69,8 @@ def test_refused_calls_are_marked_refused_with_the_reason(gateway, standin, tmp_
     from pytest_rexmle.gateway import Budget
 
     s = open_served(gateway, tmp_path, budget=Budget(requests=0))
-    assert s.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 429  # budget
+    strategy = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "I ran 5-fold cross-validation"}]}
+    assert s.request("POST", "/openai/v1/chat/completions", strategy)[0] == 429  # budget
     assert s.request("POST", "/openai/v1/fine_tuning/jobs", {})[0] == 404  # unknown route
     assert s.request("POST", "/openai/v1/chat/completions", CHAT, token="rexmle-not-this-run")[0] == 401
     assert s.request("POST", "/openai/v1/chat/completions", b"{}", {"Content-Length": "2",
@@ -80,6 +81,7 @@ def test_refused_calls_are_marked_refused_with_the_reason(gateway, standin, tmp_
     assert all(r["refused"] is True and r["reason"] and r["request"] is None for r in recorded)
     assert "budget" in recorded[0]["reason"] and "unknown route" in recorded[1]["reason"]
     assert standin.seen == []
+    assert "cross-validation" not in read_model_calls(s.run.logs_dir.parent).text  # no evidence for the judge
 
 
 def test_past_its_disk_budget_the_record_refuses_calls_and_says_so(standin, tmp_path):
@@ -115,3 +117,21 @@ def test_a_refusal_loop_is_counted_not_written_line_by_line(served, standin):
     assert sum(r.get("repeated", 1) for r in recorded) == 1000  # every refusal counted, none dropped
     assert recorded[-1]["repeated"] == 900 and recorded[-1]["first_ts"] <= recorded[-1]["last_ts"]
     assert served.run.trajectory.path.stat().st_size < 100_000
+
+
+def test_the_record_budget_is_a_share_of_the_runs_disk_limit(gateway, tmp_path):
+    """A runtime with a disk limit gives the record at most a quarter of it (and never more than the
+    gateway's own budget)."""
+    from types import SimpleNamespace
+
+    from pytest_rexmle.runtime.gateway_link import RunGateway
+    from pytest_rexmle.runtime.sandbox.limits import Limits as RunLimits
+
+    policy = SimpleNamespace(budget=None, egress_allow=())
+    for disk, expected in ((64 << 20, 16 << 20), (100 << 30, gateway.limits.record_bytes), (None, None)):
+        run_dir = tmp_path / f"run-{disk}"
+        spec = SimpleNamespace(task_id="ldct-iqa", logs=run_dir / "logs", submission=run_dir / "submission",
+                               data_dir=None, limits=RunLimits(disk=disk))
+        linked = RunGateway(lambda: gateway, spec, policy)
+        assert linked.run.trajectory.max_bytes == (expected or gateway.limits.record_bytes)
+        linked.run.close()
