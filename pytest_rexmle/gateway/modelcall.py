@@ -65,8 +65,8 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
                                      generates="embed" not in route.upstream_path.lower())
     refused = run.admit(reservation)
     if refused:
-        run.refuse(conn, route.protocol, 429, f"rexmle gateway: this run's budget ran out: {refused}",
-                   route=label, model=usage.model, request_bytes=len(body))
+        run.refuse(conn, route.protocol, 429, f"rexmle gateway: this call does not fit the run's budget: "
+                   f"{refused}", route=label, model=usage.model, request_bytes=len(body))
         return
 
     # --- the record before the answer: a call that cannot be recorded is not made ---------------------
