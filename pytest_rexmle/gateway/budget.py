@@ -44,6 +44,10 @@ class Budget:
       stream without usage, an answer cut before its usage, a provider that reports none) is charged at
       the reservation, never as zero;
     * under a ``usd`` bound a model without a known price is refused before anything goes upstream.
+
+    The prompt estimate is the gateway's, not the provider's: base64 images weigh more in bytes than in
+    tokens (reserved too high), a prompt the provider holds (OpenAI ``previous_response_id``, a cached
+    context) is not in the body (reserved too low; the metered usage is charged all the same).
     """
 
     usd: float | None = None
