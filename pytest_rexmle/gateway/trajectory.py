@@ -137,12 +137,8 @@ class Trajectory:
 
     # --- a call: its request line before the answer, its response line after ------------------------------
 
-    def full(self) -> str | None:
-        """Why no further call fits the disk budget, or None."""
-        with self._lock:
-            return self._full(0)
-
     def _full(self, line: int) -> str | None:
+        """Why a call whose request line has ``line`` bytes does not fit the disk budget, or None."""
         if self._written + self._allowances + line + RESPONSE_ALLOWANCE > self.max_bytes - REFUSAL_RESERVE:
             return (f"this run's model-call record reached its disk budget ({self._written} of {self.max_bytes} "
                     f"bytes written; REXMLE_GATEWAY_RECORD_BYTES sets it): no further model calls")
@@ -154,7 +150,8 @@ class Trajectory:
         with self._lock:
             self._calls += 1
             number = self._calls
-            data = self._encode({"call": number, "phase": "request", "ts": _now(), **record})
+        data = self._encode({"call": number, "phase": "request", "ts": _now(), **record})  # outside the lock
+        with self._lock:
             why = self._full(len(data))
             if why:
                 raise RecordError(why)
@@ -165,9 +162,9 @@ class Trajectory:
     def close_call(self, number: int, record: dict) -> None:
         """Write a call's response line (best effort: the answer has gone out; a failure is raised after the
         budget's allowance is given back)."""
+        data = self._encode({"call": number, "phase": "response", "ts": _now(), **record})
         with self._lock:
             self._allowances = max(0, self._allowances - RESPONSE_ALLOWANCE)
-            data = self._encode({"call": number, "phase": "response", "ts": _now(), **record})
             if self._written + len(data) > self.max_bytes:
                 data = self._encode({"call": number, "phase": "response", "ts": _now(), **record, "response": None,
                                      "truncated": True, "note": "answer dropped: over the record's disk budget"})
