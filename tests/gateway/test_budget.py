@@ -220,3 +220,22 @@ def wait_until_charged(s, requests: int) -> None:
     deadline = time.monotonic() + 10
     while charged() < requests and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_what_counts_as_metered():
+    """The budget charges metered usage only for an answer read to its end that carried usage (or was an
+    error); a call cut anywhere, by the provider, a time-out or the client leaving, is charged its
+    reservation; one that never left is charged nothing."""
+    from pytest_rexmle.gateway.metering import CallUsage
+
+    def usage(**state) -> CallUsage:
+        u = CallUsage("openai")
+        for name, value in state.items():
+            setattr(u, name, value)
+        return u
+
+    assert usage(complete=True, answered=True, reported=True).metered()
+    assert usage(complete=True, answered=False, reported=False).metered()  # a provider's error: not billed
+    assert not usage(complete=True, answered=True, reported=False).metered()  # a stream without usage
+    assert not usage(complete=False, answered=True, reported=True).metered()  # cut after message_start
+    assert usage(complete=False).metered(sent=False)  # never reached the provider
