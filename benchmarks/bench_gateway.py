@@ -9,7 +9,10 @@ it does not share this process's interpreter lock with the gateway. Measured her
   ``--streams`` completions of 100 SSE events, all at once; completions and events per second through the
   gateway, against the same load sent straight to the stand-in.
 
-    python benchmarks/bench_gateway.py [--calls 300] [--runs 8] [--streams 20]
+    python benchmarks/bench_gateway.py [--calls 300] [--runs 8] [--streams 20] [--budget usd=1e6,tokens=1e12]
+
+``--budget`` gives every run that budget, so the added latency includes reserving (and, with ``usd``,
+pricing) each call; with ``usd`` the throughput part is skipped (its stand-in model has no price).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_rexmle.gateway import Gateway, Limits  # noqa: E402
+from pytest_rexmle.gateway import Budget, Gateway, Limits  # noqa: E402
 
 STANDIN = ("import sys, time; sys.path.insert(0, %r); from tests.gateway.standin import start_standin; "
            "state, _ = start_standin(); print(state.url, flush=True); time.sleep(3600)")
@@ -88,7 +91,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--streams", type=int, default=20)
+    parser.add_argument("--budget", default=None, help="a --rexmle-budget value for every run")
     args = parser.parse_args()
+    budget = Budget.parse(args.budget)
     child = subprocess.Popen([sys.executable, "-c", STANDIN % str(ROOT)], stdout=subprocess.PIPE, text=True)
     try:
         url = child.stdout.readline().strip()
@@ -99,7 +104,8 @@ def main() -> int:
             runs = []
             for i in range(args.runs):
                 run = gateway.open_run(f"bench{i}", logs_dir=Path(tmp) / f"r{i}" / "logs",
-                                       submission_dir=Path(tmp) / f"r{i}" / "submission", task_id="ldct-iqa")
+                                       submission_dir=Path(tmp) / f"r{i}" / "submission", task_id="ldct-iqa",
+                                       budget=budget)
                 listener = socket.create_server(("127.0.0.1", 0))
                 run.serve(listener)
                 runs.append((run, listener.getsockname()[1]))
@@ -113,16 +119,20 @@ def main() -> int:
             print(f"  direct   median {d_med * 1e3:.2f} ms  p90 {statistics.quantiles(direct, n=10)[-1] * 1e3:.2f} ms")
             print(f"  gateway  median {g_med * 1e3:.2f} ms  p90 {statistics.quantiles(through, n=10)[-1] * 1e3:.2f} ms")
             print(f"  added    median {(g_med - d_med) * 1e3:.2f} ms (goal <= 5 ms)")
-            d_sec, d_done, d_events = throughput([(up_host, int(up_port), "/v1", "sk-bench")] * args.runs,
-                                                 args.streams)
-            g_sec, g_done, g_events = throughput([("127.0.0.1", port, "/openai/v1", run.token) for run, port in runs],
-                                                 args.streams)
-            print(f"throughput, {args.runs} runs streaming at once, {args.streams} completions of 100 events each:")
-            print(f"  direct   {d_done / d_sec:.1f} completions/s, {d_events / d_sec:.0f} events/s")
-            print(f"  gateway  {g_done / g_sec:.1f} completions/s, {g_events / g_sec:.0f} events/s "
-                  f"({g_sec / d_sec:.2f}x the direct time)")
-            metered = sum(run.close()["usage"]["requests"] for run, _ in runs)
-            print(f"  metered requests: {metered} (expected {args.calls + 20 + g_done})")
+            if budget is not None and budget.usd is not None:  # the streams' model "long" has no price
+                print("throughput: skipped (a usd budget refuses the stand-in's unpriced streaming model)")
+            else:
+                d_sec, d_done, d_events = throughput([(up_host, int(up_port), "/v1", "sk-bench")] * args.runs,
+                                                     args.streams)
+                targets = [("127.0.0.1", port, "/openai/v1", run.token) for run, port in runs]
+                g_sec, g_done, g_events = throughput(targets, args.streams)
+                print(f"throughput, {args.runs} runs streaming at once, {args.streams} completions of 100 events "
+                      "each:")
+                print(f"  direct   {d_done / d_sec:.1f} completions/s, {d_events / d_sec:.0f} events/s")
+                print(f"  gateway  {g_done / g_sec:.1f} completions/s, {g_events / g_sec:.0f} events/s "
+                      f"({g_sec / d_sec:.2f}x the direct time)")
+                metered = sum(run.close()["usage"]["requests"] for run, _ in runs)
+                print(f"  metered requests: {metered} (expected {args.calls + 20 + g_done})")
         gateway.close()
     finally:
         child.kill()

@@ -43,6 +43,7 @@ class CallUsage:
     cache_write_tokens: int = 0
     reported: bool = False  # the answer carried usage at all
     answered: bool = False  # the provider answered 2xx: a billed answer without usage leaves tokens unknown
+    complete: bool = False  # the answer was read to its end (not cut by the provider, a time-out or the client)
 
     def observe(self, obj: Any) -> None:
         """Fold one parsed body, stream event or array element into the counts."""
@@ -91,6 +92,11 @@ class CallUsage:
         self.output_tokens = max(self.output_tokens, output_tokens)
         self.cached_tokens = max(self.cached_tokens, cached)
         self.cache_write_tokens = max(self.cache_write_tokens, cache_write)
+
+    def metered(self, sent: bool = True) -> bool:
+        """Whether these counts are all the provider may bill: nothing was sent, or the whole answer was read
+        and either carried usage or was an error. Otherwise the budget charges the call's reservation."""
+        return not sent or (self.complete and (self.reported or not self.answered))
 
     def priced(self) -> tuple[float | None, str | None]:
         if not self.reported:

@@ -12,14 +12,13 @@ import json
 import socket
 import time
 from contextlib import suppress
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .connection import HOP_BY_HOP
 from .metering import CallUsage, model_name
 from .protocols import KEY_HEADERS, Route, auth_headers, error_body
 from .sse import SSEReader
-from .trajectory import MAX_RESPONSE_BYTES, EventLog, body_record
+from .trajectory import MAX_RESPONSE_BYTES, EventLog, RecordError, body_record
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -43,6 +42,8 @@ def upstream_headers(headers, protocol: str, key: str | None) -> dict[str, str]:
 
 
 def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> None:
+    """One model call: refusals first (each recorded as refused), then the request's record line, and only
+    then the provider; the answer's line follows once it has ended."""
     gateway = run.gateway
     body = conn.read_body(gateway.limits.max_body)
     label = f"{conn.command} {conn.path.split('?', 1)[0]}"
@@ -52,25 +53,44 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
         usage.model = model_name(request_doc["model"])
     elif route.path_model:
         usage.model = model_name(route.path_model)
+
+    # --- refused before anything goes upstream --------------------------------------------------------
     upstream = gateway.upstreams.get(route.protocol)
     if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
         run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
-                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, model=usage.model)
+                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, model=usage.model,
+                   request_bytes=len(body))
         return
-    refused = run.admit()
+    reservation = run.ledger.reserve(route.protocol, usage.model, request_doc, len(body), billed=route.billed,
+                                     generates="embed" not in route.upstream_path.lower())
+    refused = run.admit(reservation)
     if refused:
-        run.refuse(conn, route.protocol, 429, f"rexmle gateway: this run's budget ran out: {refused}",
-                   route=label, model=usage.model, request=request_doc)
+        run.refuse(conn, route.protocol, 429, f"rexmle gateway: this call does not fit the run's budget: "
+                   f"{refused}", route=label, model=usage.model, request_bytes=len(body))
         return
-    started, clock = datetime.now(timezone.utc), time.perf_counter()
-    record = {"ts": started.isoformat(), "protocol": route.protocol, "route": label, "model": usage.model,
-              "status": None, "stream": False, "request": request_doc, "response": None,
+
+    # --- the record before the answer: a call that cannot be recorded is not made ---------------------
+    requested_stream = isinstance(request_doc, dict) and request_doc.get("stream") is True
+    try:
+        call = run.trajectory.open_call({"protocol": route.protocol, "route": label, "model": usage.model,
+                                         "stream": requested_stream, "request": request_doc,
+                                         "truncated": request_truncated})
+    except RecordError as exc:
+        run.release(reservation)
+        run.refuse(conn, route.protocol, 507, f"rexmle gateway: the call was not made: {exc}", route=label,
+                   model=usage.model, request_bytes=len(body))
+        return
+
+    # --- the provider, then the answer's line ---------------------------------------------------------
+    clock = time.perf_counter()
+    record = {"protocol": route.protocol, "route": label, "status": None, "stream": False, "response": None,
               "truncated": request_truncated}
+    sent = True
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)
-        record.update(status=status, stream=stream, response=response_doc,
-                      truncated=record["truncated"] or truncated)
+        record.update(status=status, stream=stream, response=response_doc, truncated=request_truncated or truncated)
     except _UpstreamFailure as exc:
+        sent = exc.sent
         record.update(status=exc.status, error=exc.message)
         if not conn.headers_sent:
             conn.respond(exc.status, error_body(route.protocol, exc.status, exc.message))
@@ -78,20 +98,27 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
             conn.close_connection = True
     finally:
         seconds = time.perf_counter() - clock
-        record["duration_s"] = round(seconds, 6)
-        record["model"] = usage.model
         usage.answered = isinstance(record["status"], int) and 200 <= record["status"] < 300
-        cost, why = run.settle(usage, seconds, billed=route.billed)
-        record["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                           "cached_tokens": usage.cached_tokens, "cost_usd": cost,
-                           **({"cost_unknown_reason": why} if why else {})}
-        run.trajectory.write(record)
+        metered = usage.metered(sent)
+        cost, why, (tokens, usd) = run.settle(usage, seconds, reservation, metered=metered, billed=route.billed)
+        record.update(duration_s=round(seconds, 6), model=usage.model,
+                      usage={"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                             "cached_tokens": usage.cached_tokens, "cost_usd": cost,
+                             **({"cost_unknown_reason": why} if why else {})})
+        if run.budget is not None:
+            record["budget_charge"] = {"tokens": tokens, "usd": usd, "at_reservation": not metered}
+        try:
+            run.trajectory.close_call(call, record)
+        except RecordError as exc:  # the answer is out: the request's line stands, the failure is counted
+            run.note_error("record", str(exc))
 
 
 class _UpstreamFailure(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """The provider could not be reached or broke off; ``sent`` False when the request never left."""
+
+    def __init__(self, status: int, message: str, sent: bool = True) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.sent = status, message, sent
 
 
 def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage: CallUsage):
@@ -108,10 +135,10 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
                 upstream.connect(limits.connect_timeout), False)
         except (TimeoutError, socket.timeout):
             raise _UpstreamFailure(504, f"rexmle gateway: {where} did not accept a connection within "
-                                        f"{limits.connect_timeout:g} s") from None
+                                        f"{limits.connect_timeout:g} s", sent=False) from None
         except OSError as exc:
             raise _UpstreamFailure(502, f"rexmle gateway: {where} cannot be reached: {type(exc).__name__}: "
-                                        f"{exc.strerror or exc}") from None
+                                        f"{exc.strerror or exc}", sent=False) from None
         try:
             up.sock.settimeout(limits.upstream_timeout)
             up.request(conn.command, target, body=payload, headers=headers)
@@ -133,7 +160,8 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
         except BaseException:
             up.close()
             raise
-        if (resp.isclosed() or resp.length == 0) and not resp.will_close:  # read to its end: reusable
+        usage.complete = resp.isclosed() or resp.length == 0  # read to its end (not cut by the client)
+        if usage.complete and not resp.will_close:  # reusable
             resp.close()  # releases the reader only; the connection stays open for the next call
             pool.put(up)
         else:

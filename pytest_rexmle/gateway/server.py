@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .budget import Budget
+from .budget import Budget, Ledger, Reservation
 from .egress import EgressLog, EgressPolicy
 from .metering import CallUsage, RunMeter
 from .protocols import error_body
-from .trajectory import Trajectory
+from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
 #: connections one run may hold open at once; more are answered 503 and closed
@@ -44,6 +44,7 @@ class Limits:
     connect_timeout: float = 20.0          # reaching the provider or a proxied host
     upstream_timeout: float = 600.0        # the provider silent this long (first byte or mid-stream): 504
     validate_timeout: float = 600.0        # one /rexmle/validate
+    record_bytes: int = MAX_FILE_BYTES     # a run's model-call record on disk; past it calls are refused
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
@@ -80,8 +81,10 @@ class Gateway:
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
-                 public_dir: Path | None = None) -> "GatewayRun":
-        """A run with a fresh token; ``budget`` and ``egress_allow`` add to the session's settings."""
+                 public_dir: Path | None = None, record_bytes: int | None = None) -> "GatewayRun":
+        """A run with a fresh token; ``budget`` and ``egress_allow`` add to the session's settings;
+        ``record_bytes`` lowers the disk budget of the run's record (a runtime with a disk limit may pass
+        its share of it), never above ``Limits.record_bytes``."""
         if budget is None:
             budget = Budget.parse(getattr(self.settings, "budget", None) or None)
         allow = (*tuple(getattr(self.settings, "egress_allow", ()) or ()), *egress_allow)
@@ -90,8 +93,10 @@ class Gateway:
 
             self._task_hosts = task_source_hosts()
         policy = EgressPolicy(allow=allow, deny=egress_deny, task_hosts=self._task_hosts)
+        record_limit = self.limits.record_bytes if record_bytes is None else min(record_bytes,
+                                                                                 self.limits.record_bytes)
         run = GatewayRun(self, run_id, Path(logs_dir), Path(submission_dir), task_id, budget, policy,
-                         None if public_dir is None else Path(public_dir))
+                         None if public_dir is None else Path(public_dir), record_limit)
         with self._lock:
             if self.closed:
                 raise RuntimeError("the gateway is closed")
@@ -118,17 +123,17 @@ class GatewayRun:
     """One run's view of the gateway: its token, variables, listeners, meter, budget, egress and calls."""
 
     def __init__(self, gateway: Gateway, run_id: str, logs_dir: Path, submission_dir: Path, task_id: str,
-                 budget: Budget | None, policy: EgressPolicy, public_dir: Path | None) -> None:
+                 budget: Budget | None, policy: EgressPolicy, public_dir: Path | None,
+                 record_bytes: int = MAX_FILE_BYTES) -> None:
         self.gateway, self.run_id, self.task_id = gateway, run_id, task_id
         self.logs_dir, self.submission_dir, self.public_dir = logs_dir, submission_dir, public_dir
         self.budget, self.policy = budget, policy
         self.token = "rexmle-" + secrets.token_urlsafe(32)
-        self.meter, self.egress = RunMeter(), EgressLog()
-        self.trajectory = Trajectory(logs_dir, (self.token, *gateway.secrets))
+        self.meter, self.egress, self.ledger = RunMeter(), EgressLog(), Ledger(budget)
+        self.trajectory = Trajectory(logs_dir, (self.token, *gateway.secrets), record_bytes)
         self.budget_exhausted: str | None = None
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._in_flight = 0
         self._validating = threading.Lock()
         self._listeners: list[socket.socket] = []
         self._connections: set[socket.socket] = set()
@@ -235,51 +240,66 @@ class GatewayRun:
     def owns(self, presented: str) -> bool:
         return hmac.compare_digest(presented.encode("utf-8", "replace"), self.token.encode())
 
-    def admit(self) -> str | None:
-        """Reserve one request against the budget; the reason when it is spent."""
-        with self._lock:
-            if self.budget is None:
-                self._in_flight += 1
-                return None
-            requests, tokens, usd = self.meter.spent()
-            reason = self.budget.exhausted(requests=requests + self._in_flight, tokens=tokens, usd=usd)
-            if reason:
+    def admit(self, reservation: Reservation) -> str | None:
+        """Hold a call's worst case against the budget (see :class:`Budget`); the reason when it does not fit."""
+        reason = self.ledger.admit(reservation)
+        if reason:
+            with self._lock:
                 self.budget_exhausted = self.budget_exhausted or reason
-                return reason
-            self._in_flight += 1
-            return None
+        return reason
 
-    def settle(self, usage: CallUsage, seconds: float, billed: bool = True) -> tuple[float | None, str | None]:
-        """A call that was admitted has ended: meter it and note a budget it has just used up."""
+    def release(self, reservation: Reservation) -> None:
+        """An admitted call that never went upstream (its record could not be written): nothing is charged."""
+        self.ledger.release(reservation)
+
+    def settle(self, usage: CallUsage, seconds: float, reservation: Reservation, *, metered: bool,
+               billed: bool = True) -> tuple[float | None, str | None, tuple[int, float | None]]:
+        """A call that was admitted has ended: meter it, charge the budget (what was metered, or at least its
+        reservation when ``metered`` is False) and note a bound it has just reached. Returns (cost, why the
+        cost is unknown, (tokens, usd) charged to the budget)."""
         if not billed:
             usage = CallUsage(usage.protocol, usage.model)  # model lists and token counts cost nothing
         cost, why = self.meter.add(usage, seconds)
-        with self._lock:
-            self._in_flight = max(0, self._in_flight - 1)
-            if self.budget is not None and self.budget_exhausted is None:
-                requests, tokens, usd = self.meter.spent()
-                self.budget_exhausted = self.budget.exhausted(requests=requests, tokens=tokens, usd=usd)
-        return cost, why
+        charged = self.ledger.settle(reservation, usage.input_tokens + usage.output_tokens, cost, metered=metered)
+        if self.budget is not None and self.budget_exhausted is None:
+            reached = self.ledger.exhausted()
+            with self._lock:
+                self.budget_exhausted = self.budget_exhausted or reached
+        return cost, why, charged
+
+    #: the kind a refusal is counted (and aggregated in the record) under, by status
+    REFUSAL_KINDS = {401: "unauthorized", 404: "unknown_route", 429: "budget", 502: "no_upstream", 507: "record"}
 
     def refuse(self, conn, protocol: str, status: int, message: str, *, route: str, model: str | None = None,
-               request: Any = None, close: bool = False) -> None:
-        """A clear error for the agent in its protocol's shape, and a line in the run's trajectory."""
-        headers = [("x-should-retry", "false")] if status in (401, 404, 413, 429) else []
+               request: Any = None, request_bytes: int | None = None, close: bool = False,
+               kind: str | None = None) -> None:
+        """A clear error for the agent in its protocol's shape, and a ``refused`` line in the run's trajectory.
+
+        The refused request's body is not kept (``request`` is accepted and dropped; ``request_bytes`` is
+        kept): it never reached a provider, is no evidence of what the run did, and a refusal loop must not
+        fill the disk."""
+        kind = kind or self.REFUSAL_KINDS.get(status, str(status))
+        self.note_error(kind, message)
+        record = {"protocol": protocol, "route": route, "model": model, "status": status, "stream": False,
+                  "request": None, "response": None, "usage": None, "truncated": False, "error": message,
+                  "reason": message, "duration_s": 0.0}
+        if request_bytes is not None:
+            record["request_bytes"] = request_bytes
+        self.trajectory.refused(record, kind)  # recorded before the agent hears of it, as answers are
+        headers = [("x-should-retry", "false")] if status in (401, 404, 413, 429, 507) else []
         conn.respond(status, error_body(protocol, status, message), headers=headers, close=close)
-        self.note_error({401: "unauthorized", 404: "unknown_route", 429: "budget"}.get(status, str(status)), message)
-        self.trajectory.write({"protocol": protocol, "route": route, "model": model, "status": status,
-                               "stream": False, "request": request, "response": None, "usage": None,
-                               "truncated": False, "error": message, "duration_s": 0.0})
 
     def note_bad_request(self, conn, status: int, message: str) -> None:
-        """A request the gateway could not read: counted, and a line in the trajectory for the reviewer."""
+        """A request the gateway could not read: counted, and a ``refused`` line in the trajectory."""
         from ..hostile import clean_text
 
         self.note_error("bad_request", message)
         route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
-        self.trajectory.write({"protocol": None, "route": clean_text(route, limit=300), "model": None,
-                               "status": status, "stream": False, "request": None, "response": None, "usage": None,
-                               "truncated": False, "error": clean_text(message, limit=500), "duration_s": 0.0})
+        reason = clean_text(message, limit=500)
+        self.trajectory.refused({"protocol": None, "route": clean_text(route, limit=300), "model": None,
+                                 "status": status, "stream": False, "request": None, "response": None, "usage": None,
+                                 "truncated": False, "error": reason, "reason": reason, "duration_s": 0.0},
+                                "bad_request")
 
     def note_error(self, kind: str, message: str) -> None:
         with self._lock:
@@ -356,6 +376,8 @@ class GatewayRun:
         record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
                   "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors)}
+        if self.budget is not None:
+            record["budget_spent"] = self.ledger.to_json()
         with self._lock:
             self._record = record
         return record

@@ -68,6 +68,10 @@ def network_notices(runtime, network: str) -> list[str]:
     return notices
 
 
+#: the run's model-call record may take at most 1/this of the run's disk limit (and the gateway's own budget)
+RECORD_SHARE_OF_DISK = 4
+
+
 class RunGateway:
     """One run on the session's gateway, from the runtime's side: opened with the policy's budget and
     egress allow-list, keyed by the run folder; it serves the listeners the runtime places where the agent
@@ -81,6 +85,9 @@ class RunGateway:
             extra["budget"] = Budget.parse(policy.budget)
         if policy.egress_allow:
             extra["egress_allow"] = tuple(policy.egress_allow)
+        disk = getattr(spec.limits, "disk", None)
+        if disk:  # the record of the run's calls takes at most a quarter of what the run may write
+            extra["record_bytes"] = max(1, disk // RECORD_SHARE_OF_DISK)
         self.run: GatewayRun = factory().open_run(f"{spec.task_id}-{spec.logs.parent.name}", logs_dir=spec.logs,
                                                   submission_dir=spec.submission, task_id=spec.task_id,
                                                   public_dir=spec.data_dir, **extra)

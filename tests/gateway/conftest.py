@@ -92,6 +92,24 @@ def served(gateway, tmp_path) -> Served:
     s.run.close()
 
 
-def calls(served: Served) -> list[dict]:
+def lines(served: Served) -> list[dict]:
+    """The run's record as written: a request line and a response line per call, one line per refusal."""
     path = Path(served.run.trajectory.path)
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def calls(served: Served) -> list[dict]:
+    """One record per call (its request and response lines merged by call number) or refusal, in order."""
+    out: list[dict] = []
+    by_number: dict[int, dict] = {}
+    for line in lines(served):
+        number = line.pop("call", None)
+        phase = line.pop("phase", None)
+        if number is None:
+            out.append(line)
+        elif phase == "request":
+            by_number[number] = line
+            out.append(line)
+        else:
+            by_number[number].update({k: v for k, v in line.items() if k != "ts"})
+    return out

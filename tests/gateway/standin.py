@@ -3,12 +3,14 @@ included, recording every request they receive so tests can check what the gatew
 
 Behaviour is chosen by the request's model name: ``echo-key`` answers 401 quoting the key it got (as some
 providers do), ``hang`` never answers within the gateway's time-out, ``gated`` streams its first event and
-waits for the test to release the rest (proof that the gateway forwards chunk by chunk).
+waits for the test to release the rest (proof that the gateway forwards chunk by chunk), ``cut`` streams a
+few events and drops the connection before its usage chunk (an answer cut short).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -94,7 +96,7 @@ def _handler(state: StandIn):
         def _json(self, status: int, doc) -> None:
             send_json(self, doc, status)
 
-        def _sse(self, events: list[tuple[str | None, object]], gated: bool = False) -> None:
+        def _sse(self, events: list[tuple[str | None, object]], gated: bool = False, cut: bool = False) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -107,6 +109,10 @@ def _handler(state: StandIn):
                 self.wfile.flush()
                 if gated and i == 0:
                     state.release.wait(10)
+                if cut and i == 1:  # gone before the usage chunk and the stream's end
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
             self.wfile.write(b"0\r\n\r\n")
 
         def _chat(self, doc) -> None:
@@ -123,7 +129,7 @@ def _handler(state: StandIn):
             if (doc.get("stream_options") or {}).get("include_usage"):
                 events.append((None, {**chunk, "choices": [], "usage": OPENAI_USAGE}))
             events.append((None, "[DONE]"))
-            self._sse(events, gated=model == "gated")
+            self._sse(events, gated=model == "gated", cut=model == "cut")
 
         def _responses(self, doc) -> None:
             model = doc.get("model", "gpt-4o-mini")

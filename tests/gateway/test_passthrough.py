@@ -129,15 +129,14 @@ def test_upstream_connections_kept_alive_and_stale_ones_retried(served, standin)
     assert served.run.close()["usage"]["requests"] == 4
 
 
-def test_trajectory_keeps_metadata_past_its_size_cap(served):
-    served.run.trajectory.max_bytes = 1  # as if the run had already written a gigabyte
-    served.request("POST", "/openai/v1/chat/completions", CHAT)
-    served.request("POST", "/openai/v1/chat/completions", CHAT)
-    served.run.close()
-    first, second = calls(served)
-    assert first["request"] is not None  # the file was empty before it
-    assert second["request"] is None and second["response"] is None and second["truncated"] is True
-    assert second["usage"]["input_tokens"] == 11 and second["status"] == 200
+def test_trajectory_refuses_calls_past_its_disk_budget(served, standin):
+    served.run.trajectory.max_bytes = 1  # as if the run had already written its record's budget
+    assert served.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 507
+    assert served.request("POST", "/openai/v1/chat/completions", CHAT)[0] == 507
+    record = served.run.close()
+    assert standin.seen == [] and record["usage"]["requests"] == 0
+    (line,) = calls(served)  # past the budget, refusals are counted: one line at close
+    assert line["refused"] is True and line["repeated"] == 2 and "disk budget" in line["reason"]
 
 
 def test_trajectory_never_follows_a_link_planted_in_the_logs(gateway, tmp_path):
