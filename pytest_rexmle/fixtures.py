@@ -256,10 +256,25 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
     record_result(request.node, result, usage=metered_usage(run.folder.root), run_facts=run_facts(run.folder.root))
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
+    if run.resumed is None and run.folder.root.is_dir():
+        _write_views(request.node, rexmle_task, run.folder.root)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
     return result
+
+
+def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
+    """The run's ATIF trajectory and its page, once it is graded and judged. A failure here is a warning:
+    reading aids must never cost the agent its result."""
+    from .report.atif import write_trajectory
+    from .report.runpage import write_run_page
+
+    for write in (write_trajectory, write_run_page):
+        try:
+            write(run_dir)
+        except Exception as exc:
+            item.warn(pytest.PytestWarning(f"{task.id}: {write.__name__} failed: {type(exc).__name__}: {exc}"))
 
 
 def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:

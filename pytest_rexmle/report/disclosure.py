@@ -44,7 +44,9 @@ NETWORKS = {
 
 def unsafe_options(settings: Mapping[str, Any]) -> list[str]:
     """Each option of the session that weakened the sandbox, with what it gave the agent."""
-    found = [text for key, text in UNSAFE.items() if settings.get(key)]
+    found = [text for key, text in UNSAFE.items() if settings.get(key) and key != "unsafe_local"]
+    if settings.get("sandbox") == "none":  # the mechanism the runtime used, not the one asked for
+        found.insert(0, UNSAFE["unsafe_local"])
     network = settings.get("network")
     if network in NETWORKS:
         found.append(NETWORKS[str(network)])
@@ -80,8 +82,8 @@ def build_disclosure(settings: Mapping[str, Any], runs: Iterable[Mapping[str, An
         "egress_allow": allow if network == "gateway" else [],
         "hosts_asked": hosts,
         "hosts_flooded": flooded,
-        "answers_in_sandbox": bool(settings.get("unsafe_local")),
-        "answers": ANSWERS if not settings.get("unsafe_local") else UNSAFE["unsafe_local"],
+        "answers_in_sandbox": settings.get("sandbox") == "none",
+        "answers": ANSWERS if settings.get("sandbox") != "none" else UNSAFE["unsafe_local"],
         "validation": VALIDATION,
         "data": data_kind,
         "budget": settings.get("budget"),
