@@ -106,15 +106,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield start, line[:MAX_LINE_BYTES + 1] if length > MAX_LINE_BYTES else line
 
 
-def read_calls(run_dir: Path, *, bodies: int | None = None) -> list[CallSummary]:
-    """Every recorded call of a run, in order; the bodies of the first ``bodies`` lines are read (all when
-    None), of the rest only the metadata — a large run's page parses a few megabytes, not a gigabyte."""
+def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None) -> list[CallSummary]:
+    """Every recorded call of a run, in order. The bodies of the first ``bodies`` lines are parsed (all
+    when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large run's page
+    parses a few tens of megabytes, not a gigabyte."""
     calls: list[CallSummary] = []
     merged: dict[str, CallSummary] = {}
+    parsed = 0
     for number, (offset, raw) in enumerate(iter_lines(Path(run_dir) / CALLS)):
         if not raw.strip():
             continue
-        summary = _summary(len(calls) + 1, offset, raw, bodies is None or number < bodies)
+        wanted = (bodies is None or number < bodies) and (body_bytes is None or parsed + len(raw) <= body_bytes)
+        parsed += len(raw) if wanted else 0
+        summary = _summary(len(calls) + 1, offset, raw, wanted)
         if summary is None:
             continue
         key = summary.call_id

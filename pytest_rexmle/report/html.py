@@ -515,11 +515,20 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
                  "S5 submit 10 % (from the submission). Reported beside the percentile, never part of it.</p>",
                  stage_table(merged, stages)]
-    body += compute_section(reports) + disclosure_section(reports)
+    sessions = _sessions_of(reports[0]) if reports[0].get("schema") == MERGED_SCHEMA else reports
+    body += compute_section(sessions) + disclosure_section(sessions)
     body.append(f"<p class='note'>{_e(merged['note'])}</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE report</title>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body><main>"
             + "".join(body) + "</main></body></html>\n")
+
+
+def _sessions_of(merged: dict) -> list[dict]:
+    """A merged document's sessions as the compute and disclosure views read them (totals, no per-run rows)."""
+    sessions = (merged.get("compute") or {}).get("sessions") or []
+    hardware = sorted((merged.get("compute") or {}).get("hardware") or {})
+    return [{"run_id": s.get("run_id"), "disclosure": s.get("disclosure"),
+             "compute": {"hardware": hardware, "total": s.get("total")}} for s in sessions if isinstance(s, dict)]
 
 
 def compute_section(reports: list[dict]) -> list[str]:
@@ -540,6 +549,13 @@ def compute_section(reports: list[dict]) -> list[str]:
                         f"<td class='num'>{_e(fmt_number(rec.get('tokens')))}</td>"
                         f"<td class='num'>{'unknown' if cost is None else _e(fmt_number(cost))}</td>"
                         f"<td>{_e(rec.get('runtime'))} ({_e(rec.get('mechanism'))})</td><td>{link}</td></tr>")
+        total = (doc.get("compute") or {}).get("total")
+        if not runs and isinstance(total, dict):  # a merged report keeps each session's totals
+            rows.append(f"<tr><td>session {_e(doc.get('run_id'))}</td><td></td><td></td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('wall_seconds')))} s</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('gpu_hours')))}</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('tokens')))}</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('cost_usd')))}</td><td></td><td></td></tr>")
     if not rows:
         return []
     hardware = sorted({h for doc in reports for h in (doc.get("compute") or {}).get("hardware") or []})

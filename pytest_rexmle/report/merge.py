@@ -170,7 +170,7 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     merged runs ran on different hardware (their scores were not bought with equal means)."""
     hardware: dict[str, list[str]] = {}
     per_source = []
-    for doc in docs:
+    for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
         compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
         for text in compute.get("hardware") or []:
             hardware.setdefault(str(text), []).append(labels[agent_identity(doc)])

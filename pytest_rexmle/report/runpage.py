@@ -31,9 +31,17 @@ from .calls import CallSummary, read_calls
 RUN_HTML = "run.html"
 #: calls whose bodies are previewed in the page; later calls show their metadata (bodies on demand)
 MAX_PREVIEWED_CALLS = 300
+#: ... and at most this much of the call record is parsed for them (conversations resend their history)
+MAX_PREVIEWED_BYTES = 64 * 1024 * 1024
 #: calls listed at all (a flood of calls is summarised past this)
 MAX_LISTED_CALLS = 20_000
 MAX_FILES = 200
+#: the compute record's fields as the page names them
+COMPUTE_LABELS = {"gpu_model": "GPU model", "gpu_count": "GPUs", "driver_version": "driver", "cuda_version": "CUDA",
+                  "gpu_unavailable": "GPU facts", "cpu_model": "CPU", "cpu_cores": "CPU cores",
+                  "memory_bytes": "memory (bytes)", "wall_seconds": "wall time (s)", "gpu_hours": "GPU-hours",
+                  "tokens": "tokens", "cost_usd": "USD", "cost_unknown_reason": "USD unknown because",
+                  "runtime": "runtime", "mechanism": "mechanism", "image_digest": "image digest"}
 SCRIPT = """document.querySelectorAll("button.body").forEach(function (button) {
   button.addEventListener("click", function () {
     var out = button.nextElementSibling;
@@ -167,7 +175,7 @@ def render_run_page(run_dir: Path) -> str:
     run_dir = Path(run_dir)
     meta = run_record(run_dir) or {}
     result = _json_file(run_dir / "result.json")
-    calls = read_calls(run_dir, bodies=MAX_PREVIEWED_CALLS)
+    calls = read_calls(run_dir, bodies=MAX_PREVIEWED_CALLS, body_bytes=MAX_PREVIEWED_BYTES)
     listed = calls[:MAX_LISTED_CALLS]
     settings = (meta.get("key") or {}).get("settings") or {}
     unsafe = unsafe_options({**settings, "agent_as_root": meta.get("agent_as_root"),
@@ -188,10 +196,10 @@ def render_run_page(run_dir: Path) -> str:
         run=run, run_dir=str(run_dir), result={k: result.get(k) for k in (
             "status", "reason", "percentile", "mean_position", "n_humans", "suspected_leak")},
         leak=leak, metrics=_metrics(result),
-        compute=[(k, v) for k, v in compute.items() if v is not None],
+        compute=[(COMPUTE_LABELS.get(k, k), v) for k, v in compute.items() if v is not None],
         gpu_plot=_gpu_plot(telemetry), calls=[_call_view(c, i < MAX_PREVIEWED_CALLS) for i, c in enumerate(listed)],
         calls_total=len(calls), calls_refused=sum(c.refused for c in calls),
-        calls_shown=min(len(listed), MAX_PREVIEWED_CALLS),
+        calls_shown=sum(c.bodies for c in listed),
         tokens_in=usage.get("input_tokens", 0), tokens_out=usage.get("output_tokens", 0),
         cost="cost unknown" if cost is None else f"${cost:.6f}", egress=_egress(meta),
         capability=_capability(run_dir)[0], stages=_capability(run_dir)[1], files=_files(run_dir),
