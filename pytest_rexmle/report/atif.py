@@ -190,11 +190,14 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
 def _add_call(steps: list[dict], by_tool_call: dict[str, dict], call: CallSummary) -> None:
     if not steps and call.system:
         steps.append({"source": "system", "message": call.system, "timestamp": call.ts})
-    for call_id, text in call.tool_results:
-        owner = by_tool_call.get(call_id)
+    for call_id, text, name in call.tool_results:
+        # by the call's id; a Gemini answer names its calls by the tool only (its client makes up the id)
+        owner = by_tool_call.get(call_id) or by_tool_call.get(f"name:{name}")
         if owner is not None:
+            source = call_id if call_id in {t["tool_call_id"] for t in owner["tool_calls"]} else next(
+                t["tool_call_id"] for t in owner["tool_calls"] if t["function_name"] == name)
             owner.setdefault("observation", {"results": []})["results"].append(
-                {"source_call_id": call_id, "content": text})
+                {"source_call_id": source, "content": text})
         elif text:
             steps.append({"source": "user", "message": text, "timestamp": call.ts,
                           "extra": {"tool_result_for": call_id}})
@@ -225,6 +228,8 @@ def _add_call(steps: list[dict], by_tool_call: dict[str, dict], call: CallSummar
                                        "arguments": tool.arguments if isinstance(tool.arguments, (dict, list))
                                        else {"input": tool.arguments}})
             by_tool_call[tool_id] = step
+            if not tool.id:
+                by_tool_call[f"name:{tool.name}"] = step
     steps.append(step)
 
 

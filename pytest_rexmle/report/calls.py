@@ -61,7 +61,8 @@ class CallSummary:
     usage: dict[str, Any] = field(default_factory=dict)
     system: str = ""
     prompt: str = ""                 # the prompt's new part (text of the trailing non-model messages)
-    tool_results: list[tuple[str, str]] = field(default_factory=list)  # (call id, text) carried back
+    #: (call id, text, tool name) carried back; Gemini's answers name their calls only by the tool's name
+    tool_results: list[tuple[str, str, str]] = field(default_factory=list)
     answer: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -128,6 +129,10 @@ def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | No
         if key:
             merged[key] = summary
         calls.append(summary)
+    # in the order the calls began (a record written when its answer ended can follow a later call's)
+    calls.sort(key=lambda c: c.ts or "")
+    for number, call in enumerate(calls, 1):
+        call.number = number
     return calls
 
 
@@ -261,7 +266,7 @@ def extract(summary: CallSummary, request: Any, response: Any) -> None:
         _stream(summary, [e for e in response if isinstance(e, dict)])
     summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
     summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
-    summary.tool_results = [(i, _clip(t)) for i, t in summary.tool_results]
+    summary.tool_results = [(i, _clip(t), n) for i, t, n in summary.tool_results]
 
 
 def _request(summary: CallSummary, request: dict) -> None:
@@ -289,12 +294,13 @@ def _request(summary: CallSummary, request: dict) -> None:
         if message.get("role") in ("system", "developer"):
             continue
         if message.get("role") == "tool":  # OpenAI chat
-            summary.tool_results.append((str(message.get("tool_call_id") or ""), _text_of(message.get("content"))))
+            summary.tool_results.append((str(message.get("tool_call_id") or ""), _text_of(message.get("content")),
+                                         str(message.get("name") or "")))
             continue
         if message.get("type") == "function_call_output":  # OpenAI Responses
             output = message.get("output")
             summary.tool_results.append((str(message.get("call_id") or ""),
-                                         output if isinstance(output, str) else json.dumps(output)[:PREVIEW_CHARS]))
+                                         output if isinstance(output, str) else json.dumps(output)[:PREVIEW_CHARS], ""))
             continue
         content = message.get("content") if "content" in message else message.get("parts")
         if isinstance(content, list):
@@ -302,11 +308,11 @@ def _request(summary: CallSummary, request: dict) -> None:
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "tool_result":  # Anthropic
-                    summary.tool_results.append((str(part.get("tool_use_id") or ""), _text_of(part.get("content"))))
+                    summary.tool_results.append((str(part.get("tool_use_id") or ""), _text_of(part.get("content")), ""))
                 elif isinstance(part.get("functionResponse"), dict):  # Gemini
                     fr = part["functionResponse"]
-                    summary.tool_results.append((str(fr.get("id") or fr.get("name") or ""),
-                                                 json.dumps(fr.get("response"))[:PREVIEW_CHARS]))
+                    summary.tool_results.append((str(fr.get("id") or ""), json.dumps(fr.get("response"))[:PREVIEW_CHARS],
+                                                 str(fr.get("name") or "")))
                 elif isinstance(part.get("text"), str) and not part.get("thought"):
                     prompt.append(part["text"])
         else:
@@ -367,8 +373,7 @@ def _response(summary: CallSummary, body: dict) -> None:
                 continue
             if isinstance(part.get("functionCall"), dict):
                 fc = part["functionCall"]
-                summary.tool_calls.append(ToolCall(str(fc.get("id") or fc.get("name") or ""), str(fc.get("name")),
-                                                   fc.get("args")))
+                summary.tool_calls.append(ToolCall(str(fc.get("id") or ""), str(fc.get("name")), fc.get("args")))
             elif isinstance(part.get("text"), str):
                 (reasoning if part.get("thought") else answer).append(part["text"])
     summary.answer = "".join(a for a in answer if a) if summary.answer == "" else summary.answer
