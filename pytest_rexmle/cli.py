@@ -1,4 +1,5 @@
-"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images, status.
+"""The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images, status, view,
+export.
 
 Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
 usage errors, printing one clear line instead of a traceback.
@@ -28,6 +29,10 @@ LAZY_COMMANDS = {
     "status": (".status", "add_status_arguments", "run_status",
                "runs in progress (elapsed / limit) and finished ones, from the runs folder"),
     "images": (".agents.image_build", "add_images_arguments", "run_images", "build or list the agent container images"),
+    "view": (".report.view", "add_view_arguments", "run_view",
+             "serve a run's page (run.html: its timeline, grade, compute, judgement) on 127.0.0.1"),
+    "export": (".report.view", "add_export_arguments", "run_export",
+               "export a session's runs: atif (trajectories in ATIF v1.7, Harbor's folder layout)"),
 }
 
 

@@ -47,6 +47,8 @@ CAPABILITY_PROPERTY = "rexmle_capability"
 STAGES_PROPERTY = "rexmle_stages"
 TASK_PROPERTY = "rexmle_task"
 AGENT_PROPERTY = "rexmle_agent"
+#: the run's compute record and what it reached (run.json's ``compute``, ``network``, ``egress``), for the report
+RUN_PROPERTY = "rexmle_run"
 
 
 class HarnessError(RexmleError):
@@ -251,13 +253,28 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     from .agents.usage import metered_usage
 
-    record_result(request.node, result, usage=metered_usage(run.folder.root))
+    record_result(request.node, result, usage=metered_usage(run.folder.root), run_facts=run_facts(run.folder.root))
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
+    if run.resumed is None and run.folder.root.is_dir():
+        _write_views(request.node, rexmle_task, run.folder.root)
     request.config.hook.pytest_rexmle_result(result=result, item=request.node)
     if result.status == ERROR:
         raise HarnessError(f"{rexmle_task.id}: {result.reason}\n{result.traceback or ''}")
     return result
+
+
+def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
+    """The run's ATIF trajectory and its page, once it is graded and judged. A failure here is a warning:
+    reading aids must never cost the agent its result."""
+    from .report.atif import write_trajectory
+    from .report.runpage import write_run_page
+
+    for write in (write_trajectory, write_run_page):
+        try:
+            write(run_dir)
+        except Exception as exc:
+            item.warn(pytest.PytestWarning(f"{task.id}: {write.__name__} failed: {type(exc).__name__}: {exc}"))
 
 
 def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
@@ -277,9 +294,23 @@ def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data
     return leaks.check(task, result, perfect)
 
 
-def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None) -> None:
-    """Per-case JUnit properties (with the gateway's ``usage.*`` when given), plus the whole record for the
-    controller's session report."""
+def run_facts(run_dir: Path) -> dict | None:
+    """What the session report needs of a run's ``run.json``: its compute record and what it reached."""
+    from .agents.usage import run_record
+
+    meta = run_record(run_dir)
+    if meta is None:
+        return None
+    egress = meta.get("egress")
+    return {"compute": meta.get("compute"), "network": meta.get("network"), "sandbox": meta.get("sandbox"),
+            "egress": egress if isinstance(egress, (list, dict)) else None}
+
+
+def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None,
+                  run_facts: dict | None = None) -> None:
+    """Per-case JUnit properties (with the gateway's ``usage.*`` and the run's ``compute.*`` when given),
+    plus the whole record for the controller's session report."""
+    from . import compute
     from .gateway.record import junit_properties
 
     props = item.user_properties
@@ -299,4 +330,7 @@ def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None
         egress = result.suspected_leak.get("egress")
         props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))
     props.extend(junit_properties(usage))
+    if run_facts:
+        props.extend(compute.junit_properties(run_facts.get("compute")))
+        props.append((RUN_PROPERTY, json.dumps(run_facts, sort_keys=True, default=str)))
     props.append((RESULT_PROPERTY, json.dumps(result.to_json(), sort_keys=True)))

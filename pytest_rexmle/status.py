@@ -154,6 +154,7 @@ def run_status(args: argparse.Namespace) -> int:
         if r["state"] == INTERRUPTED:
             extra += f"  at {_when(r['interrupted'])} ({r['interrupted_by']})"
         gpus = f"  gpu {','.join(r['gpus'])}" if r["gpus"] else ""
+        page = Path(r["run_dir"]) / "run.html"
         print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<11} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
-              f"{r['run_dir']}")
+              f"{page if page.is_file() else r['run_dir']}")
     return 0

@@ -47,9 +47,14 @@ def _json_object(path: Path, limit_bytes: int) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def run_record(run_dir: Path) -> dict | None:
+    """A run's run.json as a dict (bounded read: the run folder is the agent's too), or None."""
+    return _json_object(run_dir / "run.json", 4 * 1024 * 1024)
+
+
 def metered_usage(run_dir: Path) -> dict | None:
     """The gateway's usage of a run, from its run.json (written there when the run went through it)."""
-    usage = (_json_object(run_dir / "run.json", 4 * 1024 * 1024) or {}).get("usage")
+    usage = (run_record(run_dir) or {}).get("usage")
     return usage if isinstance(usage, dict) and usage.get("source") == "gateway" else None
 
 

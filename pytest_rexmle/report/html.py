@@ -70,6 +70,7 @@ span.badge{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;b
 border:1px solid #54aeff;margin-left:4px;vertical-align:1px}span.badge.synthetic{background:#fff8c5;color:#7d4e00;
 border-color:#d4a72c}dl.legend{font-size:13px;color:#3d444d}dl.legend dt{font-weight:600;margin-top:6px}
 dl.legend dd{margin:0 0 0 16px}
+p.unsafe{font-size:15px;font-weight:600;background:#ffebe9;border:1px solid #ff8182;border-radius:6px;padding:10px 14px}
 """
 
 
@@ -469,7 +470,10 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
     colors = {a["label"]: PALETTE[i % len(PALETTE)] for i, a in enumerate(merged["agents"])}
     caps, stages = capability_by_agent(capability)
     conf = merged["bootstrap"]
-    body = [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
+    body = [f"<p class='unsafe'>UNSAFE: a session of this report weakened the sandbox: {_e('; '.join(merged['unsafe']))}</p>"
+            if merged.get("unsafe") else ""]
+    body += [f"<p class='unsafe'>Warning: {_e(w)}</p>" for w in merged.get("warnings") or []]
+    body += [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
@@ -511,10 +515,75 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                  "<p class='note'>S1 plan 25 %, S2 setup 15 %, S3 validate 35 % (judged), S4 inference 15 %, "
                  "S5 submit 10 % (from the submission). Reported beside the percentile, never part of it.</p>",
                  stage_table(merged, stages)]
+    sessions = _sessions_of(reports[0]) if reports[0].get("schema") == MERGED_SCHEMA else reports
+    body += compute_section(sessions) + disclosure_section(sessions)
     body.append(f"<p class='note'>{_e(merged['note'])}</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE report</title>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{CSS}</style></head><body><main>"
             + "".join(body) + "</main></body></html>\n")
+
+
+def _sessions_of(merged: dict) -> list[dict]:
+    """A merged document's sessions as the compute and disclosure views read them (totals, no per-run rows)."""
+    sessions = (merged.get("compute") or {}).get("sessions") or []
+    hardware = sorted((merged.get("compute") or {}).get("hardware") or {})
+    return [{"run_id": s.get("run_id"), "disclosure": s.get("disclosure"),
+             "compute": {"hardware": hardware, "total": s.get("total")}} for s in sessions if isinstance(s, dict)]
+
+
+def compute_section(reports: list[dict]) -> list[str]:
+    """What each run ran on and spent (the sessions' ``compute``), with a link to each run's page."""
+    rows = []
+    for doc in reports:
+        runs = (doc.get("compute") or {}).get("runs") or {}
+        dirs = {rec.get("challenge_id"): rec.get("run_dir") for rec in doc.get("challenges") or []}
+        for label, rec in runs.items():
+            gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
+                "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
+            run_dir = dirs.get(str(label).split("@", 1)[0])
+            link = f"<a href='{_e('file://' + str(run_dir) + '/run.html')}'>run page</a>" if run_dir else ""
+            cost = rec.get("cost_usd")
+            rows.append(f"<tr><td>{_e(label)}</td><td>{_e(gpu)}</td><td class='num'>{_e(rec.get('cpu_cores'))}</td>"
+                        f"<td class='num'>{_e(fmt_number(rec.get('wall_seconds')))} s</td>"
+                        f"<td class='num'>{_e(fmt_number(rec.get('gpu_hours')))}</td>"
+                        f"<td class='num'>{_e(fmt_number(rec.get('tokens')))}</td>"
+                        f"<td class='num'>{'unknown' if cost is None else _e(fmt_number(cost))}</td>"
+                        f"<td>{_e(rec.get('runtime'))} ({_e(rec.get('mechanism'))})</td><td>{link}</td></tr>")
+        total = (doc.get("compute") or {}).get("total")
+        if not runs and isinstance(total, dict):  # a merged report keeps each session's totals
+            rows.append(f"<tr><td>session {_e(doc.get('run_id'))}</td><td></td><td></td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('wall_seconds')))} s</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('gpu_hours')))}</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('tokens')))}</td>"
+                        f"<td class='num'>{_e(fmt_number(total.get('cost_usd')))}</td><td></td><td></td></tr>")
+    if not rows:
+        return []
+    hardware = sorted({h for doc in reports for h in (doc.get("compute") or {}).get("hardware") or []})
+    return ["<h2>Compute</h2><table><tr><th>run</th><th>GPU</th><th>CPU cores</th><th>wall time</th>"
+            "<th>GPU-hours</th><th>tokens</th><th>USD</th><th>runtime</th><th></th></tr>", *rows, "</table>",
+            f"<p class='note'>Hardware: {_e('; '.join(hardware))}"
+            f"{' — the runs ran on different hardware' if len(hardware) > 1 else ''}</p>"]
+
+
+def disclosure_section(reports: list[dict]) -> list[str]:
+    """Each session's disclosure: what its agents could reach and see."""
+    out = []
+    for doc in reports:
+        d = doc.get("disclosure")
+        if not isinstance(d, dict):
+            continue
+        hosts = ", ".join(f"{h.get('host')}:{h.get('port')} ({'allowed' if h.get('allowed') else 'refused'}, "
+                          f"{h.get('count')}×)" for h in d.get("hosts_asked") or []) or "none"
+        items = [("Network", d.get("network")), ("Egress allow-list", ", ".join(d.get("egress_allow") or []) or "-"),
+                 ("Hosts the agents asked for", hosts + (" (an agent flooded the log; aggregated)"
+                                                         if d.get("hosts_flooded") else "")),
+                 ("Answers", d.get("answers")), ("Validation", d.get("validation")), ("Data", d.get("data")),
+                 ("Budget per run", d.get("budget") or "none"),
+                 ("Suspected leaks", ", ".join(d.get("suspected_leaks") or []) or "none"),
+                 ("Unsafe options", "; ".join(d.get("unsafe") or []) or "none")]
+        out.append(f"<h3>Session {_e(doc.get('run_id'))}</h3><table>"
+                   + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in items) + "</table>")
+    return ["<h2>Disclosure</h2>", *out] if out else []
 
 
 def _sessions_started(merged: dict) -> str:

@@ -160,8 +160,31 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     merged = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "challenges": challenges,
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
-              "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds)}
+              "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds),
+              **merged_compute(docs, labels)}
     return json_numbers(merged)
+
+
+def merged_compute(docs: list[dict], labels: dict) -> dict:
+    """Each session's compute totals and disclosure, the hardware the runs ran on, and a warning when the
+    merged runs ran on different hardware (their scores were not bought with equal means)."""
+    hardware: dict[str, list[str]] = {}
+    per_source = []
+    for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
+        compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+        for text in compute.get("hardware") or []:
+            hardware.setdefault(str(text), []).append(labels[agent_identity(doc)])
+        per_source.append({"run_id": doc["run_id"], "total": compute.get("total"),
+                           "disclosure": doc.get("disclosure")})
+    out: dict = {"compute": {"hardware": {k: sorted(set(v)) for k, v in sorted(hardware.items())},
+                             "sessions": per_source}}
+    if len(hardware) > 1:
+        out["warnings"] = [f"the merged runs ran on different hardware ({'; '.join(sorted(hardware))}): "
+                           f"compare their scores with that in mind"]
+    unsafe = sorted({u for d in docs for u in ((d.get("disclosure") or {}).get("unsafe") or [])})
+    if unsafe:
+        out["unsafe"] = unsafe
+    return out
 
 
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
@@ -275,12 +298,15 @@ def markdown(doc: dict) -> str:
     """The merged report in Markdown; labels go through :func:`md_text` (an agent name is user text)."""
     refs = doc.get("reference") or []
     kinds = ", ".join(doc.get("data_kinds") or [])
-    out = ["# ReX-MLE merged report", "",
+    out = [f"**UNSAFE: a merged session weakened the sandbox: {md_text('; '.join(doc['unsafe']))}**", ""] \
+        if doc.get("unsafe") else []
+    out += ["# ReX-MLE merged report", "",
            f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['challenges'])} challenge(s)"
            f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
            f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
+           *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
            "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
     n_all = len(doc["challenges"])
     for a in doc["agents"]:

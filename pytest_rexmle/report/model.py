@@ -104,6 +104,23 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
     }
 
 
+def compute_summary(runs: dict[str, dict | None]) -> dict:
+    """The session's ``compute``: each run's record, the totals, and the distinct hardware it ran on (a
+    comparison across different hardware is flagged where reports are merged)."""
+    from ..compute import hardware, hardware_text
+
+    records = {label: rec for label, rec in sorted(runs.items()) if isinstance(rec, dict)}
+
+    def total(key: str) -> float | None:
+        values = [rec.get(key) for rec in records.values()]
+        known = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return round(sum(known), 6) if known and len(known) == len(values) else None
+
+    return {"runs": records,
+            "total": {k: total(k) for k in ("wall_seconds", "gpu_hours", "tokens", "cost_usd")},
+            "hardware": sorted({hardware_text(hardware(rec)) for rec in records.values()})}
+
+
 class SessionReport(Document):
     """``rexmle-report.json`` as :func:`build_report` writes it and ``rexmle report`` reads it back."""
 

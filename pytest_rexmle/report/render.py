@@ -8,6 +8,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from ..hostile import clean_text
 from ..leaks import summary
 from ..task import registry
+from .disclosure import markdown_lines as disclosure_lines, unsafe_line
 from .humans import humans_of, place
 from .mdtext import md_code, md_text
 from .model import SYNTHETIC, data_kind
@@ -133,7 +134,9 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     reg = registry()
     refs = paper_agents(doc["selected"]) if reference == "paper" else []
     skipped = len(doc.get("skipped") or ())
-    out = [f"# ReX-MLE report — agent {md_code(doc.get('agent'))}", "",
+    unsafe = unsafe_line(doc.get("disclosure"))
+    out = [f"**{unsafe}**", ""] if unsafe else []
+    out += [f"# ReX-MLE report — agent {md_code(doc.get('agent'))}", "",
            f"Run {md_code(doc['run_id'])}, created {md_code(doc['created'])}. {_data_sentence(doc)}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
            f"{len(doc['selected'])} challenge(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
@@ -167,7 +170,30 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             row += f" {_reference_cell(cell)} |"
         out.append(row)
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
+    out += compute_lines(doc.get("compute"))
+    out += disclosure_lines(doc.get("disclosure"))
     return "\n".join(out)
+
+
+def compute_lines(compute: dict | None) -> list[str]:
+    """The compute table: what each run ran on and spent (the numbers are the harness's own)."""
+    runs = (compute or {}).get("runs") or {}
+    if not runs:
+        return []
+    out = ["## Compute", "", "| Run | GPU | CPU cores | Wall time | GPU-hours | Tokens | USD | Runtime |",
+           "|---|---|---|---|---|---|---|---|"]
+    for label, rec in runs.items():
+        gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
+            "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
+        cost = rec.get("cost_usd")
+        out.append(f"| {md_text(label)} | {md_text(gpu)} | {fmt_number(rec.get('cpu_cores'))} | "
+                   f"{fmt_number(rec.get('wall_seconds'))} s | {fmt_number(rec.get('gpu_hours'))} | "
+                   f"{fmt_number(rec.get('tokens'))} | {'unknown' if cost is None else fmt_number(cost)} | "
+                   f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))}) |")
+    hardware = compute.get("hardware") or []
+    out += ["", "Hardware: " + "; ".join(md_text(h) for h in hardware) + (
+        " — **the runs ran on different hardware**" if len(hardware) > 1 else ""), ""]
+    return out
 
 
 def _data_sentence(doc: dict) -> str:

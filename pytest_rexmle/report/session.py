@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from ..fixtures import AGENT_PROPERTY, CAPABILITY_PROPERTY, RESULT_PROPERTY, STAGES_PROPERTY, TASK_PROPERTY
+from ..fixtures import (AGENT_PROPERTY, CAPABILITY_PROPERTY, RESULT_PROPERTY, RUN_PROPERTY, STAGES_PROPERTY,
+                        TASK_PROPERTY)
 from ..result import ChallengeResult
 from . import archive
-from .model import build_report, harness_error, not_run
+from .disclosure import build_disclosure
+from .model import build_report, compute_summary, harness_error, not_run
 from .render import markdown, terminal_lines
 
 
@@ -39,6 +41,7 @@ class SessionReporter:
         self.document: dict | None = None
         self.capability: dict[str, dict] = {}
         self.stages: dict[str, dict] = {}
+        self.runs: dict = {}  # task id (or (task id, agent)) -> the run's compute record and what it reached
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -51,6 +54,8 @@ class SessionReporter:
         if CAPABILITY_PROPERTY in props:
             self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
             self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
+        if RUN_PROPERTY in props:
+            self.runs[task_id] = json.loads(props[RUN_PROPERTY])
         if RESULT_PROPERTY in props:
             self.results[task_id] = ChallengeResult.from_json(json.loads(props[RESULT_PROPERTY]))
         elif report.skipped and task_id not in self.results:
@@ -83,6 +88,8 @@ class SessionReporter:
                                    skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
                                    agent_options=_safe_options(self.settings, name), settings=settings)
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
+        doc["compute"] = compute_summary({_label(k): (run or {}).get("compute") for k, run in self.runs.items()})
+        doc["disclosure"] = build_disclosure(settings, self.runs.values(), records.values(), doc["data_kind"])
         # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
         schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")
         if schedule is not None and schedule.figures is not None:
@@ -142,6 +149,10 @@ def _crash_message(report: pytest.TestReport) -> str:
         return message.strip()
     lines = str(report.longrepr).strip().splitlines()
     return lines[-1] if lines else "unknown error"
+
+
+def _label(key) -> str:
+    return f"{key[0]}@{key[1]}" if isinstance(key, tuple) else key
 
 
 def _task(key) -> str:

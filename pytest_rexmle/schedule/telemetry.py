@@ -120,5 +120,24 @@ class Sampler:
                    per_gpu=[{"gpu": s.gpu, "utilisation_mean": round(sum(s.utilisation) / len(s.utilisation), 3),
                              "utilisation_peak": max(s.utilisation), "memory_peak_bytes": max(s.memory),
                              "power_peak_watts": max(s.power), "samples": len(s.utilisation),
-                             "errors": s.errors} for s in samples])
+                             "errors": s.errors} for s in samples],
+                   timeline=[{"gpu": s.gpu, "utilisation": _thin(s.utilisation), "memory": _thin(s.memory)}
+                             for s in samples])
         return doc
+
+
+#: points kept per GPU for the run page's plot: a day sampled every 5 s is 17,280 samples
+TIMELINE_POINTS = 120
+
+
+def _thin(values: list, points: int = TIMELINE_POINTS) -> list:
+    """At most ``points`` values, each the mean of its stretch of samples, in order (for a small plot)."""
+    if len(values) <= points:
+        return list(values)
+    step = len(values) / points
+    out = []
+    for i in range(points):
+        part = values[int(i * step):max(int((i + 1) * step), int(i * step) + 1)]
+        mean = sum(part) / len(part)
+        out.append(round(mean, 3) if isinstance(values[0], float) else int(mean))
+    return out

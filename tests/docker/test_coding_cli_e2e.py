@@ -19,6 +19,7 @@ import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: num
 import pytest
 
 from pytest_rexmle.agents.usage import compare_usage
+from pytest_rexmle.report.atif import load as load_atif
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.task import registry
 
@@ -73,7 +74,20 @@ def assert_graded_ok(run: Path, twin, image: str, session_id: str, docker_client
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == image and meta["exit_code"] == 0
     assert session_containers(docker_client, session_id) == []
+    assert_trajectory_is_the_meters(run, meta)
     return record
+
+
+def assert_trajectory_is_the_meters(run: Path, meta: dict) -> None:
+    """trajectory.atif.json validates against ATIF v1.7's rules, its totals are the gateway's meter, and the
+    CLI's tool call is a step whose observation is the result the CLI carried back to the model."""
+    trajectory = load_atif(run / "trajectory.atif.json")
+    usage, final = meta["usage"], trajectory.final_metrics
+    assert (final.total_prompt_tokens, final.total_completion_tokens, final.total_cached_tokens) == \
+        (usage["input_tokens"], usage["output_tokens"], usage["cached_tokens"]), (final, usage)
+    steps = [s for s in trajectory.steps if s.source == "agent"]
+    assert len(steps) >= 2 and sum(s.metrics.prompt_tokens for s in steps) == usage["input_tokens"]
+    assert any(s.tool_calls and s.observation and s.observation.results for s in steps), trajectory.steps
 
 
 @dataclass

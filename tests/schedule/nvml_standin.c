@@ -110,3 +110,26 @@ int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
     if (rc == NVML_SUCCESS) *power = p;
     return rc;
 }
+
+/* what the compute record asks: the model name ($NVML_STANDIN_NAME), driver and CUDA versions */
+int nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    const char *value = getenv("NVML_STANDIN_NAME");
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (index_of(device) >= device_count() || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    snprintf(name, length, "%s", value ? value : "Stand-in GPU");
+    return NVML_SUCCESS;
+}
+
+int nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+    snprintf(version, length, "%s", "550.54.15");
+    return NVML_SUCCESS;
+}
+
+int nvmlSystemGetCudaDriverVersion(int *version) {
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    *version = 12040;
+    return NVML_SUCCESS;
+}
+int nvmlSystemGetCudaDriverVersion_v2(int *version) { return nvmlSystemGetCudaDriverVersion(version); }

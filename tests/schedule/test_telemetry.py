@@ -7,11 +7,15 @@ import math
 
 import pytest
 
+from pytest_rexmle.compute import cpu_model
+from pytest_rexmle.schedule.telemetry import _thin
+
 from ..conftest import report_json, run_folders
 from .conftest import COPY_BASELINE, baseline_agent
 
 GPU0 = [(20, 1_000_000_000, 50_000), (60, 3_000_000_000, 150_000)]  # alternating samples
 GPU1 = [(70, 6_000_000_000, 250_000)]
+GPU_NAME = "NVIDIA H100 80GB HBM3 (stand-in)"
 
 
 @pytest.fixture
@@ -23,6 +27,7 @@ def standin_gpus(nvml_standin, tmp_path, monkeypatch):
     monkeypatch.setenv("LD_LIBRARY_PATH", str(nvml_standin))
     monkeypatch.setenv("NVML_STANDIN_DIR", str(readings))
     monkeypatch.setenv("NVML_STANDIN_COUNT", "2")
+    monkeypatch.setenv("NVML_STANDIN_NAME", GPU_NAME)
     monkeypatch.setenv("REXMLE_GPU_SAMPLE_SECONDS", "0.1")
     return readings
 
@@ -31,7 +36,7 @@ def test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction(be
     cmd = f"sleep 1.5; {COPY_BASELINE}"
     agent = baseline_agent(bench.path, ["isles22", "ldct-iqa"])
     bench("--agent=command", f"--agent-option=cmd={cmd}", f"--agent-option=dir={agent}", "--rexmle-gpus=0,1",
-          "-k", "isles22 or ldct-iqa").assert_outcomes(passed=2)
+          "--junitxml=junit.xml", "-k", "isles22 or ldct-iqa").assert_outcomes(passed=2)
     campaign = report_json(bench.path)["campaign"]
     by_gpu = {}
     for run in campaign["runs"]:
@@ -42,6 +47,18 @@ def test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction(be
         assert telemetry["gpus"] == run["gpus"] and len(run["gpus"]) == 1
         assert telemetry["gpu_hours"] == pytest.approx(telemetry["seconds"] / 3600, abs=1e-6)
         by_gpu[run["gpus"][0]] = telemetry
+        # the compute record: the GPU as NVML names it, the telemetry's GPU-hours, this machine's CPU
+        compute = meta["compute"]
+        assert (compute["gpu_model"], compute["gpu_count"], compute["driver_version"], compute["cuda_version"]) == \
+            (GPU_NAME, 1, "550.54.15", "12.4")
+        assert compute["gpu_hours"] == telemetry["gpu_hours"] and compute["wall_seconds"] == round(meta["duration"], 3)
+        assert compute["cpu_model"] == cpu_model() and compute["runtime"] == "local"
+        assert compute["mechanism"] == meta["sandbox"] and compute["tokens"] == 0
+        timeline = telemetry["timeline"][0]
+        assert timeline["gpu"] == run["gpus"][0] and len(timeline["utilisation"]) == telemetry["samples"]
+        assert max(timeline["utilisation"]) == telemetry["utilisation_peak"]
+    junit = (bench.path / "junit.xml").read_text()
+    assert f'name="compute.gpu_model" value="{GPU_NAME}"' in junit and 'name="compute.cuda_version" value="12.4"' in junit
     assert sorted(by_gpu) == ["0", "1"]
     one = by_gpu["1"]
     assert (one["utilisation_mean"], one["utilisation_peak"], one["memory_peak_bytes"], one["power_mean_watts"]) == \
@@ -69,3 +86,10 @@ def test_without_a_driver_the_fields_say_so(bench, needs_bwrap, nvml_standin, mo
     assert "utilisation_mean" not in telemetry and "memory_peak_bytes" not in telemetry
     campaign = report_json(bench.path)["campaign"]
     assert campaign["gpu_busy_fraction"] is None and "ldct-iqa" in campaign["gpu_busy_reason"]
+
+
+def test_the_timeline_keeps_at_most_its_points_as_stretch_means():
+    assert _thin([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
+    thinned = _thin([float(i % 2) for i in range(240)], points=120)
+    assert thinned == [0.5] * 120
+    assert _thin(list(range(1000)), points=10) == [49, 149, 249, 349, 449, 549, 649, 749, 849, 949]

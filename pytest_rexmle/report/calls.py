@@ -1,0 +1,440 @@
+"""A run's recorded model calls, read for people: what each call added to the conversation and what came back.
+
+Why its own reader: the capability judge wants every string of a call (:mod:`..capability.observed`);
+the run page and the ATIF export want the conversation's shape — the prompt's new part (the messages
+after the model's last answer: the task, a tool's output, an error), the answer's text, its reasoning,
+the tool calls it made and the tool results the next call carried back. Each protocol puts these in its
+own places (OpenAI chat and Responses, Anthropic Messages, Gemini), streamed or not.
+
+Reading is bounded and never trusts the file (it sits in the agent's logs folder): lines over
+``MAX_LINE_BYTES`` keep only their metadata, a line that is not JSON is counted and skipped, and the
+offset and length of every line are kept so that a viewer can open one call's body on demand instead
+of loading a gigabyte of trajectory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..hostile import RefusedFile, clean_text, open_reader
+
+CALLS = "logs/model-calls.jsonl"
+#: a line longer than this is read for its metadata only (its bodies are opened on demand)
+MAX_LINE_BYTES = 8 * 1024 * 1024
+#: the whole file: past this the rest is not read (a viewer says so)
+MAX_FILE_BYTES = 64 * 1024 * 1024 * 1024
+#: characters of one text kept in a call's summary (the page shows a preview; the body is opened on demand)
+PREVIEW_CHARS = 4000
+_META = re.compile(rb'"(ts|protocol|route|model|status|stream|duration_s|refused|error|call_id)"\s*:\s*'
+                   rb'("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
+_USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass
+class CallSummary:
+    """One recorded call: its metadata, and the conversation's new part and answer as text."""
+
+    number: int
+    offset: int
+    length: int
+    ts: str | None = None
+    protocol: str | None = None
+    route: str | None = None
+    model: str | None = None
+    status: int | None = None
+    stream: bool = False
+    refused: bool = False
+    error: str | None = None
+    duration_s: float | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    system: str = ""
+    prompt: str = ""                 # the prompt's new part (text of the trailing non-model messages)
+    #: (call id, text, tool name) carried back; Gemini's answers name their calls only by the tool's name
+    tool_results: list[tuple[str, str, str]] = field(default_factory=list)
+    answer: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    bodies: bool = True              # False: the line was too long, only its metadata was read
+    call_id: str | None = None       # a call recorded in two lines (request, then answer) shares this
+
+    @property
+    def answered(self) -> bool:
+        return not self.refused and isinstance(self.status, int) and 200 <= self.status < 300
+
+    def tokens(self) -> tuple[int, int, int]:
+        u = self.usage or {}
+        return tuple(v if isinstance(v, int) and not isinstance(v, bool) else 0
+                     for v in (u.get("input_tokens"), u.get("output_tokens"), u.get("cached_tokens")))  # type: ignore
+
+    @property
+    def cost_usd(self) -> float | None:
+        cost = (self.usage or {}).get("cost_usd")
+        return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of a JSONL file; a line over ``MAX_LINE_BYTES`` yields its head only."""
+    try:
+        handle = open_reader(path, MAX_FILE_BYTES, CALLS)
+    except (RefusedFile, OSError):
+        return
+    with handle:
+        offset = 0
+        while True:
+            line = handle.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                return
+            start, length = offset, len(line)
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while True:  # skip to the end of this line without holding it
+                    rest = handle.readline(1024 * 1024)
+                    length += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+            offset += length
+            yield start, line[:MAX_LINE_BYTES + 1] if length > MAX_LINE_BYTES else line
+
+
+def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None) -> list[CallSummary]:
+    """Every recorded call of a run, in order. The bodies of the first ``bodies`` lines are parsed (all
+    when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large run's page
+    parses a few tens of megabytes, not a gigabyte."""
+    calls: list[CallSummary] = []
+    merged: dict[str, CallSummary] = {}
+    parsed = 0
+    for number, (offset, raw) in enumerate(iter_lines(Path(run_dir) / CALLS)):
+        if not raw.strip():
+            continue
+        wanted = (bodies is None or number < bodies) and (body_bytes is None or parsed + len(raw) <= body_bytes)
+        parsed += len(raw) if wanted else 0
+        summary = _summary(len(calls) + 1, offset, raw, wanted)
+        if summary is None:
+            continue
+        key = summary.call_id
+        if key and key in merged:  # a call recorded before its answer, then completed: one call
+            _complete(merged[key], summary)
+            continue
+        if key:
+            merged[key] = summary
+        calls.append(summary)
+    # in the order the calls began (a record written when its answer ended can follow a later call's)
+    calls.sort(key=lambda c: c.ts or "")
+    for number, call in enumerate(calls, 1):
+        call.number = number
+    return calls
+
+
+def read_call(run_dir: Path, offset: int) -> dict | None:
+    """The whole record at ``offset`` (a viewer opening one call's bodies), or None."""
+    path = Path(run_dir) / CALLS
+    try:
+        handle = open_reader(path, MAX_FILE_BYTES, CALLS)
+    except (RefusedFile, OSError):
+        return None
+    with handle:
+        handle.seek(max(0, int(offset)))
+        line = handle.readline(MAX_LINE_BYTES + 1)
+    record = _json(line)
+    return record if isinstance(record, dict) else None
+
+
+def _json(raw: bytes) -> Any:
+    if len(raw) > MAX_LINE_BYTES:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _summary(number: int, offset: int, raw: bytes, bodies: bool) -> CallSummary | None:
+    record = _json(raw) if bodies else None
+    if record is None:
+        record = _metadata_only(raw)
+        if record is None:
+            return None
+        bodies = False
+    if not isinstance(record, dict):
+        return None
+    summary = CallSummary(number, offset, len(raw), bodies=bodies)
+    _fill_metadata(summary, record)
+    if bodies:
+        extract(summary, record.get("request"), record.get("response"))
+    call_id = record.get("call_id")
+    summary.call_id = call_id if isinstance(call_id, str) and call_id else None
+    return summary
+
+
+def _metadata_only(raw: bytes) -> dict | None:
+    """The small fields of a line without parsing its bodies (a long line, or a metadata-only read)."""
+    record: dict[str, Any] = {}
+    for match in _META.finditer(raw[:1024 * 1024] if len(raw) > 2 * 1024 * 1024 else raw):
+        key = match.group(1).decode()
+        if key in record:
+            continue
+        try:
+            record[key] = json.loads(match.group(2))
+        except ValueError:
+            continue
+    found = list(_USAGE.finditer(raw[-64 * 1024:]))  # the record's own usage is its last key
+    usage = found[-1] if found else None
+    if usage:
+        try:
+            record["usage"] = json.loads(usage.group(1))
+        except ValueError:
+            pass
+    return record or None
+
+
+def _fill_metadata(summary: CallSummary, record: dict) -> None:
+    def text(key: str, limit: int = 300) -> str | None:
+        value = record.get(key)
+        return clean_text(value, limit=limit) if isinstance(value, str) else None
+
+    summary.ts, summary.protocol, summary.route, summary.model = text("ts"), text("protocol"), text("route"), text("model")
+    status = record.get("status")
+    summary.status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    summary.stream = record.get("stream") is True
+    summary.error = text("error", 1000)
+    summary.refused = record.get("refused") is True or (summary.error is not None and record.get("response") is None
+                                                          and (summary.status or 0) >= 400 and not record.get("usage"))
+    duration = record.get("duration_s")
+    summary.duration_s = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+    usage = record.get("usage")
+    summary.usage = usage if isinstance(usage, dict) else {}
+
+
+def _complete(first: CallSummary, later: CallSummary) -> None:
+    for name in ("status", "error", "duration_s", "model"):
+        if getattr(later, name) is not None:
+            setattr(first, name, getattr(later, name))
+    first.refused = later.refused or first.refused
+    first.stream = first.stream or later.stream
+    if later.usage:
+        first.usage = later.usage
+    if later.answer or later.tool_calls or later.reasoning:
+        first.answer, first.reasoning, first.tool_calls = later.answer, later.reasoning, later.tool_calls
+
+
+# -- the protocols' shapes ------------------------------------------------------------------------------
+
+def _clip(text: str) -> str:
+    text = clean_text(text, keep_newlines=True)
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + f"… [{len(text) - PREVIEW_CHARS} more characters]"
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict):
+                for key in ("text", "input_text", "output_text", "content"):
+                    value = part.get(key)
+                    if isinstance(value, str):
+                        parts.append(value)
+                        break
+                    if key == "content" and isinstance(value, list):
+                        parts.append(_text_of(value))
+                        break
+    return "\n".join(p for p in parts if p)
+
+
+def extract(summary: CallSummary, request: Any, response: Any) -> None:
+    """Fill the conversation fields of ``summary`` from a call's request and response bodies."""
+    if isinstance(request, dict):
+        _request(summary, request)
+    if isinstance(response, dict):
+        _response(summary, response)
+    elif isinstance(response, list):
+        _stream(summary, [e for e in response if isinstance(e, dict)])
+    summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
+    summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
+    summary.tool_results = [(i, _clip(t), n) for i, t, n in summary.tool_results]
+
+
+def _request(summary: CallSummary, request: dict) -> None:
+    system = request.get("system") or request.get("instructions") or request.get("systemInstruction")
+    texts: list[str] = [_text_of(system.get("parts") if isinstance(system, dict) else system)] if system else []
+    messages = request.get("messages") or request.get("contents")
+    if messages is None and "input" in request:  # OpenAI Responses
+        messages = request["input"] if isinstance(request["input"], list) else [{"role": "user",
+                                                                                 "content": request["input"]}]
+    if not isinstance(messages, list):
+        return
+    tail: list[dict] = []
+    for message in reversed(messages):  # the new part: everything after the model's last turn
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") in ("assistant", "model") or message.get("type") in ("function_call", "reasoning"):
+            break
+        tail.append(message)
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
+            texts.append(_text_of(message.get("content")))
+    summary.system = "\n".join(t for t in texts if t)
+    prompt: list[str] = []
+    for message in reversed(tail):
+        if message.get("role") in ("system", "developer"):
+            continue
+        if message.get("role") == "tool":  # OpenAI chat
+            summary.tool_results.append((str(message.get("tool_call_id") or ""), _text_of(message.get("content")),
+                                         str(message.get("name") or "")))
+            continue
+        if message.get("type") == "function_call_output":  # OpenAI Responses
+            output = message.get("output")
+            summary.tool_results.append((str(message.get("call_id") or ""),
+                                         output if isinstance(output, str) else json.dumps(output)[:PREVIEW_CHARS], ""))
+            continue
+        content = message.get("content") if "content" in message else message.get("parts")
+        if isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "tool_result":  # Anthropic
+                    summary.tool_results.append((str(part.get("tool_use_id") or ""), _text_of(part.get("content")), ""))
+                elif isinstance(part.get("functionResponse"), dict):  # Gemini
+                    fr = part["functionResponse"]
+                    summary.tool_results.append((str(fr.get("id") or ""), json.dumps(fr.get("response"))[:PREVIEW_CHARS],
+                                                 str(fr.get("name") or "")))
+                elif isinstance(part.get("text"), str) and not part.get("thought"):
+                    prompt.append(part["text"])
+        else:
+            prompt.append(_text_of(content))
+    summary.prompt = "\n".join(p for p in prompt if p)
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _response(summary: CallSummary, body: dict) -> None:
+    if isinstance(body.get("response"), dict) and "output" not in body:  # a Responses stream's completed event
+        body = body["response"]
+    answer, reasoning = [], []
+    for choice in body.get("choices") or []:  # OpenAI chat
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            continue
+        answer.append(_text_of(message.get("content")))
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(message.get(key), str):
+                reasoning.append(message[key])
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                summary.tool_calls.append(ToolCall(str(call.get("id") or ""), str(call["function"].get("name")),
+                                                   _arguments(call["function"].get("arguments"))))
+    for item in body.get("output") or []:  # OpenAI Responses
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            answer.append(_text_of(item.get("content")))
+        elif item.get("type") == "reasoning":
+            reasoning.append(_text_of(item.get("summary")))
+        elif item.get("type") == "function_call":
+            summary.tool_calls.append(ToolCall(str(item.get("call_id") or item.get("id") or ""),
+                                               str(item.get("name")), _arguments(item.get("arguments"))))
+    if body.get("type") == "message" or ("content" in body and "role" in body):  # Anthropic
+        for block in body.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                answer.append(str(block.get("text") or ""))
+            elif block.get("type") == "thinking":
+                reasoning.append(str(block.get("thinking") or ""))
+            elif block.get("type") in ("tool_use", "server_tool_use"):
+                summary.tool_calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name")),
+                                                   block.get("input")))
+    for candidate in body.get("candidates") or []:  # Gemini
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        for part in (content or {}).get("parts") or [] if isinstance(content, dict) else []:
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("functionCall"), dict):
+                fc = part["functionCall"]
+                summary.tool_calls.append(ToolCall(str(fc.get("id") or ""), str(fc.get("name")), fc.get("args")))
+            elif isinstance(part.get("text"), str):
+                (reasoning if part.get("thought") else answer).append(part["text"])
+    summary.answer = "".join(a for a in answer if a) if summary.answer == "" else summary.answer
+    summary.reasoning = "\n".join(r for r in reasoning if r)
+
+
+def _stream(summary: CallSummary, events: list[dict]) -> None:
+    """A streamed answer: its fragments joined in order (a Responses stream's final event, where given)."""
+    for event in events:
+        if event.get("type") == "response.completed" and isinstance(event.get("response"), dict):
+            _response(summary, event["response"])
+            return
+    answer, reasoning = [], []
+    chat_calls: dict[int, dict] = {}
+    blocks: dict[int, dict] = {}
+    for event in events:
+        for choice in event.get("choices") or []:  # OpenAI chat chunks
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("content"), str):
+                answer.append(delta["content"])
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str):
+                    reasoning.append(delta[key])
+            for call in delta.get("tool_calls") or []:
+                if not isinstance(call, dict):
+                    continue
+                slot = chat_calls.setdefault(call.get("index", 0) if isinstance(call.get("index"), int) else 0,
+                                             {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                slot["name"] = function.get("name") or slot["name"]
+                slot["arguments"] += function.get("arguments") or ""
+        kind = event.get("type")
+        if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
+            answer.append(event["delta"])
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):  # Anthropic
+            block = dict(event["content_block"])
+            block.setdefault("partial", "")
+            blocks[event.get("index", len(blocks))] = block
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
+            delta, block = event["delta"], blocks.setdefault(event.get("index", 0), {"type": "text", "partial": ""})
+            if delta.get("type") == "text_delta":
+                answer.append(str(delta.get("text") or ""))
+            elif delta.get("type") == "thinking_delta":
+                reasoning.append(str(delta.get("thinking") or ""))
+            elif delta.get("type") == "input_json_delta":
+                block["partial"] += str(delta.get("partial_json") or "")
+        if "candidates" in event:  # Gemini chunks
+            part_summary = CallSummary(0, 0, 0)
+            _response(part_summary, event)
+            answer.append(part_summary.answer)
+            if part_summary.reasoning:
+                reasoning.append(part_summary.reasoning)
+            summary.tool_calls.extend(part_summary.tool_calls)
+    for slot in chat_calls.values():
+        summary.tool_calls.append(ToolCall(slot["id"], slot["name"], _arguments(slot["arguments"])))
+    for block in blocks.values():
+        if block.get("type") in ("tool_use", "server_tool_use"):
+            summary.tool_calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name")),
+                                               _arguments(block["partial"]) if block["partial"] else block.get("input")))
+    summary.answer = "".join(answer)
+    summary.reasoning = "".join(reasoning)
