@@ -30,8 +30,8 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024 * 1024
 #: characters of one text kept in a call's summary (the page shows a preview; the body is opened on demand)
 PREVIEW_CHARS = 4000
-_META = re.compile(rb'"(ts|protocol|route|model|status|stream|duration_s|refused|error|call_id)"\s*:\s*'
-                   rb'("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
+_META = re.compile(rb'"(call|phase|ts|protocol|route|model|status|stream|duration_s|refused|reason|error|repeated)"'
+                   rb'\s*:\s*("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
 
 
@@ -67,7 +67,7 @@ class CallSummary:
     reasoning: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     bodies: bool = True              # False: the line was too long, only its metadata was read
-    call_id: str | None = None       # a call recorded in two lines (request, then answer) shares this
+    call_id: str | None = None       # a call's request and response lines (``"call": n``) share this
 
     @property
     def answered(self) -> bool:
@@ -172,8 +172,8 @@ def _summary(number: int, offset: int, raw: bytes, bodies: bool) -> CallSummary 
     _fill_metadata(summary, record)
     if bodies:
         extract(summary, record.get("request"), record.get("response"))
-    call_id = record.get("call_id")
-    summary.call_id = call_id if isinstance(call_id, str) and call_id else None
+    number = record.get("call")  # a call's request and response lines share their number
+    summary.call_id = f"call-{number}" if isinstance(number, int) and record.get("phase") else None
     return summary
 
 
@@ -207,7 +207,10 @@ def _fill_metadata(summary: CallSummary, record: dict) -> None:
     status = record.get("status")
     summary.status = status if isinstance(status, int) and not isinstance(status, bool) else None
     summary.stream = record.get("stream") is True
-    summary.error = text("error", 1000)
+    summary.error = text("error", 1000) or text("reason", 1000)
+    repeated = record.get("repeated")
+    if isinstance(repeated, int) and not isinstance(repeated, bool) and repeated > 1:
+        summary.error = f"{summary.error or 'refused'} (repeated {repeated} times)"
     summary.refused = record.get("refused") is True or (summary.error is not None and record.get("response") is None
                                                           and (summary.status or 0) >= 400 and not record.get("usage"))
     duration = record.get("duration_s")
