@@ -34,11 +34,14 @@ ALWAYS_DENY = ("datasets-server.huggingface.co", "zenodo.org", "figshare.com", "
                "drive.usercontent.google.com", "docs.google.com", "grand-challenge.org")
 #: ports the proxy connects to: CONNECT only to 443, plain HTTP only to 80 (unless an entry names a port)
 CONNECT_PORT, HTTP_PORT = 443, 80
+#: distinct paths listed per entry, and path characters listed in the whole log; past either, paths are counted
+#: (``more_paths``) so run.json stays far below what its readers accept (leaks.MAX_RUN_JSON, 4 MiB)
 MAX_PATHS = 50
+MAX_PATH_CHARS = 512 * 1024
 #: distinct refused (host, port) entries listed per run; past it refused hosts are aggregated, never dropped
 MAX_HOSTS = 1000
 #: distinct allowed (host, port) entries listed per run (allowed hosts are few: the allow-list's names)
-MAX_ALLOWED_HOSTS = 10000
+MAX_ALLOWED_HOSTS = 2000
 #: hosts named in an aggregate entry (the latest ones)
 AGGREGATE_SAMPLE = 10
 #: the host of an aggregate entry
@@ -235,6 +238,7 @@ class _Entry:
     reason: str
     count: int = 0
     paths: list[str] = field(default_factory=list)
+    more_paths: int = 0  # paths seen but not listed (over MAX_PATHS, or the log's MAX_PATH_CHARS spent)
     first: float = 0.0
     last: float = 0.0
     #: an aggregate entry: how many distinct (host, port) it stands for, and the latest of them
@@ -244,6 +248,8 @@ class _Entry:
     def to_json(self) -> dict:
         out = {"host": self.host, "port": self.port, "allowed": self.allowed, "reason": self.reason,
                "count": self.count, "paths": list(self.paths), "first": _stamp(self.first), "last": _stamp(self.last)}
+        if self.more_paths:
+            out["more_paths"] = self.more_paths
         if self.hosts is not None:
             out.update(flooded=True, distinct_hosts=len(self.hosts), latest_hosts=list(self.sample))
         return out
@@ -270,6 +276,7 @@ class EgressLog:
         self._entries: dict[tuple[str, int, bool], _Entry] = {}
         self._listed = {True: 0, False: 0}
         self._others: dict[bool, _Entry] = {}
+        self._path_chars = 0
 
     def record(self, host: str, port: int, decision: Decision, path: str | None) -> None:
         from ..hostile import clean_text  # hosts and paths are the agent's text, bound for reports
@@ -289,8 +296,12 @@ class EgressLog:
                                                     clean_text(decision.reason, limit=300), first=now)
             entry.count += 1
             entry.last = now
-            if path is not None and path not in entry.paths and len(entry.paths) < MAX_PATHS:
-                entry.paths.append(path)
+            if path is not None and path not in entry.paths:
+                if len(entry.paths) < MAX_PATHS and self._path_chars + len(path) <= MAX_PATH_CHARS:
+                    entry.paths.append(path)
+                    self._path_chars += len(path)
+                else:
+                    entry.more_paths += 1
 
     def _aggregate(self, key: tuple[str, int, bool], decision: Decision, now: float) -> None:
         allowed = decision.allowed

@@ -373,3 +373,22 @@ def test_egress_flood_then_an_allowed_download_still_on_record(gateway, tmp_path
     assert other["count"] == 100 and other["distinct_hosts"] == 100
     assert other["latest_hosts"][-1] == "h1099.flood.example:443"
     assert len([e for e in egress if not e["allowed"]]) == 1001  # 1000 listed and the aggregate
+
+
+def test_egress_log_with_flooded_paths_stays_readable(tmp_path):
+    """Long paths on many hosts must not grow run.json past what its readers accept (4 MiB): paths past the
+    log's budget are counted, and the leak note still reads the log."""
+    from pytest_rexmle.gateway.egress import MAX_HOSTS, EgressLog
+    from pytest_rexmle.leaks import MAX_RUN_JSON, egress_note
+
+    log = EgressLog()
+    refused = Decision(False, "not on the allow-list")
+    for i in range(MAX_HOSTS):
+        for j in range(50):
+            log.record(f"h{i}.example", 80, refused, f"/{j}/" + "p" * 480)
+    log.record("pypi.org", 80, Decision(True, "allow-list: pypi.org"), "/simple/numpy/")
+    egress = log.to_json()
+    (tmp_path / "run.json").write_text(json.dumps({"egress": egress}))
+    assert (tmp_path / "run.json").stat().st_size < MAX_RUN_JSON / 2
+    assert sum(e.get("more_paths", 0) for e in egress) > 0 and sum(e["count"] for e in egress) == MAX_HOSTS * 50 + 1
+    assert egress_note(tmp_path) == f"run.json egress: {MAX_HOSTS + 1} request(s), allowed hosts: pypi.org"
