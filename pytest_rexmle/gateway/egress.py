@@ -188,12 +188,13 @@ class EgressPolicy:
 #: where the host's own services, its local networks and its metadata live, and every range that embeds or
 #: reaches such an address: "this network", RFC 1918, carrier-grade NAT, loopback, link-local (cloud metadata),
 #: IETF protocol assignments, benchmarking, multicast and reserved; IPv6 unspecified, loopback, IPv4-compatible
-#: (``::7f00:1``), NAT64 (both prefixes), discard, unique-local, link- and site-local and multicast.
+#: (``::7f00:1``) and -translated (``::ffff:0:a.b.c.d``), NAT64 (both prefixes), discard, unique-local, link-
+#: and site-local and multicast.
 #: IPv4-mapped, 6to4 and Teredo addresses are judged by the IPv4 address they carry.
 _INTERNAL_NETS = tuple(ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
     "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
-    "::/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+    "::/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
 
 
 def internal_address(address: str) -> bool:

@@ -14,6 +14,7 @@ import socket
 import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
+
 from .connection import HOP_BY_HOP, BadRequest
 from .egress import Decision, resolve
 from .hostname import InvalidHost, as_authority, split_authority

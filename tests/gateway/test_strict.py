@@ -208,7 +208,7 @@ def test_internal_ranges_are_complete():
                 "198.19.255.254", "240.0.0.1", "255.255.255.255", "192.0.0.170", "fec0::1", "100::1", "ff02::1",
                 "2002:7f00:1::1",                            # 6to4 carrying 127.0.0.1
                 "2001:0:4136:e378:8000:63bf:f5ff:fffe",      # Teredo carrying 10.0.0.1
-                "::ffff:169.254.169.254", "169.254.169.254", "fe80::1%eth0")
+                "::ffff:169.254.169.254", "::ffff:0:a00:1", "169.254.169.254", "fe80::1%eth0")
     for address in internal:
         assert internal_address(address), address
     for address in ("151.101.0.223", "2a04:4e42::223", "203.0.113.80", "8.8.8.8", "2002:808:808::1", "198.20.0.1"):
