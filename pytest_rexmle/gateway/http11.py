@@ -71,7 +71,7 @@ def read_fields(rfile: BinaryIO, head: Head, budget: int, max_fields: int) -> in
     used = 0
     count = 0
     while True:
-        line = rfile.readline(budget - used + 1)
+        line = rfile.readline(max(budget - used, 0) + 1)  # never unbounded (readline of a negative size)
         used += len(line)
         if used > budget:
             raise BadRequest(431, f"request header section larger than {budget} bytes")

@@ -354,6 +354,21 @@ def test_request_bodies_held_at_once_are_capped_per_run(standin, tmp_path):
     gw.close()
 
 
+def test_connections_per_run_follow_the_limit(standin, tmp_path):
+    gw = make_gateway(standin, max_connections=3)
+    s = open_served(gw, tmp_path)
+    idle = [socket.create_connection((s.host, s.port), timeout=5) for _ in range(3)]
+    time.sleep(0.3)
+    answer = _exchange(s, _chat_request(s))
+    assert _status(answer) == 503 and b"too many connections" in answer, answer[:300]
+    for sock in idle:
+        sock.close()
+    time.sleep(0.3)
+    assert _status(_exchange(s, _chat_request(s))) == 200
+    assert s.run.close()["errors"]["too_many_connections"] == 1
+    gw.close()
+
+
 # --- item 4: the egress log is never evicted ----------------------------------------------------------
 
 def test_egress_flood_then_an_allowed_download_still_on_record(gateway, tmp_path, site):
