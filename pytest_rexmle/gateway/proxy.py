@@ -89,6 +89,8 @@ def tunnel(conn: "Connection", run: "GatewayRun") -> None:
     conn.close_connection = True
     if not _authorised(conn, run):
         return
+    if conn.framing() != 0:
+        raise BadRequest(400, "a CONNECT request with a body")
     try:
         host, port = split_authority(conn.path)
     except InvalidHost as exc:

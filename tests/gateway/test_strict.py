@@ -107,6 +107,39 @@ def test_control_character_in_absolute_uri_is_400_and_nothing_is_contacted(gatew
     s.run.close()
 
 
+@pytest.mark.parametrize("url", [
+    "http://lab-mirror.example@127.0.0.1:{port}/x",   # user information
+    "http://127.0.0.1:{port}\\@lab-mirror.example/x",  # a backslash before the @
+    "http://127.1:{port}/x",
+    "http://LAB-MIRROR.example.:{port}/x#frag",
+])
+def test_absolute_uri_must_name_one_host_exactly(gateway, tmp_path, site, url):
+    port, handler = site
+    s = open_served(gateway, tmp_path, egress_allow=["lab-mirror.example", f"127.0.0.1:{port}"])
+    answer = _exchange(s, b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % url.format(port=port).encode())
+    assert _status(answer) == 400, (url, answer[:300])
+    assert handler.hits == []
+    s.run.close()
+
+
+def test_mapped_address_is_not_the_address_it_carries(gateway, tmp_path, site):
+    """``[::ffff:127.0.0.1]`` is a valid literal, but not the entry ``127.0.0.1``: refused, never contacted."""
+    port, handler = site
+    s = open_served(gateway, tmp_path, egress_allow=[f"127.0.0.1:{port}"])
+    answer = _exchange(s, b"CONNECT [::ffff:127.0.0.1]:%d HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    assert _status(answer) == 403 and b"not on the allow-list" in answer, answer[:300]
+    assert handler.hits == []
+    assert [(e["host"], e["allowed"]) for e in s.run.close()["egress"]] == [("::ffff:7f00:1", False)]
+
+
+def test_connect_with_a_body_is_400(gateway, tmp_path, site):
+    port, handler = site
+    s = open_served(gateway, tmp_path, egress_allow=[f"127.0.0.1:{port}"])
+    answer = _exchange(s, b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" % port)
+    assert _status(answer) == 400 and handler.hits == []
+    s.run.close()
+
+
 @pytest.mark.parametrize("authority", [
     "127.1:{port}",              # inet_aton reads it as 127.0.0.1
     "2130706433:{port}",         # so is a bare number
