@@ -321,10 +321,6 @@ class EgressLog:
             other.sample.remove(label)
         other.sample = [*other.sample[-(AGGREGATE_SAMPLE - 1):], label]
 
-    @property
-    def flooded(self) -> bool:
-        return bool(self._others)
-
     def to_json(self) -> list[dict]:
         """run.json's ``egress``: one dict per (host, port, verdict), then the aggregates (``flooded``)."""
         with self._lock:
