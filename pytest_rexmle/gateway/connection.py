@@ -1,4 +1,4 @@
-"""One client connection: HTTP/1.1 parsing with limits, request bodies, and responses written as they go.
+"""One client connection: strict HTTP/1.1 parsing with limits, request bodies, and responses written as they go.
 
 Why a thread per connection with its own time-outs: a slow or hostile client holds only its own thread,
 never the gateway or another run; a malformed request gets a clear error in JSON and the connection
@@ -8,11 +8,14 @@ ends, the session goes on.
 from __future__ import annotations
 
 import io
+import re
 import socket
 import time
 from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
+
+from .http11 import BadRequest, check_semantics, read_fields, read_request_line, skip_trailers
 
 if TYPE_CHECKING:
     from .server import GatewayRun
@@ -20,6 +23,12 @@ if TYPE_CHECKING:
 #: hop-by-hop headers: never copied between the two sides of the gateway
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length", "host"})
+
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
+#: ``chunk-size [chunk-ext] CRLF``: at most 16 hex digits, extensions of visible characters only
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})((?:[ \t]*;[\x20-\x7e\t]*)?)\r\n")
+_CHUNK_LINE = 1024
 
 
 class _DeadlineReader(socket.SocketIO):
@@ -40,14 +49,6 @@ class _DeadlineReader(socket.SocketIO):
         return super().readinto(buffer)
 
 
-class BadRequest(Exception):
-    """A request the gateway cannot read: answered with ``status`` and the connection closed."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class Connection(BaseHTTPRequestHandler):
     """Parses each request of one client connection and hands it to the run's router. Every request on it
     belongs to ``run``; ``token_required`` (a listener on the host's loopback): proxy requests must carry
@@ -62,6 +63,7 @@ class Connection(BaseHTTPRequestHandler):
         self.timeout = run.gateway.limits.client_timeout
         self.headers_sent = False
         self._chunked = False
+        self._held = 0  # bytes of request body this connection holds against the run's memory cap
         super().__init__(sock, address, None)
 
     def setup(self) -> None:
@@ -80,16 +82,10 @@ class Connection(BaseHTTPRequestHandler):
 
         self.headers_sent = False
         self._chunked = False
+        self.command, self.request_version = None, "HTTP/1.1"
         self._reader.deadline = time.monotonic() + self.run.gateway.limits.request_timeout
         try:
-            self.raw_requestline = self.rfile.readline(65537)
-            if len(self.raw_requestline) > 65536:
-                self.send_error(414, "request line too long")
-                return
-            if not self.raw_requestline:
-                self.close_connection = True
-                return
-            if not self.parse_request():
+            if not self.read_head():
                 self.close_connection = True
                 return
             dispatch(self)
@@ -107,12 +103,36 @@ class Connection(BaseHTTPRequestHandler):
                 with suppress(OSError):
                     self.send_error(500, f"rexmle gateway internal error: {type(exc).__name__}")
             self.close_connection = True
+        finally:
+            self.run.release_body(self._held)
+            self._held = 0
+
+    def read_head(self) -> bool:
+        """The request line and header fields by the strict rules of :mod:`.http11` (BadRequest otherwise);
+        False when the client closed before a request. Replaces BaseHTTPRequestHandler.parse_request."""
+        limits = self.run.gateway.limits
+        head = read_request_line(self.rfile, limits.max_header_bytes)
+        if head is None:
+            return False
+        self.command, self.path, self.request_version = head.method, head.target, head.version
+        self.requestline = f"{head.method} {head.target} {head.version}"
+        if self.path.startswith("//"):  # as the standard library does: never an authority by accident
+            self.path = "/" + self.path.lstrip("/")
+        read_fields(self.rfile, head, limits.max_header_bytes - len(self.requestline) - 2, limits.max_header_fields)
+        check_semantics(head)
+        self.headers = head.headers
+        connection = (self.headers.get("connection") or "").strip().lower()
+        self.close_connection = connection == "close" or (head.version == "HTTP/1.0" and connection != "keep-alive")
+        expect = (self.headers.get("expect") or "").strip().lower()
+        if expect == "100-continue" and head.version == "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
 
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue`` with a body over the cap: 413 at once, so the client never sends it."""
         length = (self.headers.get("content-length") or "").strip()
         limit = self.run.gateway.limits.max_body
-        if length.isdigit() and int(length) > limit:
+        if _DIGITS.fullmatch(length) and int(length) > limit:
             self.run.note_bad_request(self, 413, "body over the cap (Expect: 100-continue)")
             self.send_error(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
             return False
@@ -129,13 +149,23 @@ class Connection(BaseHTTPRequestHandler):
             raise BadRequest(400, "both Transfer-Encoding and Content-Length given")
         if encoding:
             if encoding != "chunked":
-                raise BadRequest(501, f"transfer encoding {encoding!r} is not supported")
+                raise BadRequest(501, f"transfer encoding {encoding[:60]!r} is not supported")
             return None
         if not lengths:
             return 0
-        if len(set(v.strip() for v in lengths)) != 1 or not lengths[0].strip().isdigit():
-            raise BadRequest(400, f"invalid Content-Length {lengths!r}")
+        if len(set(lengths)) != 1 or not _DIGITS.fullmatch(lengths[0]):
+            raise BadRequest(400, f"invalid Content-Length {[v[:30] for v in lengths[:4]]!r}")
         return int(lengths[0])
+
+    def hold(self, size: int) -> None:
+        """Count ``size`` more body bytes against the run's cap on request bodies held at once (503 past it:
+        the harness's memory stays bounded however many connections the agent opens)."""
+        if not self.run.hold_body(size):
+            cap = self.run.gateway.limits.max_held_body
+            self.run.note_error("body_memory", f"request bodies held at once would exceed {cap} bytes")
+            raise BadRequest(503, f"rexmle gateway: this run's connections already hold close to {cap} bytes of "
+                                  "request bodies at once; retry when the other requests have finished")
+        self._held += size
 
     def read_body(self, limit: int) -> bytes:
         """The request body (Content-Length or chunked), at most ``limit`` bytes; BadRequest otherwise."""
@@ -144,34 +174,38 @@ class Connection(BaseHTTPRequestHandler):
             return self._read_chunked(limit)
         if length > limit:
             raise BadRequest(413, f"request body of {length} bytes exceeds the gateway's limit of {limit} bytes")
+        self.hold(length)
         body = self.rfile.read(length)
         if len(body) != length:
             raise BadRequest(400, "request body ended early")
         return body
 
     def _read_chunked(self, limit: int) -> bytes:
-        parts, size = [], 0
+        """A chunked body into one buffer: chunk count, size lines and total bytes are all bounded, so many
+        tiny chunks cost their bytes and nothing per chunk."""
+        limits = self.run.gateway.limits
+        body = bytearray()
+        chunks = 0
         while True:
-            line = self.rfile.readline(1026)
-            head = line.split(b";", 1)[0].strip()
-            try:
-                n = int(head, 16)
-            except ValueError:
-                raise BadRequest(400, "malformed chunk size") from None
-            if n < 0:
-                raise BadRequest(400, "malformed chunk size")
+            line = self.rfile.readline(_CHUNK_LINE + 1)
+            match = _CHUNK_SIZE.fullmatch(line)
+            if match is None:
+                raise BadRequest(400, "malformed chunk size line")
+            n = int(match[1], 16)
             if n == 0:
-                for _ in range(100):  # trailers, up to the blank line
-                    if self.rfile.readline(65537) in (b"\r\n", b"\n", b""):
-                        break
-                return b"".join(parts)
-            size += n
-            if size > limit:
+                break
+            chunks += 1
+            if chunks > limits.max_chunks:
+                raise BadRequest(413, f"chunked body of more than {limits.max_chunks} chunks")
+            if len(body) + n > limit:
                 raise BadRequest(413, f"request body exceeds the gateway's limit of {limit} bytes")
+            self.hold(n)
             data = self.rfile.read(n)
-            if len(data) != n or self.rfile.readline(3).strip():
+            if len(data) != n or self.rfile.read(2) != b"\r\n":
                 raise BadRequest(400, "malformed chunked body")
-            parts.append(data)
+            body += data
+        skip_trailers(self.rfile, limits.max_header_bytes, limits.max_header_fields)
+        return bytes(body)
 
     # --- responses -------------------------------------------------------------------------------------
 

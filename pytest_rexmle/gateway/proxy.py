@@ -14,10 +14,10 @@ import socket
 import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from .connection import HOP_BY_HOP, BadRequest
 from .egress import Decision, resolve
+from .hostname import InvalidHost, as_authority, split_authority
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -56,13 +56,14 @@ def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int |
 
 def _open(run: "GatewayRun", host: str, port: int, path: str | None,
           tunnel: bool) -> tuple[socket.socket | None, str]:
-    """Decide, record, and connect when allowed; (socket, "") or (None, why refused)."""
+    """Decide, record, and connect when allowed; (socket, "") or (None, why refused). ``host`` is canonical
+    (:func:`.hostname.normal_host`); the addresses connected to are exactly those resolved and checked."""
     decision = run.policy.decide(host, port, path, tunnel)
     if not decision.allowed:
         run.egress.record(host, port, decision, path)
         return None, decision.reason
     try:
-        infos = resolve(host, port, decision.check_address)
+        infos = resolve(host, port, decision)
     except PermissionError as exc:
         run.egress.record(host, port, Decision(False, str(exc)), path)
         return None, str(exc)
@@ -88,11 +89,12 @@ def tunnel(conn: "Connection", run: "GatewayRun") -> None:
     conn.close_connection = True
     if not _authorised(conn, run):
         return
-    host, sep, port_text = conn.path.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit():
-        raise BadRequest(400, f"CONNECT needs host:port, got {conn.path[:100]!r}")
-    port = int(port_text)
+    if conn.framing() != 0:
+        raise BadRequest(400, "a CONNECT request with a body")
+    try:
+        host, port = split_authority(conn.path)
+    except InvalidHost as exc:
+        raise BadRequest(400, f"CONNECT needs host:port with a valid host name or IP literal: {exc}") from None
     upstream, why = _open(run, host, port, None, tunnel=True)
     if upstream is None:
         _refuse(conn, host, port, why)
@@ -156,21 +158,30 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                     return
 
 
+def absolute_target(target: str) -> tuple[str, int, str]:
+    """(canonical host, port, path with query) of ``http://host[:port]/path``; BadRequest for anything else
+    (another scheme, user information, a fragment, a host that is not a valid name or IP literal)."""
+    scheme, sep, rest = target.partition("://")
+    if not sep or scheme.lower() != "http":
+        raise BadRequest(400, "only http:// URLs in absolute form; use CONNECT for https")
+    if "#" in rest:
+        raise BadRequest(400, "a fragment (#) in the request target")
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, path = rest[:end], rest[end:]
+    try:
+        host, port = split_authority(authority, default_port=80)
+    except InvalidHost as exc:
+        raise BadRequest(400, f"invalid host in the request URL: {exc}") from None
+    return host, port, path if path.startswith("/") else "/" + path
+
+
 def forward(conn: "Connection", run: "GatewayRun") -> None:
     """``GET http://host/path`` → the same request to host:80 (or an allowed HOST:PORT), answer relayed."""
     if not _authorised(conn, run):
         return
-    parts = urlsplit(conn.path)
-    if parts.scheme.lower() != "http":
-        raise BadRequest(400, "only http:// URLs in absolute form; use CONNECT for https")
-    host = parts.hostname or ""
-    try:
-        port = parts.port or 80
-    except ValueError:
-        raise BadRequest(400, "invalid port in the request URL") from None
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host, port, path = absolute_target(conn.path)
     body = conn.read_body(run.gateway.limits.max_body)
-    sock, why = _open(run, host, port, parts.path or "/", tunnel=False)
+    sock, why = _open(run, host, port, path.split("?", 1)[0], tunnel=False)
     if sock is None:
         _refuse(conn, host, port, why)
         return
@@ -180,7 +191,7 @@ def forward(conn: "Connection", run: "GatewayRun") -> None:
     try:
         # Host is the URL's: a different Host header would let an allowed CDN front for a refused site
         headers = {k: v for k, v in conn.headers.items() if k.lower() not in HOP_BY_HOP}
-        headers["Host"] = parts.netloc.rpartition("@")[2]
+        headers["Host"] = host if port == 80 and ":" not in host else as_authority(host, port)
         try:
             upstream.request(conn.command, path, body=body or None, headers=headers)
             resp = upstream.getresponse()

@@ -30,15 +30,21 @@ from .protocols import error_body
 from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
-#: connections one run may hold open at once; more are answered 503 and closed
+#: connections one run may hold open at once by default (Limits.max_connections); more are answered 503
 MAX_CONNECTIONS_PER_RUN = 256
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Time-outs and sizes; environment variables ``REXMLE_GATEWAY_*`` override the defaults."""
+    """Time-outs and sizes; environment variables ``REXMLE_GATEWAY_*`` override the defaults. The sizes keep
+    what one run can make the harness hold (bodies, heads, connections) far below an agent's own memory."""
 
     max_body: int = 32 * 1024 * 1024       # request body cap (413 beyond)
+    max_held_body: int = 64 * 1024 * 1024  # request bodies one run's connections hold at once (503 beyond)
+    max_header_bytes: int = 64 * 1024      # request line and header fields of one request (431 beyond)
+    max_header_fields: int = 100           # header fields of one request (431 beyond)
+    max_chunks: int = 16384                # chunks of one chunked request body (413 beyond)
+    max_connections: int = MAX_CONNECTIONS_PER_RUN  # connections one run holds open at once (503 beyond)
     client_timeout: float = 60.0           # a client silent this long mid-request is dropped
     request_timeout: float = 300.0         # one request's head and body must arrive within this
     connect_timeout: float = 20.0          # reaching the provider or a proxied host
@@ -134,6 +140,7 @@ class GatewayRun:
         self.budget_exhausted: str | None = None
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._held_body = 0  # request-body bytes this run's connections hold now (Limits.max_held_body)
         self._validating = threading.Lock()
         self._listeners: list[socket.socket] = []
         self._connections: set[socket.socket] = set()
@@ -202,7 +209,7 @@ class GatewayRun:
             except OSError:
                 return
             with self._lock:
-                crowded = len(self._connections) >= MAX_CONNECTIONS_PER_RUN
+                crowded = len(self._connections) >= self.gateway.limits.max_connections
                 if not crowded:
                     self._connections.add(sock)
             if crowded:
@@ -214,7 +221,7 @@ class GatewayRun:
             worker.start()
 
     def _turn_away(self, sock: socket.socket) -> None:
-        self.note_error("too_many_connections", f"more than {MAX_CONNECTIONS_PER_RUN} connections at once")
+        self.note_error("too_many_connections", f"more than {self.gateway.limits.max_connections} connections at once")
         body = error_body("openai", 503, "rexmle gateway: too many connections from this run")
         with suppress(OSError):
             sock.settimeout(1.0)
@@ -239,6 +246,19 @@ class GatewayRun:
 
     def owns(self, presented: str) -> bool:
         return hmac.compare_digest(presented.encode("utf-8", "replace"), self.token.encode())
+
+    def hold_body(self, size: int) -> bool:
+        """Reserve ``size`` bytes of request body against the run's cap; False (nothing reserved) past it."""
+        with self._lock:
+            if self._held_body + size > self.gateway.limits.max_held_body:
+                return False
+            self._held_body += size
+            return True
+
+    def release_body(self, size: int) -> None:
+        if size:
+            with self._lock:
+                self._held_body -= size
 
     def admit(self, reservation: Reservation) -> str | None:
         """Hold a call's worst case against the budget (see :class:`Budget`); the reason when it does not fit."""

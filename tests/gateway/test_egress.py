@@ -4,6 +4,7 @@ ones never contacted, every host asked for recorded."""
 from __future__ import annotations
 
 import http.client
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -11,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_rexmle.gateway.egress import EgressPolicy, resolve, task_source_hosts
+from pytest_rexmle.gateway.egress import Decision, EgressPolicy, resolve, task_source_hosts
 
 from .conftest import open_served
 
@@ -56,8 +57,10 @@ def test_allowed_host_through_urllib_and_recorded(gateway, tmp_path, site):
         assert resp.read() == b"site says /simple/numpy/?x=1"
     assert handler.hits == ["/simple/numpy/?x=1"]
     (entry,) = s.run.close()["egress"]
+    first, last = entry.pop("first"), entry.pop("last")
     assert entry == {"host": "127.0.0.1", "port": port, "allowed": True, "reason": f"allow-list: 127.0.0.1:{port}",
                      "count": 1, "paths": ["/simple/numpy/"]}
+    assert first == last and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", first)
 
 
 def test_deny_list_wins_and_nothing_is_contacted(gateway, tmp_path, site):
@@ -143,7 +146,7 @@ def test_policy_units():
     assert policy.decide("lab-mirror.example", 8443, None, tunnel=True).allowed
     assert not policy.decide("lab-mirror.example", 443, None, tunnel=True).allowed
     with pytest.raises(PermissionError):  # a default-allowed name must not lead to the host's own services
-        resolve("localhost", 443, check_internal=True)
+        resolve("localhost", 443, Decision(True, "allow-list: localhost"))
 
 
 def test_task_source_hosts_from_task_yaml():
@@ -153,7 +156,7 @@ def test_task_source_hosts_from_task_yaml():
 
 
 def test_egress_log_cleans_agent_text_and_is_bounded():
-    from pytest_rexmle.gateway.egress import MAX_HOSTS, Decision, EgressLog
+    from pytest_rexmle.gateway.egress import MAX_HOSTS, OTHER_HOSTS, Decision, EgressLog
 
     log = EgressLog()
     log.record("evil\x1b[31m.example", 80, Decision(False, "not on the allow-list"), "/a\x1b[2Jb\u202e")
@@ -161,7 +164,12 @@ def test_egress_log_cleans_agent_text_and_is_bounded():
     assert "\x1b" not in entry["host"] and "\x1b" not in entry["paths"][0] and "\u202e" not in entry["paths"][0]
     for i in range(MAX_HOSTS + 5):
         log.record(f"h{i}.example", 443, Decision(False, "x"), None)
-    assert len(log.to_json()) == MAX_HOSTS and log.dropped == 6
+    *listed, other = log.to_json()
+    assert len(listed) == MAX_HOSTS and not any(e.get("flooded") for e in listed)
+    assert other["host"] == OTHER_HOSTS and other["flooded"] is True and other["allowed"] is False
+    assert other["count"] == 6 and other["distinct_hosts"] == 6 and other["latest_hosts"][-1] == "h1004.example:443"
+    log.record("h1004.example", 443, Decision(False, "x"), None)  # the same host again: counted, not distinct
+    assert log.to_json()[-1]["count"] == 7 and log.to_json()[-1]["distinct_hosts"] == 6
 
 
 def test_internal_addresses():

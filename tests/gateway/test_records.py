@@ -60,6 +60,8 @@ def test_run_json_gets_usage_and_egress(gateway, tmp_path):
     assert meta["usage"]["source"] == "gateway" and meta["usage"]["requests"] == 2
     assert meta["usage"]["input_tokens"] == 11 + 25 and meta["usage"]["output_tokens"] == 7 + 9
     assert set(meta["usage"]["by_model"]) == {"gpt-4o-mini", "claude-sonnet-4-5"}
+    (entry,) = meta["egress"]
+    assert entry.pop("first") <= entry.pop("last")
     assert meta["egress"] == [{"host": "zenodo.org", "port": 80, "allowed": False,
                                "reason": "deny-list: zenodo.org publishes challenge data", "count": 1,
                                "paths": ["/records/1/files/answers.zip"]}]

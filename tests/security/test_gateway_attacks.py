@@ -7,8 +7,9 @@ unix socket under ``/run`` (a stand-in for munged's, mode 0777), an abstract uni
 (a stand-in DNS server) and TCP services on 127.0.0.1 and on the host's own address. The attack failed
 when: the key appears nowhere the agent could read, the agent's model call reached the provider only
 through the gateway and with the real key swapped in, zenodo.org was refused by the proxy and that
-refusal is in run.json's ``egress``, and no host service counted a connection. Where a mechanism cannot
-give the gateway network safely, the session must refuse to start, with a message.
+refusal is in run.json's ``egress``, ``CONNECT zenodo.org<NUL>.pypi.org:443`` was a 400 (issue 32), and no
+host service counted a connection. Where a mechanism cannot give the gateway network safely, the session
+must refuse to start, with a message.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def test_gateway_is_the_agents_only_way_out(mechanism, tmp_path_factory):
     assert report["chat"] == result["answer"] and result["provider_auth"] == [f"Bearer {REAL_KEY}"]
     assert "403" in report["proxy_data_host"], report["proxy_data_host"]
     assert any(e["host"] == "zenodo.org" and e["allowed"] is False for e in run["egress"]), run["egress"]
+    # issue 32: a NUL in the CONNECT authority is a 400, never a pypi.org subdomain that resolves as zenodo.org
+    assert report["proxy_nul"].startswith("HTTP/1.1 400"), report["proxy_nul"]
+    assert not any("zenodo" in e["host"] and e["allowed"] for e in run["egress"]), run["egress"]
     assert run["usage"]["requests"] == 1 and run["usage"]["source"] == "gateway", run["usage"]
     assert result["calls"] and result["answer"] in result["calls"]
     assert result["key_in"] == [], "the real key was written into the run folder"
