@@ -36,8 +36,6 @@ _ANTHROPIC_TOOLS = re.compile(r"^(web_search|web_fetch|code_execution|mcp_toolse
 #: Gemini tool entries (keys compared without case and underscores: googleSearch = google_search)
 _GEMINI_TOOLS = frozenset({"googlesearch", "googlesearchretrieval", "urlcontext", "codeexecution", "googlemaps",
                            "filesearch", "enterprisewebsearch", "retrieval", "mcpservers"})
-#: bytes that must appear in a body that names a tool (a key spelled with \\u escapes is caught by the last)
-_MARKERS = (b'"tools"', b'"mcp_servers"', b'"web_search_options"', b'"container"', b'"prompt"', b"\\u")
 
 
 class AmbiguousRequest(ValueError):
@@ -54,9 +52,9 @@ def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def parse(raw: bytes) -> Any:
-    """The body as JSON, a key given twice in one object refused; None when there is nothing a tool could be
-    named in (no marker, or not JSON: the provider refuses what it cannot parse either)."""
-    if not raw or not any(marker in raw for marker in _MARKERS):
+    """The body as JSON, a key given twice in one object refused (about 10 µs for a chat call, as long as
+    the plain parse for a 3 MB one); None when it is not JSON: the provider refuses what it cannot parse too."""
+    if not raw:
         return None
     try:
         return json.loads(raw, object_pairs_hook=_strict_object)
