@@ -8,9 +8,6 @@ import json
 import pytest
 
 from pytest_rexmle.gateway import Gateway, Limits
-from pytest_rexmle.gateway.provider_tools import find
-from pytest_rexmle.report.render import provider_tools_line
-from pytest_rexmle.settings import OPTIONS, Settings
 
 from .conftest import REAL_KEYS, TASK_HOSTS, calls, open_served
 
@@ -47,7 +44,7 @@ def _gateway(standin, allow: bool) -> Gateway:
     environ = {"OPENAI_BASE_URL": standin.url + "/v1", "ANTHROPIC_BASE_URL": standin.url,
                "GEMINI_BASE_URL": standin.url, **REAL_KEYS}
     return Gateway(None, environ=environ, limits=Limits(client_timeout=5.0, upstream_timeout=2.0),
-                   task_hosts=TASK_HOSTS, allow_provider_tools=allow)
+                   task_hosts=TASK_HOSTS, **({"allow_provider_tools": True} if allow else {}))
 
 
 @pytest.mark.parametrize("path,doc,tool", CASES, ids=IDS)
@@ -107,6 +104,8 @@ def test_tools_hidden_from_a_lax_reading_refused(served, standin, raw):
 
 
 def test_find_names_each_tool_once():
+    from pytest_rexmle.gateway.provider_tools import find
+
     doc = {"tools": [{"type": "web_search"}, {"type": "web_search"}, {"type": "function"}], "model": "gpt-4o"}
     assert find("openai", doc) == ["web_search"]
     assert find("gemini", {"tools": [{"googleSearch": {}, "codeExecution": {}}]}) == ["googleSearch", "codeExecution"]
@@ -114,6 +113,9 @@ def test_find_names_each_tool_once():
 
 
 def test_option_in_the_settings_table_and_the_report():
+    from pytest_rexmle.report.render import provider_tools_line
+    from pytest_rexmle.settings import OPTIONS, Settings
+
     assert any(flag == "--rexmle-allow-provider-tools" and kind == "bool" and default is False
                for flag, _, _, kind, default in OPTIONS)
     assert Settings.__dataclass_fields__["allow_provider_tools"].default is False

@@ -9,11 +9,14 @@ import time
 
 import pytest
 
-from pytest_rexmle.gateway.scrub import Scrubber, mask
-
 from .conftest import REAL_KEYS, calls
 
 OPENAI_KEY = REAL_KEYS["OPENAI_API_KEY"]
+
+
+def mask(secret: bytes) -> bytes:
+    """What a key becomes: ``[REDACTED]`` padded with ``*`` to its length (the answer keeps its size)."""
+    return b"[REDACTED]" + b"*" * (len(secret) - 10)
 
 
 def test_success_body_echoing_the_key_is_scrubbed(served, standin):
@@ -80,6 +83,8 @@ SECRETS = ("sk-real-openai-0123456789abcdef", "rexmle-abcdefghijklmnopqrstuvwxyz
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 31, 64])
 def test_scrubber_catches_keys_at_every_split(size):
+    from pytest_rexmle.gateway.scrub import Scrubber
+
     text = (b'{"a": "' + SECRETS[0].encode() + b'", "b": "sk-rea", "c": "' + SECRETS[1].encode() + b'sk-"}'
             + SECRETS[0].encode())
     expected = text.replace(SECRETS[0].encode(), mask(SECRETS[0].encode())).replace(
@@ -93,6 +98,8 @@ def test_scrubber_catches_keys_at_every_split(size):
 
 
 def test_scrubber_holds_back_only_a_possible_key_start():
+    from pytest_rexmle.gateway.scrub import Scrubber
+
     scrubber = Scrubber(SECRETS)
     assert scrubber.feed(b'data: {"delta": "Hel"}\n\n') == b'data: {"delta": "Hel"}\n\n'  # streams are not delayed
     assert scrubber.feed(b"text sk-re") == b"text "
