@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 MARK = b"[REDACTED]"
+#: a held tail is found by the secret's first bytes; shorter tails are compared directly
+_HEAD = 4
+#: up to this size a read is first scanned for the heads alone (cheaper than a search for a whole key there)
+_SMALL = 4096
 
 
 def mask(secret: bytes) -> bytes:
@@ -29,8 +33,10 @@ class Scrubber:
         # longest first: a key that contains another is masked whole
         self._secrets = tuple(sorted(found, key=len, reverse=True))
         self._masks = tuple(mask(s) for s in self._secrets)
-        self._firsts = bytes(sorted({s[0] for s in self._secrets}))
-        self._longest = max((len(s) for s in self._secrets), default=0)
+        self._heads = tuple(s[:_HEAD] for s in self._secrets)
+        #: beginnings shorter than a head, longest first (``bytes.endswith`` takes them all at once)
+        self._shorts = tuple(sorted({s[:n] for s in self._secrets for n in range(1, min(_HEAD, len(s)))},
+                                    key=len, reverse=True))
         self._held = b""
         self.masked = 0  # how many secrets were taken out (for the record)
 
@@ -38,30 +44,25 @@ class Scrubber:
         if not self._secrets:
             return chunk
         data = self._held + chunk if self._held else chunk
-        for secret, masked in zip(self._secrets, self._masks):
-            if secret in data:
+        size, keep = len(data), 0
+        for secret, head, masked in zip(self._secrets, self._heads, self._masks):
+            if size <= _SMALL and head not in data:  # an SSE event: one short scan rules the secret out
+                continue
+            if secret in data:  # a long needle: the search skips ahead by up to its length
                 self.masked += data.count(secret)
                 data = data.replace(secret, masked)
-        keep = self._pending(data)
-        self._held = data[len(data) - keep:] if keep else b""
-        return data[:len(data) - keep] if keep else data
+            at = data.find(head, max(0, size - len(secret) + 1))  # a held beginning: only the last bytes
+            while at >= 0:
+                if size - at > keep and secret.startswith(data[at:]):
+                    keep = size - at
+                    break  # later starts give shorter tails
+                at = data.find(head, at + 1)
+        if not keep and data.endswith(self._shorts):  # a beginning shorter than a head
+            keep = next(len(short) for short in self._shorts if data.endswith(short))
+        self._held = data[size - keep:] if keep else b""
+        return data[:size - keep] if keep else data
 
     def flush(self) -> bytes:
         """The held tail (never a whole secret: only a proper beginning of one)."""
         held, self._held = self._held, b""
         return held
-
-    def _pending(self, data: bytes) -> int:
-        """Length of the longest end of ``data`` that is a proper beginning of a secret."""
-        window = min(len(data), self._longest - 1)
-        start = len(data) - window
-        best = 0
-        for first in self._firsts:
-            at = data.find(first, start)
-            while at >= 0:
-                tail = data[at:]
-                if len(tail) > best and any(s.startswith(tail) and len(s) > len(tail) for s in self._secrets):
-                    best = len(tail)
-                    break  # later starts give shorter tails
-                at = data.find(first, at + 1)
-        return best

@@ -106,3 +106,15 @@ def test_scrubber_holds_back_only_a_possible_key_start():
     assert scrubber.feed(b"ady") == b"sk-ready"
     assert scrubber.flush() == b""
     assert Scrubber(()).feed(b"anything") == b"anything"
+
+
+@pytest.mark.parametrize("size", [4095, 4097, 9000])
+def test_scrubber_on_large_reads(size):
+    """Reads above the small-read fast path: a key straddling each read boundary is still masked."""
+    from pytest_rexmle.gateway.scrub import Scrubber
+
+    key = SECRETS[0].encode()
+    text = b"".join(b"x" * (size - 7 + i) + key for i in range(4)) + b"sk-rea"
+    scrubber = Scrubber(SECRETS)
+    out = b"".join(scrubber.feed(text[i:i + size]) for i in range(0, len(text), size)) + scrubber.flush()
+    assert out == text.replace(key, mask(key)) and scrubber.masked == 4
