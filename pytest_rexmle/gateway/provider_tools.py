@@ -8,8 +8,8 @@ trajectory holds the call, not what the provider fetched). Tools the agent's own
 pass. With the option, each request carrying such tools is counted per run, and the session report says
 that provider tools were allowed.
 
-A request the gateway cannot read exactly (a key given twice, which the provider might read the other
-way) is refused when it could carry a tool.
+A model call whose body the gateway cannot read exactly (not JSON, invalid UTF-8, a key given twice, which
+the provider might read another way) is refused: it could hide a tool.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _GEMINI_TOOLS = frozenset({"googlesearch", "googlesearchretrieval", "urlcontext"
 
 
 class AmbiguousRequest(ValueError):
-    """A body the gateway reads one way and a provider could read another (a key given twice)."""
+    """A body the gateway reads one way, or not at all, and a provider could read another way."""
 
 
 def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
@@ -52,16 +52,19 @@ def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def parse(raw: bytes) -> Any:
-    """The body as JSON, a key given twice in one object refused (about 10 µs for a chat call, as long as
-    the plain parse for a 3 MB one); None when it is not JSON: the provider refuses what it cannot parse too."""
+    """The body as JSON (about 10 µs for a chat call, as long as the plain parse for a 3 MB one); None when
+    empty. A body the gateway cannot read exactly is refused, since a laxer reader upstream (invalid UTF-8
+    replaced, a key given twice read first-wins, deeper nesting) could find a tool in it: AmbiguousRequest."""
     if not raw:
         return None
     try:
         return json.loads(raw, object_pairs_hook=_strict_object)
-    except (ValueError, RecursionError) as exc:
-        if isinstance(exc, AmbiguousRequest):
-            raise
-        return None
+    except AmbiguousRequest:
+        raise
+    except RecursionError:
+        raise AmbiguousRequest("the body is nested too deeply for the gateway to read") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise AmbiguousRequest(f"the body is not JSON the gateway can read ({type(exc).__name__})") from None
 
 
 def _tools(doc: dict) -> list:
@@ -130,8 +133,9 @@ def screen(conn: "Connection", run: "GatewayRun", route: "Route", body: bytes, l
     try:
         names = find(route.protocol, parse(body))
     except AmbiguousRequest as exc:
-        run.refuse(conn, route.protocol, 400, f"rexmle gateway: ambiguous request: {exc}; refused, since the "
-                   f"provider could read it otherwise than the gateway", route=label, model=model, request=request)
+        run.refuse(conn, route.protocol, 400, f"rexmle gateway: request refused: {exc}; the provider could read "
+                   f"it otherwise than the gateway (which checks it for provider-side tools)", route=label,
+                   model=model, request=request)
         return True
     if not names:
         return False

@@ -95,11 +95,15 @@ def test_client_side_tools_pass_without_the_option(served, standin):
     b'{"model": "gpt-4o-mini", "input": "x", "tools": [], "tools": [{"type": "web_search"}]}',  # read last or first?
     b'{"model": "gpt-4o-mini", "input": "x", "tools": [{"type": "function", "type": "web_search"}]}',
     b'{"model": "gpt-4o-mini", "input": "x", "\\u0074ools": [{"type": "web_search"}]}',  # an escaped key
+    b'{"model": "gpt-4o-mini", "input": "\xff", "tools": [{"type": "web_search"}]}',  # invalid UTF-8
+    b'{"model": "gpt-4o-mini", "input": "x", "tools": [{"type": "web_search"}], "x": ' + b"[" * 5000
+    + b"]" * 5000 + b"}",  # nested past the gateway's parser
 ])
 def test_tools_hidden_from_a_lax_reading_refused(served, standin, raw):
     status, _, body = served.request("POST", RESPONSES, raw)
     assert status == 400, body
-    assert "web_search" in json.loads(body)["error"]["message"] or "twice" in json.loads(body)["error"]["message"]
+    message = json.loads(body)["error"]["message"]
+    assert "web_search" in message or "twice" in message or "gateway can read" in message or "deeply" in message
     assert standin.seen == []
 
 
@@ -112,13 +116,26 @@ def test_find_names_each_tool_once():
     assert find("anthropic", {"tools": "not a list"}) == []
 
 
-def test_option_in_the_settings_table_and_the_report():
-    from pytest_rexmle.report.render import provider_tools_line
+def test_option_in_the_settings_table_run_json_and_the_report():
+    from pytest_rexmle.gateway.record import run_json_fields
+    from pytest_rexmle.report.html import render_html
+    from pytest_rexmle.report.model import build_report
+    from pytest_rexmle.report.render import markdown, terminal_lines
     from pytest_rexmle.settings import OPTIONS, Settings
+
+    from ..report.helpers import graded
 
     assert any(flag == "--rexmle-allow-provider-tools" and kind == "bool" and default is False
                for flag, _, _, kind, default in OPTIONS)
     assert Settings.__dataclass_fields__["allow_provider_tools"].default is False
-    line = provider_tools_line({"settings": {"allow_provider_tools": True}})
-    assert line.startswith("provider tools: ALLOWED (--rexmle-allow-provider-tools)")
-    assert provider_tools_line({"settings": {"data": "synthetic"}}) is None
+    use = {"allowed": True, "used": {"web_search": 3}, "refused": {}}
+    assert run_json_fields({"usage": {}, "provider_tools": use})["provider_tools"] == use
+    allowed, plain = ({"data": "prepared", **extra} for extra in ({"allow_provider_tools": True}, {}))
+    docs = [build_report([graded("isles22", 0.3, "a")], agent="a", agent_options={}, settings=settings, run_id="r")
+            for settings in (allowed, plain)]
+    assert any(line.startswith("provider tools: ALLOWED (--rexmle-allow-provider-tools)")
+               for line in terminal_lines(docs[0]))
+    assert "**Provider tools allowed**" in markdown(docs[0]) and "Provider tools allowed</b> for a" in render_html(
+        [docs[0]])
+    assert not any("provider tools" in line for line in terminal_lines(docs[1]))
+    assert "Provider tools" not in markdown(docs[1]) + render_html([docs[1]])
