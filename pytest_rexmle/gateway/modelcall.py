@@ -48,7 +48,8 @@ TELEMETRY_PROTOCOLS = (OPENAI, ANTHROPIC)
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
-def upstream_headers(headers, protocol: str, key: str | None, account: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+def upstream_headers(headers, protocol: str, key: str | None,
+                     account: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     """The client's headers that the provider needs to read the call (:data:`FORWARDED_HEADERS`, the SDKs'
     telemetry), then the host's real key and the host's organisation/project headers. An allow-list, not a
     deny-list: an agent-chosen ``OpenAI-Organization`` or ``-Project`` (billing another account of the host's
