@@ -82,6 +82,11 @@ OPTIONS = [
      "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
     ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
      "(repeatable; the tasks' data hosts stay refused)", "list", []),
+    ("--rexmle-allow-provider-tools", "rexmle_allow_provider_tools", "let model calls use provider-side tools "
+     "(OpenAI web_search, file_search, remote mcp, code_interpreter; Anthropic web_search, web_fetch, "
+     "code_execution, mcp_servers; Gemini googleSearch, urlContext, codeExecution): the provider then fetches or "
+     "acts for the agent outside the egress policy; counted per run in run.json and named in the report", "bool",
+     False),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -167,6 +172,7 @@ class Settings:
     unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
     budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
     egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
+    allow_provider_tools: bool = False                          # explicit: provider-side web/code tools pass
     #: every --agent of the session, in order (``agent`` is the first); each with its own options
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -183,7 +189,8 @@ class Settings:
                 "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
                 "egress_allow": list(self.egress_allow),
                 **({"agent_as_root": True} if self.agent_as_root else {}),
-                **({"unsafe_same_uid": True} if self.unsafe_same_uid else {})}
+                **({"unsafe_same_uid": True} if self.unsafe_same_uid else {}),
+                **({"allow_provider_tools": True} if self.allow_provider_tools else {})}
 
 
 def agent_names(values) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ Public interface (runtimes code against it)::
     run = gw.open_run(run_id, logs_dir=..., submission_dir=..., task_id=..., budget=None,
                       egress_allow=(), egress_deny=(), public_dir=None)
     run.token; run.environment("http://HOST:PORT"); run.serve(listener); run.host_address()
-    record = run.close()   # {"usage", "egress", "budget_exhausted", "calls", "budget", "errors"[, "budget_spent"]}
+    record = run.close()   # {"usage", "egress", "budget_exhausted", "calls", "budget", "errors", "provider_tools"[, "budget_spent"]}
 
 A runtime puts ``record`` into ``RunOutcome.details["gateway"]``; :func:`pytest_rexmle.run.finish` writes
 its ``usage``, ``egress`` and ``budget_exhausted`` into run.json (see :mod:`.record`).

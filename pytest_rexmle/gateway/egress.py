@@ -10,12 +10,13 @@ every allowed request is logged with its path where visible.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .hostname import InvalidHost, normal_host
 
@@ -28,7 +29,9 @@ DEFAULT_ALLOW = (
 )
 #: model hubs whose dataset paths are refused by default
 HUB_HOSTS = ("huggingface.co", "hf.co")
-HUB_DATASET_PREFIXES = ("/datasets/", "/api/datasets/")
+#: the hubs' download hosts (LFS and Xet storage) whose paths are content hashes, naming no repository: a
+#: model and a dataset look alike there, so plain HTTP to them is refused (clients use HTTPS, path unseen)
+HUB_CDN = re.compile(r"^(cdn-lfs[\w-]*\.(huggingface\.co|hf\.co)|([\w-]+\.)*xethub\.hf\.co)$")
 #: refused whatever the allow-list says: hosts that publish answers besides the tasks' own sources
 ALWAYS_DENY = ("datasets-server.huggingface.co", "zenodo.org", "figshare.com", "drive.google.com",
                "drive.usercontent.google.com", "docs.google.com", "grand-challenge.org")
@@ -177,12 +180,38 @@ class EgressPolicy:
             if port != wanted:
                 kind = "CONNECT" if tunnel else "plain HTTP"
                 return Decision(False, f"{kind} only to port {wanted} (an allow entry HOST:PORT opens another)")
-        if path is not None and _covered(host, HUB_HOSTS) and path.startswith(HUB_DATASET_PREFIXES):
-            return Decision(False, "dataset downloads from model hubs are off by default")
+        if path is not None and _covered(host, HUB_HOSTS) and (hub_dataset_path(path) or HUB_CDN.match(host)):
+            return Decision(False, "dataset downloads from model hubs are off by default (plain HTTP to the hub's "
+                                   "file CDN too: its paths do not say model or dataset)")
         reason = f"allow-list: {rule.host}" + (f":{rule.port}" if rule.port else "")
         if tunnel:
             reason += " (TLS: path not visible)"
         return Decision(True, reason, rule.addresses, rule.explicit)
+
+
+def hub_dataset_path(path: str) -> bool:
+    """A hub path that names a dataset, read as the hub's server would read it: percent-escapes decoded
+    (repeatedly: ``%2564``), ``//`` collapsed, ``.``/``..`` segments resolved, case folded, so ``//datasets``,
+    ``/%64atasets``, ``/Datasets`` and ``/x/../datasets`` are all ``/datasets``; ``/api/.../datasets/...``
+    (the API's listing, tree, resolve-cache and parquet routes) too."""
+    text = path.split("?", 1)[0].split("#", 1)[0]
+    for _ in range(4):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    segments: list[str] = []
+    for segment in text.replace("\\", "/").lower().split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if segments:
+                segments.pop()
+            continue
+        segments.append(segment.strip())
+    if not segments:
+        return False
+    return segments[0] == "datasets" or (segments[0] == "api" and "datasets" in segments[1:3])
 
 
 #: where the host's own services, its local networks and its metadata live, and every range that embeds or

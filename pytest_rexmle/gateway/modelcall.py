@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
+from . import provider_tools
 from .connection import HOP_BY_HOP
 from .metering import CallUsage, model_name
-from .protocols import KEY_HEADERS, Route, auth_headers, error_body
+from .protocols import ANTHROPIC, GEMINI, OPENAI, Route, auth_headers, error_body
+from .scrub import Scrubber
 from .sse import SSEReader
 from .trajectory import MAX_RESPONSE_BYTES, EventLog, RecordError, body_record
 
@@ -29,15 +32,35 @@ MAX_METERED_BYTES = 32 * 1024 * 1024
 #: an upstream error body is read whole (to redact it) up to this size
 MAX_ERROR_BYTES = 1024 * 1024
 READ_SIZE = 64 * 1024
+#: request headers passed upstream, per protocol: body type, what the client accepts, who it is, retries made
+#: safe to repeat, and the protocol's version and beta switches (anything else is dropped)
+_COMMON = frozenset({"content-type", "accept", "user-agent", "idempotency-key"})
+FORWARDED_HEADERS = {
+    OPENAI: _COMMON | {"openai-beta"},
+    ANTHROPIC: _COMMON | {"anthropic-version", "anthropic-beta"},
+    GEMINI: _COMMON | {"x-goog-api-client"},
+}
+#: the Stainless-generated SDKs' (openai, anthropic) telemetry: language, OS, runtime, retry count, time-out
+_TELEMETRY = re.compile(r"^x-stainless-[a-z0-9-]{1,40}$")
+TELEMETRY_PROTOCOLS = (OPENAI, ANTHROPIC)
 #: what a kept-alive connection the provider has closed meanwhile looks like
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
-def upstream_headers(headers, protocol: str, key: str | None) -> dict[str, str]:
-    """The client's headers minus hop-by-hop ones and every key, plus the host's real key."""
-    dropped = HOP_BY_HOP.union(KEY_HEADERS, ("accept-encoding", "expect"))
-    out = {name: value for name, value in headers.items() if name.lower() not in dropped}
+def upstream_headers(headers, protocol: str, key: str | None,
+                     account: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """The client's headers that the provider needs to read the call (:data:`FORWARDED_HEADERS`, the SDKs'
+    telemetry), then the host's real key and the host's organisation/project headers. An allow-list, not a
+    deny-list: an agent-chosen ``OpenAI-Organization`` or ``-Project`` (billing another account of the host's
+    key), a provider's admin or routing header, or one nobody has thought of yet never goes upstream."""
+    allowed = FORWARDED_HEADERS.get(protocol, frozenset())
+    out = {}
+    for name, value in headers.items():
+        low = name.lower()
+        if low in allowed or (protocol in TELEMETRY_PROTOCOLS and _TELEMETRY.match(low)):
+            out[name] = value
     out.update(auth_headers(protocol, key))
+    out.update(account)
     return out
 
 
@@ -55,6 +78,10 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
         usage.model = model_name(route.path_model)
 
     # --- refused before anything goes upstream --------------------------------------------------------
+    # provider-side tools (web search, URL fetch, remote MCP, code containers): refused and recorded as
+    # refused unless the harness allows them; see provider_tools.py
+    if provider_tools.screen(conn, run, route, body, label, usage.model, request_doc):
+        return
     upstream = gateway.upstreams.get(route.protocol)
     if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
         run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
@@ -127,7 +154,7 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
     where = f"the upstream {route.protocol} API ({upstream.display})"
     pool = run.gateway.pool(upstream)
     target = upstream.target(route.upstream_path, query)
-    headers = upstream_headers(conn.headers, route.protocol, upstream.key)
+    headers = upstream_headers(conn.headers, route.protocol, upstream.key, upstream.account)
     payload = body if body or conn.command in ("POST", "PUT", "PATCH") else None
     for attempt in (0, 1):
         try:
@@ -174,13 +201,19 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
     limits = run.gateway.limits
     ctype = (resp.getheader("content-type") or "").lower()
     stream = "text/event-stream" in ctype
-    headers = [(k, run.redact(v)) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
+    headers = [(k, run.redact(v)) for k, v in resp.getheaders()
+               if k.lower() not in HOP_BY_HOP and run.redact(k) == k]  # a header named by a key: dropped
+    encoding = (resp.getheader("content-encoding") or "identity").strip().lower()
+    if encoding != "identity":  # asked for identity: a compressed body could carry a key past the scrubber
+        raise _UpstreamFailure(502, f"rexmle gateway: {where} sent a compressed answer (Content-Encoding: "
+                                    f"{encoding[:40]}) that the gateway cannot check for keys")
+    scrubber = Scrubber((run.token, *run.gateway.secrets))  # every answer, success or error, streamed or not
     if resp.status >= 400 and not stream:  # an error body is small: read it whole and take any key out
         try:
             raw = resp.read(MAX_ERROR_BYTES)
         except (TimeoutError, socket.timeout, OSError, http.client.HTTPException):
             raise _UpstreamFailure(504, f"rexmle gateway: {where} stopped answering") from None
-        raw = run.redact(raw.decode("utf-8", "replace")).encode() if run.has_secret_in(raw) else raw
+        raw = scrubber.feed(raw) + scrubber.flush()
         conn.begin(resp.status, resp.reason, headers, len(raw))
         conn.wfile.write(raw)
         doc, truncated = body_record(raw, MAX_RESPONSE_BYTES)
@@ -202,23 +235,26 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
         except (OSError, http.client.HTTPException):
             _finish_meter(reader, events, usage, kept, overflow)
             raise _UpstreamFailure(502, f"rexmle gateway: {where} broke off its answer") from None
-        if not chunk:
+        last = not chunk
+        chunk = scrubber.flush() if last else scrubber.feed(chunk)
+        if chunk:
+            try:
+                conn.send_part(chunk)
+            except OSError:  # the client went away: stop reading, keep what was metered
+                conn.close_connection = True
+                break
+            if reader is not None:
+                for event, size in reader.feed(chunk):
+                    usage.observe(event)
+                    events.add(event, size)
+            elif not overflow:
+                if len(kept) + len(chunk) > MAX_METERED_BYTES:
+                    overflow = True
+                    kept.clear()
+                else:
+                    kept += chunk
+        if last:
             break
-        try:
-            conn.send_part(chunk)
-        except OSError:  # the client went away: stop reading, keep what was metered
-            conn.close_connection = True
-            break
-        if reader is not None:
-            for event, size in reader.feed(chunk):
-                usage.observe(event)
-                events.add(event, size)
-        elif not overflow:
-            if len(kept) + len(chunk) > MAX_METERED_BYTES:
-                overflow = True
-                kept.clear()
-            else:
-                kept += chunk
     try:
         conn.end()
     except OSError:

@@ -15,16 +15,29 @@ from urllib.parse import parse_qsl, urlencode
 
 OPENAI, ANTHROPIC, GEMINI = "openai", "anthropic", "gemini"
 
-#: what each path (after the protocol's prefix) may be; anything else is an unknown route (404)
-_OPENAI_ROUTES = re.compile(r"^/(chat/completions|completions|responses(/[\w.-]+)?|embeddings|models(/[\w.:/-]+)?)$")
-_ANTHROPIC_ROUTES = re.compile(r"^/v1/(messages|messages/count_tokens|models(/[\w.:-]+)?)$")
-_GEMINI_ROUTES = re.compile(
-    r"^/(v1|v1beta|v1alpha)/models(/(?P<model>[\w.-]+)(:(?P<verb>generateContent|streamGenerateContent|countTokens"
-    r"|embedContent|batchEmbedContents))?)?$")
+#: (method, path after the protocol's prefix) each protocol passes through; anything else is an unknown route
+#: (404, recorded, never sent upstream). A list of what the SDKs call, not of what the providers serve: the real
+#: key must not reach ``DELETE /v1/models/{id}`` (deletes a fine-tuned model), ``GET /v1/chat/completions`` (lists
+#: the organisation's stored completions), files, batches, fine-tuning, vector stores, admin endpoints, ...
+_MODEL_ID = r"[\w.:-]+"
+_OPENAI_ROUTES = {
+    "POST": re.compile(r"^/(chat/completions|completions|responses|embeddings)$"),
+    # a model id may hold slashes on OpenAI-compatible servers (vLLM, LiteLLM: "org/model")
+    "GET": re.compile(r"^/models(/[\w.:-]+(/[\w.:-]+)*)?$|^/responses/resp_[\w-]+$"),
+}
+_ANTHROPIC_ROUTES = {
+    "POST": re.compile(r"^/v1/(messages|messages/count_tokens)$"),
+    "GET": re.compile(rf"^/v1/models(/{_MODEL_ID})?$"),
+}
+_GEMINI_ROUTES = {
+    "POST": re.compile(r"^/(v1|v1beta|v1alpha)/models/(?P<model>[\w.-]+):(?P<verb>generateContent"
+                       r"|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$"),
+    "GET": re.compile(r"^/(v1|v1beta|v1alpha)/models(/(?P<model>[\w.-]+))?$"),
+}
 #: percent-encoded dot, slash or backslash, and raw backslashes: paths an upstream may read differently
 _AMBIGUOUS = re.compile(r"%2e|%2f|%5c|\\", re.IGNORECASE)
-#: routes whose answer is not a billed model call (token counting, model lists)
-_FREE = re.compile(r"(count_tokens|:countTokens|/models(/[\w.:-]+)?)$")
+#: routes whose answer is not a billed model call (token counting, model lists, a stored response fetched again)
+_FREE = re.compile(r"(count_tokens|:countTokens|/models(/[\w.:/-]+)?|/responses/resp_[\w-]+)$")
 
 
 @dataclass(frozen=True)
@@ -40,52 +53,57 @@ class Route:
 class UnknownRoute(LookupError):
     """A path that is none of the passed-through APIs; ``protocol`` is the best guess for the error shape."""
 
-    def __init__(self, path: str, protocol: str) -> None:
-        super().__init__(f"unknown route {path!r}: the gateway passes through /openai/v1/..., /anthropic/v1/... "
-                         f"and /gemini/v1beta/models/...")
+    def __init__(self, path: str, protocol: str, method: str = "") -> None:
+        route = f"{method} {path}" if method else path
+        super().__init__(f"unknown route {route!r}: the gateway passes through the model calls of /openai/v1/..., "
+                         f"/anthropic/v1/... and /gemini/v1beta/models/... (chat, responses, messages, "
+                         f"generateContent, embeddings, token counts, model lists), nothing else")
         self.protocol = protocol
 
 
-def classify(path: str, headers) -> Route:
-    """The route of a request path (query string removed), or UnknownRoute.
+def classify(path: str, headers, method: str = "POST") -> Route:
+    """The route of a request (method, path without its query string), or UnknownRoute.
 
     Prefixed paths (``/openai/v1/...``, ``/anthropic/v1/...``, ``/gemini/v1beta/...``) are what the agent's
     variables name; bare ``/v1/...`` and ``/v1beta/...`` are accepted too for clients configured by hand.
     A path that could mean another one upstream (``..`` or ``.`` segments, empty segments, encoded dots,
-    slashes or backslashes) is unknown: the real key must only ever reach the routes listed here.
+    slashes or backslashes) is unknown: the real key must only ever reach the routes listed here, with the
+    method listed for each.
     """
     segments = path.split("/")[1:]
     if any(seg in ("", ".", "..") for seg in segments) or _AMBIGUOUS.search(path):
-        raise UnknownRoute(path, guess_protocol(path, headers))
+        raise UnknownRoute(path, guess_protocol(path, headers), method)
     if path.startswith("/openai/"):
         rest = path[len("/openai"):]
         rest = rest[3:] if rest.startswith("/v1/") else rest
-        return _listed(OPENAI, _OPENAI_ROUTES, rest, path)
+        return _listed(OPENAI, _OPENAI_ROUTES, method, rest, path)
     if path.startswith("/anthropic/"):
-        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path[len("/anthropic"):], path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, method, path[len("/anthropic"):], path)
     if path.startswith("/gemini/"):
-        return _gemini(path[len("/gemini"):], path)
+        return _gemini(method, path[len("/gemini"):], path)
     if path.startswith(("/v1beta/", "/v1alpha/")):
-        return _gemini(path, path)
+        return _gemini(method, path, path)
     if path.startswith("/v1/messages") or (path.startswith("/v1/models") and "x-api-key" in headers):
-        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, path, path)
+        return _listed(ANTHROPIC, _ANTHROPIC_ROUTES, method, path, path)
     if path.startswith("/v1/"):
-        return _listed(OPENAI, _OPENAI_ROUTES, path[3:], path)
-    raise UnknownRoute(path, OPENAI)
+        return _listed(OPENAI, _OPENAI_ROUTES, method, path[3:], path)
+    raise UnknownRoute(path, OPENAI, method)
 
 
-def _listed(protocol: str, routes: re.Pattern, rest: str, path: str) -> Route:
-    """An OpenAI or Anthropic route: one of ``routes``, billed unless it lists models or counts tokens."""
-    if not routes.match(rest):
-        raise UnknownRoute(path, protocol)
+def _listed(protocol: str, routes: dict[str, re.Pattern], method: str, rest: str, path: str) -> Route:
+    """An OpenAI or Anthropic route: listed for its method, billed unless it lists models or counts tokens."""
+    pattern = routes.get(method)
+    if pattern is None or not pattern.match(rest):
+        raise UnknownRoute(path, protocol, method)
     return Route(protocol, rest, billed=not _FREE.search(rest))
 
 
-def _gemini(rest: str, path: str) -> Route:
-    match = _GEMINI_ROUTES.match(rest)
+def _gemini(method: str, rest: str, path: str) -> Route:
+    pattern = _GEMINI_ROUTES.get(method)
+    match = pattern.match(rest) if pattern is not None else None
     if not match:
-        raise UnknownRoute(path, GEMINI)
-    billed = match.group("verb") not in (None, "countTokens")
+        raise UnknownRoute(path, GEMINI, method)
+    billed = match.group("verb") not in (None, "countTokens") if method == "POST" else False
     return Route(GEMINI, rest, billed=billed, path_model=match.group("model"))
 
 

@@ -42,7 +42,7 @@ def dispatch(conn: "Connection") -> None:
         _validate(conn, run)
         return
     try:
-        route = protocols.classify(path, conn.headers)
+        route = protocols.classify(path, conn.headers, conn.command)
     except protocols.UnknownRoute as exc:
         if not _token_ok(conn, run, exc.protocol, query):
             return

@@ -27,6 +27,7 @@ from .budget import Budget, Ledger, Reservation
 from .egress import EgressLog, EgressPolicy
 from .metering import CallUsage, RunMeter
 from .protocols import error_body
+from .provider_tools import ToolUse
 from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
@@ -67,8 +68,12 @@ class Gateway:
     """Holds the upstreams (with the real keys) and the open runs; serves each run's listeners in threads."""
 
     def __init__(self, settings: Any = None, *, environ: Mapping[str, str] | None = None,
-                 limits: Limits | None = None, task_hosts: Iterable[str] | None = None) -> None:
+                 limits: Limits | None = None, task_hosts: Iterable[str] | None = None,
+                 allow_provider_tools: bool | None = None) -> None:
         self.settings = settings
+        #: --rexmle-allow-provider-tools: provider-side web search, URL fetch, remote MCP, code containers
+        self.allow_provider_tools = bool(getattr(settings, "allow_provider_tools", False)
+                                         if allow_provider_tools is None else allow_provider_tools)
         self.upstreams, self.upstream_errors = upstreams_from(environ)
         self.secrets = secrets_of(self.upstreams)
         self.limits = limits or Limits.from_env(environ)
@@ -137,6 +142,7 @@ class GatewayRun:
         self.token = "rexmle-" + secrets.token_urlsafe(32)
         self.meter, self.egress, self.ledger = RunMeter(), EgressLog(), Ledger(budget)
         self.trajectory = Trajectory(logs_dir, (self.token, *gateway.secrets), record_bytes)
+        self.provider_tools = ToolUse(gateway.allow_provider_tools)
         self.budget_exhausted: str | None = None
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -395,7 +401,8 @@ class GatewayRun:
         self.trajectory.close()
         record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
-                  "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors)}
+                  "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors),
+                  "provider_tools": self.provider_tools.to_json()}
         if self.budget is not None:
             record["budget_spent"] = self.ledger.to_json()
         with self._lock:

@@ -26,6 +26,14 @@ SOURCES = {
 }
 
 
+#: headers that say whose account a call bills, per protocol: (header, host variables, first set wins).
+#: Taken from the harness's environment only; the agent's own values are dropped (see modelcall.upstream_headers)
+ACCOUNT_HEADERS = {
+    OPENAI: (("OpenAI-Organization", ("OPENAI_ORG_ID", "OPENAI_ORGANIZATION")),
+             ("OpenAI-Project", ("OPENAI_PROJECT_ID", "OPENAI_PROJECT"))),
+}
+
+
 class UpstreamConfigError(ValueError):
     """A base URL the gateway cannot use (not http/https, no host)."""
 
@@ -40,14 +48,17 @@ class Upstream:
     port: int
     base_path: str
     key: str | None = field(default=None, repr=False)
+    #: the host's organisation/project headers (ACCOUNT_HEADERS), sent with every call
+    account: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_url(cls, protocol: str, url: str, key: str | None) -> "Upstream":
+    def from_url(cls, protocol: str, url: str, key: str | None,
+                 account: tuple[tuple[str, str], ...] = ()) -> "Upstream":
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UpstreamConfigError(f"{protocol} upstream {url!r}: expected an http:// or https:// URL with a host")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(protocol, parts.scheme, parts.hostname, port, parts.path.rstrip("/"), key or None)
+        return cls(protocol, parts.scheme, parts.hostname, port, parts.path.rstrip("/"), key or None, account)
 
     @property
     def display(self) -> str:
@@ -78,8 +89,10 @@ def upstreams_from(environ: Mapping[str, str] | None = None) -> tuple[dict[str, 
         name = next((v for v in url_vars if env.get(v)), None)
         url = env[name] if name else default
         key = next((env[v] for v in key_vars if env.get(v)), None)
+        account = tuple((header, value.strip()) for header, names in ACCOUNT_HEADERS.get(protocol, ())
+                        for value in [next((env[v] for v in names if env.get(v, "").strip()), "")] if value)
         try:
-            out[protocol] = Upstream.from_url(protocol, url, key)
+            out[protocol] = Upstream.from_url(protocol, url, key, account)
         except UpstreamConfigError as exc:
             broken[protocol] = f"the harness's {name or 'default'} is not usable: {exc}"
     return out, broken

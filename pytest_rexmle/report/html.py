@@ -37,7 +37,7 @@ from .archive import local_time
 from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
 from .reference import with_reference
-from .render import fmt_number, leak_text
+from .render import fmt_number, leak_text, provider_tools_line
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -449,6 +449,17 @@ def _leak_notes(reports: list[dict]) -> str:
     return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
 
 
+def _tools_banner(reports: list[dict]) -> str:
+    """Sessions that let the provider fetch or act for the agent (--rexmle-allow-provider-tools) say so."""
+    allowed = [r for r in reports if provider_tools_line(r)]
+    if not allowed:
+        return ""
+    who = ", ".join(sorted({str(r.get("agent")) for r in allowed}))
+    return (f"<p class='leak'><b>Provider tools allowed</b> for {_e(who)} (--rexmle-allow-provider-tools): model "
+            "calls could use provider-side web search, URL fetch, remote MCP and code containers, outside the "
+            "egress policy; each run's use is in run.json's provider_tools.</p>")
+
+
 def _data_banner(merged: dict) -> str:
     """A page graded on synthetic twins says so before any number."""
     kinds = set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])
@@ -477,7 +488,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
-            _data_banner(merged),
+            _data_banner(merged), _tools_banner(reports),
             "<h2>Summary</h2>", summary_table(merged, colors), _leak_notes(reports),
             "<h2>Percentile per challenge (Figure 1 style)</h2>",
             _legend([(s["label"], f"background:{s['color']}40;border:1px dashed {s['color']}"

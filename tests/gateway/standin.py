@@ -4,11 +4,15 @@ included, recording every request they receive so tests can check what the gatew
 Behaviour is chosen by the request's model name: ``echo-key`` answers 401 quoting the key it got (as some
 providers do), ``hang`` never answers within the gateway's time-out, ``gated`` streams its first event and
 waits for the test to release the rest (proof that the gateway forwards chunk by chunk), ``cut`` streams a
-few events and drops the connection before its usage chunk (an answer cut short).
+few events and drops the connection before its usage chunk (an answer cut short), ``echo-headers``
+answers 200 quoting every request header (the key included) in its body and in a response header, streamed
+with the key split across two writes when asked to stream, ``gzip`` answers with a compressed body. Every
+method is recorded, so a test can prove that a refused route never arrived.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -61,6 +65,15 @@ def _handler(state: StandIn):
         def do_POST(self) -> None:
             self._serve()
 
+        def do_DELETE(self) -> None:
+            self._serve()
+
+        def do_PUT(self) -> None:
+            self._serve()
+
+        def do_PATCH(self) -> None:
+            self._serve()
+
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""
@@ -73,6 +86,17 @@ def _handler(state: StandIn):
             if model == "echo-key":
                 key = self.headers.get("authorization") or self.headers.get("x-api-key") or ""
                 return self._json(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+            if model == "echo-headers":
+                return self._echo_headers(doc)
+            if model == "gzip":
+                raw = gzip.compress(json.dumps({"id": "x", "choices": []}).encode())
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return None
             if model == "hang":
                 time.sleep(3)
                 return self._json(200, {})
@@ -92,6 +116,32 @@ def _handler(state: StandIn):
             if path.startswith("/v1beta/models/"):
                 return self._gemini(path, model)
             return self._json(404, {"error": {"message": f"stand-in: no route {path}"}})
+
+        def _echo_headers(self, doc) -> None:
+            """A 200 that quotes the request's headers (as a debugging proxy might), the key among them."""
+            key = (self.headers.get("authorization") or self.headers.get("x-api-key")
+                   or self.headers.get("x-goog-api-key") or "")
+            if not doc.get("stream"):
+                raw = json.dumps({"id": "chatcmpl-echo", "object": "chat.completion", "choices": [],
+                                  "echo": {k.lower(): v for k, v in self.headers.items()}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-Echo-Key", key)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            cut = len(key) // 2
+            for part in (b'data: {"echo": "' + key[:cut].encode(), key[cut:].encode() + b'"}\n\n',
+                         b"data: [DONE]\n\n"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+                time.sleep(0.2)  # the halves leave as separate reads
+            self.wfile.write(b"0\r\n\r\n")
 
         def _json(self, status: int, doc) -> None:
             send_json(self, doc, status)

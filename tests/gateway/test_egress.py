@@ -180,3 +180,38 @@ def test_internal_addresses():
         assert internal_address(address), address
     for address in ("151.101.0.223", "2a04:4e42::223", "203.0.113.80", "8.8.8.8"):
         assert not internal_address(address), address
+
+
+@pytest.mark.parametrize("host,path", [
+    ("huggingface.co", "//datasets/someone/topcow/resolve/main/labels.zip"),
+    ("huggingface.co", "/%64atasets/someone/topcow/resolve/main/labels.zip"),
+    ("huggingface.co", "/%2564atasets/someone/topcow/resolve/main/labels.zip"),
+    ("huggingface.co", "/Datasets/someone/topcow/resolve/main/labels.zip"),
+    ("huggingface.co", "/DATASETS/someone/topcow/resolve/main/labels.zip"),
+    ("huggingface.co", "/api//datasets/someone/topcow/tree/main"),
+    ("huggingface.co", "/api/resolve-cache/datasets/someone/topcow/abc/labels.zip"),
+    ("huggingface.co", "/bert/../datasets/someone/topcow/resolve/main/labels.zip"),
+    ("hf.co", "/%44atasets/someone/topcow/resolve/main/labels.zip"),
+    ("cdn-lfs.huggingface.co", "/repos/ab/cd/abcd/0123456789abcdef"),    # content hashes: model or dataset?
+    ("cdn-lfs-us-1.hf.co", "/repos/ab/cd/abcd/0123456789abcdef"),
+    ("cas-bridge.xethub.hf.co", "/xet-bridge-us/0123/0123456789abcdef"),
+])
+def test_hub_dataset_path_variants_refused(served, host, path):
+    """Plain HTTP through the proxy: the hub's server reads these as its dataset routes (or, on its file CDN,
+    cannot be told from a model's), so the proxy must too; nothing is resolved or contacted."""
+    conn = http.client.HTTPConnection(served.host, served.port, timeout=10)
+    conn.request("GET", f"http://{host}{path}")
+    resp = conn.getresponse()
+    body = resp.read().decode()
+    conn.close()
+    assert resp.status == 403 and "dataset downloads from model hubs are off" in body, body
+    (entry,) = served.run.close()["egress"]
+    assert entry["host"] == host and not entry["allowed"] and entry["paths"] == [path]
+
+
+def test_hub_model_paths_still_allowed():
+    policy = EgressPolicy(task_hosts=())
+    for path in ("/bert-base/resolve/main/model.safetensors", "/api/models/bert-base",
+                 "/someone/datasets-paper-model/resolve/main/x.bin", "/api/models/someone/datasets"):
+        assert policy.decide("huggingface.co", 80, path, tunnel=False).allowed, path
+    assert policy.decide("cdn-lfs.huggingface.co", 443, None, tunnel=True).allowed  # through TLS: path unseen

@@ -17,13 +17,15 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "héllo
 def test_openai_chat_body_byte_identical_and_key_swapped(served, standin):
     raw = json.dumps(CHAT, indent=3, ensure_ascii=False).encode()  # odd spacing and UTF-8: must arrive as is
     status, headers, body = served.request("POST", "/openai/v1/chat/completions", raw,
-                                           {"Content-Type": "application/json", "X-Custom": "kept"})
+                                           {"Content-Type": "application/json", "X-Custom": "dropped",
+                                            "X-Stainless-Lang": "python"})
     assert status == 200, body
     seen = standin.last()
     assert seen.path == "/v1/chat/completions"
     assert seen.body == raw
     assert seen.headers["authorization"] == f"Bearer {REAL_KEYS['OPENAI_API_KEY']}"
-    assert seen.headers["x-custom"] == "kept"
+    assert seen.headers["x-stainless-lang"] == "python"  # the SDK's telemetry is on the allow-list
+    assert "x-custom" not in seen.headers  # anything not on it stays with the gateway
     assert served.run.token not in json.dumps(seen.headers)
     assert json.loads(body)["choices"][0]["message"]["content"] == "hi"
     assert REAL_KEYS["OPENAI_API_KEY"] not in body.decode() + json.dumps(headers)

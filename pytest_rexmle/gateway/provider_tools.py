@@ -1,0 +1,151 @@
+"""Provider-side tools: tools the provider runs for the agent (web search, fetching a URL, a remote MCP
+server, a code container), refused unless the harness gives ``--rexmle-allow-provider-tools``.
+
+Why: such a tool reaches the web, or acts, from the provider's side, outside the egress policy (the
+provider can fetch the tasks' answers from Zenodo for the agent) and outside the run's record (the
+trajectory holds the call, not what the provider fetched). Tools the agent's own code carries out
+(function tools, shell, text editor, computer use: the client performs the actions, inside the sandbox)
+pass. With the option, each request carrying such tools is counted per run, and the session report says
+that provider tools were allowed.
+
+A model call whose body the gateway cannot read exactly (not JSON, invalid UTF-8, a key given twice, which
+the provider might read another way) is refused: it could hide a tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+from .protocols import ANTHROPIC, GEMINI, OPENAI
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .protocols import Route
+    from .server import GatewayRun
+
+#: OpenAI Responses tool types the provider runs: web search (every dated variant), file search over the
+#: organisation's stored files, remote MCP servers and connectors (Google Drive, ...), the code container
+_OPENAI_TOOLS = re.compile(r"^(web_search\w*|file_search\w*|mcp|code_interpreter\w*)$")
+#: Chat Completions models that search the web whatever the request says
+_OPENAI_SEARCH_MODELS = re.compile(r"search-preview|search-api|deep-research", re.IGNORECASE)
+#: Anthropic server tools (dated types: web_search_20250305, web_fetch_20250910, code_execution_20250825, ...)
+_ANTHROPIC_TOOLS = re.compile(r"^(web_search|web_fetch|code_execution|mcp_toolset)(_\w+)?$")
+#: Gemini tool entries (keys compared without case and underscores: googleSearch = google_search)
+_GEMINI_TOOLS = frozenset({"googlesearch", "googlesearchretrieval", "urlcontext", "codeexecution", "googlemaps",
+                           "filesearch", "enterprisewebsearch", "retrieval", "mcpservers"})
+
+
+class AmbiguousRequest(ValueError):
+    """A body the gateway reads one way, or not at all, and a provider could read another way."""
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict:
+    doc = {}
+    for key, value in pairs:
+        if key in doc:
+            raise AmbiguousRequest(f"the key {key[:60]!r} appears twice in one object")
+        doc[key] = value
+    return doc
+
+
+def parse(raw: bytes) -> Any:
+    """The body as JSON (about 10 µs for a chat call, as long as the plain parse for a 3 MB one); None when
+    empty. A body the gateway cannot read exactly is refused, since a laxer reader upstream (invalid UTF-8
+    replaced, a key given twice read first-wins, deeper nesting) could find a tool in it: AmbiguousRequest."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw, object_pairs_hook=_strict_object)
+    except AmbiguousRequest:
+        raise
+    except RecursionError:
+        raise AmbiguousRequest("the body is nested too deeply for the gateway to read") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise AmbiguousRequest(f"the body is not JSON the gateway can read ({type(exc).__name__})") from None
+
+
+def _tools(doc: dict) -> list:
+    tools = doc.get("tools")
+    return tools if isinstance(tools, list) else []
+
+
+def find(protocol: str, doc: Any) -> list[str]:
+    """The provider-side tools a request asks for, by the protocol's own names, each once, in order."""
+    if not isinstance(doc, dict):
+        return []
+    names: list[str] = []
+    if protocol == OPENAI:
+        for tool in _tools(doc):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if isinstance(kind, str) and _OPENAI_TOOLS.match(kind):
+                names.append(kind)
+        if doc.get("web_search_options") is not None:
+            names.append("web_search_options")
+        if isinstance(doc.get("model"), str) and _OPENAI_SEARCH_MODELS.search(doc["model"]):
+            names.append(f"web search model {doc['model'][:80]}")
+        if doc.get("prompt") is not None and isinstance(doc["prompt"], dict):
+            names.append("stored prompt (its tools are not visible to the gateway)")
+    elif protocol == ANTHROPIC:
+        for tool in _tools(doc):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if isinstance(kind, str) and _ANTHROPIC_TOOLS.match(kind):
+                names.append(kind)
+        if doc.get("mcp_servers"):
+            names.append("mcp_servers")
+        if doc.get("container") is not None:
+            names.append("container")
+    elif protocol == GEMINI:
+        for tool in _tools(doc):
+            if isinstance(tool, dict):
+                names += [key for key in tool if key.replace("_", "").lower() in _GEMINI_TOOLS]
+    return list(dict.fromkeys(names))
+
+
+class ToolUse:
+    """Per run: whether provider tools were allowed, and how many requests named each tool (thread-safe)."""
+
+    def __init__(self, allowed: bool) -> None:
+        self.allowed = allowed
+        self._lock = threading.Lock()
+        self._used: dict[str, int] = {}
+        self._refused: dict[str, int] = {}
+
+    def note(self, names: list[str], allowed: bool) -> None:
+        with self._lock:
+            counts = self._used if allowed else self._refused
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+
+    def to_json(self) -> dict:
+        with self._lock:
+            return {"allowed": self.allowed, "used": dict(self._used), "refused": dict(self._refused)}
+
+
+def screen(conn: "Connection", run: "GatewayRun", route: "Route", body: bytes, label: str, model: str | None,
+           request: Any) -> bool:
+    """Called once per model call, after its body is read: True when the call was refused (and recorded as
+    refused, with the tools named); an allowed call with provider tools is counted in the run's record."""
+    if conn.command != "POST" or not route.billed:
+        return False
+    try:
+        names = find(route.protocol, parse(body))
+    except AmbiguousRequest as exc:
+        run.refuse(conn, route.protocol, 400, f"rexmle gateway: request refused: {exc}; the provider could read "
+                   f"it otherwise than the gateway (which checks it for provider-side tools)", route=label,
+                   model=model, request_bytes=len(body))
+        return True
+    if not names:
+        return False
+    uses: ToolUse = run.provider_tools
+    if uses.allowed:
+        uses.note(names, allowed=True)
+        return False
+    uses.note(names, allowed=False)
+    run.refuse(conn, route.protocol, 400, f"rexmle gateway: provider-side tool(s) refused: {', '.join(names)}. "
+               f"The provider would reach the web or act for the agent, outside the egress policy and the run's "
+               f"record; the harness allows them with --rexmle-allow-provider-tools", route=label, model=model,
+               request_bytes=len(body))
+    return True
