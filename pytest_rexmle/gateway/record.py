@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 #: run.json keys taken from a gateway record
-RUN_JSON_KEYS = ("usage", "egress", "budget_exhausted", "budget", "budget_spent", "provider_tools")
+RUN_JSON_KEYS = ("usage", "egress", "budget_exhausted", "budget", "budget_spent", "provider_tools", "validations")
 #: usage totals reported as JUnit properties ``usage.<key>``
 JUNIT_KEYS = ("requests", "input_tokens", "output_tokens", "cached_tokens", "model_seconds", "cost_usd")
 

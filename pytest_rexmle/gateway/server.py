@@ -31,6 +31,8 @@ from .provider_tools import ToolUse
 from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
 
+#: validation calls kept per run for its page (more are counted)
+MAX_VALIDATIONS = 200
 #: connections one run may hold open at once by default (Limits.max_connections); more are answered 503
 MAX_CONNECTIONS_PER_RUN = 256
 
@@ -147,6 +149,7 @@ class GatewayRun:
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
         self._held_body = 0  # request-body bytes this run's connections hold now (Limits.max_held_body)
+        self.validations: dict = {"count": 0, "calls": []}
         self._validating = threading.Lock()
         self._listeners: list[socket.socket] = []
         self._connections: set[socket.socket] = set()
@@ -344,7 +347,22 @@ class GatewayRun:
         finally:
             self._validating.release()
         verdict["problems"] = [self.redact(str(p)) for p in verdict.get("problems", [])]
+        self._note_validation(verdict)
         return verdict, 200
+
+    def _note_validation(self, verdict: dict) -> None:
+        """The run's validation calls for its page's timeline: the first ``MAX_VALIDATIONS`` kept, the rest
+        counted (an agent that validates in a loop costs a counter, not the harness's memory)."""
+        from datetime import datetime, timezone
+
+        from ..hostile import clean_text
+
+        with self._lock:
+            self.validations["count"] += 1
+            if len(self.validations["calls"]) < MAX_VALIDATIONS:
+                self.validations["calls"].append({
+                    "ts": datetime.now(timezone.utc).isoformat(), "ok": bool(verdict.get("ok")),
+                    "problems": [clean_text(str(p), limit=300) for p in verdict.get("problems", [])[:5]]})
 
     def _public_dir(self) -> Path | None:
         settings = self.gateway.settings
@@ -399,7 +417,7 @@ class GatewayRun:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.gateway.forget(self)
         self.trajectory.close()
-        record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(),
+        record = {"usage": self.meter.to_json(), "egress": self.egress.to_json(), "validations": self.validations,
                   "budget_exhausted": self.budget_exhausted, "calls": str(self.trajectory.path),
                   "budget": None if self.budget is None else self.budget.to_json(), "errors": dict(self.errors),
                   "provider_tools": self.provider_tools.to_json()}

@@ -149,6 +149,13 @@ def _egress(meta: dict) -> list[dict]:
     return [e for e in entries if isinstance(e, dict)][:500]
 
 
+def _validations(meta: dict) -> dict:
+    found = meta.get("validations") if isinstance(meta.get("validations"), dict) else {}
+    calls = [c for c in found.get("calls") or [] if isinstance(c, dict)]
+    count = found.get("count") if isinstance(found.get("count"), int) else len(calls)
+    return {"count": count, "calls": calls}
+
+
 def _metrics(result: dict) -> list[dict]:
     metrics = result.get("metrics") or {}
     positions = result.get("positions") or {}
@@ -201,7 +208,7 @@ def render_run_page(run_dir: Path) -> str:
         calls_total=len(calls), calls_refused=sum(c.refused for c in calls),
         calls_shown=sum(c.bodies for c in listed),
         tokens_in=usage.get("input_tokens", 0), tokens_out=usage.get("output_tokens", 0),
-        cost="cost unknown" if cost is None else f"${cost:.6f}", egress=_egress(meta),
+        cost="cost unknown" if cost is None else f"${cost:.6f}", egress=_egress(meta), validations=_validations(meta),
         capability=_capability(run_dir)[0], stages=_capability(run_dir)[1], files=_files(run_dir),
         unsafe="UNSAFE: " + "; ".join(unsafe) if unsafe else None,
         number=_number, percent=_percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)

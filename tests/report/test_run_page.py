@@ -43,7 +43,7 @@ USAGE = [{"prompt_tokens": 120, "completion_tokens": 30, "prompt_tokens_details"
          {"prompt_tokens": 210, "completion_tokens": 45, "prompt_tokens_details": {"cached_tokens": 100}}]
 
 AGENT = r'''
-import json, os, shutil, urllib.request
+import json, os, shutil, urllib.error, urllib.request
 base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
 HOSTILE = %r
 def chat(messages):
@@ -58,7 +58,16 @@ messages.append(first)
 for call in first.get("tool_calls") or []:
     messages.append({"role": "tool", "tool_call_id": call["id"], "content": "train.csv test/ " + HOSTILE})
 chat(messages)
+def validate():
+    req = urllib.request.Request(os.environ["REXMLE_VALIDATE_URL"], data=b"{}", method="POST",
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        return json.load(urllib.request.urlopen(req, timeout=60))
+    except urllib.error.HTTPError as exc:
+        return json.load(exc)
+validate()  # before the submission is there: not valid
 shutil.copytree(os.environ["REXMLE_TASK"], os.environ["REXMLE_SUBMISSION_DIR"], dirs_exist_ok=True)
+validate()
 '''
 
 
@@ -157,6 +166,9 @@ def test_the_run_page_shows_the_steps_and_runs_no_agent_script(hostile_run, tmp_
     assert "Final: I trained a ridge regressor." in dom
     assert "&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in dom  # shown as text, where it was written
     assert re.search(r'<td class="ok">ok</td>', dom) and "submission.csv" in dom
+    # the validation calls, in order: not valid before the submission was written, valid after
+    verdicts = re.findall(r'<span class="tag">validate</span>\S+ — (valid|not valid)', dom)
+    assert verdicts == ["not valid", "valid"] and "2 validation call(s)" in dom
     assert "<th>GPUs</th><td>0</td>" in dom and "<th>wall time (s)</th>" in dom and "<th>tokens</th><td>405</td>" in dom
     shot = tmp_path / "run-page.png"
     _browse(page.as_uri(), f"--screenshot={shot}", "--window-size=1300,1800")
