@@ -18,7 +18,7 @@ import time
 from typing import Callable
 
 from ..errors import RexmleError
-from .image_build import RECIPES, Recipe, build_image, from_image, local_image
+from .image_build import RECIPES, Recipe, build_image, default_ca_bundle, from_image, local_image
 
 Log = Callable[[str], None]
 
@@ -81,10 +81,12 @@ def _cannot_build(agent: str, image: str, chain: list[Recipe], missing: str, com
             f"{steps}  {command}")
 
 
-def _build(client, recipe: Recipe, agent: str, log: Log) -> None:
-    """One recipe, its step lines shown as they come with the elapsed time; a failure names the command."""
+def _build(client, recipe: Recipe, agent: str, log: Log, **build_options) -> None:
+    """One recipe, its step lines shown as they come with the elapsed time; a failure names the command.
+    ``build_options``: :func:`.image_build.build_image`'s (``base``, ``tag``), for a build on another base."""
     started = time.monotonic()
-    log(f"rexmle: building {recipe.tag} for agent {agent!r} (recipe pytest_rexmle/agents/{recipe.dockerfile}); "
+    tag = build_options.get("tag") or recipe.tag
+    log(f"rexmle: building {tag} for agent {agent!r} (recipe pytest_rexmle/agents/{recipe.dockerfile}); "
         f"once per machine")
 
     def progress(line: str) -> None:  # the engine's step lines; the steps' own output (pip's) stays out
@@ -92,8 +94,8 @@ def _build(client, recipe: Recipe, agent: str, log: Log) -> None:
             log(f"rexmle: [{time.monotonic() - started:6.1f} s] {line}")
 
     try:
-        build_image(recipe.name, client, log=progress)
+        build_image(recipe.name, client, log=progress, **{"ca_bundle": default_ca_bundle(), **build_options})
     except RexmleError as exc:
-        raise RexmleError(f"{exc}\nbuilding {recipe.tag} on demand failed after {time.monotonic() - started:.0f} s; "
+        raise RexmleError(f"{exc}\nbuilding {tag} on demand failed after {time.monotonic() - started:.0f} s; "
                           f"fix the cause above and build it with `rexmle images build --agent {recipe.name}`") from None
-    log(f"rexmle: built {recipe.tag} in {time.monotonic() - started:.0f} s")
+    log(f"rexmle: built {tag} in {time.monotonic() - started:.0f} s")

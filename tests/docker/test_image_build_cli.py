@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from ..conftest import REPO
 
@@ -53,3 +54,28 @@ def test_images_build_aide_builds_a_missing_base_through_the_same_context(docker
         assert f"{BASE_TAG} is missing; building it first" in done.stderr
         assert "building rexmle/base:latest failed" in done.stderr
         assert done.returncode == 1
+
+
+def test_an_image_built_on_demand_shows_the_builds_own_steps_with_the_elapsed_time(docker_client, aide_image,
+                                                                                   test_image):
+    """The aide recipe on the offline test base, under a tag of its own (the layers are the fixture's cache)."""
+    import re
+    import uuid
+
+    from pytest_rexmle.agents.image_build import RECIPES
+    from pytest_rexmle.agents.image_ready import _build
+
+    tag = f"rexmle/test-on-demand:{uuid.uuid4().hex[:8]}"
+    lines: list[str] = []
+    try:
+        ca = "/etc/ssl/certs/ca-certificates.crt"  # as the fixture built it, so every layer is its cache
+        _build(docker_client, RECIPES["aide"], "aide", lines.append, base=test_image, tag=tag,
+               ca_bundle=ca if Path(ca).is_file() else None)
+        assert docker_client.images.get(tag).labels.get("rexmle.recipe")
+    finally:
+        docker_client.images.remove(tag, noprune=False)
+    assert lines[0].startswith(f"rexmle: building {tag} for agent 'aide' (recipe pytest_rexmle/agents/aide/Dockerfile)")
+    steps = [line for line in lines if re.match(r"rexmle: \[ *\d+\.\d s\] Step \d+/\d+ : ", line)]
+    assert len(steps) >= 3 and any("FROM" in line for line in steps)
+    assert re.fullmatch(rf"rexmle: built {re.escape(tag)} in \d+ s", lines[-1])
+    assert len(lines) == len(steps) + 2  # the steps' own output (pip's) stays out of the terminal
