@@ -9,8 +9,9 @@ gets the first runtime of :data:`IMAGE_RUNTIMES` that can run it here, and the s
 
 Where no runtime can, the session stops before any run with one message: each candidate and why not.
 A runtime that learns to start image agents elsewhere (the local runtime from an unpacked image, issue 29)
-joins by adding its name to :data:`IMAGE_RUNTIMES` and answering for the agent in its ``check`` /
-``check_isolation`` (``cannot_run`` asks exactly those).
+joins by adding its name to :data:`IMAGE_RUNTIMES` and answering for the image in its ``check_image``
+(``cannot_run`` asks the agents' isolation, the runtime's ``check``, ``check_image`` where it has one, and
+its network).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ class RuntimeChoice:
 
 
 def runs_on_host(agent) -> bool:
-    """Whether the agent has something to start outside an image (so the local sandbox can run it)."""
+    """Whether the agent starts on the host's own folders (``sample``, ``command`` without ``image=``), not
+    from an image, and may run under the local sandbox."""
     allowed = agent.supported_isolation
-    return allowed is None or DEFAULT_RUNTIME in allowed
+    return not agent.image and (allowed is None or DEFAULT_RUNTIME in allowed)
 
 
 def cannot_run(name: str, agents: Iterable, settings) -> str | None:
@@ -55,6 +57,10 @@ def cannot_run(name: str, agents: Iterable, settings) -> str | None:
         for agent in agents:
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.check()
+        check_image = getattr(runtime, "check_image", None)  # a runtime that can tell before a run (issue 29)
+        for image in dict.fromkeys(agent.image for agent in agents if agent.image):
+            if check_image is not None:
+                check_image(image)
         runtime.network_notices(settings.network)
     except (RexmleError, RuntimeUnavailable) as exc:
         return str(exc)
