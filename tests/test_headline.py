@@ -100,3 +100,19 @@ def test_missing_data_is_said_once_grouped_by_release_and_no_campaign_line(bench
     reasons = {r["challenge_id"]: r["reason"] for r in doc["challenges"]}
     assert reasons["topcow-mra-seg"].endswith("data not prepared: rexmle prepare topcow-mra-seg")
     assert not (bench.path / ".rexmle" / "runs" / "topcow-mra-seg").exists()  # no run started for it
+
+
+def test_the_recipes_chain_ends_at_dockers_pytorch_image_and_the_message_names_both_commands():
+    """Engine-independent half of the test above (which skips where rexmle/base is built)."""
+    from pytest_rexmle.agents.image_build import RECIPES, from_image
+    from pytest_rexmle.agents.image_ready import _cannot_build, recipe_for
+
+    assert recipe_for("rexmle/ml-master") is RECIPES["ml-master"] is recipe_for("rexmle/ml-master:latest")
+    assert from_image(RECIPES["ml-master"]) == "rexmle/base:latest"
+    assert from_image(RECIPES["claude-code"]) == "rexmle/base:latest"  # a shared recipe of common/ (image.toml)
+    torch = from_image(RECIPES["base"])
+    assert torch == "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    assert from_image(RECIPES["base"], {"TORCH_IMAGE": "lab/torch:1"}) == "lab/torch:1"
+    message = _cannot_build("ml-master", "rexmle/ml-master:latest", [RECIPES["base"], RECIPES["ml-master"]], torch,
+                            "rexmle images build --agent ml-master")
+    assert message.endswith(f"  docker pull {torch}\n  rexmle images build --agent ml-master")

@@ -75,7 +75,7 @@ def _cannot_build(agent: str, image: str, chain: list[Recipe], missing: str, com
         return (f"agent {agent!r} runs in the Docker image {image}, which this engine does not have and no "
                 f"recipe here builds; build or load it (`docker images` lists what the engine has), then run again")
     steps = f"  docker pull {missing}\n" if missing != image else ""
-    via = f" (its recipe starts FROM {missing}, which this engine does not have)" if missing != image else ""
+    via = f" (its recipes start from {missing}, which this engine does not have)" if missing != image else ""
     return (f"agent {agent!r} runs in the Docker image {image}, which is not built, and it cannot be built during "
             f"the session{via}: nothing is pulled while a session runs. Build it once, then run again:\n"
             f"{steps}  {command}")
