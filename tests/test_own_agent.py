@@ -122,3 +122,21 @@ def test_the_tools_give_no_python_stand_in_to_an_agent_with_its_own(tmp_path):
     tools = agent_tools.write_tools(tmp_path / "bin", python=False)
     assert not (tools / "python").exists()
     assert stat.S_IMODE((tools / "rexmle").stat().st_mode) == 0o755
+
+
+def test_landlock_refuses_an_env_the_agents_uid_cannot_read_and_says_how(bench, tmp_path):
+    """A root harness runs the agent as a uid of its own; Landlock has no mount namespace to show it a venv
+    under a 0700 folder (pytest's own tmp root here), so the session stops naming the way out."""
+    if os.geteuid() != 0:
+        pytest.skip("a non-root harness runs Landlock agents as its own uid (refused for other reasons)")
+    require_mechanism("landlock")
+    hidden_home = tmp_path / "home"
+    (hidden_home / "env" / "bin").mkdir(parents=True)
+    hidden_home.chmod(0o700)
+    os.symlink("/usr/bin/python3", hidden_home / "env" / "bin" / "python")
+    result = bench("--agent=command", "--agent-option=cmd=python -c pass", f"--agent-option=env={hidden_home / 'env'}",
+                   "--rexmle-sandbox=landlock", "-k", "ldct-iqa")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "the agent's environment cannot be read by its uid" in out and str(hidden_home / "env") in out
+    assert "--rexmle-sandbox=bwrap" in out
