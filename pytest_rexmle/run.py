@@ -100,7 +100,8 @@ class RunFolder:
 
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
-KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume", "gpus", "judge",
+KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume",
+                         "gpus", "judge",
                          "parallel"})
 
 

@@ -96,6 +96,7 @@ def _build(client, recipe: Recipe, agent: str, log: Log, **build_options) -> Non
     try:
         build_image(recipe.name, client, log=progress, **{"ca_bundle": default_ca_bundle(), **build_options})
     except RexmleError as exc:
-        raise RexmleError(f"{exc}\nbuilding {tag} on demand failed after {time.monotonic() - started:.0f} s; "
-                          f"fix the cause above and build it with `rexmle images build --agent {recipe.name}`") from None
+        elapsed = time.monotonic() - started
+        raise RexmleError(f"{exc}\nbuilding {tag} on demand failed after {elapsed:.0f} s; fix the cause above and "
+                          f"build it with `rexmle images build --agent {recipe.name}`") from None
     log(f"rexmle: built {tag} in {time.monotonic() - started:.0f} s")
