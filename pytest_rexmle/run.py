@@ -101,8 +101,7 @@ class RunFolder:
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
 KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume",
-                         "gpus", "judge",
-                         "parallel"})
+                         "gpus", "judge", "parallel"})
 
 
 def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None) -> dict:
