@@ -47,7 +47,8 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
             return Begun(time_limit, launched=attached)
     folder = RunFolder.create(settings.runs_dir, task, agent)
     launched = launch(task, data, agent, runtime, folder, time_limit, gpus=tuple(gpus),
-                      hidden=hidden_paths(settings, data), key=key, network=settings.network)
+                      hidden=hidden_paths(settings, data), key=key, network=settings.network,
+                      runtime_reason=settings.runtime_reason)
     return Begun(time_limit, launched=launched)
 
 

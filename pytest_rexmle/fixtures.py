@@ -95,8 +95,10 @@ def rexmle_data(rexmle_task, rexmle_settings):
     try:
         return task_data(rexmle_settings, rexmle_task)
     except DataNotPreparedError as exc:
-        if not rexmle_settings.prepare:
-            pytest.skip(f"{exc} (or pass --rexmle-prepare)")
+        if not rexmle_settings.prepare:  # the session's note (data/missing.py) says the rest, once
+            from .data.missing import skip_reason
+
+            pytest.skip(skip_reason(rexmle_task, rexmle_settings.data_dir))
     from .data.prepare import ManualDownloadRequired, prepare_task
 
     try:

@@ -41,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     if not settings.agent:
         return
-    notices = _check_agent_and_runtime(settings)
+    settings, notices = _check_agent_and_runtime(settings, controller=not hasattr(config, "workerinput"))
+    config.stash[SETTINGS_KEY] = settings  # with the runtime the session chose
     bench = str(BENCHMARK_MODULE)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [bench]  # `pytest --agent=X` alone runs the benchmark, not the project's tests
@@ -86,26 +87,37 @@ def _sweep_orphans(settings) -> None:
         warnings.warn(f"rexmle: removed {removed} leftover run(s) of a dead session", stacklevel=1)
 
 
-def _check_agent_and_runtime(settings) -> list[str]:
-    """Usage errors surface before any item runs, once, with the fix in the message; returns the
-    session's network warnings (runs themselves stay quiet about them)."""
+def _check_agent_and_runtime(settings, controller: bool = True):
+    """Usage errors surface before any item runs, once, with the fix in the message; returns the settings
+    with the session's runtime (chosen where none was given: :mod:`.runtime.choice`) and the session's
+    network warnings (runs themselves stay quiet about them)."""
+    import dataclasses
+
     from .agents import get_agent
     from .runtime import runtime_for
     from .runtime.base import RuntimeUnavailable
+    from .runtime.choice import choose_runtime
     from .runtime.gateway_link import network_notices
 
     try:
         agents = [get_agent(name, settings.options_for(name)) for name in settings.agents or (settings.agent,)]
+        choice = choose_runtime(agents, settings)
+        if choice.chosen:
+            settings = dataclasses.replace(settings, runtime=choice.name, runtime_reason=choice.reason)
         runtime = runtime_for(settings)
         for agent in agents:
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.trusted_agents = all(agent.trusted for agent in agents)
         runtime.check()
         notices = network_notices(runtime, settings.network)
+        if controller:  # once per session: an xdist worker finds the images the controller made sure of
+            from .agents.image_ready import ensure_images
+
+            ensure_images(agents, runtime)
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
     _identity_notice(settings)
-    return notices
+    return settings, notices
 
 
 def _identity_notice(settings) -> None:
@@ -162,7 +174,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     data = f"synthetic ({seed})" if settings.data == "synthetic" else f"prepared in {settings.data_dir}"
     limit = f"{settings.time_limit:.0f} s" if settings.time_limit else "task budget"
     agents = ",".join(settings.agents) or settings.agent
-    return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}",
+    chosen = [f"rexmle: runtime {settings.runtime} chosen: {settings.runtime_reason}"] \
+        if settings.runtime_reason and settings.runtime != "local" else []
+    return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}", *chosen,
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
 
 

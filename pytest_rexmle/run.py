@@ -51,6 +51,7 @@ class RunRecord(Document):
     data: str
     time_limit: float
     started: str
+    runtime_reason: str | None = None  # set where the session chose the runtime (no --rexmle-runtime)
     agent_options: dict[str, Any] = {}
     key: dict[str, Any] | None = None
     owner: dict[str, Any] | None = None
@@ -99,8 +100,8 @@ class RunFolder:
 
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
-KEY_IGNORES = frozenset({"agent", "data", "runtime", "time_limit", "min_percentile", "resume", "gpus", "judge",
-                         "parallel"})
+KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume",
+                         "gpus", "judge", "parallel"})
 
 
 def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None) -> dict:
@@ -154,8 +155,9 @@ class LaunchedRun:
 
 def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
-           network: str = "bridge") -> LaunchedRun:
-    """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it)."""
+           network: str = "bridge", runtime_reason: str | None = None) -> LaunchedRun:
+    """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it).
+    ``runtime_reason``: why the session chose this runtime (none given), recorded beside its name."""
     ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
     cwd = agent.setup(ctx)
     # the runtime may stage the run first, so that the contract names the stage, never a host path
@@ -176,10 +178,13 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     spec = RunSpec(task.id, agent.command(ctx), env, data.public, folder.workspace, folder.submission, folder.logs,
                    folder.instructions, time_limit, cwd=cwd, gpus=gpus, hidden=hidden,
                    image=agent.image, network=network, secret_env=agent.secret_environment(), limits=task.limits,
-                   stage=probe.stage, trusted=agent.trusted)
+                   stage=probe.stage, trusted=agent.trusted, software=agent.software()[0],
+                   software_path=agent.software()[1])
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
             "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}
+    if runtime_reason:
+        meta["runtime_reason"] = runtime_reason
     write_run_record(folder.root / RUN_JSON, meta)
     handle = runtime.launch(spec)
     if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to

@@ -37,7 +37,8 @@ OPTIONS = [
      "(small twins)", ("prepared", "synthetic"), "prepared"),
     ("--rexmle-data-dir", "rexmle_data_dir", "data root of prepared tasks (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data)", "str", None),
     ("--rexmle-runtime", "rexmle_runtime", "where agents run: local (bubblewrap sandbox), docker (one container per run) or slurm "
-     "(one cluster job per run, all submitted at session start)", "str", "local"),
+     "(one cluster job per run, all submitted at session start); default: local, or for an agent that runs only "
+     "from its image, docker where its engine answers (the header says which and why)", "str", None),
     ("--rexmle-time-limit", "rexmle_time_limit", "wall-clock seconds per agent run, overriding each task's budget", "float", None),
     ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
     ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
@@ -173,6 +174,8 @@ class Settings:
     budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
     egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
     allow_provider_tools: bool = False                          # explicit: provider-side web/code tools pass
+    runtime_given: bool = True                                  # False: no --rexmle-runtime, the session chooses
+    runtime_reason: str | None = None                           # why the session chose ``runtime`` (run.json)
     #: every --agent of the session, in order (``agent`` is the first); each with its own options
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -188,6 +191,7 @@ class Settings:
                 "gpus": list(self.gpus), "parallel": self.parallel, "network": self.network, "judge": self.judge,
                 "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
                 "egress_allow": list(self.egress_allow),
+                **({"runtime_reason": self.runtime_reason} if self.runtime_reason else {}),
                 **({"agent_as_root": True} if self.agent_as_root else {}),
                 **({"unsafe_same_uid": True} if self.unsafe_same_uid else {}),
                 **({"allow_provider_tools": True} if self.allow_provider_tools else {})}
@@ -256,6 +260,8 @@ def read_settings(config: pytest.Config) -> Settings:
     by_agent = options_by_agent(v["agent_options"], agents)
     judge_model = v.pop("judge_model")
     v.update(
+        runtime_given=v["runtime"] is not None,
+        runtime=v["runtime"] or "local",  # the plugin may choose another (runtime.choice)
         agent=agents[0] if agents else None,
         agent_options=by_agent[agents[0]] if agents else parse_agent_options(v["agent_options"]),
         agents=agents,

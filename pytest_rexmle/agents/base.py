@@ -87,5 +87,9 @@ class Agent(ABC):
     def environment(self, ctx: AgentContext) -> dict[str, str]:
         return {}
 
+    def software(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """The agent's own host software (read-only roots, PATH entries) the sandbox shows; none by default."""
+        return (), ()
+
     def finish(self, ctx: AgentContext) -> None:
         """Host-side work after the run (e.g. copy the best submission out of the agent's own folders)."""

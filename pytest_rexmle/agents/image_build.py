@@ -104,6 +104,25 @@ SOURCE_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", 
                                        ".pytest_cache", "logs", "workspaces")
 
 
+def from_image(recipe: Recipe, buildargs: dict[str, str] | None = None) -> str:
+    """The image the recipe's first ``FROM`` names, its ``${ARG}`` filled from the ARG defaults above it, the
+    recipe's own pins and ``buildargs`` (``BASE`` defaults to :data:`BASE_TAG`): what must be local to build."""
+    text = (recipes_root() / recipe.dockerfile).read_text(encoding="utf-8")
+    args: dict[str, str] = {"BASE": BASE_TAG} if recipe.needs_base else {}
+    given = {**dict(recipe.buildargs), **(buildargs or {})}
+    for raw in text.splitlines():
+        words = raw.split()
+        if len(words) >= 2 and words[0].upper() == "ARG":
+            key, _, default = words[1].partition("=")
+            args[key] = given.get(key, default or args.get(key, ""))
+        elif len(words) >= 2 and words[0].upper() == "FROM":
+            image = words[1]
+            for key, value in args.items():
+                image = image.replace("${%s}" % key, value).replace("$" + key, value)
+            return image
+    raise RexmleError(f"{recipe.dockerfile}: no FROM line")
+
+
 def default_ca_bundle() -> str | None:
     for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
         if os.environ.get(var) and Path(os.environ[var]).is_file():
@@ -115,7 +134,7 @@ def build_context(root: Path, recipe: Recipe, into: Path, source: str | Path | N
     """A minimal context: the recipe's folder, ``common/``, an empty ``extra-ca.pem`` (the build
     writes the CA bundle into it once the recipe is hashed) and, for a recipe that takes one,
     ``<folder>/source/`` (the ``--source`` checkout, or empty: clone upstream)."""
-    for folder in ("common", recipe.folder):
+    for folder in dict.fromkeys(("common", recipe.folder)):  # once: the base recipe's folder is common/ itself
         shutil.copytree(root / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (into / "extra-ca.pem").write_bytes(b"")
     if source is not None and not recipe.takes_source:

@@ -11,7 +11,8 @@ agent gets a small read-only folder of tools, the first entry of its ``PATH``:
 * ``rexmle`` — ``rexmle validate ...`` as the README and the instructions name it, handed to
   ``rexmle-validate``; every other subcommand is refused with a message (the harness's CLI is not here);
 * ``python`` — the system's ``python3``, only where the system has no ``python`` of its own, so that
-  ``python agent.py`` keeps working without naming the harness's interpreter.
+  ``python agent.py`` keeps working without naming the harness's interpreter (not for an agent that
+  brings its own environment, whose ``bin/`` follows the tools on ``PATH``).
 
 Each runtime shows the folder read-only: bubblewrap and Docker bind it at ``/rexmle/bin``; Landlock
 (no mount namespace) finds it in the run's stage, readable and executable by the agent's uid only.
@@ -55,14 +56,15 @@ def client_source() -> bytes | None:
 COMMANDS = ("rexmle", "rexmle-validate")
 
 
-def write_tools(folder: Path) -> Path:
+def write_tools(folder: Path, python: bool = True) -> Path:
     """Fill ``folder`` (created here, mode 0755 with 0755 files) with the agent's tools; returns it.
-    The caller gives it to the agent's uid read-only (ownership stays the harness's)."""
+    The caller gives it to the agent's uid read-only (ownership stays the harness's). ``python=False``:
+    no ``python`` stand-in, for an agent that brings its own (``--agent-option env=``), found after the tools."""
     folder.mkdir(mode=0o755)
     client = client_source()
     _write(folder / "rexmle-validate", client if client is not None else MISSING_CLIENT.encode())
     _write(folder / "rexmle", DISPATCHER.encode())
-    if not any(os.path.exists(os.path.join(d, "python")) for d in SYSTEM_PATH.split(":")):
+    if python and not any(os.path.exists(os.path.join(d, "python")) for d in SYSTEM_PATH.split(":")):
         python3 = shutil.which("python3", path=SYSTEM_PATH)
         if python3:
             os.symlink(python3, folder / "python")

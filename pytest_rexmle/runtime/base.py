@@ -44,6 +44,10 @@ class RunSpec:
     limits: Limits | None = None      # resource limits of the run (None: the runtime's defaults)
     stage: Path | None = None         # the neutral folder the run's folders move to while it runs (runtime/staging.py)
     trusted: bool = False             # the harness's own agent (sample), not one under test (see Agent.trusted)
+    #: host folders of the agent's own software stack (``--agent-option env=``: a venv or conda prefix and the
+    #: interpreter it links to), shown read-only at their own paths; ``software_path`` joins PATH after the tools
+    software: tuple[Path, ...] = ()
+    software_path: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -182,6 +186,9 @@ class Runtime(ABC):
     def agent_environment(self, spec: RunSpec, path: str, tmp: str = "/tmp") -> dict[str, str]:
         """The agent's variables: ``path`` (its tools, then the system's or the image's folders, never the
         harness's Python), its workspace as HOME, then the run's own."""
+        if spec.software_path:  # the agent's own stack: after its tools, before the system's folders
+            tools, _, rest = path.partition(":")
+            path = ":".join([tools, *map(str, spec.software_path), *([rest] if rest else [])])
         return {"PATH": path, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
                 "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp, **spec.env}
 

@@ -242,7 +242,13 @@ class LocalRuntime(Runtime):
                 f"the agent's uid {who.uid} cannot reach its run folder ({blocked[0]}) under Landlock: set "
                 f"{staging.STAGE_ENV} to a folder on the runs folder's filesystem that every user can traverse, use "
                 "bubblewrap (--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
-        path = agent_tools.agent_path(tools)
+        if spec.software and (blocked := ident.unreachable(who, list(spec.software))):
+            raise AgentIdentityRefused(
+                f"the agent's environment cannot be read by its uid {who.uid} under Landlock (it cannot reach "
+                f"{blocked[0]}): make the environment and the interpreter it links to readable by every user (e.g. "
+                "a venv made from /usr/bin/python3 in a folder every user can enter), use bubblewrap "
+                "(--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
+        path = self.agent_environment(spec, agent_tools.agent_path(tools))["PATH"]  # the agent's own stack too
         commands = [c for c in (_resolve(word, path) for word in _programs(spec.argv)) if c is not None]
         if commands and (blocked := ident.unreachable(who, commands)):
             raise AgentIdentityRefused(
@@ -356,7 +362,8 @@ class LocalRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
-        tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin")
+        tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin",
+                                        python=not spec.software_path)
         who, lease = self.identity(spec)
         owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
@@ -505,7 +512,7 @@ class LocalRuntime(Runtime):
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
         tools = spec.workspace.parent / ".bin"
         staging.remove_tree(tools)
-        path = agent_tools.agent_path(agent_tools.write_tools(tools))
+        path = agent_tools.agent_path(agent_tools.write_tools(tools, python=not spec.software_path))
         env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
                "HOME": str(spec.workspace)}
         start = time.monotonic()

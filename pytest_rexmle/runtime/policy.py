@@ -81,6 +81,8 @@ class SandboxPolicy:
     egress_allow: tuple[str, ...] = ()
     budget: str | None = None
     gpus: tuple[str, ...] = ()
+    #: the agent's own software (RunSpec.software): readable and executable at its own path, never writable
+    software: tuple[Path, ...] = ()
 
     @property
     def read_only(self) -> tuple[Path, ...]:
@@ -94,6 +96,7 @@ class SandboxPolicy:
 def build_policy(spec: "RunSpec", options: PolicyOptions, default_limits: Limits) -> SandboxPolicy:
     """The run's policy: the spec's folders and network, its task's limits (else the mechanism's
     defaults) under the session's ``--rexmle-limit`` overrides."""
+    _check_software(spec)
     base = spec.limits if spec.limits is not None else default_limits
     if not isinstance(base, Limits):  # a mapping of NAME=VALUE (callers that build a spec by hand)
         base = default_limits.with_overrides(dict(base))
@@ -101,4 +104,18 @@ def build_policy(spec: "RunSpec", options: PolicyOptions, default_limits: Limits
               Mount("submission", spec.submission, writable=True), Mount("instructions", spec.instructions))
     return SandboxPolicy(mounts=mounts, hidden=tuple(spec.hidden), limits=base.with_overrides(dict(options.limits)),
                          time_limit=spec.time_limit, network=spec.network, identity=options.identity,
-                         egress_allow=tuple(options.egress_allow), budget=options.budget, gpus=tuple(spec.gpus))
+                         egress_allow=tuple(options.egress_allow), budget=options.budget, gpus=tuple(spec.gpus),
+                         software=tuple(spec.software))
+
+
+def _check_software(spec: "RunSpec") -> None:
+    """The agent's own stack is shown whole (Landlock cannot hide a folder inside an allowed one): it may
+    neither hold nor lie inside a hidden folder (the answers, the cache, the runs and reports folders)."""
+    from ..errors import RexmleError
+    from .base import is_under
+
+    for root in spec.software:
+        for hidden in spec.hidden:
+            if is_under(hidden, root) or is_under(root, hidden):
+                raise RexmleError(f"the agent's software folder {root} overlaps {hidden}, which the agent must "
+                                  "never see; give a folder that holds only the environment (a venv or conda prefix)")

@@ -47,7 +47,9 @@ def idle_while_waiting(points: list[tuple[float, int, int | None]], end: float) 
 def campaign_figures(executor, records: dict[str, dict]) -> dict:
     """The figures of a finished (or stopped) executor; ``records``: the board's final records by run key."""
     slots = executor.slots
-    ran = [t for t in executor.times.values() if t.started is not None and t.ended is not None]
+    # a run whose harness only found its data missing ran no agent: it is no part of the campaign
+    ran = [t for t in executor.times.values() if t.started is not None and t.ended is not None
+           and (records.get(t.run) or {}).get("state") != "skipped"]
     n_slots = None if slots.unlimited else len(slots.names)
     doc: dict = {"slots": "scheduler" if slots.unlimited else ("gpus" if slots.gpus else "cpu"),
                  "n_slots": n_slots, "gpus": list(slots.names) if slots.gpus else [], "n_runs": len(ran)}

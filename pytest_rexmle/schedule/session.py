@@ -94,11 +94,34 @@ class SessionSchedule:
             return
         from ..runtime import RUNTIMES
 
+        runs = self._without_data(runs)
         batches = RUNTIMES.load(self.settings.runtime).batches
         self.executor = Executor(self.settings, self.board, runs, batches)
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm(self.board))
         self.executor.start()
+
+    def _without_data(self, runs: list[str]) -> list[str]:
+        """Runs whose prepared data is missing never start: the session says so once, grouped by release
+        (:mod:`..data.missing`), and their board records say "skipped" for any item that waits on one."""
+        if self.settings.data != "prepared" or self.settings.prepare or not runs:
+            return runs
+        from ..data.missing import missing, missing_note, skip_reason
+        from ..task import registry
+        from .board import task_of_key
+
+        tasks = registry()
+        absent = {t.id: t for t in missing([tasks.get(task_of_key(k)) for k in runs], self.settings.data_dir)}
+        if not absent:
+            return runs
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in missing_note(list(absent.values()), self.settings.data_dir):
+            if terminal is not None:
+                terminal.write_line(line)
+        for key in runs:
+            if task_of_key(key) in absent:
+                self.board.write(key, "skipped", reason=skip_reason(absent[task_of_key(key)], self.settings.data_dir))
+        return [k for k in runs if task_of_key(k) not in absent]
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

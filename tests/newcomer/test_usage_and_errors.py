@@ -69,17 +69,15 @@ def test_setup_breakage_is_an_error_with_message_and_traceback(bench, tmp_path):
     assert "NotADirectoryError" in _junit_error(bench.path / "out.xml").get("message")
 
 
-def test_missing_docker_image_is_an_error_not_a_fail(bench, monkeypatch):
+def test_missing_docker_image_stops_the_session_once_not_a_fail(bench, monkeypatch):
+    """Issue 28: one message before any run (it used to be a harness ERROR with a traceback per item)."""
     docker = shutil.which("docker")
     ok = docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
     require_service(ok, "REXMLE_REQUIRE_DOCKER", "a Docker engine")
     monkeypatch.setenv("REXMLE_DOCKER_IMAGE", "rexmle/no-such-image-for-this-test:latest")
     result = bench("--agent=sample", "--rexmle-runtime=docker", "-k", "ldct-iqa", "--junitxml=out.xml")
-    result.assert_outcomes(errors=1)
-    doc = report_json(bench.path)
-    record = doc["challenges"][0]
-    assert record["status"] == "error" and (doc["n_fail"], doc["n_error"]) == (0, 1)
-    assert "rexmle/no-such-image-for-this-test:latest" in record["reason"]
-    assert "is not on this machine" in record["reason"] and "RuntimeUnavailable" in record["traceback"]
-    assert "no-such-image-for-this-test" in _junit_error(bench.path / "out.xml").get("message")
-    result.stdout.fnmatch_lines(["*0 FAIL, 1 ERROR (harness, not the agent)"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert out.count("rexmle/no-such-image-for-this-test:latest") == 1
+    assert "which this engine does not have and no recipe here builds" in out and "Traceback" not in out
+    assert not (bench.path / ".rexmle" / "runs" / "ldct-iqa").exists()  # nothing ran, nothing counted as a FAIL

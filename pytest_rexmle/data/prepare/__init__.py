@@ -29,7 +29,8 @@ from .sources import expand_folders, parts_for, source_parts, unused_listed
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rexmle prepare TASK|all``."""
-    parser.add_argument("task", help="task id, reference id, or 'all'")
+    parser.add_argument("task", nargs="+", help="task id(s), reference id(s), or 'all' (challenges sharing a release "
+                        "download it once)")
     parser.add_argument("--data-dir", default=str(default_data_dir()),
                         help="data root holding raw/ and one folder per task (default: $REXMLE_DATA_DIR "
                              "or ~/.cache/rexmle/data)")
@@ -103,7 +104,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     """Prepare the selected tasks; 0 when all are prepared, 1 when any could not be (reason printed)."""
     from ...task import get_task, registry
 
-    tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
+    names = [args.task] if isinstance(args.task, str) else list(args.task)
+    tasks = list(registry()) if "all" in names else list({t.id: t for t in map(get_task, names)}.values())
     archives = [Path(p).expanduser() for p in args.raw_archive]
     data_dir = Path(args.data_dir).expanduser()
     _listing.cache_clear()

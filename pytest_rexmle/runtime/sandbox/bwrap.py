@@ -96,7 +96,8 @@ def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, 
         network = NO_NETWORK
     else:
         network = list(bridge_args or []) if policy.network == "bridge" else []
-    return bwrap_args(python_roots=python_roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
+    roots = [*python_roots, *(p for p in policy.software if p not in python_roots)]  # read-only at their own paths
+    return bwrap_args(python_roots=roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
                       gpus=bool(policy.gpus), network=network, user_namespace=user_namespace,
                       seccomp_fd=seccomp_fd)
 

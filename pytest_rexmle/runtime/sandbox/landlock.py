@@ -70,6 +70,7 @@ def render(policy: "SandboxPolicy", *, tools: Path, tmp: Path, logs: list[str],
         for pattern in GPU_DEVICE_GLOBS:
             devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
     read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
+    read_exec += [str(p) for p in policy.software]  # the agent's own stack (--agent-option env=)
     return LandlockView(read_exec=tuple([*read_exec, str(tools)]),
                         read=(*(str(p) for p in policy.read_only), "/proc", "/sys"),
                         read_write=(*(str(p) for p in policy.read_write), str(tmp)),
