@@ -342,6 +342,22 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
     return labels
 
 
+def nonzero_mask(img: sitk.Image, case_id: str) -> np.ndarray:
+    """Foreground = every non-zero voxel, of any voxel type, floats included (ISLES'22, SEG.A).
+
+    A float mask with values in (0, 1] is a mask there: the organisers score it, so it is never refused
+    for non-integer values. The voxels must still be finite numbers (NaN is not a decision).
+    """
+    import numpy as np
+
+    arr = sitk.GetArrayViewFromImage(img)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
+    return arr != 0
+
+
 def present_values(labels: np.ndarray) -> set[int]:
     """The distinct values of an integer array; a lookup table for 8/16-bit labels (no sort, no copy)."""
     import numpy as np

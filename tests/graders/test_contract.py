@@ -224,9 +224,10 @@ MALFORMED = {
     "wrong grid (spacing)": Malformed(rewrite_volume(coarser_spacing), ("volume",), "spacing|grid|geometry"),
     "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
     "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
-    # SEG.A counts any nonzero voxel as vessel, so 0.5 is a valid (vessel) value there
+    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included (§19 errata, turn 4), so 0.5
+    # is a valid (vessel, lesion) value there
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
-                                  exempt=("seg-a",)),
+                                  exempt=("seg-a", "isles22")),
     # ISLES'22 and SEG.A read any nonzero voxel as foreground (lesion, vessel), as their organisers do
     "label out of range": Malformed(rewrite_volume(with_value(200, np.int16)), ("volume",), "label|value",
                                     exempt=("isles22", "seg-a")),
