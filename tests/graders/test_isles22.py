@@ -85,3 +85,62 @@ def test_non_finite_voxels_stay_invalid(bad, tmp_path):
     answers, submission = write_case(tmp_path, truth, pred)
     with pytest.raises(InvalidSubmission, match="NaN or infinite"):
         grader().grade(submission, answers)
+
+
+# -- a NIfTI whose qform and sform disagree: the usual nibabel mask lands off-grid under SimpleITK (§0.4) --
+
+def nibabel_case(root: Path) -> tuple[Path, Path, Path]:
+    """A DWI grid whose qform (code 1) and sform (code 2, "aligned") are 0.5 mm apart, its mask as answers,
+    and a prediction saved the way nibabel users save masks: ``Nifti1Image(mask, dwi.affine)``."""
+    import nibabel as nib
+
+    truth, pred = lesions()
+    qform = np.diag([*SPACING_XYZ, 1.0])
+    qform[:3, 3] = (-40.0, -30.0, 12.0)
+    sform = qform.copy()
+    sform[:3, 3] += 0.5
+    header = nib.Nifti1Header()
+    header.set_qform(qform, code=1)
+    header.set_sform(sform, code=2)
+    name = "sub-strokecase0001"
+    public, answers, submission = root / "public", root / "answers", root / "submission"
+    for folder, stem, data in ((public / "test", f"{name}_dwi", np.zeros(SHAPE_ZYX, np.float32)),
+                               (answers / "test", f"{name}_msk", truth)):
+        folder.mkdir(parents=True, exist_ok=True)
+        nib.save(nib.Nifti1Image(np.ascontiguousarray(data.transpose(2, 1, 0)), None, header.copy()),
+                 folder / f"{stem}.nii.gz")
+    dwi = nib.load(public / "test" / f"{name}_dwi.nii.gz")
+    (submission / "predictions").mkdir(parents=True)
+    nib.save(nib.Nifti1Image(pred.transpose(2, 1, 0).astype(np.uint8), dwi.affine),
+             submission / "predictions" / f"{name}.nii.gz")
+    write_answers(answers, "case_id", "mask_path", {name: f"test/{name}_msk.nii.gz"})
+    row = [{"case_id": name, "predicted_mask_path": f"predictions/{name}.nii.gz"}]
+    write_csv(submission / "submission.csv", ["case_id", "predicted_mask_path"], row)
+    write_csv(public / "sample_submission.csv", ["case_id", "predicted_mask_path"], row)
+    return public, answers, submission
+
+
+def test_a_nibabel_mask_on_a_qform_sform_image_is_scored_with_a_warning(tmp_path, capsys):
+    from pytest_rexmle.cli import main
+    from pytest_rexmle.grading import grade_submission, result_from_grade
+
+    public, answers, submission = nibabel_case(tmp_path)
+    task = registry().get("isles22")
+    outcome = grade_submission(task, submission, answers)
+    assert outcome.status == "ok", outcome.reason
+    truth, pred = lesions()
+    assert outcome.metrics == pytest.approx(expected(truth, pred))
+    assert len(outcome.warnings) == 1 and "prediction header origin" in outcome.warnings[0]
+    assert "by up to 0.5 " in outcome.warnings[0]
+    assert result_from_grade(task, outcome).to_json()["warnings"] == list(outcome.warnings)
+    code = main(["validate", "--task", "isles22", "--data", str(public), "--submission", str(submission)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and out[0].startswith("OK: 1 test case(s)")
+    assert len(out) == 2 and out[1].startswith("WARNING: case 'sub-strokecase0001': prediction header origin")
+
+
+def test_another_shape_is_still_invalid(tmp_path):
+    truth, pred = lesions()
+    answers, submission = write_case(tmp_path, truth, pred[:, :, :-1].copy())
+    with pytest.raises(InvalidSubmission, match=r"prediction size \(11, 10, 6\) differs from the ground truth \(12, 10, 6\)"):
+        grader().grade(submission, answers)
