@@ -8,6 +8,9 @@ the ratios compare quantities measured side by side in this run, never against a
 * ``grade / decode floor``: ``rexmle grade topcow-cta-seg`` of one TopCoW-size case (512×512×256,
   13 labels, 0.4×0.4×0.6 mm, gzip NIfTI) against a fresh Python that only decodes the two volumes
   with SimpleITK (goal ≤ 2.5), plus the peak RSS of the grade over the two decoded volumes (≤ 4);
+* the same ratio for every pixel grader on one case of its real release's size (``grader_cases.py``:
+  TopCoW, TopBrain, ISLES'22, PANTHER, SEG.A and a 5000×5000 CellSeg image; goal ≤ 2.5 each;
+  ``--grader TASK`` measures only those, ``--no-graders`` none);
 * ``rexmle list / info / rank / validate`` start-to-exit times (goal ≤ 0.3 s each), next to a bare
   ``python -c pass`` for scale;
 * ``pytest --collect-only`` of the 20 items with the plugin (goal ≤ 1 s);
@@ -33,6 +36,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # grader_cases, bench_grading
 SPACING = (0.4, 0.4, 0.6)
 SHAPE = (256, 512, 512)            # (z, y, x): 512×512×256 in SimpleITK order
 
@@ -154,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="quarter-size case, no sample session")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument("--grader", action="append", default=None, metavar="TASK",
+                        help="measure only these graders' release-size cases (repeatable), then stop")
+    parser.add_argument("--no-graders", action="store_true", help="skip the release-size grader cases")
     parser.add_argument("--keep-bytecode-setting", action="store_true",
                         help="keep PYTHONDONTWRITEBYTECODE if set (every process then recompiles every module "
                              "and pytest re-rewrites every plugin module: not how an installed package runs)")
@@ -167,9 +174,22 @@ def main(argv: list[str] | None = None) -> int:
     r = args.repeats
     numbers: dict[str, float] = {}
     cpu: dict[str, float] = {}          # CPU seconds (user + sys) of the same runs: less inflated by a busy machine
+    if args.grader:
+        with tempfile.TemporaryDirectory(prefix="rexmle-perf-") as tmp:
+            env["REXMLE_CACHE_DIR"] = str(Path(tmp) / "cache")
+            graders = grader_ratios(args.grader, Path(tmp), env, r)
+        print_graders(root, r, graders)
+        if args.json:
+            Path(args.json).write_text(json.dumps(graders, indent=2))
+        return 0
+    graders = {}
     with tempfile.TemporaryDirectory(prefix="rexmle-perf-") as tmp:
         work = Path(tmp)
         env["REXMLE_CACHE_DIR"] = str(work / "cache")
+        if not args.no_graders and not args.quick:
+            from grader_cases import CASES
+
+            graders = grader_ratios(list(CASES), work / "graders", env, r)
         volume_bytes = build_topcow_case(work / "case", args.quick)
         case = work / "case"
         a, b = case / "answers" / "case_001.nii.gz", case / "sub" / "predictions" / "case_001.nii.gz"
@@ -258,9 +278,48 @@ def main(argv: list[str] | None = None) -> int:
         for row in worst:
             print(f"  {row['task']:22s} item {row['item']:6.2f}  agent {row['agent']:6.2f}  grading {row['grade']:6.2f}"
                   f"  overhead {row['item'] - row['agent'] - row['grade']:6.2f}")
+    if graders:
+        print_graders(root, r, graders)
+        numbers.update({f"grader_{task}_{key}": value for task, row in graders.items() for key, value in row.items()})
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=2))
     return 0
+
+
+def grader_ratios(tasks: list[str], work: Path, env: dict[str, str], repeats: int) -> dict[str, dict[str, float]]:
+    """Per task: build its release-size case (in a child process: this one never imports the measured
+    package), then the best-of-``repeats`` wall and CPU of the decode floor and of ``rexmle grade``."""
+    from grader_cases import CASES, floor_code
+
+    py = sys.executable
+    out = {}
+    child_env = dict(env, PYTHONPATH=str(HERE) + os.pathsep + env.get("PYTHONPATH", ""))
+    for task in tasks:
+        folder = work / task
+        folder.mkdir(parents=True)
+        build = timed([py, "-c", "import sys, grader_cases; from pathlib import Path; "
+                       "a, b = grader_cases.CASES[sys.argv[1]][0](Path(sys.argv[2])); print(a); print(b)",
+                       task, str(folder)], folder, child_env)
+        a, b = (Path(line) for line in build["stdout"].split())
+        floor = best([py, "-c", floor_code(CASES[task][1], a, b)], folder, env, repeats)
+        grade = best([py, "-m", "pytest_rexmle", "grade", task, "--submission", "sub", "--answers", "answers",
+                      "--json"], folder, env, repeats)
+        result = json.loads(grade["stdout"])
+        if result["status"] != "ok":
+            raise RuntimeError(f"{task}: grade did not succeed: {grade['stdout']}")
+        out[task] = {"floor_s": floor["wall"], "grade_s": grade["wall"], "ratio": grade["wall"] / floor["wall"],
+                     "floor_cpu_s": floor["cpu"], "grade_cpu_s": grade["cpu"], "cpu_ratio": grade["cpu"] / floor["cpu"],
+                     "grade_rss_mb": grade["rss_mb"], "bytes": a.stat().st_size + b.stat().st_size}
+    return out
+
+
+def print_graders(root: Path, repeats: int, graders: dict[str, dict[str, float]]) -> None:
+    print(f"graders on release-size cases: {root} (best of {repeats}; load average {os.getloadavg()[0]:.1f})")
+    print(f"{'task':18s} {'floor':>8s} {'grade':>8s} {'ratio':>7s} {'CPU ratio':>9s} {'RSS MiB':>8s}  goal ≤ 2.5")
+    for task, row in graders.items():
+        mark = "ok" if row["ratio"] <= 2.5 else "OVER"
+        print(f"{task:18s} {row['floor_s']:7.2f}s {row['grade_s']:7.2f}s {row['ratio']:6.2f}x {row['cpu_ratio']:8.2f}x "
+              f"{row['grade_rss_mb']:8.0f}  {mark}")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def cmd_grade(args) -> int:
         else:
             print(_json({"status": "ok", "task": task.id, "metrics": result.metrics, "positions": result.positions,
                          "mean_position": result.mean_position, "percentile": result.percentile,
-                         "n_humans": result.n_humans}))
+                         "n_humans": result.n_humans, "warnings": result.warnings}))
     elif result.status != "ok":
         print(f"{result.status}: {result.reason}")
     else:
@@ -152,6 +152,8 @@ def cmd_grade(args) -> int:
             pos = (result.positions or {}).get(key)
             print(f"{key}: {value}" + (f" (position {pos})" if pos else ""))
         print(f"percentile: {pct(result.percentile)}")
+        for warning in result.warnings:
+            print(f"WARNING: {warning}")
     return 0 if result.status == "ok" else 1
 
 
@@ -166,12 +168,18 @@ def cmd_validate(args) -> int:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
     submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
+    from .hostile import clean_text
+    from .medimage.header_notes import collecting
+
     try:
-        table = load_grader(task).validate(submission, public)
+        with collecting() as notes:
+            table = load_grader(task).validate(submission, public)
     except InvalidSubmission as exc:
         print(f"INVALID: {exc}")
         return 1
     print(f"OK: {len(table.ids)} test case(s), format valid for {task.id} (checked against public data only)")
+    for note in notes.messages():  # valid, but unusual: the agent may want to write its headers like the inputs'
+        print(f"WARNING: {clean_text(note, limit=2000)}")
     return 0
 
 

@@ -197,7 +197,7 @@ def rexmle_grade(rexmle_task, rexmle_data, rexmle_agent_run, rexmle_submission) 
     run = rexmle_agent_run
     if run.resumed is not None:
         r = run.resumed
-        return GradeOutcome(r.status, r.metrics, r.reason, r.traceback)
+        return GradeOutcome(r.status, r.metrics, r.reason, r.traceback, tuple(r.warnings))
     if reason := timeout_reason(run.outcome, run.time_limit):
         return GradeOutcome(TIMEOUT, None, reason)
     if reason := killed_reason(run.outcome):

@@ -11,6 +11,7 @@ from .errors import InvalidSubmission
 from .graders.base import load_grader
 from .hostile import clean_text
 from .leaderboard import Leaderboard
+from .medimage.header_notes import collecting
 from .ranking import rank
 from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
 from .submission import SUBMISSION_CSV
@@ -26,13 +27,16 @@ class GradeOutcome:
     metrics: dict[str, float] | None
     reason: str | None = None
     traceback: str | None = None
+    #: what did not stop grading but the agent should know (a prediction header unlike the ground truth's)
+    warnings: tuple[str, ...] = ()
 
 
 def grade_submission(task: Task, submission_dir: Path, answers_dir: Path) -> GradeOutcome:
     if not (submission_dir / SUBMISSION_CSV).exists() and not (submission_dir / SUBMISSION_CSV).is_symlink():
         return GradeOutcome(MISSING, None, f"no {SUBMISSION_CSV} in the submission folder")
     try:
-        metrics = load_grader(task).grade(submission_dir, answers_dir)
+        with collecting() as notes:
+            metrics = load_grader(task).grade(submission_dir, answers_dir)
     except InvalidSubmission as exc:  # the reason may quote agent text: no escapes or controls reach a report
         return GradeOutcome(INVALID, None, clean_text(str(exc), limit=MAX_REASON_CHARS))
     except Exception as exc:  # a grader bug: FAIL for the agent, but reported as the harness's error
@@ -42,7 +46,8 @@ def grade_submission(task: Task, submission_dir: Path, answers_dir: Path) -> Gra
     missing = [m.key for m in task.ranking_metrics if m.key not in metrics]
     if bad or missing:
         return GradeOutcome(ERROR, None, f"grader error: NaN metrics {bad}, missing metrics {missing}")
-    return GradeOutcome(OK, {k: float(v) for k, v in metrics.items()})
+    warnings = tuple(clean_text(note, limit=MAX_REASON_CHARS) for note in notes.messages())
+    return GradeOutcome(OK, {k: float(v) for k, v in metrics.items()}, warnings=warnings)
 
 
 def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> ChallengeResult:
@@ -50,4 +55,5 @@ def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> ChallengeRe
     if outcome.status != OK:
         return ChallengeResult.failed(task, outcome.status, outcome.reason or outcome.status, board.n,
                                       traceback=outcome.traceback, **extra)
-    return ChallengeResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board), **extra)
+    return ChallengeResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board),
+                                  warnings=list(outcome.warnings), **extra)

@@ -43,6 +43,9 @@ class ChallengeResult:
     traceback: str | None = None
     #: :mod:`pytest_rexmle.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
     suspected_leak: dict | None = None
+    #: differences that did not stop grading (§0.4: a prediction header unlike the ground truth's, scored on
+    #: the ground truth's grid), one sentence each
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def failed(cls, task, status: str, reason: str, n_humans: int, **kw: Any) -> "ChallengeResult":

@@ -8,6 +8,7 @@ import SimpleITK as sitk
 
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.medimage.geometry import check_geometry, read_image, voxel_volume_mm3
+from pytest_rexmle.medimage.header_notes import MAX_NOTES, collecting, record
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -38,20 +39,38 @@ def test_unreadable_file_is_invalid(tmp_path):
 
 
 def test_geometry_tolerances():
+    # §0.4 errata (turn 4): a header difference on the ground truth's size is a warning, not a refusal;
+    # within the old tolerances it is not even that.
     ref = sitk.Image([4, 4, 4], sitk.sitkUInt8)
     ref.SetSpacing((0.5, 0.5, 2.0))
     ok = sitk.Image([4, 4, 4], sitk.sitkUInt8)
     ok.SetSpacing((0.5 + 5e-5, 0.5, 2.0))          # within 1e-4 mm
-    check_geometry(ok, ref, "c1")
+    with collecting() as notes:
+        assert check_geometry(ok, ref, "c1") == []
+    assert notes.messages() == []
     bad = sitk.Image([4, 4, 4], sitk.sitkUInt8)
     bad.SetSpacing((0.5 + 2e-4, 0.5, 2.0))          # beyond 1e-4 mm
-    with pytest.raises(InvalidSubmission, match="spacing"):
-        check_geometry(bad, ref, "c1")
     moved = sitk.Image([4, 4, 4], sitk.sitkUInt8)
     moved.SetSpacing((0.5, 0.5, 2.0))
     moved.SetOrigin((0.0, 0.002, 0.0))              # beyond 1e-3 mm
-    with pytest.raises(InvalidSubmission, match="origin"):
-        check_geometry(moved, ref, "c1")
+    with collecting() as notes:
+        assert [n.split(" (")[0] for n in check_geometry(bad, ref, "c1")] == ["case 'c1': prediction header spacing"]
+        assert [n.split(" (")[0] for n in check_geometry(moved, ref, "c1")] == ["case 'c1': prediction header origin"]
+    assert len(notes.messages()) == 2 and "tolerance 0.001" in notes.messages()[1]
+    assert check_geometry(bad, ref, "c1")  # outside a collecting block: returned, recorded nowhere
+    smaller = sitk.Image([4, 4, 3], sitk.sitkUInt8)
+    with pytest.raises(InvalidSubmission, match="size"):
+        check_geometry(smaller, ref, "c1")
+
+
+def test_header_notes_are_bounded_and_distinct():
+    with collecting() as notes:
+        for i in range(MAX_NOTES + 5):
+            record(f"note {i}")
+            record(f"note {i}")
+    messages = notes.messages()
+    assert len(messages) == MAX_NOTES + 1 and messages[0] == "note 0"
+    assert messages[-1] == "... and 5 more header difference(s) of the same kind"
 
 
 def test_voxel_volume_uses_direction_and_spacing():

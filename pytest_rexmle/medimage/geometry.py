@@ -1,7 +1,10 @@
 """Reading and checking image files the way every grader must (challenges.md §0.4).
 
-Predictions are never resampled: a different size, spacing, origin or direction is an invalid
-submission, reported with the case id and the numbers that differ.
+Predictions are never resampled: a different size (or dimension, or component count) is an invalid
+submission, reported with the case id and the numbers that differ. A different spacing, origin or
+direction on the ground truth's size is not (§0.4 errata, turn 4): the voxels are scored index for index
+on the ground truth's grid, as every organiser's evaluation does, and the difference is recorded as a
+warning (:mod:`.header_notes`) for the result and for ``rexmle validate``.
 
 Predictions are agent files, so they are read in two steps (:func:`read_image` with ``expected``):
 first the header, parsed here for NIfTI, MetaImage and NRRD (bounded bytes, no external data files, no
@@ -27,7 +30,9 @@ import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
 from ..hostile import clean_text, open_regular
+from .header_notes import record
 
+#: header differences at most this large are not even worth a warning (§0.4: mm, mm, direction cosines)
 SPACING_TOL = 1e-4
 ORIGIN_TOL = 1e-3
 DIRECTION_TOL = 1e-4
@@ -116,14 +121,17 @@ def _read_checked(path: Path, case_id: str, expected: sitk.Image) -> sitk.Image:
         reader.ReadImageInformation()
     except (RuntimeError, OSError) as exc:
         raise InvalidSubmission(f"{where}: cannot read {path.name}: {_last_line(exc)}") from None
-    check_geometry_of(Geometry.of(reader), ref, case_id)
+    noted = check_geometry_of(Geometry.of(reader), ref, case_id)
     if sitk.GetPixelIDValueAsString(reader.GetPixelID()).startswith(("complex", "vector")):
         raise InvalidSubmission(f"{where}: unsupported voxel type {sitk.GetPixelIDValueAsString(reader.GetPixelID())}")
     try:
         img = reader.Execute()
     except (RuntimeError, OSError) as exc:
         raise InvalidSubmission(f"{where}: cannot read {path.name}: {_last_line(exc)}") from None
-    check_geometry(img, expected, case_id)
+    # the decoded image is checked again (the header read is the one that bounds decoding); its notes say
+    # the same as the header's, so they are recorded only when the header read had none
+    if check_geometry_of(Geometry.of(img), ref, case_id, notify=not noted) or noted:
+        img.CopyInformation(expected)  # scored on the ground truth's grid (§0.4): nothing downstream sees the header
     if io == "NiftiImageIO" and img.GetPixelID() in (sitk.sitkFloat32, sitk.sitkFloat64):
         _reject_hidden_non_finite(path, case_id)
     return img
@@ -292,26 +300,44 @@ def _reject_hidden_non_finite(path: Path, case_id: str) -> None:
         raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
 
 
-def check_geometry(pred: sitk.Image, ref: sitk.Image, case_id: str) -> None:
-    check_geometry_of(Geometry.of(pred), Geometry.of(ref), case_id)
+def check_geometry(pred: sitk.Image, ref: sitk.Image, case_id: str) -> list[str]:
+    return check_geometry_of(Geometry.of(pred), Geometry.of(ref), case_id)
 
 
-def check_geometry_of(pred: Geometry, ref: Geometry, case_id: str) -> None:
-    import numpy as np
+def check_geometry_of(pred: Geometry, ref: Geometry, case_id: str, notify: bool = True) -> list[str]:
+    """Refuse another dimension, component count or size; return (and record) header differences.
 
+    With ``notify`` the returned messages are also recorded with :func:`.header_notes.record`, so a
+    grader's caller collects them without the grader passing them on.
+    """
     if pred.dimension != ref.dimension:
         raise InvalidSubmission(f"case {case_id!r}: prediction is {pred.dimension}-D, expected {ref.dimension}-D")
     if pred.components != 1:
         raise InvalidSubmission(f"case {case_id!r}: prediction has {pred.components} components per voxel, expected 1")
     if pred.size != ref.size:
         raise InvalidSubmission(f"case {case_id!r}: prediction size {pred.size} differs from the ground truth {ref.size}")
+    notes = header_differences(pred, ref, case_id)
+    for note in notes if notify else ():
+        record(note)
+    return notes
+
+
+def header_differences(pred: Geometry, ref: Geometry, case_id: str) -> list[str]:
+    """One message per header property (spacing, origin, direction) outside its §0.4 tolerance."""
+    import numpy as np
+
+    notes = []
     for name, a, b, tol in (("spacing", pred.spacing, ref.spacing, SPACING_TOL),
                             ("origin", pred.origin, ref.origin, ORIGIN_TOL),
                             ("direction", pred.direction, ref.direction, DIRECTION_TOL)):
-        if not np.all(np.isfinite(a)) or np.max(np.abs(np.subtract(a, b))) > tol:
-            raise InvalidSubmission(
-                f"case {case_id!r}: prediction {name} {tuple(round(x, 6) for x in a)} differs from the "
-                f"ground truth {tuple(round(x, 6) for x in b)} (tolerance {tol})")
+        finite = bool(np.all(np.isfinite(a)))
+        if finite and np.max(np.abs(np.subtract(a, b))) <= tol:
+            continue
+        by = f"by up to {float(np.max(np.abs(np.subtract(a, b)))):.6g}" if finite else "(not finite)"
+        notes.append(f"case {case_id!r}: prediction header {name} {tuple(round(float(x), 6) for x in a)} differs from the "
+                     f"ground truth's {tuple(round(float(x), 6) for x in b)} {by} (tolerance {tol}); the voxels were "
+                     "scored on the ground truth's grid, index for index")
+    return notes
 
 
 def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) -> np.ndarray:
@@ -340,6 +366,22 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
         if bad:
             raise InvalidSubmission(f"case {case_id!r}: label value(s) {bad[:10]} are not allowed; allowed: {sorted(allowed)}")
     return labels
+
+
+def nonzero_mask(img: sitk.Image, case_id: str) -> np.ndarray:
+    """Foreground = every non-zero voxel, of any voxel type, floats included (ISLES'22, SEG.A).
+
+    A float mask with values in (0, 1] is a mask there: the organisers score it, so it is never refused
+    for non-integer values. The voxels must still be finite numbers (NaN is not a decision).
+    """
+    import numpy as np
+
+    arr = sitk.GetArrayViewFromImage(img)
+    if arr.dtype.kind not in "biuf":
+        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
+    return arr != 0
 
 
 def present_values(labels: np.ndarray) -> set[int]:

@@ -65,3 +65,91 @@ def write_empty_like(source: Path, target: Path) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     nib.save(image, str(target))
     return True
+
+
+# -- one grid for every reader: qform = sform ---------------------------------------------------------------
+#: how far the forms may disagree before a file is rewritten (§0.4's origin and direction tolerances)
+FORM_TRANSLATION_TOL_MM = 1e-3
+FORM_MATRIX_TOL = 1e-4
+_LPS_TO_RAS = (-1.0, -1.0, 1.0)
+
+
+def simpleitk_affine(path: Path):
+    """The 4×4 RAS affine of the grid SimpleITK reads from ``path`` (header only).
+
+    SimpleITK (ITK 5) takes the qform unless the sform is coded "scanner" (1) or the qform is absent;
+    nibabel takes the sform whenever it is coded. The graders read every file through SimpleITK, so
+    SimpleITK's grid is the one the prepared files keep."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    reader = sitk.ImageFileReader()
+    reader.SetFileName(str(path))
+    reader.ReadImageInformation()
+    dim = reader.GetDimension()
+    if dim != 3:
+        return None
+    direction = np.asarray(reader.GetDirection(), float).reshape(3, 3)
+    affine = np.eye(4)
+    affine[:3, :3] = direction @ np.diag(reader.GetSpacing())
+    affine[:3, 3] = reader.GetOrigin()
+    return np.diag([*_LPS_TO_RAS, 1.0]) @ affine
+
+
+def _form_gap(a, b) -> tuple[float, float]:
+    """(largest translation difference in mm, largest difference of the 3×3 part) of two affines."""
+    import numpy as np
+
+    return float(np.max(np.abs(a[:3, 3] - b[:3, 3]))), float(np.max(np.abs(a[:3, :3] - b[:3, :3])))
+
+
+def forms_disagreement(path: Path) -> dict | None:
+    """What differs between a 3-D NIfTI file's coded forms and SimpleITK's grid, or None when every
+    reader sees one grid (or the file is no single-file 3-D NIfTI)."""
+    found = read_header(path)
+    if found is None or len(found.shape) != 3:
+        return None
+    itk = simpleitk_affine(path)
+    if itk is None:
+        return None
+    header = found.header
+    seen = {}
+    for name, (affine, code) in (("qform", header.get_qform(coded=True)), ("sform", header.get_sform(coded=True))):
+        if affine is not None and int(code) > 0:
+            seen[name] = (affine, int(code))
+    gaps = {name: _form_gap(affine, itk) for name, (affine, _) in seen.items()}
+    if all(t <= FORM_TRANSLATION_TOL_MM and m <= FORM_MATRIX_TOL for t, m in gaps.values()):
+        return None
+    return {"qform_code": int(header["qform_code"]), "sform_code": int(header["sform_code"]),
+            "offset_mm": {name: round(t, 6) for name, (t, _) in gaps.items()},
+            "matrix_difference": {name: round(m, 6) for name, (_, m) in gaps.items()}}
+
+
+def write_with_aligned_forms(source: Path, target: Path) -> dict | None:
+    """Write ``source`` to ``target`` with qform = sform = the grid SimpleITK reads, when they disagree.
+
+    Returns what was found (for the manifest) or None, in which case nothing is written. Only the header
+    changes: the extension and voxel bytes after it are streamed unchanged, so intensities, type and
+    scaling stay exactly the release's. Both codes are kept where set (an absent one takes the other's)."""
+    import gzip
+    import shutil
+
+    found = forms_disagreement(source)
+    if found is None:
+        return None
+    grid = read_header(source)
+    assert grid is not None
+    affine = simpleitk_affine(source)
+    qcode, scode = found["qform_code"], found["sform_code"]
+    gz = source.name.lower().endswith(".gz")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (gzip.open(source, "rb") if gz else open(source, "rb")) as src, \
+            (gzip.open(target, "wb", compresslevel=6) if gz else open(target, "wb")) as dst:
+        # the header as stored (a loaded image's header has its scaling moved into the voxel proxy)
+        kind = type(grid.header)
+        header = kind(binaryblock=src.read(kind.template_dtype.itemsize), check=False)
+        header.set_qform(affine, code=qcode or scode or 1)
+        header.set_sform(affine, code=scode or qcode or 1)
+        dst.write(header.binaryblock)
+        shutil.copyfileobj(src, dst, 1024 * 1024)
+    return found

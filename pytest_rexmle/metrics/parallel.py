@@ -8,6 +8,7 @@ parallelism off, e.g. to profile); the default is the number of cores this proce
 
 from __future__ import annotations
 
+import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -43,7 +44,9 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], cost: Callable[[T], f
         order = sorted(order, key=lambda i: -cost(items[i]))
     results: list = [None] * len(items)
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rexmle-grade") as pool:
-        futures = {i: pool.submit(fn, items[i]) for i in order}
+        # each item runs in a copy of the caller's context: what a reader records for the caller (the
+        # header notes of medimage.header_notes) reaches the caller's collector from the worker threads
+        futures = {i: pool.submit(contextvars.copy_context().run, fn, items[i]) for i in order}
         for i, future in futures.items():
             results[i] = future.result()
     return results

@@ -26,6 +26,8 @@ from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
+from pytest_rexmle.medimage.header_notes import collecting
+from pytest_rexmle.result import ChallengeResult
 from pytest_rexmle.task import Task, registry
 
 from . import editing
@@ -113,12 +115,6 @@ def on_grid(array: np.ndarray, like: sitk.Image) -> sitk.Image:
     image = sitk.GetImageFromArray(array)
     image.CopyInformation(like)
     return image
-
-
-def coarser_spacing(array: np.ndarray, image: sitk.Image) -> sitk.Image:
-    out = on_grid(array, image)
-    out.SetSpacing(tuple(2 * s for s in image.GetSpacing()))
-    return out
 
 
 def one_slice_less(array: np.ndarray, image: sitk.Image) -> sitk.Image:
@@ -221,12 +217,12 @@ MALFORMED = {
     "symlinked prediction": Malformed(editing.symlink_first, FILES, "symbolic link"),
     "undecodable file": Malformed(write_first(b"\x00garbage, not a prediction\xff" * 4), FILES,
                                   r"case '[^']+'.*(cannot|not valid)"),
-    "wrong grid (spacing)": Malformed(rewrite_volume(coarser_spacing), ("volume",), "spacing|grid|geometry"),
     "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
     "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
-    # SEG.A counts any nonzero voxel as vessel, so 0.5 is a valid (vessel) value there
+    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included (§19 errata, turn 4), so 0.5
+    # is a valid (vessel, lesion) value there
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
-                                  exempt=("seg-a",)),
+                                  exempt=("seg-a", "isles22")),
     # ISLES'22 and SEG.A read any nonzero voxel as foreground (lesion, vessel), as their organisers do
     "label out of range": Malformed(rewrite_volume(with_value(200, np.int16)), ("volume",), "label|value",
                                     exempt=("isles22", "seg-a")),
@@ -253,6 +249,66 @@ APPLICABLE = [pytest.param(task, name, id=f"{task}-{name}") for task in TASKS fo
 
 def test_prediction_formats_are_as_listed(twin):
     assert twin.kind == KINDS.get(twin.task.id), f"{twin.task.id}: add its format to KINDS"
+
+
+# -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning (§0.4 errata, turn 4) --
+
+def header_edit(change: Callable[[sitk.Image], None]) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
+    def edit(array: np.ndarray, image: sitk.Image) -> sitk.Image:
+        out = on_grid(array, image)
+        change(out)
+        return out
+    return edit
+
+
+def _shift_origin(img: sitk.Image) -> None:
+    img.SetOrigin(tuple(o + d for o, d in zip(img.GetOrigin(), (0.2, 0.0, 0.0))))
+
+
+def _spacing_061(img: sitk.Image) -> None:
+    """The first spacing scaled by 0.61/0.6 (0.6 mm would be written 0.61 mm)."""
+    sx, *rest = img.GetSpacing()
+    img.SetSpacing((sx * 0.61 / 0.6, *rest))
+
+
+def _ras_direction(img: sitk.Image) -> None:
+    """The direction a RAS-minded writer stores (x and y negated), voxels untouched."""
+    d = np.asarray(img.GetDirection(), float).reshape(3, 3)
+    img.SetDirection(tuple((d @ np.diag([-1.0, -1.0, 1.0])).ravel()))
+
+
+HEADER_EDITS = {"origin offset 0.2 mm": (_shift_origin, "origin"), "spacing 0.61 vs 0.6": (_spacing_061, "spacing"),
+                "RAS-stored direction": (_ras_direction, "direction")}
+VOLUME_TASKS = [task for task in TASKS if KINDS.get(task) == "volume"]
+HEADER_CASES = [pytest.param(task, name, id=f"{task}-{name}") for task in VOLUME_TASKS for name in HEADER_EDITS]
+
+
+@pytest.mark.parametrize("twin, name", HEADER_CASES, indirect=["twin"])
+def test_a_header_difference_is_scored_on_the_ground_truth_grid_with_a_warning(name, twin, tmp_path):
+    change, prop = HEADER_EDITS[name]
+    sub = editing.copy_of(twin.perfect, tmp_path / "submission")
+    rewrite_volume(header_edit(change))(sub)
+    outcome = grade_submission(twin.task, sub, twin.private)
+    assert outcome.status == "ok", outcome.reason
+    perfect = grade_submission(twin.task, twin.perfect, twin.private)
+    assert outcome.metrics == perfect.metrics                # the voxels, index for index, on the truth's grid
+    assert perfect.warnings == ()
+    case_id = editing.rows(sub)[0][editing.header(sub)[0]]
+    assert len(outcome.warnings) == 1 and f"case {case_id!r}: prediction header {prop}" in outcome.warnings[0]
+    result = result_from_grade(twin.task, outcome)
+    assert result.warnings == list(outcome.warnings) and result.percentile == 1.0
+    assert ChallengeResult.from_json(result.to_json()).warnings == result.warnings   # kept in result.json
+    with collecting() as notes:                              # the agent-side check accepts it and says why
+        load_grader(twin.task).validate(sub, twin.public)
+    assert [n for n in notes.messages() if prop in n], notes.messages()
+
+
+@pytest.mark.parametrize("twin", VOLUME_TASKS, indirect=True)
+def test_another_shape_stays_invalid_even_with_a_matching_header(twin, tmp_path):
+    sub = editing.copy_of(twin.perfect, tmp_path / "submission")
+    rewrite_volume(one_slice_less)(sub)
+    outcome = grade_submission(twin.task, sub, twin.private)
+    assert outcome.status == INVALID and re.search("size", outcome.reason or ""), outcome.reason
 
 
 @pytest.mark.parametrize("twin, name", APPLICABLE, indirect=["twin"])

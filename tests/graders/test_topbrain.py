@@ -177,7 +177,6 @@ def with_value(value: int):
 
 @pytest.mark.parametrize("kind, reason", [
     ("too-high label", "not allowed"),
-    ("wrong spacing", "spacing"),
     ("wrong shape", "size"),
     ("unreadable", "cannot read"),
     ("missing case", "missing test case"),
@@ -189,8 +188,6 @@ def test_malformed_submission_is_invalid(twin, tmp_path, kind, reason):
     first = predictions(sub)[0]
     if kind == "too-high label":
         with_value(g.track.n_labels + 1)(sub)
-    elif kind == "wrong spacing":
-        rewrite_first(sub, spacing=(1.0, 1.0, 1.0))
     elif kind == "wrong shape":
         rewrite_first(sub, sitk.GetArrayFromImage(sitk.ReadImage(str(first)))[:, :-1])
     elif kind == "unreadable":

@@ -91,6 +91,55 @@ def test_ldct_test_set_in_the_organisers_layout(tmp_path, offline):
     assert manifest["notes"]["score_files"]["test.json"].endswith("ground_truth_scores.json")
 
 
+def organisers_test_release(rng: np.random.Generator) -> tuple[bytes, dict[str, float], dict[str, np.ndarray]]:
+    """The organisers' test release as third-party loaders read it: ``LDCTIQAC2023_test/test_N/<fname>.tif``
+    and ``test-ground-truth.json`` = ``{part: {"fnames": [...], "scores": [...]}}``, the part's folder
+    being the key without its extension; plus the artefact table that ships beside it."""
+    parts = {"test_0.mha": ["S058279_70_1_2", "L096_402_1_1"], "test_1.mha": ["S058279_71_2_3"],
+             "test_2": ["L067_12_3_4", "L067_13_3_4"]}
+    files, truth, slices = {}, {}, {}
+    for key, names in parts.items():
+        scores = [round(float(rng.uniform(0, 4)), 2) for _ in names]
+        truth[key] = {"fnames": names, "scores": scores}
+        for name, score in zip(names, scores):
+            pixels = rng.random((16, 12), np.float32)
+            files[f"LDCTIQAC2023_test/{Path(key).stem}/{name}.tif"] = tiff_bytes(pixels)
+            slices[name] = pixels
+    files["LDCTIQAC2023_test/test-ground-truth.json"] = json.dumps(truth).encode()
+    files["LDCTIQAC2023_test/dist_ans_test.csv"] = b"image,1,2,3,4\nS058279_070_1,n1s1,n2s1,n1s2,n2s2\n"
+    scores = {n: s for v in truth.values() for n, s in zip(v["fnames"], v["scores"])}
+    return zip_bytes(files), scores, slices
+
+
+def test_ldct_test_set_in_the_organisers_part_layout(tmp_path, offline):
+    import tifffile
+
+    train, _, _ = ldct_files(tmp_path)
+    archive, scores, slices = organisers_test_release(np.random.default_rng(12))
+    test = tmp_path / "LDCTIQAC2023_test.zip"
+    test.write_bytes(archive)
+    data = prepare_task(task("ldct-iqa"), tmp_path / "data", [train, test], progress=False)
+    assert {k: float(v) for k, v in answers(data.root).items()} == scores
+    for name, pixels in slices.items():                       # each slice placed under its id, pixels unchanged
+        assert np.array_equal(tifffile.imread(data.public / "test" / "images" / f"{name}.tiff"), pixels)
+    assert sorted(p.name for p in (data.public / "test" / "images").iterdir()) == sorted(f"{n}.tiff" for n in scores)
+    manifest = json.loads((data.private / MANIFEST).read_text())
+    assert manifest["notes"]["score_files"]["test.json"].endswith("test-ground-truth.json")
+    assert manifest["notes"]["test_layout"] == {"parts": {"test_0": 2, "test_1": 1, "test_2": 2}}
+    assert json.loads((data.private / "split.json").read_text())["test"] == sorted(scores)
+
+
+def test_ldct_part_without_its_folder_is_named(tmp_path, offline):
+    train, _, _ = ldct_files(tmp_path)
+    archive, _, _ = organisers_test_release(np.random.default_rng(13))
+    with zipfile.ZipFile(io.BytesIO(archive)) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if "/test_1/" not in n}
+    test = tmp_path / "LDCTIQAC2023_test.zip"
+    test.write_bytes(zip_bytes(files))
+    with pytest.raises(PrepareError, match=r"part 'test_1' has no folder test_1/ beside it"):
+        prepare_task(task("ldct-iqa"), tmp_path / "data", [train, test], progress=False)
+
+
 def test_file_matching_nothing_gets_one_line_saying_what_was_expected(tmp_path, offline):
     train, _, _ = ldct_files(tmp_path)
     stray = tmp_path / "holiday.zip"

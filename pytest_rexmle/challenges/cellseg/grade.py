@@ -29,7 +29,7 @@ MAX_FILE_BYTES = 4096 * 4096 * 16
 
 
 def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
-    """A submitted label TIFF as int64 (H, W); every format problem is an InvalidSubmission."""
+    """A submitted label TIFF as a non-negative integer (H, W) array; every format problem is an InvalidSubmission."""
     where = f"case {case_id!r}"
     limit = MAX_FILE_BYTES if shape is None else shape[0] * shape[1] * 16 + (1 << 20)
     try:
@@ -65,7 +65,13 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
         raise InvalidSubmission(f"{where}: {path.name} has negative label values (min {arr.min()})")
     if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
         raise InvalidSubmission(f"{where}: {path.name} has label values beyond the int64 range")
-    return arr.astype(np.int64)
+    # integer images keep their own type (a 5000×5000 uint16 image stays 50 MB instead of 200 MB as int64):
+    # the matching only counts ids; floats (integral, checked above) and uint64 (range checked) become int64
+    if arr.dtype.kind == "b":
+        return arr.view(np.uint8)
+    if arr.dtype.kind == "f" or arr.dtype == np.uint64:
+        return arr.astype(np.int64)
+    return arr
 
 
 def public_test_image(public_dir: Path, case_id: str) -> Path:
@@ -101,7 +107,9 @@ class CellInstances(Grader):
             if truth.ndim != 2:
                 raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {truth.shape}")
             pred = read_labels(submission.file(case_id, "predicted_mask_path"), case_id, truth.shape)
-            return image_f1(truth.astype(np.int64), pred)
+            if truth.dtype.kind not in "iu" or truth.dtype == np.uint64:
+                truth = truth.astype(np.int64)   # the harness's own files are uint16/uint32: kept as they are
+            return image_f1(truth, pred)
 
         # images on all cores (decoding and NumPy release the GIL); summed in id order, as before
         per_image = parallel_map(case_f1, answers.ids)

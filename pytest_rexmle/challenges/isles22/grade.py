@@ -6,11 +6,16 @@ Imaging and metric modules are imported where used: the baseline (empty NIfTI ma
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from statistics import mean
 
 from ...errors import InvalidSubmission
 from ...submission import CaseTable
 from ...graders.base import Grader
+
+if TYPE_CHECKING:
+    import numpy as np
+    import SimpleITK as sitk
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 
@@ -18,6 +23,17 @@ NIFTI_SUFFIXES = (".nii", ".nii.gz")
 def _require_nifti(path: Path, case_id: str) -> None:
     if not path.name.endswith(NIFTI_SUFFIXES):
         raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii or .nii.gz)")
+
+
+def lesion_mask(path: Path, ref: sitk.Image, case_id: str) -> np.ndarray:
+    """The prediction's lesion voxels: any non-zero voxel, floats included (§19 errata, turn 4).
+
+    The organisers binarise with ``!= 0`` whatever the voxel type, so a float mask with values in (0, 1]
+    is scored, not refused for non-integer values; NaN and ±inf stay invalid.
+    """
+    from ...medimage.geometry import nonzero_mask, read_image
+
+    return nonzero_mask(read_image(path, case_id, ref), case_id)
 
 
 def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[str, float]:
@@ -43,7 +59,7 @@ class StrokeLesion(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import SimpleITK as sitk
 
-        from ...medimage.geometry import read_image, read_mask, reference_geometry, voxel_volume_mm3
+        from ...medimage.geometry import read_image, reference_geometry, voxel_volume_mm3
         from ...metrics.parallel import parallel_map
         from ...metrics.surface import bounding_box, union_box
 
@@ -53,7 +69,7 @@ class StrokeLesion(Grader):
             ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
                 lambda: read_image(truth_path, case_id),
-                lambda: read_mask(path, ref, case_id) != 0))
+                lambda: lesion_mask(path, ref, case_id)))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             # every metric counts voxels or components, so the union box of both foregrounds loses nothing
             box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim
@@ -61,11 +77,11 @@ class StrokeLesion(Grader):
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...medimage.geometry import read_mask, reference_geometry
+        from ...medimage.geometry import reference_geometry
 
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)
-        read_mask(path, reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
+        lesion_mask(path, reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test case's DWI grid."""

@@ -2,12 +2,19 @@
 
 The training set and the test set are separate raw parts (``raw/ldct-iqa/train``, ``test``); in each, the
 score file is the JSON whose keys name the images beside it, whatever it is called.
+
+The test set comes in two layouts. The single-folder one (``LDCTIQAC_test/images/*.tiff`` and a flat
+``{image: score}`` JSON), and the organisers' release as third-party loaders read it:
+``LDCTIQAC2023_test/test_N/*.tif`` with ``test-ground-truth.json`` mapping each part to its images,
+``{"test_N[.ext]": {"fnames": [stem, ...], "scores": [score, ...]}}`` (the part's folder is the key
+without its extension). Both are recognised by content, never by name.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from ...data.split import write_split
@@ -75,21 +82,92 @@ def _score_file(ctx: Context, root: Path, preferred: str) -> tuple[Path, dict, d
     return found[0]
 
 
+def _parts_of(data: object) -> dict[str, tuple[list, list]] | None:
+    """``{part folder: (file names, scores)}`` when ``data`` is a per-part ground truth, else None."""
+    if not isinstance(data, dict) or not data:
+        return None
+    parts = {}
+    for key, value in data.items():
+        if not (isinstance(value, dict) and isinstance(value.get("fnames"), list)
+                and isinstance(value.get("scores"), list)):
+            return None
+        parts[os.path.splitext(str(key).strip())[0]] = (value["fnames"], value["scores"])
+    return parts
+
+
+def _parted_score_file(ctx: Context, root: Path) -> tuple[Path, dict[str, tuple[list, list]]] | None:
+    """The organisers' per-part ground truth (``test-ground-truth.json`` in their release), if there is one."""
+    found = []
+    for path in ctx.files("*.json", root):
+        try:
+            parts = _parts_of(json.loads(path.read_text(encoding="utf-8-sig")))
+        except (OSError, ValueError):
+            continue  # _score_file reports unreadable JSON
+        if parts is not None:
+            found.append((path, parts))
+    if len(found) > 1:
+        names = ", ".join(str(f[0].relative_to(ctx.raw)) for f in found)
+        raise PrepareError(f"{ctx.task.id}: two per-part ground-truth files under {root}: {names}")
+    return found[0] if found else None
+
+
+def _parted_set(ctx: Context, path: Path, parts: dict[str, tuple[list, list]]
+                ) -> tuple[dict[str, float], dict[str, Path]]:
+    """(id → score, id → image) of a per-part ground truth; each part's images sit in ``<part>/`` beside it."""
+    scores: dict[str, float] = {}
+    images: dict[str, Path] = {}
+    folders = {p.name.lower(): p for p in path.parent.iterdir() if p.is_dir()}
+    for part, (names, values) in sorted(parts.items()):
+        if len(names) != len(values):
+            raise PrepareError(f"{path}: part {part!r} lists {len(names)} file names and {len(values)} scores")
+        folder = folders.get(part.lower())
+        if folder is None:
+            raise PrepareError(f"{path}: part {part!r} has no folder {part}/ beside it; is the release complete?")
+        in_part = _images_in(ctx, folder)
+        for case_id in in_part:
+            if case_id in images:
+                raise PrepareError(f"{ctx.task.id}: two images map to the id {case_id!r}: {images[case_id]}, "
+                                   f"{in_part[case_id]}")
+        images.update(in_part)
+        for name, value in zip(names, values):
+            stem = _stem_key(name)
+            if stem in scores:
+                raise PrepareError(f"{path}: two entries map to the image id {stem!r}")
+            scores[stem] = _score(path, name, value)
+    ctx.notes["test_layout"] = {"parts": {part: len(names) for part, (names, _) in sorted(parts.items())}}
+    return scores, images
+
+
+def _score(path: Path, key: object, value: object) -> float:
+    try:
+        score = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise PrepareError(f"{path}: score of {key!r} is not a number: {value!r}") from None
+    if not math.isfinite(score):
+        raise PrepareError(f"{path}: score of {key!r} is not finite")
+    return score
+
+
 def _scored_set(ctx: Context, root: Path, preferred: str) -> dict[str, tuple[Path, float]]:
-    """id → (image, score) for one score file and its image folder; only images with a score."""
+    """id → (image, score) for one score file and its image folder(s); only images with a score."""
+    parted = _parted_score_file(ctx, root)
+    if parted is not None:
+        path = parted[0]
+        scores, images = _parted_set(ctx, *parted)
+        return _matched(ctx, preferred, path, scores, images)
     path, scores_raw, images = _score_file(ctx, root, preferred)
     scores: dict[str, float] = {}
     for key, value in scores_raw.items():
         stem = _stem_key(key)
-        try:
-            score = float(value)
-        except (TypeError, ValueError):
-            raise PrepareError(f"{path}: score of {key!r} is not a number: {value!r}") from None
-        if not math.isfinite(score):
-            raise PrepareError(f"{path}: score of {key!r} is not finite")
         if stem in scores:
             raise PrepareError(f"{path}: two entries map to the image id {stem!r}")
-        scores[stem] = score
+        scores[stem] = _score(path, key, value)
+    return _matched(ctx, preferred, path, scores, images)
+
+
+def _matched(ctx: Context, preferred: str, path: Path, scores: dict[str, float],
+             images: dict[str, Path]) -> dict[str, tuple[Path, float]]:
+    """The images that have a score; the others (either way) are listed in the manifest."""
     unscored, missing = sorted(set(images) - set(scores)), sorted(set(scores) - set(images))
     if unscored or missing:
         ctx.notes.setdefault("incomplete_cases", {})[path.name] = {"images_without_score": unscored[:50],

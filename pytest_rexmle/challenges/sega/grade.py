@@ -13,6 +13,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
+from ...medimage.geometry import nonzero_mask
 from ...metrics.hausdorff import hausdorff_mm
 from ...metrics.overlap import dice
 from ...graders.binary import BinaryMaskGrader
@@ -25,12 +26,7 @@ def require_nrrd(path: Path, case_id: str) -> None:
 
 def vessel_mask(img: sitk.Image, case_id: str) -> np.ndarray:
     """Any non-zero voxel is vessel; the voxels must still be finite numbers."""
-    arr = sitk.GetArrayViewFromImage(img)
-    if arr.dtype.kind not in "biuf":
-        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
-    return arr != 0
+    return nonzero_mask(img, case_id)
 
 
 def case_metrics(pred: np.ndarray, truth: np.ndarray, spacing_zyx: tuple[float, float, float]) -> dict[str, float]:

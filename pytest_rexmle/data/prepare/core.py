@@ -25,8 +25,8 @@ from .errors import PrepareError
 from .sources import ensure_raw, part_done, part_record, parts_for, raw_dir
 
 #: bump when a preparer's output changes; prepared folders of another version are rebuilt
-#: (prepare-2: PANTHER answers hold the tumour, label 1, only)
-RULE_VERSION = "prepare-2"
+#: (prepare-2: PANTHER answers hold the tumour, label 1, only; prepare-3: 3-D NIfTI files with qform = sform)
+RULE_VERSION = "prepare-3"
 LOCKS = ".locks"
 
 def load_preparer(task: Task):

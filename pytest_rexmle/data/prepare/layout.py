@@ -21,6 +21,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry, write_image
+from ...medimage.nifti import write_with_aligned_forms
 from ...task import Task
 from ..split import split_ids, write_split
 from ..synthetic.common import case_paths, write_csv, write_tables
@@ -72,8 +73,19 @@ class Context:
         Hard links keep the six TopCoW tasks from holding six copies of the same volumes; every consumer
         only reads prepared files, and raw files are never rewritten in place (re-extraction creates
         new files), so sharing the inode is safe.
+
+        The one exception (§0.4, errata turn 4): a 3-D NIfTI file whose qform and sform disagree is
+        written with both set to the grid SimpleITK reads (the graders' grid), header only, and recorded
+        in the manifest; otherwise nibabel (sform) and SimpleITK (qform) users would see two grids, and a
+        mask saved the usual nibabel way would land off the ground truth's grid.
         """
         dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.name.lower().endswith((".nii", ".nii.gz")):
+            found = write_with_aligned_forms(src, dst)
+            if found is not None:
+                self.notes.setdefault("qform_sform_rewritten", []).append(
+                    {"file": _prepared_name(self, dst), "source": src.name, **found})
+                return
         try:
             os.link(src, dst)
         except OSError:
@@ -128,6 +140,14 @@ class Context:
         self.resampled.append({"case": case_id, "label": label.name, "image": image.name, "reason": difference,
                                "from": geometry(img), "to": geometry(ref)})
         return out
+
+
+def _prepared_name(ctx: Context, path: Path) -> str:
+    """``public/...`` or ``private/...``: a prepared file as the manifest names it."""
+    for root in (ctx.public, ctx.private):
+        if path.is_relative_to(root):
+            return f"{root.name}/{path.relative_to(root).as_posix()}"
+    return path.name
 
 
 def _ignored(path: Path, base: Path) -> bool:
