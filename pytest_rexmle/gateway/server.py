@@ -347,6 +347,7 @@ class GatewayRun:
         finally:
             self._validating.release()
         verdict["problems"] = [self.redact(str(p)) for p in verdict.get("problems", [])]
+        verdict["warnings"] = [self.redact(str(w)) for w in verdict.get("warnings", [])]
         self._note_validation(verdict)
         return verdict, 200
 

@@ -57,6 +57,8 @@ def main(argv=None):
     elif verdict.get("ok"):
         cases = verdict.get("cases")
         print(f"OK: {cases} test case(s), format valid for {verdict.get('task')} (checked against public data only)")
+        for warning in verdict.get("warnings") or []:
+            print(f"WARNING: {warning}")
     else:
         problems = verdict.get("problems") or [verdict.get("error", {}).get("message", "no reason given")]
         print("INVALID: " + "; ".join(str(p) for p in problems))

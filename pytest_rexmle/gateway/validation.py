@@ -27,9 +27,9 @@ def _worker_env() -> dict[str, str]:
 
 
 def validate_submission(task_id: str, public_dir: Path | None, submission_dir: Path, timeout: float) -> dict:
-    """The verdict ``{ok, problems, task, cases, checked_against, seconds}``; never raises."""
+    """The verdict ``{ok, problems, warnings, task, cases, checked_against, seconds}``; never raises."""
     started = time.monotonic()
-    verdict = {"ok": False, "problems": [], "task": task_id, "cases": None,
+    verdict = {"ok": False, "problems": [], "warnings": [], "task": task_id, "cases": None,
                "checked_against": "public data only (never the answers)"}
     if public_dir is None or not Path(public_dir).is_dir():
         verdict["problems"] = ["the gateway has no public data for this run, so it cannot validate"]
@@ -59,14 +59,19 @@ def _main(argv: list[str]) -> int:
     from ..hostile import clean_text
     from ..task import get_task
 
+    from ..medimage.header_notes import collecting
+
     task_id, public, submission = argv
     task = get_task(task_id)
     try:
-        table = load_grader(task).validate(Path(submission), Path(public))
+        with collecting() as notes:
+            table = load_grader(task).validate(Path(submission), Path(public))
     except InvalidSubmission as exc:
         print(json.dumps({"ok": False, "problems": [clean_text(str(exc), limit=2000)], "task": task.id}))
         return 0
-    print(json.dumps({"ok": True, "problems": [], "task": task.id, "cases": len(table.ids)}))
+    # valid, but with headers unlike the inputs': scored on the answers' grid, said as warnings (as rexmle validate)
+    warnings = [clean_text(note, limit=2000) for note in notes.messages()][:20]
+    print(json.dumps({"ok": True, "problems": [], "warnings": warnings, "task": task.id, "cases": len(table.ids)}))
     return 0
 
 

@@ -93,3 +93,31 @@ def test_staged_submission_is_found_and_old_command_line_accepted(gateway, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("OK: ")
     s.run.close()
+
+
+def test_a_header_unlike_the_inputs_is_valid_with_a_warning(gateway, tmp_path):
+    """§0.4 errata (turn 4): the organisers score the voxels of a prediction whose header differs; the
+    agent's validation says valid and warns, as ``rexmle validate`` does."""
+    import SimpleITK as sitk
+
+    from pytest_rexmle.data.synthetic import generate
+    from pytest_rexmle.graders.base import load_grader
+    from pytest_rexmle.task import get_task
+
+    task = get_task("isles22")
+    twin = tmp_path / "twin"
+    generate(task, twin, 7)
+    s = open_served(gateway, tmp_path / "run", public_dir=twin / "public", task_id="isles22")
+    load_grader(task).write_baseline(twin / "public", s.run.submission_dir)
+    done = _client(s)
+    assert done.returncode == 0 and "WARNING" not in done.stdout, done.stdout + done.stderr
+    first = sorted(p for p in s.run.submission_dir.rglob("*.nii*"))[0]
+    image = sitk.ReadImage(str(first))
+    image.SetOrigin(tuple(o + d for o, d in zip(image.GetOrigin(), (0.2, 0.0, 0.0))))
+    sitk.WriteImage(image, str(first))
+    done = _client(s)
+    assert done.returncode == 0 and done.stdout.startswith("OK: "), done.stdout + done.stderr
+    assert "WARNING: " in done.stdout and "origin" in done.stdout
+    verdict = json.loads(_client(s, "--json").stdout)
+    assert verdict["ok"] is True and len(verdict["warnings"]) == 1
+    s.run.close()
