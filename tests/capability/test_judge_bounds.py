@@ -250,3 +250,41 @@ def test_observed_trace_counts_refused_calls_apart(tmp_path):
     assert (trace.n_calls, trace.refused) == (6, 5)
     [call] = trace.calls
     assert call.number == 6 and call.texts == ["$ python train.py", "epoch 1"]  # numbered as in the file
+
+
+# -- whole sessions ----------------------------------------------------------------------------------------
+
+def test_a_session_whose_judge_runs_out_writes_stages_capability_and_report(bench, needs_bwrap):
+    from ..conftest import report_dir, report_json, run_folders
+
+    result = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-judge-option=time_limit=0")
+    result.assert_outcomes(passed=1)
+    [run] = run_folders(bench.path, "ldct-iqa")
+    capability = json.loads((run / "capability.json").read_text())
+    assert capability["flags"][0].startswith(f"{TIMED_OUT} after 0 s"), capability["flags"]
+    stages = json.loads((run / "stages.json").read_text())
+    assert [s["evidence"].startswith(TIMED_OUT) for s in stages["stages"]] == [True, True, True, False, False]
+    assert stages["stages"][4]["score"] == 1.0  # the submission is measured all the same
+    assert report_json(bench.path)["challenges"][0]["status"] == "ok"
+    session = json.loads((report_dir(bench.path) / "rexmle-capability.json").read_text())
+    assert session["agents"][0]["runs"][0]["flags"] == capability["flags"]
+
+
+def test_resume_judges_a_hostile_record_in_seconds(bench, needs_bwrap):
+    """The issue's session: result.json written, then the judge held the session on a 1 M-letter call
+    (no stages, capability or report), and --rexmle-resume hung on it again."""
+    from ..conftest import report_json, run_folders
+
+    bench("--agent=sample", "-k", "ldct-iqa").assert_outcomes(passed=1)
+    [run] = run_folders(bench.path, "ldct-iqa")
+    write_model_calls(run, [model_call("$ python train.py\n" + "a" * MILLION, reply="epoch 1 train_loss=0.5")])
+    (run / "capability.json").unlink()
+    start = time.monotonic()
+    bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume", timeout=240).assert_outcomes(passed=1)
+    print(f"resumed session with a 1 M-letter call: {time.monotonic() - start:.1f} s")
+    assert run_folders(bench.path, "ldct-iqa") == [run]  # resumed, not run again
+    capability = json.loads((run / "capability.json").read_text())
+    assert capability["flags"] == [], capability["flags"]  # judged to the end, not timed out
+    stages = json.loads((run / "stages.json").read_text())
+    assert "training runs: logs/model-calls.jsonl#" in stages["stages"][1]["evidence"]
+    assert report_json(bench.path)["challenges"][0]["status"] == "ok"
