@@ -15,6 +15,11 @@ only for explicit evidence of execution), and three filters keep mere talk out:
 * trace lines that repeat the task description or instructions are ignored (the ISLES description
   mentions connected components; an agent echoing it has not post-processed anything).
 
+Every pattern is linear on any line (issue 32.3: ``\\w*`` after a literal, ``.*`` after a repeated word
+and ``[\\w.+-]+`` before a suffix were quadratic on a long run; ``_word_with`` and ``_up_to`` say how
+they were rewritten, ``tests/capability/test_judge_bounds.py`` times each one on hostile pieces), and
+the whole pass runs on the judge's clock (``time_limit``, :mod:`pytest_rexmle.capability.clock`).
+
 It is a heuristic floor, cheap and reproducible, not a replacement for the ``llm`` judge: the document
 records ``"name": "rules"`` so the two are never confused. The run is one section (``<id>-rules``), so
 ``fragment_mean`` equals the run mean for this judge.

@@ -4,7 +4,8 @@ Sources, in a fixed order so evidence and section labels are reproducible:
 
 1. ``trace`` — the model calls the session's gateway recorded (``logs/model-calls.jsonl``, see
    :mod:`pytest_rexmle.capability.observed`), one source per call (``logs/model-calls.jsonl#<n>``):
-   what the model was shown (commands, their outputs, errors) and what it answered;
+   what the model was shown (commands, their outputs, errors) and what it answered; only calls a provider
+   answered (a refused, failed or unanswered call is no evidence, ``observed.is_answered``);
 2. ``code`` — code and configuration in the workspace (``*.py``, ``*.sh``, ``*.yaml``, ``*.yml``,
    ``*.cfg``, ``*.toml``, ``*.ipynb``) **that the trace corroborates**: its file name appears in the trace
    (the model wrote, ran or read it) or one of its substantial lines (``MIN_SHARED_CHARS``) does;
@@ -26,7 +27,8 @@ are binary files. ANSI escapes and control characters are removed.
 Everything in the workspace was written by the agent, so reading is bounded (see
 :mod:`pytest_rexmle.hostile`): regular files only (never a FIFO, a device or a link), at most
 ``MAX_FILE_BYTES`` of each file (its head and its tail, with a marker line for what was skipped), at
-most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels.
+most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels, and on the
+judge's clock (:mod:`pytest_rexmle.capability.clock`), checked per record, file and folder entry.
 
 The LLM judge reads sources 1 and 3 with fenced code blocks removed (capability.md §2), cut into
 sections of at most 15 000 characters at line boundaries; the rules judge reads sources 1 and 2.
