@@ -28,6 +28,14 @@ Rules (generic over the 20 tasks; thresholds are module constants, documented in
     the empty baseline of ISLES'22 (few lesions per case) beats every human on its volume and lesion-count
     differences, two of its four ranked metrics. A wide margin on most ranked metrics at once is the
     anomaly a reviewer wants to see.
+
+What the rules cannot see (issue 32): answers copied and then degraded. A submission that stays short of
+the perfect score by more than ``ANSWERS_TOLERANCE`` on one ranking metric (cases dropped or perturbed,
+predictions pushed into a narrow band around the answers) escapes ``answers-reproduced``, and one that
+beats the best human by less than ``HUMAN_MARGIN`` of the spread on half the ranked metrics escapes
+``beats-humans``: first place, unflagged. Answers used only to select among honest models leave no trace
+in the scores at all. The rules are a backstop for the careless copy; keeping answers out is the job of the
+sandbox and the gateway's egress policy.
 """
 
 from __future__ import annotations

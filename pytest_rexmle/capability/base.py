@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..jsonfile import write_json_atomic
+from .clock import Clock, JudgeTimedOut
 from .schema import NO_TRACE_FLAG, run_document, untraced
 from .trace import Source, collect_sources, has_trace
 
@@ -80,34 +81,55 @@ def normalise_line(line: str) -> str:
 
 class Judge(ABC):
     name: ClassVar[str]
+    #: seconds one run's judging may take, evidence collection included (the ``time_limit`` option);
+    #: past it the run's documents say "judge timed out" (:mod:`pytest_rexmle.capability.clock`)
+    time_limit: float
+
+    def clock(self) -> Clock:
+        """A fresh clock for one run (one for its capability document, one for its stages)."""
+        return Clock(self.time_limit)
 
     @abstractmethod
     def describe(self) -> dict:
         """The judge record stored with every result: name, model, params, prompt_version (no secrets)."""
 
     @abstractmethod
-    def judge_sections(self, sources: list[Source], challenge_id: str, ignore: set[str]) -> tuple[list[dict], list[str], dict | None]:
-        """(sections with 13 normalised results each, flags, judge usage or None)."""
+    def judge_sections(self, sources: list[Source], challenge_id: str, ignore: set[str],
+                       clock: Clock | None = None) -> tuple[list[dict], list[str], dict | None]:
+        """(sections with 13 normalised results each, flags, judge usage or None); checks ``clock``."""
 
     @abstractmethod
-    def judge_stages(self, sources: list[Source], challenge_id: str, ignore: set[str]) -> dict[str, dict]:
-        """``{"S1": {"score": float in [0, 1], "evidence": str}, "S2": ..., "S3": ...}``."""
+    def judge_stages(self, sources: list[Source], challenge_id: str, ignore: set[str],
+                     clock: Clock | None = None) -> dict[str, dict]:
+        """``{"S1": {"score": float in [0, 1], "evidence": str}, "S2": ..., "S3": ...}``; checks ``clock``."""
 
     def judge_run(self, run_dir: Path, task: Any) -> dict:
-        """Judge one run, write ``<run_dir>/capability.json`` atomically and return the document."""
+        """Judge one run, write ``<run_dir>/capability.json`` atomically and return the document.
+
+        Everything from the first file read to the last section judged runs on one clock; a judge that
+        runs out scores nothing and says so in ``flags`` (the document is written all the same)."""
         run_dir = Path(run_dir)
         challenge_id = task_id_of(task)
         meta = run_meta(run_dir)
-        sources = collect_sources(run_dir)
-        if has_trace(sources):
-            sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task))
-        else:  # the agent's own logs are claims: without an observed trace nothing counts
-            sections, flags, usage = untraced(challenge_id), [NO_TRACE_FLAG], None
+        clock = self.clock()
+        try:
+            sources = collect_sources(run_dir, clock=clock)
+            if has_trace(sources):
+                sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task),
+                                                             clock)
+            else:  # the agent's own logs are claims: without an observed trace nothing counts
+                sections, flags, usage = untraced(challenge_id), [NO_TRACE_FLAG], None
+        except JudgeTimedOut as exc:
+            sections, flags, usage = untraced(challenge_id, str(exc)), [str(exc)], self.spent_so_far()
         doc = run_document(agent=meta.get("agent"), challenge_id=challenge_id, seed=_seed(meta),
                            run_dir=str(run_dir), judge=self.describe(), sections=sections, flags=flags,
                            judge_usage=usage)
         write_json_atomic(run_dir / CAPABILITY_JSON, doc)
         return doc
+
+    def spent_so_far(self) -> dict | None:
+        """What the judge spent on a run it did not finish (the ``llm`` judge's tokens), or None."""
+        return None
 
 
 def _seed(meta: dict) -> int | None:

@@ -22,6 +22,9 @@ Options (``get_judge("llm", **options)``; strings are accepted for every option,
 * ``params`` — a dict or JSON object of extra request fields (e.g. ``{"temperature": 0}``), recorded.
 * ``max_attempts`` (3), ``timeout`` (120 s), ``backoff`` (2 s, doubled per retry), ``section_chars``
   (15 000), ``keep_code`` (false: fenced code blocks are removed), ``json_mode`` (true).
+* ``time_limit`` (3600 s) — the clock of one run's capability document, and again of its stages, reading
+  included (:mod:`pytest_rexmle.capability.clock`): no request outlives it; past it the run is flagged
+  ``judge timed out`` and scores nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge
+from .clock import Clock, check, time_limit_seconds
 from .schema import NO_TRACE_FLAG, UNPARSABLE, normalise_results, untraced, zero_results
 from .strategies import load_strategies
 from .trace import SECTION_CHARS, Source, split_sections, trace_text
@@ -46,6 +50,7 @@ PROMPT_VERSION = "rexmle-capability-2"
 STAGE_PROMPT_VERSION = "rexmle-stages-2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-5"
+LLM_SECONDS = 3600.0
 DEFAULT_KEY_ENV = "REXMLE_JUDGE_API_KEY"
 FALLBACK_KEY_ENV = "OPENAI_API_KEY"
 REQUEST_FAILED = "Judge request failed"
@@ -124,7 +129,7 @@ class LLMJudge(Judge):
     def __init__(self, *, base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                  params: dict | str | None = None, max_attempts: int | str = 3, timeout: float | str = 120,
                  backoff: float | str = 2.0, section_chars: int | str = SECTION_CHARS, keep_code: bool | str = False,
-                 json_mode: bool | str = True) -> None:
+                 json_mode: bool | str = True, time_limit: float | str = LLM_SECONDS) -> None:
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.model = model or DEFAULT_MODEL
         self.api_key_env = api_key_env or (DEFAULT_KEY_ENV if os.environ.get(DEFAULT_KEY_ENV) or not
@@ -143,7 +148,9 @@ class LLMJudge(Judge):
         self.section_chars = int(section_chars)
         self.keep_code = _as_bool(keep_code)
         self.json_mode = _as_bool(json_mode)
+        self.time_limit = time_limit_seconds(time_limit)
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        self._run_start = dict(self.usage)
 
     def __repr__(self) -> str:  # never show the key, only where it comes from
         return f"LLMJudge(model={self.model!r}, base_url={_public_url(self.base_url)!r}, api_key_env={self.api_key_env!r})"
@@ -153,7 +160,7 @@ class LLMJudge(Judge):
                 "stage_prompt_version": STAGE_PROMPT_VERSION, "base_url": _public_url(self.base_url),
                 "api_key_env": self.api_key_env, "section_chars": self.section_chars, "keep_code": self.keep_code}
 
-    def _post(self, messages: list[dict]) -> str:
+    def _post(self, messages: list[dict], clock: Clock | None = None) -> str:
         """One chat completion; returns the message content. Raises _Transient or JudgeError."""
         body: dict[str, Any] = {"model": self.model, "messages": messages, **self.params}
         if self.json_mode:
@@ -164,9 +171,11 @@ class LLMJudge(Judge):
             headers["Authorization"] = f"Bearer {key}"
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
                                          headers=headers, method="POST")
+        check(clock, "asking the judge model")
+        timeout = self.timeout if clock is None else max(0.001, min(self.timeout, clock.left()))
         self.usage["requests"] += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 payload = json.loads(response.read().decode("utf-8", "replace"))
         except urllib.error.HTTPError as exc:
             if exc.code in (408, 409, 429) or exc.code >= 500:
@@ -187,14 +196,16 @@ class LLMJudge(Judge):
         except (KeyError, IndexError, TypeError):
             return ""
 
-    def _ask(self, system: str, user: str, key: str) -> tuple[list | None, str | None]:
+    def _ask(self, system: str, user: str, key: str, clock: Clock | None = None) -> tuple[list | None, str | None]:
         """(parsed list, None) or (None, why) after at most ``max_attempts`` tries."""
         why = None
         for attempt in range(self.max_attempts):
             if attempt and self.backoff:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                pause = self.backoff * 2 ** (attempt - 1)
+                time.sleep(pause if clock is None else min(pause, clock.left()))
             try:
-                content = self._post([{"role": "system", "content": system}, {"role": "user", "content": user}])
+                content = self._post([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                     clock)
             except _Transient as exc:
                 why = f"{REQUEST_FAILED} ({exc})"
                 continue
@@ -207,15 +218,15 @@ class LLMJudge(Judge):
     def sections(self, sources: list[Source]) -> list[str]:
         return split_sections(trace_text(sources, keep_code=self.keep_code), self.section_chars)
 
-    def judge_sections(self, sources, challenge_id, ignore):
+    def judge_sections(self, sources, challenge_id, ignore, clock=None):
         sections, flags = [], []
-        start = dict(self.usage)
+        start = self._run_start = dict(self.usage)
         texts = self.sections(sources)
         if not texts:
             return untraced(challenge_id), [NO_TRACE_FLAG], self._usage(start)
         for i, text in enumerate(texts, start=1):
             label = f"{challenge_id}-section-{i}"
-            raw, why = self._ask(SYSTEM_PROMPT, user_message(label, text), "results")
+            raw, why = self._ask(SYSTEM_PROMPT, user_message(label, text), "results", clock)
             if raw is None:
                 sections.append({"label": label, "flagged": True, "results": zero_results(UNPARSABLE)})
                 flags.append(f"{'unparsable' if why == UNPARSABLE else 'request failed'}: {label}")
@@ -223,11 +234,11 @@ class LLMJudge(Judge):
                 sections.append({"label": label, "flagged": False, "results": normalise_results(raw)})
         return sections, flags, self._usage(start)
 
-    def judge_stages(self, sources, challenge_id, ignore):
+    def judge_stages(self, sources, challenge_id, ignore, clock=None):
         best = {sid: {"score": 0.0, "evidence": ""} for sid in JUDGED_STAGES}
         for i, text in enumerate(self.sections(sources), start=1):
             label = f"{challenge_id}-section-{i}"
-            raw, _ = self._ask(STAGE_SYSTEM_PROMPT, stage_message(label, text), "stages")
+            raw, _ = self._ask(STAGE_SYSTEM_PROMPT, stage_message(label, text), "stages", clock)
             for item in raw or []:
                 if not isinstance(item, dict) or item.get("id") not in best:
                     continue
@@ -236,6 +247,9 @@ class LLMJudge(Judge):
                     evidence = item.get("evidence")
                     best[item["id"]] = {"score": score, "evidence": f"{label}: {evidence if isinstance(evidence, str) else ''}"}
         return best
+
+    def spent_so_far(self) -> dict:
+        return self._usage(self._run_start)
 
     def _usage(self, start: dict) -> dict:
         """What this run cost the judge (the instance is reused across runs)."""

@@ -17,6 +17,12 @@ as tool-call arguments are decoded and walked too), except
   test-time augmentation" is not a run that did it (the same reason ``workspace/agent/`` is skipped);
 * protocol metadata (ids, model names, roles, finish reasons), which is noise for a judge.
 
+Only calls a provider answered are evidence. A record the gateway marked ``"refused": true`` (a spent
+budget, a bad token, an unknown route), one whose status is not 2xx (the gateway's refusals and the
+provider's own errors: the model answered nothing) and one without a response are counted
+(``refused``) and skipped: with a zero budget, the refused requests' text alone earned 13/13
+strategies and S1–S5 (issue 32.5), and a request costs nothing to send when nobody answers it.
+
 A streamed answer's fragments are joined in order into one text. Conversations resend their history
 with every call, so each distinct string is kept once, at its first appearance. Reading is bounded:
 at most ``MAX_BYTES`` of the file (head and tail), lines over ``MAX_LINE_BYTES`` skipped, JSON nesting
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..hostile import RefusedFile, clean_text, read_head_tail
+from .clock import Clock, check
 
 MODEL_CALLS = "logs/model-calls.jsonl"
 MAX_BYTES = 16 * 1024 * 1024
@@ -63,9 +70,11 @@ class Call:
 @dataclass
 class ObservedTrace:
     calls: list[Call]
-    #: recorded calls read, lines that were not a call record (cut by the size bound, corrupt)
+    #: recorded calls read (their numbers in evidence), lines that were not a call record (cut by the
+    #: size bound, corrupt), calls that are no evidence (refused, failed, unanswered: ``is_answered``)
     n_calls: int = 0
     skipped_lines: int = 0
+    refused: int = 0
     present: bool = False
 
     @property
@@ -73,8 +82,9 @@ class ObservedTrace:
         return "\n".join(c.text for c in self.calls)
 
 
-def read_model_calls(run_dir: Path) -> ObservedTrace:
-    """The run's observed trace; empty (``present`` False) when the gateway recorded nothing."""
+def read_model_calls(run_dir: Path, clock: Clock | None = None) -> ObservedTrace:
+    """The run's observed trace; empty (``present`` False) when the gateway recorded nothing.
+    ``clock`` is checked before each record (see :mod:`pytest_rexmle.capability.clock`)."""
     path = Path(run_dir) / MODEL_CALLS
     try:
         head, tail, skipped = read_head_tail(path, MAX_BYTES // 2, MAX_BYTES // 2, MODEL_CALLS)
@@ -86,6 +96,7 @@ def read_model_calls(run_dir: Path) -> ObservedTrace:
     trace = ObservedTrace([], present=True)
     seen: set[str] = set()
     for raw in lines:
+        check(clock, "reading the recorded model calls")
         if not raw.strip():
             continue
         record = _record(raw)
@@ -93,6 +104,9 @@ def read_model_calls(run_dir: Path) -> ObservedTrace:
             trace.skipped_lines += 1
             continue
         trace.n_calls += 1
+        if not is_answered(record):
+            trace.refused += 1
+            continue
         call = Call(trace.n_calls)
         for text in call_texts(record):
             text = clean_text(text, keep_newlines=True).strip()
@@ -102,6 +116,17 @@ def read_model_calls(run_dir: Path) -> ObservedTrace:
         if call.texts:
             trace.calls.append(call)
     return trace
+
+
+def is_answered(record: dict) -> bool:
+    """Whether a provider answered this call: not refused by the gateway, a 2xx status (or none, in a
+    record written without one), and a response. Only such calls are evidence for any judge."""
+    if record.get("refused") is True or record.get("response") is None:
+        return False
+    status = record.get("status")
+    if status is None:
+        return True
+    return isinstance(status, int) and not isinstance(status, bool) and 200 <= status < 300
 
 
 def _record(raw: bytes) -> dict | None:

@@ -15,6 +15,11 @@ only for explicit evidence of execution), and three filters keep mere talk out:
 * trace lines that repeat the task description or instructions are ignored (the ISLES description
   mentions connected components; an agent echoing it has not post-processed anything).
 
+Every pattern is linear on any line (issue 32.3: ``\\w*`` after a literal, ``.*`` after a repeated word
+and ``[\\w.+-]+`` before a suffix were quadratic on a long run; ``_word_with`` and ``_up_to`` say how
+they were rewritten, ``tests/capability/test_judge_bounds.py`` times each one on hostile pieces), and
+the whole pass runs on the judge's clock (``time_limit``, :mod:`pytest_rexmle.capability.clock`).
+
 It is a heuristic floor, cheap and reproducible, not a replacement for the ``llm`` judge: the document
 records ``"name": "rules"`` so the two are never confused. The run is one section (``<id>-rules``), so
 ``fragment_mean`` equals the run mean for this judge.
@@ -25,12 +30,12 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import time
 from bisect import bisect_right
 from dataclasses import dataclass
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge, normalise_line
+from .clock import Clock, check, time_limit_seconds
 from .schema import load_strategies
 from .trace import CODE, TRACE, Source
 
@@ -119,6 +124,30 @@ class Rule:
 
 _CS = "(?-i:{})"  # case-sensitive fragment inside an otherwise case-insensitive pattern
 
+
+def _word_with(alternatives: str) -> str:
+    """The whole word (run of ``\\w``) holding one of ``alternatives``, in linear time.
+
+    Why: ``window\\w*`` restarts at every ``window`` of a long word and rescans the word's tail each time
+    (one 4000-character piece of ``windowwindow…`` took seconds, issue 32.3). Anchored at the word's start,
+    checked by a look-ahead and taken possessively, the word is scanned once. It matches where the
+    unanchored form matched whenever what follows cannot start inside the word (a ``\\b`` or a non-word
+    character comes next in every use below), only starting at the word's first character.
+    """
+    return rf"\b(?=\w*?(?:{alternatives}))\w++"
+
+
+def _up_to(start: str, end: str, between: str = ".") -> str:
+    """``start`` then, later on the line, ``end``: the scan from one ``start`` stops at the next one.
+
+    Why: ``wget\\s+.*https?://`` scans to the line's end from every ``wget`` (quadratic on a line of
+    ``wget wget …``). Tempered by ``start``, each character is scanned from one ``start`` only; some
+    ``start`` is still followed by ``end`` exactly when the original matched (the last one before it).
+    ``between`` is what may come between them (one character).
+    """
+    return rf"{start}(?:(?!{start}){between})*?{end}"
+
+
 RULES: dict[str, Rule] = {r.key: r for r in (
     Rule("analyze_failures", (
         group(r"Traceback \(most recent call last\)", r"\b\w*(Error|Exception):\s", r"CUDA out of memory",
@@ -155,7 +184,7 @@ RULES: dict[str, Rule] = {r.key: r for r in (
         r"roc_curve|precision_recall_curve|youden", what="metric-aligned design"),)),
     Rule("domain_knowledge", (group(
         _CS.format(r"\bHU\b") + r".{0,60}(window|clip|range|\[|-?\d{3,4})",
-        r"(window|clip)\w*.{0,60}" + _CS.format(r"\bHU\b"), r"Hounsfield",
+        _word_with("window|clip") + r".{0,60}" + _CS.format(r"\bHU\b"), r"Hounsfield",
         r"\bwindow(ing)?\s*(level|width|cent(er|re))", r"np\.clip\([^)]*-1[0-2]\d\d\b",
         r"ScaleIntensityRange(Percentiles)?d?\b", r"\ba_min\s*=\s*-\d+",
         r"sitk\.Resample|ResampleImageFilter|resample_img|resample_to_output|nibabel\.processing|\bSpacingd?\(|SetOutputSpacing",
@@ -211,7 +240,8 @@ RULES: dict[str, Rule] = {r.key: r for r in (
         r"\bundersampl\w*|balanced[_ ]sampl\w*|RandCropByPosNegLabeld?|sample[_ ]weights?",
         r"drop_duplicates|\.dropna\(|\bremoved?\s+(duplicates|outliers)|nan_to_num", what="data curation"),)),
     Rule("postprocessing", (group(
-        r"connected[_ -]?components?|\bcc3d\b|ndimage\.label\(|measure\.label\(|\blabel\([^)]*connectivity",
+        r"connected[_ -]?components?|\bcc3d\b|ndimage\.label\(|measure\.label\(|"
+        + _up_to(r"\blabel\(", "connectivity", "[^)]"),
         r"remove_small_(objects|holes)|binary_fill_holes|fill[_ ]holes|FillHoles|binary_(opening|closing|erosion|dilation)|"
         r"\bmorpholog\w*|KeepLargestConnectedComponent|largest[_ ]connected|largest[_ ]component|keep[_ ]largest",
         r"non[_ -]?max(imum)?[_ -]suppression|\bnms\(|batched_nms|" + _CS.format(r"\bNMS\b")
@@ -227,10 +257,10 @@ RULES: dict[str, Rule] = {r.key: r for r in (
         r"model[_ ]soup|swa_utils|stochastic weight averaging", what="model ensemble"),),
         exclude=re.compile(r"\b(folds?|seeds?|fold_\d|seed_\d)\b", re.IGNORECASE)),
     Rule("external_data", (group(
-        r"pretrained\s*=\s*True|weights\s*=\s*[\"']?\w*(IMAGENET|imagenet|DEFAULT)|\w+_Weights\.(DEFAULT|IMAGENET1K\w*)|"
+        r"pretrained\s*=\s*True|weights\s*=\s*[\"']?\w*(IMAGENET|imagenet|DEFAULT)|\b\w++(?<=\w_weights)\.(DEFAULT|IMAGENET1K\w*)|"
         r"encoder_weights\s*=\s*[\"']\w+",
         r"from_pretrained\(|hf_hub_download|snapshot_download|huggingface\.co/|torch\.hub\.load|load_state_dict_from_url|model_zoo",
-        r"\b(wget|curl)\s+.*https?://", r"kaggle\s+(datasets|competitions)\s+download|zenodo\.org",
+        _up_to(r"\b(?:wget|curl)\s", r"https?://"), r"kaggle\s+(datasets|competitions)\s+download|zenodo\.org",
         r"TotalSegmentator|MedicalNet|Models[ _]?Genesis|medsam_vit|BiomedCLIP|RadImageNet",
         r"\b(external|additional|extra|public)\s+(dataset|data|images|cohort)s?\b.{0,40}\b(download|used|using|added|loaded|included|train)",
         r"\bpre-?trained\s+on\s+(imagenet|coco|\w+)", r"\b(loaded|loading|downloaded|downloading|using)\s+(the\s+)?"
@@ -278,7 +308,7 @@ STAGE_RULES: dict[str, tuple[Group, ...]] = {
         group(r"\bval(id(ation)?)?[_ ]?(dice|loss|acc\w*|auc|f1|iou|score|metric|mae|psnr|ssim|plcc|srocc)\b\s*[=:]?\s*-?\d",
               r"\bvalidation\b.{0,40}\b(dice|loss|accuracy|auc|f1|iou|score|metric|mae|psnr|ssim)\b.{0,10}\d",
               hedged=False, what="validation metric computed"),
-        group(r"\bbest\s+(model|checkpoint|epoch|val\w*|score|dice)\b|early[_ ]stop\w*|\bimproved\b|save\w*.{0,20}\bbest\b|"
+        group(r"\bbest\s+(model|checkpoint|epoch|val\w*|score|dice)\b|early[_ ]stop\w*|\bimproved\b|" + _word_with("save") + r".{0,20}\bbest\b|"
               r"model selection|\bcompar\w*\b.{0,40}\b(models?|runs?|configs?|experiments?)\b", hedged=False,
               what="selects by validation"),
     ),
@@ -302,9 +332,11 @@ class Line:
 
 #: lines longer than this are matched in pieces (regex cost per line stays bounded; quotes are shorter)
 MAX_LINE_CHARS = 4000
-#: wall-clock budget of one judging pass over a run's lines (ordinary runs take well under a second)
-RULES_SECONDS = 30.0
-STOPPED_NOTE = f"rules judge stopped after {RULES_SECONDS:.0f} s; later lines were not scanned"
+#: the default clock of one run's judging, evidence collection included (``time_limit``): an ordinary
+#: run takes well under a second, the largest run the reading bounds allow ~10 s on an idle machine
+RULES_SECONDS = 120.0
+#: the clock is looked at every this many lines (one line costs at most a few ms, see the patterns' notes)
+CHECK_EVERY = 16
 
 
 class Lines(list):
@@ -315,11 +347,10 @@ class Lines(list):
     literal. Matching results are exactly those of ``grp.pattern.search`` on every line.
     """
 
-    def __init__(self, items, seconds: float | None = None) -> None:
+    def __init__(self, items, clock: Clock | None = None) -> None:
         super().__init__(items)
-        #: scanning stops at this monotonic time (a crafted log must not hold the session); see ``stopped``
-        self.deadline = None if seconds is None else time.monotonic() + seconds
-        self.stopped = False
+        #: the judge's clock (a crafted log must not hold the session), checked while scanning
+        self.clock = clock
         self._by_literal: dict[str, set[int]] = {}
         self._plans: dict[int, dict[int, list[int]] | None] = {}
 
@@ -335,6 +366,7 @@ class Lines(list):
     def _lines_with(self, literal: str) -> set[int]:
         found = self._by_literal.get(literal)
         if found is None:
+            check(self.clock, "matching the rules")
             found, text, starts, at = set(), self._joined, self._starts, 0
             while True:
                 at = text.find(literal, at)
@@ -374,7 +406,7 @@ class Lines(list):
         return best
 
 
-def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
+def prepare(sources: list[Source], ignore: set[str] = frozenset(), clock: Clock | None = None) -> Lines:
     """The lines worth matching, once per run: no blank lines, no code comments, no echoed task text."""
     lines = []
     order = 0
@@ -382,6 +414,8 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
         if src.kind not in (TRACE, CODE):  # the file inventory is for the LLM judge
             continue
         for lineno, text in enumerate(src.text.splitlines(), start=1):
+            if lineno % 1024 == 1:
+                check(clock, "preparing the lines")
             order += 1
             if not text.strip() or (src.kind == CODE and COMMENT.match(text)):
                 continue
@@ -390,7 +424,7 @@ def prepare(sources: list[Source], ignore: set[str] = frozenset()) -> Lines:
             for start in range(0, len(text), MAX_LINE_CHARS):
                 piece = text[start:start + MAX_LINE_CHARS]
                 lines.append(Line(order, src, lineno, piece, piece.lower()))
-    return Lines(lines, RULES_SECONDS)
+    return Lines(lines, clock)
 
 
 def _quote(line: Line, match: re.Match) -> str:
@@ -410,9 +444,8 @@ def scan(lines: Lines, groups: tuple[Group, ...], *, ordered: bool = False, trac
     candidates = [lines.candidates(grp) for grp in groups]
     visit = range(len(lines)) if any(c is None for c in candidates) else sorted(set().union(*candidates))
     for count, index in enumerate(visit):
-        if lines.deadline is not None and count % 256 == 0 and time.monotonic() > lines.deadline:
-            lines.stopped = True
-            break
+        if count % CHECK_EVERY == 0:
+            check(lines.clock, "matching the rules")
         line = lines[index]
         if trace_only and line.src.kind != TRACE:
             continue
@@ -450,29 +483,29 @@ class RulesJudge(Judge):
 
     name = "rules"
 
-    def __init__(self, **options) -> None:
+    def __init__(self, *, time_limit: float | str = RULES_SECONDS, **options) -> None:
         if options:
-            raise RexmleError(f"the rules judge takes no options, got {sorted(options)}")
+            raise RexmleError(f"the rules judge takes no options but time_limit, got {sorted(options)}")
+        self.time_limit = time_limit_seconds(time_limit)
 
     def describe(self) -> dict:
         return {"name": self.name, "model": "rules", "params": {}, "prompt_version": PROMPT_VERSION}
 
-    def judge_sections(self, sources, challenge_id, ignore):
+    def judge_sections(self, sources, challenge_id, ignore, clock=None):
         results = []
-        lines = prepare(sources, ignore)
+        lines = prepare(sources, ignore, clock)
         for strategy in load_strategies():
             score, evidence = judge_rule(RULES[strategy.key], lines)
             results.append({"id": strategy.id, "strategy": strategy.name, "score": score, "evidence": evidence})
-        flags = [STOPPED_NOTE] if lines.stopped else []
-        return [{"label": f"{challenge_id}-rules", "flagged": False, "results": results}], flags, None
+        return [{"label": f"{challenge_id}-rules", "flagged": False, "results": results}], [], None
 
-    def judge_stages(self, sources, challenge_id, ignore):
+    def judge_stages(self, sources, challenge_id, ignore, clock=None):
         out = {}
-        lines = prepare(sources, ignore)
+        lines = prepare(sources, ignore, clock)
         for stage in JUDGED_STAGES:
             groups = STAGE_RULES[stage]
             hits = scan(lines, groups)
             found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits) if h]
-            out[stage] = {"score": sum(1 for h in hits if h) / len(groups),
-                          "evidence": " || ".join(found + ([STOPPED_NOTE] if lines.stopped else []))}
+            out[stage] = {"score": sum(1 for h in hits if h) / len(groups), "evidence": " || ".join(found)}
         return out
+

@@ -11,7 +11,7 @@ the ``results`` view in the paper's judge-output shape)::
       "strategies": [13 × {"id": int, "key": str, "strategy": str, "score": 0 | 1,
                            "evidence": str, "section": str | null}],
       "results": [13 × {"id": int, "strategy": str, "score": 0 | 1, "evidence": str}],
-      "flags": [str],                 e.g. NO_TRACE_FLAG, "unparsable: <label>"
+      "flags": [str],                 e.g. NO_TRACE_FLAG, "unparsable: <label>", "judge timed out after …"
       "judge_usage": {...}            optional: tokens the judge itself spent (llm judge)
     }
 
@@ -92,9 +92,10 @@ def zero_results(evidence: str) -> list[dict]:
     return [{"id": s.id, "strategy": s.name, "score": 0, "evidence": evidence} for s in load_strategies()]
 
 
-def untraced(challenge_id: str) -> list[dict]:
-    """The one section of a run without an observed trace: flagged, every strategy 0."""
-    return [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(NO_TEXT)}]
+def untraced(challenge_id: str, evidence: str = NO_TEXT) -> list[dict]:
+    """The one section of a run without an observed trace (or whose judge timed out, ``evidence`` says
+    so): flagged, every strategy 0."""
+    return [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(evidence)}]
 
 
 def combine_sections(sections: list[dict]) -> list[dict]:

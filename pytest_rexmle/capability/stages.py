@@ -19,7 +19,8 @@ Judged stages use the capability judge on what the harness observed (the gateway
 calls and the workspace code they corroborate, :mod:`pytest_rexmle.capability.trace`; never the
 agent's own stdout or log files): the ``rules`` judge scores the fraction of the three checks it finds
 evidence for (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1 rubric per trace
-section and keeps the best section. Without an observed trace S1–S3 are 0. S4/S5 measure the
+section and keeps the best section. Without an observed trace S1–S3 are 0, and so they are when the judge
+runs out of its time (``judge timed out …`` in their evidence). S4/S5 measure the
 submission itself, which the harness reads, so a forged log changes neither. ``total`` is the weighted
 sum.
 
@@ -60,6 +61,7 @@ from ..errors import InvalidSubmission
 from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
+from .clock import JudgeTimedOut
 from .schema import NO_TEXT, Strict
 from .trace import collect_sources, has_trace
 
@@ -78,11 +80,15 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
     run_dir = Path(run_dir)
     task_obj = resolve_task(task)
     challenge_id = task_id_of(task)
-    sources = collect_sources(run_dir)
-    if has_trace(sources):
-        judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj))
-    else:  # claims in the agent's own logs earn no stage credit
-        judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
+    clock = judge.clock()
+    try:
+        sources = collect_sources(run_dir, clock=clock)
+        if has_trace(sources):
+            judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj), clock)
+        else:  # claims in the agent's own logs earn no stage credit
+            judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
+    except JudgeTimedOut as exc:  # S4/S5 are measured all the same; the judged stages say why they are 0
+        judged = {sid: {"score": 0.0, "evidence": str(exc)} for sid in JUDGED_STAGES}
     measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
     method = judge.describe()["name"]
     rows = []

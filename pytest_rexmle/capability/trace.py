@@ -4,7 +4,8 @@ Sources, in a fixed order so evidence and section labels are reproducible:
 
 1. ``trace`` — the model calls the session's gateway recorded (``logs/model-calls.jsonl``, see
    :mod:`pytest_rexmle.capability.observed`), one source per call (``logs/model-calls.jsonl#<n>``):
-   what the model was shown (commands, their outputs, errors) and what it answered;
+   what the model was shown (commands, their outputs, errors) and what it answered; only calls a provider
+   answered (a refused, failed or unanswered call is no evidence, ``observed.is_answered``);
 2. ``code`` — code and configuration in the workspace (``*.py``, ``*.sh``, ``*.yaml``, ``*.yml``,
    ``*.cfg``, ``*.toml``, ``*.ipynb``) **that the trace corroborates**: its file name appears in the trace
    (the model wrote, ran or read it) or one of its substantial lines (``MIN_SHARED_CHARS``) does;
@@ -26,7 +27,8 @@ are binary files. ANSI escapes and control characters are removed.
 Everything in the workspace was written by the agent, so reading is bounded (see
 :mod:`pytest_rexmle.hostile`): regular files only (never a FIFO, a device or a link), at most
 ``MAX_FILE_BYTES`` of each file (its head and its tail, with a marker line for what was skipped), at
-most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels.
+most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels, and on the
+judge's clock (:mod:`pytest_rexmle.capability.clock`), checked per record, file and folder entry.
 
 The LLM judge reads sources 1 and 3 with fenced code blocks removed (capability.md §2), cut into
 sections of at most 15 000 characters at line boundaries; the rules judge reads sources 1 and 2.
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..hostile import RefusedFile, clean_text, read_head_tail
+from .clock import Clock, check
 from .observed import MODEL_CALLS, read_model_calls
 
 TRACE, CODE, FILES = "trace", "code", "files"
@@ -57,7 +60,9 @@ MIN_SHARED_CHARS = 30
 #: files listed in the inventory source
 MAX_INVENTORY = 300
 SKIP_DIRS = {"agent", "__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "env", ".venv"}
-_CODE_NAME = re.compile(r"[\w.+-]+\.(?:py|sh|ya?ml|cfg|toml|ipynb)\b")
+#: a code file name; it starts where a run of name characters starts (the look-behind), so a long run of
+#: letters is tried once, not from each of its characters (1 M letters took ~50 min, issue 32.3)
+_CODE_NAME = re.compile(r"(?<![\w.+-])[\w.+-]+\.(?:py|sh|ya?ml|cfg|toml|ipynb)\b")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -106,7 +111,7 @@ def _listing(folder: Path) -> list[tuple[str, int]]:
         return []
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, clock: Clock | None = None) -> Iterator[Path]:
     """Regular files under ``root`` in sorted depth-first order, pruning skipped and hidden folders, never
     following links; iterative, at most MAX_DEPTH levels and MAX_FILES files (later ones are not read)."""
     stack: list[tuple[Path, Iterator[tuple[str, int]]]] = [(root, iter(_listing(root)))]
@@ -114,6 +119,7 @@ def _walk(root: Path) -> Iterator[Path]:
     while stack:
         folder, entries = stack[-1]
         for name, mode in entries:
+            check(clock, "listing the run's files")
             entry = folder / name
             if stat.S_ISDIR(mode):
                 if len(stack) < MAX_DEPTH and not name.startswith(".") \
@@ -129,18 +135,19 @@ def _walk(root: Path) -> Iterator[Path]:
             stack.pop()
 
 
-def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source]:
-    """The observed evidence of a run: trace, corroborated code, file inventory (module docstring)."""
+def collect_sources(run_dir: Path, *, include_files: bool = True, clock: Clock | None = None) -> list[Source]:
+    """The observed evidence of a run: trace, corroborated code, file inventory (module docstring).
+    Every step checks ``clock`` (raises :class:`~pytest_rexmle.capability.clock.JudgeTimedOut`)."""
     run_dir = Path(run_dir)
-    trace = read_model_calls(run_dir)
+    trace = read_model_calls(run_dir, clock)
     out = [Source(f"{MODEL_CALLS}#{call.number}", TRACE, call.text) for call in trace.calls]
     workspace = run_dir / "workspace"
-    files = list(_walk(workspace)) if workspace.is_dir() and not workspace.is_symlink() else []
+    files = list(_walk(workspace, clock)) if workspace.is_dir() and not workspace.is_symlink() else []
     if out:
-        out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out)
+        out += _corroborated_code(run_dir, [p for p in files if p.suffix in CODE_SUFFIXES], out, clock)
     if include_files:
         submission = run_dir / "submission"
-        listed = files + (list(_walk(submission)) if not submission.is_symlink() else [])
+        listed = files + (list(_walk(submission, clock)) if not submission.is_symlink() else [])
         lines = [f"{p.relative_to(run_dir).as_posix()} ({_size(p)} bytes)" for p in listed[:MAX_INVENTORY]]
         if len(listed) > MAX_INVENTORY:
             lines.append(f"[... {len(listed) - MAX_INVENTORY} more files ...]")
@@ -150,18 +157,21 @@ def collect_sources(run_dir: Path, *, include_files: bool = True) -> list[Source
     return out
 
 
-def _corroborated_code(run_dir: Path, paths: list[Path], trace: list[Source]) -> list[Source]:
+def _corroborated_code(run_dir: Path, paths: list[Path], trace: list[Source],
+                       clock: Clock | None = None) -> list[Source]:
     """The code files the trace corroborates, in walk order. Files the trace names are read first, so
     that large files it never mentions cannot use up the run's budget before the ones that matter;
     the others are scanned for a shared line on a budget of their own."""
-    names, shared = _trace_index(trace)
+    names, shared = _trace_index(trace, clock)
     budget, scan = _Budget(MAX_RUN_BYTES), _Budget(MAX_RUN_BYTES)
     found: dict[Path, str] = {}
     for path in (p for p in paths if p.name in names):
+        check(clock, "reading the code the trace names")
         text = _read_text(path, budget)
         if text is not None:
             found[path] = text
     for path in (p for p in paths if p.name not in names):
+        check(clock, "reading the code the trace names")
         if budget.left <= 0:
             break
         text = _read_text(path, scan)
@@ -182,11 +192,12 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _trace_index(sources: list[Source]) -> tuple[set[str], set[str]]:
+def _trace_index(sources: list[Source], clock: Clock | None = None) -> tuple[set[str], set[str]]:
     """(code file names the trace mentions, normalised long lines of the trace)."""
     names: set[str] = set()
     lines: set[str] = set()
     for src in sources:
+        check(clock, "indexing the trace")
         names.update(m.group(0).rsplit("/", 1)[-1] for m in _CODE_NAME.finditer(src.text))
         lines.update(n for line in src.text.splitlines() if len(n := " ".join(line.split())) >= MIN_SHARED_CHARS)
     return names, lines

@@ -123,3 +123,69 @@ def test_tcp_only_filter_allows_tcp_streams_and_nothing_else_of_ip():
     assert out["tcp"] == out["tcp6_cloexec"] == 0 and out["socketpair"] == "y"
     assert out["udp"] == out["udp6"] == out["sctp"] == out["mptcp"] == errno.EPERM
     assert out["unix"] == errno.EAFNOSUPPORT
+
+
+# -- issue 32.7: families no agent needs, and syscalls newer than the filter's table ------------------------
+
+#: setxattrat (Linux 6.13): newer than the table, so unknown to the filter; 1000: unknown to every kernel
+UNKNOWN_CALLS = (463, 1000)
+
+
+def test_filter_refuses_vsock_and_alg_sockets_and_answers_enosys_above_its_table():
+    import ctypes
+    import errno
+    import socket
+
+    def probe(out: dict) -> None:
+        for name, family, kind in (("vsock", seccomp.AF_VSOCK, socket.SOCK_STREAM),
+                                   ("alg", seccomp.AF_ALG, socket.SOCK_SEQPACKET)):
+            for call in ("socket", "socketpair"):
+                try:
+                    getattr(socket, call)(family, kind)
+                    out[f"{name}_{call}"] = 0
+                except OSError as exc:
+                    out[f"{name}_{call}"] = exc.errno
+        libc = ctypes.CDLL(None, use_errno=True)
+        for number in UNKNOWN_CALLS:
+            out[str(number)] = libc.syscall(number, -1, 0, 0, 0, 0) == -1 and ctypes.get_errno()
+        _socketpair(out)
+
+    for network in ("host", "none", "tcp-only"):
+        out = _in_filtered_child(seccomp.build_filter(network=network), probe)
+        assert out.get("error") is None, out
+        assert {k: v for k, v in out.items() if k.startswith(("vsock", "alg"))} == dict.fromkeys(
+            ("vsock_socket", "vsock_socketpair", "alg_socket", "alg_socketpair"), errno.EAFNOSUPPORT), (network, out)
+        assert out["463"] == out["1000"] == errno.ENOSYS and out["socketpair"] == "y", (network, out)
+
+
+#: a real Python in the sandbox: the refusals, and the work that depends on ENOSYS fallbacks still done
+#: (threads and subprocesses: clone3 answers ENOSYS; stat: statx)
+IN_SANDBOX = """
+    import ctypes, json, os, socket, subprocess, sys
+    out = {}
+    for name, family, kind in (("vsock", 40, socket.SOCK_STREAM), ("alg", 38, socket.SOCK_SEQPACKET)):
+        try:
+            socket.socket(family, kind).close()
+            out[name] = 0
+        except OSError as exc:
+            out[name] = exc.errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    for number in (463, 1000):
+        out[str(number)] = libc.syscall(number, -1, 0, 0, 0, 0) == -1 and ctypes.get_errno()
+    child = subprocess.run([sys.executable, "-c", "import threading, os; t = threading.Thread(target=os.getpid); "
+                            "t.start(); t.join(); print(oct(os.stat('.').st_mode))"], capture_output=True, text=True)
+    out["child"] = [child.returncode, child.stdout.strip()]
+    print(json.dumps(out))
+"""
+
+
+def test_sandboxed_python_meets_the_refusals_and_still_works(tmp_path, mechanism):
+    import errno
+
+    from .conftest import run_agent
+
+    run = run_agent(tmp_path, mechanism, IN_SANDBOX)
+    report = run.report()
+    assert report["vsock"] == report["alg"] == errno.EAFNOSUPPORT, report
+    assert report["463"] == report["1000"] == errno.ENOSYS, report
+    assert report["child"][0] == 0 and report["child"][1].startswith("0o40"), (report, run.stderr[-2000:])

@@ -37,7 +37,12 @@ MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
 
 #: (attack, mechanism, user) -> the defence that is missing; "*" matches any
-KNOWN_GAPS: dict[tuple[str, str, str], str] = {}
+KNOWN_GAPS: dict[tuple[str, str, str], str] = {
+    ("vsock_socket", "docker", "*"): "Docker applies the engine's own default seccomp profile, which this project "
+                                     "does not control; Docker 20.10's lets socket(AF_VSOCK) through (issue 32.7)",
+    ("proc_host_net", "landlock", "*"): "Landlock has no PID namespace and cannot refuse /proc/<host pid> without "
+                                        "refusing the agent's own children their /proc/self (README, Landlock)",
+}
 
 
 def gap(request, attack: str, mechanism: Mechanism) -> None:
@@ -284,6 +289,22 @@ def test_host_loopback_service_is_not_reachable(request, mechanism, probe):
     assert probe["first"]["runs"]["ldct-iqa"]["network"] == mechanism.default_network  # the mode attacked ran
     assert probe["token"] not in probe["logs"]["ldct-iqa"]
     assert _attempt(probe, "loopback_service")["ok"] is False, _attempt(probe, "loopback_service")["detail"]
+
+
+@pytest.mark.parametrize("attack", ["vsock_socket", "alg_socket", "unknown_syscall"])
+def test_no_vsock_or_alg_socket_and_no_syscall_newer_than_the_filter(request, mechanism, probe, attack):
+    """Issue 32.7: AF_VSOCK reaches the hypervisor's host past every network rule; a syscall newer than the
+    filter's table answers ENOSYS (or the engine's EPERM), never reaching the kernel."""
+    gap(request, attack, mechanism)
+    assert _attempt(probe, attack)["ok"] is False, _attempt(probe, attack)["detail"]
+    assert probe["first"]["results"]["ldct-iqa"]["status"] == "ok"
+
+
+def test_host_sockets_are_not_listed_through_proc(request, mechanism, probe):
+    """Issue 32.7: /proc/1/net/tcp, where pid 1 is the host's, lists the host's listeners (this test's
+    service on the host's loopback)."""
+    gap(request, "proc_host_net", mechanism)
+    assert _attempt(probe, "proc_host_net")["ok"] is False, _attempt(probe, "proc_host_net")["detail"]
 
 
 # -- results ----------------------------------------------------------------------------------------------

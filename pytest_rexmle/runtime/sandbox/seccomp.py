@@ -17,6 +17,17 @@ also refuses ``socket(AF_INET|AF_INET6|AF_PACKET)``; ``deny_unix_sockets`` refus
 does not filter pathname sockets, so munged's, MariaDB's or Docker's would otherwise answer — and for
 an agent that keeps host uid 0 (see ``identity.py``). The architecture is checked first: a syscall from any other ABI (x32,
 i386 via ``int 0x80``) kills the process.
+
+Always refused, whatever the network (EAFNOSUPPORT, as a kernel without them answers; ``socketpair`` too):
+``AF_VSOCK``, which reaches the hypervisor's host and its services past every network rule (issue 32: it
+worked on every mechanism), and ``AF_ALG``, the kernel's crypto interface, attack surface no agent needs.
+
+A deny-list is only as good as its table: a syscall newer than the table (a future mount, namespace or
+io_uring-like call) would pass unexamined. So every syscall number above ``LAST_KNOWN`` — the newest
+call this table was reviewed against, ``mseal`` (Linux 6.10) — answers ENOSYS, as an older kernel
+would; glibc, CPython, PyTorch and CUDA fall back on ENOSYS for new calls by design (as they do for
+``clone3`` here). On a newer kernel this withholds, for example, ``open_tree_attr`` (a mount call, 6.15)
+and the ``*xattrat`` calls (6.13) until they are reviewed and ``LAST_KNOWN`` moves.
 """
 
 from __future__ import annotations
@@ -74,15 +85,21 @@ DENIED = {
     "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
 }
 ENOSYS_CALLS = {"clone3": (435, 435), "openat2": (437, 437)}  # arguments live in structs we cannot inspect
+#: the newest syscall the tables above were reviewed against (mseal, Linux 6.10; the same number on both
+#: architectures, whose tables share their numbers from 403 on): anything above it answers ENOSYS
+LAST_KNOWN = 462
 CLONE = (56, 220)
 SOCKET = (41, 198)
+SOCKETPAIR = (53, 199)
 # (syscall, index of its mode argument): refused when the mode carries S_ISUID or S_ISGID
 MODE_ARGS = {"chmod": ((90, None), 1), "fchmod": ((91, 52), 1), "fchmodat": ((268, 53), 2),
              "fchmodat2": ((452, 452), 2), "creat": ((85, None), 1), "open": ((2, None), 2),
              "openat": ((257, 56), 3), "mkdir": ((83, None), 1), "mkdirat": ((258, 34), 2)}
 SETID_BITS = 0o6000
 CLONE_NAMESPACE_FLAGS = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-AF_UNIX, AF_INET, AF_INET6, AF_PACKET = 1, 2, 10, 17
+AF_UNIX, AF_INET, AF_INET6, AF_PACKET, AF_ALG, AF_VSOCK = 1, 2, 10, 17, 38, 40
+#: socket families refused for every agent (module docstring)
+ALWAYS_REFUSED_FAMILIES = (AF_VSOCK, AF_ALG)
 SOCK_STREAM, SOCK_TYPE_MASK = 1, 0xF
 IPPROTO_TCP = 6
 
@@ -117,6 +134,7 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
             _insn(_RET_K, SECCOMP_RET_KILL_PROCESS), _insn(_LD_W_ABS, _NR)]
     if arch == "x86_64":  # x32 ABI numbers alias the 64-bit ones with this bit set
         prog += [_insn(_JGE_K, X32_SYSCALL_BIT, 0, 1), _insn(_RET_K, SECCOMP_RET_KILL_PROCESS)]
+    prog += [_insn(_JGE_K, LAST_KNOWN + 1, 0, 1), _insn(_RET_K, enosys)]  # newer than the table: unknown
     for pair in DENIED.values():
         if nr(pair) is not None:
             prog += [_insn(_JEQ_K, nr(pair), 0, 1), _insn(_RET_K, eperm)]
@@ -140,10 +158,12 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
         families.append(AF_PACKET)
     if deny_unix_sockets:
         families.append(AF_UNIX)
+    families += ALWAYS_REFUSED_FAMILIES
     if network == "tcp-only":
         prog += _tcp_only(nr(SOCKET), families, eafnosupport, eperm)
-    elif families:
+    else:
         prog += arg_check(nr(SOCKET), 0, [(_JEQ_K, family, eafnosupport) for family in families])
+    prog += arg_check(nr(SOCKETPAIR), 0, [(_JEQ_K, family, eafnosupport) for family in ALWAYS_REFUSED_FAMILIES])
     for pair, arg in MODE_ARGS.values():
         if nr(pair) is not None:
             prog += arg_check(nr(pair), arg, [(_JSET_K, SETID_BITS, eperm)])
