@@ -2,10 +2,11 @@
 
 Why: an agent's own stdout, stderr and log files are claims. One log line per strategy used to earn all
 13 strategies and full stage credit for a sample submission (issue 23.6). The gateway, on the host,
-records every model call the agent made (``logs/model-calls.jsonl``, one JSON object per call:
-``{"ts", "duration_s", "protocol", "route", "model", "status", "stream", "request", "response", "usage",
-"truncated"}``), where ``request`` is the JSON body the agent sent and ``response`` the provider's
-JSON body, or the list of SSE data events of a streamed answer. That is what the model was shown (the
+records every model call the agent made (``logs/model-calls.jsonl``: a ``"phase": "request"`` line with
+the JSON body the agent sent, written before the call goes upstream, then a ``"phase": "response"`` line
+with ``status``, ``usage`` and ``response`` — the provider's JSON body, or the list of SSE data events of
+a streamed answer — both carrying the call's number ``"call"``; older records hold both in one line),
+and joined here into one call. That is what the model was shown (the
 task, commands, their outputs, errors) and what it answered (plans, code, fixes): the execution log
 the paper judges, observed by the harness rather than told by the agent.
 
@@ -95,6 +96,7 @@ def read_model_calls(run_dir: Path, clock: Clock | None = None) -> ObservedTrace
         lines = lines[:-1] + tail.split(b"\n")[1:]
     trace = ObservedTrace([], present=True)
     seen: set[str] = set()
+    requests: dict[int, Any] = {}  # a call's request line, until its response line says it was answered
     for raw in lines:
         check(clock, "reading the recorded model calls")
         if not raw.strip():
@@ -103,11 +105,17 @@ def read_model_calls(run_dir: Path, clock: Clock | None = None) -> ObservedTrace
         if record is None:
             trace.skipped_lines += 1
             continue
+        number, phase = record.get("call"), record.get("phase")
+        if phase == "request" and isinstance(number, int):
+            requests[number] = record.get("request")
+            continue
+        if phase == "response" and isinstance(number, int):  # the call's two lines are one call
+            record = {**record, "request": requests.pop(number, None)}
         trace.n_calls += 1
         if not is_answered(record):
             trace.refused += 1
             continue
-        call = Call(trace.n_calls)
+        call = Call(number if isinstance(number, int) and phase else trace.n_calls)
         for text in call_texts(record):
             text = clean_text(text, keep_newlines=True).strip()
             if text and text not in seen:

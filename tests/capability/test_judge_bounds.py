@@ -288,3 +288,23 @@ def test_resume_judges_a_hostile_record_in_seconds(bench, needs_bwrap):
     stages = json.loads((run / "stages.json").read_text())
     assert "training runs: logs/model-calls.jsonl#" in stages["stages"][1]["evidence"]
     assert report_json(bench.path)["challenges"][0]["status"] == "ok"
+
+
+def test_a_calls_request_and_response_lines_are_one_call_and_its_request_is_evidence(tmp_path):
+    """The gateway writes a call's request before the answer and its response after: the judge joins them
+    (the request's text counts once the response says the provider answered), and a request whose call
+    never got an answer is no evidence."""
+    from pytest_rexmle.capability.observed import read_model_calls
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [
+        {"call": 1, "phase": "request", "request": {"messages": [{"role": "user", "content": "five-fold cross validation"}]}},
+        {"call": 2, "phase": "request", "request": {"messages": [{"role": "user", "content": "test-time augmentation"}]}},
+        {"call": 1, "phase": "response", "status": 200, "response": {"choices": [{"message": {"content": "done"}}]}},
+        {"call": 2, "phase": "response", "status": 502, "response": None, "error": "upstream failed"},
+    ]
+    (logs / "model-calls.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    trace = read_model_calls(tmp_path)
+    assert [c.number for c in trace.calls] == [1] and trace.n_calls == 2 and trace.refused == 1
+    assert trace.calls[0].texts == ["five-fold cross validation", "done"]
