@@ -84,11 +84,12 @@ def test_cli_through_the_gateway_metered_and_keyless(agent, docker_bench, docker
             data = path.read_bytes()
             assert not any(v.encode() in data for v in REAL_KEYS.values()), path
             assert run.token.encode() not in data, path  # scrubbed from the CLI's own files too
-    # metered by the gateway, one trajectory line per model call, and the CLI's own report agrees with it
+    # metered by the gateway, a request and a response line per model call, and the CLI's own report agrees
     usage = record["usage"]
     assert usage["source"] == "gateway" and usage["requests"] == len(seen) >= 2, usage
     calls = [json.loads(line) for line in (tmp_path / "gateway-logs" / "model-calls.jsonl").read_text().splitlines()]
-    assert len(calls) == len(seen)
+    assert [c["phase"] for c in calls if c["call"] == 1] == ["request", "response"]
+    assert sorted(c["call"] for c in calls if c["phase"] == "response") == list(range(1, len(seen) + 1))
     reported = json.loads((run_dir / "logs" / agent / agent / "reported_usage.json").read_text())
     comparison = compare_usage(reported, usage)
     print(f"{agent}: reported {reported} metered {usage} mismatch {comparison['mismatch']}")

@@ -6,7 +6,8 @@ and no Codex sandbox of its own: the container is the sandbox, and Codex's Landl
 cannot start inside it anyway), ``--skip-git-repo-check`` (the workspace is no git repository),
 ``-C $REXMLE_WORKSPACE`` and ``-m`` from the ``model`` option. The provider is declared on the command
 line as a Responses-API provider at OPENAI_BASE_URL (default api.openai.com) whose key is
-OPENAI_API_KEY, so only the standard variables are read. CODEX_HOME (config, sessions with the full
+OPENAI_API_KEY, so only the standard variables are read. ``web_search="disabled"``: Codex would otherwise
+offer the provider's own web search in every request, which the gateway refuses. CODEX_HOME (config, sessions with the full
 rollout, logs) is ``$REXMLE_WORKSPACE/codex/home``.
 """
 
@@ -30,7 +31,10 @@ def command(args: argparse.Namespace, contract: Contract, text: str, base_url: s
     provider = {"name": "ReX-MLE provider", "base_url": base_url, "env_key": "OPENAI_API_KEY",
                 "wire_api": "responses"}
     argv = [shutil.which("codex") or "codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox",
-            "--skip-git-repo-check", "-C", str(contract.workspace), "-c", "model_provider=rexmle"]
+            "--skip-git-repo-check", "-C", str(contract.workspace), "-c", "model_provider=rexmle",
+            # no provider-side web search: the gateway refuses it (the provider would fetch outside the
+            # egress policy); Codex offers it in every request unless told not to
+            "-c", 'web_search="disabled"']
     for key, value in provider.items():
         argv += ["-c", f"model_providers.rexmle.{key}={json.dumps(value)}"]  # JSON strings are TOML's
     if args.model:
