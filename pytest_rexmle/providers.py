@@ -13,7 +13,7 @@ from typing import Any
 from .errors import RexmleError
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _entry_points(group: str) -> tuple:
     """A group's entry points, scanned once per process: every scan reads all installed distributions'
     metadata (tens of milliseconds), and agents and runtimes are looked up for every benchmark item."""

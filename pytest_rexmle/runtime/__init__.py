@@ -44,11 +44,11 @@ INSTALL_HINT = ("runtimes are registered as entry points of the rexmle.runtimes 
                 "(`pip install -e .` in a checkout, or the wheel) so that its built-in ones are found")
 
 
-def get_runtime(name: str, **options) -> "Runtime":
+def get_runtime(name: str, **options) -> Runtime:
     return __getattr__("RUNTIMES").load(name)(**options)
 
 
-def runtime_for(settings) -> "Runtime":
+def runtime_for(settings) -> Runtime:
     """The session's runtime, configured from its settings."""
     return __getattr__("RUNTIMES").load(settings.runtime).from_settings(settings)
 

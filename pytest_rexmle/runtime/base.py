@@ -69,10 +69,10 @@ class RunHandle:
     and ``wait``.
     """
 
-    runtime: "Runtime"
+    runtime: Runtime
     spec: RunSpec
 
-    def __init__(self, runtime: "Runtime", spec: RunSpec) -> None:
+    def __init__(self, runtime: Runtime, spec: RunSpec) -> None:
         self.runtime, self.spec = runtime, spec
 
     def record(self) -> dict:
@@ -159,7 +159,7 @@ class Runtime(ABC):
     policy_options: PolicyOptions = PolicyOptions()
 
     @classmethod
-    def from_settings(cls, settings) -> "Runtime":
+    def from_settings(cls, settings) -> Runtime:
         """Build the runtime from the session's settings; each provider picks the options it knows."""
         return cls(**cls.settings_options(settings))
 
@@ -180,7 +180,8 @@ class Runtime(ABC):
         return self.name
 
     def check(self) -> None:
-        """Raise RuntimeUnavailable when this runtime cannot run agents on this machine."""
+        """Raise RuntimeUnavailable when this runtime cannot run agents on this machine (default: it can)."""
+        return None
 
     def network_notices(self, network: str) -> list[str]:
         """Session start: raise :class:`RuntimeUnavailable` when ``network`` cannot be given to agents here,
@@ -228,7 +229,9 @@ class Runtime(ABC):
         return None
 
     def close(self) -> None:
-        """End of session (also on Ctrl-C): stop what this session still has in flight, unless asked not to."""
+        """End of session (also on Ctrl-C): stop what this session still has in flight, unless asked not to
+        (default: nothing is, a synchronous run ends inside ``run``)."""
+        return None
 
     @classmethod
     def live_states(cls, records: list[dict]) -> dict[str, dict]:

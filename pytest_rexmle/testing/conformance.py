@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runtime.base import RunHandle, Runtime, RunOutcome, RunSpec, RuntimeUnavailable
+from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable
 from ..runtime.sandbox.limits import Limits, format_size
 
 #: the checks, in the order they are reported

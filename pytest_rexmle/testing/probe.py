@@ -70,18 +70,25 @@ def answers(cfg: dict) -> None:
     @attempt("answers_beside_data")
     def _():
         read = [p for p in (os.path.join(data, "..", "private", cfg["answers_name"]),
+                            os.path.join(data, "private", cfg["answers_name"]),
                             os.path.join(data, cfg["hidden_name"], cfg["hidden_file"])) if read_into_report(p)]
         return bool(read), read or "nothing beside or under the data folder"
 
     @attempt("answers_search")
     def _():
-        hits, deadline = [], time.monotonic() + cfg.get("search_seconds", 15)
+        """By name, near the contract folders first, then the whole visible tree (system folders last)."""
+        hits, seen, deadline = [], set(), time.monotonic() + cfg.get("search_seconds", 15)
         wanted = {cfg["answers_name"], cfg["hidden_file"]}
-        for root, dirs, files in os.walk("/", onerror=lambda e: None):
-            if root.startswith(("/proc", "/sys", "/dev")) or time.monotonic() > deadline:
-                dirs[:] = []
-                continue
-            hits += [os.path.join(root, n) for n in files if n in wanted and read_into_report(os.path.join(root, n))]
+        system = ("/proc", "/sys", "/dev", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc")
+        starts = [os.path.dirname(os.path.abspath(data)), os.path.dirname(WORK), "/"] + list(system[3:])
+        for start in starts:
+            for root, dirs, files in os.walk(start, onerror=lambda e: None):
+                if root in seen or time.monotonic() > deadline or (start == "/" and root.startswith(system)):
+                    dirs[:] = []
+                    continue
+                seen.add(root)
+                hits += [os.path.join(root, n) for n in files
+                         if n in wanted and read_into_report(os.path.join(root, n))]
         return bool(hits), hits or "no answers file found by name"
 
     @attempt("answers_via_proc")
@@ -104,7 +111,7 @@ def writes(cfg: dict) -> None:
                "package": cfg.get("package") or ""}
     for name, folder in sorted(targets.items()):
         @attempt(f"write_{name}")
-        def _():
+        def _(folder: str = folder):
             if not folder:
                 return False, "no such folder given"
             path = os.path.join(folder, f"{mark}-write")
@@ -165,14 +172,14 @@ def _fetch(host: str, port: int, request: bytes, timeout: float = 3.0) -> str:
     """A raw exchange (no proxy variable applies): what the peer answered, or the error."""
     with socket.create_connection((host, port), timeout=timeout) as conn:
         conn.sendall(request)
-        chunks = []
+        chunks: list[bytes] = []
         try:
             while len(b"".join(chunks)) < 8192:
                 chunk = conn.recv(4096)
                 if not chunk:
                     break
                 chunks.append(chunk)
-        except socket.timeout:
+        except TimeoutError:
             pass
         return b"".join(chunks).decode(errors="replace")
 
