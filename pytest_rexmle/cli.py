@@ -1,5 +1,5 @@
 """The ``rexmle`` command: list, info, prepare, rank, grade, validate, synth, report, images, status, view,
-export.
+export, selfcheck.
 
 Every sub-command exits 0 on success, 1 when the thing checked is bad (invalid submission), and 2 on
 usage errors, printing one clear line instead of a traceback.
@@ -33,6 +33,9 @@ LAZY_COMMANDS = {
              "serve a run's page (run.html: its timeline, grade, compute, judgement) on 127.0.0.1"),
     "export": (".report.view", "add_export_arguments", "run_export",
                "export a session's runs: atif (trajectories in ATIF v1.7, Harbor's folder layout)"),
+    "selfcheck": (".testing.cli", "add_selfcheck_arguments", "run_selfcheck_command",
+                  "run the runtime conformance suite (answers, writes, leftovers, keys, network, limits) "
+                  "against a registered runtime"),
 }
 
 

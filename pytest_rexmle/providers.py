@@ -13,7 +13,7 @@ from typing import Any
 from .errors import RexmleError
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _entry_points(group: str) -> tuple:
     """A group's entry points, scanned once per process: every scan reads all installed distributions'
     metadata (tens of milliseconds), and agents and runtimes are looked up for every benchmark item."""
@@ -23,9 +23,13 @@ def _entry_points(group: str) -> tuple:
 
 
 class Registry:
-    def __init__(self, group: str, builtins: dict[str, str]) -> None:
+    """Providers of one entry-point group, plus ``builtins`` (``name: "module:attr"``) that need no
+    installed metadata (agents' folders); runtimes have none: their entry points are the only rule."""
+
+    def __init__(self, group: str, builtins: dict[str, str], install_hint: str = "") -> None:
         self.group = group
         self._builtins = dict(builtins)
+        self._install_hint = install_hint
 
     def names(self) -> list[str]:
         found = {ep.name for ep in _entry_points(self.group)}
@@ -37,6 +41,10 @@ class Registry:
                 return ep.load()
         target = self._builtins.get(name)
         if target is None:
-            raise RexmleError(f"unknown {self.group.split('.')[-1][:-1]} {name!r}; available: {', '.join(self.names())}")
+            kind = self.group.split('.')[-1][:-1]
+            available = self.names()
+            if not available and self._install_hint:
+                raise RexmleError(f"unknown {kind} {name!r}: none is registered here; {self._install_hint}")
+            raise RexmleError(f"unknown {kind} {name!r}; available: {', '.join(available)}")
         module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)

@@ -32,6 +32,7 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
+    "selfcheck": (("slow", "sandbox"), 1200),                      # rexmle selfcheck per runtime; fresh installs
     "hostile/test_session.py": (("slow",), None),                  # whole sessions of hostile agents, resumed
     "schedule/test_campaign.py": (("slow",), None),                # GPU campaigns of sandboxed runs, interrupted
     "slurm/test_slurm_gateway.py": (("slow",), 1200),              # a job through a real Slurm cluster

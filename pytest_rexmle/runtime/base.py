@@ -68,10 +68,15 @@ class RunHandle:
 
     The default handle of a synchronous runtime does the whole run inside ``wait()``; a batch runtime
     (``Runtime.batches``) returns one as soon as the run is queued, so a session can launch every run
-    first and wait afterwards.
+    first and wait afterwards. A runtime's own handle class may narrow ``runtime`` to its own class (the
+    Slurm handle polls through its runtime's job table): callers outside the runtime use only ``record``
+    and ``wait``.
     """
 
-    def __init__(self, runtime: "Runtime", spec: "RunSpec") -> None:
+    runtime: Runtime
+    spec: RunSpec
+
+    def __init__(self, runtime: Runtime, spec: RunSpec) -> None:
         self.runtime, self.spec = runtime, spec
 
     def record(self) -> dict:
@@ -79,6 +84,7 @@ class RunHandle:
         return {}
 
     def wait(self) -> RunOutcome:
+        """Block until the run has ended; nothing of it may outlive this call (see :meth:`Runtime.run`)."""
         return self.runtime.run(self.spec)
 
 
@@ -118,7 +124,11 @@ def trap_sigterm() -> Callable[[], None] | None:
     if threading.current_thread() is not threading.main_thread():
         return None
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    return lambda: signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return restore
 
 
 class RuntimeUnavailable(Exception):
@@ -126,6 +136,20 @@ class RuntimeUnavailable(Exception):
 
 
 class Runtime(ABC):
+    """The contract between the harness and a place agents run (see ``pytest_rexmle.testing`` for the
+    conformance suite every runtime should pass: ``rexmle selfcheck --runtime NAME``).
+
+    What callers use, and nothing else: the class attributes below; ``from_settings`` and
+    ``settings_options`` (building it); ``check``, ``network_notices``, ``facts`` and ``isolation`` (session
+    start and report); ``stage``, ``contract_paths`` and ``launch`` or ``run`` (one run), ``attach`` (resume),
+    ``close`` (session end), ``live_states`` (``rexmle status``) and ``sweep_orphans`` (session start). Only
+    ``run`` is abstract: every other member has the default of a synchronous runtime whose agent sees the
+    contract folders under :data:`SANDBOX_ROOT`. A runtime registers itself as an entry point of the
+    ``rexmle.runtimes`` group (``name = "package.module:Class"``); the built-in ones are registered the same
+    way, in this project's ``pyproject.toml``.
+    """
+
+    #: the name it is registered and recorded under (``--rexmle-runtime``, ``run.json``'s ``runtime``)
     name: ClassVar[str]
     #: True when ``launch`` returns before the run ends (a scheduler): the session's executor then starts
     #: all its runs at once (the scheduler owns the queue and the GPUs) and each waits for its own
@@ -139,7 +163,7 @@ class Runtime(ABC):
     policy_options: PolicyOptions = PolicyOptions()
 
     @classmethod
-    def from_settings(cls, settings) -> "Runtime":
+    def from_settings(cls, settings) -> Runtime:
         """Build the runtime from the session's settings; each provider picks the options it knows."""
         return cls(**cls.settings_options(settings))
 
@@ -160,7 +184,8 @@ class Runtime(ABC):
         return self.name
 
     def check(self) -> None:
-        """Raise RuntimeUnavailable when this runtime cannot run agents on this machine."""
+        """Raise RuntimeUnavailable when this runtime cannot run agents on this machine (default: it can)."""
+        return None
 
     def network_notices(self, network: str) -> list[str]:
         """Session start: raise :class:`RuntimeUnavailable` when ``network`` cannot be given to agents here,
@@ -211,7 +236,9 @@ class Runtime(ABC):
         return None
 
     def close(self) -> None:
-        """End of session (also on Ctrl-C): stop what this session still has in flight, unless asked not to."""
+        """End of session (also on Ctrl-C): stop what this session still has in flight, unless asked not to
+        (default: nothing is, a synchronous run ends inside ``run``)."""
+        return None
 
     @classmethod
     def live_states(cls, records: list[dict]) -> dict[str, dict]:

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,6 +80,8 @@ def _state_name(raw: str) -> str:
 
 class SlurmHandle(RunHandle):
     """A submitted job: its id and the job log submitit writes (both change when it is resubmitted)."""
+
+    runtime: "SlurmRuntime"  # polls, forgets and resubmits through its runtime's job table
 
     def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: tuple[str, Path], folder: Path,
                  attempts: int = 1) -> None:
@@ -157,7 +160,7 @@ class SlurmRuntime(Runtime):
         self._lock = threading.Lock()
         self._cluster_gpus: bool | None = None
         self._last_poll = 0.0
-        self._restore_sigterm = None  # set while SIGTERM raises Terminated (base.py): jobs are cancelled on the way out
+        self._restore_sigterm: Callable[[], None] | None = None  # set while SIGTERM raises Terminated (base.py): jobs are cancelled on the way out
         self._atexit = False
 
     @classmethod

@@ -1,13 +1,11 @@
-"""Test-only pytest plugin (``-p tests.docker._wiring``): registers the docker runtime and the container
-agents when the package's own registries do not list them yet, so benchmark subprocesses can use
-``--rexmle-runtime=docker --agent=aide`` before (and after) the entry points are wired.
+"""Test-only pytest plugin (``-p tests.docker._wiring``): registers the container agents when the package's
+own registry does not list them yet, so benchmark subprocesses can use ``--agent=aide`` before (and after)
+they are wired. Runtimes need nothing here: their one registration rule is the entry points.
 """
 
 from pytest_rexmle.agents import AGENTS
-from pytest_rexmle.runtime import RUNTIMES
 
 for registry, name, target in (
-    (RUNTIMES, "docker", "pytest_rexmle.runtime.docker:DockerRuntime"),
     (AGENTS, "aide", "pytest_rexmle.agents.aide.adapter:AideAgent"),
     (AGENTS, "ml-master", "pytest_rexmle.agents.ml_master.adapter:MLMasterAgent"),
     (AGENTS, "rd-agent", "pytest_rexmle.agents.rd_agent.adapter:RDAgent"),

@@ -1,0 +1,429 @@
+"""The runtime conformance suite: the attack classes every runtime must stop, run through its own interface.
+
+Why through :class:`~pytest_rexmle.runtime.base.Runtime` and not a benchmark session: a third-party
+runtime (a cloud VM, Kubernetes, another container engine) implements ``launch``/``run`` on a
+:class:`RunSpec`, and that is the whole promise the harness relies on: the agent sees its data
+read-only, writes only its workspace and submission, never reads what ``spec.hidden`` names or the
+host's keys, reaches the network only through the session's gateway, stays inside its limits, and
+nothing of it outlives the run. Each check plants a secret or a target on the host, lets the probe
+agent (``probe.py``, standard library only) try, and then judges from the host's side.
+
+Two runs per check-up, launched together (a batch runtime queues both): ``probe`` under the gateway
+network (answers, writes, keys, network, leftovers) and ``limits`` under tight limits (processes and
+memory).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable
+from ..runtime.sandbox.limits import Limits, format_size
+
+#: the checks, in the order they are reported
+CHECKS = ("answers", "writes", "leftovers", "keys", "network", "limits")
+PROBE = Path(__file__).with_name("probe.py")
+PROBE_SECONDS = 180.0
+LIMITS_SECONDS = 120.0
+#: the limits run's caps: the fork bomb stops by itself at FORKS, the hog at HOG_MB
+LIMITS = Limits(memory=256 << 20, processes=64)
+FORKS, HOG_MB = 400, 1024
+ANSWERS_NAME, HIDDEN_NAME, HIDDEN_FILE = "answers.csv", ".cache-notes", "grader-notes.txt"
+KEY_NAME = "OPENAI_API_KEY"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict and the reason, in words a runtime's author can act on."""
+
+    name: str
+    passed: bool
+    why: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.why}"
+
+
+@dataclass
+class Plant:
+    """What the suite planted on the host for one check-up: folders, secrets and the host's service."""
+
+    root: Path
+    marker: str = field(default_factory=lambda: f"rexmle-selfcheck-{uuid.uuid4().hex[:12]}")
+    answers_secret: str = field(default_factory=lambda: f"answer-{uuid.uuid4().hex}")
+    hidden_secret: str = field(default_factory=lambda: f"hidden-{uuid.uuid4().hex}")
+    key: str = field(default_factory=lambda: f"sk-selfcheck-{uuid.uuid4().hex}")
+    service_token: str = field(default_factory=lambda: f"loopback-{uuid.uuid4().hex}")
+
+    @property
+    def public(self) -> Path:
+        return self.root / "task" / "public"
+
+    @property
+    def private(self) -> Path:
+        return self.root / "task" / "private"
+
+    @property
+    def hidden(self) -> Path:
+        return self.public / HIDDEN_NAME
+
+    @property
+    def outside(self) -> Path:
+        return self.root / "outside"
+
+    @property
+    def key_file(self) -> Path:
+        return self.root / "host-secrets" / "provider-key.txt"
+
+    def secret_files(self) -> list[str]:
+        return [str(self.private / ANSWERS_NAME), str(self.hidden / HIDDEN_FILE)]
+
+    def lay_out(self) -> None:
+        """Everything readable and the outside folder writable by any uid: only the runtime may stop the agent."""
+        self.root.chmod(0o755)
+        self.public.mkdir(parents=True)
+        self.private.mkdir()
+        self.hidden.mkdir()
+        self.outside.mkdir()
+        self.key_file.parent.mkdir()
+        (self.public / "sample_submission.csv").write_text("case,label\nc1,0\n")
+        (self.public / "README.md").write_text("public data of the conformance suite\n")
+        (self.private / ANSWERS_NAME).write_text(f"case,label\nc1,{self.answers_secret}\n")
+        (self.hidden / HIDDEN_FILE).write_text(self.hidden_secret + "\n")
+        self.key_file.write_text(self.key + "\n")
+        for folder in (self.root / "task", self.public, self.private, self.hidden, self.key_file.parent):
+            folder.chmod(0o755)
+        for path in (*self.public.rglob("*"), *self.private.rglob("*"), self.key_file):
+            if path.is_file():
+                path.chmod(0o644)
+        self.outside.chmod(0o777)
+
+
+class LoopbackService:
+    """A TCP service on the host's 127.0.0.1 answering every request with a secret token."""
+
+    def __init__(self, token: str) -> None:
+        body = token.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Run:
+    """One of the two runs: its folder, spec and, once it ended, its outcome and the probe's report."""
+
+    name: str
+    folder: Path
+    spec: RunSpec | None = None
+    handle: RunHandle | None = None
+    outcome: RunOutcome | None = None
+    error: str | None = None
+
+    @property
+    def workspace(self) -> Path:
+        return self.folder / "workspace"
+
+    def report(self) -> dict | None:
+        try:
+            return json.loads((self.workspace / f"probe-{self.name}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def texts(self) -> str:
+        """Everything the agent could have written a secret into: its report, its logs, its folders."""
+        parts = []
+        for folder in (self.workspace, self.folder / "submission", self.folder / "logs"):
+            for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+                if path.is_file() and not path.is_symlink() and path.stat().st_size < 20_000_000:
+                    parts.append(path.read_bytes().decode(errors="replace"))
+        return "\n".join(parts)
+
+    def why_not_run(self) -> str:
+        """Why the probe left no report: the runtime's error, else the exit and the stderr's tail."""
+        if self.error:
+            return self.error
+        if self.outcome is None:
+            return "the run never ended"
+        tail = ""
+        try:
+            tail = self.outcome.stderr.read_text(errors="replace")[-400:].strip()
+        except OSError:
+            pass
+        return (f"the probe left no report (exit {self.outcome.exit_code}, timed out {self.outcome.timed_out}, "
+                f"{self.outcome.note or 'no note'}): {tail or 'no stderr'}")
+
+
+def _prepare(runtime: Runtime, plant: Plant, run: Run, *, network: str, limits: Limits | None,
+             time_limit: float, image: str | None, config: dict) -> RunSpec:
+    """The run folder and spec, as the harness's ``run.launch`` makes them: stage first (Landlock's agent
+    sees the stage's real paths), then the contract names what the agent will see."""
+    for sub in ("workspace", "submission", "logs"):
+        (run.folder / sub).mkdir(parents=True)
+    instructions = run.folder / "instructions.md"
+    instructions.write_text("conformance probe\n")
+    spec = RunSpec("selfcheck", [], {}, plant.public, run.workspace, run.folder / "submission", run.folder / "logs",
+                   instructions, time_limit, hidden=(plant.private, plant.hidden), image=image, network=network,
+                   limits=limits)
+    spec = runtime.stage(spec)
+    paths = runtime.contract_paths(spec)
+    shutil.copyfile(PROBE, run.workspace / "rexmle_probe.py")
+    (run.workspace / "probe-config.json").write_text(json.dumps(config))
+    env = {"REXMLE_TASK": "selfcheck", "REXMLE_DATA_DIR": paths["data"], "REXMLE_WORKSPACE": paths["workspace"],
+           "REXMLE_SUBMISSION_DIR": paths["submission"], "REXMLE_INSTRUCTIONS": paths["instructions"],
+           "REXMLE_TIME_LIMIT": str(int(time_limit)), KEY_NAME: plant.key}
+    inside = paths["workspace"]
+    argv = ["python3", f"{inside}/rexmle_probe.py", run.name, f"{inside}/probe-config.json"]
+    return RunSpec("selfcheck", argv, env, spec.data_dir, spec.workspace, spec.submission, spec.logs,
+                   spec.instructions, time_limit, hidden=spec.hidden, image=image, network=network,
+                   secret_env=(KEY_NAME,), limits=limits, stage=spec.stage)
+
+
+@contextmanager
+def _host_key(key: str) -> Iterator[None]:
+    """The real key in the harness's own environment while the runs go, as in a session with a provider."""
+    before = os.environ.get(KEY_NAME)
+    os.environ[KEY_NAME] = key
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(KEY_NAME, None)
+        else:
+            os.environ[KEY_NAME] = before
+
+
+def run_selfcheck(runtime: Runtime, work: Path | None = None, image: str | None = None,
+                  log: Callable[[str], None] = lambda line: None) -> list[CheckResult]:
+    """Run every check against ``runtime``; one :class:`CheckResult` per name of :data:`CHECKS`.
+
+    ``work`` is where the planted folders and the run folders go (a Slurm runtime needs a folder its nodes
+    share); by default a fresh folder under the system's temporary folder, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="rexmle-selfcheck-", dir=str(work) if work else None))
+    try:
+        return _run_all(runtime, Plant(root), image, log)
+    finally:
+        _remove(root)
+
+
+def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[str], None]) -> list[CheckResult]:
+    try:
+        runtime.check()
+    except RuntimeUnavailable as exc:
+        return [CheckResult(name, False, f"the runtime is not available here: {exc}") for name in CHECKS]
+    plant.lay_out()
+    network, refusal = "gateway", None
+    try:
+        runtime.network_notices("gateway")
+    except RuntimeUnavailable as exc:  # the rest still runs, without any network
+        network, refusal = "none", f"the runtime cannot give agents the gateway network: {exc}"
+    service = LoopbackService(plant.service_token)
+    import pytest_rexmle
+
+    config = {"marker": plant.marker, "secret_files": plant.secret_files(), "answers_name": ANSWERS_NAME,
+              "hidden_name": HIDDEN_NAME, "hidden_file": HIDDEN_FILE, "outside": str(plant.outside),
+              "key_file": str(plant.key_file), "port": service.port,
+              "package": str(Path(pytest_rexmle.__file__).resolve().parent)}
+    probe, limits = Run("probe", plant.root / "runs" / "probe"), Run("limits", plant.root / "runs" / "limits")
+    try:
+        with _host_key(plant.key):
+            for run, kwargs in ((probe, {"network": network, "limits": None, "time_limit": PROBE_SECONDS}),
+                                (limits, {"network": "none", "limits": LIMITS, "time_limit": LIMITS_SECONDS})):
+                cfg = {**config, "run_root": str(run.folder), "forks": FORKS, "hog_mb": HOG_MB}
+                try:
+                    run.spec = _prepare(runtime, plant, run, image=image, config=cfg, **kwargs)
+                    run.handle = runtime.launch(run.spec)
+                    log(f"launched the {run.name} run")
+                except RuntimeUnavailable as exc:
+                    run.error = f"the runtime refused the run: {exc}"
+            for run in (probe, limits):
+                if run.handle is not None:
+                    try:
+                        run.outcome = run.handle.wait()
+                    except RuntimeUnavailable as exc:
+                        run.error = f"the runtime refused the run: {exc}"
+                    log(f"the {run.name} run ended")
+    finally:
+        service.close()
+        runtime.close()
+    try:
+        return [judge_answers(plant, probe), judge_writes(plant, probe), judge_leftovers(plant, probe),
+                judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits)]
+    finally:
+        clean_leftovers(plant)
+
+
+# -- the judges ------------------------------------------------------------------------------------------
+
+def _got_through(report: dict, prefix: str) -> list[str]:
+    return [f"{name} ({item['detail'][:160]})" for name, item in sorted(report["attempts"].items())
+            if name.startswith(prefix) and item["ok"]]
+
+
+def judge_answers(plant: Plant, run: Run) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("answers", False, run.why_not_run())
+    leaked = [what for what, secret in (("the private answers", plant.answers_secret),
+                                        (f"the hidden path {plant.hidden}", plant.hidden_secret))
+              if secret in run.texts()]
+    if leaked:
+        return CheckResult("answers", False, f"the agent read {' and '.join(leaked)}: "
+                           + "; ".join(_got_through(report, "answers_")))
+    tried = sorted(n for n in report["attempts"] if n.startswith("answers_"))
+    return CheckResult("answers", True, f"the private answers and the hidden path stayed unreadable ({len(tried)} "
+                       f"ways tried: {', '.join(tried)})")
+
+
+def judge_writes(plant: Plant, run: Run) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("writes", False, run.why_not_run())
+    import pytest_rexmle
+
+    inside = {run.workspace.resolve(), (run.folder / "submission").resolve()}
+    places = [plant.root, Path(pytest_rexmle.__file__).resolve().parent]
+    written = sorted(str(p) for place in places for p in place.rglob(f"{plant.marker}-write")
+                     if not any(parent in inside for parent in p.resolve().parents))
+    changed = [] if (run.folder / "instructions.md").read_text() == "conformance probe\n" else ["instructions.md"]
+    claimed = _got_through(report, "write_")
+    if written or changed or claimed:
+        return CheckResult("writes", False, f"the agent wrote outside its workspace and submission: "
+                           f"{', '.join(written + changed + claimed)}")
+    refused = sorted(n for n in report["attempts"] if n.startswith("write_"))
+    return CheckResult("writes", True, f"every write outside the workspace and submission was refused "
+                       f"({', '.join(refused)})")
+
+
+def _marked_processes(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _marked_files(marker: str) -> list[Path]:
+    return [p for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob(f"{marker}-file")]
+
+
+def judge_leftovers(plant: Plant, run: Run) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("leftovers", False, run.why_not_run())
+    processes, files = _marked_processes(f"{plant.marker}-process"), _marked_files(plant.marker)
+    if processes or files:
+        left = [f"process {pid}" for pid in processes] + [str(p) for p in files]
+        return CheckResult("leftovers", False, f"the run left behind: {', '.join(left)}")
+    started = report["attempts"].get("detached_process", {})
+    return CheckResult("leftovers", True, "no process or file of the run outlived it"
+                       + ("" if started.get("ok") else f" (the probe could not start one: {started.get('detail')})"))
+
+
+def clean_leftovers(plant: Plant) -> None:
+    """The probe's detached processes and marker files, found by this check-up's unique marker."""
+    for pid in _marked_processes(plant.marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for path in _marked_files(plant.marker):
+        path.unlink(missing_ok=True)
+    import pytest_rexmle
+
+    for path in Path(pytest_rexmle.__file__).resolve().parent.glob(f"{plant.marker}-write"):
+        path.unlink(missing_ok=True)
+
+
+def judge_keys(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("keys", False, run.why_not_run())
+    if plant.key in run.texts():
+        where = sorted({f["where"] for f in report["found"] if plant.key in f["text"]})
+        return CheckResult("keys", False, f"the host's key reached the agent ({', '.join(where) or 'in its files'})"
+                           + (f"; {refusal}" if refusal else ""))
+    if refusal:
+        return CheckResult("keys", False, refusal)
+    return CheckResult("keys", True, f"the host's key is in no environment, process or file the agent reads "
+                       f"({KEY_NAME} holds the run's stand-in)")
+
+
+def judge_network(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("network", False, run.why_not_run())
+    attempts = report["attempts"]
+    problems = []
+    if plant.service_token in run.texts():
+        problems.append("the host's loopback service answered the agent")
+    problems += [f"{name}: {attempts[name]['detail'][:160]}" for name in
+                 ("host_loopback_service", "outside_direct", "loopback_through_gateway")
+                 if attempts.get(name, {}).get("ok")]
+    if refusal:
+        problems.append(refusal)
+    elif not attempts.get("gateway_reachable", {}).get("ok"):
+        problems.append(f"the gateway did not answer the agent ({attempts.get('gateway_reachable', {}).get('detail')})")
+    if problems:
+        return CheckResult("network", False, "; ".join(problems))
+    return CheckResult("network", True, "the gateway answered and was the only peer (the host's loopback service, "
+                       "a direct outside connection and a CONNECT to the loopback through the gateway all failed)")
+
+
+def judge_limits(run: Run) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("limits", False, run.why_not_run())
+    problems, held = [], []
+    forks = report.get("forks", 0)
+    if report.get("fork_error") and forks < FORKS:
+        held.append(f"fork refused after {forks} processes (limit {LIMITS.processes})")
+    else:
+        problems.append(f"{forks} processes started under a limit of {LIMITS.processes}")
+    hog = report.get("hog_mb", 0)
+    if report.get("hog_done") or hog >= HOG_MB:
+        problems.append(f"{hog} MiB allocated under a memory limit of {format_size(LIMITS.memory or 0)}")
+    else:
+        note = run.outcome.killed or run.outcome.note if run.outcome else None
+        held.append(f"memory stopped at {hog} MiB (limit {format_size(LIMITS.memory or 0)}"
+                    + (f"; {note}" if note else "") + ")")
+    if problems:
+        return CheckResult("limits", False, "; ".join(problems))
+    return CheckResult("limits", True, "; ".join(held))
+
+
+def _remove(root: Path) -> None:
+    """The check-up's folder, whatever the agent left in it (``rm``: deep folders, foreign owners)."""
+    import subprocess
+
+    subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)
