@@ -247,10 +247,12 @@ def claude_code(path: Path, budget: Budget) -> Parsed:
 # -- Codex: the session rollout (home/sessions/**/rollout-*.jsonl) ------------------------------------------
 def codex(path: Path, budget: Budget) -> Parsed:
     """Codex's rollout: ``response_item`` lines are the conversation in Responses-API items (messages,
-    reasoning, function and custom tool calls and their outputs); ``event_msg`` ``token_count`` lines
-    carry the last answer's usage. Consecutive model items until the next input form one agent step."""
+    reasoning, function and custom tool calls and their outputs); a ``token_usage_record`` line (0.169)
+    or else an ``event_msg`` ``token_count`` line carries the last answer's usage, possibly after its
+    tool outputs. Consecutive model items until the next input form one agent step."""
     parsed, calls = Parsed(), _Calls()
     current: dict[str, Any] | None = None
+    answered: dict[str, Any] | None = None  # the last agent step, which the next usage line is about
     model = None
     for line in json_lines(path, parsed, budget):
         kind, payload, stamp = line.get("type"), _dict(line.get("payload")), _timestamp(line.get("timestamp"))
@@ -260,11 +262,12 @@ def codex(path: Path, budget: Budget) -> Parsed:
         elif kind == "turn_context":
             model = text(payload.get("model")) or model
             parsed.model = parsed.model or model
-        elif kind == "event_msg" and payload.get("type") == "token_count" and current is not None:
-            last = _dict(_dict(payload.get("info")).get("last_token_usage"))
-            if last and "metrics" not in current:
-                current["metrics"] = _metrics(last.get("input_tokens"), last.get("output_tokens"),
-                                              last.get("cached_input_tokens"))
+        elif kind == "token_usage_record" or (kind == "event_msg" and payload.get("type") == "token_count"):
+            last = _dict(payload.get("usage")) if kind == "token_usage_record" else \
+                _dict(_dict(payload.get("info")).get("last_token_usage"))
+            if last and answered is not None and not answered.get("metrics"):
+                answered["metrics"] = _metrics(last.get("input_tokens"), last.get("output_tokens"),
+                                               last.get("cached_input_tokens"))
         if kind != "response_item":
             continue
         item = payload.get("type")
@@ -275,7 +278,8 @@ def codex(path: Path, budget: Budget) -> Parsed:
                         "message": text("\n".join(filter(None, words))), "timestamp": stamp})
         elif item in ("message", "reasoning", "function_call", "custom_tool_call", "local_shell_call"):
             if current is None:
-                current = parsed.add({"source": "agent", "timestamp": stamp, "message": "", "model_name": model})
+                current = answered = parsed.add({"source": "agent", "timestamp": stamp, "message": "",
+                                                 "model_name": model})
                 if current is None:
                     break
             if item == "message":

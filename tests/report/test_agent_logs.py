@@ -95,16 +95,18 @@ def codex_rollout(folder: Path) -> Path:
         item(3, {"type": "message", "role": "user", "content": [{"type": "input_text", "text": TASK}]}),
         item(4, {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Validate the sample."}],
                  "content": None, "encrypted_content": "gAAAA"}),
-        item(5, {"type": "function_call", "name": "shell", "call_id": "call_0001",
-                 "arguments": json.dumps({"command": ["bash", "-lc", COMMAND], "workdir": "/rexmle/workspace"})}),
-        item(6, {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 2000, "cached_input_tokens": 500,
-                                                                   "output_tokens": 40, "total_tokens": 2040}}},
-             "event_msg"),
+        item(5, {"type": "function_call", "name": "exec_command", "call_id": "call_0001",
+                 "arguments": json.dumps({"cmd": COMMAND, "workdir": "/rexmle/workspace"})}),
+        item(6, {"thread_id": "01a21d9b", "response_id": "resp_0001",
+                 "usage": {"input_tokens": 2000, "cached_input_tokens": 500, "output_tokens": 40, "total_tokens": 2040},
+                 "turn_token_usage": {"input_tokens": 2000}}, "token_usage_record"),  # 0.169: before the output
         item(7, {"type": "function_call_output", "call_id": "call_0001",
                  "output": json.dumps({"output": VERDICT, "metadata": {"exit_code": 0, "duration_seconds": 0.9}})}),
-        item(8, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}),
-        item(9, {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 2100, "cached_input_tokens": 2000,
-                                                                   "output_tokens": 5}}}, "event_msg"),
+        item(8, {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 1, "output_tokens": 1}}},
+             "event_msg"),  # the same answer's count again, after its output: not counted twice
+        item(9, {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}),
+        item(10, {"type": "token_count", "info": {"last_token_usage": {  # older versions: this line only
+            "input_tokens": 2100, "cached_input_tokens": 2000, "output_tokens": 5}}}, "event_msg"),
     ))
     return path
 
@@ -255,8 +257,8 @@ def test_codex_rollout_is_embedded_with_its_shell_call_and_token_counts(tmp_path
     assert_gateway_root(doc)
     assert (sub.agent.version, sub.agent.model_name) == ("0.169.0", "gpt-scripted")
     assert [s.source for s in sub.steps] == ["system", "user", "agent", "agent"]
-    step, call, result = tool_step(sub, "shell")
-    assert call.tool_call_id == "call_0001" and call.arguments["command"] == ["bash", "-lc", COMMAND]
+    step, call, result = tool_step(sub, "exec_command")
+    assert call.tool_call_id == "call_0001" and call.arguments["cmd"] == COMMAND
     assert VERDICT in result.content and step.reasoning_content == "Validate the sample."
     assert (step.metrics.prompt_tokens, step.metrics.cached_tokens, step.metrics.completion_tokens) == (2000, 500, 40)
     assert sub.steps[-1].message == "Done." and sub.final_metrics.total_prompt_tokens == 4100
