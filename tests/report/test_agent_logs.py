@@ -383,3 +383,17 @@ def test_long_agent_texts_are_cut_and_steps_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(agent_logs, "MAX_STEPS", 100)
     _, sub = embedded(run, "claude-code")
     assert sub.steps[-1].message.endswith("[30000 characters cut by the harness]")
+
+
+def test_the_run_page_says_what_the_agents_own_log_gave(tmp_path):
+    from pytest_rexmle.report.runpage import render_run_page
+
+    run, kept = run_of(tmp_path, "claude-code")
+    claude_transcript(kept)
+    os.mkfifo(kept / "config" / "projects" / "-rexmle-workspace" / "<img src=x onerror=alert(1)>.jsonl")
+    write_trajectory(run, {"agent": "claude-code", "task": "ldct-iqa"})
+    html = render_run_page(run)
+    assert ("the agent's own log: 3 steps (reported by the agent, not observed) — logs/claude-code/claude-code/"
+            "config/projects/-rexmle-workspace/ffc14b54-dde8-45c4-b35a-46f236f6a5f1.jsonl") in html
+    assert "<img src=x" not in html and ("-rexmle-workspace/&lt;img src=x onerror=alert(1)&gt;.jsonl was not read: "
+                                         "a FIFO, not a regular file") in html
