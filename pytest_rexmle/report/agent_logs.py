@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..hostile import RefusedFile, load_json, open_reader, read_json, walk_files
+from ..hostile import RefusedFile, kind_of, load_json, open_reader, read_json, walk_files
 
 #: caps: one JSON file read whole, one JSON-lines file, one line of it, one text kept in a step
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -286,7 +286,8 @@ def codex(path: Path, budget: Budget) -> Parsed:
                 words = [text(_dict(c).get("text")) for c in _list(payload.get("content"))]
                 current["message"] = "\n".join(filter(None, [current["message"], *words]))
             elif item == "reasoning":
-                words = [text(_dict(s).get("text")) for s in _list(payload.get("summary")) + _list(payload.get("content"))]
+                parts = _list(payload.get("summary")) + _list(payload.get("content"))
+                words = [text(_dict(part).get("text")) for part in parts]
                 current["reasoning_content"] = "\n".join(filter(None, [current.get("reasoning_content"), *words]))
             else:
                 calls.call(current, payload.get("call_id") or payload.get("id"), payload.get("name") or "local_shell",
@@ -483,8 +484,6 @@ def _find(root: Path, formats: tuple[LogFormat, ...], notes: list[dict[str, Any]
                     if stat.S_ISREG(st.st_mode):
                         found.append((order, rel, fmt))
                     elif not stat.S_ISDIR(st.st_mode):
-                        from ..hostile import kind_of
-
                         notes.append({"source_file": rel, "status": "skipped",
                                       "reason": f"{kind_of(st.st_mode)}, not a regular file"})
                     break
@@ -509,7 +508,8 @@ def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS)
             continue
         source = f"logs/{agent}/{rel}"
         if budget.spent():
-            notes.append({"source_file": source, "status": "skipped", "reason": "the time for reading agent logs ran out"})
+            notes.append({"source_file": source, "status": "skipped",
+                          "reason": "the time for reading agent logs ran out"})
             continue
         try:
             parsed = fmt.read(root / rel, budget)
@@ -524,7 +524,8 @@ def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS)
         try:
             trajectories.append(AtifTrajectory.model_validate(document).model_dump(mode="json", exclude_none=True))
         except ValueError as exc:
-            notes.append({"source_file": source, "status": "skipped", "reason": f"not valid ATIF: {text(str(exc))[:300]}"})
+            notes.append({"source_file": source, "status": "skipped",
+                          "reason": f"not valid ATIF: {text(str(exc))[:300]}"})
             continue
         notes.append({"source_file": source, "status": "embedded", "steps": len(parsed.steps),
                       "skipped_lines": parsed.skipped_lines, "cut": parsed.cut,

@@ -9,6 +9,10 @@ steps, the tool results the next call carried back are the observation of the st
 and a call the gateway refused is a ``system`` step marked refused. The step metrics add up to the
 gateway's meter, which ``final_metrics`` repeats.
 
+Where the agent keeps a log of its own (a CLI's session file, a scaffold's trajectory or journal), that log
+becomes an embedded ``subagent_trajectories`` entry marked ``extra.reported_by = "agent"``
+(:mod:`.agent_logs`): the agent's claims beside the observed steps, never in the root's steps or totals.
+
 The models below restate ATIF v1.7's rules that a consumer checks (sequential step ids from 1,
 agent-only fields on agent steps, observation results naming a tool call of their step, no unknown
 fields), so a written document is checked before it is written and the tests validate against them.

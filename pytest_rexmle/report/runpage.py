@@ -218,7 +218,8 @@ def render_run_page(run_dir: Path) -> str:
         calls_shown=sum(c.bodies for c in listed),
         tokens_in=usage.get("input_tokens", 0), tokens_out=usage.get("output_tokens", 0),
         cost="cost unknown" if cost is None else f"${cost:.6f}", egress=_egress(meta), validations=_validations(meta),
-        agent_logs=_agent_logs(run_dir), capability=_capability(run_dir)[0], stages=_capability(run_dir)[1], files=_files(run_dir),
+        agent_logs=_agent_logs(run_dir),
+        capability=_capability(run_dir)[0], stages=_capability(run_dir)[1], files=_files(run_dir),
         unsafe="UNSAFE: " + "; ".join(unsafe) if unsafe else None,
         number=_number, percent=_percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
 

@@ -66,8 +66,8 @@ def claude_transcript(folder: Path, session: str = "ffc14b54-dde8-45c4-b35a-46f2
         answer("msg_0001", "as1", [{"type": "thinking", "thinking": "Copy first, then check.", "signature": "x"},
                                    {"type": "text", "text": "I will copy the sample submission and validate it."}],
                "tool_use"),
-        answer("msg_0001", "as2", [{"type": "tool_use", "id": "toolu_0001", "name": "Bash",
-                                    "input": {"command": COMMAND, "description": "Run a step of the task"}}], "tool_use"),
+        answer("msg_0001", "as2", [{"type": "tool_use", "id": "toolu_0001", "name": "Bash", "input": {
+            "command": COMMAND, "description": "Run a step of the task"}}], "tool_use"),
         {**common, "parentUuid": "as2", "type": "user", "uuid": "u2", "timestamp": "2026-11-27T15:23:29.050Z",
          "message": {"role": "user", "content": [{"tool_use_id": "toolu_0001", "type": "tool_result",
                                                   "content": VERDICT, "is_error": False}]},
@@ -238,7 +238,8 @@ def test_claude_code_stream_json_is_read_when_no_transcript_was_kept(tmp_path):
     (kept / "stdout.jsonl").write_text(lines(
         {"type": "system", "subtype": "init", "session_id": "s1", "model": "claude-scripted-1"},
         {"type": "assistant", "session_id": "s1", "parent_tool_use_id": None, "message": {
-            "id": "msg_1", "role": "assistant", "model": "claude-scripted-1", "usage": {"input_tokens": 5, "output_tokens": 1},
+            "id": "msg_1", "role": "assistant", "model": "claude-scripted-1",
+            "usage": {"input_tokens": 5, "output_tokens": 1},
             "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": COMMAND}}]}},
         {"type": "user", "session_id": "s1", "message": {"role": "user", "content": [
             {"tool_use_id": "toolu_1", "type": "tool_result", "content": VERDICT}]}},
@@ -334,7 +335,8 @@ def test_hostile_logs_are_skipped_with_a_note_and_never_hang_the_writer(tmp_path
     (projects / "deep.jsonl").write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n")
     mixed = claude_transcript(kept, "mixed").read_bytes()       # a real transcript with garbage inside
     (projects.parent / "-rexmle-workspace" / "mixed.jsonl").write_bytes(
-        b"\xff\xfe not utf-8 \xc3\x28\n" + b'{"type": "user", "message": ' + b"{" * 5000 + b"\n" + mixed + b"not json\n")
+        b"\xff\xfe not utf-8 \xc3\x28\n" + b'{"type": "user", "message": ' + b"{" * 5000 + b"\n" + mixed
+        + b"not json\n")
     started = time.monotonic()
     doc = build_trajectory(run, {"agent": "claude-code", "task": "ldct-iqa"})
     assert time.monotonic() - started < 20
