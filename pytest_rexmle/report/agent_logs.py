@@ -516,6 +516,10 @@ def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS)
         except (RefusedFile, OSError) as exc:
             notes.append({"source_file": source, "status": "skipped", "reason": text(str(exc))})
             continue
+        except Exception as exc:  # a shape no reader foresaw: that log is lost, never the run's trajectory
+            notes.append({"source_file": source, "status": "skipped",
+                          "reason": f"could not be read as {agent}'s log ({type(exc).__name__})"})
+            continue
         if not parsed.steps:
             notes.append({"source_file": source, "status": "skipped", "reason": "no steps in it",
                           "skipped_lines": parsed.skipped_lines})

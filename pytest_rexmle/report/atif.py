@@ -171,14 +171,16 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
     known_cost = None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 8)
     agent_name = str(meta.get("agent") or "unknown")
     reported, log_notes = agent_trajectories(run_dir, agent_name)
-    notes = ("Built by the ReX-MLE harness from the model calls its gateway observed (logs/model-calls.jsonl), "
-             "not from the agent's own logs; refused calls are system steps marked refused.")
+    notes = ("Steps and final_metrics built by the ReX-MLE harness from the model calls its gateway observed "
+             "(logs/model-calls.jsonl), not from the agent's own logs; refused calls are system steps marked "
+             "refused.")
     if reported:
         notes += (f" The {len(reported)} subagent_trajectories are the agent's own log(s) (extra.reported_by: "
                   "\"agent\"): the agent's claims, not observed by the harness, and not counted in final_metrics.")
     skipped = [n for n in log_notes if n["status"] != "embedded"]
     if skipped:
-        notes += " Agent logs skipped: " + "; ".join(f"{n['source_file']} ({n['reason']})" for n in skipped[:10]) + "."
+        notes += " Agent logs skipped: " + "; ".join(f"{n['source_file']} ({n['reason']})" for n in skipped[:10])
+        notes += "."
     doc = {
         "schema_version": SCHEMA_VERSION,
         "session_id": run_dir.name,

@@ -399,3 +399,21 @@ def test_the_run_page_says_what_the_agents_own_log_gave(tmp_path):
             "config/projects/-rexmle-workspace/ffc14b54-dde8-45c4-b35a-46f236f6a5f1.jsonl") in html
     assert "<img src=x" not in html and ("-rexmle-workspace/&lt;img src=x onerror=alert(1)&gt;.jsonl was not read: "
                                          "a FIFO, not a regular file") in html
+
+
+def test_a_log_no_reader_foresaw_costs_that_log_only(tmp_path, monkeypatch):
+    """A reader that meets a shape it did not foresee loses that log, never the run's trajectory."""
+    from pytest_rexmle.report import agent_logs
+
+    def stumbles(path, budget):
+        raise TypeError("unforeseen")
+
+    monkeypatch.setitem(agent_logs.AGENT_LOGS, "mini-swe-agent",
+                        (agent_logs.LogFormat("mini-swe-agent/trajectory.json", stumbles),))
+    run, kept = run_of(tmp_path, "mini-swe-agent")
+    mini_trajectory(kept)
+    doc = build_trajectory(run, {"agent": "mini-swe-agent", "task": "ldct-iqa"})
+    assert doc["extra"]["agent_logs"] == [{"source_file": "logs/mini-swe-agent/mini-swe-agent/trajectory.json",
+                                           "status": "skipped",
+                                           "reason": "could not be read as mini-swe-agent's log (TypeError)"}]
+    assert doc["final_metrics"]["total_prompt_tokens"] == 300 and "subagent_trajectories" not in doc
