@@ -89,7 +89,7 @@ def json_lines(path: Path, parsed: Parsed, budget: Budget) -> Iterator[dict[str,
     """The JSON objects of a JSON-lines log, read through a capped handle; a line that is not a JSON
     object (malformed, too deep, not UTF-8, longer than MAX_LINE_BYTES) is skipped and counted."""
     with open_reader(path, MAX_JSONL_BYTES) as handle:
-        while not budget.spent():
+        while not budget.spent() and not parsed.cut:
             line = handle.readline(MAX_LINE_BYTES + 1)
             if not line:
                 return
