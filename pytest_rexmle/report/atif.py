@@ -9,6 +9,10 @@ steps, the tool results the next call carried back are the observation of the st
 and a call the gateway refused is a ``system`` step marked refused. The step metrics add up to the
 gateway's meter, which ``final_metrics`` repeats.
 
+Where the agent keeps a log of its own (a CLI's session file, a scaffold's trajectory or journal), that log
+becomes an embedded ``subagent_trajectories`` entry marked ``extra.reported_by = "agent"``
+(:mod:`.agent_logs`): the agent's claims beside the observed steps, never in the root's steps or totals.
+
 The models below restate ATIF v1.7's rules that a consumer checks (sequential step ids from 1,
 agent-only fields on agent steps, observation results naming a tool call of their step, no unknown
 fields), so a written document is checked before it is written and the tests validate against them.
@@ -23,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..jsonfile import write_json_atomic
+from .agent_logs import agent_trajectories
 from .calls import CallSummary, read_calls
 
 SCHEMA_VERSION = "ATIF-v1.7"
@@ -165,6 +170,17 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
     costs = [c.cost_usd for c in calls if c.answered]
     known_cost = None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 8)
     agent_name = str(meta.get("agent") or "unknown")
+    reported, log_notes = agent_trajectories(run_dir, agent_name)
+    notes = ("Steps and final_metrics built by the ReX-MLE harness from the model calls its gateway observed "
+             "(logs/model-calls.jsonl), not from the agent's own logs; refused calls are system steps marked "
+             "refused.")
+    if reported:
+        notes += (f" The {len(reported)} subagent_trajectories are the agent's own log(s) (extra.reported_by: "
+                  "\"agent\"): the agent's claims, not observed by the harness, and not counted in final_metrics.")
+    skipped = [n for n in log_notes if n["status"] != "embedded"]
+    if skipped:
+        notes += " Agent logs skipped: " + "; ".join(f"{n['source_file']} ({n['reason']})" for n in skipped[:10])
+        notes += "."
     doc = {
         "schema_version": SCHEMA_VERSION,
         "session_id": run_dir.name,
@@ -174,15 +190,15 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
                   "extra": {"harness": "pytest-rexmle", "harness_version": _version(), "models": models,
                             "agent_options": meta.get("agent_options") or {}}},
         "steps": steps,
-        "notes": ("Built by the ReX-MLE harness from the model calls its gateway observed (logs/model-calls.jsonl), "
-                  "not from the agent's own logs; refused calls are system steps marked refused."),
+        "notes": notes,
         "final_metrics": {"total_prompt_tokens": sum(t[0] for t in totals),
                           "total_completion_tokens": sum(t[1] for t in totals),
                           "total_cached_tokens": sum(t[2] for t in totals),
                           "total_cost_usd": known_cost, "total_steps": len(steps),
                           "extra": {"model_calls": len(calls), "refused_calls": sum(c.refused for c in calls)}},
         "extra": {"task": meta.get("task"), "runtime": meta.get("runtime"), "data": meta.get("data"),
-                  "source": "gateway"},
+                  "source": "gateway", **({"agent_logs": log_notes} if log_notes else {})},
+        **({"subagent_trajectories": reported} if reported else {}),
     }
     return AtifTrajectory.model_validate(doc).model_dump(mode="json", exclude_none=True)
 

@@ -156,6 +156,15 @@ def _validations(meta: dict) -> dict:
     return {"count": count, "calls": calls}
 
 
+def _agent_logs(run_dir: Path) -> list[dict]:
+    """What trajectory.atif.json says of the agent's own logs (embedded, with their step counts, or skipped
+    and why); a trajectory too large to read cheaply gives nothing, so a big run's page stays light."""
+    from .atif import ATIF_JSON
+
+    notes = (_json_file(run_dir / ATIF_JSON).get("extra") or {}).get("agent_logs")
+    return [n for n in notes if isinstance(n, dict)][:20] if isinstance(notes, list) else []
+
+
 def _metrics(result: dict) -> list[dict]:
     metrics = result.get("metrics") or {}
     positions = result.get("positions") or {}
@@ -209,6 +218,7 @@ def render_run_page(run_dir: Path) -> str:
         calls_shown=sum(c.bodies for c in listed),
         tokens_in=usage.get("input_tokens", 0), tokens_out=usage.get("output_tokens", 0),
         cost="cost unknown" if cost is None else f"${cost:.6f}", egress=_egress(meta), validations=_validations(meta),
+        agent_logs=_agent_logs(run_dir),
         capability=_capability(run_dir)[0], stages=_capability(run_dir)[1], files=_files(run_dir),
         unsafe="UNSAFE: " + "; ".join(unsafe) if unsafe else None,
         number=_number, percent=_percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)

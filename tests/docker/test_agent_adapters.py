@@ -237,6 +237,15 @@ def test_aide_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_client
     # AIDE's own logs are kept next to ours; no key in any file of the run folder
     assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "journal.json").is_file()
     assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "best_solution.py").is_file()
+    # AIDE's journal is in the run's ATIF trajectory as the agent's own account: one node, its code and output
+    from pytest_rexmle.report.atif import load as load_atif
+
+    (journal,) = load_atif(run / "trajectory.atif.json").subagent_trajectories
+    assert journal.extra["reported_by"] == "agent"
+    assert journal.extra["source_file"] == "logs/aide/logs/0-rexmle/journal.json"
+    (node,) = journal.steps
+    assert node.tool_calls[0].function_name == "execute_code" and node.tool_calls[0].arguments["code"]
+    assert node.observation.results[0].source_call_id == node.tool_calls[0].tool_call_id
     assert "[rexmle-adapter] exported" in stderr
     assert_no_file_holds(run, KEY)
     meta = json.loads((run / "run.json").read_text())

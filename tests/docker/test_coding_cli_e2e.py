@@ -88,6 +88,20 @@ def assert_trajectory_is_the_meters(run: Path, meta: dict) -> None:
     steps = [s for s in trajectory.steps if s.source == "agent"]
     assert len(steps) >= 2 and sum(s.metrics.prompt_tokens for s in steps) == usage["input_tokens"]
     assert any(s.tool_calls and s.observation and s.observation.results for s in steps), trajectory.steps
+    assert_agent_log_is_embedded(trajectory, meta["agent"])
+
+
+def assert_agent_log_is_embedded(trajectory, agent: str) -> None:
+    """The CLI's own log is embedded as a trajectory reported by the agent, apart from the gateway's totals,
+    and it holds the shell command the CLI ran with the validator's verdict as that call's observation."""
+    assert "the agent's claims, not observed by the harness" in trajectory.notes
+    (reported,) = [t for t in trajectory.subagent_trajectories or () if t.agent.name == agent]
+    assert reported.extra["reported_by"] == "agent" and reported.extra["source_file"].startswith(f"logs/{agent}/")
+    ran = [(call, result) for step in reported.steps for call in step.tool_calls or ()
+           for result in (step.observation.results if step.observation else ())
+           if result.source_call_id == call.tool_call_id]
+    assert any("rexmle validate" in json.dumps(call.arguments) and "OK: " in json.dumps(result.content)
+               for call, result in ran), reported.steps
 
 
 @dataclass
