@@ -101,6 +101,8 @@ def _check_agent_and_runtime(settings) -> list[str]:
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.trusted_agents = all(agent.trusted for agent in agents)
         runtime.check()
+        for image in dict.fromkeys(agent.image for agent in agents if agent.image):
+            runtime.check_image(image)
         notices = network_notices(runtime, settings.network)
     except (RexmleError, RuntimeUnavailable) as exc:
         raise pytest.UsageError(str(exc)) from None
