@@ -175,7 +175,7 @@ def _tree_digest(folder: Path) -> str:
 
 
 def _copy_tree(src: Path, dest: Path, report: UnpackReport, max_total: int) -> None:
-    dest.mkdir(mode=0o755)
+    dest.mkdir(mode=0o755, exist_ok=True)
     for dirpath, dirnames, filenames in os.walk(src):
         rel_dir = os.path.relpath(dirpath, src)
         target_dir = dest / rel_dir if rel_dir != "." else dest
