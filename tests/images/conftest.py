@@ -36,8 +36,8 @@ def cache_at(folder: Path):
             os.environ["REXMLE_CACHE_DIR"] = before
 
 
-def _docker_saves(tag: str) -> bool:
-    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, timeout=60) \
+def _docker_saves(tag: str, env: dict[str, str]) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, timeout=60, env=env) \
         if _has_docker() else None
     return done is not None and done.returncode == 0
 
@@ -55,14 +55,15 @@ def imported(shared_cache, tmp_path_factory):
     from pytest_rexmle.images import store
 
     done: dict[str, tuple] = {}
+    engine_env = dict(os.environ)  # before a test hides the engine (DOCKER_HOST at a dead socket)
 
     def load(agent: str):
         if agent in done:
             return done[agent]
         tag = agent_image(agent)
-        require_service(_docker_saves(tag), "REXMLE_REQUIRE_DOCKER", f"the Docker image {tag} (to export)")
+        require_service(_docker_saves(tag, engine_env), "REXMLE_REQUIRE_DOCKER", f"the Docker image {tag} (to export)")
         archive = tmp_path_factory.mktemp("export") / f"{agent}.tar"
-        subprocess.run(["docker", "save", "-o", str(archive), tag], check=True, timeout=900)
+        subprocess.run(["docker", "save", "-o", str(archive), tag], check=True, timeout=900, env=engine_env)
         with cache_at(shared_cache):
             image, _ = store.import_archive(archive)
         archive.unlink()
