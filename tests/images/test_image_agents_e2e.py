@@ -31,13 +31,27 @@ def no_docker(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
 
-def test_claude_code_runs_from_its_imported_image_without_docker(imported, bench, shared_cache, no_docker, monkeypatch):
+@pytest.fixture(params=["local", "slurm"])
+def image_runtime(request):
+    """The runtime flag, and for Slurm a cluster that answers (the one-node cluster of .ci/slurm-setup.sh)."""
+    if request.param == "slurm":
+        request.getfixturevalue("needs_slurm")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("REXMLE_SLURM_POLL_SECONDS", "1")
+        monkeypatch.setenv("REXMLE_SLURM_PROBE_SECONDS", "600")
+        # what a job inherits from an outer step: the node's nested steps must not see it
+        monkeypatch.setenv("SLURM_CPU_BIND", "quiet,mask_cpu:0x1")
+    return request.param
+
+
+def test_claude_code_runs_from_its_imported_image_without_docker(imported, bench, shared_cache, no_docker, monkeypatch,
+                                                                image_runtime):
     tag, image = imported("claude-code")
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
     with AnthropicScript() as llm:
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{llm.port}")
-        result = bench("--agent=claude-code", "--rexmle-runtime=local", f"--agent-option=image={tag}",
+        result = bench("--agent=claude-code", f"--rexmle-runtime={image_runtime}", f"--agent-option=image={tag}",
                        "--agent-option=model=claude-scripted-1", "--agent-option=steps=8",
                        "--rexmle-time-limit=240", "-k", "ldct-iqa", timeout=400)
         requests = llm.agent_requests()
@@ -55,5 +69,16 @@ def test_claude_code_runs_from_its_imported_image_without_docker(imported, bench
     assert meta["image_id"] == image.digest and meta["image"] == tag
     assert meta["image_runner"] == "bwrap-rootfs" and meta["sandbox"] == "bwrap" and meta["network"] == "gateway"
     assert meta["exit_code"] == 0
+    if image_runtime == "slurm":  # ran as a job on the node, through the node's bubblewrap
+        assert meta["slurm"]["job_id"] and meta["node"] and meta["slurm_binding_stripped"] == ["SLURM_CPU_BIND"]
     assert_no_file_holds(run, KEY)
     assert "[rexmle-adapter] claude-code ended" in stderr
+
+
+def test_slurm_refuses_an_image_never_imported_before_any_job(bench, needs_slurm, monkeypatch):
+    result = bench("--agent=aide", "--rexmle-runtime=slurm", "--agent-option=image=lab/never-imported:1",
+                   "-k", "ldct-iqa")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the slurm runtime cannot run image 'lab/never-imported:1': it is not in the "
+                                 "image cache*rexmle images import FILE*"])
+    assert not (bench.path / ".rexmle" / "runs" / "ldct-iqa").exists()
