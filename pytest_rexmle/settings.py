@@ -82,6 +82,9 @@ OPTIONS = [
      "requests=500 (any subset); past it the gateway answers the provider's own quota error", "str", None),
     ("--rexmle-egress-allow", "rexmle_egress_allow", "HOST or HOST:PORT the gateway's proxy may also reach "
      "(repeatable; the tasks' data hosts stay refused)", "list", []),
+    ("--rexmle-upstream-proxy", "rexmle_upstream_proxy", "http://[user:pass@]host:port: the HTTP proxy the gateway "
+     "reaches the model APIs through (CONNECT for https), overriding $HTTPS_PROXY/$HTTP_PROXY; $NO_PROXY still "
+     "exempts hosts (default: those variables of the harness's environment)", "str", None),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -167,6 +170,7 @@ class Settings:
     unsafe_same_uid: bool = False                               # explicit: Landlock agent as the harness's uid
     budget: str | None = None                                   # --rexmle-budget, checked (gateway.Budget.parse)
     egress_allow: tuple[str, ...] = ()                          # --rexmle-egress-allow HOST[:PORT]
+    upstream_proxy: str | None = None                           # --rexmle-upstream-proxy URL (credentials: never public)
     #: every --agent of the session, in order (``agent`` is the first); each with its own options
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -268,6 +272,11 @@ def read_settings(config: pytest.Config) -> Settings:
     with _usage_error("--rexmle-agent-uids", UidRangeError):
         if v["agent_uids"] is not None:
             UidRange.parse(v["agent_uids"])
+    if v["upstream_proxy"]:
+        from .gateway.upstream import Proxy, UpstreamConfigError
+
+        with _usage_error("--rexmle-upstream-proxy", UpstreamConfigError):
+            Proxy.from_url(v["upstream_proxy"])
     with _usage_error("--rexmle-budget", BudgetError):
         v["budget"] = v["budget"].strip() if Budget.parse(v["budget"]) is not None else None
     return Settings(**v)

@@ -62,7 +62,7 @@ class Gateway:
     def __init__(self, settings: Any = None, *, environ: Mapping[str, str] | None = None,
                  limits: Limits | None = None, task_hosts: Iterable[str] | None = None) -> None:
         self.settings = settings
-        self.upstreams, self.upstream_errors = upstreams_from(environ)
+        self.upstreams, self.upstream_errors = upstreams_from(environ, getattr(settings, "upstream_proxy", None))
         self.secrets = secrets_of(self.upstreams)
         self.limits = limits or Limits.from_env(environ)
         self._task_hosts = None if task_hosts is None else tuple(task_hosts)

@@ -175,6 +175,12 @@ class SlurmRuntime(Runtime):
         data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
         shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", job_python()),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
+        if settings.upstream_proxy:
+            from ..gateway.upstream import PROXY_ENV
+
+            # the node's gateway reads it from the job's environment, which sbatch copies from this process's:
+            # the value (it may hold credentials) is never written into a job script on the shared file system
+            os.environ[PROXY_ENV] = settings.upstream_proxy
         return cls(SlurmSettings(shared_paths=shared,
                                  probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
                                  partition=settings.slurm_partition, account=settings.slurm_account,
