@@ -82,3 +82,31 @@ def test_slurm_refuses_an_image_never_imported_before_any_job(bench, needs_slurm
     result.stderr.fnmatch_lines(["*the slurm runtime cannot run image 'lab/never-imported:1': it is not in the "
                                  "image cache*rexmle images import FILE*"])
     assert not (bench.path / ".rexmle" / "runs" / "ldct-iqa").exists()
+
+
+def test_aide_runs_on_a_slurm_node_from_its_imported_image(imported, bench, shared_cache, no_docker, monkeypatch,
+                                                           needs_slurm):
+    """``pytest --agent=aide --rexmle-runtime=slurm``: the real aideml of the image, on the node, no engine."""
+    from ..docker.fake_llm import ScriptedLLM
+
+    tag, image = imported("aide")
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    monkeypatch.setenv("REXMLE_SLURM_POLL_SECONDS", "1")
+    monkeypatch.setenv("REXMLE_SLURM_PROBE_SECONDS", "600")
+    with ScriptedLLM() as llm:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
+        result = bench("--agent=aide", "--rexmle-runtime=slurm", f"--agent-option=image={tag}",
+                       "--agent-option=model=scripted-model", "--agent-option=steps=1", "--rexmle-time-limit=240",
+                       "-k", "ldct-iqa", timeout=500)
+        requests = list(llm.requests)
+    run = run_folders(bench.path, "ldct-iqa")[-1]
+    stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
+    result.assert_outcomes(passed=1)
+    assert requests and requests[0]["model"] == "scripted-model" and requests[0]["_auth"] == f"Bearer {KEY}", stderr[-3000:]
+    assert (run / "submission" / "submission.csv").read_text() == (twin.public / "sample_submission.csv").read_text()
+    assert json.loads((run / "result.json").read_text())["status"] == "ok"
+    assert (run / "logs" / "aide" / "logs" / "0-rexmle" / "journal.json").is_file()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["image_id"] == image.digest and meta["image_runner"] == "bwrap-rootfs" and meta["slurm"]["job_id"]
+    assert_no_file_holds(run, KEY)
