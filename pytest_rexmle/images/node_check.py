@@ -13,16 +13,10 @@ import sys
 
 def problems(images: list[str], sandbox: str = "auto") -> list[str]:
     """What this node lacks to run ``images`` (empty: nothing)."""
-    from ..runtime.base import RuntimeUnavailable
-    from ..runtime.local import LocalRuntime
-    from .runnable import local_image_refusal
+    from .runnable import refusal_here
 
     host = socket.gethostname()
-    try:
-        mechanism = LocalRuntime(sandbox=sandbox).mechanism()
-    except RuntimeUnavailable as exc:
-        return [f"a sandbox on node {host}: {exc}"]
-    return [f"on node {host}: {why}" for image in images if (why := local_image_refusal(image, mechanism))]
+    return [f"on node {host}: {why}" for image in images if (why := refusal_here(image, sandbox))]
 
 
 def main(argv: list[str]) -> int:

@@ -41,6 +41,19 @@ def local_image_refusal(image: str, mechanism: str) -> str | None:
     return None
 
 
+def refusal_here(image: str, sandbox: str = "auto") -> str | None:
+    """``local_image_refusal`` for this machine: the sandbox ``--rexmle-sandbox=sandbox`` would pick here (probed
+    once per process), or why none works. None: ``--rexmle-runtime=local`` runs ``image`` here."""
+    from ..runtime.base import RuntimeUnavailable
+    from ..runtime.local import LocalRuntime
+
+    try:
+        mechanism = LocalRuntime(sandbox=sandbox).mechanism()
+    except RuntimeUnavailable as exc:
+        return str(exc)
+    return local_image_refusal(image, mechanism)
+
+
 def image_python(image: store.StoredImage) -> str | None:
     """The image's ``python3`` as the sandbox sees it (a folder of its PATH), or None."""
     for folder in image.env().get("PATH", store.DEFAULT_PATH).split(":"):

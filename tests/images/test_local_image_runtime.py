@@ -40,6 +40,8 @@ out["write_data"] = attempt(lambda: open(os.environ["REXMLE_DATA_DIR"] + "/pwned
 out["write_harness"] = attempt(lambda: open("/.rexmle-harness/pytest_rexmle/pwned", "w"))
 out["write_submission"] = attempt(lambda: open(os.environ["REXMLE_SUBMISSION_DIR"] + "/s.csv", "w").write("x"))
 out["seen"] = {p: os.path.exists(p) for p in sys.argv[1:]}
+import multiprocessing
+out["semaphore"] = attempt(lambda: multiprocessing.Lock())  # POSIX semaphores live in /dev/shm
 out["connect"] = attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
 out["driver"] = sorted(os.listdir(%r)) if os.path.isdir(%r) else None
 print(json.dumps(out))
@@ -82,6 +84,7 @@ def test_an_image_agent_runs_on_its_images_python_in_the_same_sandbox(aide_in_ca
     assert seen["write_usr"] == "Read-only file system" and seen["write_data"] == "Read-only file system"
     assert seen["write_harness"] == "Read-only file system"
     assert seen["write_submission"] == "ok" and (submission / "s.csv").read_text() == "x"
+    assert seen["semaphore"] == "ok"  # AIDE's multiprocessing: bubblewrap's own /dev/shm is root's 0755
     assert seen["seen"] == {str(REPO): False, str(shared_cache): False, sys.prefix: False,
                             "/rexmle/data/public.csv": True}
     assert seen["connect"] in ("Network is unreachable", "Address family not supported by protocol")  # seccomp or no route
@@ -154,3 +157,35 @@ def test_image_agents_declare_the_local_isolation():
 
     assert get_agent("aide", {}).supported_isolation == ("docker", "local")
     assert agent_image("aide").endswith(":latest")
+
+
+def test_the_hostile_agent_inside_an_image_finds_no_answers_and_writes_nowhere(aide_in_cache, tmp_path, shared_cache):
+    """The local runtime's red-team agent (fixtures/agents/hostile) run on the image's Python: it walks the
+    whole visible tree for answers and the private folder's path, lists processes, writes everywhere."""
+    import shutil
+
+    from pytest_rexmle.data.synthetic import ensure_synthetic
+    from pytest_rexmle.task import registry
+
+    from ..conftest import AGENTS
+
+    twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
+    run = tmp_path / "run"
+    for folder in ("workspace", "submission", "logs"):
+        (run / folder).mkdir(parents=True)
+    shutil.copy(AGENTS / "hostile" / "agent.py", run / "workspace" / "agent.py")
+    (run / "instructions.md").write_text("do it")
+    escape = tmp_path / "escaped.txt"
+    env = {"REXMLE_DATA_DIR": "/rexmle/data", "REXMLE_WORKSPACE": "/rexmle/workspace", "HOSTILE_TARGET": str(escape)}
+    spec = RunSpec("ldct-iqa", ["python3", "agent.py", str(twin.private)], env, twin.public, run / "workspace",
+                   run / "submission", run / "logs", run / "instructions.md", 300.0, image=aide_in_cache[0],
+                   network="none", hidden=(twin.private,))
+    outcome = LocalRuntime().run(spec)
+    assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
+    report = json.loads((run / "workspace" / "hostile.json").read_text())
+    assert not any("answers.csv" in p or "prepare_manifest" in p or "/private/" in p for p in report["found_names"])
+    assert report["found_content"] == [], "the private folder's path must not appear in any visible file"
+    assert max(pid for pid, _ in report["processes"]) < 20, report["processes"]  # its own PID namespace
+    assert report["wrote"] == [] and not escape.exists()
+    assert not (twin.public / "rexmle-hostile").exists()
+    assert not any((aide_in_cache[1].rootfs / p).exists() for p in ("etc/rexmle-hostile", "usr/rexmle-hostile"))

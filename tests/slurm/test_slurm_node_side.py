@@ -57,4 +57,4 @@ def test_the_node_probe_names_what_the_node_lacks(tmp_path, monkeypatch, capsys)
     out = capsys.readouterr().out
     assert out.startswith("missing on node ") and "'lab/never-imported:1' is not in the image cache" in out
     missing = node_check.problems(["lab/x:1"], sandbox="landlock")
-    assert len(missing) == 1 and ("only bubblewrap" in missing[0] or "a sandbox on node" in missing[0])
+    assert len(missing) == 1 and ("only bubblewrap" in missing[0] or "cannot isolate the agent" in missing[0])

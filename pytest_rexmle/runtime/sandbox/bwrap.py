@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 GPU_DEVICE_GLOBS = ("nvidia*", "dri")
+#: the run's /dev/shm when its limits name none (what Docker gives a container with the runtime's defaults)
+DEFAULT_SHM = 4 << 30
 NO_NETWORK = ["--unshare-net"]  # a namespace of its own with only a loopback: nothing outside is reachable
 #: inside an image: where the harness's package shows (the launcher runs on the image's own Python) and where
 #: the host driver's user-space libraries are bound for a GPU run (as the NVIDIA container toolkit does)
@@ -54,7 +56,7 @@ class Bind:
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...],
                env: dict[str, str], gpus: bool, network: list[str], user_namespace: bool,
-               seccomp_fd: int | None, image: ImageView | None = None) -> list[str]:
+               seccomp_fd: int | None, image: ImageView | None = None, shm_size: int | None = None) -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
     from its real argv, so the command — the launcher, which names no run path — stays there).
 
@@ -66,6 +68,9 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
         args += ["--unshare-user"]
     # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--bind", str(tmp), "/tmp"]
+    # POSIX shared memory and semaphores (Python's multiprocessing, PyTorch's DataLoader) need a /dev/shm the
+    # agent's uid can write; bubblewrap's own is root's 0755 folder. Its pages count against the run's memory.
+    args += ["--perms", "01777", "--size", str(shm_size or DEFAULT_SHM), "--tmpfs", "/dev/shm"]
     bound: list[Path] = []
     if image is not None:
         args += _image_args(image, tmp)
@@ -118,7 +123,7 @@ def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, 
         network = list(bridge_args or []) if policy.network == "bridge" else []
     return bwrap_args(python_roots=python_roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
                       gpus=bool(policy.gpus), network=network, user_namespace=user_namespace,
-                      seccomp_fd=seccomp_fd, image=image)
+                      seccomp_fd=seccomp_fd, image=image, shm_size=policy.limits.shm)
 
 
 def _image_args(image: ImageView, tmp: Path) -> list[str]:
