@@ -38,10 +38,14 @@ def export_image(name: str, dest: Path, client) -> str:
         raise RexmleError(f"image {name} is not in the local Docker engine; build it with "
                           "`rexmle images build --agent NAME` first")
     partial = dest.with_name(f".{dest.name}.partial")
-    with open(partial, "wb") as fh:
-        for chunk in image.save(named=True):
-            fh.write(chunk)
-    partial.replace(dest)
+    try:
+        with open(partial, "wb") as fh:
+            for chunk in image.save(named=True):
+                fh.write(chunk)
+        partial.replace(dest)
+    except Exception as exc:  # the engine failed midway (docker.errors.APIError): no half archive is left
+        partial.unlink(missing_ok=True)
+        raise RexmleError(f"the Docker engine could not save {name}: {exc}") from None
     return image.id
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,6 +43,11 @@ def _docker_saves(tag: str, env: dict[str, str]) -> bool:
     return done is not None and done.returncode == 0
 
 
+def _engine_id(tag: str, env: dict[str, str]) -> str:
+    return subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True,
+                          timeout=60, env=env).stdout.strip()
+
+
 def _has_docker() -> bool:
     from shutil import which
 
@@ -63,10 +69,19 @@ def imported(shared_cache, tmp_path_factory):
         tag = agent_image(agent)
         require_service(_docker_saves(tag, engine_env), "REXMLE_REQUIRE_DOCKER", f"the Docker image {tag} (to export)")
         archive = tmp_path_factory.mktemp("export") / f"{agent}.tar"
-        subprocess.run(["docker", "save", "-o", str(archive), tag], check=True, timeout=900, env=engine_env)
-        with cache_at(shared_cache):
-            image, _ = store.import_archive(archive)
+        # what a user runs where Docker is (`rexmle images export`), then on the cluster (`rexmle images import`)
+        exported = subprocess.run([sys.executable, "-m", "pytest_rexmle", "images", "export", "--agent", agent,
+                                   "--tag", tag, str(archive)], capture_output=True, text=True, timeout=900,
+                                  env=engine_env)
+        assert exported.returncode == 0 and f"exported {tag}" in exported.stdout, exported.stderr
+        imported = subprocess.run([sys.executable, "-m", "pytest_rexmle", "images", "import", str(archive)],
+                                  capture_output=True, text=True, timeout=900,
+                                  env={**engine_env, "REXMLE_CACHE_DIR": str(shared_cache)})
+        assert imported.returncode == 0 and tag in imported.stdout, imported.stderr
         archive.unlink()
+        with cache_at(shared_cache):
+            image = store.find(tag)
+        assert image is not None and image.digest == _engine_id(tag, engine_env)  # the id Docker shows
         done[agent] = (tag, image)
         return done[agent]
 
