@@ -52,6 +52,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
@@ -68,6 +69,9 @@ from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
 from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_of, kill_all_of, lock_dir
+
+if TYPE_CHECKING:
+    from ..images.store import StoredImage
 
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
@@ -203,7 +207,7 @@ class LocalRuntime(Runtime):
         if why is not None:
             raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
 
-    def _stored_image(self, spec: RunSpec):
+    def _stored_image(self, spec: RunSpec) -> "StoredImage | None":
         """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""
         if not spec.image:
             return None
@@ -271,7 +275,7 @@ class LocalRuntime(Runtime):
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
                          tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None,
-                         image=None) -> dict:
+                         image: "StoredImage | None" = None) -> dict:
         path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
         env = self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp))
         if image is not None:  # the image's variables (its PATH first of all), the contract's on top
@@ -334,7 +338,7 @@ class LocalRuntime(Runtime):
         return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
-                       fds: list[int], bridge: SlirpNetwork | None, image=None) -> list[str]:
+                       fds: list[int], bridge: SlirpNetwork | None, image: "StoredImage | None" = None) -> list[str]:
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
@@ -390,7 +394,7 @@ class LocalRuntime(Runtime):
         return outcome
 
     def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path,
-                       image=None) -> RunOutcome:
+                       image: "StoredImage | None" = None) -> RunOutcome:
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
