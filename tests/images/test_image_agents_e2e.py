@@ -19,7 +19,8 @@ from ..docker.conftest import assert_no_file_holds, description_line
 from ..docker.providers.anthropic import AnthropicScript
 from ..docker.test_coding_cli_e2e import PROVIDER_VARIABLES
 
-pytestmark = [pytest.mark.slow]
+#: Docker only to export the images beforehand (the runs themselves never reach it); bubblewrap runs them
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sandbox, pytest.mark.usefixtures("needs_bwrap")]
 
 
 @pytest.fixture

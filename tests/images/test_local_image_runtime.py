@@ -21,6 +21,9 @@ from ..agent_images import KEY
 from ..conftest import REPO
 from .conftest import agent_image
 
+#: the tests with an imported image: exported from Docker beforehand (the runs never use it), run under bubblewrap
+image_run = pytest.mark.usefixtures("needs_bwrap")
+
 PROBE = r"""
 import json, os, socket, sys
 out = {"python": sys.executable, "version": sys.version_info[:2], "env": dict(os.environ), "uid": os.getuid()}
@@ -72,6 +75,9 @@ def aide_in_cache(imported, shared_cache, monkeypatch):
     return imported("aide")
 
 
+@pytest.mark.docker
+@pytest.mark.sandbox
+@image_run
 def test_an_image_agent_runs_on_its_images_python_in_the_same_sandbox(aide_in_cache, tmp_path, shared_cache):
     tag, image = aide_in_cache
     seen, outcome, submission = run_in_image(tmp_path, tag, str(REPO), str(shared_cache), sys.prefix, "/rexmle/data/public.csv")
@@ -95,6 +101,9 @@ def test_an_image_agent_runs_on_its_images_python_in_the_same_sandbox(aide_in_ca
     assert not os.path.exists(image.rootfs / "usr" / "pwned")
 
 
+@pytest.mark.docker
+@pytest.mark.sandbox
+@image_run
 def test_a_gpu_run_gets_the_host_drivers_libraries(aide_in_cache, tmp_path, monkeypatch):
     """What the NVIDIA toolkit does for a container: the driver's user-space libraries, read-only, on the
     library path (this machine has no GPU: a stand-in library file takes libcuda's place)."""
@@ -159,6 +168,9 @@ def test_image_agents_declare_the_local_isolation():
     assert agent_image("aide").endswith(":latest")
 
 
+@pytest.mark.docker
+@pytest.mark.sandbox
+@image_run
 def test_the_hostile_agent_inside_an_image_finds_no_answers_and_writes_nowhere(aide_in_cache, tmp_path, shared_cache):
     """The local runtime's red-team agent (fixtures/agents/hostile) run on the image's Python: it walks the
     whole visible tree for answers and the private folder's path, lists processes, writes everywhere."""
