@@ -66,8 +66,9 @@ def config_for(layers: list[bytes], env: list[str] | None = None) -> bytes:
 
 
 def docker_archive(path: Path, layers: list[list[Entry]], tags: tuple[str, ...] = ("evil/image:latest",),
-                   config: bytes | None = None) -> Path:
-    tars = [layer_tar(entries) for entries in layers]
+                   config: bytes | None = None, raw_layers: list[bytes] = ()) -> Path:
+    """``raw_layers``: layer tars made elsewhere (e.g. by GNU tar), after those built from ``layers``."""
+    tars = [layer_tar(entries) for entries in layers] + list(raw_layers)
     config = config or config_for(tars)
     with tarfile.open(path, "w") as out:
         names = []

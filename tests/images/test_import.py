@@ -130,6 +130,23 @@ def test_a_declared_huge_entry_is_refused_before_anything_is_read(tmp_path, cach
     assert nothing_stored(cache)
 
 
+def test_a_sparse_terabyte_is_refused_by_its_logical_size(tmp_path, cache):
+    """GNU tar stores a 1 TiB sparse file in 10 KiB: the cap applies to what it would unpack to."""
+    import shutil
+    import subprocess
+
+    if shutil.which("tar") is None:
+        pytest.skip("GNU tar makes the sparse member")
+    (tmp_path / "big").touch()
+    os.truncate(tmp_path / "big", 1 << 40)
+    subprocess.run(["tar", "--sparse", "-cf", str(tmp_path / "layer.tar"), "big"], cwd=tmp_path, check=True)
+    layer = (tmp_path / "layer.tar").read_bytes()
+    assert len(layer) < 100_000
+    with pytest.raises(ImageRejected, match=r"'big' declares 1099511627776 bytes, past the per-layer cap"):
+        store.import_archive(docker_archive(tmp_path / "sparse.tar", [], raw_layers=[layer]))
+    assert nothing_stored(cache)
+
+
 def test_a_compressed_bomb_is_stopped_by_the_bytes_actually_written(tmp_path, cache):
     """8 MiB of zeros gzip to a few KiB: the cap counts what is written, not what the archive weighs."""
     tars = [layer_tar([file(f"zeros{i}", bytes(4 << 20)) for i in range(2)])]
