@@ -255,7 +255,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, extra = parser.parse_known_args(argv)
+    # `rexmle images export --agent NAME FILE`: argparse gives an optional positional only the words right after
+    # the action, so a FILE after the options comes back unparsed
+    if extra and getattr(args, "command", None) == "images" and getattr(args, "file", "") is None \
+            and len(extra) == 1 and not extra[0].startswith("-"):
+        args.file, extra = extra[0], []
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except RexmleError as exc:

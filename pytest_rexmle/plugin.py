@@ -109,6 +109,8 @@ def _check_agent_and_runtime(settings, controller: bool = True):
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.trusted_agents = all(agent.trusted for agent in agents)
         runtime.check()
+        for image in dict.fromkeys(agent.image for agent in agents if agent.image):
+            runtime.check_image(image)
         notices = network_notices(runtime, settings.network)
         if controller:  # once per session: an xdist worker finds the images the controller made sure of
             from .agents.image_ready import ensure_images

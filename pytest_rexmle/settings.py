@@ -88,6 +88,9 @@ OPTIONS = [
      "code_execution, mcp_servers; Gemini googleSearch, urlContext, codeExecution): the provider then fetches or "
      "acts for the agent outside the egress policy; counted per run in run.json and named in the report", "bool",
      False),
+    ("--rexmle-upstream-proxy", "rexmle_upstream_proxy", "http://[user:pass@]host:port: the HTTP proxy the gateway "
+     "reaches the model APIs through (CONNECT for https), overriding $HTTPS_PROXY/$HTTP_PROXY; $NO_PROXY still "
+     "exempts hosts (default: those variables of the harness's environment)", "str", None),
     ("--rexmle-slurm-partition", "rexmle_slurm_partition", "slurm runtime: partition for the jobs", "str", None),
     ("--rexmle-slurm-account", "rexmle_slurm_account", "slurm runtime: account charged for the jobs", "str", None),
     ("--rexmle-slurm-qos", "rexmle_slurm_qos", "slurm runtime: quality of service of the jobs", "str", None),
@@ -176,6 +179,7 @@ class Settings:
     allow_provider_tools: bool = False                          # explicit: provider-side web/code tools pass
     runtime_given: bool = True                                  # False: no --rexmle-runtime, the session chooses
     runtime_reason: str | None = None                           # why the session chose ``runtime`` (run.json)
+    upstream_proxy: str | None = None                           # --rexmle-upstream-proxy URL (credentials: never public)
     #: every --agent of the session, in order (``agent`` is the first); each with its own options
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -281,6 +285,11 @@ def read_settings(config: pytest.Config) -> Settings:
     with _usage_error("--rexmle-agent-uids", UidRangeError):
         if v["agent_uids"] is not None:
             UidRange.parse(v["agent_uids"])
+    if v["upstream_proxy"]:
+        from .gateway.upstream import Proxy, UpstreamConfigError
+
+        with _usage_error("--rexmle-upstream-proxy", UpstreamConfigError):
+            Proxy.from_url(v["upstream_proxy"])
     with _usage_error("--rexmle-budget", BudgetError):
         v["budget"] = v["budget"].strip() if Budget.parse(v["budget"]) is not None else None
     return Settings(**v)

@@ -33,7 +33,7 @@ def contract(tmp_path: Path):
 def test_each_cli_agent_is_registered_with_its_own_image_recipe(name):
     agent = get_agent(name, {})
     assert agent.image == f"rexmle/{name}:latest" and RECIPES[name].tag == agent.image
-    assert agent.supported_isolation == ("docker",)
+    assert agent.supported_isolation == ("docker", "local")
     assert (IMAGES / RECIPES[name].dockerfile).is_file() and (IMAGES / RECIPES[name].folder / "start.py").is_file()
     with pytest.raises(RexmleError, match="does not understand"):
         get_agent(name, {"api_key": KEY})

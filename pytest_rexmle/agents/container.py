@@ -23,7 +23,9 @@ START = "/opt/rexmle-agent/start.py"
 class ContainerAgent(Agent):
     """An agent that ships as a Docker image with a start script at ``/opt/rexmle-agent/start.py``."""
 
-    supported_isolation = ("docker",)  # everything it runs lives in its image
+    #: everything it runs lives in its image: a Docker engine runs it, or the local runtime enters the image
+    #: unpacked by ``rexmle images import`` (bubblewrap only; ``LocalRuntime.check_image`` says why not)
+    supported_isolation = ("docker", "local")
     #: the host's variables passed into the container (keys, endpoints); values never logged
     pass_through: ClassVar[tuple[str, ...]] = PASS_THROUGH
     #: where, relative to the workspace, the agent keeps logs worth copying into <run>/logs/<agent>/

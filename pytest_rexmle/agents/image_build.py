@@ -231,7 +231,11 @@ def build_image(name: str, client, tag: str | None = None, base: str | None = No
 
 
 def add_images_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("build", "list"), help="build images, or list the recipes and their tags")
+    from ..images.cli import add_arguments
+
+    parser.add_argument("action", choices=("build", "list", "export", "import"),
+                        help="build images; list the agents' images and where each is usable; export one to a "
+                             "file (where Docker runs); import a file into the image cache (no Docker needed)")
     parser.add_argument("--agent", action="append", choices=sorted(RECIPES), default=None,
                         help="image(s) to build (repeatable; default: base and every agent)")
     parser.add_argument("--base", default=None,
@@ -242,19 +246,22 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
                              "(empty: resolve R&D-Agent's dependencies instead of installing its lock file)")
     parser.add_argument("--source", default=None, metavar="DIR",
                         help="build ml-master from this local checkout instead of cloning its pinned commit")
-    parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent)")
+    parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent); export: "
+                        "the image to save (default the agent's); import: a tag to store it under")
     parser.add_argument("--ca-bundle", default=None,
                         help="CA bundle for pip during the build (TLS-intercepting proxies; default $PIP_CERT, "
                              "$REQUESTS_CA_BUNDLE or $SSL_CERT_FILE)")
     parser.add_argument("--no-cache", action="store_true", help="do not reuse cached build layers")
     parser.add_argument("--network", default=None, help="network of the build containers (e.g. host)")
+    add_arguments(parser)
 
 
 def run_images(args: argparse.Namespace) -> int:
-    if args.action == "list":
-        for recipe in RECIPES.values():
-            print(f"{recipe.name:<14} {recipe.tag:<30} pytest_rexmle/agents/{recipe.dockerfile}")
-        return 0
+    if args.action in ("list", "export", "import"):
+        from ..images import cli
+
+        return {"list": lambda: cli.run_list(), "export": lambda: cli.run_export(args),
+                "import": lambda: cli.run_import(args)}[args.action]()
     names = args.agent or list(RECIPES)
     if args.tag and len(names) != 1:
         print("rexmle images: --tag needs exactly one --agent", file=sys.stderr)

@@ -154,7 +154,8 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
     where = f"the upstream {route.protocol} API ({upstream.display})"
     pool = run.gateway.pool(upstream)
     target = upstream.target(route.upstream_path, query)
-    headers = upstream_headers(conn.headers, route.protocol, upstream.key, upstream.account)
+    headers = {**upstream_headers(conn.headers, route.protocol, upstream.key, upstream.account),
+               **upstream.request_headers()}
     payload = body if body or conn.command in ("POST", "PUT", "PATCH") else None
     for attempt in (0, 1):
         try:

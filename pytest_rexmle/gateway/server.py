@@ -76,7 +76,7 @@ class Gateway:
         #: --rexmle-allow-provider-tools: provider-side web search, URL fetch, remote MCP, code containers
         self.allow_provider_tools = bool(getattr(settings, "allow_provider_tools", False)
                                          if allow_provider_tools is None else allow_provider_tools)
-        self.upstreams, self.upstream_errors = upstreams_from(environ)
+        self.upstreams, self.upstream_errors = upstreams_from(environ, getattr(settings, "upstream_proxy", None))
         self.secrets = secrets_of(self.upstreams)
         self.limits = limits or Limits.from_env(environ)
         self._task_hosts = None if task_hosts is None else tuple(task_hosts)

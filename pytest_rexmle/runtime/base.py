@@ -187,6 +187,10 @@ class Runtime(ABC):
         """Raise RuntimeUnavailable when this runtime cannot run agents on this machine (default: it can)."""
         return None
 
+    def check_image(self, image: str) -> None:
+        """Session start, for each agent with an image: raise RuntimeUnavailable when this runtime cannot run
+        that image here (the message says what to do); an engine runtime finds out when it starts it."""
+
     def network_notices(self, network: str) -> list[str]:
         """Session start: raise :class:`RuntimeUnavailable` when ``network`` cannot be given to agents here,
         else return warnings to print once per session (e.g. a fallback to another network)."""

@@ -26,7 +26,7 @@ from .base import RuntimeUnavailable
 #: the runtime of an agent that can run on the host, when the user names none
 DEFAULT_RUNTIME = "local"
 #: runtimes tried, in order, for an agent that runs only from its image, when the user names none
-IMAGE_RUNTIMES: tuple[str, ...] = ("docker",)
+IMAGE_RUNTIMES: tuple[str, ...] = ("docker", "local")
 
 
 @dataclass(frozen=True)
@@ -86,5 +86,6 @@ def choose_runtime(agents: list, settings) -> RuntimeChoice:
                                        f"(--rexmle-runtime chooses another)", chosen=True)
         refusals.append(f"  {name}: {why_not}")
     raise RexmleError(f"{who} only from an image, and no runtime here can run one:\n" + "\n".join(refusals)
-                      + "\nstart a Docker engine this user can reach (see README \"A real run\"), or run the "
-                        "session where one answers")
+                      + "\nstart a Docker engine this user can reach, or import the image where none runs "
+                        "(`rexmle images export --agent NAME FILE` on a machine with Docker, then `rexmle images "
+                        "import FILE` here; see README \"A real run\")")

@@ -52,12 +52,13 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
 from .base import Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under
 from .sandbox import identity as ident
-from .sandbox.bwrap import SYSTEM_DIRS, args_blob
+from .sandbox.bwrap import DRIVER_INSIDE, HARNESS_INSIDE, SYSTEM_DIRS, ImageView, args_blob
 from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
 from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
@@ -68,6 +69,9 @@ from .sandbox.probe import launcher_command, launcher_env, pick
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
 from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_of, kill_all_of, lock_dir
+
+if TYPE_CHECKING:
+    from ..images.store import StoredImage
 
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
@@ -194,6 +198,24 @@ class LocalRuntime(Runtime):
     def facts(self) -> dict:
         return {"sandbox": self.mechanism()}
 
+    def check_image(self, image: str) -> None:
+        """An image agent runs from its unpacked image (``rexmle images import``) under bubblewrap, or not at
+        all: never on this machine's own Python."""
+        from ..images.runnable import local_image_refusal
+
+        why = local_image_refusal(image, self.mechanism())
+        if why is not None:
+            raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+
+    def _stored_image(self, spec: RunSpec) -> "StoredImage | None":
+        """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""
+        if not spec.image:
+            return None
+        from ..images import store
+
+        self.check_image(spec.image)
+        return store.find(spec.image)
+
     def sweep_orphans(self) -> int:
         """Run cgroups a killed session left behind (their processes are killed with them)."""
         return sweep_cgroups()
@@ -258,13 +280,19 @@ class LocalRuntime(Runtime):
                 "--rexmle-agent-as-root")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
-                         tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None) -> dict:
+                         tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None,
+                         image: "StoredImage | None" = None) -> dict:
         path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
+        env = self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp))
+        if image is not None:  # the image's variables (its PATH first of all), the contract's on top
+            image_env = image.env()
+            env = {**image_env, **self.agent_environment(spec, f"{agent_tools.INSIDE}:{image_env['PATH']}")}
+            if spec.gpus and _driver_libs():
+                env["LD_LIBRARY_PATH"] = ":".join(filter(None, [DRIVER_INSIDE, env.get("LD_LIBRARY_PATH")]))
         gateway = None
         if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}
-        return {"mode": mode, "argv": list(spec.argv),
-                "env": self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp)),
+        return {"mode": mode, "argv": list(spec.argv), "env": env,
                 "cwd": str(self.workdir(spec)), "uid": who.uid, "gid": who.gid,
                 "rlimits": {str(k): v for k, v in rlimits_for(limits, who.uid, cgroup.controllers if cgroup else frozenset()).items()},
                 "network": network, "gateway": gateway, "pdeathsig": True,
@@ -316,17 +344,29 @@ class LocalRuntime(Runtime):
         return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
-                       fds: list[int], bridge: SlirpNetwork | None) -> list[str]:
+                       fds: list[int], bridge: SlirpNetwork | None, image: "StoredImage | None" = None) -> list[str]:
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
+        view, launcher, env = None, launcher_command(config_fd), launcher_env()
+        if image is not None:  # the image is the system; the launcher runs on the image's Python
+            import pytest_rexmle
+
+            from ..images.runnable import image_python
+
+            view = ImageView(image.rootfs, Path(pytest_rexmle.__file__).resolve().parent,
+                             _driver_libs() if policy.gpus else ())
+            env = {"PATH": image.env()["PATH"], "LANG": "C.UTF-8"}
+            code = (f"import sys; sys.path.insert(0, {HARNESS_INSIDE!r}); "
+                    "from pytest_rexmle.runtime.sandbox.launcher import main; main(sys.argv)")
+            launcher = [image_python(image), "-I", "-B", "-c", code, str(config_fd)]
         args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
-                            tmp=tmp, python_roots=python_roots(), env=launcher_env(),
+                            tmp=tmp, python_roots=python_roots(), env=env,
                             user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd,
-                            bridge_args=bridge.bwrap_args() if bridge is not None else None)
+                            bridge_args=bridge.bwrap_args() if bridge is not None else None, image=view)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
-        return [self.bwrap, "--args", str(args_fd), "--", *launcher_command(config_fd)]
+        return [self.bwrap, "--args", str(args_fd), "--", *launcher]
 
     def _landlock_command(self, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
                           fds: list[int], logs: list[str]) -> list[str]:
@@ -345,6 +385,7 @@ class LocalRuntime(Runtime):
         stdout_path, stderr_path = agent_logs(spec)
         for path in (stdout_path, stderr_path):
             path.touch()
+        image = self._stored_image(spec)  # refused unless bubblewrap can enter the unpacked image
         if mechanism == "none":
             return self._run_unsafe(spec, stdout_path, stderr_path)
         self.check_identity(spec.trusted)  # also for callers that never asked check(): no run as the harness under Landlock
@@ -353,12 +394,13 @@ class LocalRuntime(Runtime):
         same_uid = mechanism == "landlock" and not ident.harness_is_root()
         with staging.staged(spec, plan_now=mechanism == "bwrap", logs=(stdout_path, stderr_path),
                             copy_data=same_uid) as view:
-            outcome = self._run_sandboxed(view.spec, mechanism, *view.logs)
+            outcome = self._run_sandboxed(view.spec, mechanism, *view.logs, image=image)
         outcome.stdout, outcome.stderr = stdout_path, stderr_path
         outcome.details.update(view.details)
         return outcome
 
-    def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path) -> RunOutcome:
+    def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path,
+                       image: "StoredImage | None" = None) -> RunOutcome:
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
@@ -397,14 +439,14 @@ class LocalRuntime(Runtime):
                 else:
                     channel, url = ListenerChannel(), base_url()
                 spec = gateway.agent_spec(spec, url)
-            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel)
+            config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel, image)
             if port_mode:
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
             if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge)
+                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
@@ -436,6 +478,9 @@ class LocalRuntime(Runtime):
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=network)
+        if image is not None:  # what ran: the unpacked image (no engine), by its digest
+            outcome.details.update(image=spec.image, image_id=image.digest, image_runner="bwrap-rootfs",
+                                   image_source=image.manifest.get("source"))
         if leftovers:
             outcome.details["leftover_processes_killed"] = leftovers
         if stray_jobs:  # a Slurm job of the run's uid: only an escape could have submitted it
@@ -597,6 +642,12 @@ def _landlock_gateway_mode() -> str:
         f"{why}); run the harness as root, allow unprivileged user namespaces (sysctl "
         "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces), use bubblewrap, or choose "
         "--rexmle-network=none")
+
+
+def _driver_libs() -> tuple[tuple[Path, str], ...]:
+    from ..images.runnable import driver_libraries
+
+    return driver_libraries()
 
 
 def _programs(argv: list[str]) -> list[str]:

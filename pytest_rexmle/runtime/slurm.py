@@ -178,6 +178,12 @@ class SlurmRuntime(Runtime):
         data = ("synthetic-data cache", cache_home()) if settings.data == "synthetic" else ("data root", settings.data_dir)
         shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", job_python()),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
+        if settings.upstream_proxy:
+            from ..gateway.upstream import PROXY_ENV
+
+            # the node's gateway reads it from the job's environment, which sbatch copies from this process's:
+            # the value (it may hold credentials) is never written into a job script on the shared file system
+            os.environ[PROXY_ENV] = settings.upstream_proxy
         return cls(SlurmSettings(shared_paths=shared,
                                  probe_seconds=float(os.environ.get("REXMLE_SLURM_PROBE_SECONDS") or 120.0),
                                  partition=settings.slurm_partition, account=settings.slurm_account,
@@ -215,6 +221,53 @@ class SlurmRuntime(Runtime):
         self.inner().check()
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             self.probe_shared_paths()
+
+    def check_image(self, image: str) -> None:
+        """An image agent on the bubblewrap inner runtime runs from the shared image cache: the image must be
+        imported (checked here, the cache being shared) and a node must run bubblewrap with user
+        namespaces and see the image (a probe job says what it lacks)."""
+        if self.settings.inner != "local":
+            return
+        from ..images import store
+        from ..images.runnable import IMPORT_HINT
+
+        if store.find(image) is None:
+            raise RuntimeUnavailable(f"the slurm runtime cannot run image {image!r}: it is not in the image cache "
+                                     f"({store.images_home()}, which the nodes must share); {IMPORT_HINT}")
+        if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
+            sandbox = str(self.settings.inner_options.get("sandbox") or "auto")
+            command = [str(job_python()), "-m", "pytest_rexmle.images.node_check", "--sandbox", sandbox, image]
+            missing = self._probe_job([shlex.join(command)])
+            if missing:
+                raise RuntimeUnavailable(f"the compute nodes cannot run image {image!r}: " + "; ".join(missing))
+
+    def _probe_job(self, lines: list[str]) -> list[str] | None:
+        """Run ``lines`` as a tiny job; returns its ``missing ...`` lines (None: no node within the wait)."""
+        runs = dict(self.settings.shared_paths).get("runs folder")
+        if runs is None:
+            return None
+        runs.mkdir(parents=True, exist_ok=True)
+        out = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}.out"
+        argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
+                "--wrap", "; ".join(lines)]
+        argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                job_id = proc.communicate()[0].strip().split(";")[0]
+                if job_id:
+                    subprocess.run(["scancel", job_id], capture_output=True)
+                warnings.warn(f"rexmle: the probe job found no free node within {self.settings.probe_seconds:.0f} s",
+                              stacklevel=1)
+                return None
+            if not stdout.strip() or not out.exists():
+                raise RuntimeUnavailable(f"sbatch could not run the probe job: {stderr.strip()[:300]}")
+            return [line.removeprefix("missing ") for line in out.read_text().splitlines() if line.startswith("missing ")]
+        finally:
+            out.unlink(missing_ok=True)
 
     def probe_shared_paths(self) -> None:
         """A tiny job checks that a node sees the data, the runs folder and this Python at the same paths.

@@ -76,7 +76,18 @@ def decode(value: Any) -> Any:
 
 
 def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> None:
+    """The spec without the values of its secret variables (provider keys): the file lies on the shared file
+    system in the run folder; the job gets them from its own environment (:func:`with_secrets`)."""
+    kept = {k: v for k, v in spec.env.items() if k not in spec.secret_env}
+    spec = dataclasses.replace(spec, env=kept)
     write_json_atomic(path, {"inner": inner, "inner_options": inner_options, "spec": encode(spec)})
+
+
+def with_secrets(spec: RunSpec, environ: dict[str, str] | None = None) -> RunSpec:
+    """The spec's secret variables back from the job's environment (sbatch passes the submitting shell's)."""
+    environ = os.environ if environ is None else environ
+    found = {k: environ[k] for k in spec.secret_env if environ.get(k)}
+    return dataclasses.replace(spec, env={**spec.env, **found}) if found else spec
 
 
 def read_spec(path: Path) -> tuple[RunSpec, str, dict]:
@@ -112,15 +123,68 @@ def node_gpus() -> tuple[str, ...]:
     return tuple(g for g in value.split(",") if g and g != "NoDevFiles")
 
 
+#: what the job inherits from its own allocation and any nested step (srun, a job the agent's tools start)
+#: would apply again, wrongly: CPU and memory binding of the outer step
+BINDING_PREFIXES = ("SLURM_CPU_BIND", "SLURM_MEM_BIND", "SRUN_CPUS_PER_TASK")
+#: where a run's uid locks must live: node-local, never a network file system (flock there is unreliable)
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.sshfs",
+                                 "glusterfs", "fuse.glusterfs", "panfs", "wekafs", "9p"})
+
+
+def strip_binding(environ: dict[str, str] | None = None) -> list[str]:
+    """Remove the inherited CPU/memory-binding variables (from ``os.environ`` by default); returns their names."""
+    environ = os.environ if environ is None else environ
+    names = sorted(k for k in environ if k.startswith(BINDING_PREFIXES))
+    for name in names:
+        del environ[name]
+    return names
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str:
+    """The type of the file system ``path`` (or its nearest existing parent) lies on, from /proc/self/mounts."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text()
+        except OSError:
+            return ""
+    target, best, kind = str(path.resolve()), -1, ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), fields[2]
+    return kind
+
+
+def node_local_locks(environ: dict[str, str] | None = None, mounts: str | None = None) -> str | None:
+    """A uid lock folder (``REXMLE_UID_LOCK_DIR``) on a network file system is moved to the node's own default;
+    returns what was moved, for the run's details."""
+    from .sandbox.uids import DEFAULT_LOCK_DIR, LOCK_DIR_ENV
+
+    environ = os.environ if environ is None else environ
+    chosen = environ.get(LOCK_DIR_ENV)
+    if chosen and filesystem_type(Path(chosen), mounts) in NETWORK_FILESYSTEMS:
+        environ[LOCK_DIR_ENV] = str(DEFAULT_LOCK_DIR)
+        return chosen
+    return None
+
+
 def node_main(spec_path: str) -> dict:
     """Run one agent on this node with the inner runtime; returns (and writes) the outcome as JSON."""
     from . import RUNTIMES
+
+    stripped = strip_binding()
+    moved_locks = node_local_locks()
 
     # submitit's own handlers only log SIGTERM; we must stop the agent instead
     for sig in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, _stop)
     path = Path(spec_path)
     spec, inner_name, inner_options = read_spec(path)
+    spec = with_secrets(spec)
     gpus = node_gpus() if os.environ.get("REXMLE_SLURM_GRES_GPUS", "0") != "0" else ()
     spec = dataclasses.replace(spec, gpus=gpus, env={**spec.env, "CUDA_VISIBLE_DEVICES": ",".join(gpus)})
     inner = RUNTIMES.load(inner_name)(**inner_options)
@@ -128,6 +192,10 @@ def node_main(spec_path: str) -> dict:
     outcome = inner.run(spec)
     outcome.details = {**outcome.details, "node": socket.gethostname(), "gpus": list(gpus),
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+    if stripped:
+        outcome.details["slurm_binding_stripped"] = stripped
+    if moved_locks:
+        outcome.details["uid_locks_moved_from"] = moved_locks
     doc = outcome_to_json(outcome)
     write_json_atomic(path.with_name(OUTCOME_NAME), doc)
     return doc

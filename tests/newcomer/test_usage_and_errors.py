@@ -15,12 +15,13 @@ from ..conftest import report_json, require_service
 
 
 @pytest.mark.parametrize("agent", ["aide", "ml-master", "rd-agent"])
-def test_image_agent_on_the_local_runtime_is_a_usage_error(bench, agent):
-    """It used to run and end as an agent FAIL ("can't open file '/opt/rexmle-agent/start.py'")."""
+def test_image_agent_on_the_local_runtime_without_its_image_is_a_usage_error(bench, agent):
+    """It used to run and end as an agent FAIL ("can't open file '/opt/rexmle-agent/start.py'"); the local
+    runtime now runs an image agent from its imported image (tests/images/), and says how to import it."""
     result = bench(f"--agent={agent}", "--rexmle-runtime=local", "-k", "ldct-iqa")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*agent '{agent}' runs only in 'docker' isolation, not 'local'; "
-                                 "pass --rexmle-runtime=docker*"])
+    result.stderr.fnmatch_lines([f"*the local runtime cannot run image 'rexmle/{agent}:latest' here*"])
+    assert "rexmle images import" in result.stderr.str() or "only bubblewrap" in result.stderr.str()
     assert not (bench.path / ".rexmle" / "runs").exists(), "nothing may run before the usage error"
 
 
@@ -29,8 +30,8 @@ def test_every_bundled_agent_declares_its_isolation():
 
     declared = {name: get_agent(name, {"cmd": "true"} if name == "command" else {}).supported_isolation
                 for name in ("sample", "command", "aide", "ml-master", "rd-agent")}
-    assert declared == {"sample": None, "command": None, "aide": ("docker",), "ml-master": ("docker",),
-                        "rd-agent": ("docker",)}
+    assert declared == {"sample": None, "command": None, "aide": ("docker", "local"), "ml-master": ("docker", "local"),
+                        "rd-agent": ("docker", "local")}
 
 
 def test_scheduler_runtime_is_judged_by_its_inner_isolation():
@@ -40,8 +41,9 @@ def test_scheduler_runtime_is_judged_by_its_inner_isolation():
 
     aide = get_agent("aide", {})
     aide.check_isolation("docker", "slurm")
-    with pytest.raises(RexmleError, match="runtime 'slurm' isolates with 'local'"):
-        aide.check_isolation("local", "slurm")
+    aide.check_isolation("local", "slurm")  # the node's bubblewrap enters the imported image
+    with pytest.raises(RexmleError, match="runtime 'slurm' isolates with 'landlock'"):
+        aide.check_isolation("landlock", "slurm")
 
 
 def _junit_error(path) -> ET.Element:

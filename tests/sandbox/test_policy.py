@@ -65,7 +65,8 @@ def test_bwrap_renders_folders_hidden_and_network(tmp_path, network, unshared):
     assert (str(tmp_path / "bin"), "/rexmle/bin") in ro
     assert not any(target == "/rexmle/data" for _, target in rw)
     # the private folder lies under a bound one: an empty tmpfs covers it
-    assert args[args.index("--tmpfs") + 1] == str((tmp_path / "data" / "private").resolve())
+    covers = [args[i + 1] for i, arg in enumerate(args) if arg == "--tmpfs"]
+    assert covers == ["/dev/shm", str((tmp_path / "data" / "private").resolve())]  # and the run's own /dev/shm
     assert ("--unshare-net" in args) is unshared
     # bubblewrap has no memory option: the launcher's rlimits (or the run's cgroup) carry the policy's limit
     assert rlimits_for(policy.limits, 70000, frozenset())[resource.RLIMIT_DATA] == 512 << 20

@@ -25,7 +25,26 @@ if TYPE_CHECKING:
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 GPU_DEVICE_GLOBS = ("nvidia*", "dri")
+#: the run's /dev/shm when its limits name none (what Docker gives a container with the runtime's defaults)
+DEFAULT_SHM = 4 << 30
 NO_NETWORK = ["--unshare-net"]  # a namespace of its own with only a loopback: nothing outside is reachable
+#: inside an image: where the harness's package shows (the launcher runs on the image's own Python) and where
+#: the host driver's user-space libraries are bound for a GPU run (as the NVIDIA container toolkit does)
+HARNESS_INSIDE = "/.rexmle-harness"
+DRIVER_INSIDE = "/.rexmle-driver"
+#: an image's top-level folders the sandbox makes itself
+IMAGE_OWN_TOP = frozenset({"proc", "dev", "sys", "tmp", "rexmle", HARNESS_INSIDE[1:], DRIVER_INSIDE[1:]})
+
+
+@dataclass(frozen=True)
+class ImageView:
+    """An unpacked image the agent runs in: its root folder replaces the host's system folders, the
+    harness's package is bound at :data:`HARNESS_INSIDE`, and a GPU run gets ``driver_libs`` (host path,
+    name inside :data:`DRIVER_INSIDE`)."""
+
+    rootfs: Path
+    package: Path
+    driver_libs: tuple[tuple[Path, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,7 +56,7 @@ class Bind:
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...],
                env: dict[str, str], gpus: bool, network: list[str], user_namespace: bool,
-               seccomp_fd: int | None) -> list[str]:
+               seccomp_fd: int | None, image: ImageView | None = None, shm_size: int | None = None) -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
     from its real argv, so the command — the launcher, which names no run path — stays there).
 
@@ -48,23 +67,29 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     if user_namespace:
         args += ["--unshare-user"]
     # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
-    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
-             "--bind", str(tmp), "/tmp", "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--bind", str(tmp), "/tmp"]
+    # POSIX shared memory and semaphores (Python's multiprocessing, PyTorch's DataLoader) need a /dev/shm the
+    # agent's uid can write; bubblewrap's own is root's 0755 folder. Its pages count against the run's memory.
+    args += ["--perms", "01777", "--size", str(shm_size or DEFAULT_SHM), "--tmpfs", "/dev/shm"]
     bound: list[Path] = []
-    for d in SYSTEM_DIRS:
-        if os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-            bound.append(Path(d))
-    for d in MERGED_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-    made: set[str] = set()
-    for root in python_roots:
-        args += _parents(root, made)  # bubblewrap would make them 0700, unreachable for the agent's uid
-        args += ["--ro-bind", str(root), str(root)]
-        bound.append(root)
+    if image is not None:
+        args += _image_args(image, tmp)
+    else:
+        args += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+        for d in SYSTEM_DIRS:
+            if os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+                bound.append(Path(d))
+        for d in MERGED_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+        made: set[str] = set()
+        for root in python_roots:
+            args += _parents(root, made)  # bubblewrap would make them 0700, unreachable for the agent's uid
+            args += ["--ro-bind", str(root), str(root)]
+            bound.append(root)
     for path in hidden:
         if path.exists() and any(is_under(path, b) for b in bound):
             args += ["--tmpfs", str(path.resolve())]
@@ -86,7 +111,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
 
 def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, tools_target: str, tmp: Path,
            python_roots: list[Path], env: dict[str, str], user_namespace: bool, seccomp_fd: int | None,
-           bridge_args: list[str] | None = None) -> list[str]:
+           bridge_args: list[str] | None = None, image: ImageView | None = None) -> list[str]:
     """The run's policy as bubblewrap's options: its folders bound at their contract ``targets`` (read-only
     unless the policy makes them writable), its hidden folders covered, its network (a lone loopback for
     ``none`` and ``gateway``, whose listener the launcher makes inside; the bridge's options for
@@ -99,7 +124,31 @@ def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, 
     roots = [*python_roots, *(p for p in policy.software if p not in python_roots)]  # read-only at their own paths
     return bwrap_args(python_roots=roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
                       gpus=bool(policy.gpus), network=network, user_namespace=user_namespace,
-                      seccomp_fd=seccomp_fd)
+                      seccomp_fd=seccomp_fd, image=image, shm_size=policy.limits.shm)
+
+
+def _image_args(image: ImageView, tmp: Path) -> list[str]:
+    """The image's root as the sandbox's system: each top-level entry bound read-only (links kept as links,
+    resolved by the kernel inside the sandbox, where ``/`` is the image's), ``/var/tmp`` the run's /tmp,
+    the harness's package for the launcher, the driver's libraries for a GPU run."""
+    args: list[str] = []
+    for entry in sorted(os.scandir(image.rootfs), key=lambda e: e.name):
+        if entry.name in IMAGE_OWN_TOP:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
+        elif entry.is_dir() or entry.is_file():
+            args += ["--ro-bind", entry.path, f"/{entry.name}"]
+    var_tmp = image.rootfs / "var" / "tmp"
+    if var_tmp.is_dir() and not var_tmp.is_symlink() and not (image.rootfs / "var").is_symlink():
+        args += ["--bind", str(tmp), "/var/tmp"]
+    args += ["--perms", "0755", "--dir", HARNESS_INSIDE,
+             "--ro-bind", str(image.package), f"{HARNESS_INSIDE}/{image.package.name}"]
+    if image.driver_libs:
+        args += ["--perms", "0755", "--dir", DRIVER_INSIDE]
+        for source, name in image.driver_libs:
+            args += ["--ro-bind", str(source), f"{DRIVER_INSIDE}/{name}"]
+    return args
 
 
 def _parents(target: Path, made: set[str]) -> list[str]:
