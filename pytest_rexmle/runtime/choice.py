@@ -8,10 +8,10 @@ gets the first runtime of :data:`IMAGE_RUNTIMES` that can run it here, and the s
 (the terminal header) and records it (``runtime_reason`` in run.json and in the report's settings).
 
 Where no runtime can, the session stops before any run with one message: each candidate and why not.
-A runtime that learns to start image agents elsewhere (the local runtime from an unpacked image, issue 29)
-joins by adding its name to :data:`IMAGE_RUNTIMES` and answering for the image in its ``check_image``
-(``cannot_run`` asks the agents' isolation, the runtime's ``check``, ``check_image`` where it has one, and
-its network).
+Docker comes first (a workstation with an engine builds and runs the images itself); the local runtime
+runs an image that ``rexmle images import`` unpacked into the cache, under bubblewrap, where no engine
+answers (a cluster's login or compute node). ``cannot_run`` asks the agents' isolation, the runtime's own
+check, its ``check_image`` and its network.
 """
 
 from __future__ import annotations
