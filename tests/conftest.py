@@ -29,7 +29,8 @@ TESTS = Path(__file__).resolve().parent
 MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "docker": (("slow", "docker"), 1800),                          # image builds, containers, agents end to end
     "docker/test_agent_adapters.py": ((), None),                   # adapters without Docker (engine tests marked there)
-    "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
+    "newcomer/test_fresh_machine.py": ((), 3600),
+    "journeys/test_journey.py": (("slow",), 1500),                 # the README's commands on a fresh clone  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
     "hostile/test_session.py": (("slow",), None),                  # whole sessions of hostile agents, resumed

@@ -115,7 +115,7 @@ def build_context(root: Path, recipe: Recipe, into: Path, source: str | Path | N
     """A minimal context: the recipe's folder, ``common/``, an empty ``extra-ca.pem`` (the build
     writes the CA bundle into it once the recipe is hashed) and, for a recipe that takes one,
     ``<folder>/source/`` (the ``--source`` checkout, or empty: clone upstream)."""
-    for folder in ("common", recipe.folder):
+    for folder in dict.fromkeys(("common", recipe.folder)):  # once: the base recipe's folder is common/ itself
         shutil.copytree(root / folder, into / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (into / "extra-ca.pem").write_bytes(b"")
     if source is not None and not recipe.takes_source:

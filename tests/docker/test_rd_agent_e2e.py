@@ -22,24 +22,15 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (_locked_build, assert_no_file_holds, description_line, point_openai_at,
+from .conftest import (agent_image, assert_no_file_holds, description_line, point_openai_at,
                        session_containers)
 from .fake_llm import RD_METRIC, RDAgentLLM
 
-RD_AGENT_TEST_IMAGE = "rexmle/test-rd-agent:latest"
-
-
 @pytest.fixture(scope="session")
-def rd_agent_image(test_image, docker_client, tmp_path_factory) -> str:
-    """agents/rd_agent/Dockerfile FROM the offline test image (rdagent and its tree from PyPI; minutes once,
-    then skipped by its recipe label — .ci/build-agent-images.sh builds it before the tests in CI)."""
-    from pytest_rexmle.agents.image_build import build_image
-
-    ca = "/etc/ssl/certs/ca-certificates.crt"
-    _locked_build(tmp_path_factory, "rd-agent-image",
-                  lambda: build_image("rd-agent", tag=RD_AGENT_TEST_IMAGE, base=test_image, client=docker_client,
-                                      ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None))
-    return RD_AGENT_TEST_IMAGE
+def rd_agent_image(docker_client, tmp_path_factory) -> str:
+    """rexmle/rd-agent:latest, agents/rd_agent/Dockerfile on the real base (rdagent and its tree from PyPI;
+    minutes once, then skipped by its recipe label — .ci/build-agent-images.sh builds it before the tests in CI)."""
+    return agent_image("rd-agent", docker_client, tmp_path_factory)
 
 
 def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client, rd_agent_image):
