@@ -5,6 +5,7 @@ commands and this list part ways, so a new, changed or removed README command ne
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 
@@ -54,7 +55,7 @@ JOURNEY: list[Run | NotRun] = [
         expect=(r"over 20 challenge\(s\), 0 FAIL",)),
     Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=path/to/agent '
         '--rexmle-data=synthetic --rexmle-time-limit=600 -k ldct-iqa',
-        setup=f"mkdir -p path/to/agent && printf %s {MY_AGENT!r} > path/to/agent/my_agent.py",
+        setup=f"mkdir -p path/to/agent && printf %s {shlex.quote(MY_AGENT)} > path/to/agent/my_agent.py",
         expect=(r"ldct-iqa\s+ok",)),
     Run("rexmle list", expect=(r"topcow-cta-det", r"usenhance")),
     Run("rexmle info topcow-cta-det", expect=(r"iou",)),
