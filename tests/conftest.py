@@ -171,3 +171,18 @@ def report_json(folder: Path) -> dict:
 
 def run_folders(folder: Path, task_id: str) -> list[Path]:
     return sorted((folder / ".rexmle" / "runs" / task_id).glob("*/*/"))
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    """The closing note names the README commands tests/journeys does not run, each with its reason (on the
+    controller too, where xdist collects nothing: whenever the session's paths hold tests/journeys)."""
+    journeys = TESTS / "journeys"
+    paths = [Path(str(arg).split("::")[0]).resolve() for arg in config.args] or [TESTS]
+    if not any(path == journeys or path in journeys.parents or journeys in path.parents for path in paths):
+        return
+    from .journeys.plan import JOURNEY, NotRun
+
+    skipped = [step for step in JOURNEY if isinstance(step, NotRun)]
+    terminalreporter.section(f"README commands tests/journeys does not run ({len(skipped)})")
+    for step in skipped:
+        terminalreporter.write_line(f"{step.readme[:100]}{'…' if len(step.readme) > 100 else ''}\n    why: {step.reason}")

@@ -40,7 +40,7 @@ class NotRun:
 FIRST_RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && pytest --agent=sample --rexmle-data=synthetic"
 #: the user's own agent of the everyday line: copies the sample submission, as a first agent would
 MY_AGENT = "import os, shutil\nshutil.copy(os.path.join(os.environ['REXMLE_DATA_DIR'], 'sample_submission.csv'), " \
-           "os.environ['REXMLE_SUBMISSION_DIR'])\n"
+           "os.path.join(os.environ['REXMLE_SUBMISSION_DIR'], 'submission.csv'))\n"
 FAST_TRY = "-k ldct-iqa --rexmle-time-limit=300"
 
 JOURNEY: list[Run | NotRun] = [
@@ -93,7 +93,7 @@ JOURNEY: list[Run | NotRun] = [
         extra=f"{FAST_TRY} --agent-option=model=scripted-model --agent-option=steps=1",
         expect=(r"ldct-iqa\s+ok",),
         why="the README's first short try (-k, --rexmle-time-limit) on the prepared ldct-iqa, one AIDE step"),
-    Run("rexmle status", expect=(r"aide",)),
+    Run("rexmle status", expect=(r"ldct-iqa +aide +ok",), docker=True, why="shows the AIDE run of step 5"),
     # -- How does Claude Code do on ReX-MLE?
     Run("rexmle images build --agent claude-code", docker=True, expect=(r"rexmle/claude-code:latest",)),
     NotRun("export ANTHROPIC_API_KEY=...", "the reader's own key: the journey's provider is a stand-in"),
