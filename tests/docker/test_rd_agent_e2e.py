@@ -37,6 +37,7 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
     script = ("rdagent --help >/dev/null && echo cli-ok; "
               "/opt/rdagent/bin/python -c 'import rdagent, importlib.metadata as m; print(m.version(\"rdagent\"))'; "
               "PATH=/bin:/usr/bin python -c 'import sys, numpy; print(sys.prefix)'; "
+              "python3 -c 'import sys; print(sys.prefix)'; "
               "PATH=/bin:/usr/bin python -c 'import rdagent' 2>/dev/null || echo agent-not-in-code-python; "
               "PATH=/bin:/usr/bin python -m coverage --version | head -1; strace -V | head -1")
     out = docker_client.containers.run(rd_agent_image, ["sh", "-c", script], remove=True).decode()
@@ -44,7 +45,8 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
     pinned = next(l.split("=", 1)[1] for l in dockerfile.splitlines() if l.startswith("ARG RDAGENT_VERSION="))
     lines = out.splitlines()
     assert lines[0] == "cli-ok" and lines[1] == pinned
-    assert lines[2] == "/usr"  # R&D-Agent's runner finds the image's Python, with numpy, on PATH=/bin:/usr/bin
+    # R&D-Agent's runner finds the image's own Python (rexmle/base's /opt/conda), with numpy, on PATH=/bin:/usr/bin
+    assert lines[2] == lines[3] and lines[2] != "/usr"
     assert "agent-not-in-code-python" in lines and "Coverage.py" in out and "strace" in lines[-1]
 
 
