@@ -27,7 +27,6 @@ from ..conftest import run_folders
 from .conftest import agent_image, assert_no_file_holds, description_line, session_containers
 from .fake_llm import ML_MASTER_SCRIPT, ScriptedLLM
 
-STANDIN = Path(__file__).resolve().parent / "ml_master_standin"
 REAL_SOURCE = os.environ.get("REXMLE_ML_MASTER_SOURCE", "")
 
 

@@ -16,8 +16,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from ..conftest import REPO, require_service
 from ..docker.fake_llm import ScriptedLLM
 from ..prepare.conftest import build_state
