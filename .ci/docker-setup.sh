@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# CI: make a Docker engine available and build the offline test image.
+# CI: make a Docker engine available and build the images the README's `rexmle images build` makes.
 #  1. install docker.io (engine + CLI) and debootstrap when missing;
 #  2. start /usr/sbin/dockerd in the background when no engine answers, and wait (up to
 #     REXMLE_DOCKERD_WAIT seconds, default 60) until `docker info` works;
-#  3. build rexmle/test-base:latest with .ci/build-test-image.sh (a no-op when it is current);
-#  4. build the agent test images on it with .ci/build-agent-images.sh (each a no-op when current).
+#  3. build rexmle/test-base:latest with .ci/build-test-image.sh (a no-op when it is current): the offline
+#     Debian image the stand-in of Docker Hub's PyTorch image starts from;
+#  4. answer Docker Hub at the network edge: .ci/registry-mirror.sh serves that stand-in from a loopback
+#     registry set as the engine's registry mirror;
+#  5. build the real recipes with .ci/build-agent-images.sh (`rexmle images build --agent NAME`, each a
+#     no-op when current).
 # .ci/run calls this and then exports REXMLE_REQUIRE_DOCKER=1, so a missing engine fails the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +41,6 @@ fi
 echo "docker-setup: engine $(docker info --format '{{.ServerVersion}}') is up"
 
 .ci/build-test-image.sh
-# The agent images the Docker tests drive (aide, ml-master, rd-agent), FROM that test image; skipped when
-# current (recipe hash). Not fatal here: the tests build what is missing and report why a build fails.
+.ci/registry-mirror.sh
+# Not fatal here: the tests build what is missing the same way and report why a build fails.
 .ci/build-agent-images.sh || echo "docker-setup: some agent images were not built; the tests will retry" >&2

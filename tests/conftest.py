@@ -29,7 +29,8 @@ TESTS = Path(__file__).resolve().parent
 MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "docker": (("slow", "docker"), 1800),                          # image builds, containers, agents end to end
     "docker/test_agent_adapters.py": ((), None),                   # adapters without Docker (engine tests marked there)
-    "newcomer/test_fresh_machine.py": ((), 3600),  # fresh Debian containers, real pip installs (marked there)
+    "newcomer/test_fresh_machine.py": ((), 3600),
+    "journeys/test_journey.py": (("slow",), 1500),                 # the README's commands on a fresh clone  # fresh Debian containers, real pip installs (marked there)
     "slurm/test_slurm_runtime.py": (("slow",), 1200),              # jobs through a real Slurm cluster
     "security": (("slow", "sandbox"), 1200),                       # whole attack sessions per mechanism and user
     "selfcheck": (("slow", "sandbox"), 1200),                      # rexmle selfcheck per runtime; fresh installs
@@ -171,3 +172,18 @@ def report_json(folder: Path) -> dict:
 
 def run_folders(folder: Path, task_id: str) -> list[Path]:
     return sorted((folder / ".rexmle" / "runs" / task_id).glob("*/*/"))
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    """The closing note names the README commands tests/journeys does not run, each with its reason (on the
+    controller too, where xdist collects nothing: whenever the session's paths hold tests/journeys)."""
+    journeys = TESTS / "journeys"
+    paths = [Path(str(arg).split("::")[0]).resolve() for arg in config.args] or [TESTS]
+    if not any(path == journeys or path in journeys.parents or journeys in path.parents for path in paths):
+        return
+    from .journeys.plan import JOURNEY, NotRun
+
+    skipped = [step for step in JOURNEY if isinstance(step, NotRun)]
+    terminalreporter.section(f"README commands tests/journeys does not run ({len(skipped)})")
+    for step in skipped:
+        terminalreporter.write_line(f"{step.readme[:100]}{'…' if len(step.readme) > 100 else ''}\n    why: {step.reason}")

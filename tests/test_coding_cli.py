@@ -68,7 +68,7 @@ def test_npm_clis_share_one_recipe_whose_changes_reach_each_image_hash(tmp_path)
     assert dict(RECIPES["codex"].buildargs)["AGENT_FOLDER"] == "codex"
     context = build_context(recipes_root(), RECIPES["codex"], tmp_path / "codex")
     assert (context / "codex" / "image.toml").is_file() and (context / "common" / "install_node.sh").is_file()
-    args = {"BASE": "rexmle/test-base:latest", **dict(RECIPES["codex"].buildargs)}
+    args = {"BASE": "rexmle/base:latest", **dict(RECIPES["codex"].buildargs)}
     before = context_digest(context, args, "sha256:1")
     assert context_digest(context, {**args, "CLI_VERSION": "0.0.1"}, "sha256:1") != before
     shared = context / "common" / "node_cli.Dockerfile"

@@ -8,9 +8,10 @@ coding CLIs) and ``[build-args]`` pins what is the agent's own; the build adds `
 ``AGENT_FOLDER``. The build context holds the recipe's folder and ``common/``, so every agent image
 can copy the shared start-script helpers. Agent images start
 ``FROM ${BASE}`` (default ``rexmle/base:latest``, the CUDA PyTorch base), so ``--base`` can put an agent
-on any image the local engine already has — the offline Debian test image CI makes
-(``rexmle/test-base:latest``) or a lab's own CUDA image. Nothing is ever pulled: a base that is not in
-the local engine is a clear error, not a registry request. A base needs ``python3`` with ``pip``.
+on any image the local engine already has, such as a lab's own CUDA image. Nothing is pulled for an agent
+image: a base that is not in the local engine is a clear error, not a registry request. A base needs
+``python3`` with ``pip``. (The base recipe's own ``FROM pytorch/pytorch:…`` is pulled by the engine; CI,
+without Docker Hub, answers it with a loopback registry mirror: .ci/registry-mirror.sh.)
 
 ``--source DIR`` (ML-Master) builds from a local checkout instead of cloning the pinned commit: the
 folder is copied into the context as ``<recipe>/source/`` and the Dockerfile copies it in.

@@ -2,15 +2,16 @@
 
 An engine is required on CI (``REXMLE_REQUIRE_DOCKER=1``, set by .ci/run after .ci/docker-setup.sh):
 then a missing engine or test image FAILS; on a developer machine without Docker these tests skip.
-The offline test image (``rexmle/test-base:latest``) is built by .ci/build-test-image.sh, which is a
-no-op when the image is current; the fixture runs it under a file lock so xdist workers build it once.
+The images are the real ones the README's ``rexmle images build --agent NAME`` makes (``rexmle/base:latest``,
+``rexmle/<agent>:latest``): CI builds them beforehand (.ci/build-agent-images.sh, with Docker Hub's PyTorch
+image answered by the loopback registry mirror of .ci/registry-mirror.sh); a fixture builds what is missing
+the same way (a no-op when the tag carries its recipe's hash), under a file lock so xdist workers build once.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -18,8 +19,10 @@ import pytest
 
 from ..conftest import REPO, require_service
 
-TEST_IMAGE = os.environ.get("REXMLE_TEST_IMAGE", "rexmle/test-base:latest")
-AIDE_TEST_IMAGE = "rexmle/test-aide:latest"
+#: the docker runtime's default image, the real base recipe's (agents/common/Dockerfile)
+TEST_IMAGE = "rexmle/base:latest"
+#: the ML-Master source CI builds from: its GitHub is unreachable here, so the stand-in is the source
+ML_MASTER_SOURCE = Path(os.environ.get("REXMLE_ML_MASTER_SOURCE") or Path(__file__).resolve().parent / "ml_master_standin")
 SESSION_LABEL = "rexmle.session"
 
 
@@ -49,30 +52,38 @@ def _locked_build(tmp_path_factory, name: str, build) -> None:
         build()
 
 
+def agent_image(name: str, docker_client, tmp_path_factory) -> str:
+    """``rexmle images build --agent NAME`` as the README gives it: the real recipe, its real tag, on the real
+    base (built first when missing); ML-Master from ``ML_MASTER_SOURCE``. Fails (CI) or skips with the build's
+    last lines when it cannot be built here."""
+    from pytest_rexmle.agents.image_build import RECIPES, build_image
+    from pytest_rexmle.errors import RexmleError
+
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    names = [name] if name == "base" else ["base", name]
+
+    def build():
+        try:
+            for each in names:
+                build_image(each, client=docker_client, ca_bundle=ca if Path(ca).is_file() else None,
+                            source=ML_MASTER_SOURCE if RECIPES[each].takes_source else None, log=lambda line: None)
+        except RexmleError as exc:
+            require_service(False, "REXMLE_REQUIRE_DOCKER", f"the image {RECIPES[name].tag} ({str(exc)[-500:]})")
+
+    _locked_build(tmp_path_factory, "agent-images", build)  # one at a time: they share rexmle/base
+    return RECIPES[name].tag
+
+
 @pytest.fixture(scope="session")
 def test_image(docker_client, tmp_path_factory) -> str:
-    def build():
-        proc = subprocess.run([str(REPO / ".ci" / "build-test-image.sh")], capture_output=True, text=True,
-                              env={**os.environ, "REXMLE_TEST_IMAGE": TEST_IMAGE}, timeout=900)
-        if proc.returncode != 0:
-            require_service(False, "REXMLE_REQUIRE_DOCKER", f"the test image ({proc.stderr.strip()[-500:]})")
-
-    _locked_build(tmp_path_factory, "test-image", build)
-    return TEST_IMAGE
+    """rexmle/base:latest, the image the docker runtime starts for agents without their own."""
+    return agent_image("base", docker_client, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def aide_image(test_image, docker_client, tmp_path_factory) -> str:
-    """agents/aide/Dockerfile built FROM the test image: the real aideml, no CUDA stack."""
-    from pytest_rexmle.agents.image_build import build_image
-
-    def build():  # always: an unchanged recipe is all cached layers (about a second)
-        ca = "/etc/ssl/certs/ca-certificates.crt"
-        build_image("aide", tag=AIDE_TEST_IMAGE, base=test_image, client=docker_client,
-                    ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None)
-
-    _locked_build(tmp_path_factory, "aide-image", build)
-    return AIDE_TEST_IMAGE
+    """rexmle/aide:latest: agents/aide/Dockerfile on the real base, the real aideml."""
+    return agent_image("aide", docker_client, tmp_path_factory)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (_locked_build, assert_no_file_holds, bridge_gateway, description_line,
+from .conftest import (agent_image, assert_no_file_holds, bridge_gateway, description_line,
                        session_containers)
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
@@ -41,16 +41,9 @@ PROVIDER_VARIABLES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", 
                       "DEEPSEEK_API_KEY", "REXMLE_VALIDATE_URL")
 
 
-def cli_image(name: str, test_image: str, docker_client, tmp_path_factory) -> str:
-    """agents/<name>/Dockerfile FROM the offline test image, tagged rexmle/test-<name> (cached by recipe hash)."""
-    from pytest_rexmle.agents.image_build import build_image
-
-    tag = f"rexmle/test-{name}:latest"
-    ca = "/etc/ssl/certs/ca-certificates.crt"
-    _locked_build(tmp_path_factory, f"{name}-image",
-                  lambda: build_image(name, tag=tag, base=test_image, client=docker_client,
-                                      ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None))
-    return tag
+def cli_image(name: str, docker_client, tmp_path_factory) -> str:
+    """rexmle/<name>:latest, the CLI's real recipe on the real base (cached by recipe hash)."""
+    return agent_image(name, docker_client, tmp_path_factory)
 
 
 @pytest.fixture
@@ -145,7 +138,7 @@ def cli_session(docker_bench, docker_client, test_image, tmp_path_factory, share
     provider variables pointing at ``script`` (a scripted provider) on the host, one ldct-iqa session run."""
     def run(agent: str, script, key_variable: str, url_variable: str, *options: str, url_path: str = "",
             time_limit: int = 240, timeout: int = 400) -> CliRun:
-        image = cli_image(agent, test_image, docker_client, tmp_path_factory)
+        image = cli_image(agent, docker_client, tmp_path_factory)
         twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
         with script() as llm:
             provider_env(**{key_variable: KEY,
@@ -271,8 +264,8 @@ def test_a_misbehaving_cli_is_a_fail_with_its_reason(script, options, expected, 
 def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_bench, docker_client, test_image,
                                                                      tmp_path_factory, session_id, shared_cache,
                                                                      provider_env):
-    claude = cli_image("claude-code", test_image, docker_client, tmp_path_factory)
-    mini = cli_image("mini-swe-agent", test_image, docker_client, tmp_path_factory)
+    claude = cli_image("claude-code", docker_client, tmp_path_factory)
+    mini = cli_image("mini-swe-agent", docker_client, tmp_path_factory)
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
     host = bridge_gateway(docker_client)
     with AnthropicScript() as anthropic, ChatScript() as chat:

@@ -47,7 +47,7 @@ CASES = {  # agent: (scripted provider, the header the real key reaches it in, e
 def test_cli_through_the_gateway_metered_and_keyless(agent, docker_bench, docker_client, test_image, tmp_path_factory,
                                                      tmp_path, session_id, shared_cache, monkeypatch):
     script, key_header, options = CASES[agent]
-    image = cli_image(agent, test_image, docker_client, tmp_path_factory)
+    image = cli_image(agent, docker_client, tmp_path_factory)
     twin = ensure_synthetic(registry().get("ldct-iqa"), shared_cache)
     host = bridge_gateway(docker_client)
     for name in PROVIDER_VARIABLES:

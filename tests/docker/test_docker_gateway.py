@@ -103,8 +103,11 @@ def test_landlock_gateway_in_an_ordinary_container(docker_client, test_image, tm
         pytest.skip("Landlock's TCP rules need ABI 4 (this kernel lacks them)")
     script = tmp_path / "harness.py"
     script.write_text(IN_CONTAINER)
+    # the binding where the image's python3 finds it in isolated mode (-I, as the sandbox starts agents' helpers)
+    site = docker_client.containers.run(test_image, ["python3", "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                                     "['purelib'])"], remove=True).decode().strip()
     done = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{REPO}:/repo:ro",
-                           "-v", f"{Path(landlockpy.__file__).parent}:/usr/lib/python3/dist-packages/landlockpy:ro",
+                           "-v", f"{Path(landlockpy.__file__).parent}:{site}/landlockpy:ro",
                            "-v", f"{script}:/harness.py:ro", "-e", "PYTHONPATH=/repo", "-e", "PYTHONDONTWRITEBYTECODE=1",
                            test_image, "python3", "/harness.py"], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

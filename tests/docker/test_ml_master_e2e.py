@@ -24,40 +24,28 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import _locked_build, assert_no_file_holds, description_line, session_containers
+from .conftest import agent_image, assert_no_file_holds, description_line, session_containers
 from .fake_llm import ML_MASTER_SCRIPT, ScriptedLLM
 
-STANDIN = Path(__file__).resolve().parent / "ml_master_standin"
-ML_MASTER_TEST_IMAGE = "rexmle/test-ml-master:latest"
-ML_MASTER_REAL_IMAGE = "rexmle/test-ml-master-real:latest"
 REAL_SOURCE = os.environ.get("REXMLE_ML_MASTER_SOURCE", "")
 
 
-def _build(tmp_path_factory, docker_client, test_image: str, tag: str, source: Path) -> str:
-    from pytest_rexmle.agents.image_build import build_image
-
-    ca = "/etc/ssl/certs/ca-certificates.crt"  # its runtime requirements come from PyPI (as aide's do)
-    _locked_build(tmp_path_factory, tag.replace("/", "-").replace(":", "-"),
-                  lambda: build_image("ml-master", tag=tag, base=test_image, client=docker_client, source=source,
-                                      ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None))
-    return tag
+@pytest.fixture(scope="session")
+def ml_master_image(docker_client, tmp_path_factory) -> str:
+    """rexmle/ml-master:latest, agents/ml_master/Dockerfile on the real base, built from ML_MASTER_SOURCE (the
+    stand-in; the real checkout when $REXMLE_ML_MASTER_SOURCE names one)."""
+    return agent_image("ml-master", docker_client, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
-def ml_master_image(test_image, docker_client, tmp_path_factory) -> str:
-    """agents/ml_master/Dockerfile FROM the offline test image, with the stand-in as --source."""
-    return _build(tmp_path_factory, docker_client, test_image, ML_MASTER_TEST_IMAGE, STANDIN)
-
-
-@pytest.fixture(scope="session")
-def ml_master_real_image(test_image, docker_client, tmp_path_factory) -> str:
-    """The same recipe with a real ML-Master checkout as --source ($REXMLE_ML_MASTER_SOURCE)."""
+def ml_master_real_image(ml_master_image) -> str:
+    """The same image when $REXMLE_ML_MASTER_SOURCE names a real ML-Master checkout (its --source)."""
     if not REAL_SOURCE:
         pytest.skip("REXMLE_ML_MASTER_SOURCE is not set: no checkout of the real ML-Master here (CI has none; "
                     "GitHub is unreachable and its code is not kept in this repository)")
     if not (Path(REAL_SOURCE) / "main_mcts.py").is_file():
         pytest.fail(f"REXMLE_ML_MASTER_SOURCE={REAL_SOURCE}: no main_mcts.py there")
-    return _build(tmp_path_factory, docker_client, test_image, ML_MASTER_REAL_IMAGE, Path(REAL_SOURCE))
+    return ml_master_image
 
 
 def test_ml_master_image_holds_the_given_checkout(docker_client, ml_master_image):

@@ -22,30 +22,22 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (_locked_build, assert_no_file_holds, description_line, point_openai_at,
+from .conftest import (agent_image, assert_no_file_holds, description_line, point_openai_at,
                        session_containers)
 from .fake_llm import RD_METRIC, RDAgentLLM
 
-RD_AGENT_TEST_IMAGE = "rexmle/test-rd-agent:latest"
-
-
 @pytest.fixture(scope="session")
-def rd_agent_image(test_image, docker_client, tmp_path_factory) -> str:
-    """agents/rd_agent/Dockerfile FROM the offline test image (rdagent and its tree from PyPI; minutes once,
-    then skipped by its recipe label — .ci/build-agent-images.sh builds it before the tests in CI)."""
-    from pytest_rexmle.agents.image_build import build_image
-
-    ca = "/etc/ssl/certs/ca-certificates.crt"
-    _locked_build(tmp_path_factory, "rd-agent-image",
-                  lambda: build_image("rd-agent", tag=RD_AGENT_TEST_IMAGE, base=test_image, client=docker_client,
-                                      ca_bundle=ca if Path(ca).is_file() else None, log=lambda line: None))
-    return RD_AGENT_TEST_IMAGE
+def rd_agent_image(docker_client, tmp_path_factory) -> str:
+    """rexmle/rd-agent:latest, agents/rd_agent/Dockerfile on the real base (rdagent and its tree from PyPI;
+    minutes once, then skipped by its recipe label — .ci/build-agent-images.sh builds it before the tests in CI)."""
+    return agent_image("rd-agent", docker_client, tmp_path_factory)
 
 
 def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client, rd_agent_image):
     script = ("rdagent --help >/dev/null && echo cli-ok; "
               "/opt/rdagent/bin/python -c 'import rdagent, importlib.metadata as m; print(m.version(\"rdagent\"))'; "
               "PATH=/bin:/usr/bin python -c 'import sys, numpy; print(sys.prefix)'; "
+              "python3 -c 'import sys; print(sys.prefix)'; "
               "PATH=/bin:/usr/bin python -c 'import rdagent' 2>/dev/null || echo agent-not-in-code-python; "
               "PATH=/bin:/usr/bin python -m coverage --version | head -1; strace -V | head -1")
     out = docker_client.containers.run(rd_agent_image, ["sh", "-c", script], remove=True).decode()
@@ -53,7 +45,8 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
     pinned = next(l.split("=", 1)[1] for l in dockerfile.splitlines() if l.startswith("ARG RDAGENT_VERSION="))
     lines = out.splitlines()
     assert lines[0] == "cli-ok" and lines[1] == pinned
-    assert lines[2] == "/usr"  # R&D-Agent's runner finds the image's Python, with numpy, on PATH=/bin:/usr/bin
+    # R&D-Agent's runner finds the image's own Python (rexmle/base's /opt/conda), with numpy, on PATH=/bin:/usr/bin
+    assert lines[2] == lines[3] and lines[2] != "/usr"
     assert "agent-not-in-code-python" in lines and "Coverage.py" in out and "strace" in lines[-1]
 
 

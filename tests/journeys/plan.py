@@ -1,0 +1,118 @@
+"""What the journeys suite does with each command README.md shows, in the README's order: run it (as written,
+or with the placeholders a reader fills in, the files the README assumes they have, and the narrowing the
+README itself suggests for a first try), or not, with the reason. ``test_readme.py`` fails when the README's
+commands and this list part ways, so a new, changed or removed README command needs a line here."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Run:
+    """A README command the journey runs, in a fresh clone with its ``.venv`` active (``. .venv/bin/activate``)."""
+
+    readme: str                                    # the command as README.md shows it (readme_commands' text)
+    subs: tuple[tuple[str, str], ...] = ()         # a placeholder or shared path -> what the journey types
+    extra: str = ""                                # arguments added (the README's own "first short try")
+    setup: str = ""                                # shell run first: files the README takes for granted
+    expect: tuple[str, ...] = ()                   # regular expressions its output must match
+    docker: bool = False                           # needs the engine (and the images the real run builds)
+    why: str = ""                                  # why it is run other than exactly as written
+
+    def command(self) -> str:
+        text = self.readme
+        for old, new in self.subs:
+            assert old in text, (old, text)
+            text = text.replace(old, new)
+        return f"{text} {self.extra}".strip()
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A README command the journey does not run, and why not."""
+
+    readme: str
+    reason: str
+
+
+FIRST_RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && pytest --agent=sample --rexmle-data=synthetic"
+#: the user's own agent of the everyday line: copies the sample submission, as a first agent would
+MY_AGENT = "import os, shutil\nshutil.copy(os.path.join(os.environ['REXMLE_DATA_DIR'], 'sample_submission.csv'), " \
+           "os.path.join(os.environ['REXMLE_SUBMISSION_DIR'], 'submission.csv'))\n"
+FAST_TRY = "-k ldct-iqa --rexmle-time-limit=300"
+
+JOURNEY: list[Run | NotRun] = [
+    # -- Set up and run
+    Run(FIRST_RUN, expect=(r"ReX-MLE score: [\d.]+% over 20 challenge\(s\), 0 FAIL",)),
+    NotRun("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' -c constraints.txt && pytest -n 2",
+           "the project's own test suite, which holds this journey: .ci/run runs it"),
+    # -- Everyday use
+    Run("pytest --agent=sample --rexmle-data=synthetic -k topcow", expect=(r"over 6 challenge\(s\), 0 FAIL",)),
+    Run('pytest --agent=sample --rexmle-data=synthetic -m "cta and detection"', expect=(r"0 FAIL",)),
+    Run("pytest --agent=sample --rexmle-data=synthetic -n 4 --junitxml=out.xml",
+        expect=(r"over 20 challenge\(s\), 0 FAIL",)),
+    Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=path/to/agent '
+        '--rexmle-data=synthetic --rexmle-time-limit=600 -k ldct-iqa',
+        setup=f"mkdir -p path/to/agent && printf %s {shlex.quote(MY_AGENT)} > path/to/agent/my_agent.py",
+        expect=(r"ldct-iqa\s+ok",)),
+    Run("rexmle list", expect=(r"topcow-cta-det", r"usenhance")),
+    Run("rexmle info topcow-cta-det", expect=(r"iou",)),
+    Run("""rexmle rank topcow-cta-det --metrics '{"iou": 0.6707, "boundary_iou": 0.611}' --json""",
+        expect=(r'"percentile"',)),
+    Run("rexmle synth isles22 --out /tmp/isles22", subs=(("/tmp/isles22", "$JOURNEY_TMP/isles22"),),
+        why="/tmp/isles22 in the journey's own temporary folder (parallel sessions)"),
+    Run("rexmle grade isles22 --submission sub/ --answers /tmp/isles22/private --json",
+        subs=(("/tmp/isles22", "$JOURNEY_TMP/isles22"),),
+        setup="cp -r \"$(ls -d .rexmle/runs/isles22/sample-*/*/submission | tail -1)\" sub",
+        expect=(r'"status": "ok"',), why="sub/ is the first run's isles22 submission (the README: any run folder has one)"),
+    Run("rexmle prepare isles22", expect=(r"isles22",), why="Zenodo answered by a loopback server"),
+    Run("rexmle prepare usenhance --raw-archive ~/Downloads/train_dataset.zip",
+        why="the archive a reader downloads by hand: a stand-in in ~/Downloads"),
+    NotRun("pytest --agent=ml-master --rexmle-runtime=docker --rexmle-gpus=0,1,2,3 -n 4 --agent-option model=gpt-4o",
+           "four GPUs and all 20 challenges prepared for a real model: ML-Master runs end to end in "
+           "tests/docker/test_ml_master_e2e.py on the synthetic ldct-iqa"),
+    Run("rexmle images build --agent aide", docker=True, expect=(r"rexmle/aide:latest",)),
+    Run("rexmle report .rexmle/report run2/.rexmle/report --out merged/",
+        setup="mkdir -p run2 && (cd run2 && pytest -q --agent=sample --rexmle-data=synthetic -k ldct-iqa >/dev/null)",
+        expect=(r"merged",), why="run2/ is a second session, run first"),
+    Run("rexmle status", expect=(r"ldct-iqa",)),
+    # -- A real run, step by step: 2. the data
+    Run("rexmle prepare usenhance --raw-archive ~/Downloads/train_dataset.zip"),
+    Run("rexmle prepare ldct-iqa --raw-archive ~/Downloads/test_dataset.zip",
+        why="Zenodo answered by a loopback server, the test set a stand-in in ~/Downloads"),
+    Run("rexmle prepare TASK --check --raw-archive FILE ...",
+        subs=(("TASK", "ldct-iqa"), ("FILE ...", "~/Downloads/test_dataset.zip")), why="placeholders filled in"),
+    # -- 3. the images (Docker Hub answered by the loopback registry mirror of .ci/registry-mirror.sh)
+    Run("docker pull pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", docker=True),
+    Run("rexmle images build --agent base", docker=True, expect=(r"rexmle/base:latest",)),
+    Run("rexmle images build --agent aide", docker=True, expect=(r"rexmle/aide:latest",)),
+    # -- 5. the run: AIDE against a stand-in OpenAI provider given as the host's OPENAI_BASE_URL
+    Run("pytest --agent=aide --rexmle-runtime=docker --junitxml=aide.xml", docker=True,
+        extra=f"{FAST_TRY} --agent-option=model=scripted-model --agent-option=steps=1",
+        expect=(r"ldct-iqa\s+ok",),
+        why="the README's first short try (-k, --rexmle-time-limit) on the prepared ldct-iqa, one AIDE step"),
+    Run("rexmle status", expect=(r"ldct-iqa +aide +ok",), docker=True, why="shows the AIDE run of step 5"),
+    # -- How does Claude Code do on ReX-MLE?
+    Run("rexmle images build --agent claude-code", docker=True, expect=(r"rexmle/claude-code:latest",)),
+    NotRun("export ANTHROPIC_API_KEY=...", "the reader's own key: the journey's provider is a stand-in"),
+    NotRun("pytest --agent=claude-code --agent-option=model=claude-sonnet-4-5 --rexmle-runtime=docker -n auto "
+           "--junitxml=claude-code.xml", "all 20 challenges for 24 h each with a real model"),
+    NotRun("pytest --agent=claude-code --agent-option=model=claude-sonnet-4-5 --rexmle-runtime=docker "
+           "--rexmle-time-limit=3600 -k isles22",
+           "a model that segments ISLES'22: tests/docker/test_coding_cli_e2e.py runs Claude Code end to end against "
+           "a stand-in Anthropic provider on ldct-iqa"),
+    NotRun("pytest --agent=claude-code --agent=codex --agent=aide --rexmle-runtime=docker -n auto "
+           "--agent-option=claude-code:model=claude-sonnet-4-5 --agent-option=codex:model=gpt-5 "
+           "--agent-option=aide:model=gpt-5",
+           "all 20 challenges for three agents with real models: tests/docker/test_coding_cli_e2e.py runs two CLI "
+           "agents in one session"),
+    NotRun('for model in gpt-5 gemini-3-pro-preview claude-sonnet-4-5; do pytest --agent=aide --agent=ml-master '
+           '--rexmle-runtime=docker -n auto -k "isles22 or dentex or topcow-cta-cls or ldct-iqa" '
+           '--agent-option=model=$model --agent-option=ml-master:feedback_model=$model --junitxml=table5-$model.xml done',
+           "the paper's ablation: 24 h runs with three real models"),
+    NotRun("pytest --agent=aide --rexmle-runtime=slurm --rexmle-slurm-partition=gpu --rexmle-slurm-account=lab "
+           "--rexmle-slurm-option mem=64G --rexmle-slurm-option constraint=a100",
+           "a site's partition, account and A100s: tests/slurm runs the Slurm runtime on the one-node cluster"),
+]
