@@ -14,9 +14,17 @@ import pytest
 
 from ..conftest import require_service
 
-#: the one place naming the agents' test images: CI builds rexmle/test-<agent>:latest (.ci/build-agent-images.sh);
-#: REXMLE_AGENT_IMAGE_TAG=rexmle/{agent}:latest points every image test at the real tags instead
-AGENT_IMAGE_TAG = os.environ.get("REXMLE_AGENT_IMAGE_TAG", "rexmle/test-{agent}:latest")
+#: the one place naming the agents' images: the real tags `rexmle images build --agent NAME` makes (CI builds them
+#: with .ci/build-agent-images.sh); REXMLE_AGENT_IMAGE_TAG points every image test at other tags
+AGENT_IMAGE_TAG = os.environ.get("REXMLE_AGENT_IMAGE_TAG", "rexmle/{agent}:latest")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that imports an agent image runs on one xdist worker (``--dist=loadgroup``): the real images
+    are several GB each, imported once per session, not once per worker."""
+    for item in items:
+        if "imported" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("imported-agent-images"))
 
 
 def agent_image(agent: str) -> str:
@@ -85,4 +93,8 @@ def imported(shared_cache, tmp_path_factory):
         done[agent] = (tag, image)
         return done[agent]
 
-    return load
+    yield load
+    # the real images unpack to several GB each: gone with the session, not kept in pytest's last three temps
+    with cache_at(shared_cache):
+        for _, image in done.values():
+            store.remove(image)

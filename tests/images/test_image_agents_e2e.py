@@ -111,34 +111,3 @@ def test_aide_runs_on_a_slurm_node_from_its_imported_image(imported, bench, shar
     meta = json.loads((run / "run.json").read_text())
     assert meta["image_id"] == image.digest and meta["image_runner"] == "bwrap-rootfs" and meta["slurm"]["job_id"]
     assert_no_file_holds(run, KEY)
-
-
-@pytest.mark.parametrize("agent, script, key_variable, url_variable, url_path, options", [
-    ("mini-swe-agent", "ChatScript", "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1",
-     ("--agent-option=model=scripted-chat", "--agent-option=steps=6")),
-    ("codex", "ResponsesScript", "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1", ("--agent-option=model=gpt-scripted",)),
-    ("gemini-cli", "GeminiScript", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "",
-     ("--agent-option=model=gemini-scripted", "--agent-option=steps=8")),
-])
-def test_the_other_coding_clis_run_from_their_imported_images(imported, bench, no_docker, monkeypatch, agent, script,
-                                                              key_variable, url_variable, url_path, options):
-    """The same path for every CLI image: exported, imported, run by the local runtime with no engine."""
-    from ..docker import providers
-
-    module = {"ChatScript": "chat", "ResponsesScript": "responses", "GeminiScript": "gemini"}[script]
-    script_class = getattr(__import__(f"{providers.__name__}.{module}", fromlist=[script]), script)
-    tag, image = imported(agent)
-    with script_class() as llm:
-        monkeypatch.setenv(key_variable, KEY)
-        monkeypatch.setenv(url_variable, f"http://127.0.0.1:{llm.port}{url_path}")
-        result = bench(f"--agent={agent}", "--rexmle-runtime=local", f"--agent-option=image={tag}", *options,
-                       "--rexmle-time-limit=240", "-k", "ldct-iqa", timeout=400)
-        requests = llm.agent_requests()
-    run = run_folders(bench.path, "ldct-iqa")[-1]
-    stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
-    result.assert_outcomes(passed=1)
-    assert len(requests) == 2, (llm.dump(), stderr[-3000:])
-    assert json.loads((run / "result.json").read_text())["status"] == "ok"
-    meta = json.loads((run / "run.json").read_text())
-    assert meta["image_id"] == image.digest and meta["image_runner"] == "bwrap-rootfs" and meta["exit_code"] == 0
-    assert_no_file_holds(run, KEY)
