@@ -74,10 +74,15 @@ JOURNEY: list[Run | NotRun] = [
            "four GPUs and all 20 challenges prepared for a real model: ML-Master runs end to end in "
            "tests/docker/test_ml_master_e2e.py on the synthetic ldct-iqa"),
     Run("rexmle images build --agent aide", docker=True, expect=(r"rexmle/aide:latest",)),
+    NotRun("rexmle images export --agent aide aide.tar",
+           "tests/images exports the real aide and claude-code images this way and runs them from the cache on the "
+           "local and Slurm runtimes with Docker hidden; a second 8 GB export here would only repeat it"),
+    NotRun("rexmle images import aide.tar", "tests/images imports the exported images (see the export line)"),
     Run("rexmle report .rexmle/report run2/.rexmle/report --out merged/",
         setup="mkdir -p run2 && (cd run2 && pytest -q --agent=sample --rexmle-data=synthetic -k ldct-iqa >/dev/null)",
         expect=(r"merged",), why="run2/ is a second session, run first"),
     Run("rexmle status", expect=(r"ldct-iqa",)),
+    Run("rexmle selfcheck --runtime local --sandbox bwrap", expect=(r"PASS",)),
     # -- A real run, step by step: 2. the data
     Run("rexmle prepare usenhance --raw-archive ~/Downloads/train_dataset.zip"),
     Run("rexmle prepare ldct-iqa --raw-archive ~/Downloads/test_dataset.zip",
@@ -89,7 +94,7 @@ JOURNEY: list[Run | NotRun] = [
     Run("rexmle images build --agent base", docker=True, expect=(r"rexmle/base:latest",)),
     Run("rexmle images build --agent aide", docker=True, expect=(r"rexmle/aide:latest",)),
     # -- 5. the run: AIDE against a stand-in OpenAI provider given as the host's OPENAI_BASE_URL
-    Run("pytest --agent=aide --rexmle-runtime=docker --junitxml=aide.xml", docker=True,
+    Run("pytest --agent=aide --junitxml=aide.xml", docker=True,
         extra=f"{FAST_TRY} --agent-option=model=scripted-model --agent-option=steps=1",
         expect=(r"ldct-iqa\s+ok",),
         why="the README's first short try (-k, --rexmle-time-limit) on the prepared ldct-iqa, one AIDE step"),
@@ -112,6 +117,13 @@ JOURNEY: list[Run | NotRun] = [
            '--rexmle-runtime=docker -n auto -k "isles22 or dentex or topcow-cta-cls or ldct-iqa" '
            '--agent-option=model=$model --agent-option=ml-master:feedback_model=$model --junitxml=table5-$model.xml done',
            "the paper's ablation: 24 h runs with three real models"),
+    # -- Your own agent: the example agent with its own stack (a venv of the reader's, or an image)
+    Run("python3 -m venv ~/my-env && ~/my-env/bin/pip install numpy tifffile"),
+    Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=examples '
+        '--agent-option env=$HOME/my-env -k ldct-iqa --rexmle-data=synthetic', expect=(r"ldct-iqa\s+ok",)),
+    Run('pytest --agent=command --agent-option cmd="python3 my_agent.py" --agent-option dir=examples '
+        '--agent-option image=rexmle/base -k ldct-iqa --rexmle-data=synthetic', docker=True,
+        expect=(r"ldct-iqa\s+ok",)),
     NotRun("pytest --agent=aide --rexmle-runtime=slurm --rexmle-slurm-partition=gpu --rexmle-slurm-account=lab "
            "--rexmle-slurm-option mem=64G --rexmle-slurm-option constraint=a100",
            "a site's partition, account and A100s: tests/slurm runs the Slurm runtime on the one-node cluster"),
