@@ -34,7 +34,7 @@
 #
 # Other settings: WORK (a fresh folder, default mktemp -d), TRAIN_SECONDS (default 45; 2 with the stand-in),
 # REXMLE_CACHE_DIR (where the synthetic twins are cached; default under WORK), REXMLE_GPU_SAMPLE_SECONDS
-# (default 1).
+# (default 1; 0.1 with the stand-in).
 set -eu
 set -o pipefail
 
@@ -48,7 +48,8 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 if [ "$STANDIN" = 1 ]; then TRAIN_SECONDS=${TRAIN_SECONDS:-2}; else TRAIN_SECONDS=${TRAIN_SECONDS:-45}; fi
 export REXMLE_CACHE_DIR=${REXMLE_CACHE_DIR:-$WORK/cache}
-export REXMLE_GPU_SAMPLE_SECONDS=${REXMLE_GPU_SAMPLE_SECONDS:-1}
+if [ "$STANDIN" = 1 ]; then SAMPLE=0.1; else SAMPLE=1; fi  # the stand-in's runs last a second or two
+export REXMLE_GPU_SAMPLE_SECONDS=${REXMLE_GPU_SAMPLE_SECONDS:-$SAMPLE}
 [ -n "${BWRAP:-}" ] && export PATH="$(cd "$(dirname "$BWRAP")" && pwd):$PATH"
 
 fail() { echo "gpu_check: FAIL: $*" >&2; exit 1; }
@@ -56,7 +57,9 @@ say() { echo "gpu_check: $*"; }
 
 mkdir -p "$WORK/session"
 command -v bwrap >/dev/null || fail "bubblewrap not found: put it on PATH or set BWRAP=/path/to/bwrap"
-"$PYTHON" -c 'import pytest_rexmle' 2>/dev/null || export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# this checkout's package, whether installed from it (pip install --no-deps -e .) or put on PYTHONPATH here
+"$PYTHON" -c 'import os, sys, pytest_rexmle as p; sys.exit(not p.__file__.startswith(sys.argv[1] + os.sep))' "$REPO" \
+    2>/dev/null || export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 "$PYTHON" -c 'import pytest_rexmle.plugin, pynvml' || fail "$PYTHON cannot import the project and nvidia-ml-py"
 # the plugin by name only where no installed entry point loads it already (loading it twice is an error)
 PLUGIN=$("$PYTHON" -c 'from importlib.metadata import entry_points as e
