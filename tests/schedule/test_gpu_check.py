@@ -55,3 +55,25 @@ def test_an_idle_card_fails_the_telemetry_check(tmp_path, shared_cache, needs_bw
     assert done.returncode == 1, out
     assert "FAIL  isles22: utilisation_mean 0.0 > 0" in out and "FAIL  isles22: memory_peak_bytes 0 > 0" in out
     assert "checks: 4 FAILED" in out
+
+
+def test_a_sandbox_showing_the_hosts_home_or_devices_fails_the_view_check(tmp_path, shared_cache, needs_bwrap):
+    """A bubblewrap that shows more than the harness asks (a folder on /home, a device node it did not
+    list): the agent reports it and the script fails, naming both."""
+    home = tmp_path / "home"
+    (home / "someone").mkdir(parents=True)
+    leaky = tmp_path / "leaky" / "bwrap"
+    leaky.parent.mkdir()
+    leaky.write_text("#!/bin/bash\n"  # the harness's options come before "--" (a probe may have none)
+                     'head=(); while [ $# -gt 0 ] && [ "$1" != "--" ]; do head+=("$1"); shift; done\n'
+                     f'[ $# -gt 0 ] || exec {needs_bwrap} "${{head[@]}}"\n'
+                     f'exec {needs_bwrap} --ro-bind {home} /home "${{head[@]}}" '
+                     '--dev-bind /dev/null /dev/host-leak "$@"\n')
+    leaky.chmod(0o755)
+    done = gpu_check(tmp_path, shared_cache, BWRAP=str(leaky))
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "2 passed" in out  # the runs themselves were graded: only the view check fails
+    assert "FAIL  isles22: /home inside: ['someone']" in out
+    assert "FAIL  topcow-cta-seg: /dev holds only standard and GPU nodes (others: ['host-leak'])" in out
+    assert "checks: 4 FAILED" in out
