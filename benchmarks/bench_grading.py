@@ -126,8 +126,8 @@ def run_medpy_surface(folder: str, connectivity: int) -> dict:
 
 def run_ours_case(folder: str) -> dict:
     from pytest_rexmle.challenges.topcow.cow_volumes import load_pair, score_cow_case
-    from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
     from pytest_rexmle.medimage.geometry import read_image
+    from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
 
     tracemalloc.start()
     best = None

@@ -17,7 +17,6 @@ from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
 from .submission import SUBMISSION_CSV
 from .task import Task
 
-
 MAX_REASON_CHARS = 2000
 
 

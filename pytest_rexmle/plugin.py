@@ -54,7 +54,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
         from .report.session import SessionReporter
-
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -269,11 +270,11 @@ def test_validate_needs_task_and_data(rexmle, tmp_path):
 def test_status_shows_running_and_finished_runs(tmp_path, rexmle):
     """A run with run.json only is running (elapsed from its start); one with result.json shows its status."""
     import json as _json
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from pytest_rexmle.status import collect
 
-    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     running = tmp_path / "isles22" / "sample-abc" / "20260101T110000-1"
     running.mkdir(parents=True)
     (running / "run.json").write_text(_json.dumps({"task": "isles22", "agent": "sample", "time_limit": 86400,

@@ -40,7 +40,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_agent(name: str, options: dict[str, str] | None = None) -> "Agent":
+def get_agent(name: str, options: dict[str, str] | None = None) -> Agent:
     return __getattr__("AGENTS").load(name)(name=name, options=dict(options or {}))
 
 

@@ -71,7 +71,8 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
     sets (None if any branch has none). Of several candidates the one with the longest shortest literal
     is kept. Used only as a necessary condition, so it never changes a result, only the speed.
     """
-    from re import _constants as C, _parser as P  # the stdlib's own parser
+    from re import _constants as C  # the stdlib's own parser
+    from re import _parser as P
 
     def seq(items) -> set[str] | None:
         run: list[str] = []

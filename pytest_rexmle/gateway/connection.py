@@ -58,7 +58,7 @@ class Connection(BaseHTTPRequestHandler):
     server_version = "rexmle-gateway"
     sys_version = ""
 
-    def __init__(self, sock: socket.socket, address, run: "GatewayRun", token_required: bool) -> None:
+    def __init__(self, sock: socket.socket, address, run: GatewayRun, token_required: bool) -> None:
         self.run, self.token_required = run, token_required
         self.timeout = run.gateway.limits.client_timeout
         self.headers_sent = False

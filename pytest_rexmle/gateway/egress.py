@@ -110,7 +110,7 @@ class Rule:
     addresses: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, text: str, explicit: bool) -> "Rule":
+    def parse(cls, text: str, explicit: bool) -> Rule:
         text = text.strip()
         if "://" in text:
             parts = urlsplit(text)

@@ -53,7 +53,7 @@ class Upstream:
 
     @classmethod
     def from_url(cls, protocol: str, url: str, key: str | None,
-                 account: tuple[tuple[str, str], ...] = ()) -> "Upstream":
+                 account: tuple[tuple[str, str], ...] = ()) -> Upstream:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UpstreamConfigError(f"{protocol} upstream {url!r}: expected an http:// or https:// URL with a host")

@@ -6,8 +6,9 @@ metrics and how cases aggregate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import SimpleITK as sitk

@@ -55,7 +55,7 @@ class Geometry:
     direction: tuple[float, ...]
 
     @classmethod
-    def of(cls, img) -> "Geometry":
+    def of(cls, img) -> Geometry:
         """Of an image or of an ``ImageFileReader`` after ``ReadImageInformation`` (no voxels needed)."""
         components = img.GetNumberOfComponentsPerPixel() if hasattr(img, "GetNumberOfComponentsPerPixel") \
             else img.GetNumberOfComponents()

@@ -8,7 +8,7 @@ exact and O(1) instead of allocating the union bounding box (tests compare it wi
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Interval = tuple[int, int]  # inclusive [lo, hi]; empty when hi < lo
 

@@ -24,7 +24,7 @@ class LabelIndex:
     starts: np.ndarray                   # group g is coords[:, starts[g]:starts[g + 1]]
 
     @classmethod
-    def of(cls, labels: np.ndarray) -> "LabelIndex":
+    def of(cls, labels: np.ndarray) -> LabelIndex:
         arr = np.asarray(labels)
         flat = np.flatnonzero(arr) if arr.dtype.kind in "ub" else np.flatnonzero(arr > 0)
         values = arr.reshape(-1)[flat]

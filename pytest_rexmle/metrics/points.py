@@ -11,8 +11,8 @@ the greedy walk stays sequential with the organisers' strict distance test, so t
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 

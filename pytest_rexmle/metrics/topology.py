@@ -22,14 +22,30 @@ import functools
 import itertools
 import threading
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .cow_anatomy import (  # noqa: F401
+    ACOM,
+    ANTERIOR_EDGES,
+    ANTERIOR_LABELS,
+    BA,
+    L_ACA,
+    L_ICA,
+    L_MCA,
+    L_PCA,
+    L_PCOM,
+    POSTERIOR_EDGES,
+    POSTERIOR_LABELS,
+    R_ACA,
+    R_ICA,
+    R_MCA,
+    R_PCA,
+    R_PCOM,
+    THIRD_A2,
+)
 from .crop import bounding_box
-
-from .cow_anatomy import (ACOM, ANTERIOR_EDGES, ANTERIOR_LABELS, BA, L_ACA, L_ICA, L_MCA, L_PCA, L_PCOM,  # noqa: F401
-                          POSTERIOR_EDGES, POSTERIOR_LABELS, R_ACA, R_ICA, R_MCA, R_PCA, R_PCOM, THIRD_A2)
 
 IOU_THRESHOLD = 0.25
 TP, FP, FN, TN = "TP", "FP", "FN", "TN"

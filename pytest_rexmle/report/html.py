@@ -35,7 +35,8 @@ from ..documents import number
 from ..task import registry
 from .archive import local_time
 from .humans import humans_of, place
-from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
+from .merge import SCHEMA as MERGED_SCHEMA
+from .merge import mean_of, merge_reports
 from .reference import with_reference
 from .render import fmt_number, leak_text, provider_tools_line
 

@@ -8,7 +8,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from ..hostile import clean_text
 from ..leaks import summary
 from ..task import registry
-from .disclosure import markdown_lines as disclosure_lines, unsafe_line
+from .disclosure import markdown_lines as disclosure_lines
+from .disclosure import unsafe_line
 from .humans import humans_of, place
 from .mdtext import md_code, md_text
 from .model import SYNTHETIC, data_kind

@@ -55,13 +55,18 @@ from pathlib import Path
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
-from .base import Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under
+from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import SYSTEM_DIRS, args_blob
 from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
-from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
-    can_create_network_namespace
+from .sandbox.gateway_net import (
+    GATEWAY_PORT,
+    GatewayNetworkError,
+    ListenerChannel,
+    base_url,
+    can_create_network_namespace,
+)
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
@@ -141,7 +146,7 @@ class LocalRuntime(Runtime):
         self.gateway = gateway or gateway_link.session_gateway_factory()
 
     @classmethod
-    def from_settings(cls, settings) -> "LocalRuntime":
+    def from_settings(cls, settings) -> LocalRuntime:
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
     @classmethod

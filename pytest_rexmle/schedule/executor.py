@@ -56,7 +56,7 @@ class Slots:
     max_active: int | None = None
 
     @classmethod
-    def for_session(cls, settings, batches: bool) -> "Slots":
+    def for_session(cls, settings, batches: bool) -> Slots:
         if batches:
             return cls([], gpus=False, unlimited=True)
         if settings.gpus:

@@ -43,7 +43,7 @@ class Sampler:
         self._nvml = None
         self._handles: list = []
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self.started = time.monotonic()
         if self.reason is None:
             self._open()

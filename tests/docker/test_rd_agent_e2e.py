@@ -22,8 +22,7 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (_locked_build, assert_no_file_holds, description_line, point_openai_at,
-                       session_containers)
+from .conftest import _locked_build, assert_no_file_holds, description_line, point_openai_at, session_containers
 from .fake_llm import RD_METRIC, RDAgentLLM
 
 RD_AGENT_TEST_IMAGE = "rexmle/test-rd-agent:latest"

@@ -13,13 +13,13 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
-from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
-from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.challenges.topcow.cow_volumes import aggregate_cow, score_cow_case
 from pytest_rexmle.challenges.topcow.grade import read_edges
+from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
+from pytest_rexmle.data.synthetic import generate
+from pytest_rexmle.data.synthetic.common import write_answers, write_csv
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.topology import FN, FP, TN
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry

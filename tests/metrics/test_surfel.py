@@ -8,9 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_rexmle.metrics.surfel import (CORNER_WEIGHTS, average_surface_distance, compute_surface_distances,
-                                          robust_hausdorff, surface_dice_at_tolerance, surfel_area_table,
-                                          volumetric_dice)
+from pytest_rexmle.metrics.surfel import (
+    CORNER_WEIGHTS,
+    average_surface_distance,
+    compute_surface_distances,
+    robust_hausdorff,
+    surface_dice_at_tolerance,
+    surfel_area_table,
+    volumetric_dice,
+)
 
 
 def code_of(corners: list[tuple[int, int, int]]) -> int:

@@ -9,10 +9,24 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from pytest_rexmle.metrics.topology import (FN, FP, TN, TP, balanced_accuracy, cldice_from_skeletons, components,
-                                            detection, skeleton_xyz,
-                                            edge_lists, f1_from_counts, label_adjacency, lr_flipped,
-                                            neighbor_error, region_matches, variant)
+from pytest_rexmle.metrics.topology import (
+    FN,
+    FP,
+    TN,
+    TP,
+    balanced_accuracy,
+    cldice_from_skeletons,
+    components,
+    detection,
+    edge_lists,
+    f1_from_counts,
+    label_adjacency,
+    lr_flipped,
+    neighbor_error,
+    region_matches,
+    skeleton_xyz,
+    variant,
+)
 
 
 def cldice(pred: np.ndarray, truth: np.ndarray) -> float:

@@ -15,7 +15,8 @@ import pytest
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.report import archive
 from pytest_rexmle.report.html import render_html
-from pytest_rexmle.report.merge import MergedReport, markdown as merged_markdown, merge_reports
+from pytest_rexmle.report.merge import MergedReport, merge_reports
+from pytest_rexmle.report.merge import markdown as merged_markdown
 from pytest_rexmle.report.model import NOTE, SYNTHETIC_NOTE, build_report
 from pytest_rexmle.report.reference import paper_agents, paper_results, with_reference
 from pytest_rexmle.report.render import markdown, score_line, terminal_lines

@@ -6,12 +6,12 @@ Imaging and metric modules are imported where used: the baseline (empty NIfTI ma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 from statistics import mean
+from typing import TYPE_CHECKING
 
 from ...errors import InvalidSubmission
-from ...submission import CaseTable
 from ...graders.base import Grader
+from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np

@@ -17,9 +17,9 @@ import math
 import os
 from pathlib import Path
 
-from ...data.split import write_split
 from ...data.prepare.errors import PrepareError
 from ...data.prepare.layout import Context, check_id, write_csv
+from ...data.split import write_split
 from ...data.synthetic.common import write_tables
 
 IMAGE_SUFFIXES = (".tif", ".tiff")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import Mapping, Sequence
 
 from ...errors import TaskConfigError
 from ...submission import CaseTable

@@ -20,14 +20,14 @@ import numpy as np
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from .grade import TRACKS, load_valid_neighbors
-from ...metrics.topology import components
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
-from ..topcow.synthetic import paint_tube
 from ...data.synthetic.volumes import make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...metrics.topology import components
+from ...task import Task
+from ..topcow.synthetic import paint_tube
+from .grade import TRACKS, load_valid_neighbors
 
 SHAPE = (32, 48, 48)          # (z, y, x)
 MARGIN = 3                    # empty border, so per-case shifts never wrap a vessel around

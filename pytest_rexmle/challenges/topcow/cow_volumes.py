@@ -9,10 +9,10 @@ start per item) import neither.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import Sequence
 
 import numpy as np
 import SimpleITK as sitk
@@ -22,9 +22,25 @@ from ...medimage.geometry import label_array, read_image, reference_geometry
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
-from ...metrics.topology import (ANTERIOR_LABELS, POSTERIOR_LABELS, TN, TP, FN, FP, balanced_accuracy, components,
-                                detection, edge_lists, f1_from_counts, label_adjacency, lr_flipped, region_matches,
-                                variant, cldice_from_skeletons, skeleton_xyz)
+from ...metrics.topology import (
+    ANTERIOR_LABELS,
+    FN,
+    FP,
+    POSTERIOR_LABELS,
+    TN,
+    TP,
+    balanced_accuracy,
+    cldice_from_skeletons,
+    components,
+    detection,
+    edge_lists,
+    f1_from_counts,
+    label_adjacency,
+    lr_flipped,
+    region_matches,
+    skeleton_xyz,
+    variant,
+)
 
 GROUP2_LABELS = (8, 9, 10, 15)
 HD95_ABSENT_MM = 90.0

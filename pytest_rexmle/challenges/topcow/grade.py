@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Sequence
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import read_json
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader
 
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024

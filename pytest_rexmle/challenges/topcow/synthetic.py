@@ -17,18 +17,18 @@ classes (a constant guess cannot reach balanced accuracy 1).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ...metrics.topology import edge_lists, label_adjacency
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
 from ...data.synthetic.volumes import make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...metrics.topology import edge_lists, label_adjacency
+from ...task import Task
 from .grade import edges_json
 
 SHAPE = (24, 40, 48)          # (z, y, x) voxels

@@ -15,9 +15,9 @@ from statistics import mean
 from PIL import Image
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import open_reader
 from ...submission import CaseTable
-from ...graders.base import Grader
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
 KEYS = ("lncc", "ssim", "psnr")
