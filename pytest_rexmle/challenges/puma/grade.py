@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image, ImageDraw
 
@@ -23,6 +23,11 @@ from ...graders.base import Grader
 from ...hostile import open_reader, read_json
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ...metrics.points import Point
 
 # -- class tables (§14) ------------------------------------------------------------------------------
 TISSUE_VALUES: dict[str, int] = {
