@@ -214,7 +214,7 @@ def ldct_runs(rexmle, ldct, tmp_path_factory):
         "validate_missing": ("validate", "--task", "ldct-iqa", "--data", public, "--submission", str(missing)),
     }
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = dict(zip(calls, pool.map(lambda name: rexmle(*calls[name]), calls)))
+        results = dict(zip(calls, pool.map(lambda name: rexmle(*calls[name]), calls), strict=True))
     results["dropped"] = dropped
     results["n_test"] = len((ldct / "private" / "answers.csv").read_text().splitlines()) - 1
     return results

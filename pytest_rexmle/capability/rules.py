@@ -473,7 +473,7 @@ def judge_rule(rule: Rule, lines: Lines) -> tuple[int, str]:
     if not all(hits):
         return 0, ""
     parts = []
-    for grp, found in zip(rule.groups, hits):
+    for grp, found in zip(rule.groups, hits, strict=True):
         label = f"{grp.what}: " if len(rule.groups) > 1 and grp.what else ""
         parts.append(label + " | ".join(h.text for h in found))
     return 1, " || ".join(parts)
@@ -506,7 +506,7 @@ class RulesJudge(Judge):
         for stage in JUDGED_STAGES:
             groups = STAGE_RULES[stage]
             hits = scan(lines, groups)
-            found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits) if h]
+            found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits, strict=True) if h]
             out[stage] = {"score": sum(1 for h in hits if h) / len(groups), "evidence": " || ".join(found)}
         return out
 

@@ -235,7 +235,7 @@ class CapabilityRun(Strict):
     @model_validator(mode="after")
     def _run_score_is_the_best_section(self) -> CapabilityRun:
         labels = {sec.label for sec in self.sections}
-        for row, res in zip(self.strategies, self.results):
+        for row, res in zip(self.strategies, self.results, strict=False):
             if row.score != res.score:
                 raise ValueError(f"strategy {row.id} differs between 'strategies' and 'results'")
             if (row.section is None) != (row.score == 0) or (row.section is not None and row.section not in labels):

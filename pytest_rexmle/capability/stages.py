@@ -89,7 +89,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
             judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
     except JudgeTimedOut as exc:  # S4/S5 are measured all the same; the judged stages say why they are 0
         judged = {sid: {"score": 0.0, "evidence": str(exc)} for sid in JUDGED_STAGES}
-    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
+    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir), strict=True))
     method = judge.describe()["name"]
     rows = []
     for sid in WEIGHTS:

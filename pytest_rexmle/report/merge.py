@@ -195,7 +195,7 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
     # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
     ran = [c for c in challenges if any(c in records for records in per_run)]
     scores, fails, counts = [], [], []
-    for records, skips in zip(per_run, skipped):
+    for records, skips in zip(per_run, skipped, strict=False):
         pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in ran]
         scores.append(sum(pcts) / len(ran) if ran else 0.0)
         fails.append(sum(1 for c in ran if c not in records or

@@ -433,7 +433,7 @@ def _controller_state(job_id: str) -> dict[str, str] | None:
     for line in out.splitlines():
         fields = line.strip().split("|")
         if len(fields) == 5 and fields[0] == job_id:
-            return dict(zip(("state", "reason", "node", "limit"), fields[1:]))
+            return dict(zip(("state", "reason", "node", "limit"), fields[1:], strict=True))
     return None
 
 

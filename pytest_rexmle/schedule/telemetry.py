@@ -88,7 +88,7 @@ class Sampler:
 
     def _sample(self) -> None:
         nvml = self._nvml
-        for series, handle in zip(self.series, self._handles):
+        for series, handle in zip(self.series, self._handles, strict=False):
             try:
                 util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
                 used = nvml.nvmlDeviceGetMemoryInfo(handle).used

@@ -303,8 +303,8 @@ def write_edge_case_files(root: Path, truth: dict, pred: dict) -> tuple[Path, Pa
 
 
 def edges(ant, pos) -> dict:
-    return {"anterior": dict(zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant)),
-            "posterior": dict(zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos))}
+    return {"anterior": dict(zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant, strict=False)),
+            "posterior": dict(zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos, strict=False))}
 
 
 def test_edge_classification_hand_example(tmp_path):

@@ -210,5 +210,5 @@ def test_embedded_area_vectors_are_the_marching_cubes_ones():
 
     embedded, derived = _unit_area_vectors(), _marching_cubes_area_vectors()
     assert len(embedded) == len(derived) == 256
-    for code, (a, b) in enumerate(zip(embedded, derived)):
+    for code, (a, b) in enumerate(zip(embedded, derived, strict=True)):
         assert a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b), code

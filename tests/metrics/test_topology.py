@@ -114,7 +114,7 @@ def brute_force_adjacency(a: np.ndarray) -> dict[int, set[int]]:
             continue
         for dz, dy, dx in itertools.product((-1, 0, 1), repeat=3):
             q = (z + dz, y + dy, x + dx)
-            if all(0 <= c < s for c, s in zip(q, a.shape)) and a[q] and a[q] != a[z, y, x]:
+            if all(0 <= c < s for c, s in zip(q, a.shape, strict=True)) and a[q] and a[q] != a[z, y, x]:
                 out[int(a[z, y, x])].add(int(a[q]))
     return out
 

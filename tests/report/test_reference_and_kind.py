@@ -88,7 +88,7 @@ def test_html_shows_published_agents_positions_and_human_median():
     page = parse(render_html([doc]))
     summary = page.tables["summary wide"]
     assert summary[0][:6] == ["Rank", "Agent", "Data", "Runs", "Challenges run", "Score (mean)"]
-    published = [row for row, cls in zip(summary, page.row_classes["summary wide"]) if cls == "published"]
+    published = [row for row, cls in zip(summary, page.row_classes["summary wide"], strict=False) if cls == "published"]
     assert [row[1] for row in published] == ["R&D-Agent (published)", "AIDE (published)", "ML-Master (published)"]
     assert all(row[2] == "published" for row in published)
     assert "Table 3, all 20: 12.15%" in published[0][5] and "Table 3, all 20: 9.05%" in published[1][5]

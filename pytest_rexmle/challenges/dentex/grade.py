@@ -67,7 +67,7 @@ def parse_detection(item, where: str) -> dict:
         raise InvalidSubmission(f"{where}: 'bbox' is [x, y, width, height] (COCO); width and height must be > 0, "
                                 f"got {_show(bbox)}")
     out = {"bbox": [x, y, w, h], "score": _finite_number(item["score"], "'score'", where)}
-    for (_, k), field in zip(LEVELS, FIELDS):
+    for (_, k), field in zip(LEVELS, FIELDS, strict=True):
         out[field] = _class_id(item[field], field, N_CLASSES[k], where)
     return out
 

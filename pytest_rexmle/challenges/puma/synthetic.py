@@ -45,7 +45,7 @@ def _blob(rng: np.random.Generator, cx: float, cy: float, radius: float, n: int,
     r = radius * (1 + rng.uniform(-jitter, jitter, n))
     xs = np.clip(cx + r * np.cos(angles), 0, SIZE)
     ys = np.clip(cy + r * np.sin(angles), 0, SIZE)
-    ring = [[round(float(x), 1), round(float(y), 1)] for x, y in zip(xs, ys)]
+    ring = [[round(float(x), 1), round(float(y), 1)] for x, y in zip(xs, ys, strict=True)]
     return ring + [ring[0]]
 
 

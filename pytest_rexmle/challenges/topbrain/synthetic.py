@@ -67,7 +67,7 @@ def _try_tube(labels: np.ndarray, start: np.ndarray, end: np.ndarray, radius: fl
         return False
     lo = np.maximum(np.floor(lo_pt).astype(int) - 2, 0)
     hi = np.minimum(np.ceil(hi_pt).astype(int) + 3, labels.shape)
-    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
     local = labels[box].copy()
     paint_tube(local, start - lo, end - lo, radius, label)
     new = local == label

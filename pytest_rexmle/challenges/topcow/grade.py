@@ -163,8 +163,8 @@ def read_edges(path: Path, case_id: str) -> tuple[tuple[int, ...], tuple[int, ..
 
 def edges_json(anterior: Sequence[int], posterior: Sequence[int]) -> str:
     """The submission / training-label JSON form of two edge vectors."""
-    return json.dumps({"anterior": dict(zip(ANTERIOR_EDGES, map(int, anterior))),
-                       "posterior": dict(zip(POSTERIOR_EDGES, map(int, posterior)))})
+    return json.dumps({"anterior": dict(zip(ANTERIOR_EDGES, map(int, anterior), strict=False)),
+                       "posterior": dict(zip(POSTERIOR_EDGES, map(int, posterior), strict=False))})
 
 
 class EdgeClassification(Grader):

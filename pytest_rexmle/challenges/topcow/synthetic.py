@@ -99,7 +99,7 @@ def paint_tube(labels: np.ndarray, start, end, radius: float, value: int) -> Non
     hi = np.minimum(np.ceil(np.maximum(a, b) + radius).astype(int) + 1, labels.shape)
     if np.any(hi <= lo):
         return
-    grid = np.stack(np.meshgrid(*(np.arange(l, h) for l, h in zip(lo, hi)), indexing="ij"), axis=-1)
+    grid = np.stack(np.meshgrid(*(np.arange(l, h) for l, h in zip(lo, hi, strict=True)), indexing="ij"), axis=-1)
     ab = b - a
     t = np.clip(((grid - a) @ ab) / max(float(ab @ ab), 1e-9), 0.0, 1.0)
     inside = np.sum((grid - (a + t[..., None] * ab)) ** 2, axis=-1) <= radius * radius
@@ -167,7 +167,7 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
     mod = modality(task)
     ids = [f"{mod.prefix}_{i:03d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
-    schedule = dict(zip(test, TEST_SCHEDULE * (len(test) // len(TEST_SCHEDULE) + 1)))
+    schedule = dict(zip(test, TEST_SCHEDULE * (len(test) // len(TEST_SCHEDULE) + 1), strict=False))
     answers = {}
     for case_id in ids:
         drawn = random_variant(rng)
