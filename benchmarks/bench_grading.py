@@ -96,7 +96,7 @@ def run_ours_surface(folder: str) -> dict:
     # (not timed) shows that the two differ only in that definition, not in surfaces or distances
     from pytest_rexmle.metrics.surface import contour_distances
     out["pooled"] = {}
-    for label, s in scores.items():
+    for label in scores:
         p, g = pred[box] == label, truth[box] == label
         if p.any() and g.any():
             out["pooled"][label] = float(np.percentile(np.hstack(contour_distances(p, g, SPACING)), 95))

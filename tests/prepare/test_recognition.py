@@ -101,7 +101,7 @@ def organisers_test_release(rng: np.random.Generator) -> tuple[bytes, dict[str, 
     for key, names in parts.items():
         scores = [round(float(rng.uniform(0, 4)), 2) for _ in names]
         truth[key] = {"fnames": names, "scores": scores}
-        for name, score in zip(names, scores, strict=True):
+        for name in names:
             pixels = rng.random((16, 12), np.float32)
             files[f"LDCTIQAC2023_test/{Path(key).stem}/{name}.tif"] = tiff_bytes(pixels)
             slices[name] = pixels
