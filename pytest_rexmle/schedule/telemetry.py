@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Sampler:
         self.started = self.ended = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module once NVML initialised (it ships no types)
         self._handles: list = []
 
     def __enter__(self) -> Sampler:
