@@ -111,6 +111,7 @@ class Executor:
         with self._cond:
             while not self._stopping and (self.queue or self.active):
                 now = time.monotonic()
+                starts: list[tuple[Pending, tuple[str, ...]]]
                 if self.slots.unlimited:
                     starts = [(p, ()) for p in self.queue]
                 else:
