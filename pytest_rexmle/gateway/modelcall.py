@@ -12,7 +12,7 @@ import json
 import re
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import provider_tools
 from .connection import HOP_BY_HOP
@@ -109,7 +109,7 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
 
     # --- the provider, then the answer's line ---------------------------------------------------------
     clock = time.perf_counter()
-    record = {"protocol": route.protocol, "route": label, "status": None, "stream": False, "response": None,
+    record: dict[str, Any] = {"protocol": route.protocol, "route": label, "status": None, "stream": False, "response": None,
               "truncated": request_truncated}
     sent = True
     try:
@@ -242,7 +242,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
             except OSError:  # the client went away: stop reading, keep what was metered
                 conn.close_connection = True
                 break
-            if reader is not None:
+            if reader is not None and events is not None:  # set together for a stream
                 for event, size in reader.feed(chunk):
                     usage.observe(event)
                     events.add(event, size)

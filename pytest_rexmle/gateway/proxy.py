@@ -13,7 +13,7 @@ import selectors
 import socket
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .connection import HOP_BY_HOP, BadRequest
 from .egress import Decision, resolve
@@ -136,7 +136,7 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                 continue
             idle_since = time.monotonic()
             for key, _ in ready:
-                src = key.fileobj
+                src = cast(socket.socket, key.fileobj)  # only the two sockets are registered
                 try:
                     data = src.recv(65536)
                 except BlockingIOError:

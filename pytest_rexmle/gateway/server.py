@@ -63,7 +63,8 @@ class Limits:
         for f in fields(cls):
             raw = env.get(f"REXMLE_GATEWAY_{f.name.upper()}")
             if raw:
-                values[f.name] = type(f.default)(raw)  # int for sizes, float for seconds
+                default: Any = f.default  # every limit has one
+                values[f.name] = type(default)(raw)  # int for sizes, float for seconds
         return cls(**values)
 
 
