@@ -109,8 +109,8 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
 
     # --- the provider, then the answer's line ---------------------------------------------------------
     clock = time.perf_counter()
-    record: dict[str, Any] = {"protocol": route.protocol, "route": label, "status": None, "stream": False, "response": None,
-              "truncated": request_truncated}
+    record: dict[str, Any] = {"protocol": route.protocol, "route": label, "status": None, "stream": False,
+                              "response": None, "truncated": request_truncated}
     sent = True
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)
