@@ -97,7 +97,7 @@ def report(name: str, result: dict, bound: float) -> bool:
     slot_times = [r["seconds"] for r in c["runs"]]
     ideal_slots = list_schedule([(s, 1) for s in slot_times], len(GPUS))
     ideal_agent = list_schedule([(a, 1) for a in result["agent"]], len(GPUS))
-    overhead = sum(s - a for s, a in zip(slot_times, result["agent"])) / len(slot_times)
+    overhead = sum(s - a for s, a in zip(slot_times, result["agent"], strict=False)) / len(slot_times)
     ratio = c["makespan_s"] / ideal_slots
     per_start = c["idle_while_waiting_s"] / max(1, c["n_runs"] - len(GPUS))
     print(f"{name}: {result['tail']} (session wall {result['wall']:.1f} s)")

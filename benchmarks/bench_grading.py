@@ -56,7 +56,7 @@ def build_case(shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
     small = cow_phantom(Variant(third_a2=False), (0, 0, 0), 1.0)
     big = small.repeat(factor[0], 0).repeat(factor[1], 1).repeat(factor[2], 2)
     truth = np.zeros(shape, np.uint8)
-    off = [(s - b) // 2 for s, b in zip(shape, big.shape)]
+    off = [(s - b) // 2 for s, b in zip(shape, big.shape, strict=False)]
     truth[off[0]:off[0] + big.shape[0], off[1]:off[1] + big.shape[1], off[2]:off[2] + big.shape[2]] = big
     pred = truth.copy()
     pred[pred == 5] = 0
@@ -65,7 +65,7 @@ def build_case(shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
     pred[pred == 7] = 0
     pred[np.roll(truth == 7, 1, axis=0) & (pred == 0)] = 7                                  # L-MCA shifted 1 voxel in z
     pred[pred == 10] = 0                                                                    # Acom missed
-    c = [o + b // 2 for o, b in zip(off, big.shape)]
+    c = [o + b // 2 for o, b in zip(off, big.shape, strict=False)]
     pred[c[0] + 12:c[0] + 16, c[1] - 40:c[1] - 36, c[2] - 3:c[2] + 3] = 15                   # spurious 3rd-A2
     return truth, pred
 
@@ -96,7 +96,7 @@ def run_ours_surface(folder: str) -> dict:
     # (not timed) shows that the two differ only in that definition, not in surfaces or distances
     from pytest_rexmle.metrics.surface import contour_distances
     out["pooled"] = {}
-    for label, s in scores.items():
+    for label in scores:
         p, g = pred[box] == label, truth[box] == label
         if p.any() and g.any():
             out["pooled"][label] = float(np.percentile(np.hstack(contour_distances(p, g, SPACING)), 95))
@@ -126,8 +126,8 @@ def run_medpy_surface(folder: str, connectivity: int) -> dict:
 
 def run_ours_case(folder: str) -> dict:
     from pytest_rexmle.challenges.topcow.cow_volumes import load_pair, score_cow_case
-    from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
     from pytest_rexmle.medimage.geometry import read_image
+    from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
 
     tracemalloc.start()
     best = None

@@ -18,8 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.hostile.helpers import (baseline_rss_mb, deep_folder, gzip_bomb, nifti_header,  # noqa: E402
-                                   peak_rss_of, remove_tree, sparse_file)
+from tests.hostile.helpers import baseline_rss_mb, gzip_bomb, nifti_header, peak_rss_of, remove_tree, sparse_file  # noqa: E402
 from tests.hostile.test_judge import hostile_layout  # noqa: E402
 
 

@@ -106,9 +106,9 @@ def main() -> int:
     prepared = [ts(r["started"]) for r in runs]
     submitted = [ts(r["slurm"]["submitted"]) for r in runs]
     rate = len(runs) / max(1e-9, max(submitted) - min(prepared))
-    submit_latency = [s - p for s, p in zip(submitted, prepared)]
+    submit_latency = [s - p for s, p in zip(submitted, prepared, strict=True)]
     job_time, node_startup, notice, queue = [], [], [], []
-    for r, sub in zip(runs, submitted):
+    for r, sub in zip(runs, submitted, strict=True):
         job = times.get(r["slurm"]["job_id"])
         if job is None or "finished" not in r:
             continue

@@ -16,7 +16,6 @@ harness's own uid pays so that its agent's chmod/utime/chown never reach the cac
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time

@@ -12,8 +12,8 @@ degraded prediction) under a folder and returns the two file paths the decode fl
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

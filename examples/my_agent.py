@@ -3,7 +3,12 @@
 Run it with your own stack: pytest --agent=command --agent-option cmd="python my_agent.py"
   --agent-option dir=examples --agent-option env=$VIRTUAL_ENV -k ldct-iqa   (needs numpy and tifffile)
 """
-import csv, json, os, pathlib, urllib.request
+import csv
+import json
+import os
+import pathlib
+import urllib.request
+
 import numpy as np
 import tifffile
 

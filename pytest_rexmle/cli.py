@@ -151,7 +151,7 @@ def cmd_grade(args) -> int:
     elif result.status != "ok":
         print(f"{result.status}: {result.reason}")
     else:
-        for key, value in result.metrics.items():
+        for key, value in (result.metrics or {}).items():  # an ok result always has its metrics
             pos = (result.positions or {}).get(key)
             print(f"{key}: {value}" + (f" (position {pos})" if pos else ""))
         print(f"percentile: {pct(result.percentile)}")

@@ -102,9 +102,9 @@ def compute_record(meta: dict[str, Any]) -> dict[str, Any]:
     """``run.json``'s ``compute`` from the rest of a finished run's record (read on the machine that ran it)."""
     gpus = list(meta.get("gpus") or [])
     wall = meta.get("duration")
-    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
-    telemetry = meta.get("gpu_telemetry") if isinstance(meta.get("gpu_telemetry"), dict) else {}
-    limits = meta.get("limits") if isinstance(meta.get("limits"), dict) else {}
+    usage = meta["usage"] if isinstance(meta.get("usage"), dict) else {}
+    telemetry = meta["gpu_telemetry"] if isinstance(meta.get("gpu_telemetry"), dict) else {}
+    limits = meta["limits"] if isinstance(meta.get("limits"), dict) else {}
     cores = limits.get("cpus") or cpu_cores()
     record: dict[str, Any] = {
         **gpu_facts(gpus),

@@ -61,7 +61,7 @@ def number(value: Any) -> Any:
     return float(value) if value in ("inf", "-inf", "nan") else value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter(kind: type) -> TypeAdapter:
     return TypeAdapter(kind)
 

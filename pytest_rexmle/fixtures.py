@@ -34,8 +34,8 @@ from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .run import RunFolder, crash_reason, killed_reason, timeout_reason
-from .seal import seal_result
 from .runtime.base import RunOutcome
+from .seal import seal_result
 from .task import Task, registry
 
 __all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_agents",
@@ -94,7 +94,7 @@ def rexmle_data(rexmle_task, rexmle_settings):
 
     try:
         return task_data(rexmle_settings, rexmle_task)
-    except DataNotPreparedError as exc:
+    except DataNotPreparedError:
         if not rexmle_settings.prepare:  # the session's note (data/missing.py) says the rest, once
             from .data.missing import skip_reason
 

@@ -18,7 +18,7 @@ def detect_gpus() -> list[str]:
             out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
         except (OSError, subprocess.SubprocessError):
             return []
-        return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+        return [str(i) for i, line in enumerate(row for row in out.splitlines() if row.startswith("GPU "))]
     return []
 
 

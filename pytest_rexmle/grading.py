@@ -17,7 +17,6 @@ from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
 from .submission import SUBMISSION_CSV
 from .task import Task
 
-
 MAX_REASON_CHARS = 2000
 
 
@@ -55,5 +54,6 @@ def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> ChallengeRe
     if outcome.status != OK:
         return ChallengeResult.failed(task, outcome.status, outcome.reason or outcome.status, board.n,
                                       traceback=outcome.traceback, **extra)
+    assert outcome.metrics is not None  # an OK outcome always carries its metrics
     return ChallengeResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board),
                                   warnings=list(outcome.warnings), **extra)

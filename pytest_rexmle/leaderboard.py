@@ -32,7 +32,7 @@ class Leaderboard:
         return len(self.teams)
 
     @classmethod
-    def read(cls, path: Path) -> "Leaderboard":
+    def read(cls, path: Path) -> Leaderboard:
         with path.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         metrics = metric_columns(path)

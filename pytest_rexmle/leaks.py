@@ -47,8 +47,8 @@ from pathlib import Path
 
 from .documents import json_numbers
 from .hostile import RefusedFile, read_json
-from .leaderboard import Leaderboard
 from .jsonfile import write_json_atomic
+from .leaderboard import Leaderboard
 from .result import OK, ChallengeResult
 from .task import Task
 
@@ -67,8 +67,8 @@ def perfect_metrics(task: Task, answers_dir: Path, cache_dir: Path, answers_id: 
 
     The answers are converted and graded in a temporary folder of the cache, which no sandbox mounts.
     """
-    from .grading import grade_submission
     from .graders.base import load_grader
+    from .grading import grade_submission
 
     key = f"{task.id}-v{task.version}-{answers_id or 'unnamed'}"
     cached = Path(cache_dir) / REFERENCE_DIR / f"{key}.json"

@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,8 +22,11 @@ from .fixtures import *  # noqa: F401,F403  (fixtures must live in the plugin's 
 from .settings import add_options, read_settings
 from .task import MODALITIES, TASK_TYPES, registry
 
+if TYPE_CHECKING:
+    from .settings import Settings
+
 BENCHMARK_MODULE = Path(__file__).with_name("benchmark.py")
-SETTINGS_KEY = pytest.StashKey["Settings"]()
+SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,7 +58,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
         from .report.session import SessionReporter
-
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")

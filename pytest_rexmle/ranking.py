@@ -7,9 +7,9 @@ Nothing is rounded here: rounding is a display concern.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import mean
-from typing import Iterable, Mapping
 
 from .errors import RankingError
 from .leaderboard import Leaderboard

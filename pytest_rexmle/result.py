@@ -48,12 +48,12 @@ class ChallengeResult:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def failed(cls, task, status: str, reason: str, n_humans: int, **kw: Any) -> "ChallengeResult":
+    def failed(cls, task, status: str, reason: str, n_humans: int, **kw: Any) -> ChallengeResult:
         return cls(task.id, task.reference_id, status, reason, None, [m.key for m in task.ranking_metrics],
                    None, None, n_humans, 0.0, **kw)
 
     @classmethod
-    def graded(cls, task, metrics: dict[str, float], ranking: Ranking, **kw: Any) -> "ChallengeResult":
+    def graded(cls, task, metrics: dict[str, float], ranking: Ranking, **kw: Any) -> ChallengeResult:
         return cls(task.id, task.reference_id, OK, None, dict(metrics), [m.key for m in task.ranking_metrics],
                    dict(ranking.positions), ranking.mean_position, ranking.n_humans, ranking.percentile,
                    medal=ranking.medal, above_median=ranking.above_median, **kw)
@@ -62,7 +62,7 @@ class ChallengeResult:
         return json_numbers(asdict(self))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], where: str = "result") -> "ChallengeResult":
+    def from_json(cls, data: dict[str, Any], where: str = "result") -> ChallengeResult:
         """Unknown keys (from a newer harness) are ignored; "inf"/"nan" strings are numbers again."""
         return parse(cls, data, where)
 
@@ -70,5 +70,5 @@ class ChallengeResult:
         write_json_atomic(path, self.to_json())
 
     @classmethod
-    def read(cls, path: Path) -> "ChallengeResult":
+    def read(cls, path: Path) -> ChallengeResult:
         return read(cls, path)

@@ -13,7 +13,7 @@ import os
 import shutil
 import warnings
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,9 @@ from .instructions import render_instructions
 from .paths import Entry
 from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
-from .runtime.base import RunHandle, Runtime, RunOutcome, RunSpec
+from .runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
 from .seal import SealError, verify_result
 from .task import Task
-
 
 #: run.json / result.json are a few kB; larger ones are not parsed
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -62,7 +61,7 @@ class RunRecord(Document):
     duration: float | None = None
 
     @classmethod
-    def read(cls, path: Path) -> "RunRecord":
+    def read(cls, path: Path) -> RunRecord:
         """Bounded read (the run folder is the agent's too); a bad file names the file and the field."""
         return parse(cls, json.loads(read_bytes(path, MAX_RECORD_BYTES)), path)
 
@@ -82,10 +81,10 @@ class RunFolder:
     result_path = Entry("result.json")
 
     @classmethod
-    def create(cls, runs_dir: Path, task: Task, agent: Agent) -> "RunFolder":
+    def create(cls, runs_dir: Path, task: Task, agent: Agent) -> RunFolder:
         parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
         parent.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         for attempt in range(1000):
             root = parent / (f"{stamp}-{os.getpid()}" + (f"-{attempt}" if attempt else ""))
             try:
@@ -182,7 +181,7 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
                    software_path=agent.software()[1])
     meta = {"task": task.id, "agent": agent.name, "agent_options": agent.public_options(), "runtime": runtime.name,
             "data": data.kind, "time_limit": time_limit, "gpus": list(gpus), "key": key,
-            "started": datetime.now(timezone.utc).isoformat(), "owner": owner_record()}
+            "started": datetime.now(UTC).isoformat(), "owner": owner_record()}
     if runtime_reason:
         meta["runtime_reason"] = runtime_reason
     write_run_record(folder.root / RUN_JSON, meta)
@@ -214,7 +213,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
         agent.finish(ctx)
     except (OSError, RecursionError, shutil.Error) as exc:  # the agent's files broke the collection
         meta["finish_error"] = clean_text(f"{type(exc).__name__}: {exc}", limit=500)
-    meta.update(finished=datetime.now(timezone.utc).isoformat(), exit_code=outcome.exit_code,
+    meta.update(finished=datetime.now(UTC).isoformat(), exit_code=outcome.exit_code,
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
     if monitor is not None:
         meta["gpu_telemetry"] = monitor.summary()
@@ -247,7 +246,7 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
             continue
         ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public,
                            time_limit)
-        meta["reattached"] = datetime.now(timezone.utc).isoformat()
+        meta["reattached"] = datetime.now(UTC).isoformat()
         meta["owner"] = owner_record()
         meta.pop("interrupted", None)  # this session owns the run now, and it is running again
         meta.pop("interrupted_by", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .runtime.liveness import pid_alive, process_start
@@ -54,10 +54,10 @@ def last_activity(run_dir: Path) -> datetime:
             newest = max(newest, path.stat().st_mtime)
         except OSError:
             continue
-    return datetime.fromtimestamp(newest, timezone.utc)
+    return datetime.fromtimestamp(newest, UTC)
 
 
 def interrupted_meta(meta: dict, cause: BaseException) -> dict:
     """``meta`` marked as interrupted now, by ``cause`` (KeyboardInterrupt for Ctrl-C, SystemExit for a
     SIGTERM turned into an exit, ...)."""
-    return {**meta, "interrupted": datetime.now(timezone.utc).isoformat(), "interrupted_by": type(cause).__name__}
+    return {**meta, "interrupted": datetime.now(UTC).isoformat(), "interrupted_by": type(cause).__name__}

@@ -13,7 +13,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from .paths import default_data_dir
 
@@ -27,7 +27,9 @@ ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 
 # (option, ini name, help, kind, default); kind in {"str", "float", "int", "bool", "list", "names"}
 # or the tuple of a string option's choices. The ini name less ``rexmle_`` is the Settings field.
-OPTIONS = [
+#: a string option's choices, or a kind's name
+Kind = str | tuple[str, ...]
+OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
      "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
      "names", None),
@@ -105,14 +107,15 @@ OPTIONS = [
 
 #: each kind's command-line action and ini type ("names": repeatable on the command line,
 #: whitespace-separated in the ini file); any other kind is one string, from ``choices`` if a tuple
-KINDS = {"bool": ("store_true", "bool"), "list": ("append", "linelist"), "names": ("append", "args")}
+KINDS: dict[Kind, tuple[str, Literal["bool", "linelist", "args", "string"]]] = {
+    "bool": ("store_true", "bool"), "list": ("append", "linelist"), "names": ("append", "args")}
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("rexmle", f"ReX-MLE medical-imaging agent benchmark (precedence: {PRECEDENCE})")
     for flag, ini, help_text, kind, default in OPTIONS:
         action, ini_type = KINDS.get(kind, ("store", "string"))
-        extra = {"metavar": "KEY=VALUE"} if kind == "list" else {}
+        extra: dict[str, Any] = {"metavar": "KEY=VALUE"} if kind == "list" else {}
         if action == "store":
             extra["choices"] = kind if isinstance(kind, tuple) else None
             default = None if default is None else str(default)
@@ -120,7 +123,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(ini, help_text, type=ini_type, default=default)
 
 
-def _value(config: pytest.Config, ini: str, kind: str | tuple[str, ...], default, environ=os.environ):
+def _value(config: pytest.Config, ini: str, kind: Kind, default, environ=os.environ):
     """One option's value by :data:`PRECEDENCE` (task.yaml's part is applied per task: Task.limits)."""
     value = config.getoption(ini)
     if value is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .runowner import GONE, last_activity, owner_state
@@ -35,7 +35,7 @@ def _hms(seconds: float) -> str:
 
 def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
     """One row per run folder, newest first within each task."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     rows = []
     unfinished: dict[str, list[dict]] = {}
     pending: list[tuple[dict, dict]] = []  # each unfinished run's row and run.json

@@ -12,9 +12,9 @@ import math
 import os
 import posixpath
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable
 
 from .errors import InvalidSubmission
 from .hostile import kind_of, read_bytes, show, walk_files

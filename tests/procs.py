@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .conftest import require_service
@@ -34,7 +34,7 @@ def processes_matching(marker: str) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _unshare_works(flags: tuple[str, ...]) -> str | None:
     """None when ``unshare FLAGS true`` works here, else why not."""
     if shutil.which("unshare") is None:

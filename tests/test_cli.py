@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,7 @@ def ldct_runs(rexmle, ldct, tmp_path_factory):
         "validate_missing": ("validate", "--task", "ldct-iqa", "--data", public, "--submission", str(missing)),
     }
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = dict(zip(calls, pool.map(lambda name: rexmle(*calls[name]), calls)))
+        results = dict(zip(calls, pool.map(lambda name: rexmle(*calls[name]), calls), strict=True))
     results["dropped"] = dropped
     results["n_test"] = len((ldct / "private" / "answers.csv").read_text().splitlines()) - 1
     return results
@@ -269,11 +270,11 @@ def test_validate_needs_task_and_data(rexmle, tmp_path):
 def test_status_shows_running_and_finished_runs(tmp_path, rexmle):
     """A run with run.json only is running (elapsed from its start); one with result.json shows its status."""
     import json as _json
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from pytest_rexmle.status import collect
 
-    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     running = tmp_path / "isles22" / "sample-abc" / "20260101T110000-1"
     running.mkdir(parents=True)
     (running / "run.json").write_text(_json.dumps({"task": "isles22", "agent": "sample", "time_limit": 86400,

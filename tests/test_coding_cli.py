@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.agents import get_agent
+from pytest_rexmle.agents.image_build import RECIPES
 from pytest_rexmle.agents.usage import compare_usage, mismatch_line, reported_usage
 from pytest_rexmle.errors import RexmleError
-from pytest_rexmle.agents.image_build import RECIPES
 
 from .agent_images import IMAGES, KEY, common_module, start_module
 from .agent_images import agent_context as ctx

@@ -14,8 +14,8 @@ import pytest
 
 from pytest_rexmle import leaks
 from pytest_rexmle.data.synthetic import ensure_synthetic
-from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.task import registry
 

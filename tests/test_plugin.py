@@ -63,7 +63,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     cases = ET.parse(bench.path / "out.xml").getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
     assert sorted(props) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]", "test_challenge[topcow-cta-det]"]
-    for name, p in props.items():
+    for p in props.values():
         assert p["status"] == "ok"
         assert 0.0 <= float(p["percentile"]) <= 1.0
         assert "mean_position" in p

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from pytest_rexmle.grading import GradeOutcome, grade_submission, result_from_grade
-from pytest_rexmle.ranking import rank
 from pytest_rexmle.jsonfile import write_json_atomic
+from pytest_rexmle.ranking import rank
 from pytest_rexmle.result import STATUSES, ChallengeResult
 from pytest_rexmle.task import registry
 

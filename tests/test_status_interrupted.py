@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -68,7 +68,7 @@ def test_stopped_session_shows_interrupted_with_when(tmp_path, shared_cache, sig
     session = _start_session(tmp_path, shared_cache, marker)
     try:
         run = _wait_for_run(tmp_path, session)
-        stopped = datetime.now(timezone.utc)
+        stopped = datetime.now(UTC)
         session.send_signal(sig)  # the harness process only, as kill(1) does; Ctrl-C's KeyboardInterrupt
         session.wait(timeout=120)
     finally:
@@ -84,7 +84,7 @@ def test_stopped_session_shows_interrupted_with_when(tmp_path, shared_cache, sig
     assert row["state"] == "interrupted", row
     assert cause in row["interrupted_by"]
     when = datetime.fromisoformat(row["interrupted"])
-    assert stopped - timedelta(seconds=30) <= when <= datetime.now(timezone.utc)
+    assert stopped - timedelta(seconds=30) <= when <= datetime.now(UTC)
     first = row["elapsed"]
     assert 0 <= first < 200
     time.sleep(1.5)
@@ -103,7 +103,7 @@ def test_a_live_owner_is_still_running(tmp_path):
     """The same run.json with this (live) process as owner reads as running, elapsed from its start."""
     run = tmp_path / "isles22" / "sample-abc" / "20260101T110000-1"
     run.mkdir(parents=True)
-    started = datetime.now(timezone.utc) - timedelta(minutes=5)
+    started = datetime.now(UTC) - timedelta(minutes=5)
     meta = {"task": "isles22", "agent": "sample", "time_limit": 600, "started": started.isoformat(),
             "owner": owner_record()}
     (run / "run.json").write_text(json.dumps(meta))

@@ -10,6 +10,11 @@ The names are resolved on first use (PEP 562), so importing one agent does not i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import Agent
+
 #: the two agents without an image; every image agent is found by its folder (below)
 BUILTIN_AGENTS = {
     "sample": "pytest_rexmle.agents.sample:SampleAgent",
@@ -40,7 +45,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_agent(name: str, options: dict[str, str] | None = None) -> "Agent":
+def get_agent(name: str, options: dict[str, str] | None = None) -> Agent:
     return __getattr__("AGENTS").load(name)(name=name, options=dict(options or {}))
 
 

@@ -91,5 +91,5 @@ class Agent(ABC):
         """The agent's own host software (read-only roots, PATH entries) the sandbox shows; none by default."""
         return (), ()
 
-    def finish(self, ctx: AgentContext) -> None:
+    def finish(self, ctx: AgentContext) -> None:  # noqa: B027 (an optional hook: most agents leave nothing behind)
         """Host-side work after the run (e.g. copy the best submission out of the agent's own folders)."""

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .container import PASS_THROUGH, START, ContainerAgent
 from .base import AgentContext
+from .container import PASS_THROUGH, START, ContainerAgent
 
 
 class CodingCLIAgent(ContainerAgent):

@@ -36,9 +36,9 @@ import shutil
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import RexmleError
 
@@ -119,7 +119,7 @@ def from_image(recipe: Recipe, buildargs: dict[str, str] | None = None) -> str:
         elif len(words) >= 2 and words[0].upper() == "FROM":
             image = words[1]
             for key, value in args.items():
-                image = image.replace("${%s}" % key, value).replace("$" + key, value)
+                image = image.replace("${" + key + "}", value).replace("$" + key, value)
             return image
     raise RexmleError(f"{recipe.dockerfile}: no FROM line")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import RexmleError
 from .image_build import RECIPES, Recipe, build_image, default_ca_bundle, from_image, local_image

@@ -33,9 +33,10 @@ at most ``MAX_DEPTH``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..hostile import RefusedFile, clean_text, read_head_tail
 from .clock import Clock, check

@@ -71,7 +71,8 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
     sets (None if any branch has none). Of several candidates the one with the longest shortest literal
     is kept. Used only as a necessary condition, so it never changes a result, only the speed.
     """
-    from re import _constants as C, _parser as P  # the stdlib's own parser
+    from re import _constants as C  # the stdlib's own parser
+    from re import _parser as P
 
     def seq(items) -> set[str] | None:
         run: list[str] = []
@@ -472,7 +473,7 @@ def judge_rule(rule: Rule, lines: Lines) -> tuple[int, str]:
     if not all(hits):
         return 0, ""
     parts = []
-    for grp, found in zip(rule.groups, hits):
+    for grp, found in zip(rule.groups, hits, strict=True):
         label = f"{grp.what}: " if len(rule.groups) > 1 and grp.what else ""
         parts.append(label + " | ".join(h.text for h in found))
     return 1, " || ".join(parts)
@@ -505,7 +506,7 @@ class RulesJudge(Judge):
         for stage in JUDGED_STAGES:
             groups = STAGE_RULES[stage]
             hits = scan(lines, groups)
-            found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits) if h]
+            found = [f"{g.what}: {h[0].text}" for g, h in zip(groups, hits, strict=True) if h]
             out[stage] = {"score": sum(1 for h in hits if h) / len(groups), "evidence": " || ".join(found)}
         return out
 

@@ -42,8 +42,9 @@ Session document (``rexmle-capability.json``, schema ``rexmle-capability/1``)::
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
-from typing import Annotated, Any, Iterable, Literal
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
@@ -157,7 +158,7 @@ def session_document(run_docs: Iterable[dict], stage_docs: Iterable[dict] = (), 
     agents = sorted({d.get("agent") or "" for d in docs})
     if judge is None and docs:
         judge = docs[0].get("judge")
-    return {"schema": SESSION_SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "judge": judge,
+    return {"schema": SESSION_SCHEMA, "created": datetime.now(UTC).isoformat(), "judge": judge,
             "agents": [aggregate([d for d in docs if (d.get("agent") or "") == a], a or None) for a in agents],
             "stages": list(stage_docs)}
 
@@ -232,9 +233,9 @@ class CapabilityRun(Strict):
     flags: list[str]
 
     @model_validator(mode="after")
-    def _run_score_is_the_best_section(self) -> "CapabilityRun":
+    def _run_score_is_the_best_section(self) -> CapabilityRun:
         labels = {sec.label for sec in self.sections}
-        for row, res in zip(self.strategies, self.results):
+        for row, res in zip(self.strategies, self.results, strict=False):
             if row.score != res.score:
                 raise ValueError(f"strategy {row.id} differs between 'strategies' and 'results'")
             if (row.section is None) != (row.score == 0) or (row.section is not None and row.section not in labels):
@@ -266,7 +267,7 @@ class AgentCapability(Strict):
     strategies: list[AgentStrategy]
 
     @model_validator(mode="after")
-    def _counts_agree(self) -> "AgentCapability":
+    def _counts_agree(self) -> AgentCapability:
         n = self.n_runs
         if len(self.runs) != n:
             raise ValueError("'runs' must have n_runs rows")

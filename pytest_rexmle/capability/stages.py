@@ -89,7 +89,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
             judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
     except JudgeTimedOut as exc:  # S4/S5 are measured all the same; the judged stages say why they are 0
         judged = {sid: {"score": 0.0, "evidence": str(exc)} for sid in JUDGED_STAGES}
-    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir)))
+    measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir), strict=True))
     method = judge.describe()["name"]
     rows = []
     for sid in WEIGHTS:
@@ -260,7 +260,7 @@ class Stage(Strict):
     evidence: str
 
     @model_validator(mode="after")
-    def _named_and_weighted(self) -> "Stage":
+    def _named_and_weighted(self) -> Stage:
         if self.weight != WEIGHTS[self.id] or self.name != NAMES[self.id]:
             raise ValueError(f"{self.id} has the wrong name or weight")
         return self
@@ -277,7 +277,7 @@ class StageScores(Strict):
     usage: StageUsage
 
     @model_validator(mode="after")
-    def _weighted_total(self) -> "StageScores":
+    def _weighted_total(self) -> StageScores:
         if [r.id for r in self.stages] != list(WEIGHTS):
             raise ValueError("'stages' must list S1..S5 in order")
         if not math.isclose(self.total, sum(r.weight * r.score for r in self.stages), abs_tol=1e-9):

@@ -39,9 +39,9 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..hostile import RefusedFile, clean_text, read_head_tail
 from .clock import Clock, check

@@ -47,7 +47,7 @@ class DataManifest(Document):
     file_sizes: dict[str, int] = {}
 
     @classmethod
-    def read(cls, root: Path) -> "DataManifest | None":
+    def read(cls, root: Path) -> DataManifest | None:
         """The manifest of the data folder ``root``; None when it is missing or not a manifest (the folder is
         then prepared or generated again)."""
         try:

@@ -55,7 +55,7 @@ class Budget:
     requests: int | None = None
 
     @classmethod
-    def parse(cls, text: str | None) -> "Budget | None":
+    def parse(cls, text: str | None) -> Budget | None:
         """``"usd=5,tokens=2e6,requests=500"`` → Budget; empty or ``none`` → None."""
         if text is None or not str(text).strip() or str(text).strip().lower() == "none":
             return None
@@ -139,7 +139,7 @@ class Reservation:
 
     @classmethod
     def of(cls, protocol: str, model: str | None, doc: Any, body_bytes: int, *, billed: bool,
-           generates: bool = True, priced: bool = True) -> "Reservation":
+           generates: bool = True, priced: bool = True) -> Reservation:
         """The reservation of a request (``generates``: False for embeddings, which return no tokens;
         ``priced``: look its price up, needed under a ``usd`` bound only)."""
         if not billed:

@@ -11,6 +11,7 @@ import io
 import re
 import socket
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ class _DeadlineReader(socket.SocketIO):
 
     def __init__(self, sock: socket.socket, per_read: float) -> None:
         super().__init__(sock, "rb")
+        self._socket = sock  # SocketIO keeps it as _sock, which typeshed does not declare
         self.per_read = per_read
         self.deadline: float | None = None
 
@@ -45,7 +47,7 @@ class _DeadlineReader(socket.SocketIO):
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("the client took too long to send its request")
-            self._sock.settimeout(min(self.per_read, left))
+            self._socket.settimeout(min(self.per_read, left))
         return super().readinto(buffer)
 
 
@@ -58,20 +60,22 @@ class Connection(BaseHTTPRequestHandler):
     server_version = "rexmle-gateway"
     sys_version = ""
 
-    def __init__(self, sock: socket.socket, address, run: "GatewayRun", token_required: bool) -> None:
+    def __init__(self, sock: socket.socket, address, run: GatewayRun, token_required: bool) -> None:
         self.run, self.token_required = run, token_required
-        self.timeout = run.gateway.limits.client_timeout
+        # typeshed declares timeout a ClassVar; StreamRequestHandler reads it per instance
+        self.timeout = run.gateway.limits.client_timeout  # type: ignore[misc]
         self.headers_sent = False
         self._chunked = False
         self._held = 0  # bytes of request body this connection holds against the run's memory cap
-        super().__init__(sock, address, None)
+        # no socketserver server: the gateway's own accept loop serves each connection
+        super().__init__(sock, address, None)  # type: ignore[arg-type]
 
     def setup(self) -> None:
         super().setup()
         if self.connection.family in (socket.AF_INET, socket.AF_INET6):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.rfile.close()  # the plain reader made by StreamRequestHandler: replaced by a bounded one
-        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self._reader = _DeadlineReader(self.connection, self.run.gateway.limits.client_timeout)
         self.rfile = io.BufferedReader(self._reader, 64 * 1024)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the run's record replaces stderr logging
@@ -82,7 +86,7 @@ class Connection(BaseHTTPRequestHandler):
 
         self.headers_sent = False
         self._chunked = False
-        self.command, self.request_version = None, "HTTP/1.1"
+        self.command, self.request_version = None, "HTTP/1.1"  # type: ignore[assignment]  # as the stdlib resets it
         self._reader.deadline = time.monotonic() + self.run.gateway.limits.request_timeout
         try:
             if not self.read_head():
@@ -217,7 +221,7 @@ class Connection(BaseHTTPRequestHandler):
         self.respond(code, error_body(OPENAI, code, message or "bad request"), close=True)
 
     def respond(self, status: int, body: bytes, content_type: str = "application/json",
-                headers: list[tuple[str, str]] = (), close: bool = False) -> None:
+                headers: Sequence[tuple[str, str]] = (), close: bool = False) -> None:
         """A whole response with its length."""
         extra = list(headers) + ([("Connection", "close")] if close else [])
         self.begin(status, None, [("Content-Type", content_type), *extra], len(body))

@@ -110,7 +110,7 @@ class Rule:
     addresses: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, text: str, explicit: bool) -> "Rule":
+    def parse(cls, text: str, explicit: bool) -> Rule:
         text = text.strip()
         if "://" in text:
             parts = urlsplit(text)
@@ -249,7 +249,7 @@ def resolve(host: str, port: int, decision: Decision) -> list[tuple]:
         pass
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=flags)
     for info in infos:
-        address = str(ipaddress.ip_address(info[4][0].split("%", 1)[0]))
+        address = str(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
         if internal_address(address) and address not in decision.addresses:
             hint = (f"; to reach it, allow the address itself (--rexmle-egress-allow {_entry(address, port)})"
                     if decision.explicit else "")
@@ -343,7 +343,7 @@ class EgressLog:
             other = self._others[allowed] = _Entry(OTHER_HOSTS, None, allowed, reason, first=now, hosts=set())
         other.count += 1
         other.last = now
-        if len(other.hosts) < self.MAX_COUNTED:
+        if other.hosts is not None and len(other.hosts) < self.MAX_COUNTED:  # always a set here (made above)
             other.hosts.add(hash(key[:2]))
         label = f"{key[0]}:{key[1]}"
         if label in other.sample:

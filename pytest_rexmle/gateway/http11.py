@@ -9,9 +9,13 @@ well-formed line or the request is a 400; sizes are bounded before anything is k
 from __future__ import annotations
 
 import http.client
+import io
 import re
 from dataclasses import dataclass
 from typing import BinaryIO
+
+#: what the parser reads from: the connection's buffered reader, or any binary file
+Reader = BinaryIO | io.BufferedIOBase
 
 #: ``method SP request-target SP HTTP-version CRLF``: a token, visible ASCII, a version of two digits
 _REQUEST_LINE = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) HTTP/([0-9])\.([0-9])\r\n")
@@ -39,7 +43,7 @@ class Head:
     headers: http.client.HTTPMessage
 
 
-def read_request_line(rfile: BinaryIO, limit: int) -> Head | None:
+def read_request_line(rfile: Reader, limit: int) -> Head | None:
     """The request line, or None when the client closed (or sent a blank line) before one."""
     line = rfile.readline(limit + 1)
     if not line or line in (b"\r\n", b"\n"):
@@ -65,7 +69,7 @@ def _why_not_request_line(line: bytes) -> str:
     return f"malformed request line {line[:100]!r}"
 
 
-def read_fields(rfile: BinaryIO, head: Head, budget: int, max_fields: int) -> int:
+def read_fields(rfile: Reader, head: Head, budget: int, max_fields: int) -> int:
     """Header fields up to the blank line into ``head.headers``; ``budget`` bytes at most, all counted.
     Returns the bytes read."""
     used = 0
@@ -104,7 +108,7 @@ def _field(line: bytes) -> tuple[str, str]:
     return name.decode("ascii"), value.decode("latin-1")
 
 
-def skip_trailers(rfile: BinaryIO, budget: int, max_fields: int) -> None:
+def skip_trailers(rfile: Reader, budget: int, max_fields: int) -> None:
     """The trailer fields after a chunked body, by the same rules as the head; none is kept."""
     read_fields(rfile, Head("", "", "HTTP/1.1", http.client.HTTPMessage()), budget, max_fields)
 

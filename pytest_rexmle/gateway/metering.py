@@ -133,7 +133,7 @@ class _Totals:
             self.unknown.append(why)
 
     def to_json(self) -> dict:
-        doc = {"requests": self.requests, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+        doc: dict[str, Any] = {"requests": self.requests, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                "cached_tokens": self.cached_tokens, "model_seconds": round(self.model_seconds, 6),
                "cost_usd": None if self.unknown else round(self.cost_usd, 8)}
         if self.without_usage:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import socket
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import provider_tools
 from .connection import HOP_BY_HOP
@@ -64,7 +63,7 @@ def upstream_headers(headers, protocol: str, key: str | None,
     return out
 
 
-def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> None:
+def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None:
     """One model call: refusals first (each recorded as refused), then the request's record line, and only
     then the provider; the answer's line follows once it has ended."""
     gateway = run.gateway
@@ -110,8 +109,8 @@ def forward(conn: "Connection", run: "GatewayRun", route: Route, query: str) -> 
 
     # --- the provider, then the answer's line ---------------------------------------------------------
     clock = time.perf_counter()
-    record = {"protocol": route.protocol, "route": label, "status": None, "stream": False, "response": None,
-              "truncated": request_truncated}
+    record: dict[str, Any] = {"protocol": route.protocol, "route": label, "status": None, "stream": False,
+                              "response": None, "truncated": request_truncated}
     sent = True
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)
@@ -161,7 +160,7 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
         try:
             up, reused = pool.get(limits.connect_timeout) if attempt == 0 else (
                 upstream.connect(limits.connect_timeout), False)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise _UpstreamFailure(504, f"rexmle gateway: {where} did not accept a connection within "
                                         f"{limits.connect_timeout:g} s", sent=False) from None
         except OSError as exc:
@@ -176,7 +175,7 @@ def _exchange(conn, run, route: Route, upstream, query: str, body: bytes, usage:
             if reused:  # an idle connection the provider had closed meanwhile: once more on a fresh one
                 continue
             raise _UpstreamFailure(502, f"rexmle gateway: {where} closed the connection") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             up.close()
             raise _UpstreamFailure(504, f"rexmle gateway: {where} did not answer within "
                                         f"{limits.upstream_timeout:g} s") from None
@@ -212,7 +211,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
     if resp.status >= 400 and not stream:  # an error body is small: read it whole and take any key out
         try:
             raw = resp.read(MAX_ERROR_BYTES)
-        except (TimeoutError, socket.timeout, OSError, http.client.HTTPException):
+        except (TimeoutError, OSError, http.client.HTTPException):
             raise _UpstreamFailure(504, f"rexmle gateway: {where} stopped answering") from None
         raw = scrubber.feed(raw) + scrubber.flush()
         conn.begin(resp.status, resp.reason, headers, len(raw))
@@ -229,7 +228,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
     while True:
         try:
             chunk = resp.read1(READ_SIZE)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             _finish_meter(reader, events, usage, kept, overflow)
             raise _UpstreamFailure(504, f"rexmle gateway: {where} stalled for {limits.upstream_timeout:g} s "
                                         f"mid-answer") from None
@@ -244,7 +243,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
             except OSError:  # the client went away: stop reading, keep what was metered
                 conn.close_connection = True
                 break
-            if reader is not None:
+            if reader is not None and events is not None:  # set together for a stream
                 for event, size in reader.feed(chunk):
                     usage.observe(event)
                     events.add(event, size)

@@ -124,7 +124,7 @@ class ToolUse:
             return {"allowed": self.allowed, "used": dict(self._used), "refused": dict(self._refused)}
 
 
-def screen(conn: "Connection", run: "GatewayRun", route: "Route", body: bytes, label: str, model: str | None,
+def screen(conn: Connection, run: GatewayRun, route: Route, body: bytes, label: str, model: str | None,
            request: Any) -> bool:
     """Called once per model call, after its body is read: True when the call was refused (and recorded as
     refused, with the tools named); an allowed call with provider tools is counted in the run's record."""

@@ -13,7 +13,7 @@ import selectors
 import socket
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .connection import HOP_BY_HOP, BadRequest
 from .egress import Decision, resolve
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TUNNEL_IDLE_SECONDS = 300.0
 
 
-def _authorised(conn: "Connection", run: "GatewayRun") -> bool:
+def _authorised(conn: Connection, run: GatewayRun) -> bool:
     """A listener inside the sandbox belongs to its run; on the host's loopback the token must come along
     (``http://rexmle:<token>@host:port`` in the proxy variables gives it as Proxy-Authorization)."""
     if not conn.token_required:
@@ -48,13 +48,13 @@ def _authorised(conn: "Connection", run: "GatewayRun") -> bool:
     return False
 
 
-def _refuse(conn: "Connection", host: str, port: int, reason: str, status: int | None = None) -> None:
+def _refuse(conn: Connection, host: str, port: int, reason: str, status: int | None = None) -> None:
     """403 for a refused host, 502 when an allowed one could not be reached (or ``status``)."""
     status = status or (502 if reason.startswith("connection failed") else 403)
     conn.respond(status, f"rexmle gateway: {host}:{port} refused: {reason}\n".encode(), "text/plain", close=True)
 
 
-def _open(run: "GatewayRun", host: str, port: int, path: str | None,
+def _open(run: GatewayRun, host: str, port: int, path: str | None,
           tunnel: bool) -> tuple[socket.socket | None, str]:
     """Decide, record, and connect when allowed; (socket, "") or (None, why refused). ``host`` is canonical
     (:func:`.hostname.normal_host`); the addresses connected to are exactly those resolved and checked."""
@@ -84,7 +84,7 @@ def _open(run: "GatewayRun", host: str, port: int, path: str | None,
     return None, f"connection failed: {last}"
 
 
-def tunnel(conn: "Connection", run: "GatewayRun") -> None:
+def tunnel(conn: Connection, run: GatewayRun) -> None:
     """CONNECT host:443 → 200, then bytes both ways until either side closes or the tunnel idles."""
     conn.close_connection = True
     if not _authorised(conn, run):
@@ -108,7 +108,7 @@ def tunnel(conn: "Connection", run: "GatewayRun") -> None:
         _splice(conn.connection, upstream)
 
 
-def _buffered(conn: "Connection") -> bytes:
+def _buffered(conn: Connection) -> bytes:
     """Bytes the client sent after its CONNECT header that already sit in the reader's buffer."""
     sock = conn.connection
     sock.setblocking(False)
@@ -136,7 +136,7 @@ def _splice(client: socket.socket, upstream: socket.socket) -> None:
                 continue
             idle_since = time.monotonic()
             for key, _ in ready:
-                src = key.fileobj
+                src = cast(socket.socket, key.fileobj)  # only the two sockets are registered
                 try:
                     data = src.recv(65536)
                 except BlockingIOError:
@@ -175,7 +175,7 @@ def absolute_target(target: str) -> tuple[str, int, str]:
     return host, port, path if path.startswith("/") else "/" + path
 
 
-def forward(conn: "Connection", run: "GatewayRun") -> None:
+def forward(conn: Connection, run: GatewayRun) -> None:
     """``GET http://host/path`` → the same request to host:80 (or an allowed HOST:PORT), answer relayed."""
     if not _authorised(conn, run):
         return

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 VALIDATE_PATH = "/rexmle/validate"
 
 
-def dispatch(conn: "Connection") -> None:
+def dispatch(conn: Connection) -> None:
     from . import modelcall, proxy
 
     run = conn.run
@@ -54,7 +54,7 @@ def dispatch(conn: "Connection") -> None:
     modelcall.forward(conn, run, route, protocols.strip_key_from_query(query))
 
 
-def _token_ok(conn: "Connection", run, protocol: str, query: str) -> bool:
+def _token_ok(conn: Connection, run, protocol: str, query: str) -> bool:
     """The run's own token, in the protocol's place; otherwise a 401 in that protocol's shape."""
     presented = protocols.presented_token(conn.headers, query)
     if presented is not None and run.owns(presented):
@@ -65,7 +65,7 @@ def _token_ok(conn: "Connection", run, protocol: str, query: str) -> bool:
     return False
 
 
-def _validate(conn: "Connection", run) -> None:
+def _validate(conn: Connection, run) -> None:
     if conn.command != "POST":
         raise BadRequest(405, "POST /rexmle/validate")
     conn.read_body(64 * 1024)  # options are not needed: the run's own submission folder is validated

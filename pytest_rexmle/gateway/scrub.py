@@ -45,7 +45,7 @@ class Scrubber:
             return chunk
         data = self._held + chunk if self._held else chunk
         size, keep = len(data), 0
-        for secret, head, masked in zip(self._secrets, self._heads, self._masks):
+        for secret, head, masked in zip(self._secrets, self._heads, self._masks, strict=True):
             if size <= _SMALL and head not in data:  # an SSE event: one short scan rules the secret out
                 continue
             if secret in data:  # a long needle: the search skips ahead by up to its length

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, fields
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -56,13 +57,14 @@ class Limits:
     record_bytes: int = MAX_FILE_BYTES     # a run's model-call record on disk; past it calls are refused
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Limits":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
         env = os.environ if environ is None else environ
         values = {}
         for f in fields(cls):
             raw = env.get(f"REXMLE_GATEWAY_{f.name.upper()}")
             if raw:
-                values[f.name] = type(f.default)(raw)  # int for sizes, float for seconds
+                default: Any = f.default  # every limit has one
+                values[f.name] = type(default)(raw)  # int for sizes, float for seconds
         return cls(**values)
 
 
@@ -94,7 +96,7 @@ class Gateway:
 
     def open_run(self, run_id: str, *, logs_dir: Path, submission_dir: Path, task_id: str,
                  budget: Budget | None = None, egress_allow: Iterable[str] = (), egress_deny: Iterable[str] = (),
-                 public_dir: Path | None = None, record_bytes: int | None = None) -> "GatewayRun":
+                 public_dir: Path | None = None, record_bytes: int | None = None) -> GatewayRun:
         """A run with a fresh token; ``budget`` and ``egress_allow`` add to the session's settings;
         ``record_bytes`` lowers the disk budget of the run's record (a runtime with a disk limit may pass
         its share of it), never above ``Limits.record_bytes``."""
@@ -116,7 +118,7 @@ class Gateway:
             self._runs[run.token] = run
         return run
 
-    def forget(self, run: "GatewayRun") -> None:
+    def forget(self, run: GatewayRun) -> None:
         with self._lock:
             self._runs.pop(run.token, None)
 
@@ -213,7 +215,7 @@ class GatewayRun:
         while not self._stop.is_set():
             try:
                 sock, address = listener.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -354,7 +356,7 @@ class GatewayRun:
     def _note_validation(self, verdict: dict) -> None:
         """The run's validation calls for its page's timeline: the first ``MAX_VALIDATIONS`` kept, the rest
         counted (an agent that validates in a loop costs a counter, not the harness's memory)."""
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         from ..hostile import clean_text
 
@@ -362,7 +364,7 @@ class GatewayRun:
             self.validations["count"] += 1
             if len(self.validations["calls"]) < MAX_VALIDATIONS:
                 self.validations["calls"].append({
-                    "ts": datetime.now(timezone.utc).isoformat(), "ok": bool(verdict.get("ok")),
+                    "ts": datetime.now(UTC).isoformat(), "ok": bool(verdict.get("ok")),
                     "problems": [clean_text(str(p), limit=300) for p in verdict.get("problems", [])[:5]]})
 
     def _public_dir(self) -> Path | None:

@@ -12,11 +12,11 @@ absolute-form request targets.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import socket
 import ssl
-import base64
 import threading
 import urllib.request
 from collections.abc import Mapping
@@ -58,7 +58,7 @@ class Proxy:
     authorization: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_url(cls, url: str) -> "Proxy":
+    def from_url(cls, url: str) -> Proxy:
         parts = urlsplit(url.strip() if "://" in url else f"http://{url.strip()}")
         if parts.scheme != "http" or not parts.hostname:
             raise UpstreamConfigError(f"proxy {url!r}: expected http://[user:password@]host:port (an HTTP proxy; "
@@ -76,8 +76,9 @@ class Proxy:
 def proxy_for(scheme: str, host: str, port: int, env: Mapping[str, str], override: str | None) -> Proxy | None:
     """The proxy for an upstream: none where NO_PROXY exempts the host, else the override or the scheme's variable."""
     no_proxy = env.get("NO_PROXY", env.get("no_proxy", ""))
-    if no_proxy and (urllib.request.proxy_bypass_environment(host, {"no": no_proxy})
-                     or urllib.request.proxy_bypass_environment(f"{host}:{port}", {"no": no_proxy})):
+    # the standard library's own NO_PROXY rules (undocumented, so not in typeshed's stubs)
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if no_proxy and (bypass(host, {"no": no_proxy}) or bypass(f"{host}:{port}", {"no": no_proxy})):
         return None
     names = ("HTTPS_PROXY", "https_proxy") if scheme == "https" else ("HTTP_PROXY", "http_proxy")
     url = override or next((env[n] for n in names if env.get(n)), None)
@@ -100,7 +101,7 @@ class Upstream:
 
     @classmethod
     def from_url(cls, protocol: str, url: str, key: str | None, env: Mapping[str, str] | None = None,
-                 proxy: str | None = None, account: tuple[tuple[str, str], ...] = ()) -> "Upstream":
+                 proxy: str | None = None, account: tuple[tuple[str, str], ...] = ()) -> Upstream:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UpstreamConfigError(f"{protocol} upstream {url!r}: expected an http:// or https:// URL with a host")

@@ -57,9 +57,8 @@ def _main(argv: list[str]) -> int:
     from ..errors import InvalidSubmission
     from ..graders.base import load_grader
     from ..hostile import clean_text
-    from ..task import get_task
-
     from ..medimage.header_notes import collecting
+    from ..task import get_task
 
     task_id, public, submission = argv
     task = get_task(task_id)

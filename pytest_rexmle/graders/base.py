@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Iterator, Mapping
+from typing import ClassVar
 
 from ..errors import InvalidSubmission
-from ..submission import CaseTable, read_answers, read_case_table, read_submission, SUBMISSION_CSV
+from ..submission import SUBMISSION_CSV, CaseTable, read_answers, read_case_table, read_submission
 from ..task import Task
 
 SAMPLE_SUBMISSION = "sample_submission.csv"

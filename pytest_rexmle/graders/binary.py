@@ -6,8 +6,9 @@ metrics and how cases aggregate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import SimpleITK as sitk
@@ -49,8 +50,8 @@ class BinaryMaskGrader(Grader):
         for case_id, predicted, truth_path in self.case_files(submission, answers):
             ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
-                lambda: read_image(truth_path, case_id),
-                lambda: self.read_prediction(predicted, case_id, ref)))
+                lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
+                lambda predicted=predicted, case_id=case_id, ref=ref: self.read_prediction(predicted, case_id, ref)))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
         return self.aggregate(per_case)

@@ -119,7 +119,7 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
             raise ImageRejected(f"{path}: the config lists {len(diff_ids)} layer(s), the manifest {len(source.layers)}")
         with _building(digest) as work:
             writer = LayerWriter(work / ROOTFS, max_layer=max_layer, max_total=max_total)
-            for number, (name, expected) in enumerate(zip(source.layers, diff_ids), 1):
+            for number, (name, expected) in enumerate(zip(source.layers, diff_ids, strict=True), 1):
                 label = f"layer {number}/{len(source.layers)}"
                 with layer_stream(archive, name) as stream:
                     got = writer.apply(stream, label)

@@ -25,12 +25,16 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
 from ..hostile import clean_text, open_regular
 from .header_notes import record
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: header differences at most this large are not even worth a warning (§0.4: mm, mm, direction cosines)
 SPACING_TOL = 1e-4
@@ -55,7 +59,7 @@ class Geometry:
     direction: tuple[float, ...]
 
     @classmethod
-    def of(cls, img) -> "Geometry":
+    def of(cls, img) -> Geometry:
         """Of an image or of an ``ImageFileReader`` after ``ReadImageInformation`` (no voxels needed)."""
         components = img.GetNumberOfComponentsPerPixel() if hasattr(img, "GetNumberOfComponentsPerPixel") \
             else img.GetNumberOfComponents()

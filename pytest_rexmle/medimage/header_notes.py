@@ -18,9 +18,9 @@ Outside :func:`collecting`, :func:`record` does nothing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 #: notes kept in full; beyond this a result would be dominated by one repeated problem
 MAX_NOTES = 20

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class NiftiGrid(NamedTuple):
     """What a header-only read of a NIfTI file yields."""
 
-    header: "Nifti1Header"
+    header: Nifti1Header
     #: dim[1..dim[0]]: voxel counts along each axis, in the file's (x, y, z, ...) order
     shape: tuple[int, ...]
 

@@ -8,14 +8,15 @@ exact and O(1) instead of allocating the union bounding box (tests compare it wi
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 Interval = tuple[int, int]  # inclusive [lo, hi]; empty when hi < lo
 
 
 def _inner(size: Sequence[int], location: Sequence[int], ratio: float) -> list[Interval]:
     """The box shrunk by ceil(ratio·size) voxels on every side (ratio 0: the box itself)."""
-    return [(loc + math.ceil(ratio * s), loc + s - 1 - math.ceil(ratio * s)) for s, loc in zip(size, location)]
+    return [(loc + math.ceil(ratio * s), loc + s - 1 - math.ceil(ratio * s))
+            for s, loc in zip(size, location, strict=False)]
 
 
 def _volume(box: list[Interval]) -> int:
@@ -23,7 +24,7 @@ def _volume(box: list[Interval]) -> int:
 
 
 def _meet(a: list[Interval], b: list[Interval]) -> int:
-    return _volume([(max(x[0], y[0]), min(x[1], y[1])) for x, y in zip(a, b)])
+    return _volume([(max(x[0], y[0]), min(x[1], y[1])) for x, y in zip(a, b, strict=False)])
 
 
 def shell_iou(size_a: Sequence[int], loc_a: Sequence[int], size_b: Sequence[int], loc_b: Sequence[int],

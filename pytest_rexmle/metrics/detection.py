@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Iterable, Mapping, Sequence
 from statistics import mean
-from typing import Iterable, Mapping, Sequence
-
 
 LEVELS: tuple[tuple[str, int], ...] = (("quadrant", 1), ("enumeration", 2), ("diagnosis", 3))
 #: metric prefix -> index into COCOeval.stats (AP@[.5:.95], AP50, AP75, AR@100 over all areas)

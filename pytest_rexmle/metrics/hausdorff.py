@@ -71,6 +71,7 @@ def surface_points_mm(mask: np.ndarray, spacing: tuple[float, float, float]) -> 
     background or lies outside the array, so the surface is the same as on the full volume, at a
     fraction of the cost for a small structure in a large CTA.
     """
-    box = tuple(slice(max(s.start - 1, 0), min(s.stop + 1, n)) for s, n in zip(bounding_box(mask), mask.shape))
+    box = tuple(slice(max(s.start - 1, 0), min(s.stop + 1, n))
+                for s, n in zip(bounding_box(mask), mask.shape, strict=False))
     points = np.argwhere(surface_voxels(mask[box])) + np.asarray([s.start for s in box])
     return points * np.asarray(spacing, dtype=np.float64)

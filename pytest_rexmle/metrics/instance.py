@@ -13,8 +13,8 @@ ground-truth cells to recall's denominator, as in the organisers' script.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Counts:
     n_true: int
     n_pred: int
 
-    def __add__(self, other: "Counts") -> "Counts":
+    def __add__(self, other: Counts) -> Counts:
         return Counts(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn,
                       self.n_true + other.n_true, self.n_pred + other.n_pred)
 

@@ -24,7 +24,7 @@ class LabelIndex:
     starts: np.ndarray                   # group g is coords[:, starts[g]:starts[g + 1]]
 
     @classmethod
-    def of(cls, labels: np.ndarray) -> "LabelIndex":
+    def of(cls, labels: np.ndarray) -> LabelIndex:
         arr = np.asarray(labels)
         flat = np.flatnonzero(arr) if arr.dtype.kind in "ub" else np.flatnonzero(arr > 0)
         values = arr.reshape(-1)[flat]
@@ -56,7 +56,7 @@ class LabelIndex:
         v = self.voxels(label)
         if v.shape[1] == 0:
             return None
-        return tuple(slice(int(lo), int(hi) + 1) for lo, hi in zip(v.min(axis=1), v.max(axis=1)))
+        return tuple(slice(int(lo), int(hi) + 1) for lo, hi in zip(v.min(axis=1), v.max(axis=1), strict=True))
 
     def median_x(self, label: int) -> float:
         """Median of the last-axis (x) index of the label's voxels."""

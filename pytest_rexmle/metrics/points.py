@@ -11,8 +11,8 @@ the greedy walk stays sequential with the organisers' strict distance test, so t
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def match_counts(truth: Sequence[Point], pred: Sequence[Point], radius: float = 
         finite = np.flatnonzero(np.isfinite(xy).all(axis=1))
         queries = np.array([(g.x, g.y) for g in truth_here], dtype=np.float64)
         alive = [True] * len(items)
-        for g, candidates in zip(truth_here, _neighbourhoods(xy, finite, queries, reach)):
+        for g, candidates in zip(truth_here, _neighbourhoods(xy, finite, queries, reach), strict=True):
             best: tuple[float, float, int] | None = None
             for i in candidates:
                 if not alive[i]:

@@ -22,14 +22,30 @@ import functools
 import itertools
 import threading
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .cow_anatomy import (  # noqa: F401
+    ACOM,
+    ANTERIOR_EDGES,
+    ANTERIOR_LABELS,
+    BA,
+    L_ACA,
+    L_ICA,
+    L_MCA,
+    L_PCA,
+    L_PCOM,
+    POSTERIOR_EDGES,
+    POSTERIOR_LABELS,
+    R_ACA,
+    R_ICA,
+    R_MCA,
+    R_PCA,
+    R_PCOM,
+    THIRD_A2,
+)
 from .crop import bounding_box
-
-from .cow_anatomy import (ACOM, ANTERIOR_EDGES, ANTERIOR_LABELS, BA, L_ACA, L_ICA, L_MCA, L_PCA, L_PCOM,  # noqa: F401
-                          POSTERIOR_EDGES, POSTERIOR_LABELS, R_ACA, R_ICA, R_MCA, R_PCA, R_PCOM, THIRD_A2)
 
 IOU_THRESHOLD = 0.25
 TP, FP, FN, TN = "TP", "FP", "FN", "TN"
@@ -153,7 +169,7 @@ def skeleton_xyz(mask: np.ndarray) -> tuple[np.ndarray, tuple[slice, ...]] | Non
         boxes = [index.box(c) for c in index.labels]
         if sum(box_volume(b) for b in boxes) <= 0.75 * crop.size:
             out = np.zeros(crop.shape, bool)
-            for c, b in zip(index.labels, boxes):
+            for c, b in zip(index.labels, boxes, strict=True):
                 out[b] |= _thin_xyz(labels[b] == c)
             return out, box
     return _thin_xyz(crop), box
@@ -218,7 +234,7 @@ def label_adjacency(labels: np.ndarray) -> dict[int, set[int]]:
     wide = values.astype(np.int64)
     codes = []
     for offset in _FORWARD_OFFSETS:
-        other = flat[where + sum(o * s for o, s in zip(offset, strides))]
+        other = flat[where + sum(o * s for o, s in zip(offset, strides, strict=False))]
         hit = (other != values) & (other != 0)
         if hit.any():
             codes.append(np.unique(wide[hit] * base + other[hit]))
@@ -302,7 +318,7 @@ def balanced_accuracy(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
         raise ValueError("balanced_accuracy needs two equally long, non-empty sequences")
     hits: dict[str, int] = defaultdict(int)
     totals: dict[str, int] = defaultdict(int)
-    for t, p in zip(y_true, y_pred):
+    for t, p in zip(y_true, y_pred, strict=False):
         totals[t] += 1
         hits[t] += int(t == p)
     return sum(hits[c] / totals[c] for c in totals) / len(totals)

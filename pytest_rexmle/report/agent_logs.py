@@ -23,9 +23,10 @@ import json
 import re
 import stat
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..hostile import RefusedFile, kind_of, load_json, open_reader, read_json, walk_files
 

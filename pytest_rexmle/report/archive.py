@@ -21,7 +21,7 @@ import html
 import json
 import os
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,8 @@ FILE_MODE = 0o644
 def new_run_id(now: datetime | None = None) -> str:
     """A unique, sortable session id: UTC start time plus a random suffix (two sessions may start in the
     same second, e.g. on two machines sharing a folder)."""
-    now = now or datetime.now(timezone.utc)
-    return f"{now.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    now = now or datetime.now(UTC)
+    return f"{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -117,7 +117,7 @@ def local_time(iso: str | None) -> str:
     except ValueError:
         return iso
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
 
 

@@ -83,7 +83,7 @@ class AtifStep(_Strict):
     extra: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _agent_fields_on_agent_steps(self) -> "AtifStep":
+    def _agent_fields_on_agent_steps(self) -> AtifStep:
         if self.source != "agent":
             for name in ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics"):
                 if getattr(self, name) is not None:
@@ -124,10 +124,10 @@ class AtifTrajectory(_Strict):
     final_metrics: AtifFinalMetrics | None = None
     continued_trajectory_ref: str | None = None
     extra: dict[str, Any] | None = None
-    subagent_trajectories: list["AtifTrajectory"] | None = None
+    subagent_trajectories: list[AtifTrajectory] | None = None
 
     @model_validator(mode="after")
-    def _sequential_steps(self) -> "AtifTrajectory":
+    def _sequential_steps(self) -> AtifTrajectory:
         for index, step in enumerate(self.steps, 1):
             if step.step_id != index:
                 raise ValueError(f"steps[{index - 1}].step_id is {step.step_id}, expected {index}")

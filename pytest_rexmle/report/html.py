@@ -35,7 +35,8 @@ from ..documents import number
 from ..task import registry
 from .archive import local_time
 from .humans import humans_of, place
-from .merge import SCHEMA as MERGED_SCHEMA, mean_of, merge_reports
+from .merge import SCHEMA as MERGED_SCHEMA
+from .merge import mean_of, merge_reports
 from .reference import with_reference
 from .render import fmt_number, leak_text, provider_tools_line
 
@@ -240,7 +241,7 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> str:
         pts = [point(i, radius * max(0.0, min(1.0, v))) for i, v in enumerate(values)]
         parts.append(f'<polygon class="agent" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" fill="{color}" '
                      f'fill-opacity="0.14" stroke="{color}" stroke-width="2"><title>{_e(label)}</title></polygon>')
-        for (x, y), s, v in zip(pts, strategies, values):
+        for (x, y), s, v in zip(pts, strategies, values, strict=False):
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"><title>{_e(label)} — '
                          f'{_e(s.name)}: {_pct(v)}</title></circle>')
     parts.append("</svg>")

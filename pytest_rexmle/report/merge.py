@@ -54,9 +54,10 @@ import json
 import math
 import sys
 import zlib
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Iterable, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
@@ -157,7 +158,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
                 "created": d.get("created"), "score": d["score"], "partial": d["partial"], "n_fail": d["n_fail"],
                 "n_selected": len(d["selected"]), "data_kind": data_kind(d)} for d in docs]
     kinds = sorted({data_kind(d) for d in docs})
-    merged = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "challenges": challenges,
+    merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "challenges": challenges,
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds),
@@ -194,7 +195,7 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
     # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
     ran = [c for c in challenges if any(c in records for records in per_run)]
     scores, fails, counts = [], [], []
-    for records, skips in zip(per_run, skipped):
+    for records, skips in zip(per_run, skipped, strict=False):
         pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in ran]
         scores.append(sum(pcts) / len(ran) if ran else 0.0)
         fails.append(sum(1 for c in ran if c not in records or
@@ -254,7 +255,7 @@ class MergedAgent(BaseModel):
     challenges: list[MergedChallenge]
 
     @model_validator(mode="after")
-    def _statistics_of_its_runs(self) -> "MergedAgent":
+    def _statistics_of_its_runs(self) -> MergedAgent:
         n = self.n_runs
         if len(self.scores) != n or len(self.run_ids) != n:
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
@@ -284,7 +285,7 @@ class MergedReport(Document):
     note: str
 
     @model_validator(mode="after")
-    def _one_row_per_challenge_and_ranked(self) -> "MergedReport":
+    def _one_row_per_challenge_and_ranked(self) -> MergedReport:
         for agent in self.agents:
             if [c.challenge_id for c in agent.challenges] != self.challenges:
                 raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")

@@ -24,8 +24,9 @@ Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Annotated, Iterable, Literal
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Annotated, Literal
 
 from pydantic import Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -87,7 +88,7 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
     kind = SYNTHETIC if settings.get("data") == SYNTHETIC else REAL
     return {
         "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(),
+        "created": datetime.now(UTC).isoformat(),
         "run_id": run_id,
         "agent": agent,
         "agent_options": agent_options,

@@ -8,7 +8,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from ..hostile import clean_text
 from ..leaks import summary
 from ..task import registry
-from .disclosure import markdown_lines as disclosure_lines, unsafe_line
+from .disclosure import markdown_lines as disclosure_lines
+from .disclosure import unsafe_line
 from .humans import humans_of, place
 from .mdtext import md_code, md_text
 from .model import SYNTHETIC, data_kind
@@ -102,7 +103,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
         for i, chunk in enumerate(chunks):
             cells = row if i == 0 else ("", "", "", "")
             text = [cells[0], cells[1], chunk, cells[3]]
-            lines.append("  ".join(cell.ljust(w) for cell, w in zip(text, widths)).rstrip())
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(text, widths, strict=True)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += leak_lines(doc)
     lines += textwrap.wrap(data_line(doc), max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")

@@ -18,8 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from ..fixtures import (AGENT_PROPERTY, CAPABILITY_PROPERTY, RESULT_PROPERTY, RUN_PROPERTY, STAGES_PROPERTY,
-                        TASK_PROPERTY)
+from ..fixtures import (
+    AGENT_PROPERTY,
+    CAPABILITY_PROPERTY,
+    RESULT_PROPERTY,
+    RUN_PROPERTY,
+    STAGES_PROPERTY,
+    TASK_PROPERTY,
+)
 from ..result import ChallengeResult
 from . import archive
 from .disclosure import build_disclosure

@@ -190,6 +190,7 @@ class Runtime(ABC):
     def check_image(self, image: str) -> None:
         """Session start, for each agent with an image: raise RuntimeUnavailable when this runtime cannot run
         that image here (the message says what to do); an engine runtime finds out when it starts it."""
+        return None
 
     def network_notices(self, network: str) -> list[str]:
         """Session start: raise :class:`RuntimeUnavailable` when ``network`` cannot be given to agents here,

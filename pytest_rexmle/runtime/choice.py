@@ -17,8 +17,8 @@ check, its ``check_image`` and its network.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..errors import RexmleError
 from .base import RuntimeUnavailable

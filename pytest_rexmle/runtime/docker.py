@@ -79,8 +79,7 @@ from typing import Any
 
 from ..jsonfile import write_text_atomic
 from . import agent_tools, gateway_link, staging
-from .base import (Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under,
-                   trap_sigterm)
+from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under, trap_sigterm
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
@@ -121,7 +120,7 @@ class DockerSettings:
     grace: float = SELF_KILL_GRACE_SECONDS
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "DockerSettings":
+    def from_env(cls, env: dict[str, str] | None = None) -> DockerSettings:
         env = os.environ if env is None else env
         stale = sorted(k for k in env if k.startswith("REXMLE_DOCKER_") and k not in SETTINGS_ENV)
         if stale:
@@ -182,7 +181,7 @@ class DockerRuntime(Runtime):
         return {key: options[key] for key in ("limits", "agent_uids", "gateway_budget", "egress_allow")}
 
     @classmethod
-    def from_settings(cls, settings) -> "DockerRuntime":
+    def from_settings(cls, settings) -> DockerRuntime:
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
     def network_notices(self, network: str) -> list[str]:

@@ -56,13 +56,18 @@ from typing import TYPE_CHECKING
 
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
-from .base import Runtime, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, folder_owner, is_under
+from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under
 from .sandbox import identity as ident
 from .sandbox.bwrap import DRIVER_INSIDE, HARNESS_INSIDE, SYSTEM_DIRS, ImageView, args_blob
 from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
-from .sandbox.gateway_net import GATEWAY_PORT, GatewayNetworkError, ListenerChannel, base_url, \
-    can_create_network_namespace
+from .sandbox.gateway_net import (
+    GATEWAY_PORT,
+    GatewayNetworkError,
+    ListenerChannel,
+    base_url,
+    can_create_network_namespace,
+)
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
@@ -145,7 +150,7 @@ class LocalRuntime(Runtime):
         self.gateway = gateway or gateway_link.session_gateway_factory()
 
     @classmethod
-    def from_settings(cls, settings) -> "LocalRuntime":
+    def from_settings(cls, settings) -> LocalRuntime:
         return cls(**cls.settings_options(settings), gateway=gateway_link.session_gateway_factory(settings))
 
     @classmethod
@@ -207,7 +212,7 @@ class LocalRuntime(Runtime):
         if why is not None:
             raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
 
-    def _stored_image(self, spec: RunSpec) -> "StoredImage | None":
+    def _stored_image(self, spec: RunSpec) -> StoredImage | None:
         """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""
         if not spec.image:
             return None
@@ -281,7 +286,7 @@ class LocalRuntime(Runtime):
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
                          tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None,
-                         image: "StoredImage | None" = None) -> dict:
+                         image: StoredImage | None = None) -> dict:
         path = agent_tools.agent_path(agent_tools.INSIDE if mode == "exec" else tools)
         env = self.agent_environment(spec, path, "/tmp" if mode == "exec" else str(tmp))
         if image is not None:  # the image's variables (its PATH first of all), the contract's on top
@@ -344,7 +349,7 @@ class LocalRuntime(Runtime):
         return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
-                       fds: list[int], bridge: SlirpNetwork | None, image: "StoredImage | None" = None) -> list[str]:
+                       fds: list[int], bridge: SlirpNetwork | None, image: StoredImage | None = None) -> list[str]:
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
@@ -400,7 +405,7 @@ class LocalRuntime(Runtime):
         return outcome
 
     def _run_sandboxed(self, spec: RunSpec, mechanism: str, stdout_path: Path, stderr_path: Path,
-                       image: "StoredImage | None" = None) -> RunOutcome:
+                       image: StoredImage | None = None) -> RunOutcome:
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))

@@ -56,7 +56,7 @@ class PolicyOptions:
     budget: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "PolicyOptions":
+    def from_settings(cls, settings: Any) -> PolicyOptions:
         identity = IdentityPolicy(settings.agent_uids, settings.agent_as_root, settings.unsafe_same_uid)
         return cls(limits=dict(settings.limits), identity=identity, egress_allow=tuple(settings.egress_allow),
                    budget=settings.budget)
@@ -93,7 +93,7 @@ class SandboxPolicy:
         return tuple(m.source for m in self.mounts if m.writable)
 
 
-def build_policy(spec: "RunSpec", options: PolicyOptions, default_limits: Limits) -> SandboxPolicy:
+def build_policy(spec: RunSpec, options: PolicyOptions, default_limits: Limits) -> SandboxPolicy:
     """The run's policy: the spec's folders and network, its task's limits (else the mechanism's
     defaults) under the session's ``--rexmle-limit`` overrides."""
     _check_software(spec)
@@ -108,7 +108,7 @@ def build_policy(spec: "RunSpec", options: PolicyOptions, default_limits: Limits
                          software=tuple(spec.software))
 
 
-def _check_software(spec: "RunSpec") -> None:
+def _check_software(spec: RunSpec) -> None:
     """The agent's own stack is shown whole (Landlock cannot hide a folder inside an allowed one): it may
     neither hold nor lie inside a hidden folder (the answers, the cache, the runs and reports folders)."""
     from ..errors import RexmleError

@@ -58,7 +58,7 @@ def parse(text: str) -> dict[str, dict[str, str]]:
         fields = line.split("|")
         if len(fields) != len(COLUMNS):
             continue
-        row = dict(zip(COLUMNS, fields))
+        row = dict(zip(COLUMNS, fields, strict=True))
         rows[row["JobID"]] = row
     return rows
 

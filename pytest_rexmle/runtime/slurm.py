@@ -33,13 +33,13 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..hostile import log_tail
-from .base import Runtime, RunHandle, RunOutcome, RunSpec, RuntimeUnavailable, agent_logs, trap_sigterm
-from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
+from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
 from .sacct import ACCOUNTING
+from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
 
 INNER_RUNTIMES = ("local", "docker")
 #: Slurm states after which a job will not run again
@@ -81,13 +81,13 @@ def _state_name(raw: str) -> str:
 class SlurmHandle(RunHandle):
     """A submitted job: its id and the job log submitit writes (both change when it is resubmitted)."""
 
-    runtime: "SlurmRuntime"  # polls, forgets and resubmits through its runtime's job table
+    runtime: SlurmRuntime  # polls, forgets and resubmits through its runtime's job table
 
-    def __init__(self, runtime: "SlurmRuntime", spec: RunSpec, job: tuple[str, Path], folder: Path,
+    def __init__(self, runtime: SlurmRuntime, spec: RunSpec, job: tuple[str, Path], folder: Path,
                  attempts: int = 1) -> None:
         super().__init__(runtime, spec)
         (self.job_id, self.stderr), self.folder, self.attempts = job, folder, attempts
-        self.submitted = datetime.now(timezone.utc).isoformat()
+        self.submitted = datetime.now(UTC).isoformat()
 
     def record(self) -> dict:
         return {"slurm": {"job_id": self.job_id, "folder": str(self.folder), "attempts": self.attempts,
@@ -164,11 +164,10 @@ class SlurmRuntime(Runtime):
         self._atexit = False
 
     @classmethod
-    def from_settings(cls, settings) -> "SlurmRuntime":
+    def from_settings(cls, settings) -> SlurmRuntime:
         import pytest_rexmle
 
         from ..paths import cache_home
-
         from . import RUNTIMES
 
         # the node builds its inner runtime as this session would have (forced sandbox, limit overrides);
@@ -487,7 +486,7 @@ def _controller_state(job_id: str) -> dict[str, str] | None:
     for line in out.splitlines():
         fields = line.strip().split("|")
         if len(fields) == 5 and fields[0] == job_id:
-            return dict(zip(("state", "reason", "node", "limit"), fields[1:]))
+            return dict(zip(("state", "reason", "node", "limit"), fields[1:], strict=True))
     return None
 
 

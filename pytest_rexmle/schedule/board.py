@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import RexmleError
@@ -57,11 +57,11 @@ class Board:
         self.folder = Path(folder)
 
     @classmethod
-    def create(cls, runs_dir: Path) -> "Board":
+    def create(cls, runs_dir: Path) -> Board:
         """A fresh board under ``<runs>/.schedule/`` (hidden from agents like the whole runs folder), mode
         0700 (it holds the pickled settings). Where the runs folder cannot hold it (not a folder, read-only)
         a private temporary folder does, so that each item still meets the real error with its own run."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         folder = Path(runs_dir) / ".schedule" / f"{stamp}-{os.getpid()}"
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -76,7 +76,7 @@ class Board:
 
     def write(self, key: str, state: str, **fields) -> None:
         write_json_atomic(self.path(key), {"run": key, "task": task_of_key(key), "state": state,
-                                           "at": datetime.now(timezone.utc).isoformat(), **fields})
+                                           "at": datetime.now(UTC).isoformat(), **fields})
 
     def read(self, key: str) -> dict | None:
         return _load(self.path(key))

@@ -56,7 +56,7 @@ class Slots:
     max_active: int | None = None
 
     @classmethod
-    def for_session(cls, settings, batches: bool) -> "Slots":
+    def for_session(cls, settings, batches: bool) -> Slots:
         if batches:
             return cls([], gpus=False, unlimited=True)
         if settings.gpus:
@@ -111,6 +111,7 @@ class Executor:
         with self._cond:
             while not self._stopping and (self.queue or self.active):
                 now = time.monotonic()
+                starts: list[tuple[Pending, tuple[str, ...]]]
                 if self.slots.unlimited:
                     starts = [(p, ()) for p in self.queue]
                 else:

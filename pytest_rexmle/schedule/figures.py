@@ -38,7 +38,7 @@ def list_schedule(runs: list[tuple[float, int]], slots: int | None) -> float:
 def idle_while_waiting(points: list[tuple[float, int, int | None]], end: float) -> float:
     """Integral of free slots over the times a waiting run would have fitted in them."""
     idle = 0.0
-    for (t, free, narrowest), (t_next, _, _) in zip(points, [*points[1:], (end, 0, None)]):
+    for (t, free, narrowest), (t_next, _, _) in zip(points, [*points[1:], (end, 0, None)], strict=True):
         if narrowest is not None and free > 0 and narrowest <= free:
             idle += free * max(0.0, t_next - t)
     return idle

@@ -66,14 +66,16 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
             board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit,
                         result=begun.resumed.to_json(), warnings=texts(said))
             return
-        run_dir = str(begun.launched.folder.root)
+        launched = begun.launched
+        assert launched is not None  # a run not resumed is launched
+        run_dir = str(launched.folder.root)
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
         sampler = Sampler(gpus, unavailable=remote)
-        outcome = finish(begun.launched, monitor=sampler)
+        outcome = finish(launched, monitor=sampler)
         board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
                     outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
-                    run_key=begun.launched.meta.get("key"), warnings=texts(said))
+                    run_key=launched.meta.get("key"), warnings=texts(said))
     finally:
         runtime.close()
 

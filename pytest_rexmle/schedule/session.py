@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -45,7 +47,9 @@ def planned(items) -> list[str]:
     keys = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        task_id = callspec.params.get("rexmle_task_id") if callspec is not None else None
+        if callspec is None:
+            continue
+        task_id = callspec.params.get("rexmle_task_id")
         if task_id is not None and "rexmle_agent_run" in getattr(item, "fixturenames", ()):
             keys.append(run_key(item.nodeid, task_id, callspec.params.get("rexmle_agent_name")))
     return keys
@@ -65,7 +69,8 @@ class WorkerPlan:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         board = board_for(self.config)
-        write_json_atomic(plan_path(board, self.config.workerinput["workerid"]), planned(session.items))
+        worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]  # set by pytest-xdist on workers
+        write_json_atomic(plan_path(board, worker), planned(session.items))
 
 
 def task_of(nodeid: str, known: set[str]) -> str | None:
@@ -87,7 +92,7 @@ class SessionSchedule:
         self.board = Board.create(settings.runs_dir)
         self.executor: Executor | None = None
         self.figures: dict | None = None
-        self._previous_sigterm = None
+        self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
 
     def begin(self, runs: list[str]) -> None:
         if self.executor is not None:
@@ -170,7 +175,9 @@ def board_for(config: pytest.Config) -> Board:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         return Board(workerinput[WORKER_KEY])
-    return config.pluginmanager.get_plugin(PLUGIN_NAME).board
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    assert plugin is not None  # the controller registers it at configure time
+    return plugin.board
 
 
 class Progress:

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -40,10 +41,10 @@ class Sampler:
         self.started = self.ended = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module once NVML initialised (it ships no types)
         self._handles: list = []
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self.started = time.monotonic()
         if self.reason is None:
             self._open()
@@ -88,7 +89,7 @@ class Sampler:
 
     def _sample(self) -> None:
         nvml = self._nvml
-        for series, handle in zip(self.series, self._handles):
+        for series, handle in zip(self.series, self._handles, strict=False):
             try:
                 util = nvml.nvmlDeviceGetUtilizationRates(handle).gpu
                 used = nvml.nvmlDeviceGetMemoryInfo(handle).used

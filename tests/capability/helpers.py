@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Callable
 
 from pytest_rexmle.capability.strategies import load_strategies
 
 from ..loopback import LoopbackServer, send_json
-
 
 #: the scaffold's own instructions in every recorded call: never evidence (observed.py skips them)
 SCAFFOLD = ("You are an ML agent. Strategies to consider: test-time augmentation (TTA), Optuna hyper-parameter "

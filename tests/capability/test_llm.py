@@ -10,9 +10,9 @@ import pytest
 from pytest_rexmle.capability import CapabilityRun, SessionCapability, get_judge, session_document
 from pytest_rexmle.capability.llm import PROMPT_VERSION, SYSTEM_PROMPT, JudgeError, LLMJudge, parse_reply
 from pytest_rexmle.capability.schema import UNPARSABLE
+from pytest_rexmle.capability.stages import StageScores, stage_scores
 from pytest_rexmle.capability.strategies import load_strategies
 from pytest_rexmle.report.html import render_html
-from pytest_rexmle.capability.stages import StageScores, stage_scores
 
 from ..report.helpers import session as report_session
 from .helpers import ChatServer, make_run

@@ -19,10 +19,10 @@ import pytest
 from pytest_rexmle.capability import CapabilityRun, get_judge
 from pytest_rexmle.capability.observed import read_model_calls
 from pytest_rexmle.capability.schema import NO_TRACE_FLAG
+from pytest_rexmle.capability.stages import StageScores, stage_scores
 from pytest_rexmle.capability.trace import CODE, FILES, TRACE, collect_sources, trace_text
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.capability.stages import StageScores, stage_scores
 from pytest_rexmle.task import registry
 
 from .helpers import SCAFFOLD, make_run, model_call, write_model_calls

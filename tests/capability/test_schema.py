@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.capability import (AgentCapability, CapabilityRun, SessionCapability, aggregate,
-                                      session_document)
+from pytest_rexmle.capability import AgentCapability, CapabilityRun, SessionCapability, aggregate, session_document
 from pytest_rexmle.capability.schema import MISSING, normalise_results, run_document, score_value
 from pytest_rexmle.capability.strategies import STRATEGIES_PATH, load_strategies
 from pytest_rexmle.capability.trace import collect_sources, split_sections, strip_code_blocks, trace_text

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from pytest_rexmle.capability import get_judge
+from pytest_rexmle.capability.stages import WEIGHTS, StageScores, read_usage, stage_scores
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.capability.stages import WEIGHTS, StageScores, read_usage, stage_scores
 from pytest_rexmle.task import registry
 
 from .helpers import make_run

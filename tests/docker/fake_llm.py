@@ -197,7 +197,7 @@ if args.debug:
     elapsed = time.time() - started
     print(f"debug_time: {elapsed:.2f}")
     print(f"estimated_time: {elapsed * 4:.2f}")
-""" % RD_METRIC
+""" % RD_METRIC  # noqa: UP031 (a Python template full of braces: % needs no escaping)
 
 
 class RDAgentLLM(ScriptedLLM):

@@ -13,17 +13,18 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: numpy cannot be imported twice)
 import pytest
 
-from pytest_rexmle.data.synthetic import ensure_synthetic
-from pytest_rexmle.task import registry
 from pytest_rexmle.agents.aide.adapter import AideAgent
 from pytest_rexmle.agents.ml_master.adapter import MLMasterAgent
 from pytest_rexmle.agents.rd_agent.adapter import RDAgent
+from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.errors import RexmleError
+from pytest_rexmle.task import registry
 
 from ..agent_images import IMAGES, KEY, agent_context, start_module
 from ..conftest import run_folders
 from .conftest import assert_no_file_holds, description_line, point_openai_at, session_containers
 from .fake_llm import ScriptedLLM
+
 
 def _contract(tmp_path: Path, module):
     data = tmp_path / "data"

@@ -19,19 +19,19 @@ import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: num
 import pytest
 
 from pytest_rexmle.agents.usage import compare_usage
-from pytest_rexmle.report.atif import load as load_atif
 from pytest_rexmle.data.synthetic import ensure_synthetic
+from pytest_rexmle.report.atif import load as load_atif
 from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (agent_image, assert_no_file_holds, bridge_gateway, description_line,
-                       session_containers)
+from .conftest import agent_image, assert_no_file_holds, bridge_gateway, description_line, session_containers
 from .providers.anthropic import OUTPUT_TOKENS, AnthropicScript
 from .providers.chat import PROMPT_TOKENS, ChatScript
 from .providers.gemini import GeminiScript
 from .providers.misbehaving import AsksAndStops, AsksThroughItsTool, Loops, OverBudget
-from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS, ResponsesScript
+from .providers.responses import INPUT_TOKENS as RESPONSES_INPUT_TOKENS
+from .providers.responses import ResponsesScript
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,14 +11,13 @@ import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: num
 import pytest
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
-from pytest_rexmle.task import registry
-from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime import agent_tools
+from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _default_nofile
+from pytest_rexmle.task import registry
 
 from ..conftest import AGENTS, run_folders
 from .conftest import session_containers
-
 
 NOFILE = _default_nofile()
 

@@ -22,9 +22,9 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import (agent_image, assert_no_file_holds, description_line, point_openai_at,
-                       session_containers)
+from .conftest import agent_image, assert_no_file_holds, description_line, point_openai_at, session_containers
 from .fake_llm import RD_METRIC, RDAgentLLM
+
 
 @pytest.fixture(scope="session")
 def rd_agent_image(docker_client, tmp_path_factory) -> str:
@@ -42,7 +42,7 @@ def test_rd_agent_image_keeps_the_agent_apart_from_the_code_python(docker_client
               "PATH=/bin:/usr/bin python -m coverage --version | head -1; strace -V | head -1")
     out = docker_client.containers.run(rd_agent_image, ["sh", "-c", script], remove=True).decode()
     dockerfile = (Path(__file__).resolve().parents[2] / "pytest_rexmle" / "agents" / "rd_agent" / "Dockerfile").read_text()
-    pinned = next(l.split("=", 1)[1] for l in dockerfile.splitlines() if l.startswith("ARG RDAGENT_VERSION="))
+    pinned = next(line.split("=", 1)[1] for line in dockerfile.splitlines() if line.startswith("ARG RDAGENT_VERSION="))
     lines = out.splitlines()
     assert lines[0] == "cli-ok" and lines[1] == pinned
     # R&D-Agent's runner finds the image's own Python (rexmle/base's /opt/conda), with numpy, on PATH=/bin:/usr/bin
@@ -62,7 +62,6 @@ def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_cl
         requests, kinds, errors = list(llm.requests), list(llm.kinds), list(llm.errors)
     run = run_folders(docker_bench.path, "ldct-iqa")[-1]
     stderr = (run / "logs" / "agent.stderr.log").read_text(errors="replace")
-    stdout = (run / "logs" / "agent.stdout.log").read_text(errors="replace")
     assert not errors, errors
     result.assert_outcomes(passed=1)
     # one loop of R&D-Agent's data-science scenario, every role answered over chat completions

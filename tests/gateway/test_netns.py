@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from tests.conftest import require_service
 
 from .conftest import REAL_KEYS, open_served

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from pytest_rexmle.capability.stages import read_usage
 from pytest_rexmle.gateway.record import junit_properties, run_json_fields
 from pytest_rexmle.run import LaunchedRun, RunFolder, finish
 from pytest_rexmle.runtime.base import RunOutcome
-from pytest_rexmle.capability.stages import read_usage
 
 from .conftest import open_served
 

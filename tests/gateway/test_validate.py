@@ -113,7 +113,7 @@ def test_a_header_unlike_the_inputs_is_valid_with_a_warning(gateway, tmp_path):
     assert done.returncode == 0 and "WARNING" not in done.stdout, done.stdout + done.stderr
     first = sorted(p for p in s.run.submission_dir.rglob("*.nii*"))[0]
     image = sitk.ReadImage(str(first))
-    image.SetOrigin(tuple(o + d for o, d in zip(image.GetOrigin(), (0.2, 0.0, 0.0))))
+    image.SetOrigin(tuple(o + d for o, d in zip(image.GetOrigin(), (0.2, 0.0, 0.0), strict=True)))
     sitk.WriteImage(image, str(first))
     done = _client(s)
     assert done.returncode == 0 and done.stdout.startswith("OK: "), done.stdout + done.stderr

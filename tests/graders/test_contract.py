@@ -14,9 +14,9 @@ import math
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -262,7 +262,7 @@ def header_edit(change: Callable[[sitk.Image], None]) -> Callable[[np.ndarray, s
 
 
 def _shift_origin(img: sitk.Image) -> None:
-    img.SetOrigin(tuple(o + d for o, d in zip(img.GetOrigin(), (0.2, 0.0, 0.0))))
+    img.SetOrigin(tuple(o + d for o, d in zip(img.GetOrigin(), (0.2, 0.0, 0.0), strict=True)))
 
 
 def _spacing_061(img: sitk.Image) -> None:

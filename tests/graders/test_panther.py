@@ -10,13 +10,13 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
+from pytest_rexmle.challenges.panther.grade import aggregate, case_metrics, tumour_mask
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image
-from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.challenges.panther.grade import aggregate, case_metrics, tumour_mask
+from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 

@@ -11,15 +11,21 @@ import pytest
 import tifffile
 from PIL import Image
 
-from pytest_rexmle.data.synthetic import generate
-from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.challenges.puma.synthetic import SIZE
-from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.challenges.puma.grade import (
-    NUCLEI_TRACK1, NUCLEI_TRACK2, TRACK1_OF, confusion, micro_dice, nuclei_from_geojson, rasterise_tissue,
+    NUCLEI_TRACK1,
+    NUCLEI_TRACK2,
+    TRACK1_OF,
+    confusion,
+    micro_dice,
+    nuclei_from_geojson,
+    rasterise_tissue,
     read_tissue_mask,
 )
+from pytest_rexmle.challenges.puma.synthetic import SIZE
+from pytest_rexmle.data.synthetic import generate
+from pytest_rexmle.data.synthetic.common import write_answers, write_csv
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 

@@ -10,12 +10,12 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
+from pytest_rexmle.challenges.sega.grade import aggregate, case_metrics, vessel_mask
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image
-from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.challenges.sega.grade import aggregate, case_metrics, vessel_mask
+from pytest_rexmle.medimage.geometry import write_image
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
 
@@ -69,7 +69,7 @@ def test_case_metrics_and_empty_rules():
 def test_aggregate_medians_means_and_population_std():
     # HD [1, 2, 3, 10]: median (2 + 3)/2 = 2.5, mean 4, population std sqrt((9 + 4 + 1 + 36)/4) = sqrt(12.5).
     # DSC [0.5, 1, 0.75, 0.75]: median 0.75, mean 0.75, std sqrt((0.0625 + 0.0625 + 0 + 0)/4) = sqrt(1/32).
-    cases = [{"hd": h, "dsc": d} for h, d in zip([1.0, 2.0, 3.0, 10.0], [0.5, 1.0, 0.75, 0.75])]
+    cases = [{"hd": h, "dsc": d} for h, d in zip([1.0, 2.0, 3.0, 10.0], [0.5, 1.0, 0.75, 0.75], strict=True)]
     out = aggregate(cases)
     assert out == {"hd_50pc": 2.5, "dsc_50pc": 0.75, "hd_mean": 4.0, "dsc_mean": 0.75,
                    "hd_std": pytest.approx(math.sqrt(12.5)), "dsc_std": pytest.approx(math.sqrt(1 / 32))}

@@ -13,13 +13,13 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.data.synthetic import generate
-from pytest_rexmle.data.synthetic.common import write_answers, write_csv
-from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
-from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.challenges.topcow.cow_volumes import aggregate_cow, score_cow_case
 from pytest_rexmle.challenges.topcow.grade import read_edges
+from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
+from pytest_rexmle.data.synthetic import generate
+from pytest_rexmle.data.synthetic.common import write_answers, write_csv
+from pytest_rexmle.errors import InvalidSubmission
+from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.topology import FN, FP, TN
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry
@@ -303,8 +303,8 @@ def write_edge_case_files(root: Path, truth: dict, pred: dict) -> tuple[Path, Pa
 
 
 def edges(ant, pos) -> dict:
-    return {"anterior": dict(zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant)),
-            "posterior": dict(zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos))}
+    return {"anterior": dict(zip(("L-A1", "Acom", "3rd-A2", "R-A1"), ant, strict=False)),
+            "posterior": dict(zip(("L-Pcom", "L-P1", "R-P1", "R-Pcom"), pos, strict=False))}
 
 
 def test_edge_classification_hand_example(tmp_path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.grading import grade_submission
 from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.grading import grade_submission
 from pytest_rexmle.result import INVALID, OK
 from pytest_rexmle.task import registry
 
@@ -75,12 +75,12 @@ HUGE = "9" * 5000
 def _with_huge_number(task_id: str, text: str) -> str:
     """A prediction that is valid but for one 5,000-digit integer where a number belongs."""
     if task_id == "dentex":
-        return ('[{"bbox": [%s, 1, 2, 3], "category_id_1": 0, "category_id_2": 0, "category_id_3": 0, '
-                '"score": 1}]' % HUGE)
+        return (f'[{{"bbox": [{HUGE}, 1, 2, 3], "category_id_1": 0, "category_id_2": 0, "category_id_3": 0, '
+                '"score": 1}]')
     if task_id.startswith("puma"):
-        return '{"polygons": [{"name": "nuclei_tumor", "path_points": [[%s, 1], [2, 3], [4, 5]]}]}' % HUGE
+        return f'{{"polygons": [{{"name": "nuclei_tumor", "path_points": [[{HUGE}, 1], [2, 3], [4, 5]]}}]}}'
     if task_id == "topcow-cta-det":
-        return '{"size": [%s, 1, 1], "location": [0, 0, 0]}' % HUGE
+        return f'{{"size": [{HUGE}, 1, 1], "location": [0, 0, 0]}}'
     data = json.loads(text)
     first = next(iter(data["anterior"]))
     data["anterior"][first] = "HUGE"

@@ -9,8 +9,17 @@ import time
 import pytest
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.hostile import (RefusedFile, clean_text, json_depth, load_json, open_reader, read_bytes,
-                                   read_head_tail, read_json, walk_files)
+from pytest_rexmle.hostile import (
+    RefusedFile,
+    clean_text,
+    json_depth,
+    load_json,
+    open_reader,
+    read_bytes,
+    read_head_tail,
+    read_json,
+    walk_files,
+)
 
 from .helpers import GIB, deep_folder, remove_tree, sparse_file
 

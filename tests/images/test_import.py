@@ -238,7 +238,7 @@ def test_the_cli_refuses_with_the_reason_and_imports_and_lists(tmp_path, outside
     assert rexmle(["images", "import", str(good)]) == 0
     assert "imported rexmle/aide:latest" in capsys.readouterr().out
     assert rexmle(["images", "list"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("aide "))
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("aide "))
     assert store.find("rexmle/aide:latest").digest[:19] in line
 
 

@@ -48,7 +48,7 @@ out["semaphore"] = attempt(lambda: multiprocessing.Lock())  # POSIX semaphores l
 out["connect"] = attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
 out["driver"] = sorted(os.listdir(%r)) if os.path.isdir(%r) else None
 print(json.dumps(out))
-""" % (DRIVER_INSIDE, DRIVER_INSIDE)
+""" % (DRIVER_INSIDE, DRIVER_INSIDE)  # noqa: UP031 - a Python template full of braces
 
 
 def run_in_image(tmp_path: Path, image: str, *visible: str, gpus: tuple[str, ...] = (), runtime=None):

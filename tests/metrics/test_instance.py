@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from pytest_rexmle.metrics.instance import (Counts, f1, image_counts, image_f1, pair_iou, remove_border_cells,
-                                            true_positives)
+from pytest_rexmle.metrics.instance import (
+    Counts,
+    f1,
+    image_counts,
+    image_f1,
+    pair_iou,
+    remove_border_cells,
+    true_positives,
+)
 
 
 def blank(h: int = 12, w: int = 12) -> np.ndarray:

@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_rexmle.metrics.points import (
-    Point, case_class_f1, f1_from_counts, macro_f1_over_cases, match_counts, polygon_centroid,
+    Point,
+    case_class_f1,
+    f1_from_counts,
+    macro_f1_over_cases,
+    match_counts,
+    polygon_centroid,
 )
 
 

@@ -108,7 +108,7 @@ def test_crop_equals_full_volume_pipeline(seed):
         a[shape[0] // 2, 0, 0] = b[0, shape[1] // 2, shape[2] - 1] = True
     cropped = contour_distances(a, b, spacing, crop=True)
     full = contour_distances(a, b, spacing, crop=False)
-    for c, f in zip(cropped, full):
+    for c, f in zip(cropped, full, strict=False):
         assert np.array_equal(np.sort(c), np.sort(f))
     assert hd95(a, b, spacing, 90.0) == hd95_full_volume(a, b, spacing, 90.0)
 

@@ -8,9 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_rexmle.metrics.surfel import (CORNER_WEIGHTS, average_surface_distance, compute_surface_distances,
-                                          robust_hausdorff, surface_dice_at_tolerance, surfel_area_table,
-                                          volumetric_dice)
+from pytest_rexmle.metrics.surfel import (
+    CORNER_WEIGHTS,
+    average_surface_distance,
+    compute_surface_distances,
+    robust_hausdorff,
+    surface_dice_at_tolerance,
+    surfel_area_table,
+    volumetric_dice,
+)
 
 
 def code_of(corners: list[tuple[int, int, int]]) -> int:
@@ -204,5 +210,5 @@ def test_embedded_area_vectors_are_the_marching_cubes_ones():
 
     embedded, derived = _unit_area_vectors(), _marching_cubes_area_vectors()
     assert len(embedded) == len(derived) == 256
-    for code, (a, b) in enumerate(zip(embedded, derived)):
+    for code, (a, b) in enumerate(zip(embedded, derived, strict=True)):
         assert a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b), code

@@ -9,10 +9,24 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from pytest_rexmle.metrics.topology import (FN, FP, TN, TP, balanced_accuracy, cldice_from_skeletons, components,
-                                            detection, skeleton_xyz,
-                                            edge_lists, f1_from_counts, label_adjacency, lr_flipped,
-                                            neighbor_error, region_matches, variant)
+from pytest_rexmle.metrics.topology import (
+    FN,
+    FP,
+    TN,
+    TP,
+    balanced_accuracy,
+    cldice_from_skeletons,
+    components,
+    detection,
+    edge_lists,
+    f1_from_counts,
+    label_adjacency,
+    lr_flipped,
+    neighbor_error,
+    region_matches,
+    skeleton_xyz,
+    variant,
+)
 
 
 def cldice(pred: np.ndarray, truth: np.ndarray) -> float:
@@ -100,7 +114,7 @@ def brute_force_adjacency(a: np.ndarray) -> dict[int, set[int]]:
             continue
         for dz, dy, dx in itertools.product((-1, 0, 1), repeat=3):
             q = (z + dz, y + dy, x + dx)
-            if all(0 <= c < s for c, s in zip(q, a.shape)) and a[q] and a[q] != a[z, y, x]:
+            if all(0 <= c < s for c, s in zip(q, a.shape, strict=True)) and a[q] and a[q] != a[z, y, x]:
                 out[int(a[z, y, x])].add(int(a[q]))
     return out
 

@@ -4,7 +4,6 @@ JUnit file and the score line — never an agent FAIL."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET

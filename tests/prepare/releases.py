@@ -69,7 +69,7 @@ def _rng(seed: int) -> np.random.Generator:
 
 def _blob_labels(rng: np.random.Generator, shape=(6, 8, 10), values=(1,)) -> np.ndarray:
     lab = np.zeros(shape, np.uint8)
-    for k, v in enumerate(values):
+    for _k, v in enumerate(values):
         z, y, x = (int(rng.integers(1, s - 2)) for s in shape)
         lab[z:z + 2, y:y + 2, x:x + 2] = v
     return lab

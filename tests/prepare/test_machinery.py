@@ -12,11 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.data.prepare import (ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError,
-                                        UnsafeArchive, add_prepare_arguments, data_status, prepare_task, run_prepare)
-from pytest_rexmle.data.prepare import core, download as dl
-from pytest_rexmle.data.prepare.extract import Limits, safe_extract
 from pytest_rexmle.challenges.sega.prepare import header_repair_offset
+from pytest_rexmle.data.prepare import (
+    ChecksumMismatch,
+    ManualDownloadRequired,
+    NotEnoughDiskSpace,
+    PrepareError,
+    UnsafeArchive,
+    add_prepare_arguments,
+    core,
+    data_status,
+    prepare_task,
+    run_prepare,
+)
+from pytest_rexmle.data.prepare import download as dl
+from pytest_rexmle.data.prepare.extract import Limits, safe_extract
 from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry
 

@@ -18,6 +18,7 @@ from pytest_rexmle.medimage.nifti import forms_disagreement, simpleitk_affine, w
 
 from .test_prepared_forms import SHAPE_XYZ, SHIFT_MM, split_forms_bytes
 
+
 def test_the_rewrite_changes_the_header_only(tmp_path):
     rng = np.random.default_rng(3)
     data = rng.integers(-500, 900, SHAPE_XYZ).astype(np.int16)

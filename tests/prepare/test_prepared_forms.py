@@ -19,7 +19,6 @@ from pytest_rexmle.data.taskdata import MANIFEST
 
 from . import releases
 
-
 SHAPE_XYZ = (8, 8, 5)
 SPACING = (2.0, 2.0, 3.0)
 SHIFT_MM = 0.5
@@ -79,7 +78,7 @@ def test_prepared_isles_files_have_one_grid_and_the_manifest_says_which_were_rew
     rewritten = manifest["notes"]["qform_sform_rewritten"]
     split = json.loads((data.private / "split.json").read_text())
     where = "train" if "sub-strokecase0001" in split["train"] else "test"
-    mask = (f"public/train/sub-strokecase0001_msk.nii.gz" if where == "train"
+    mask = ("public/train/sub-strokecase0001_msk.nii.gz" if where == "train"
             else "private/test/sub-strokecase0001_msk.nii.gz")
     assert sorted(r["file"] for r in rewritten) == sorted(
         [f"public/{where}/sub-strokecase0001_{kind}.nii.gz" for kind in ("dwi", "adc", "flair")] + [mask])

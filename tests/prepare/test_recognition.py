@@ -101,13 +101,13 @@ def organisers_test_release(rng: np.random.Generator) -> tuple[bytes, dict[str, 
     for key, names in parts.items():
         scores = [round(float(rng.uniform(0, 4)), 2) for _ in names]
         truth[key] = {"fnames": names, "scores": scores}
-        for name, score in zip(names, scores):
+        for name in names:
             pixels = rng.random((16, 12), np.float32)
             files[f"LDCTIQAC2023_test/{Path(key).stem}/{name}.tif"] = tiff_bytes(pixels)
             slices[name] = pixels
     files["LDCTIQAC2023_test/test-ground-truth.json"] = json.dumps(truth).encode()
     files["LDCTIQAC2023_test/dist_ans_test.csv"] = b"image,1,2,3,4\nS058279_070_1,n1s1,n2s1,n1s2,n2s2\n"
-    scores = {n: s for v in truth.values() for n, s in zip(v["fnames"], v["scores"])}
+    scores = {n: s for v in truth.values() for n, s in zip(v["fnames"], v["scores"], strict=True)}
     return zip_bytes(files), scores, slices
 
 

@@ -16,8 +16,8 @@ import pytest
 import SimpleITK as sitk
 from PIL import Image
 
-from pytest_rexmle.data.prepare import PrepareError, prepare_task
 from pytest_rexmle.challenges.topcow.prepare import parse_roi
+from pytest_rexmle.data.prepare import PrepareError, prepare_task
 from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry
 
@@ -176,7 +176,7 @@ def _puma_with_unclassified() -> dict[str, bytes]:
 def test_puma_feature_without_class_is_skipped_counted_and_answers_unchanged(tmp_path, offline, task_id, skipped_file):
     clean = releases.puma()
     given = []
-    for k, (name, data) in enumerate(reversed(list(_puma_with_unclassified().items()))):
+    for k, (_name, data) in enumerate(reversed(list(_puma_with_unclassified().items()))):
         given.append(tmp_path / f"puma_part_{k}.zip")          # any name, any order
         given[-1].write_bytes(data)
     data = prepare_task(task(task_id), tmp_path / "data", given, progress=False)
@@ -184,7 +184,7 @@ def test_puma_feature_without_class_is_skipped_counted_and_answers_unchanged(tmp
     assert info["notes"]["features_without_class"] == {"count": 1, "files": {skipped_file: 1}}
     assert any(skipped_file in w for w in info["warnings"])
     reference = []
-    for k, (name, payload) in enumerate(clean.items()):
+    for k, (_name, payload) in enumerate(clean.items()):
         reference.append(tmp_path / f"clean_{k}.zip")
         reference[-1].write_bytes(payload)
     expected = prepare_task(task(task_id), tmp_path / "clean", reference, progress=False)

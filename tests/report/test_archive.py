@@ -9,10 +9,8 @@ import re
 import stat
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-
-import pytest
 
 from pytest_rexmle.report import archive
 from pytest_rexmle.report.render import fmt_number, terminal_lines
@@ -26,8 +24,8 @@ def _mode(path: Path) -> int:
 
 
 def test_run_ids_sort_by_start_and_are_unique():
-    early = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
-    late = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 6, tzinfo=timezone.utc))
+    early = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+    late = archive.new_run_id(datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC))
     assert early.startswith("20260102T030405Z-") and early < late
     assert len({archive.new_run_id() for _ in range(50)}) == 50
 
@@ -126,7 +124,7 @@ def _run(root: Path, task: str, stamp: str, result: dict | None, started: str) -
 
 def test_status_shows_finished_runs_when_none_is_running(tmp_path):
     """Before: ``rexmle status --running`` said "No runs in .rexmle/runs" although finished runs existed."""
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     _run(tmp_path, "ldct-iqa", "20260101T000000-1", {"status": "ok", "percentile": 0.25,
                                                      "timings": {"agent_seconds": 3.0}}, now)
     _run(tmp_path, "isles22", "20260101T000000-1", {"status": "timeout", "percentile": 0.0,

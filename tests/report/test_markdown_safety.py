@@ -13,7 +13,8 @@ import pytest
 
 from pytest_rexmle.report import archive
 from pytest_rexmle.report.mdtext import md_code, md_text
-from pytest_rexmle.report.merge import markdown as merged_markdown, merge_reports
+from pytest_rexmle.report.merge import markdown as merged_markdown
+from pytest_rexmle.report.merge import merge_reports
 from pytest_rexmle.report.reference import with_reference
 from pytest_rexmle.report.render import markdown as session_markdown
 

@@ -10,8 +10,7 @@ import math
 
 import pytest
 
-from pytest_rexmle.report.merge import (MergedReport, add_report_arguments, bootstrap_ci, merge_reports, run_report,
-                                        sem)
+from pytest_rexmle.report.merge import MergedReport, add_report_arguments, bootstrap_ci, merge_reports, run_report, sem
 from pytest_rexmle.report.model import SCHEMA
 
 from .helpers import session

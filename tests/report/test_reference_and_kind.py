@@ -15,7 +15,8 @@ import pytest
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.report import archive
 from pytest_rexmle.report.html import render_html
-from pytest_rexmle.report.merge import MergedReport, markdown as merged_markdown, merge_reports
+from pytest_rexmle.report.merge import MergedReport, merge_reports
+from pytest_rexmle.report.merge import markdown as merged_markdown
 from pytest_rexmle.report.model import NOTE, SYNTHETIC_NOTE, build_report
 from pytest_rexmle.report.reference import paper_agents, paper_results, with_reference
 from pytest_rexmle.report.render import markdown, score_line, terminal_lines
@@ -87,7 +88,7 @@ def test_html_shows_published_agents_positions_and_human_median():
     page = parse(render_html([doc]))
     summary = page.tables["summary wide"]
     assert summary[0][:6] == ["Rank", "Agent", "Data", "Runs", "Challenges run", "Score (mean)"]
-    published = [row for row, cls in zip(summary, page.row_classes["summary wide"]) if cls == "published"]
+    published = [row for row, cls in zip(summary, page.row_classes["summary wide"], strict=False) if cls == "published"]
     assert [row[1] for row in published] == ["R&D-Agent (published)", "AIDE (published)", "ML-Master (published)"]
     assert all(row[2] == "published" for row in published)
     assert "Table 3, all 20: 12.15%" in published[0][5] and "Table 3, all 20: 9.05%" in published[1][5]

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -317,7 +316,8 @@ def test_atif_rules_reject_what_consumers_reject():
 
 def test_a_merged_report_warns_when_runs_ran_on_different_hardware(tmp_path):
     from pytest_rexmle.report.html import render_html
-    from pytest_rexmle.report.merge import markdown as merged_markdown, merge_reports
+    from pytest_rexmle.report.merge import markdown as merged_markdown
+    from pytest_rexmle.report.merge import merge_reports
     from pytest_rexmle.report.model import compute_summary
 
     from .helpers import session

@@ -7,7 +7,6 @@ bubblewrap and ``REXMLE_REQUIRE_LANDLOCK=1`` for Landlock turn that skip into a 
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path

@@ -125,7 +125,7 @@ class StandInInternet:
     closers: list = field(default_factory=list)
 
     @classmethod
-    def create(cls) -> "StandInInternet":
+    def create(cls) -> StandInInternet:
         tag = uuid.uuid4().hex[:8]
         third, fourth = random.randrange(256), 4 * random.randrange(64)
         net = f"198.18.{third}"

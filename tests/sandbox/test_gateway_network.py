@@ -23,8 +23,7 @@ from pytest_rexmle.runtime.sandbox import gateway_net
 from pytest_rexmle.runtime.sandbox.limits import Limits
 
 from .conftest import require_mechanism
-from .gateway_standin import (UdpResponder, UnixService, gateway_factory, host_address, hunt_code,
-                              real_host_services)
+from .gateway_standin import UdpResponder, UnixService, gateway_factory, host_address, hunt_code, real_host_services
 from .standin import TokenServer
 from .test_unprivileged import NOBODY, unprivileged_site  # noqa: F401 (a fixture)
 

@@ -141,8 +141,8 @@ def test_lock_folder_of_someone_else_is_refused(tmp_path, monkeypatch):
 def test_kill_all_of_ends_every_process_of_the_uid_even_a_non_dumpable_one(tmp_path):
     uid = 3000000100
     marker = f"rexmle-uid-sweep-{uuid.uuid4().hex[:8]}"
-    code = ("import ctypes, os, time; os.setresgid({0}, {0}, {0}); os.setresuid({0}, {0}, {0}); "
-            "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(600)  # {1}").format(uid, marker)
+    code = (f"import ctypes, os, time; os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid}); "
+            f"ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(600)  # {marker}")
     procs = [subprocess.Popen(["/usr/bin/python3", "-c", code], start_new_session=True) for _ in range(2)]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not all(_switched(p.pid, uid) for p in procs):
@@ -162,7 +162,7 @@ def test_a_uid_with_processes_is_skipped_not_killed(tmp_path):
     folder = tmp_path / "locks"
     folder.mkdir(mode=0o700)
     uid = 3000000200
-    code = "import os, time; os.setresgid({0}, {0}, {0}); os.setresuid({0}, {0}, {0}); time.sleep(600)".format(uid)
+    code = f"import os, time; os.setresgid({uid}, {uid}, {uid}); os.setresuid({uid}, {uid}, {uid}); time.sleep(600)"
     other = subprocess.Popen(["/usr/bin/python3", "-c", code], start_new_session=True)
     try:
         deadline = time.monotonic() + 10
@@ -275,7 +275,7 @@ def test_agent_as_root_only_by_option_and_recorded(tmp_path, mechanism):
     # the processes limit cannot hold for uid 0 without a cgroup: refused, never silently unlimited
     limited = LocalRuntime(sandbox=mechanism, agent_as_root=True, limits={"processes": "50"})
     spec = _contract(limited, _spec(tmp_path, "as-root-limited", ["python3", "-c", code]))
-    from pytest_rexmle.runtime.sandbox.limits import RunCgroup, Limits
+    from pytest_rexmle.runtime.sandbox.limits import Limits, RunCgroup
 
     probe = RunCgroup.create(f"rexmle-probe-{uuid.uuid4().hex[:6]}", Limits(processes=50))
     has_pids = probe is not None and "pids" in probe.controllers

@@ -71,7 +71,7 @@ print(json.dumps({"details": outcome.details, "exit_code": outcome.exit_code, "s
                   "stderr": outcome.stderr.read_text()[-3000:], "root": str(root),
                   "public": {"mode": st.st_mode & 0o7777, "mtime": st.st_mtime, "uid": st.st_uid,
                              "text": (public / "train.csv").read_text()}}))
-''' % SECRET
+''' % SECRET  # noqa: UP031 (a Python template full of braces: % needs no escaping)
 
 
 def _system_python() -> str | None:
@@ -134,7 +134,7 @@ def test_unprivileged_harness_gives_an_unprivileged_agent(unprivileged_site, mec
     try:
         assert result["exit_code"] == 0, result["stderr"]
         assert result["details"]["sandbox"] == mechanism and result["details"]["agent_uid"] == NOBODY
-        report = json.loads([l for l in result["stdout"].splitlines() if l.startswith("{")][-1])
+        report = json.loads([line for line in result["stdout"].splitlines() if line.startswith("{")][-1])
         assert report["uid"] == report["euid"] == NOBODY
         assert report["CapEff"] == report["CapPrm"] == report["CapAmb"] == "0000000000000000"
         assert report["NoNewPrivs"] == "1" and report["Seccomp"] == "2"
@@ -170,7 +170,7 @@ def test_data_metadata_changes_never_reach_the_source(unprivileged_site, mechani
     result = run_as_nobody(unprivileged_site, mechanism, "poison.py", network="none")
     try:
         assert result["exit_code"] == 0, result["stderr"]
-        tried = json.loads([l for l in result["stdout"].splitlines() if l.startswith("{")][-1])
+        tried = json.loads([line for line in result["stdout"].splitlines() if line.startswith("{")][-1])
         assert tried, "the agent found no data to poison"
         if mechanism == "bwrap":
             assert set(tried.values()) == {"EROFS"}, tried

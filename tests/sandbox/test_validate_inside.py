@@ -9,8 +9,6 @@ harness validator's, run by the gateway on the run's staged submission folder.
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_rexmle.runtime import staging
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime

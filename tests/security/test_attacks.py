@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import re
 import site
-import json
 import subprocess
 import sys
 import threading
@@ -30,8 +30,16 @@ import pytest
 
 from ..procs import processes_matching
 from ..sandbox.standin import TokenServer
-from .conftest import (ATTACKS, Mechanism, _mechanism, limit_option_known, session_dict, shared_once,
-                       slurm_job_ids, slurm_job_unreachable)
+from .conftest import (
+    ATTACKS,
+    Mechanism,
+    _mechanism,
+    limit_option_known,
+    session_dict,
+    shared_once,
+    slurm_job_ids,
+    slurm_job_unreachable,
+)
 
 MARK = "rexmle_attack_marker"
 PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")

@@ -19,8 +19,14 @@ import shlex
 from pathlib import Path
 
 from ..conftest import AGENTS
-from ..sandbox.gateway_standin import (StandInProvider, UdpResponder, UnixService, host_address,
-                                       real_host_services, require_real_gateway)
+from ..sandbox.gateway_standin import (
+    StandInProvider,
+    UdpResponder,
+    UnixService,
+    host_address,
+    real_host_services,
+    require_real_gateway,
+)
 from ..sandbox.standin import TokenServer
 from ..sandbox.test_gateway_network import REAL_KEY, check_confined
 from .conftest import Mechanism, session_dict, shared_once

@@ -8,8 +8,14 @@ from pathlib import Path
 
 from pytest_rexmle.images import node_check
 from pytest_rexmle.runtime.base import RunSpec
-from pytest_rexmle.runtime.slurm_job import (filesystem_type, node_local_locks, read_spec, strip_binding, with_secrets,
-                                             write_spec)
+from pytest_rexmle.runtime.slurm_job import (
+    filesystem_type,
+    node_local_locks,
+    read_spec,
+    strip_binding,
+    with_secrets,
+    write_spec,
+)
 
 from ..agent_images import KEY
 

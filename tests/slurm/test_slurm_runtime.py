@@ -292,7 +292,7 @@ def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, sl
                           capture_output=True, text=True, timeout=700, env=env)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # a usage error, before any item
     if what == "data":
-        assert f"compute nodes do not see these paths" in proc.stderr and f"data root {private}/data" in proc.stderr
+        assert "compute nodes do not see these paths" in proc.stderr and f"data root {private}/data" in proc.stderr
     else:
         assert f"the runs folder {private}/runs is not shared with the compute nodes" in proc.stderr, proc.stderr
     assert "test_challenge" not in proc.stdout

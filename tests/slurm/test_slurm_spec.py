@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.runtime.base import RunOutcome, RunSpec
-from pytest_rexmle.runtime.slurm_job import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
 from pytest_rexmle.runtime.slurm import SlurmRuntime, SlurmSettings
+from pytest_rexmle.runtime.slurm_job import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
 
 
 def _spec(tmp_path: Path, **extra) -> RunSpec:

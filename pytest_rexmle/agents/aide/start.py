@@ -21,8 +21,17 @@ from __future__ import annotations
 import shutil
 import sys
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
-                            run_with_deadline, scrub_secrets, write_description)
+from rexmle_adapter import (
+    Contract,
+    export_submission,
+    has_submission,
+    log,
+    newest,
+    parse,
+    run_with_deadline,
+    scrub_secrets,
+    write_description,
+)
 
 FLAGS = {"model": "o4-mini", "feedback_model": "", "steps": 20, "exec_timeout": 0, "k_fold": 5}
 

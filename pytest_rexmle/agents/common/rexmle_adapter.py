@@ -37,7 +37,7 @@ class Contract:
     time_limit: float
 
     @classmethod
-    def from_env(cls) -> "Contract":
+    def from_env(cls) -> Contract:
         env = os.environ
         return cls(env["REXMLE_TASK"], Path(env["REXMLE_DATA_DIR"]), Path(env["REXMLE_WORKSPACE"]),
                    Path(env["REXMLE_SUBMISSION_DIR"]), Path(env["REXMLE_INSTRUCTIONS"]),

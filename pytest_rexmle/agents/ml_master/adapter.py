@@ -14,8 +14,8 @@ environment (OPENAI_API_KEY, OPENAI_BASE_URL, DEEPSEEK_API_KEY, ...).
 from __future__ import annotations
 
 from ...errors import RexmleError
-from ..container import START, ContainerAgent
 from ..base import AgentContext
+from ..container import START, ContainerAgent
 
 DEFAULT_FEEDBACK_MODEL = "gpt-4o-2024-08-06"  # as in ML-Master's run.sh
 

@@ -35,8 +35,17 @@ import os
 import sys
 from pathlib import Path
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
-                            run_with_deadline, scrub_secrets, write_description)
+from rexmle_adapter import (
+    Contract,
+    export_submission,
+    has_submission,
+    log,
+    newest,
+    parse,
+    run_with_deadline,
+    scrub_secrets,
+    write_description,
+)
 
 HOME = Path(os.environ.get("ML_MASTER_HOME", "/opt/ml-master"))
 FLAGS = {"model": "deepseek-r1", "feedback_model": "gpt-4o-2024-08-06", "steps": 500, "parallel": 3,

@@ -12,8 +12,8 @@ submit. Keys come from the host environment as secret environment and are masked
 
 from __future__ import annotations
 
-from ..container import START, ContainerAgent
 from ..base import AgentContext
+from ..container import START, ContainerAgent
 
 
 class RDAgent(ContainerAgent):

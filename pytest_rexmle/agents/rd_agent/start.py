@@ -36,8 +36,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rexmle_adapter import (Contract, export_submission, has_submission, log, newest, parse,
-                            run_with_deadline, scrub_secrets, task_description)
+from rexmle_adapter import (
+    Contract,
+    export_submission,
+    has_submission,
+    log,
+    newest,
+    parse,
+    run_with_deadline,
+    scrub_secrets,
+    task_description,
+)
 
 HERE = Path(__file__).resolve().parent
 RDAGENT_PYTHON = Path(os.environ.get("RDAGENT_HOME", "/opt/rdagent")) / "bin" / "python"

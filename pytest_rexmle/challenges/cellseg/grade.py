@@ -16,11 +16,11 @@ import tifffile
 from PIL import Image
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import open_reader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
-from ...graders.base import Grader
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, \
-    unique_ids
+from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, unique_ids
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 LABEL_SUFFIXES = ("_label.tiff", "_label.tif", ".tiff", ".tif")

@@ -16,9 +16,9 @@ import tifffile
 from PIL import Image
 from skimage.draw import ellipse
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
+from ...task import Task
 
 N_LABELED, N_TUNING = 18, 7  # 25 cases -> 20 train / 5 test
 SHAPES = ((48, 64), (64, 64), (56, 72), (60, 48))

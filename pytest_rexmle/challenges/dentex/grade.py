@@ -13,10 +13,10 @@ import math
 from pathlib import Path
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import read_json
 from ...metrics.detection import LEVELS, hierarchical_scores
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader
 
 #: level k -> number of classes (quadrants 0–3, teeth 0–7, diagnoses 0–3)
 N_CLASSES = {1: 4, 2: 8, 3: 4}
@@ -67,7 +67,7 @@ def parse_detection(item, where: str) -> dict:
         raise InvalidSubmission(f"{where}: 'bbox' is [x, y, width, height] (COCO); width and height must be > 0, "
                                 f"got {_show(bbox)}")
     out = {"bbox": [x, y, w, h], "score": _finite_number(item["score"], "'score'", where)}
-    for (_, k), field in zip(LEVELS, FIELDS):
+    for (_, k), field in zip(LEVELS, FIELDS, strict=True):
         out[field] = _class_id(item[field], field, N_CLASSES[k], where)
     return out
 

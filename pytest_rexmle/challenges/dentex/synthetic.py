@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_csv, write_sample_submission
+from ...task import Task
 
 WIDTH, HEIGHT = 192, 96
 N_IMAGES = 25  # -> 20 train / 5 test

@@ -6,12 +6,12 @@ Imaging and metric modules are imported where used: the baseline (empty NIfTI ma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 from statistics import mean
+from typing import TYPE_CHECKING
 
 from ...errors import InvalidSubmission
-from ...submission import CaseTable
 from ...graders.base import Grader
+from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,8 +68,8 @@ class StrokeLesion(Grader):
             _require_nifti(path, case_id)
             ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
-                lambda: read_image(truth_path, case_id),
-                lambda: lesion_mask(path, ref, case_id)))
+                lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
+                lambda path=path, ref=ref, case_id=case_id: lesion_mask(path, ref, case_id)))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             # every metric counts voxels or components, so the union box of both foregrounds loses nothing
             box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim

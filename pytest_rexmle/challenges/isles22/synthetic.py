@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_tables
 from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...task import Task
 
 DWI_SHAPE = (16, 40, 40)            # (z, y, x)
 DWI_SPACING = (2.0, 2.0, 3.0)       # (x, y, z) mm

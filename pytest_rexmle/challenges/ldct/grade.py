@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ...submission import CaseTable, SUBMISSION_CSV
 from ...graders.base import SAMPLE_SUBMISSION, Grader, write_submission_csv
+from ...submission import SUBMISSION_CSV, CaseTable
 
 
 class QualityScore(Grader):

@@ -17,9 +17,9 @@ import math
 import os
 from pathlib import Path
 
-from ...data.split import write_split
 from ...data.prepare.errors import PrepareError
 from ...data.prepare.layout import Context, check_id, write_csv
+from ...data.split import write_split
 from ...data.synthetic.common import write_tables
 
 IMAGE_SUFFIXES = (".tif", ".tiff")
@@ -129,7 +129,7 @@ def _parted_set(ctx: Context, path: Path, parts: dict[str, tuple[list, list]]
                 raise PrepareError(f"{ctx.task.id}: two images map to the id {case_id!r}: {images[case_id]}, "
                                    f"{in_part[case_id]}")
         images.update(in_part)
-        for name, value in zip(names, values):
+        for name, value in zip(names, values, strict=False):
             stem = _stem_key(name)
             if stem in scores:
                 raise PrepareError(f"{path}: two entries map to the image id {stem!r}")

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-from ...task import Task
 from ...data.split import write_split
 from ...data.synthetic.common import write_csv, write_tables
+from ...task import Task
 
 SIZE = 64
 N_TRAIN, N_TEST = 40, 15

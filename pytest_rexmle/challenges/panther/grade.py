@@ -24,12 +24,17 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
+from ...graders.binary import BinaryMaskGrader
 from ...medimage.geometry import image_like, write_image
 from ...metrics.hausdorff import image_diagonal
-from ...metrics.surfel import (average_surface_distance, compute_surface_distances, robust_hausdorff,
-                              surface_dice_at_tolerance, volumetric_dice)
+from ...metrics.surfel import (
+    average_surface_distance,
+    compute_surface_distances,
+    robust_hausdorff,
+    surface_dice_at_tolerance,
+    volumetric_dice,
+)
 from ...submission import read_answers
-from ...graders.binary import BinaryMaskGrader
 
 SUFFIXES = (".mha", ".nii.gz")
 SURFACE_DICE_TOLERANCE_MM = 5.0

@@ -16,8 +16,16 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
-    stem_of, unique_ids
+from ...data.prepare.layout import (
+    Context,
+    case_paths,
+    check_id,
+    complete_ids,
+    split_and_record,
+    standard_outputs,
+    stem_of,
+    unique_ids,
+)
 from ...medimage.geometry import image_like, write_image
 
 #: the released label coding (§3) and the one label the answers keep

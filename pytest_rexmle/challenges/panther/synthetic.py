@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
 from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...task import Task
 
 N_CASES = 25
 N_UNLABELED = 3
@@ -41,7 +41,7 @@ def _anatomy(grid: Grid, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarr
     centre = (nz / 2 + rng.uniform(-1, 1), ny / 2 + rng.uniform(-3, 3), nx / 2 + rng.uniform(-3, 3))
     pancreas = ellipsoid(grid.shape, centre, (nz * 0.3, ny * 0.18, nx * 0.38))
     offset = (rng.uniform(-1, 1), rng.uniform(-2, 2), rng.uniform(-6, 6))
-    tumour_centre = tuple(c + o for c, o in zip(centre, offset))
+    tumour_centre = tuple(c + o for c, o in zip(centre, offset, strict=True))
     tumour = ellipsoid(grid.shape, tumour_centre, (rng.uniform(1.0, 2.2), rng.uniform(2.0, 4.0), rng.uniform(2.0, 4.5)))
     tumour &= pancreas
     if not tumour.any():

@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image, ImageDraw
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import open_reader, read_json
 from ...metrics.parallel import parallel_map
 from ...submission import CaseTable
-from ...graders.base import Grader
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ...metrics.points import Point
 
 # -- class tables (§14) ------------------------------------------------------------------------------
 TISSUE_VALUES: dict[str, int] = {

@@ -13,9 +13,17 @@ from pathlib import Path
 
 from PIL import Image
 
-from .grade import nuclei_from_geojson, rasterise_tissue
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
+from ...data.prepare.layout import (
+    Context,
+    check_id,
+    complete_ids,
+    split_and_record,
+    standard_outputs,
+    stem_of,
+    unique_ids,
+)
+from .grade import nuclei_from_geojson, rasterise_tissue
 
 ROI_DIR = "01_training_dataset_tif_ROIs"
 TISSUE_DIR = "01_training_dataset_geojson_tissue"

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .grade import NUCLEI_TRACK2, nuclei_from_geojson, rasterise_tissue
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_tables
+from ...task import Task
+from .grade import NUCLEI_TRACK2, nuclei_from_geojson, rasterise_tissue
 
 SIZE = 128                      # ROI width = height in pixels
 N_PRIMARY, N_METASTATIC = 13, 12  # 25 cases -> 20 train / 5 test
@@ -45,7 +45,7 @@ def _blob(rng: np.random.Generator, cx: float, cy: float, radius: float, n: int,
     r = radius * (1 + rng.uniform(-jitter, jitter, n))
     xs = np.clip(cx + r * np.cos(angles), 0, SIZE)
     ys = np.clip(cy + r * np.sin(angles), 0, SIZE)
-    ring = [[round(float(x), 1), round(float(y), 1)] for x, y in zip(xs, ys)]
+    ring = [[round(float(x), 1), round(float(y), 1)] for x, y in zip(xs, ys, strict=True)]
     return ring + [ring[0]]
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
+from ...graders.binary import BinaryMaskGrader
 from ...medimage.geometry import nonzero_mask
 from ...metrics.hausdorff import hausdorff_mm
 from ...metrics.overlap import dice
-from ...graders.binary import BinaryMaskGrader
 
 
 def require_nrrd(path: Path, case_id: str) -> None:

@@ -14,8 +14,16 @@ from pathlib import Path
 import SimpleITK as sitk
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, case_paths, check_id, complete_ids, split_and_record, standard_outputs, \
-    stem_of, unique_ids
+from ...data.prepare.layout import (
+    Context,
+    case_paths,
+    check_id,
+    complete_ids,
+    split_and_record,
+    standard_outputs,
+    stem_of,
+    unique_ids,
+)
 from ...medimage.geometry import write_image
 
 #: an NRRD header line: a comment, "field: value" or "key:=value" (printable ASCII only)

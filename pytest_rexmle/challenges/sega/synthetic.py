@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
 from ...data.synthetic.volumes import ellipsoid, make_image, noisy_intensity, tube
 from ...medimage.geometry import write_image
+from ...task import Task
 
 #: centre → (number of cases, shape (z, y, x), SimpleITK spacing (x, y, z))
 CENTRES = {

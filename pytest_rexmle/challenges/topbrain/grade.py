@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ...errors import TaskConfigError
 from ...submission import CaseTable
 from ...task import Task
 from ..topcow.grade import _LabelVolumeGrader
+
+if TYPE_CHECKING:
+    import numpy as np
 
 HD95_ABSENT_MM = 290.0
 

@@ -20,14 +20,14 @@ import numpy as np
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from .grade import TRACKS, load_valid_neighbors
-from ...metrics.topology import components
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
-from ..topcow.synthetic import paint_tube
 from ...data.synthetic.volumes import make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...metrics.topology import components
+from ...task import Task
+from ..topcow.synthetic import paint_tube
+from .grade import TRACKS, load_valid_neighbors
 
 SHAPE = (32, 48, 48)          # (z, y, x)
 MARGIN = 3                    # empty border, so per-case shifts never wrap a vessel around
@@ -67,7 +67,7 @@ def _try_tube(labels: np.ndarray, start: np.ndarray, end: np.ndarray, radius: fl
         return False
     lo = np.maximum(np.floor(lo_pt).astype(int) - 2, 0)
     hi = np.minimum(np.ceil(hi_pt).astype(int) + 3, labels.shape)
-    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
     local = labels[box].copy()
     paint_tube(local, start - lo, end - lo, radius, label)
     new = local == label

@@ -9,10 +9,10 @@ start per item) import neither.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import Sequence
 
 import numpy as np
 import SimpleITK as sitk
@@ -22,9 +22,25 @@ from ...medimage.geometry import label_array, read_image, reference_geometry
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
-from ...metrics.topology import (ANTERIOR_LABELS, POSTERIOR_LABELS, TN, TP, FN, FP, balanced_accuracy, components,
-                                detection, edge_lists, f1_from_counts, label_adjacency, lr_flipped, region_matches,
-                                variant, cldice_from_skeletons, skeleton_xyz)
+from ...metrics.topology import (
+    ANTERIOR_LABELS,
+    FN,
+    FP,
+    POSTERIOR_LABELS,
+    TN,
+    TP,
+    balanced_accuracy,
+    cldice_from_skeletons,
+    components,
+    detection,
+    edge_lists,
+    f1_from_counts,
+    label_adjacency,
+    lr_flipped,
+    region_matches,
+    skeleton_xyz,
+    variant,
+)
 
 GROUP2_LABELS = (8, 9, 10, 15)
 HD95_ABSENT_MM = 90.0
@@ -179,7 +195,7 @@ def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], 
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     tasks = [_label_task(pred, truth, index_p, index_g, label, spacing, hd95_absent, with_cldice)
              for label in labels]
-    return dict(zip(labels, _run_tasks(tasks)))
+    return dict(zip(labels, _run_tasks(tasks), strict=True))
 
 
 def class_means(scores: dict[int, LabelScores], with_cldice: bool = False) -> dict[str, float]:
@@ -214,7 +230,7 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
              (lambda: skeleton_xyz(fg_g), 4 * box_volume(bounding_box(fg_g)))]
     tasks += [_label_task(pred, truth, index_p, index_g, label, spacing, HD95_ABSENT_MM, False) for label in labels]
     skel_p, skel_g, *per_label = _run_tasks(tasks)
-    scores = dict(zip(labels, per_label))
+    scores = dict(zip(labels, per_label, strict=True))
     means = class_means(scores)
     means["cldice"] = cldice_from_skeletons(fg_p, fg_g, skel_p, skel_g)
     detections = {label: scores[label].detection if label in scores else TN
@@ -245,5 +261,5 @@ def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
         truth = [c.truth_variants[i] for c in cases]
         out[f"{region}_graph_acc"] = balanced_accuracy(truth, [c.pred_variants[i] for c in cases])
         out[f"{region}_topology"] = balanced_accuracy(
-            truth, [t if c.matched[i] else "FAIL" for t, c in zip(truth, cases)])
+            truth, [t if c.matched[i] else "FAIL" for t, c in zip(truth, cases, strict=True)])
     return out

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Sequence
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import read_json
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...submission import CaseTable, read_answers
-from ...graders.base import Grader
 
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024
@@ -163,8 +163,8 @@ def read_edges(path: Path, case_id: str) -> tuple[tuple[int, ...], tuple[int, ..
 
 def edges_json(anterior: Sequence[int], posterior: Sequence[int]) -> str:
     """The submission / training-label JSON form of two edge vectors."""
-    return json.dumps({"anterior": dict(zip(ANTERIOR_EDGES, map(int, anterior))),
-                       "posterior": dict(zip(POSTERIOR_EDGES, map(int, posterior)))})
+    return json.dumps({"anterior": dict(zip(ANTERIOR_EDGES, map(int, anterior), strict=False)),
+                       "posterior": dict(zip(POSTERIOR_EDGES, map(int, posterior), strict=False))})
 
 
 class EdgeClassification(Grader):

@@ -7,14 +7,13 @@ they must produce. A warning is recorded when the three label folders of a modal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, \
-    unique_ids
+from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
 
 ANTERIOR = ("L-A1", "Acom", "3rd-A2", "R-A1")
 POSTERIOR = ("L-Pcom", "L-P1", "R-P1", "R-Pcom")

@@ -17,18 +17,18 @@ classes (a constant guess cannot reach balanced accuracy 1).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ...metrics.topology import edge_lists, label_adjacency
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import case_paths, write_tables
 from ...data.synthetic.volumes import make_image, noisy_intensity
 from ...medimage.geometry import write_image
+from ...metrics.topology import edge_lists, label_adjacency
+from ...task import Task
 from .grade import edges_json
 
 SHAPE = (24, 40, 48)          # (z, y, x) voxels
@@ -99,7 +99,7 @@ def paint_tube(labels: np.ndarray, start, end, radius: float, value: int) -> Non
     hi = np.minimum(np.ceil(np.maximum(a, b) + radius).astype(int) + 1, labels.shape)
     if np.any(hi <= lo):
         return
-    grid = np.stack(np.meshgrid(*(np.arange(l, h) for l, h in zip(lo, hi)), indexing="ij"), axis=-1)
+    grid = np.stack(np.meshgrid(*(np.arange(start, stop) for start, stop in zip(lo, hi, strict=True)), indexing="ij"), axis=-1)
     ab = b - a
     t = np.clip(((grid - a) @ ab) / max(float(ab @ ab), 1e-9), 0.0, 1.0)
     inside = np.sum((grid - (a + t[..., None] * ab)) ** 2, axis=-1) <= radius * radius
@@ -125,7 +125,7 @@ def cow_phantom(variant: Variant, shift=(0, 0, 0), scale: float = 1.0) -> np.nda
         tube(p(-9, -4, 10 * s), p(1, -4, 10 * s), 1.5, ica)
     basilar_tip = p(-1, 7, 0)
     tube(p(-9, 8, 0), basilar_tip, 1.5, 1)
-    for s, ica, mca, aca, pca, _, a1, p1, _ in sides:
+    for s, _ica, mca, aca, pca, _, a1, p1, _ in sides:
         terminus, a1_end, p1_end = p(1, -4, 10 * s), p(2, -11, 5 * s), p(0, 6, 9 * s)
         tube(terminus, p(2, -3, 21 * s), 1.2, mca)
         a1_start = terminus if a1 else terminus + 0.6 * (a1_end - terminus)
@@ -167,7 +167,7 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
     mod = modality(task)
     ids = [f"{mod.prefix}_{i:03d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
-    schedule = dict(zip(test, TEST_SCHEDULE * (len(test) // len(TEST_SCHEDULE) + 1)))
+    schedule = dict(zip(test, TEST_SCHEDULE * (len(test) // len(TEST_SCHEDULE) + 1), strict=False))
     answers = {}
     for case_id in ids:
         drawn = random_variant(rng)

@@ -11,13 +11,17 @@ import shutil
 import warnings
 from pathlib import Path
 from statistics import mean
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
 from ...errors import InvalidSubmission
+from ...graders.base import Grader
 from ...hostile import open_reader
 from ...submission import CaseTable
-from ...graders.base import Grader
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
 KEYS = ("lncc", "ssim", "psnr")

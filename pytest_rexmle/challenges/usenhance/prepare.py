@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...data.prepare.errors import PrepareError
-from ...data.prepare.recognise import is_debris
 from ...data.prepare.layout import Context, check_id, complete_ids, split_and_record, standard_outputs, unique_ids
+from ...data.prepare.recognise import is_debris
 
 ORGANS = ("breast", "carotid", "kidney", "liver", "thyroid")
 

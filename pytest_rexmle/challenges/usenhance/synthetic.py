@@ -14,9 +14,9 @@ import numpy as np
 from PIL import Image
 from scipy.ndimage import gaussian_filter
 
-from ...task import Task
 from ...data.split import split_ids, write_split
 from ...data.synthetic.common import write_tables
+from ...task import Task
 
 #: organ -> (width, height) in pixels
 ORGANS: dict[str, tuple[int, int]] = {

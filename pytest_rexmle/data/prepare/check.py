@@ -10,9 +10,9 @@ present). Nothing is downloaded, extracted or written.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from ...errors import RexmleError
 from ...task import Task

@@ -16,11 +16,11 @@ without network a silent two-minute back-off ending in a bare ``urlopen error`` 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import json
 import os
-import errno
 import shutil
 import socket
 import sys

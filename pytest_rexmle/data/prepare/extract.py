@@ -16,9 +16,10 @@ import stat
 import tarfile
 import tempfile
 import zipfile
-from typing import IO, Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
 from .download import require_space
 from .errors import UnsafeArchive

@@ -20,9 +20,9 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from filelock import FileLock
 

@@ -16,8 +16,9 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
@@ -26,6 +27,9 @@ from ...paths import synthetic_cache_dir
 from ...task import Task, challenge_module, resolve
 from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Generator = Callable[[Task, Path, Path, "np.random.Generator"], None]
 GENERATOR_VERSION = 1

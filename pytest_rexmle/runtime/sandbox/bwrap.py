@@ -109,7 +109,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     return args
 
 
-def render(policy: "SandboxPolicy", *, targets: Mapping[str, str], tools: Path, tools_target: str, tmp: Path,
+def render(policy: SandboxPolicy, *, targets: Mapping[str, str], tools: Path, tools_target: str, tmp: Path,
            python_roots: list[Path], env: dict[str, str], user_namespace: bool, seccomp_fd: int | None,
            bridge_args: list[str] | None = None, image: ImageView | None = None) -> list[str]:
     """The run's policy as bubblewrap's options: its folders bound at their contract ``targets`` (read-only

@@ -53,11 +53,11 @@ class LandlockView:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, data: dict) -> "LandlockView":
+    def from_json(cls, data: dict) -> LandlockView:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-def render(policy: "SandboxPolicy", *, tools: Path, tmp: Path, logs: list[str],
+def render(policy: SandboxPolicy, *, tools: Path, tmp: Path, logs: list[str],
            connect_ports: tuple[int, ...] = ()) -> LandlockView:
     """The run's policy as Landlock rules: the system read-and-execute (/etc without its secrets), the
     policy's read-only folders readable, its writable ones and the private /tmp writable, its GPUs'

@@ -71,7 +71,7 @@ class Limits:
     shm: int | None = None
     cpus: float | None = None
 
-    def with_overrides(self, pairs: dict[str, object]) -> "Limits":
+    def with_overrides(self, pairs: dict[str, object]) -> Limits:
         """``{"memory": "64G", "processes": "2000", "tmp": "none"}`` over these limits."""
         changes: dict[str, int | float | None] = {}
         for key, raw in pairs.items():
@@ -192,7 +192,7 @@ class RunCgroup:
         return [self.path / "cgroup.procs", *(d / "cgroup.procs" for d in self.legacy.values())]
 
     @classmethod
-    def create(cls, name: str, limits: Limits) -> "RunCgroup | None":
+    def create(cls, name: str, limits: Limits) -> RunCgroup | None:
         root = cgroup_v2_root()
         if root is None:
             return None

@@ -20,7 +20,7 @@ from pathlib import Path
 from .fds import data_fd, python_command
 
 MECHANISMS = ("bwrap", "landlock")
-_cache: dict[str, "Probe"] = {}
+_cache: dict[str, Probe] = {}
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def _probe_landlock() -> Probe:
     if not ok:
         return Probe("landlock", False, reason)
     from ..local import python_roots
-    from .bwrap import SYSTEM_DIRS, MERGED_DIRS
+    from .bwrap import MERGED_DIRS, SYSTEM_DIRS
 
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
         view = LandlockView(read_exec=tuple([*SYSTEM_DIRS, *MERGED_DIRS, *map(str, python_roots())]),

@@ -48,7 +48,7 @@ class UidRange:
     end: int  # inclusive
 
     @classmethod
-    def parse(cls, text: str | None) -> "UidRange":
+    def parse(cls, text: str | None) -> UidRange:
         text = (text or DEFAULT_RANGE).strip()
         first, sep, last = text.partition("-")
         try:
