@@ -57,10 +57,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
-        from .report.session import SessionReporter
+        from .report.session import JUnitDisclosure, SessionReporter
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
-        config.pluginmanager.register(SessionReporter(config, settings), "rexmle-session-reporter")
+        reporter = SessionReporter(config, settings)
+        config.pluginmanager.register(reporter, "rexmle-session-reporter")
+        config.pluginmanager.register(JUnitDisclosure(reporter), "rexmle-junit-disclosure")
         _sweep_orphans(settings)
         config.pluginmanager.register(SessionSchedule(config, settings), PLUGIN_NAME)
         for notice in notices:  # the network's warnings once per session, by the controller only

@@ -136,3 +136,21 @@ def _host_md(entry: Mapping[str, Any]) -> str:
     verdict = "allowed" if entry.get("allowed") else "refused"
     where = f"{entry.get('host')}:{entry.get('port')}"
     return f"{md_code(where)} ({verdict}, {entry.get('count')}×)"
+
+
+def junit_properties(disclosure: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """``disclosure.network``, ``disclosure.egress_allow``, ... as JUnit testsuite properties (one line each)."""
+    if not disclosure:
+        return []
+    hosts = disclosure.get("hosts_asked") or []
+    return [("disclosure.network", str(disclosure.get("network"))),
+            ("disclosure.egress_allow", ",".join(disclosure.get("egress_allow") or [])),
+            ("disclosure.hosts_asked", ",".join(f"{h.get('host')}:{h.get('port')}:"
+                                                f"{'allowed' if h.get('allowed') else 'refused'}:{h.get('count')}"
+                                                for h in hosts)),
+            ("disclosure.answers_in_sandbox", str(bool(disclosure.get("answers_in_sandbox"))).lower()),
+            ("disclosure.validation", str(disclosure.get("validation"))),
+            ("disclosure.data", str(disclosure.get("data"))),
+            ("disclosure.budget", str(disclosure.get("budget") or "none")),
+            ("disclosure.suspected_leaks", ",".join(disclosure.get("suspected_leaks") or [])),
+            ("disclosure.unsafe", "; ".join(disclosure.get("unsafe") or []) or "none")]

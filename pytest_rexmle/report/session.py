@@ -28,7 +28,7 @@ from ..fixtures import (
 )
 from ..result import ChallengeResult
 from . import archive
-from .disclosure import build_disclosure
+from .disclosure import build_disclosure, junit_properties
 from .model import build_report, compute_summary, harness_error, not_run
 from .render import markdown, terminal_lines
 
@@ -102,6 +102,16 @@ class SessionReporter:
             doc["campaign"] = schedule.figures
         return doc
 
+    def junit_disclosure(self) -> None:
+        """The session's disclosure as JUnit testsuite properties (``disclosure.*``), before the XML is written."""
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None or (not self.results and not self.seen and not self.errors):
+            return
+        for name, value in junit_properties(self.build().get("disclosure")):
+            xml.add_global_property(name, value)
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.results and not self.seen and not self.errors:
@@ -145,6 +155,17 @@ class SessionReporter:
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
         terminalreporter.write_line(f"every session: {root / archive.INDEX_HTML} (newest: {root / archive.LATEST})")
+
+
+class JUnitDisclosure:
+    """Runs before the JUnit XML is written (``tryfirst``), where the reporter's own finish comes after it."""
+
+    def __init__(self, reporter: SessionReporter) -> None:
+        self.reporter = reporter
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.reporter.junit_disclosure()
 
 
 def _crash_message(report: pytest.TestReport) -> str:

@@ -135,3 +135,16 @@ def point_openai_at(llm, key: str, client, monkeypatch) -> None:
     """The agent's OpenAI variables (key and base URL) aimed at the scripted ``llm`` on the host."""
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://{bridge_gateway(client)}:{llm.port}/v1")
+
+
+def assert_atif_is_the_meters(run: Path, meta: dict) -> None:
+    """The run's trajectory.atif.json validates against ATIF v1.7's rules and, where the gateway metered the
+    run, its totals are the meter's (prompt, completion and cached tokens)."""
+    from pytest_rexmle.report.atif import load
+
+    trajectory = load(run / "trajectory.atif.json")
+    usage = meta.get("usage") or {}
+    if usage.get("source") == "gateway":
+        final = trajectory.final_metrics
+        assert (final.total_prompt_tokens, final.total_completion_tokens, final.total_cached_tokens) == \
+            (usage["input_tokens"], usage["output_tokens"], usage["cached_tokens"]), (final, usage)

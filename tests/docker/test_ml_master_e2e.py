@@ -24,7 +24,7 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import agent_image, assert_no_file_holds, description_line, session_containers
+from .conftest import agent_image, assert_atif_is_the_meters, assert_no_file_holds, description_line, session_containers
 from .fake_llm import ML_MASTER_SCRIPT, ScriptedLLM
 
 REAL_SOURCE = os.environ.get("REXMLE_ML_MASTER_SOURCE", "")
@@ -133,6 +133,7 @@ def _run_end_to_end(docker_bench, docker_client, image: str, shared_cache, monke
     assert len(capability["results"]) == 13
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == image and meta["exit_code"] == 0
+    assert_atif_is_the_meters(run, meta)
     assert session_containers(docker_client, session_id) == []
     return {"run": run, "requests": requests, "log": log_text, "stderr": stderr, "gateway": gateway_record}
 

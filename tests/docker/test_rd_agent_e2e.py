@@ -22,7 +22,14 @@ from pytest_rexmle.task import registry
 
 from ..agent_images import KEY
 from ..conftest import run_folders
-from .conftest import agent_image, assert_no_file_holds, description_line, point_openai_at, session_containers
+from .conftest import (
+    agent_image,
+    assert_atif_is_the_meters,
+    assert_no_file_holds,
+    description_line,
+    point_openai_at,
+    session_containers,
+)
 from .fake_llm import RD_METRIC, RDAgentLLM
 
 
@@ -108,4 +115,5 @@ def test_rd_agent_runs_end_to_end_against_a_scripted_llm(docker_bench, docker_cl
             assert strategy["evidence"].strip()
     meta = json.loads((run / "run.json").read_text())
     assert meta["image"] == rd_agent_image and meta["exit_code"] == 0
+    assert_atif_is_the_meters(run, meta)
     assert session_containers(docker_client, session_id) == []

@@ -244,6 +244,11 @@ def test_compute_and_disclosure_reach_every_report_and_junit(hostile_run):
     assert "<h2>Compute</h2>" in html and "<h2>Disclosure</h2>" in html and "run.html" in html
     junit = (folder / "junit.xml").read_text()
     assert 'name="compute.tokens" value="405"' in junit and 'name="compute.runtime" value="local"' in junit
+    # the disclosure, as the testsuite's properties
+    assert '<property name="disclosure.network" value="gateway" />' in junit
+    assert '<property name="disclosure.budget" value="tokens=100000" />' in junit
+    assert '<property name="disclosure.answers_in_sandbox" value="false" />' in junit
+    assert '<property name="disclosure.unsafe" value="none" />' in junit
 
 
 def test_an_unsafe_option_is_the_reports_first_line():
