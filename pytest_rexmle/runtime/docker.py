@@ -17,8 +17,9 @@ What the agent sees (the same contract as the local runtime, at the same paths):
 
 The container runs as a non-root user (the run folder's owner, or 1000:1000 when that is root — the
 writable mounts are handed to that user first), with ``init`` as PID 1, no capabilities,
-``no-new-privileges`` and the engine's default seccomp profile (no ``mount``, ``ptrace`` of other
-processes, kernel modules, keyrings, ...). ``/proc/sys`` is read-only, as the engine always mounts it.
+``no-new-privileges``, the engine's default seccomp profile (no ``mount``, ``ptrace`` of other
+processes, kernel modules, keyrings, ...) and, on top of it, the project's own filter (:func:`filtered`:
+``AF_VSOCK``/``AF_ALG`` sockets, syscalls newer than its table, namespaces, setuid bits). ``/proc/sys`` is read-only, as the engine always mounts it.
 Every container carries labels (``rexmle.session``, ``rexmle.task``, ``rexmle.pid``/``rexmle.pid_start``/
 ``rexmle.host`` of the harness process, ``rexmle.run_dir``) so :meth:`DockerRuntime.sweep_orphans` can
 remove what a killed harness left behind; labels, like the environment the engine records, are
@@ -299,8 +300,9 @@ class DockerRuntime(Runtime):
     def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
         """The agent's command under ``timeout -s KILL``: the container enforces its own deadline, so a
         harness killed with SIGKILL still leaves no agent running past ``time limit + grace``. Killing
-        the ``timeout`` process ends the container too (``init`` exits with its only child)."""
-        return ["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)]
+        the ``timeout`` process ends the container too (``init`` exits with its only child). The project's
+        own seccomp filter comes first (:func:`filtered`), on top of the engine's profile."""
+        return filtered(["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)])
 
     def create_kwargs(self, spec: RunSpec, image: str, user: tuple[int, int], ncpu: int | None = None,
                       image_env: list[str] | None = None, host_memory: int | None = None,
@@ -594,6 +596,38 @@ def _default_nofile() -> int:
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
+
+
+#: run inside the container by the image's python3: installs the project's seccomp program (argv[1], base64)
+#: over the engine's profile, then becomes the agent's command (standard library only: any image's Python)
+SECCOMP_BOOTSTRAP = (
+    "import base64, ctypes, os, sys\n"
+    "program = base64.b64decode(sys.argv[1])\n"
+    "class Prog(ctypes.Structure):\n"
+    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "buffer = ctypes.create_string_buffer(program, len(program))\n"
+    "prog = Prog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))\n"
+    "if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
+    "    sys.exit('rexmle: the seccomp filter could not be installed (errno %d)' % ctypes.get_errno())\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n")
+#: the shell around it: an image without python3 runs under the engine's profile alone, and says so
+SECCOMP_SHELL = ('if command -v python3 >/dev/null 2>&1; then exec python3 -I -c "$0" "$@"; fi; '
+                 'echo "rexmle: no python3 in the image: only the engine seccomp profile applies" >&2; '
+                 'shift; exec "$@"')
+
+
+def filtered(argv: list[str]) -> list[str]:
+    """``argv`` under the same seccomp program as bubblewrap's and Landlock's runs (AF_VSOCK and AF_ALG
+    sockets refused, syscalls newer than its table answered ENOSYS, namespaces and setuid bits refused).
+    The engine's default profile stays in force beneath it: Docker's lets ``socket(AF_VSOCK)`` through,
+    which reaches the hypervisor's host past every network rule (issue 32.7)."""
+    import base64
+
+    from .sandbox.seccomp import build_filter
+
+    program = base64.b64encode(build_filter(network="host")).decode()
+    return ["/bin/sh", "-c", SECCOMP_SHELL, SECCOMP_BOOTSTRAP, program, *argv]
 
 
 def _seccomp_profile(info: dict) -> str | None:

@@ -46,8 +46,6 @@ PROBE_TASKS = ("ldct-iqa", "isles22", "topcow-cta-det")
 
 #: (attack, mechanism, user) -> the defence that is missing; "*" matches any
 KNOWN_GAPS: dict[tuple[str, str, str], str] = {
-    ("vsock_socket", "docker", "*"): "Docker applies the engine's own default seccomp profile, which this project "
-                                     "does not control; Docker 20.10's lets socket(AF_VSOCK) through (issue 32.7)",
     ("proc_host_net", "landlock", "*"): "Landlock has no PID namespace and cannot refuse /proc/<host pid> without "
                                         "refusing the agent's own children their /proc/self (README, Landlock)",
 }
