@@ -618,15 +618,17 @@ SECCOMP_SHELL = ('if command -v python3 >/dev/null 2>&1; then exec python3 -I -c
 
 
 def filtered(argv: list[str]) -> list[str]:
-    """``argv`` under the same seccomp program as bubblewrap's and Landlock's runs (AF_VSOCK and AF_ALG
-    sockets refused, syscalls newer than its table answered ENOSYS, namespaces and setuid bits refused).
+    """``argv`` under the seccomp program of bubblewrap's and Landlock's runs (AF_VSOCK and AF_ALG sockets
+    refused, syscalls newer than its table answered ENOSYS, namespaces and setuid bits refused), tracing aside.
     The engine's default profile stays in force beneath it: Docker's lets ``socket(AF_VSOCK)`` through,
     which reaches the hypervisor's host past every network rule (issue 32.7)."""
     import base64
 
     from .sandbox.seccomp import build_filter
 
-    program = base64.b64encode(build_filter(network="host")).decode()
+    # tracing stays allowed, as under the engine's profile: the container's PID namespace holds only the
+    # agent's own processes (R&D-Agent traces its code with strace)
+    program = base64.b64encode(build_filter(network="host", allow_tracing=True)).decode()
     return ["/bin/sh", "-c", SECCOMP_SHELL, SECCOMP_BOOTSTRAP, program, *argv]
 
 
