@@ -81,8 +81,12 @@ def aide_in_cache(imported, shared_cache, monkeypatch):
 def test_an_image_agent_runs_on_its_images_python_in_the_same_sandbox(aide_in_cache, tmp_path, shared_cache):
     tag, image = aide_in_cache
     seen, outcome, submission = run_in_image(tmp_path, tag, str(REPO), str(shared_cache), sys.prefix, "/rexmle/data/public.csv")
-    assert seen["aide"] == "/usr/local/lib/python3.11/dist-packages/aide/__init__.py"  # the image's package
-    assert seen["python"].startswith("/usr/bin/python3")
+    # the image's own Python (rexmle/base: /opt/conda, first on the image's PATH) and its aide package
+    image_python = next(f"{folder}/python3" for folder in image.env()["PATH"].split(":")
+                        if (image.rootfs / folder.lstrip("/") / "python3").exists())
+    assert seen["python"].startswith(image_python.rsplit("/bin/", 1)[0]), (seen["python"], image_python)
+    assert seen["aide"].endswith("/aide/__init__.py") and (image.rootfs / seen["aide"].lstrip("/")).is_file()
+    assert not Path(seen["aide"]).is_relative_to(sys.prefix)
     # the image's variables, the contract's on top, the agent's tools first on the image's PATH
     assert seen["env"]["PYTHONDONTWRITEBYTECODE"] == "1" and seen["env"]["REXMLE_AGENT"] == "the contract wins"
     assert seen["env"]["PATH"] == "/rexmle/bin:" + image.env()["PATH"]

@@ -14,9 +14,11 @@ from ..conftest import report_json, require_service
 
 
 @pytest.mark.parametrize("agent", ["aide", "ml-master", "rd-agent"])
-def test_image_agent_on_the_local_runtime_without_its_image_is_a_usage_error(bench, agent):
+def test_image_agent_on_the_local_runtime_without_its_image_is_a_usage_error(bench, agent, tmp_path, monkeypatch):
     """It used to run and end as an agent FAIL ("can't open file '/opt/rexmle-agent/start.py'"); the local
-    runtime now runs an image agent from its imported image (tests/images/), and says how to import it."""
+    runtime now runs an image agent from its imported image (tests/images/), and says how to import it. An
+    empty cache of its own: the session's shared one may hold the images tests/images imported."""
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(tmp_path / "empty-cache"))
     result = bench(f"--agent={agent}", "--rexmle-runtime=local", "-k", "ldct-iqa")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*the local runtime cannot run image 'rexmle/{agent}:latest' here*"])
