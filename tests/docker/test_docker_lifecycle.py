@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -107,8 +108,12 @@ def test_two_xdist_workers_get_distinct_gpus(docker_bench, docker_client, sessio
 
 # -- the container's own limits ----------------------------------------------------------------------------
 
+#: the killed harness's host name on its container's label: the orphan is this test's to watch and sweep, not
+#: a concurrent session's (every session sweeps this host's orphans when it starts, as it should)
+ISOLATED_HOST = "rexmle-lifecycle-test"
 HARNESS = """
-import sys, tempfile
+import socket, sys, tempfile
+socket.gethostname = lambda: %r
 from pathlib import Path
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.docker import DockerRuntime
@@ -119,10 +124,11 @@ for s in ("workspace", "submission", "logs", "public"):
 spec = RunSpec("ldct-iqa", ["sleep", "1000"], {}, t / "public", t / "workspace", t / "submission", t / "logs",
                t / "instructions.md", float(sys.argv[2]))
 DockerRuntime(image=sys.argv[1]).run(spec)
-"""
+""" % ISOLATED_HOST  # noqa: UP031 - a Python template
 
 
-def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docker_client, test_image, session_id):
+def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docker_client, test_image, session_id,
+                                                                           monkeypatch):
     """kill -9 of the harness leaves no finally to run; `timeout -s KILL` inside ends the container at
     limit + grace (here 4 s + 2 s) on its own, and the exited container is the next sweep's."""
     limit, grace = 4, 2
@@ -149,9 +155,12 @@ def test_container_stops_itself_at_its_limit_when_the_harness_is_sigkilled(docke
         # (the poll above may see the container running well after it started on a loaded machine)
         lived = (_docker_time(state["FinishedAt"]) - _docker_time(state["StartedAt"])).total_seconds()
         assert state["ExitCode"] == 137 and lived >= limit + grace - 0.5, (state, lived)
+        # the next session on the harness's host: its sweep, then its recovery of the stage
+        monkeypatch.setattr(socket, "gethostname", lambda: ISOLATED_HOST)
         assert DockerRuntime(image=test_image).sweep_orphans() >= 1
         assert session_containers(docker_client, session_id) == []
-        assert staging.recover(run_dir) and (run_dir / "workspace").is_dir()  # as the next session does
+        assert staging.recover(run_dir) and (run_dir / "workspace").is_dir()
+        monkeypatch.undo()
     finally:
         if harness.poll() is None:
             harness.kill()
