@@ -240,6 +240,26 @@ class SlurmRuntime(Runtime):
             if missing:
                 raise RuntimeUnavailable(f"the compute nodes cannot run image {image!r}: " + "; ".join(missing))
 
+    def _sbatch_probe(self, lines: list[str], out: Path) -> tuple[str, str, list[str] | None] | None:
+        """Run ``lines`` as a tiny job whose output goes to ``out``: None when no node took it within
+        ``probe_seconds`` (the job is cancelled), else (job id, sbatch's stderr, the job's ``missing ...``
+        lines, or None when its output never arrived here)."""
+        argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
+                "--wrap", "; ".join(lines)]
+        argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            job_id = proc.communicate()[0].strip().split(";")[0]
+            if job_id:
+                subprocess.run(["scancel", job_id], capture_output=True)
+            return None
+        missing = [line.removeprefix("missing ") for line in out.read_text().splitlines()
+                   if line.startswith("missing ")] if out.exists() else None
+        return stdout.strip(), stderr.strip(), missing
+
     def _probe_job(self, lines: list[str]) -> list[str] | None:
         """Run ``lines`` as a tiny job; returns its ``missing ...`` lines (None: no node within the wait)."""
         runs = dict(self.settings.shared_paths).get("runs folder")
@@ -247,24 +267,16 @@ class SlurmRuntime(Runtime):
             return None
         runs.mkdir(parents=True, exist_ok=True)
         out = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}.out"
-        argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
-                "--wrap", "; ".join(lines)]
-        argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                job_id = proc.communicate()[0].strip().split(";")[0]
-                if job_id:
-                    subprocess.run(["scancel", job_id], capture_output=True)
+            probe = self._sbatch_probe(lines, out)
+            if probe is None:
                 warnings.warn(f"rexmle: the probe job found no free node within {self.settings.probe_seconds:.0f} s",
                               stacklevel=1)
                 return None
-            if not stdout.strip() or not out.exists():
-                raise RuntimeUnavailable(f"sbatch could not run the probe job: {stderr.strip()[:300]}")
-            return [line.removeprefix("missing ") for line in out.read_text().splitlines() if line.startswith("missing ")]
+            job_id, stderr, missing = probe
+            if not job_id or missing is None:
+                raise RuntimeUnavailable(f"sbatch could not run the probe job: {stderr[:300]}")
+            return missing
         finally:
             out.unlink(missing_ok=True)
 
@@ -286,31 +298,20 @@ class SlurmRuntime(Runtime):
         lines = [f"test -e {shlex.quote(str(token))} || echo {shlex.quote('missing runs folder ' + str(runs))}"]
         for what, path in checks:
             lines.append(f"test -e {shlex.quote(str(path))} || echo {shlex.quote(f'missing {what} {path}')}")
-        argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
-                "--wrap", "; ".join(lines)]
-        argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            try:
-                stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                stdout, _ = proc.communicate()
-                job_id = stdout.strip().split(";")[0]
-                if job_id:
-                    subprocess.run(["scancel", job_id], capture_output=True)
+            probe = self._sbatch_probe(lines, out)
+            if probe is None:
                 warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
                               f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
                               f"the nodes share", stacklevel=1)
                 return
-            if not stdout.strip():  # no job id: sbatch itself refused (partition, account, ...)
-                raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr.strip()[:300]}")
-            if not out.exists():
+            job_id, stderr, missing = probe
+            if not job_id:  # no job id: sbatch itself refused (partition, account, ...)
+                raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr[:300]}")
+            if missing is None:
                 raise RuntimeUnavailable(f"the runs folder {runs} is not shared with the compute nodes (the probe "
                                          f"job's output never arrived here); put it on a shared filesystem "
                                          f"(--rexmle-runs-dir)")
-            missing = [line.removeprefix("missing ") for line in out.read_text().splitlines()
-                       if line.startswith("missing ")]
             if missing:
                 raise RuntimeUnavailable("the compute nodes do not see these paths (they must be on a filesystem "
                                          "shared with this host, at the same path): " + "; ".join(missing))
