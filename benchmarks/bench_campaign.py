@@ -53,11 +53,12 @@ def durations(scale: float) -> dict[str, float | None]:
 
 
 def tasks_copy(root: Path, seconds: dict[str, float | None]) -> Path:
-    """The registry with each challenge's budget set from its expected duration (failing runs: the least)."""
-    tasks = root / "tasks"
-    shutil.copytree(REPO / "tasks", tasks)
+    """The competitions' task folders (for ``REXMLE_COMPETITIONS_DIR``) with each challenge's budget set from its
+    expected duration (failing runs: the least)."""
+    tasks = root / "competitions"
+    shutil.copytree(REPO / "pytest_rexmle" / "competitions", tasks, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     for task_id, value in seconds.items():
-        path = tasks / task_id / "task.yaml"
+        (path,) = tasks.glob(f"*/tasks/{task_id}/task.yaml")
         data = yaml.safe_load(path.read_text())
         data["time_limit_hours"] = round(((value or 0.5) * 60 + 60) / 3600, 4)  # a minute per expected second
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -71,7 +72,7 @@ def agent_command(seconds: dict[str, float | None]) -> str:
 
 def session(folder: Path, seconds: dict[str, float | None], xdist: list[str], cache: Path) -> dict:
     folder.mkdir(parents=True)
-    env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "REXMLE_TASKS_DIR": str(tasks_copy(folder, seconds))}
+    env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "REXMLE_COMPETITIONS_DIR": str(tasks_copy(folder, seconds))}
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--agent=command",
             f"--agent-option=cmd={agent_command(seconds)}", "--rexmle-data=synthetic", "--rexmle-judge=none",
             f"--rexmle-gpus={','.join(GPUS)}", *xdist]

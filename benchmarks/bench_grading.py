@@ -50,7 +50,7 @@ def build_case(shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
     """(truth, prediction) uint8 (z, y, x) volumes with the CoW phantom upsampled ×4 (z) ×5 (y, x)."""
     from scipy import ndimage
 
-    from pytest_rexmle.challenges.topcow.synthetic import Variant, cow_phantom
+    from pytest_rexmle.competitions.topcow.synthetic import Variant, cow_phantom
 
     factor = (4, 5, 5) if shape == FULL_SHAPE else (2, 3, 3)
     small = cow_phantom(Variant(third_a2=False), (0, 0, 0), 1.0)
@@ -77,7 +77,7 @@ def _peak(start: float) -> dict[str, float]:
 
 
 def run_ours_surface(folder: str) -> dict:
-    from pytest_rexmle.challenges.topcow.cow_volumes import label_scores
+    from pytest_rexmle.competitions.topcow.cow_volumes import label_scores
     from pytest_rexmle.metrics.surface import bounding_box, union_box
 
     truth, pred = np.load(Path(folder) / "truth.npy"), np.load(Path(folder) / "pred.npy")
@@ -125,7 +125,7 @@ def run_medpy_surface(folder: str, connectivity: int) -> dict:
 
 
 def run_ours_case(folder: str) -> dict:
-    from pytest_rexmle.challenges.topcow.cow_volumes import load_pair, score_cow_case
+    from pytest_rexmle.competitions.topcow.cow_volumes import load_pair, score_cow_case
     from pytest_rexmle.medimage.geometry import read_image
     from pytest_rexmle.metrics.cow_anatomy import COW_LABELS
 

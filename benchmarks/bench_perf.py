@@ -166,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                              "and pytest re-rewrites every plugin module: not how an installed package runs)")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
-    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               REXMLE_TASKS_DIR=str(root / "tasks"))
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("REXMLE_COMPETITIONS_DIR", None)  # the measured checkout's own tasks
     if not args.keep_bytecode_setting:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     py = sys.executable

@@ -63,8 +63,8 @@ def topbrain(folder: Path) -> tuple[Path, Path]:
     skeletons of clDice cost in proportion to a vessel's thickness, so a fat phantom would overstate them."""
     from scipy import ndimage
 
-    from pytest_rexmle.challenges.topbrain.grade import TRACKS, load_valid_neighbors
-    from pytest_rexmle.challenges.topbrain.synthetic import brain_phantom
+    from pytest_rexmle.competitions.topbrain.grade import TRACKS, load_valid_neighbors
+    from pytest_rexmle.competitions.topbrain.synthetic import brain_phantom
     from pytest_rexmle.task import get_task
 
     task = get_task("topbrain-mra-seg")

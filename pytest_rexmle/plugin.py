@@ -20,7 +20,7 @@ from . import hooks
 from .errors import RexmleError
 from .fixtures import *  # noqa: F401,F403  (fixtures must live in the plugin's namespace)
 from .settings import add_options, read_settings
-from .task import MODALITIES, TASK_TYPES, registry
+from .task import registry
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -37,9 +37,22 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
 
 
+def _register_task_markers(config: pytest.Config) -> None:
+    """The task types and modalities the tasks use, as markers (``-m segmentation``, ``-m ct``): read from
+    the tasks, so a new one is a new task.yaml value. A broken task folder is reported by the benchmark's
+    collection, with its file and field, not here (the project's own tests must still start)."""
+    try:
+        tasks = registry()
+    except RexmleError:
+        return
+    for marker in tasks.task_types:
+        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this task type")
+    for marker in tasks.modalities:
+        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this modality")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    for marker in (*TASK_TYPES, *MODALITIES):
-        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this task type or modality")
+    _register_task_markers(config)
     config.addinivalue_line("markers", "rexmle: a ReX-MLE benchmark item")
     settings = read_settings(config)
     config.stash[SETTINGS_KEY] = settings

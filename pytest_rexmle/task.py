@@ -1,18 +1,25 @@
-"""The task registry: one folder per challenge under ``tasks/<id>/``.
+"""The task registry: one folder per competition, ``competitions/<name>/``, holding its code and its tasks.
+
+A competition folder (``pytest_rexmle/competitions/<name>/``) holds the competition's code (``grade.py``,
+``synthetic.py``, ``prepare.py``, ``source.py``) and one folder per task it contributes, ``tasks/<id>/``.
+The registry finds every ``competitions/*/tasks/*/task.yaml``; a task's competition is the folder it lives
+in, so adding a competition is adding one folder (no table lists them).
 
 A task folder is declarative: ``task.yaml`` (identity, markers, source facts, budget, metrics and the
-dotted names of its grader and synthetic-data generator), ``leaderboard.csv`` (the human top-N) and
+names of its grader and synthetic-data generator), ``leaderboard.csv`` (the human top-N) and
 ``description.md`` (what the agent reads). Code never hard-codes per-task facts that belong there.
 
 task.yaml fields (all required unless marked optional):
 
 * ``id`` (str): project id, e.g. ``topcow-cta-det``; must equal the folder name.
-* ``reference_id`` (str): the id in the reference implementation and ``shared/reference-data``, e.g.
+* ``reference_id`` (str): the task's id in the ReX-MLE reference implementation, e.g.
   ``topcow-track1-task2``; accepted wherever a task id is.
 * ``aliases`` (list[str], optional): further accepted ids (paper names in lower case).
 * ``name``, ``paper_name``, ``competition`` (str); ``paper_names`` (list, optional).
-* ``modality`` (one of ``MODALITIES``), ``task_type`` (one of ``TASK_TYPES``), ``markers`` (list).
-* ``source`` (mapping with at least ``raw``: the shared raw-data folder name of §0.2).
+* ``modality`` and ``task_type`` (lower-case identifiers, e.g. ``ct`` and ``segmentation``; a new one is
+  just a new value, registered as a pytest marker from the tasks that use it), ``markers`` (list, which
+  must contain both).
+* ``source`` (mapping with at least ``raw``: the name of the release's folder under the raw-data root).
 * ``time_limit_hours`` (number > 0, default budget 24), ``gpus`` (int >= 0), ``version`` (int >= 1).
 * ``id_column`` (str): the case-id column of ``submission.csv``.
 * ``metrics`` (list of ``{key, direction: higher_better|lower_better, ranks: bool}``). Ranking metrics
@@ -22,16 +29,17 @@ task.yaml fields (all required unless marked optional):
 * ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
   :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
   tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
-* ``grader`` / ``synthetic`` / ``prepare`` (optional ``<challenge>:<attribute>``): the grader class, the
-  synthetic-twin generator and the real-data preparer, found in the challenge's folder
-  ``pytest_rexmle/challenges/<challenge>/`` (``grade.py``, ``synthetic.py``, ``prepare.py``; see
-  :func:`resolve`). A task without a grader yet is collected and skipped with that reason.
+* ``grader`` / ``synthetic`` / ``prepare`` (optional ``<competition>:<attribute>``): the grader class, the
+  synthetic-twin generator and the real-data preparer, found in the competition's ``grade.py``,
+  ``synthetic.py`` and ``prepare.py`` (see :func:`resolve`). ``<competition>`` must be the name of the
+  folder the task lives in. A task without a grader yet is collected and skipped with that reason.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,8 +49,10 @@ from .documents import parse
 from .errors import TaskConfigError, UnknownTaskError
 from .paths import Entry
 
-TASK_TYPES = ("segmentation", "detection", "classification", "quality_assessment", "enhancement")
-MODALITIES = ("ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy")
+#: a task type or modality: a lower-case identifier, so that it is also a valid pytest marker name
+VOCABULARY_WORD = re.compile(r"[a-z][a-z0-9_]*")
+#: the package's own competitions
+PACKAGE_COMPETITIONS = Path(__file__).resolve().with_name("competitions")
 
 
 class Metric(BaseModel):
@@ -68,8 +78,8 @@ class Task(BaseModel):
     name: StrictStr
     paper_name: StrictStr
     competition: StrictStr
-    modality: Literal[MODALITIES]  # type: ignore[valid-type]
-    task_type: Literal[TASK_TYPES]  # type: ignore[valid-type]
+    modality: StrictStr
+    task_type: StrictStr
     markers: tuple[StrictStr, ...]
     source: dict[StrictStr, Any]
     time_limit_hours: float = Field(gt=0, strict=True)
@@ -92,6 +102,14 @@ class Task(BaseModel):
         folder = info.data.get("folder")
         if folder is not None and value != folder.name:
             raise ValueError(f"is {value!r} but the folder is named {folder.name!r}")
+        return value
+
+    @field_validator("modality", "task_type")
+    @classmethod
+    def _lower_case_word(cls, value: str) -> str:
+        if not VOCABULARY_WORD.fullmatch(value):
+            raise ValueError(f"must be a lower-case identifier (letters, digits, '_'), like 'ct' or "
+                             f"'quality_assessment', got {value!r}")
         return value
 
     @field_validator("markers")
@@ -124,9 +142,17 @@ class Task(BaseModel):
 
     @field_validator("grader", "synthetic", "prepare")
     @classmethod
-    def _challenge_name(cls, value: str | None) -> str | None:
-        if value is not None and ":" not in value:
-            raise ValueError(f"must look like 'challenge:attribute', got {value!r}")
+    def _competition_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        name, colon, attribute = value.partition(":")
+        if not colon or not name or not attribute:
+            raise ValueError(f"must look like 'competition:attribute', got {value!r}")
+        folder = info.data.get("folder")
+        home = competition_of_folder(folder) if folder is not None else None
+        if home is not None and name != home:
+            raise ValueError(f"names the competition {name!r}, but the task lives in the competition folder "
+                             f"{home!r} ({folder.parent.parent}); a task's code is its own competition's")
         return value
 
     @field_validator("public_files")
@@ -176,6 +202,21 @@ class Task(BaseModel):
     def implemented(self) -> bool:
         return self.grader is not None and self.synthetic is not None
 
+    @property
+    def competition_name(self) -> str | None:
+        """The competition folder's name (``topcow``): the folder the task lives in, else the name task.yaml's
+        ``grader`` (or ``synthetic``, ``prepare``) gives, for a task folder read on its own."""
+        home = competition_of_folder(self.folder)
+        if home is not None:
+            return home
+        named = self.grader or self.synthetic or self.prepare
+        return named.partition(":")[0] if named else None
+
+
+def competition_of_folder(folder: Path) -> str | None:
+    """``<competition>`` of a task folder laid out as ``<competition>/tasks/<id>/``, else None."""
+    return folder.parent.parent.name if folder.parent.name == "tasks" else None
+
 
 def read_yaml(path: Path) -> Any:
     """``yaml.safe_load`` of a file (libyaml's parser when PyYAML has it: the same documents, faster)."""
@@ -216,27 +257,32 @@ def _check_leaderboard_columns(task: Task) -> None:
         )
 
 
-def tasks_root() -> Path:
-    """Where task folders live: ``$REXMLE_TASKS_DIR``, the source checkout, or the installed copy."""
-    env = os.environ.get("REXMLE_TASKS_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "tasks", here / "_tasks"):
-        if candidate.is_dir():
-            return candidate
-    raise TaskConfigError(f"no task folders found next to {here}; set REXMLE_TASKS_DIR")
+def competitions_root() -> Path:
+    """Where competition folders live: the package's ``competitions/``, or ``$REXMLE_COMPETITIONS_DIR``, a
+    folder laid out the same way (``<competition>/tasks/<id>/task.yaml``) whose task folders are read
+    instead, e.g. a copy with one task.yaml changed. The competitions' code is always the package's."""
+    if os.environ.get("REXMLE_TASKS_DIR"):
+        raise TaskConfigError("REXMLE_TASKS_DIR is no longer read: tasks live in their competition's folder, "
+                              "competitions/<competition>/tasks/<id>/; set REXMLE_COMPETITIONS_DIR to a folder "
+                              "laid out like pytest_rexmle/competitions/ instead")
+    env = os.environ.get("REXMLE_COMPETITIONS_DIR")
+    return Path(env) if env else PACKAGE_COMPETITIONS
 
 
 class TaskRegistry:
-    """All task folders under one root, with alias lookup."""
+    """All task folders of the competitions under one root (``<competition>/tasks/<id>/``), with alias lookup."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._tasks: dict[str, Task] = {}
         self._aliases: dict[str, str] = {}
-        for folder in sorted(p for p in root.iterdir() if (p / "task.yaml").is_file()):
-            task = load_task(folder)
+        if not root.is_dir():
+            raise TaskConfigError(f"{root}: no such competitions folder")
+        for path in sorted(root.glob("*/tasks/*/task.yaml")):
+            task = load_task(path.parent)
+            if task.id in self._tasks:
+                raise TaskConfigError(f"{path}: task id {task.id!r} is also the id of "
+                                      f"{self._tasks[task.id].folder}")
             self._tasks[task.id] = task
         for task in self._tasks.values():
             for name in {task.id, task.reference_id, *task.aliases}:
@@ -250,6 +296,15 @@ class TaskRegistry:
     @property
     def ids(self) -> list[str]:
         return sorted(self._tasks)
+
+    @property
+    def task_types(self) -> list[str]:
+        """The task types the tasks use (a new one is a new value in a task.yaml)."""
+        return sorted({t.task_type for t in self._tasks.values()})
+
+    @property
+    def modalities(self) -> list[str]:
+        return sorted({t.modality for t in self._tasks.values()})
 
     def get(self, name: str) -> Task:
         """Look a task up by project id or alias."""
@@ -265,26 +320,25 @@ def _registry_for(root: str) -> TaskRegistry:
 
 
 def registry(root: Path | None = None) -> TaskRegistry:
-    return _registry_for(str(root or tasks_root()))
+    return _registry_for(str(root or competitions_root()))
 
 
 def get_task(name: str) -> Task:
     return registry().get(name)
 
 
-#: task.yaml field → the module of the challenge folder whose attribute it names
-CHALLENGE_MODULES = {"grader": "grade", "synthetic": "synthetic", "prepare": "prepare"}
+#: task.yaml field → the module of the competition folder whose attribute it names
+COMPETITION_MODULES = {"grader": "grade", "synthetic": "synthetic", "prepare": "prepare"}
 
 
-def challenge_module(task: Task, field: str, module: str | None = None) -> str:
-    """The dotted module a task.yaml name lives in: ``grader: topcow:Segmentation`` →
-    ``pytest_rexmle.challenges.topcow.grade``; ``module`` names another module of the same folder
-    (``source``). Only names are built here, so listing tasks imports no challenge code."""
-    value = getattr(task, field)
-    if value is None:
+def competition_module(task: Task, field: str, module: str | None = None) -> str:
+    """The dotted module a task.yaml name lives in: ``grader: topcow:Segmentation`` of a task in
+    ``competitions/topcow/tasks/`` → ``pytest_rexmle.competitions.topcow.grade``; ``module`` names another
+    module of the same folder (``source``). Only names are built here, so listing tasks imports no
+    competition code."""
+    if getattr(task, field) is None:
         raise TaskConfigError(f"{task.id}: no {field} declared in {task.folder / 'task.yaml'}")
-    challenge = value.partition(":")[0]
-    return f"{__package__}.challenges.{challenge}.{module or CHALLENGE_MODULES[field]}"
+    return f"{__package__}.competitions.{task.competition_name}.{module or COMPETITION_MODULES[field]}"
 
 
 def resolve(task: Task, field: str) -> Any:
@@ -293,7 +347,7 @@ def resolve(task: Task, field: str) -> Any:
 
     attr = getattr(task, field) and getattr(task, field).partition(":")[2]
     try:
-        return getattr(importlib.import_module(challenge_module(task, field)), attr)
+        return getattr(importlib.import_module(competition_module(task, field)), attr)
     except (ImportError, AttributeError) as exc:
         raise TaskConfigError(f"{task.folder / 'task.yaml'}: field {field!r} {getattr(task, field)!r} cannot be "
                               f"loaded: {exc}") from exc

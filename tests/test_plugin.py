@@ -89,13 +89,15 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
 
 
 def _tasks_copy(tmp_path: Path, **overrides: dict) -> Path:
-    """A copy of the task registry with some task.yaml fields replaced (None removes the field)."""
+    """A copy of the competitions' task folders (for ``REXMLE_COMPETITIONS_DIR``) with some task.yaml fields
+    replaced (None removes the field); the code stays the package's."""
     import yaml
 
-    root = tmp_path / "tasks"
-    shutil.copytree(REPO / "tasks", root)
+    root = tmp_path / "competitions"
+    shutil.copytree(REPO / "pytest_rexmle" / "competitions", root,
+                    ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     for task_id, fields in overrides.items():
-        path = root / task_id / "task.yaml"
+        (path,) = root.glob(f"*/tasks/{task_id}/task.yaml")
         data = yaml.safe_load(path.read_text())
         for key, value in fields.items():
             if value is None:
@@ -107,7 +109,7 @@ def _tasks_copy(tmp_path: Path, **overrides: dict) -> Path:
 
 
 def test_task_without_grader_skips_and_counts_as_fail(bench, needs_bwrap, tmp_path, monkeypatch):
-    monkeypatch.setenv("REXMLE_TASKS_DIR", str(_tasks_copy(tmp_path, dentex={"grader": None})))
+    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_tasks_copy(tmp_path, dentex={"grader": None})))
     result = bench("--agent=sample", "-k", "ldct-iqa or dentex", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*dentex: grader not implemented yet*"])

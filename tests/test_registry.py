@@ -12,7 +12,7 @@ import yaml
 
 from pytest_rexmle.errors import TaskConfigError, UnknownTaskError
 from pytest_rexmle.leaderboard import metric_columns
-from pytest_rexmle.task import MODALITIES, TASK_TYPES, TaskRegistry, load_task, registry, tasks_root
+from pytest_rexmle.task import TaskRegistry, competitions_root, load_task, registry
 
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference-data"
 
@@ -60,9 +60,18 @@ def test_all_twenty_tasks_load(reg):
     assert [t.id for t in reg] == IDS  # iteration is sorted by id
 
 
-def test_fresh_registry_from_the_tasks_root_matches(reg):
-    fresh = TaskRegistry(tasks_root())
+def test_fresh_registry_from_the_competitions_root_matches(reg):
+    fresh = TaskRegistry(competitions_root())
     assert fresh.ids == reg.ids
+
+
+def test_each_task_lives_in_its_competition_folder(reg):
+    """One folder per competition: ``competitions/<name>/tasks/<id>/``, next to the code task.yaml names."""
+    for task in reg:
+        assert task.folder.parent.name == "tasks"
+        assert task.folder.parent.parent.parent == competitions_root()
+        assert task.competition_name == task.folder.parent.parent.name == task.grader.partition(":")[0]
+        assert (task.folder.parent.parent / "grade.py").is_file()
 
 
 @pytest.mark.parametrize("task_id", IDS)
@@ -76,15 +85,15 @@ def test_identity_and_markers_follow_the_table(reg, task_id):
     assert task.modality == modality_marker
     # exactly one task-type marker and one modality marker
     assert sorted(task.markers) == sorted([task_marker, modality_marker])
-    assert [m for m in task.markers if m in TASK_TYPES] == [task_marker]
-    assert [m for m in task.markers if m in MODALITIES] == [modality_marker]
+    assert [m for m in task.markers if m in reg.task_types] == [task_marker]
+    assert [m for m in task.markers if m in reg.modalities] == [modality_marker]
     assert task.paper_name in paper_names
     assert set(paper_names) <= set(task.extra.get("paper_names", []))
 
 
-def test_marker_vocabulary_is_the_one_of_the_spec():
-    assert set(TASK_TYPES) == {"segmentation", "detection", "classification", "quality_assessment", "enhancement"}
-    assert set(MODALITIES) == {"ultrasound", "ct", "cta", "mra", "mri", "xray", "pathology", "microscopy"}
+def test_marker_vocabulary_is_read_from_the_tasks(reg):
+    assert reg.task_types == ["classification", "detection", "enhancement", "quality_assessment", "segmentation"]
+    assert reg.modalities == ["ct", "cta", "microscopy", "mra", "mri", "pathology", "ultrasound", "xray"]
 
 
 @pytest.mark.parametrize("task_id", IDS)
@@ -173,8 +182,10 @@ SOURCE_TASK = "topcow-cta-det"
 
 
 def _copy_task(root: Path, task_id: str = SOURCE_TASK, folder_name: str | None = None) -> Path:
-    folder = root / (folder_name or task_id)
-    shutil.copytree(tasks_root() / task_id, folder)
+    """The task's folder copied into a competitions root, ``root/<competition>/tasks/<folder_name>``."""
+    source = registry().get(task_id).folder
+    folder = root / source.parent.parent.name / "tasks" / (folder_name or task_id)
+    shutil.copytree(source, folder)
     return folder
 
 
@@ -260,15 +271,17 @@ ONE_BAD_EDIT = {
     "bad-direction": (_set_metric(1, "direction", "higher"), "metrics[1].direction", ("'higher'",)),
     "ranks-must-be-bool": (_set_metric(0, "ranks", "yes"), "metrics[0].ranks", ()),
     "repeated-metric-key": (_add_metric("iou", ranks=False), "metrics", ("iou",)),
-    "bad-modality": (_set("modality", "mrx"), "modality", ("'mrx'",)),
-    "bad-task-type": (_set("task_type", "registration"), "task_type", ("'registration'",)),
+    "bad-modality": (_set("modality", "MR angiography"), "modality", ("'MR angiography'", "lower-case")),
+    "bad-task-type": (_set("task_type", "Registration"), "task_type", ("'Registration'", "lower-case")),
+    "grader-of-another-competition": (_set("grader", "ldct:QualityScore"), "grader",
+                                      ("'ldct'", "'topcow'", "competition folder")),
     "markers-must-contain-type-and-modality": (_set("markers", ["detection"]), "markers", ("'cta'",)),
     "source-needs-raw": (lambda d: d["source"].pop("raw"), "source.raw", ()),
     "ranking-metric-not-a-leaderboard-column": (_add_metric("dice", ranks=True), "metrics",
                                                 ("leaderboard.csv", "dice")),
     # iou no longer ranks
     "leaderboard-column-not-ranked": (_set_metric(1, "ranks", False), "metrics", ("leaderboard.csv", "iou")),
-    "bad-grader-reference": (_set("grader", "topcow.BoxDetection"), "grader", ("challenge:attribute",)),
+    "bad-grader-reference": (_set("grader", "topcow.BoxDetection"), "grader", ("competition:attribute",)),
     "aliases-must-be-strings": (_set("aliases", ["ok", 3]), "aliases[1]", ("got 3",)),
 }
 
@@ -356,3 +369,29 @@ def test_public_files_reach_the_agent_and_must_exist(tmp_path, shared_cache):
     (folder / "task.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(TaskConfigError, match=r"task.yaml: field 'public_files' names 'missing.json'"):
         load_task(folder)
+
+
+def test_a_new_task_type_and_modality_are_data(tmp_path):
+    """Task types and modalities are open: a new one is a task.yaml value, listed by the registry."""
+    folder = _copy_task(tmp_path)
+    _edit(folder, lambda d: d.update(task_type="registration", modality="oct",
+                                     markers=["registration", "oct"]))
+    reg = TaskRegistry(tmp_path)
+    assert reg.get(SOURCE_TASK).task_type == "registration" and reg.get(SOURCE_TASK).modality == "oct"
+    assert reg.task_types == ["registration"] and reg.modalities == ["oct"]
+
+
+def test_the_same_task_id_in_two_competitions(tmp_path):
+    _copy_task(tmp_path)
+    twin = tmp_path / "elsewhere" / "tasks" / SOURCE_TASK
+    shutil.copytree(registry().get(SOURCE_TASK).folder, twin)
+    for field in ("grader", "synthetic", "prepare"):
+        _edit(twin, lambda d, f=field: d.__setitem__(f, "elsewhere:" + d[f].partition(":")[2]))
+    with pytest.raises(TaskConfigError, match=f"task id '{SOURCE_TASK}' is also the id of"):
+        TaskRegistry(tmp_path)
+
+
+def test_the_old_tasks_variable_is_refused_with_its_replacement(monkeypatch, tmp_path):
+    monkeypatch.setenv("REXMLE_TASKS_DIR", str(tmp_path))
+    with pytest.raises(TaskConfigError, match="REXMLE_TASKS_DIR is no longer read.*REXMLE_COMPETITIONS_DIR"):
+        competitions_root()

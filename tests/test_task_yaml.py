@@ -13,19 +13,19 @@ import pytest
 import yaml
 
 from pytest_rexmle.errors import TaskConfigError
-from pytest_rexmle.task import TaskRegistry, read_yaml, tasks_root
+from pytest_rexmle.task import TaskRegistry, competitions_root, read_yaml
 
 
 @pytest.fixture
 def tasks_copy(tmp_path):
-    root = tmp_path / "checkout" / "tasks"
-    shutil.copytree(tasks_root(), root)
+    root = tmp_path / "checkout" / "competitions"
+    shutil.copytree(competitions_root(), root, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
 
 def test_changed_file_is_read_again(tasks_copy):
     assert TaskRegistry(tasks_copy).get("isles22").name != "Renamed"
-    path = tasks_copy / "isles22" / "task.yaml"
+    path = tasks_copy / "isles22" / "tasks" / "isles22" / "task.yaml"
     data = yaml.safe_load(path.read_text())
     data["name"] = "Renamed"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -33,7 +33,7 @@ def test_changed_file_is_read_again(tasks_copy):
 
 
 def test_invalid_yaml_names_the_file(tasks_copy):
-    path = tasks_copy / "isles22" / "task.yaml"
+    path = tasks_copy / "isles22" / "tasks" / "isles22" / "task.yaml"
     path.write_text("id: [unclosed\n")
     with pytest.raises(TaskConfigError, match="not valid YAML") as info:
         TaskRegistry(tasks_copy)
@@ -41,7 +41,7 @@ def test_invalid_yaml_names_the_file(tasks_copy):
 
 
 def test_wrong_field_type_names_the_file_the_field_and_the_value(tasks_copy):
-    path = tasks_copy / "isles22" / "task.yaml"
+    path = tasks_copy / "isles22" / "tasks" / "isles22" / "task.yaml"
     data = yaml.safe_load(path.read_text())
     data["metrics"][0]["direction"] = "upwards"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -60,6 +60,6 @@ def test_registry_loads_without_numpy(tmp_path):
 
 
 def test_libyaml_and_python_loaders_agree_on_every_task():
-    for path in sorted(Path(tasks_root()).glob("*/task.yaml")):
+    for path in sorted(Path(competitions_root()).glob("*/tasks/*/task.yaml")):
         text = path.read_text(encoding="utf-8")
         assert yaml.load(text, Loader=yaml.SafeLoader) == read_yaml(path), path

@@ -10,7 +10,7 @@ import pytest
 import tifffile
 from scipy import ndimage
 
-from pytest_rexmle.challenges.cellseg.grade import image_hw, public_test_image, read_labels
+from pytest_rexmle.competitions.cellseg.grade import image_hw, public_test_image, read_labels
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.task import registry

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pytest_rexmle.challenges.dentex.grade import parse_detection
+from pytest_rexmle.competitions.dentex.grade import parse_detection
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.detection import metric_keys

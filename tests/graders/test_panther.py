@@ -10,7 +10,7 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.challenges.panther.grade import aggregate, case_metrics, tumour_mask
+from pytest_rexmle.competitions.panther.grade import aggregate, case_metrics, tumour_mask
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image

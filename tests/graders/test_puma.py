@@ -11,7 +11,7 @@ import pytest
 import tifffile
 from PIL import Image
 
-from pytest_rexmle.challenges.puma.grade import (
+from pytest_rexmle.competitions.puma.grade import (
     NUCLEI_TRACK1,
     NUCLEI_TRACK2,
     TRACK1_OF,
@@ -21,7 +21,7 @@ from pytest_rexmle.challenges.puma.grade import (
     rasterise_tissue,
     read_tissue_mask,
 )
-from pytest_rexmle.challenges.puma.synthetic import SIZE
+from pytest_rexmle.competitions.puma.synthetic import SIZE
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.errors import InvalidSubmission

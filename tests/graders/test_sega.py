@@ -10,7 +10,7 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.challenges.sega.grade import aggregate, case_metrics, vessel_mask
+from pytest_rexmle.competitions.sega.grade import aggregate, case_metrics, vessel_mask
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.data.synthetic.volumes import make_image
 from pytest_rexmle.errors import InvalidSubmission

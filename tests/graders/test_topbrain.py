@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from pytest_rexmle.challenges.topbrain.grade import TRACKS, aggregate_brain, score_brain_case
+from pytest_rexmle.competitions.topbrain.grade import TRACKS, aggregate_brain, score_brain_case
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader

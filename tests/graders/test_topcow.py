@@ -13,9 +13,9 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from pytest_rexmle.challenges.topcow.cow_volumes import aggregate_cow, score_cow_case
-from pytest_rexmle.challenges.topcow.grade import read_edges
-from pytest_rexmle.challenges.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
+from pytest_rexmle.competitions.topcow.cow_volumes import aggregate_cow, score_cow_case
+from pytest_rexmle.competitions.topcow.grade import read_edges
+from pytest_rexmle.competitions.topcow.synthetic import TEST_SCHEDULE, Variant, cow_edges, cow_phantom
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.errors import InvalidSubmission

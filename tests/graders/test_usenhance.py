@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from pytest_rexmle.challenges.usenhance.grade import read_png
+from pytest_rexmle.competitions.usenhance.grade import read_png
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader

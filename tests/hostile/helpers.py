@@ -78,7 +78,7 @@ def baseline_rss_mb() -> float:
     """Peak RSS of the probe after importing what the probes import (the floor the bounds are above)."""
     return peak_rss_of("""
         import numpy, SimpleITK, nibabel, tifffile, PIL.Image
-        import pytest_rexmle.medimage.geometry, pytest_rexmle.challenges.dentex.grade, pytest_rexmle.capability.rules
+        import pytest_rexmle.medimage.geometry, pytest_rexmle.competitions.dentex.grade, pytest_rexmle.capability.rules
     """)["peak_mb"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.challenges.sega.prepare import header_repair_offset
+from pytest_rexmle.competitions.sega.prepare import header_repair_offset
 from pytest_rexmle.data.prepare import (
     ChecksumMismatch,
     ManualDownloadRequired,
@@ -153,7 +153,7 @@ def test_interrupted_prepare_leaves_nothing_that_looks_ready(fake_sources, tmp_p
         raise KeyboardInterrupt
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("pytest_rexmle.challenges.isles22.prepare.prepare", broken)
+        patch.setattr("pytest_rexmle.competitions.isles22.prepare.prepare", broken)
         with pytest.raises(KeyboardInterrupt):
             prepare_task(task("isles22"), tmp_path, progress=False)
     assert not (tmp_path / "isles22").exists() and no_build_leftovers(tmp_path)
@@ -244,7 +244,7 @@ def test_nrrd_header_repair_offset():
 
 
 def test_dentex_one_based_categories_are_refused(tmp_path):
-    from pytest_rexmle.challenges.dentex.prepare import check_categories
+    from pytest_rexmle.competitions.dentex.prepare import check_categories
 
     data = {"categories_1": [{"id": i, "name": str(i)} for i in range(1, 5)],
             "categories_2": [{"id": i, "name": str(i)} for i in range(8)],
@@ -258,7 +258,7 @@ def test_dentex_one_based_categories_are_refused(tmp_path):
 
 
 def test_topcow_label_parsers(tmp_path):
-    from pytest_rexmle.challenges.topcow.prepare import parse_edges, parse_roi
+    from pytest_rexmle.competitions.topcow.prepare import parse_edges, parse_roi
 
     roi = tmp_path / "r.txt"
     roi.write_text("--- ROI Meta Data ---\n\nSize (Voxels): 96 68 36\n\nLocation (Voxels): 103 93 77\n")

@@ -16,7 +16,7 @@ import pytest
 import SimpleITK as sitk
 from PIL import Image
 
-from pytest_rexmle.challenges.topcow.prepare import parse_roi
+from pytest_rexmle.competitions.topcow.prepare import parse_roi
 from pytest_rexmle.data.prepare import PrepareError, prepare_task
 from pytest_rexmle.data.taskdata import MANIFEST
 from pytest_rexmle.task import registry

@@ -227,7 +227,6 @@ def test_unprivileged_harness_agent_reaches_only_the_gateway(unprivileged_gatewa
     code.write_text(hunt_code(targets))
     code.chmod(0o644)
     env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(site), "LANG": "C.UTF-8",
-           "REXMLE_TASKS_DIR": str(site / "tasks"),
            "OPENAI_API_KEY": REAL_KEY}  # the harness's environment, as in real use (never a command line)
     done = subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python,
                            str(site / "gateway_harness.py"), mechanism, str(code)],

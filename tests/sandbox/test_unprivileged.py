@@ -91,7 +91,6 @@ def unprivileged_site():
     site = Path(tempfile.mkdtemp(prefix="rexmle-unpriv-site-"))
     try:
         shutil.copytree(REPO / "pytest_rexmle", site / "pytest_rexmle", ignore=shutil.ignore_patterns("__pycache__", "_images"))
-        shutil.copytree(REPO / "tasks", site / "tasks")
         import landlockpy
 
         shutil.copytree(Path(landlockpy.__file__).parent, site / "landlockpy", ignore=shutil.ignore_patterns("__pycache__"))
@@ -111,8 +110,7 @@ def run_as_nobody(unprivileged_site, mechanism: str, code_file: str, network: st
     runs as the harness's own uid only with ``--rexmle-unsafe-same-uid`` (``same_uid``, by default on for it)."""
     same_uid = mechanism == "landlock" if same_uid is None else same_uid
     python, setpriv, site = unprivileged_site
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(site), "LANG": "C.UTF-8",
-           "REXMLE_TASKS_DIR": str(site / "tasks")}
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(site), "LANG": "C.UTF-8"}
     done = subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python,
                            str(site / "harness.py"), mechanism, str(site / code_file), network,
                            "unsafe-same-uid" if same_uid else "-"],

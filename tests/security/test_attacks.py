@@ -77,15 +77,16 @@ def public_data_state(cache: Path, task: str = "ldct-iqa") -> dict:
 
 def host_snapshot() -> dict:
     import pytest_rexmle
-    from pytest_rexmle.task import tasks_root
+    from pytest_rexmle.task import competitions_root, get_task
 
     package = Path(pytest_rexmle.__file__).resolve().parent
     sites = [*site.getsitepackages()]
     # the files the attack opens for writing (not whole trees: other work may change the package meanwhile)
-    targets = [package / "grading.py", package / "challenges" / "ldct" / "grade.py", tasks_root().resolve() / "ldct-iqa" / "task.yaml"]
+    targets = [package / "grading.py", package / "competitions" / "ldct" / "grade.py",
+               get_task("ldct-iqa").folder.resolve() / "task.yaml"]
     return {"targets": {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in targets},
             "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in SYSCTLS},
-            "markers": sorted(p for s in sites + [str(package), str(tasks_root())] for p in glob.glob(f"{s}/*{MARK}*")),
+            "markers": sorted(p for s in sites + [str(package), str(competitions_root())] for p in glob.glob(f"{s}/*{MARK}*")),
             "pth_ran": os.path.exists(f"/tmp/{MARK}-pth-ran")}
 
 
@@ -109,11 +110,11 @@ def answer_rows(cache: Path, task: str) -> list[str]:
 
 def _command(mech: Mechanism, folder: Path, scenario: str, **extra: str) -> list[str]:
     import pytest_rexmle
-    from pytest_rexmle.task import tasks_root
+    from pytest_rexmle.task import competitions_root
 
     env = {"ATTACK_CACHE": str(mech.cache), "ATTACK_RUNS": str(folder / ".rexmle" / "runs"),
            "ATTACK_PACKAGE": str(Path(pytest_rexmle.__file__).resolve().parent),
-           "ATTACK_TASKS": str(tasks_root().resolve()), "ATTACK_SITE": ":".join(site.getsitepackages()), **extra}
+           "ATTACK_TASKS": str(competitions_root().resolve()), "ATTACK_SITE": ":".join(site.getsitepackages()), **extra}
     env.setdefault("ATTACK_SEEDS", "2")
     cmd = " ".join(f"{k}={v}" for k, v in env.items()) + f" python attack.py {scenario}"
     return ["--agent=command", f"--agent-option=dir={ATTACKS}", f"--agent-option=cmd={cmd}"]

@@ -1,6 +1,6 @@
 """Raw sources: which files a task needs, where they come from, and their one shared raw folder.
 
-All tasks of a competition share ``<data>/raw/<source>/`` (§0.2): the six TopCoW tasks download and
+All tasks of a competition share ``<data>/raw/<source>/``: the six TopCoW tasks download and
 extract ``TopCoW2024_Data_Release.zip`` once. A source is split into *parts* (one archive, or every
 file of a record); each part is extracted into its own sub-folder under a lock and marked done with a
 small JSON file, so a task needing only some parts (PUMA tissue vs nuclei, PANTHER task 1 vs 2) fetches
@@ -23,10 +23,12 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from filelock import FileLock
 
-from ...task import Task, challenge_module
+from ...errors import TaskConfigError
+from ...task import Task, competition_module
 from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
 from .extract import Limits, safe_extract
@@ -76,13 +78,40 @@ Signatures = dict[str, tuple[tuple[str, ...], str]]
 
 
 def parts_for(task: Task) -> list[Part]:
-    """The raw parts a task needs: ``parts(task)`` of its challenge's ``source.py``, which reads task.yaml's
+    """The raw parts a task needs: ``parts(task)`` of its competition's ``source.py``, which reads task.yaml's
     ``source``; a ``source.py`` holding only ``SIGNATURES`` has the Zenodo files as parts (so has a task
     with no preparer, recognised by name)."""
     if task.prepare is None:
         return zenodo_parts(task, {})
-    source = importlib.import_module(challenge_module(task, "prepare", "source"))
-    return source.parts(task) if hasattr(source, "parts") else zenodo_parts(task, source.SIGNATURES)
+    name = competition_module(task, "prepare", "source")
+    try:
+        source = importlib.import_module(name)
+    except ImportError as exc:
+        raise TaskConfigError(f"{task.folder / 'task.yaml'}: field 'prepare' needs the competition's source.py "
+                              f"({name}), which cannot be loaded: {exc}") from exc
+    if hasattr(source, "parts"):
+        return source.parts(task)
+    return zenodo_parts(task, checked_signatures(source))
+
+
+def checked_signatures(source: ModuleType) -> Signatures:
+    """``source.SIGNATURES``, checked to be ``{file name: ((member regex, ...), words for users)}``: a
+    wrong shape would otherwise surface as a bare unpacking error in ``rexmle info``."""
+    where = source.__file__ or source.__name__
+    shape = ("must map each release file name to a pair (a tuple of member-path regexes, a description), e.g. "
+             "{'Release.zip': ((r'case_\\d+\\.nii\\.gz$',), 'the release volumes (case_*.nii.gz)')}")
+    signatures = getattr(source, "SIGNATURES", None)
+    if signatures is None:
+        raise TaskConfigError(f"{where}: defines neither parts(task) nor SIGNATURES")
+    if not isinstance(signatures, dict):
+        raise TaskConfigError(f"{where}: SIGNATURES {shape}; got a {type(signatures).__name__}")
+    for file_name, entry in signatures.items():
+        ok = (isinstance(file_name, str) and isinstance(entry, tuple) and len(entry) == 2
+              and isinstance(entry[0], tuple) and all(isinstance(r, str) for r in entry[0])
+              and isinstance(entry[1], str))
+        if not ok:
+            raise TaskConfigError(f"{where}: SIGNATURES[{file_name!r}] is {entry!r}; SIGNATURES {shape}")
+    return signatures
 
 
 def zenodo_parts(task: Task, signatures: Signatures) -> list[Part]:

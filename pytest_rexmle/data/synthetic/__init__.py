@@ -3,8 +3,8 @@
 They let the whole pipeline (agent contract, validation, grading, ranking, reports) run on a laptop
 without the real releases. Unless a seed is pinned, each twin is keyed by the cache's secret
 (:mod:`.secret`), so an agent that imports the generators cannot regenerate the answers. Each
-generator is ``generate(task, public, private, rng)`` in a challenge's ``synthetic.py``
-(``pytest_rexmle/challenges/<challenge>/``), named by ``synthetic:`` in task.yaml; the shared drawing and
+generator is ``generate(task, public, private, rng)`` in a competition's ``synthetic.py``
+(``pytest_rexmle/competitions/<competition>/``), named by ``synthetic:`` in task.yaml; the shared drawing and
 writing helpers are :mod:`.common` and :mod:`.volumes`. Generation goes to a temporary folder that is
 renamed into place under a file lock, so parallel workers and interrupted runs never see half a dataset.
 """
@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from ...errors import TaskConfigError
 from ...paths import synthetic_cache_dir
-from ...task import Task, challenge_module, resolve
+from ...task import Task, competition_module, resolve
 from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory
 from .secret import cache_secret, secret_id, secret_seed
 
@@ -36,7 +36,7 @@ GENERATOR_VERSION = 1
 
 
 def load_generator(task: Task) -> Generator:
-    """The generator named in task.yaml (``synthetic: <challenge>:<function>``, in the challenge's ``synthetic.py``)."""
+    """The generator named in task.yaml (``synthetic: <competition>:<function>``, in the competition's ``synthetic.py``)."""
     if task.synthetic is None:
         raise TaskConfigError(f"{task.id}: no synthetic generator declared in {task.folder / 'task.yaml'}")
     return resolve(task, "synthetic")
@@ -122,7 +122,7 @@ def fingerprint(task: Task) -> str:
     digest = hashlib.sha256()
     # the generator's source file, found without importing it (NumPy, SimpleITK, SciPy: seconds per
     # worker for the 20 generators when every twin is already cached)
-    spec = importlib.util.find_spec(challenge_module(task, "synthetic"))
+    spec = importlib.util.find_spec(competition_module(task, "synthetic"))
     for path in (task.folder / "task.yaml", task.description_path, Path(spec.origin), Path(__file__)):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return digest.hexdigest()[:16]
