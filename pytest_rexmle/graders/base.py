@@ -19,9 +19,15 @@ from ..submission import SUBMISSION_CSV, CaseTable, read_answers, read_case_tabl
 from ..task import Task
 
 SAMPLE_SUBMISSION = "sample_submission.csv"
+#: what a submission's prediction is: a number in a CSV cell, or a file per case of one of these kinds
+#: (a 3-D volume: NIfTI, MHA or NRRD; a TIFF or PNG image; a JSON document)
+PREDICTION_FORMATS = ("number", "volume", "tiff", "png", "json")
 
 
 class Grader(ABC):
+    #: the task's prediction format, one of :data:`PREDICTION_FORMATS`: the contract tests pick the
+    #: malformed submissions that apply from it and check the twin's files against it
+    prediction_format: ClassVar[str]
     #: columns of submission.csv besides the id column
     prediction_columns: ClassVar[tuple[str, ...]]
     #: columns of private/answers.csv besides the id column
@@ -132,7 +138,7 @@ def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[s
 
 
 def load_grader(task: Task) -> Grader:
-    """Instantiate the grader named in task.yaml (``grader: <challenge>:<Class>``, in the challenge's ``grade.py``)."""
+    """Instantiate the grader named in task.yaml (``grader: <competition>:<Class>``, in the competition's ``grade.py``)."""
     from ..task import resolve
 
     return resolve(task, "grader")(task)

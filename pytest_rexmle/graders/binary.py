@@ -21,6 +21,7 @@ from .base import Grader
 
 class BinaryMaskGrader(Grader):
     """Subclasses name their rules as functions of their module (``check_format = staticmethod(...)``)."""
+    prediction_format = "volume"
 
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)

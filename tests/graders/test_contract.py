@@ -24,7 +24,7 @@ import SimpleITK as sitk
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.graders.base import load_grader
+from pytest_rexmle.graders.base import PREDICTION_FORMATS, load_grader
 from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
 from pytest_rexmle.medimage.header_notes import collecting
 from pytest_rexmle.result import ChallengeResult
@@ -52,7 +52,7 @@ class Twin:
 
     @property
     def kind(self) -> str:
-        """The prediction format: 'number' (CSV cells), 'volume', 'tiff', 'png' or 'json'."""
+        """The prediction format of the twin's own files: 'number' (CSV cells), 'volume', 'tiff', 'png' or 'json'."""
         if not any(c.endswith(("_path", "_json")) for c in load_grader(self.task).prediction_columns):
             return "number"
         name = editing.first_file(self.perfect).name
@@ -236,19 +236,27 @@ MALFORMED = {
 }
 
 
-#: each task's prediction format, so only the classes that apply are collected (checked against the
-#: twins themselves by ``test_prediction_formats_are_as_listed``)
-KINDS = {"cellseg": "tiff", "dentex": "json", "isles22": "volume", "ldct-iqa": "number", "panther-t1": "volume",
-         "panther-t2": "volume", "puma-t1-nuclei-det": "json", "puma-t1-tissue-seg": "tiff",
-         "puma-t2-nuclei-det": "json", "puma-t2-tissue-seg": "tiff", "seg-a": "volume", "topbrain-cta-seg": "volume",
-         "topbrain-mra-seg": "volume", "topcow-cta-cls": "json", "topcow-cta-det": "json", "topcow-cta-seg": "volume",
-         "topcow-mra-cls": "json", "topcow-mra-det": "json", "topcow-mra-seg": "volume", "usenhance": "png"}
+def declared_format(task_id: str) -> str | None:
+    """The prediction format the task's grader declares (``prediction_format``), None where it declares none."""
+    return getattr(load_grader(registry().get(task_id)), "prediction_format", None)
+
+
+#: each task's prediction format, as its competition's grader declares it, so only the classes that apply
+#: are collected (checked against the twins themselves by ``test_prediction_formats_are_as_declared``)
+KINDS = {task: declared_format(task) for task in TASKS}
 APPLICABLE = [pytest.param(task, name, id=f"{task}-{name}") for task in TASKS for name, m in MALFORMED.items()
-              if m.kinds is None or KINDS.get(task) in m.kinds]
+              if m.kinds is None or KINDS[task] in m.kinds]
 
 
-def test_prediction_formats_are_as_listed(twin):
-    assert twin.kind == KINDS.get(twin.task.id), f"{twin.task.id}: add its format to KINDS"
+@pytest.mark.parametrize("task_id", TASKS)
+def test_every_grader_declares_its_prediction_format(task_id):
+    assert KINDS[task_id] in PREDICTION_FORMATS, (
+        f"{task_id}: its grader class must set prediction_format to one of {PREDICTION_FORMATS}, "
+        f"not {KINDS[task_id]!r}")
+
+
+def test_prediction_formats_are_as_declared(twin):
+    assert twin.kind == KINDS[twin.task.id], f"{twin.task.id}: the grader's prediction_format is not its files'"
 
 
 # -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning (§0.4 errata, turn 4) --
@@ -279,7 +287,7 @@ def _ras_direction(img: sitk.Image) -> None:
 
 HEADER_EDITS = {"origin offset 0.2 mm": (_shift_origin, "origin"), "spacing 0.61 vs 0.6": (_spacing_061, "spacing"),
                 "RAS-stored direction": (_ras_direction, "direction")}
-VOLUME_TASKS = [task for task in TASKS if KINDS.get(task) == "volume"]
+VOLUME_TASKS = [task for task in TASKS if KINDS[task] == "volume"]
 HEADER_CASES = [pytest.param(task, name, id=f"{task}-{name}") for task in VOLUME_TASKS for name in HEADER_EDITS]
 
 

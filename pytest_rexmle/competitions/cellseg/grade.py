@@ -98,6 +98,7 @@ def image_hw(path: Path) -> tuple[int, int]:
 
 
 class CellInstances(Grader):
+    prediction_format = "tiff"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
 

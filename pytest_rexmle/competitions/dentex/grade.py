@@ -87,6 +87,7 @@ def load_ground_truth(answers_dir: Path) -> dict:
 
 
 class HierarchicalDetection(Grader):
+    prediction_format = "json"
     prediction_columns = ("predictions_json",)
     answer_columns = ("coco_image_id",)
 

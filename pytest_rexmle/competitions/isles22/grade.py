@@ -52,6 +52,7 @@ def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[s
 
 
 class StrokeLesion(Grader):
+    prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("mask_path",)
     keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")

@@ -10,6 +10,7 @@ from ...submission import SUBMISSION_CSV, CaseTable
 
 
 class QualityScore(Grader):
+    prediction_format = "number"
     prediction_columns = ("quality_score",)
     answer_columns = ("quality_score",)
 

@@ -263,6 +263,7 @@ def confusion(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 
 class TissueSegmentation(Grader):
+    prediction_format = "tiff"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
 
@@ -300,6 +301,7 @@ class TissueSegmentation(Grader):
 
 # -- nuclei (§16, §18) -------------------------------------------------------------------------------
 class NucleiDetection(Grader):
+    prediction_format = "json"
     prediction_columns = ("predicted_nuclei_path",)
     answer_columns = ("label_path",)
     #: the class names of this track (submissions may use only these)

@@ -64,6 +64,7 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 class ImageEnhancement(Grader):
+    prediction_format = "png"
     prediction_columns = ("enhanced_image_path",)
     answer_columns = ("ground_truth_path",)
 
