@@ -21,8 +21,8 @@ from .base import Grader
 
 class BinaryMaskGrader(Grader):
     """Subclasses name their rules as functions of their module (``check_format = staticmethod(...)``)."""
-    prediction_format = "volume"
 
+    prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
     #: suffix of the public test images (``test/images/<id><suffix>``) and of the baseline's predictions

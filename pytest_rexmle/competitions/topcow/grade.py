@@ -96,8 +96,8 @@ class BoxDetection(Grader):
 # == Task 1: multi-class segmentation (volume reading and scoring: cow_volumes.py) ====================
 class _LabelVolumeGrader(Grader):
     """Shared plumbing of the label-volume tasks (TopCoW task 1, TopBrain): one mask per case."""
-    prediction_format = "volume"
 
+    prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
     allowed_labels: frozenset[int] = COW_LABELS
@@ -171,8 +171,8 @@ def edges_json(anterior: Sequence[int], posterior: Sequence[int]) -> str:
 
 class EdgeClassification(Grader):
     """TopCoW task 3 (§10, §13): variant-balanced accuracy of the anterior and posterior patterns."""
-    prediction_format = "json"
 
+    prediction_format = "json"
     prediction_columns = ("predicted_edges_path",)
     answer_columns = ("label_path",)
 
