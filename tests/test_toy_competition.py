@@ -117,7 +117,28 @@ def test_a_competition_naming_another_in_its_task_is_refused(followed, tmp_path)
     data["grader"] = "ldct:QualityScore"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(root), "REXMLE_COMPETITIONS_DIR": str(comps)}
-    done = subprocess.run([sys.executable, "-m", "pytest_rexmle", "list"], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pytest_rexmle", "list"], env=env, cwd=root, capture_output=True,
+                          text=True)
     assert done.returncode != 0
     assert f"{path}: field 'grader' names the competition 'ldct', but the task lives in the competition " \
            f"folder 'toy'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("signatures", [
+    '{"ToyFundus.zip": r"/labels\\.csv$"}',                       # a bare regex per file
+    '{"ToyFundus.zip": (r"/labels\\.csv$", "the toy release")}',  # regexes not in a tuple of their own
+])
+def test_a_wrongly_shaped_signatures_is_a_clear_error(tmp_path, signatures):
+    """``rexmle info`` on a competition whose SIGNATURES has another shape names source.py and the shape (it
+    was a bare ``ValueError: too many values to unpack``)."""
+    tracked_copy(tmp_path)
+    toy = tmp_path / "pytest_rexmle" / "competitions" / "toy"
+    shutil.copytree(REPO / "examples" / "competitions" / "toy", toy)
+    (toy / "source.py").write_text(f"SIGNATURES = {signatures}\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "REXMLE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("REXMLE_COMPETITIONS_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "pytest_rexmle", "info", TOY], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{toy / 'source.py'}: SIGNATURES['ToyFundus.zip'] is " in done.stderr
+    assert "must map each release file name to a pair (a tuple of member-path regexes, a description)" in done.stderr
