@@ -148,9 +148,9 @@ class Task(BaseModel):
         name, colon, attribute = value.partition(":")
         if not colon or not name or not attribute:
             raise ValueError(f"must look like 'competition:attribute', got {value!r}")
-        folder = info.data.get("folder")
+        folder: Path | None = info.data.get("folder")
         home = competition_of_folder(folder) if folder is not None else None
-        if home is not None and name != home:
+        if folder is not None and home is not None and name != home:
             raise ValueError(f"names the competition {name!r}, but the task lives in the competition folder "
                              f"{home!r} ({folder.parent.parent}); a task's code is its own competition's")
         return value

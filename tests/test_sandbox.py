@@ -95,7 +95,7 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
     run = _latest_run(bench, "ldct-iqa")
     echo = json.loads((run / "workspace" / "echo.json").read_text())
     # `rexmle validate` asks the gateway (tests/sandbox/test_validate_inside.py): no task registry inside
-    assert "REXMLE_TASKS_DIR" not in echo["env"]
+    assert "REXMLE_COMPETITIONS_DIR" not in echo["env"]
     # the default network: the session's gateway, on the sandbox's own loopback, reached with the run's token
     # on the sandbox's own loopback; where no network namespace can be made (Landlock in a default container)
     # the gateway's port on the host's loopback, the one port the agent may reach

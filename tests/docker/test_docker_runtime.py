@@ -73,7 +73,7 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert kw["command"][5:] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
     assert kw["working_dir"] == "/rexmle/workspace"
     env = kw["environment"]
-    assert env["HOME"] == "/rexmle/workspace" and "REXMLE_TASKS_DIR" not in env and "PYTHONPATH" not in env
+    assert env["HOME"] == "/rexmle/workspace" and "REXMLE_COMPETITIONS_DIR" not in env and "PYTHONPATH" not in env
     assert env["PATH"].startswith("/rexmle/bin:") and env["OPENAI_API_KEY"] == "sk-secret-123456"
     labels = kw["labels"]
     assert labels["rexmle.session"] == "s1" and labels["rexmle.task"] == "ldct-iqa"

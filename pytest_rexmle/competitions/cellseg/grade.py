@@ -1,4 +1,4 @@
-"""NeurIPS 2022 CellSeg grader (challenges.md §20): one instance-label TIFF per test image.
+"""NeurIPS 2022 CellSeg grader: one instance-label TIFF per test image.
 
 A prediction is a 2-D non-negative integer label image (0 = background, one id per cell) of exactly the
 ground truth's height and width, read with tifffile. Integral float arrays are accepted as labels (the

@@ -1,4 +1,4 @@
-"""NeurIPS 2022 CellSeg (challenges.md §20): labelled training images plus the tuning set.
+"""NeurIPS 2022 CellSeg: labelled training images plus the tuning set.
 
 Ids carry the source set (``labeled_<stem>``, ``tuning_<stem>``) because the two sets may reuse stems;
 only images with a label are used.

@@ -1,4 +1,4 @@
-"""NeurIPS CellSeg twin (challenges.md §20): microscopy-like images with instance-label TIFFs.
+"""NeurIPS CellSeg twin: microscopy-like images with instance-label TIFFs.
 
 Cases come from both source sets with *reused stems* (``labeled_cell_00001`` and ``tuning_cell_00001``),
 images use the release's mix of extensions (png, tif, tiff, bmp; colour brightfield and grayscale

@@ -1,4 +1,4 @@
-"""DENTEX grader (challenges.md §6): per test X-ray a JSON list of hierarchically labelled boxes.
+"""DENTEX grader: per test X-ray a JSON list of hierarchically labelled boxes.
 
 Each detection is ``{"bbox": [x, y, w, h], "category_id_1": q, "category_id_2": t, "category_id_3": d,
 "score": s}`` in the source's 0-based id space. Nothing is guessed or defaulted (the reference guessed
@@ -112,7 +112,7 @@ class HierarchicalDetection(Grader):
         read_detections(submission.file(case_id, "predictions_json"), case_id)
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
-        """No detection on any image: valid, and scores 0.0 on every key (the spec's empty rule)."""
+        """No detection on any image: valid, and scores 0.0 on every key (the empty-submission rule of the organisers' evaluation)."""
         self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
                          lambda i, path: path.write_text("[]\n", encoding="utf-8"))
 

@@ -1,4 +1,4 @@
-"""DENTEX 2023 (challenges.md §6): fully labelled panoramic X-rays with 3-level COCO annotations.
+"""DENTEX 2023: fully labelled panoramic X-rays with 3-level COCO annotations.
 
 Category ids in the release are 0-based (quadrant 0–3, tooth 0–7, diagnosis 0–3); the reference
 assumed 1-based ids and silently lost every class-0 box. The preparer asserts the id ranges on the
@@ -17,7 +17,7 @@ from ...data.prepare.layout import Context, check_id, split_and_record, standard
 
 ANNOTATIONS = "train_quadrant_enumeration_disease.json"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
-#: category list → the exact id set it must have (0-based, §6)
+#: category list → the exact id set it must have (0-based)
 ID_RANGES = {"categories_1": set(range(4)), "categories_2": set(range(8)), "categories_3": set(range(4))}
 
 
@@ -31,7 +31,7 @@ def check_categories(data: dict[str, Any], source: Path) -> dict[str, dict[int, 
         ids = [e.get("id") for e in entries if isinstance(e, dict)]
         if len(ids) != len(entries) or set(ids) != expected or len(set(ids)) != len(ids):
             raise PrepareError(f"{source}: {key} ids are {sorted(map(str, ids))}, expected exactly "
-                               f"{sorted(expected)} (0-based, challenges.md §6)")
+                               f"{sorted(expected)} (0-based)")
         tables[key] = {int(e["id"]): str(e.get("name")) for e in entries}
     for ann in data.get("annotations", []):
         for level in (1, 2, 3):

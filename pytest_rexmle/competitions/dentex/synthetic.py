@@ -1,4 +1,4 @@
-"""DENTEX twin (challenges.md §6): panoramic-like X-rays with hierarchically labelled tooth boxes.
+"""DENTEX twin: panoramic-like X-rays with hierarchically labelled tooth boxes.
 
 Layout and conventions follow the fully labelled release: a COCO-style JSON with ``category_id_1``
 (quadrant), ``category_id_2`` (tooth) and ``category_id_3`` (diagnosis), the three category lists with

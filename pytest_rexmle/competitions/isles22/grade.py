@@ -1,4 +1,4 @@
-"""ISLES'22 grader (challenges.md §19): binary infarct masks on the DWI grid, organisers' metrics.
+"""ISLES'22 grader: binary infarct masks on the DWI grid, organisers' metrics.
 
 Imaging and metric modules are imported where used: the baseline (empty NIfTI masks) needs neither.
 """
@@ -26,7 +26,7 @@ def _require_nifti(path: Path, case_id: str) -> None:
 
 
 def lesion_mask(path: Path, ref: sitk.Image, case_id: str) -> np.ndarray:
-    """The prediction's lesion voxels: any non-zero voxel, floats included (§19 errata, turn 4).
+    """The prediction's lesion voxels: any non-zero voxel, floats included.
 
     The organisers binarise with ``!= 0`` whatever the voxel type, so a float mask with values in (0, 1]
     is scored, not refused for non-integer values; NaN and ±inf stay invalid.

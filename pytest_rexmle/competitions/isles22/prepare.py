@@ -1,4 +1,4 @@
-"""ISLES'22 (challenges.md §19): BIDS DWI/ADC/FLAIR with lesion masks in ``derivatives/``.
+"""ISLES'22: BIDS DWI/ADC/FLAIR with lesion masks in ``derivatives/``.
 
 Both layouts seen in the wild are read: the Zenodo archive (``sub-*/ses-*/{anat,dwi}/`` at the top) and
 the one the organisers document (``rawdata/sub-*/ses-*/...``, ``derivatives/sub-*/ses-*/*_msk.nii.gz``),

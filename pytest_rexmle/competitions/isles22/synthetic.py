@@ -1,4 +1,4 @@
-"""ISLES'22 twin (challenges.md §19): DWI/ADC on one grid with lesion blobs, FLAIR on its own grid."""
+"""ISLES'22 twin: DWI/ADC on one grid with lesion blobs, FLAIR on its own grid."""
 
 from __future__ import annotations
 

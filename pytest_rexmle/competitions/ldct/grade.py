@@ -1,4 +1,4 @@
-"""LDCT-IQA grader (challenges.md §2): one quality score per test image, no prediction files."""
+"""LDCT-IQA grader: one quality score per test image, no prediction files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LDCT-IQA 2023 (challenges.md §2): CT slices with radiologists' scores; the organisers' own test set.
+"""LDCT-IQA 2023: CT slices with radiologists' scores; the organisers' own test set.
 
 The training set and the test set are separate raw parts (``raw/ldct-iqa/train``, ``test``); in each, the
 score file is the JSON whose keys name the images beside it, whatever it is called.

@@ -1,11 +1,11 @@
-"""PANTHER grader, tasks 1 and 2 (challenges.md §3–§4): binary pancreatic-tumour masks on MRI.
+"""PANTHER grader, tasks 1 and 2: binary pancreatic-tumour masks on MRI.
 
 The organisers' metrics, computed with the DeepMind surface-distance definitions. The ground truth is
-the tumour alone: the prepared answers keep label 1 of the release (label 2, the pancreas, becomes 0;
-§3 errata), so the organisers' rule "every non-zero ground-truth voxel is tumour" holds on them exactly
+the tumour alone: the prepared answers keep label 1 of the release (label 2, the pancreas, becomes 0,
+as the leaderboard scored the tumour alone), so the organisers' rule "every non-zero ground-truth voxel is tumour" holds on them exactly
 as on their tumour-only test labels.
 
-Two spacing pairings (§3 errata, turn 4). The organisers' code hands SimpleITK's (x, y, z) spacing to
+Two spacing pairings. The organisers' code hands SimpleITK's (x, y, z) spacing to
 the (z, y, x) array, so the slice axis gets the x spacing and x the slice spacing. The leaderboard's
 teams were scored that way, so the **ranked** ``hd95``, ``masd`` and ``msd`` use that pairing: ranking
 physically correct distances against theirs would compare two scales (×0.4 to ×3.6 apart on thick-slice
@@ -52,7 +52,7 @@ def require_suffix(path: Path, case_id: str) -> None:
 
 
 def tumour_mask(img: sitk.Image, case_id: str) -> np.ndarray:
-    """Prediction voxels → tumour mask under the value-set rule of §3.
+    """Prediction voxels → tumour mask under PANTHER's value-set rule.
 
     Allowed value sets: {0}, {1}, {0, 1}, or two values one of which is 0 (then non-zero = tumour).
     Checked in one pass (every non-zero voxel must equal the first one) instead of ``np.unique``,

@@ -1,8 +1,8 @@
-"""PANTHER (challenges.md §3–§4): pancreatic tumour MRI, task 1 (+ unannotated volumes) and task 2.
+"""PANTHER: pancreatic tumour MRI, task 1 (+ unannotated volumes) and task 2.
 
 Each task's archive sits in its own raw folder (``raw/panther/task1``, ``task2``) so the two
 ``ImagesTr/`` folders can never mix. The released labels are 0 = background, 1 = tumour, 2 = pancreas,
-and the leaderboard scored the tumour alone (spec errata, turn 3): training labels are published as
+and the leaderboard scored the tumour alone: training labels are published as
 released (the pancreas is useful context), while the private test labels keep label 1 only. The
 manifest records the label values found and which one is scored, so a release that ever changes its
 coding is visible instead of silently scoring something else.
@@ -28,7 +28,7 @@ from ...data.prepare.layout import (
 )
 from ...medimage.geometry import image_like, write_image
 
-#: the released label coding (§3) and the one label the answers keep
+#: the released label coding and the one label the answers keep
 LABEL_MEANING = {0: "background", 1: "tumour", 2: "pancreas"}
 SCORED_LABEL = 1
 

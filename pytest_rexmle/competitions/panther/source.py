@@ -1,4 +1,4 @@
-"""PANTHER's raw files: one Zenodo zip per task, told apart by how their labels are named (§3, §4)."""
+"""PANTHER's raw files: one Zenodo zip per task, told apart by how their labels are named."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""PANTHER twins (challenges.md §3–§4): small MHA volumes of an abdomen with a pancreas and a tumour.
+"""PANTHER twins: small MHA volumes of an abdomen with a pancreas and a tumour.
 
 Real conventions kept: MHA files, anisotropic spacing with different x and y spacing (so a swapped
 spacing would change the metrics), per-case origins, task-1 ids ``<pid>_0001`` with an unannotated
 ``train_unlabeled/images/`` folder, task-2 ids ``<pid>`` (numeric strings). Labels are coded as the
 release codes them (0 background, 1 tumour, 2 pancreas): some training labels outline the pancreas too,
-and the private test labels keep the tumour alone (label 1), which is all that is scored (§3 errata).
+and the private test labels keep the tumour alone (label 1), which is all that is scored.
 """
 
 from __future__ import annotations

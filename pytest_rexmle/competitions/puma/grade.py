@@ -1,4 +1,4 @@
-"""PUMA graders (challenges.md §14–§18): tissue micro Dice and nuclei centroid F1, as the organisers score.
+"""PUMA graders: tissue micro Dice and nuclei centroid F1, as the organisers score.
 
 Both tracks use the organisers' track-2 evaluation: tissue masks (any size) are brought to 1024×1024
 with Pillow's nearest-neighbour resize, then Dice is pooled over all test images per class; nuclei
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from ...metrics.points import Point
 
-# -- class tables (§14) ------------------------------------------------------------------------------
+# -- class tables --------------------------------------------------------------------------------------
 TISSUE_VALUES: dict[str, int] = {
     "tissue_white_background": 0, "tissue_stroma": 1, "tissue_blood_vessel": 2,
     "tissue_tumor": 3, "tissue_epidermis": 4, "tissue_necrosis": 5,
@@ -95,7 +95,7 @@ def _ring_mask(ring: Sequence[Sequence[float]], size: tuple[int, int]) -> np.nda
 
 
 def rasterise_tissue(geojson: Any, size: tuple[int, int], source: str = "tissue GeoJSON") -> np.ndarray:
-    """The §14 tissue mask: uint8 (height, width), features in file order, later ones overwrite.
+    """The tissue mask: uint8 (height, width), features in file order, later ones overwrite.
 
     Each polygon is its exterior minus its holes, every ring drawn filled *and* outlined by Pillow, so
     boundary pixels belong to the polygon as in the organisers' masks. Unknown class names raise.
@@ -122,7 +122,7 @@ def rasterise_tissue(geojson: Any, size: tuple[int, int], source: str = "tissue 
 
 
 def nuclei_from_geojson(geojson: Any, track: int, source: str = "nuclei GeoJSON") -> dict[str, list[dict]]:
-    """The §14 nuclei ground truth ``{"polygons": [{"name", "path_points"}]}`` in file order.
+    """The nuclei ground truth ``{"polygons": [{"name", "path_points"}]}`` in file order.
 
     Each polygon (each MultiPolygon member) becomes one nucleus; the exterior ring loses its closing
     duplicate point and must keep at least 3 points (otherwise the organisers would skip it anyway).
@@ -238,7 +238,7 @@ def public_test_image(public_dir: Path, case_id: str) -> Path:
     return public_dir / "test" / "images" / f"{case_id}.tif"
 
 
-# -- tissue (§15, §17) -------------------------------------------------------------------------------
+# -- tissue ------------------------------------------------------------------------------------------
 def micro_dice(counts: np.ndarray) -> dict[str, float]:
     """Organisers' pooled Dice from a 6×6 confusion matrix ``counts[pred, truth]`` summed over images.
 
@@ -299,7 +299,7 @@ class TissueSegmentation(Grader):
         self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.tif")
 
 
-# -- nuclei (§16, §18) -------------------------------------------------------------------------------
+# -- nuclei ------------------------------------------------------------------------------------------
 class NucleiDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_nuclei_path",)

@@ -1,8 +1,9 @@
-"""PUMA 2024 (challenges.md §14–§18): melanoma ROIs with tissue and nuclei GeoJSON, four tasks.
+"""PUMA 2024: melanoma ROIs with tissue and nuclei GeoJSON, four tasks.
 
 Ground truth is derived with the grader module's own converters (``rasterise_tissue``,
-``nuclei_from_geojson``), which fail on any class name outside §14's tables — the check that would
-have caught the reference's misspelt names. The ROI size used for rasterisation is read from each TIFF.
+``nuclei_from_geojson``), which fail on any class name outside PUMA's class tables — the check that would
+have caught the ReX-MLE reference implementation's misspelt names. The ROI size used for rasterisation is
+read from each TIFF.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _count_primary(ids: list[str]) -> dict[str, int]:
 
 
 def prepare_tissue(ctx: Context) -> dict[str, int]:
-    """§15/§17: ROI TIFFs, tissue GeoJSON, rasterised uint8 masks 0–5."""
+    """Tissue tasks: ROI TIFFs, tissue GeoJSON, rasterised uint8 masks 0–5."""
     rois, geo = _rois(ctx), _geojson(ctx, TISSUE_DIR, "_tissue.geojson")
     ids = complete_ids(ctx.task, {"roi": rois, "tissue geojson": geo}, ctx)
     train, test = split_and_record(ids, ctx)
@@ -119,7 +120,7 @@ def prepare_tissue(ctx: Context) -> dict[str, int]:
 
 
 def _prepare_nuclei(ctx: Context, track: int) -> dict[str, int]:
-    """§16/§18: ROI TIFFs, nuclei GeoJSON, converted polygons with the track's class names."""
+    """Nuclei tasks: ROI TIFFs, nuclei GeoJSON, converted polygons with the track's class names."""
     rois, geo = _rois(ctx), _geojson(ctx, NUCLEI_DIR, "_nuclei.geojson")
     ids = complete_ids(ctx.task, {"roi": rois, "nuclei geojson": geo}, ctx)
     train, test = split_and_record(ids, ctx)

@@ -1,4 +1,4 @@
-"""PUMA twins (challenges.md §14–§18): small RGBA "H&E" ROIs with QuPath-style GeoJSON annotations.
+"""PUMA twins: small RGBA "H&E" ROIs with QuPath-style GeoJSON annotations.
 
 The real ROIs are 1024×1024; the twin's are 128×128 because the tissue metric resizes every mask to
 1024×1024 anyway and the nuclei metric works in ROI pixels. Annotations use the real GeoJSON structure
@@ -124,7 +124,7 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def tissue(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    """§15/§17 layout: ROI TIFFs, tissue GeoJSON, rasterised masks (train public, test private)."""
+    """Tissue tasks' layout: ROI TIFFs, tissue GeoJSON, rasterised masks (train public, test private)."""
     ids = case_ids()
     train, test = split_ids(ids)
     answers = {}
@@ -145,7 +145,7 @@ def tissue(task: Task, public: Path, private: Path, rng: np.random.Generator) ->
 
 
 def _nuclei(task: Task, public: Path, private: Path, rng: np.random.Generator, track: int) -> None:
-    """§16/§18 layout: ROI TIFFs, nuclei GeoJSON (ten names), converted JSON with the track's names."""
+    """Nuclei tasks' layout: ROI TIFFs, nuclei GeoJSON (ten names), converted JSON with the track's names."""
     ids = case_ids()
     train, test = split_ids(ids)
     answers = {}

@@ -1,6 +1,6 @@
-"""SEG.A 2023 grader (challenges.md §5): binary aortic-vessel-tree masks on CTA, NRRD files.
+"""SEG.A 2023 grader: binary aortic-vessel-tree masks on CTA, NRRD files.
 
-Only the reference implementation defined SEG.A's metrics, so the section's intended definitions apply:
+The organisers published no evaluation code for SEG.A's metrics, so their stated definitions apply:
 per-case Dice and symmetric Hausdorff distance in mm (6-connected surface voxels), aggregated as
 medians (the leaderboard's ``*_50pc`` columns).
 """
@@ -38,7 +38,7 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
     """Medians (rank), means and standard deviations (extras) over test cases.
 
     The median of an even count is the mean of the two middle values (``numpy.median``). The standard
-    deviations are population standard deviations (``ddof=0``): the spec names no estimator and these
+    deviations are population standard deviations (``ddof=0``): no estimator is named for SEG.A and these
     describe the graded test set itself, not a sample from a larger one.
     """
     hd = np.array([c["hd"] for c in per_case], dtype=np.float64)

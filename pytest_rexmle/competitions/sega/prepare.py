@@ -1,8 +1,8 @@
-"""SEG.A 2023 (challenges.md §5): aortic vessel trees from three centres, NRRD.
+"""SEG.A 2023: aortic vessel trees from three centres, NRRD.
 
 Some NRRD files of the release lack the blank line between header and data, which SimpleITK (ITK's
 NRRD reader) refuses. ``repaired_copy`` inserts it in a scratch copy — the raw file is never touched —
-and the case is then re-written with SimpleITK (gzip NRRD) after the §0.4 label-geometry check.
+and the case is then re-written with SimpleITK (gzip NRRD) after the label-geometry check (a label on its image's grid).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _read(path: Path, scratch: Path, repaired: list[str]) -> sitk.Image:
     return img
 
 
-#: case-id initial → centre archive of the release (§5)
+#: case-id initial → centre archive of the release
 CENTRES = {"D": "Dongyang.zip", "K": "KiTS.zip", "R": "Rider.zip"}
 
 

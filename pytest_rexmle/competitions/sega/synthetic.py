@@ -1,4 +1,4 @@
-"""SEG.A twin (challenges.md §5): small CTA volumes with an aorta-like tube tree, gzip NRRD.
+"""SEG.A twin: small CTA volumes with an aorta-like tube tree, gzip NRRD.
 
 Real conventions kept: ids of three centres (``D``ongyang, ``K``iTS, ``R``ider) numbered without
 padding so that string order (D1, D10, D2, …) differs from numeric order; per-centre anisotropic

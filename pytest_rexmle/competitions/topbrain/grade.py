@@ -1,4 +1,4 @@
-"""TopBrain graders (challenges.md §21–§23): whole-brain multi-class vessel label volumes.
+"""TopBrain graders: whole-brain multi-class vessel label volumes.
 
 The organisers' ``topbrain25_eval`` definitions: class-average Dice, clDice, B0 error and HD95 over
 the labels present in G or P (HD95 290 mm for a label missing on one side), the invalid-neighbour
@@ -63,7 +63,7 @@ class BrainCase:
 
 def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float],
                      valid: Mapping[int, frozenset[int]], side_road: Sequence[int]) -> BrainCase:
-    """§21 per-case quantities from two (z, y, x) label arrays on the same grid."""
+    """TopBrain's per-case quantities from two (z, y, x) label arrays on the same grid."""
     from ...metrics.topology import TN, label_adjacency, neighbor_error
     from ..topcow.cow_volumes import class_means, label_scores
 
@@ -88,7 +88,7 @@ def aggregate_brain(cases: Sequence[BrainCase], side_road: Sequence[int]) -> dic
 
 
 class Segmentation(_LabelVolumeGrader):
-    """TopBrain CTA (§22) / MRA (§23), chosen by the task's modality."""
+    """TopBrain CTA / MRA, chosen by the task's modality."""
 
     def __init__(self, task: Task) -> None:
         super().__init__(task)

@@ -1,4 +1,4 @@
-"""TopBrain 2025 (challenges.md §21–§23): whole-brain vessel labels, CTA and MRA from one release."""
+"""TopBrain 2025: whole-brain vessel labels, CTA and MRA from one release."""
 
 from __future__ import annotations
 

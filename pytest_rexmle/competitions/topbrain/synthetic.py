@@ -1,4 +1,4 @@
-"""TopBrain twins (challenges.md §21–§23): whole-brain vessel trees with 40 (CTA) / 42 (MRA) labels.
+"""TopBrain twins: whole-brain vessel trees with 40 (CTA) / 42 (MRA) labels.
 
 The phantom is grown from the task's own valid-neighbour table: labels are added in breadth-first
 order from the basilar artery, each as a tube that starts on the centreline of an already placed

@@ -53,7 +53,7 @@ def require_mask_format(path: Path, case_id: str) -> None:
 
 
 def prediction_image(path: Path, ref: sitk.Image, case_id: str) -> sitk.Image:
-    """Read a predicted label volume and check its format and geometry (§0.4) against ``ref``."""
+    """Read a predicted label volume and check its format and geometry against ``ref``."""
     require_mask_format(path, case_id)
     return read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
 
@@ -135,7 +135,7 @@ def read_pair(pred_path: Path, truth_path: Path, case_id: str, allowed: frozense
 
 @dataclass(frozen=True)
 class LabelScores:
-    """Per-label quantities of one case (§7 task 1, §21)."""
+    """Per-label quantities of one case (TopCoW task 1, TopBrain)."""
 
     n_pred: int
     n_truth: int
@@ -218,7 +218,7 @@ class CowCase:
 
 
 def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]) -> CowCase:
-    """All §7 task-1 per-case quantities from two (z, y, x) label arrays on the same grid.
+    """All TopCoW task-1 per-case quantities from two (z, y, x) label arrays on the same grid.
 
     Shared products are made once: one sparse index per volume (boxes, counts, median x), one
     skeleton per merged mask. The two skeletons and the per-label work run together on all cores.
@@ -250,7 +250,7 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
 
 
 def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
-    """§7 "Task 1 aggregates over the test cases"."""
+    """Task 1's aggregates over the test cases."""
     out = {k: float(mean(c.means[k] for c in cases)) for k in ("dice", "cldice", "b0_error", "hd95")}
     f1s = []
     for label in GROUP2_LABELS:

@@ -1,11 +1,11 @@
-"""TopCoW graders (challenges.md §7–§13).
+"""TopCoW graders.
 
 Task 1 (:class:`Segmentation`): a 13-class label volume per case, scored with the organisers'
 ``topcow24_eval`` definitions. Task 2 (:class:`BoxDetection`): one 3-D box per volume as JSON.
 Task 3 (:class:`EdgeClassification`): the 8 CoW edges per volume as JSON.
 
 Segmentation volumes are large (512×512×256 CTA) while the vessels fill a few per mille of them, so
-scoring works on the bounding box of the prediction's and the ground truth's foreground: every §7
+scoring works on the bounding box of the prediction's and the ground truth's foreground: every task-1
 quantity is translation invariant (the flip test compares two medians of one array), and the crop
 holds every non-zero voxel of both volumes, so the prediction's value check on the crop sees every
 voxel that could be invalid (NaN, fractions, negatives and forbidden labels are all non-zero).
@@ -129,7 +129,7 @@ class _LabelVolumeGrader(Grader):
 
 
 class Segmentation(_LabelVolumeGrader):
-    """TopCoW task 1 (§8, §11): the nine organisers' metrics, all ranking."""
+    """TopCoW task 1: the nine organisers' metrics, all ranking."""
 
     allowed_labels = COW_LABELS
 
@@ -143,7 +143,7 @@ class Segmentation(_LabelVolumeGrader):
 
 # == Task 3: graph-edge classification =================================================================
 def read_edges(path: Path, case_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(anterior, posterior) edge vectors in §7 order; exactly the 2×4 keys with integer 0/1 values."""
+    """(anterior, posterior) edge vectors in TopCoW's edge order; exactly the 2×4 keys with integer 0/1 values."""
     where = f"case {case_id!r}"
     data = read_json(path, MAX_JSON_BYTES, f"{where}: {path.name}")  # bounded size, depth and numbers
     if not isinstance(data, dict) or set(data) != {"anterior", "posterior"}:
@@ -170,7 +170,7 @@ def edges_json(anterior: Sequence[int], posterior: Sequence[int]) -> str:
 
 
 class EdgeClassification(Grader):
-    """TopCoW task 3 (§10, §13): variant-balanced accuracy of the anterior and posterior patterns."""
+    """TopCoW task 3: variant-balanced accuracy of the anterior and posterior patterns."""
 
     prediction_format = "json"
     prediction_columns = ("predicted_edges_path",)

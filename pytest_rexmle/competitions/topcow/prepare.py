@@ -1,4 +1,4 @@
-"""TopCoW 2024 (challenges.md §7–§13): one release, six tasks (CTA/MRA × seg/box/edges).
+"""TopCoW 2024: one release, six tasks (CTA/MRA × seg/box/edges).
 
 Ids are full stems (``topcow_ct_001``). Box labels are converted from the ROI ``.txt`` files and edge
 labels from the ``.yml`` files into the submissions' JSON forms, so agents train on exactly the format
@@ -22,9 +22,9 @@ LABEL_DIRS = {"seg": ("cow_seg_labelsTr", ".nii.gz"), "box": ("roi_loc_labelsTr"
 
 
 def parse_roi(path: Path) -> dict[str, list[int]]:
-    """``Size (Voxels): sx sy sz`` and ``Location (Voxels): x y z`` → the box JSON of §9.
+    """``Size (Voxels): sx sy sz`` and ``Location (Voxels): x y z`` → the task-2 box JSON.
 
-    Read by line prefix, never by position (spec errata): line 1 of the release's files is the header
+    Read by line prefix, never by position: line 1 of the release's files is the header
     ``--- ROI Meta Data ---``, not a spacing line, and files may carry extra lines, CRLF endings or a
     byte-order mark. A prefix that occurs twice is an error (which box would be the answer?).
     """
@@ -47,7 +47,7 @@ def parse_roi(path: Path) -> dict[str, list[int]]:
 
 
 def parse_edges(path: Path) -> dict[str, dict[str, int]]:
-    """The anterior/posterior 0/1 edge lists of an ``antpos_edges`` YAML file, keys in §10 order."""
+    """The anterior/posterior 0/1 edge lists of an ``antpos_edges`` YAML file, keys in TopCoW's edge order."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = {}
     for region, keys in (("anterior", ANTERIOR), ("posterior", POSTERIOR)):

@@ -1,4 +1,4 @@
-"""TopCoW twins (challenges.md §7–§13): head-angiography-like volumes with a labelled Circle of Willis.
+"""TopCoW twins: head-angiography-like volumes with a labelled Circle of Willis.
 
 One phantom builder serves all three TopCoW tasks of a modality: the 13 CoW labels are drawn as
 tubes in an anatomically ordered layout (ICAs/MCAs lateral, ACAs anterior, BA/PCAs posterior; LPS+, so
@@ -7,7 +7,7 @@ Acom and the Pcoms present or absent, a 3rd-A2 sometimes present, A1 or P1 missi
 
 * task 1 (``segmentation``): the label volume itself;
 * task 2 (``boxes``): the bounding box of the labelled vessels, as the ROI JSON;
-* task 3 (``edges``): the 8 edges read off the label volume with the §7 edge rules.
+* task 3 (``edges``): the 8 edges read off the label volume with TopCoW's edge rules.
 
 The test cases follow a fixed variant schedule so that every group-2 label (8, 9, 10, 15) occurs in
 some test case (a perfect submission then scores F1 = 1) and each region shows several variant
@@ -58,7 +58,7 @@ def modality(task: Task) -> Modality:
 
 @dataclass(frozen=True)
 class Variant:
-    """Which optional CoW segments a case has (§7 edge names)."""
+    """Which optional CoW segments a case has (TopCoW's edge names)."""
 
     acom: bool = True
     third_a2: bool = False
@@ -145,7 +145,7 @@ def cow_phantom(variant: Variant, shift=(0, 0, 0), scale: float = 1.0) -> np.nda
 
 
 def cow_edges(labels: np.ndarray) -> tuple[list[int], list[int]]:
-    """The §7 edge lists of a label volume (what antpos_edges_labelsTr states for a real case)."""
+    """The edge lists of a label volume (what antpos_edges_labelsTr states for a real case)."""
     return edge_lists(label_adjacency(labels))
 
 
@@ -185,20 +185,20 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
 
 
 def segmentation(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    """Task 1 twin: label volumes (§8 layout)."""
+    """Task 1 twin: label volumes."""
     spacing = modality(task).spacing
     _generate(task, public, private, rng, "predicted_mask_path", ".nii.gz",
               lambda labels, path: write_image(make_image(labels, spacing, ORIGIN), path))
 
 
 def boxes(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    """Task 2 twin: the CoW bounding box per case as JSON (§9 layout)."""
+    """Task 2 twin: the CoW bounding box per case as JSON."""
     _generate(task, public, private, rng, "predicted_bbox_path", ".json",
               lambda labels, path: _write_text(json.dumps(bbox_of(labels > 0)), path))
 
 
 def edges(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
-    """Task 3 twin: the 8 CoW edges per case as JSON (§10 layout)."""
+    """Task 3 twin: the 8 CoW edges per case as JSON."""
     _generate(task, public, private, rng, "predicted_edges_path", ".json",
               lambda labels, path: _write_text(edges_json(*cow_edges(labels)), path))
 

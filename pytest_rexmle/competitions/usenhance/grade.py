@@ -1,4 +1,4 @@
-"""USenhance grader (challenges.md §1): one enhanced 8-bit PNG per low-quality test image.
+"""USenhance grader: one enhanced 8-bit PNG per low-quality test image.
 
 Both images go through Pillow's ``convert("L")`` (ITU-R 601-2 luma) and float64 before lncc, ssim and
 psnr. A prediction of another size is rejected, never resized (the reference resized silently).

@@ -1,4 +1,4 @@
-"""USenhance 2023 (challenges.md §1): low/high-quality ultrasound PNG pairs of five organs."""
+"""USenhance 2023: low/high-quality ultrasound PNG pairs of five organs."""
 
 from __future__ import annotations
 

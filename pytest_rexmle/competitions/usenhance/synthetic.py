@@ -1,4 +1,4 @@
-"""USenhance twin (challenges.md §1): low/high-quality B-mode-like PNG pairs over the five organs.
+"""USenhance twin: low/high-quality B-mode-like PNG pairs over the five organs.
 
 The high-quality image is a smooth echo pattern (fan-shaped sector, a few anechoic or bright
 structures, fine speckle); the low-quality one is the same scene blurred, with lower contrast and
