@@ -54,9 +54,12 @@ def cmd_list(args) -> int:
                       "modality": t.modality, "implemented": t.implemented} for t in tasks]))
         return 0
     width = max(len(t.id) for t in tasks)
+    # task types and modalities are open: the columns widen for a longer one than today's
+    kind_width = max(18, *(len(t.task_type) for t in tasks))
+    modality_width = max(10, *(len(t.modality) for t in tasks))
     for t in tasks:
         flag = "" if t.implemented else "  (grader pending)"
-        print(f"{t.id.ljust(width)}  {t.task_type:<18} {t.modality:<10} {t.paper_name}{flag}")
+        print(f"{t.id.ljust(width)}  {t.task_type:<{kind_width}} {t.modality:<{modality_width}} {t.paper_name}{flag}")
     return 0
 
 

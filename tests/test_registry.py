@@ -395,3 +395,24 @@ def test_the_old_tasks_variable_is_refused_with_its_replacement(monkeypatch, tmp
     monkeypatch.setenv("REXMLE_TASKS_DIR", str(tmp_path))
     with pytest.raises(TaskConfigError, match="REXMLE_TASKS_DIR is no longer read.*REXMLE_COMPETITIONS_DIR"):
         competitions_root()
+
+
+def test_the_wheel_holds_every_file_of_every_task(tmp_path):
+    """A non-editable install reads the tasks from the package: every tracked task file is in the wheel, where
+    the registry looks for it (``pytest_rexmle/competitions/<name>/tasks/<id>/``)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".git").exists():
+        pytest.skip("needs the source checkout")
+    tracked = subprocess.run(["git", "ls-files", "pytest_rexmle/competitions/*/tasks/*"], cwd=repo,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert len([n for n in tracked if n.endswith("/task.yaml")]) == 20
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(repo)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    [wheel] = tmp_path.glob("pytest_rexmle-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert sorted(set(tracked) - names) == []
