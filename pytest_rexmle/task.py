@@ -279,6 +279,10 @@ class TaskRegistry:
         if not root.is_dir():
             raise TaskConfigError(f"{root}: no such competitions folder")
         for path in sorted(root.glob("*/tasks/*/task.yaml")):
+            competition = path.parents[2]
+            if not competition.name.isidentifier():
+                raise TaskConfigError(f"{competition}: a competition folder is a Python package, so its name must "
+                                      f"be an identifier (letters, digits, '_'), got {competition.name!r}")
             task = load_task(path.parent)
             if task.id in self._tasks:
                 raise TaskConfigError(f"{path}: task id {task.id!r} is also the id of "

@@ -416,3 +416,10 @@ def test_the_wheel_holds_every_file_of_every_task(tmp_path):
     [wheel] = tmp_path.glob("pytest_rexmle-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert sorted(set(tracked) - names) == []
+
+
+def test_a_competition_folder_must_be_a_package_name(tmp_path):
+    folder = _copy_task(tmp_path)
+    folder.parent.parent.rename(tmp_path / "top-cow")
+    with pytest.raises(TaskConfigError, match="must be an identifier .* got 'top-cow'"):
+        TaskRegistry(tmp_path)
