@@ -42,9 +42,9 @@ def test_auto_workers_follow_gpus(bench, needs_bwrap):
 
 @pytest.mark.slow  # a session of sandboxed runs that wait for GPUs
 def test_two_gpu_task_takes_both_gpus_and_runs_alone(bench, needs_bwrap, tmp_path, monkeypatch):
-    from .test_plugin import _tasks_copy
+    from .test_plugin import _competitions_copy
 
-    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_tasks_copy(tmp_path, **{"ldct-iqa": {"gpus": 2},
+    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_competitions_copy(tmp_path, **{"ldct-iqa": {"gpus": 2},
                                                                        "isles22": {"gpus": 2}})))
     cmd = ("echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/gpu.txt; date +%s.%N > $REXMLE_WORKSPACE/start; "
            "sleep 1; date +%s.%N > $REXMLE_WORKSPACE/end")

@@ -88,7 +88,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 challenge(s), 0 FAIL*"])
 
 
-def _tasks_copy(tmp_path: Path, **overrides: dict) -> Path:
+def _competitions_copy(tmp_path: Path, **overrides: dict) -> Path:
     """A copy of the competitions' task folders (for ``REXMLE_COMPETITIONS_DIR``) with some task.yaml fields
     replaced (None removes the field); the code stays the package's."""
     import yaml
@@ -109,7 +109,7 @@ def _tasks_copy(tmp_path: Path, **overrides: dict) -> Path:
 
 
 def test_task_without_grader_skips_and_counts_as_fail(bench, needs_bwrap, tmp_path, monkeypatch):
-    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_tasks_copy(tmp_path, dentex={"grader": None})))
+    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_competitions_copy(tmp_path, dentex={"grader": None})))
     result = bench("--agent=sample", "-k", "ldct-iqa or dentex", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*dentex: grader not implemented yet*"])

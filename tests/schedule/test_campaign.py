@@ -17,7 +17,7 @@ import pytest
 from pytest_rexmle.schedule.figures import list_schedule
 
 from ..conftest import AGENTS, report_json, run_folders
-from ..test_plugin import _tasks_copy
+from ..test_plugin import _competitions_copy
 from .conftest import COPY_BASELINE, alive, baseline_agent, spawn
 
 STAMP = "date +%s.%N > $REXMLE_WORKSPACE/start; {work}; date +%s.%N > $REXMLE_WORKSPACE/end"
@@ -68,7 +68,7 @@ def test_two_long_and_two_short_runs_on_two_gpus_finish_near_the_ideal(bench, ne
 
 def test_a_run_needing_two_gpus_waits_for_both_and_is_not_starved(bench, needs_bwrap, tmp_path, monkeypatch):
     """isles22 needs both GPUs and comes third; narrow runs behind it may not take the GPU it waits for."""
-    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_tasks_copy(tmp_path, isles22={"gpus": 2})))
+    monkeypatch.setenv("REXMLE_COMPETITIONS_DIR", str(_competitions_copy(tmp_path, isles22={"gpus": 2})))
     work = ('echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/gpu.txt; '
             'case "$REXMLE_TASK" in dentex) sleep 4;; *) sleep 1;; esac')
     tasks = ["cellseg", "dentex", "isles22", "ldct-iqa", "seg-a", "usenhance"]
