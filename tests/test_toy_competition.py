@@ -24,12 +24,21 @@ GUIDE = REPO / "docs" / "extending" / "competition.md"
 TOY = "toy-fundus-cls"
 
 
-def guide_commands() -> str:
-    """The bash block of the guide's "Try it" section."""
-    section = GUIDE.read_text(encoding="utf-8").split("## Try it with the toy competition", 1)[1]
+def guide_commands(heading: str = "## Try it with the toy competition") -> str:
+    """The first bash block of one section of the guide, its indentation removed."""
+    section = GUIDE.read_text(encoding="utf-8").split(heading + "\n", 1)[1]
     match = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
-    assert match, f"{GUIDE}: no bash block in the 'Try it' section"
-    return match.group(1)
+    assert match, f"{GUIDE}: no bash block in the section {heading!r}"
+    return "\n".join(line.strip() for line in match.group(1).splitlines()) + "\n"
+
+
+def guide_env(root: Path, cache: Path) -> dict[str, str]:
+    """The guide's commands run with the copy's package and the interpreter running these tests."""
+    env = {**os.environ, "PYTHONPATH": str(root), "REXMLE_CACHE_DIR": str(cache),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for name in ("REXMLE_COMPETITIONS_DIR", "REXMLE_DATA_DIR", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"):
+        env.pop(name, None)
+    return env
 
 
 def tracked_copy(dest: Path) -> list[str]:
@@ -57,10 +66,7 @@ def followed(tmp_path_factory) -> tuple[Path, list[str], str]:
     names = tracked_copy(root)
     assert not (root / "pytest_rexmle" / "competitions" / "toy").exists()
     before = digests(root, names)
-    env = {**os.environ, "PYTHONPATH": str(root), "REXMLE_CACHE_DIR": str(tmp_path_factory.mktemp("cache")),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for name in ("REXMLE_COMPETITIONS_DIR", "REXMLE_DATA_DIR", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"):
-        env.pop(name, None)
+    env = guide_env(root, tmp_path_factory.mktemp("cache"))
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", guide_commands()], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -103,6 +109,20 @@ def test_the_sample_agent_run_is_graded(followed):
 def test_prepared_from_a_release_archive(followed):
     root, _, out = followed
     assert re.search(rf"^{TOY}: prepared in \S+/data/{TOY} \(19 train / 5 test, ", out, re.MULTILINE), out
+
+
+def test_the_grader_contract_holds_for_the_toy(followed, tmp_path):
+    """The guide's "Test it" commands: the contract suite collects the toy from the registry and its grader's
+    declared format, records the baseline's metrics, then checks them."""
+    root, *_ = followed
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", guide_commands("## Test it")], cwd=root,
+                          env=guide_env(root, tmp_path / "cache"), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    assert "1 snapshot generated." in out and "1 snapshot passed." in out, out
+    runs = re.findall(r"^=+ (\d+) passed, (\d+) deselected", out, re.MULTILINE)
+    assert len(runs) == 2 and runs[0] == runs[1] and int(runs[0][0]) >= 15, out
+    assert "failed" not in out
 
 
 def test_a_competition_naming_another_in_its_task_is_refused(followed, tmp_path):
