@@ -31,7 +31,7 @@ RULE_VERSION = "prepare-3"
 LOCKS = ".locks"
 
 def load_preparer(task: Task):
-    """The preparer named in task.yaml (``prepare: <challenge>:<function>``, in the challenge's ``prepare.py``)."""
+    """The preparer named in task.yaml (``prepare: <competition>:<function>``, in the competition's ``prepare.py``)."""
     if task.prepare is None:
         raise PrepareError(f"{task.id}: no preparer for this task")
     from ...task import resolve
