@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .compiled import load_extension
 from .cow_anatomy import (  # noqa: F401
     ACOM,
     ANTERIOR_EDGES,
@@ -77,42 +77,16 @@ def components(mask: np.ndarray) -> int:
     return int(counter.GetObjectCount())
 
 
-_LEE_LOCK = threading.Lock()
-
-
-def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
-    """The thinning kernel, loaded once per process even when two threads ask at the same moment (a
-    compiled module initialised twice would reset the tables the other thread is using)."""
-    with _LEE_LOCK:
-        return _load_lee_kernel()
-
-
 @functools.cache
-def _load_lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
+def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
     """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology``.
 
     Importing the package runs its ``__init__`` (scipy.ndimage, the whole morphology API): about half a
-    second per process for a kernel that needs only NumPy. The extension module is loaded from its file;
-    anything unexpected (another layout, a renamed kernel) falls back to the public ``skeletonize``,
-    which runs the same kernel.
+    second per process for a kernel that needs only NumPy (see :mod:`.compiled`). Anything unexpected
+    (another layout, a renamed kernel) falls back to the public ``skeletonize``, which runs the same kernel.
     """
     try:
-        import importlib.machinery
-        import importlib.util
-        from pathlib import Path
-
-        spec = importlib.util.find_spec("skimage")
-        folder = Path(spec.origin).parent / "morphology"
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = folder / f"_skeletonize_lee_cy{suffix}"
-            if path.is_file():
-                break
-        else:
-            raise ImportError("no compiled Lee kernel")
-        name = "skimage.morphology._skeletonize_lee_cy"
-        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-        module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
-        loader.exec_module(module)
+        module = load_extension("skimage.morphology._skeletonize_lee_cy")
         thin = module._compute_thin_image
 
         def kernel(padded: np.ndarray) -> np.ndarray:
