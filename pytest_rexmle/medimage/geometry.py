@@ -365,7 +365,7 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
         labels = arr
     else:
         raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
-    if allowed is not None:
+    if allowed is not None and not _within_range(labels, allowed):
         bad = sorted(present_values(labels) - allowed)
         if bad:
             raise InvalidSubmission(f"case {case_id!r}: label value(s) {bad[:10]} are not allowed; allowed: {sorted(allowed)}")
@@ -386,6 +386,19 @@ def nonzero_mask(img: sitk.Image, case_id: str) -> np.ndarray:
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
     return arr != 0
+
+
+def _within_range(labels: np.ndarray, allowed: set[int]) -> bool:
+    """True when every value is in ``allowed``, shown by the maximum (and minimum) and a test per missing
+    value below the maximum (TopCoW has no 14): a few vectorised passes instead of listing the values
+    present, a quarter of the load of a TopBrain-size volume. False means "look closer", never "invalid"."""
+    top = max(allowed, default=-1)
+    holes = set(range(top + 1)) - allowed
+    if not labels.size or top < 0 or min(allowed) < 0 or len(holes) > 3:
+        return False
+    if int(labels.max()) > top or (labels.dtype.kind != "u" and int(labels.min()) < 0):
+        return False
+    return not any(bool((labels == hole).any()) for hole in holes)
 
 
 def present_values(labels: np.ndarray) -> set[int]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .parallel import parallel_map
+
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 BORDER = 2
 MAX_UNTILED_PIXELS = 25_000_000
@@ -160,14 +162,16 @@ def image_counts(truth: np.ndarray, pred: np.ndarray, thresholds: Iterable[float
     if h * w < max_untiled_pixels:
         return _count(remove_border_cells(truth), remove_border_cells(pred), thresholds)
     nh, nw = -(-h // tile), -(-w // tile)
+
+    def tile_counts(box: tuple[slice, slice]) -> dict[float, Counts]:
+        # zero padding at the bottom/right = tiles cut past the edge filled with background
+        gt_tile, pr_tile = _pad(truth[box], tile), _pad(pred[box], tile)
+        return _count(remove_border_cells(gt_tile), remove_border_cells(pr_tile), thresholds)
+
+    boxes = [(slice(i * tile, (i + 1) * tile), slice(j * tile, (j + 1) * tile)) for i in range(nh) for j in range(nw)]
     total = {t: Counts(0, 0, 0, 0, 0) for t in thresholds}
-    for i in range(nh):
-        for j in range(nw):
-            # zero padding at the bottom/right = tiles cut past the edge filled with background
-            box = (slice(i * tile, (i + 1) * tile), slice(j * tile, (j + 1) * tile))
-            gt_tile, pr_tile = _pad(truth[box], tile), _pad(pred[box], tile)
-            counts = _count(remove_border_cells(gt_tile), remove_border_cells(pr_tile), thresholds)
-            total = {t: total[t] + counts[t] for t in thresholds}
+    for counts in parallel_map(tile_counts, boxes):  # tiles are independent; summed in raster order
+        total = {t: total[t] + counts[t] for t in thresholds}
     return total
 
 
