@@ -42,3 +42,20 @@ def test_surface_graders_run_without_importing_scipy(tmp_path):
     assert out["scipy"] == []
     assert out["hd"] == 2.0  # one slice thicker along z, at 2 mm
     assert out["max_gt"] == 2.0
+
+
+def test_component_count_matches_simpleitk_and_scipy():
+    """The compiled labelling counts 26-connected components as SimpleITK's filter and ndimage.label do."""
+    import SimpleITK as sitk
+
+    from pytest_rexmle.metrics import topology
+
+    assert topology._label_kernel() is not None
+    rng = np.random.default_rng(9)
+    for _ in range(12):
+        mask = rng.random(tuple(int(n) for n in rng.integers(1, 20, 3))) > rng.uniform(0.5, 0.95)
+        counter = sitk.ConnectedComponentImageFilter()
+        counter.SetFullyConnected(True)
+        counter.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
+        expected = int(counter.GetObjectCount()) if mask.any() else 0
+        assert topology.components(mask) == expected == ndimage.label(mask, np.ones((3, 3, 3), bool))[1]
