@@ -4,8 +4,8 @@ Arrays are SimpleITK's (z, y, x) NumPy view unless a function says otherwise; th
 definitions that depend on axis order (Lee skeletons, the left-right test on the x index) are applied
 on the (x, y, z) order they use.
 
-* components: 26-connectivity (SimpleITK's fully connected ``ConnectedComponent``: the same count as
-  scipy ``ndimage.label`` with a full 3×3×3 structure and scikit-image ``label(connectivity=3)``);
+* components: 26-connectivity (scipy ``ndimage.label`` with a full 3×3×3 structure: the same count as
+  SimpleITK's fully connected ``ConnectedComponent`` and scikit-image ``label(connectivity=3)``);
 * clDice: scikit-image's Lee thinning (``skeletonize``) of the (x, y, z) array, each skeleton computed
   on its own mask's bounding box (Lee thinning is translation invariant and local; scikit-image pads
   by one voxel itself), the two skeletons on two cores;
@@ -56,53 +56,11 @@ _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0
 
 # -- components and clDice -----------------------------------------------------------------------
 def components(mask: np.ndarray) -> int:
-    """Number of 26-connected components (0 for an empty mask).
+    """Number of 26-connected components (0 for an empty mask): the count of scipy's ``label`` with a
+    full 3×3×3 structure (:func:`.components.count_components`, from its compiled kernel)."""
+    from .components import count_components
 
-    The count of scipy's ``label`` with a full 3×3×3 structure, from its compiled kernel loaded without
-    importing ``scipy.ndimage`` (:func:`_label_kernel`); SimpleITK's fully connected
-    ``ConnectedComponent``, which gives the same count, where that kernel cannot be used.
-    """
-    mask = np.asarray(mask) != 0
-    if not mask.any():
-        return 0
-    if mask.ndim not in (2, 3):
-        from .components import count_components
-
-        return count_components(mask)
-    kernel = _label_kernel()
-    if kernel is not None:
-        try:
-            return kernel(mask)
-        except Exception:  # e.g. more components than int32 labels: SimpleITK below counts them too
-            pass
-    import SimpleITK as sitk
-
-    counter = sitk.ConnectedComponentImageFilter()
-    counter.SetFullyConnected(True)
-    counter.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
-    return int(counter.GetObjectCount())
-
-
-@functools.cache
-def _label_kernel() -> Callable[[np.ndarray], int] | None:
-    """SciPy's compiled 26-connected labelling (``ndimage.label``'s kernel), loaded without the package
-    (see :mod:`.compiled`): three times faster than SimpleITK's filter here, which also holds the GIL the
-    per-label threads share. None (SimpleITK's count, the same number) when anything is unexpected."""
-    try:
-        label = load_extension("scipy.ndimage._ni_label")._label
-
-        def count(mask: np.ndarray) -> int:
-            structure = np.ones((3,) * mask.ndim, dtype=bool)
-            return int(label(np.ascontiguousarray(mask, dtype=bool), structure, np.empty(mask.shape, np.int32)))
-
-        probe = np.zeros((3, 4, 5), dtype=bool)
-        probe[0, 0, 0] = probe[1, 1, 1] = True   # corner neighbours: one component
-        probe[2, 3, 4] = True                    # two voxels away: a second one
-        if count(probe) != 2:
-            raise ImportError("the compiled labelling does not behave as expected")
-        return count
-    except Exception:
-        return None
+    return count_components(mask)
 
 
 @functools.cache

@@ -48,9 +48,9 @@ def test_component_count_matches_simpleitk_and_scipy():
     """The compiled labelling counts 26-connected components as SimpleITK's filter and ndimage.label do."""
     import SimpleITK as sitk
 
-    from pytest_rexmle.metrics import topology
+    from pytest_rexmle.metrics import components, topology
 
-    assert topology._label_kernel() is not None
+    assert components._label_kernel() is not None
     rng = np.random.default_rng(9)
     for _ in range(12):
         mask = rng.random(tuple(int(n) for n in rng.integers(1, 20, 3))) > rng.uniform(0.5, 0.95)
@@ -59,3 +59,4 @@ def test_component_count_matches_simpleitk_and_scipy():
         counter.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
         expected = int(counter.GetObjectCount()) if mask.any() else 0
         assert topology.components(mask) == expected == ndimage.label(mask, np.ones((3, 3, 3), bool))[1]
+        assert np.array_equal(components.label_components(mask)[0], ndimage.label(mask, np.ones((3, 3, 3), bool))[0])
