@@ -7,12 +7,12 @@ dotted names of its grader and synthetic-data generator), ``leaderboard.csv`` (t
 task.yaml fields (all required unless marked optional):
 
 * ``id`` (str): project id, e.g. ``topcow-cta-det``; must equal the folder name.
-* ``reference_id`` (str): the id in the reference implementation and ``shared/reference-data``, e.g.
+* ``reference_id`` (str): the id in the reference implementation and its leaderboards, e.g.
   ``topcow-track1-task2``; accepted wherever a task id is.
 * ``aliases`` (list[str], optional): further accepted ids (paper names in lower case).
 * ``name``, ``paper_name``, ``competition`` (str); ``paper_names`` (list, optional).
 * ``modality`` (one of ``MODALITIES``), ``task_type`` (one of ``TASK_TYPES``), ``markers`` (list).
-* ``source`` (mapping with at least ``raw``: the shared raw-data folder name of §0.2).
+* ``source`` (mapping with at least ``raw``: the raw-data folder name the competition's tasks share).
 * ``time_limit_hours`` (number > 0, default budget 24), ``gpus`` (int >= 0), ``version`` (int >= 1).
 * ``id_column`` (str): the case-id column of ``submission.csv``.
 * ``metrics`` (list of ``{key, direction: higher_better|lower_better, ranks: bool}``). Ranking metrics

@@ -1,4 +1,4 @@
-"""Connected components and lesion-wise detection (ISLES'22 style, challenges.md §19)."""
+"""Connected components and lesion-wise detection (ISLES'22 style)."""
 
 from __future__ import annotations
 

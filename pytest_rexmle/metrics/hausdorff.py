@@ -1,4 +1,4 @@
-"""Symmetric Hausdorff distance in mm between the voxel surfaces of two 3-D masks (SEG.A, §5).
+"""Symmetric Hausdorff distance in mm between the voxel surfaces of two 3-D masks (SEG.A).
 
 Surface voxels are foreground voxels with at least one face neighbour (6-connectivity) in the
 background, voxels outside the array counting as background (a binary erosion with a cross-shaped
@@ -40,7 +40,7 @@ def image_diagonal(shape: tuple[int, ...], spacing: tuple[float, ...]) -> float:
 
 
 def hausdorff_mm(pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, float, float]) -> float:
-    """max(d(P→G), d(G→P)); both empty → 0; exactly one empty → the image diagonal (§5).
+    """max(d(P→G), d(G→P)); both empty → 0; exactly one empty → the image diagonal (SEG.A's rule).
 
     ``spacing`` is in array-axis order (a SimpleITK spacing reversed for its (z, y, x) array).
     """

@@ -1,4 +1,4 @@
-"""Cell instance matching of the NeurIPS 2022 CellSeg organisers (challenges.md §20), unrounded.
+"""Cell instance matching of the NeurIPS 2022 CellSeg organisers, unrounded.
 
 Per image and IoU threshold t: cells touching the outer two-pixel frame are dropped from both label
 images, the rest are matched one-to-one by an optimal assignment, and F1 is computed from the counts.

@@ -1,7 +1,7 @@
 """Surface metrics with the DeepMind ``surface-distance`` definitions, on numpy/scipy/scikit-image.
 
 The PANTHER organisers score with PyPI ``surface-distance`` (DeepMind), so its definitions are normative
-for §3/§4 (challenges.md §0.8). It is re-implemented here rather than imported because the package is
+for PANTHER's distances. It is re-implemented here rather than imported because the package is
 unmaintained (it still calls ``np.Inf``, removed in NumPy 2) and pulls in ``absl``; the tests compare
 this module with the package whenever it is installed.
 

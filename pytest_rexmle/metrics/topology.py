@@ -1,4 +1,4 @@
-"""Topology metrics of the TopCoW / TopBrain organisers (challenges.md §7 and §21).
+"""Topology metrics of the TopCoW / TopBrain organisers.
 
 Arrays are SimpleITK's (z, y, x) NumPy view unless a function says otherwise; the organisers'
 definitions that depend on axis order (Lee skeletons, the left-right test on the x index) are applied
@@ -165,7 +165,7 @@ def detection(n_pred: int, n_truth: int, n_both: int) -> str:
 
 
 def f1_from_counts(tp: int, fp: int, fn: int) -> float:
-    """2TP / (2TP + FP + FN), 0 when the denominator is 0 (§7 ``f1_grp2``, §21 ``f1_side_road``)."""
+    """2TP / (2TP + FP + FN), 0 when the denominator is 0 (TopCoW's ``f1_grp2``, TopBrain's ``f1_side_road``)."""
     denominator = 2 * tp + fp + fn
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
 
@@ -205,7 +205,7 @@ def label_adjacency(labels: np.ndarray) -> dict[int, set[int]]:
     return out
 
 
-# -- CoW graph (§7) ------------------------------------------------------------------------------
+# -- CoW graph (TopCoW) ------------------------------------------------------------------------
 def edge_lists(adjacency: Mapping[int, set[int]]) -> tuple[list[int], list[int]]:
     """Anterior [L-A1, Acom, 3rd-A2, R-A1] and posterior [L-Pcom, L-P1, R-P1, R-Pcom] as 0/1.
 

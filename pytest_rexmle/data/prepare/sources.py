@@ -1,6 +1,6 @@
 """Raw sources: which files a task needs, where they come from, and their one shared raw folder.
 
-All tasks of a competition share ``<data>/raw/<source>/`` (§0.2): the six TopCoW tasks download and
+All tasks of a competition share ``<data>/raw/<source>/``: the six TopCoW tasks download and
 extract ``TopCoW2024_Data_Release.zip`` once. A source is split into *parts* (one archive, or every
 file of a record); each part is extracted into its own sub-folder under a lock and marked done with a
 small JSON file, so a task needing only some parts (PUMA tissue vs nuclei, PANTHER task 1 vs 2) fetches
@@ -379,7 +379,7 @@ def _copy_folder(src: Path, target: Path) -> None:
 
 
 def _flatten(folder: Path) -> None:
-    """Drop an archive's single top folder (``TopCoW2024_Data_Release/…`` → ``…``), as §7/§21 describe."""
+    """Drop an archive's single top folder (``TopCoW2024_Data_Release/…`` → ``…``), as TopCoW and TopBrain ship."""
     entries = [p for p in folder.iterdir() if not is_debris(p.name)]
     if len(entries) != 1 or not entries[0].is_dir():
         return
