@@ -137,7 +137,6 @@ def _answers_dir(task, args) -> Path:
 
 def cmd_grade(args) -> int:
     from .grading import grade_submission, result_from_grade
-    from .report.render import pct
     from .task import get_task
 
     task = get_task(args.task)
@@ -154,6 +153,8 @@ def cmd_grade(args) -> int:
     elif result.status != "ok":
         print(f"{result.status}: {result.reason}")
     else:
+        from .report.render import pct  # the report's modules only for the text output
+
         for key, value in (result.metrics or {}).items():  # an ok result always has its metrics
             pos = (result.positions or {}).get(key)
             print(f"{key}: {value}" + (f" (position {pos})" if pos else ""))

@@ -1,4 +1,4 @@
-"""Human leaderboards (ranking.md §1): the numbers an agent is ranked against."""
+"""Human leaderboards: the numbers an agent is ranked against (docs/reading-the-report.md)."""
 
 from __future__ import annotations
 

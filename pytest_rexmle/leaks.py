@@ -1,4 +1,4 @@
-"""Suspected leaks: a graded result too good to have been earned, flagged for a reviewer (issue 17.5).
+"""Suspected leaks: a graded result too good to have been earned, flagged for a reviewer.
 
 Blocking the task's data hosts (the gateway's egress policy) is not enough: a release can be mirrored
 anywhere, and a sandbox can have a hole. So every graded result is also checked for two symptoms of an
@@ -29,7 +29,7 @@ Rules (generic over the 20 tasks; thresholds are module constants, documented in
     differences, two of its four ranked metrics. A wide margin on most ranked metrics at once is the
     anomaly a reviewer wants to see.
 
-What the rules cannot see (issue 32): answers copied and then degraded. A submission that stays short of
+What the rules cannot see: answers copied and then degraded. A submission that stays short of
 the perfect score by more than ``ANSWERS_TOLERANCE`` on one ranking metric (cases dropped or perturbed,
 predictions pushed into a narrow band around the answers) escapes ``answers-reproduced``, and one that
 beats the best human by less than ``HUMAN_MARGIN`` of the spread on half the ranked metrics escapes

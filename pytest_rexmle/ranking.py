@@ -1,4 +1,5 @@
-"""Placing a graded submission against the human leaderboard (ranking.md §2–§5, §9 medals).
+"""Placing a graded submission against the human leaderboard: positions, percentile, score, medals
+(docs/reading-the-report.md).
 
 Positions count only humans *strictly* better, so ties share the best position; NaN is worst.
 Nothing is rounded here: rounding is a display concern.

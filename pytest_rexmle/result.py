@@ -1,4 +1,4 @@
-"""The per-challenge result record (ranking.md §9) and its on-disk form.
+"""The per-challenge result record (docs/reading-the-report.md) and its on-disk form.
 
 ``result.json`` is written atomically (temp file + rename) so an interrupted session never leaves a
 half-written record that ``--rexmle-resume`` would trust.
@@ -43,7 +43,7 @@ class ChallengeResult:
     traceback: str | None = None
     #: :mod:`pytest_rexmle.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
     suspected_leak: dict | None = None
-    #: differences that did not stop grading (§0.4: a prediction header unlike the ground truth's, scored on
+    #: differences that did not stop grading (a prediction header unlike the ground truth's, scored on
     #: the ground truth's grid), one sentence each
     warnings: list[str] = field(default_factory=list)
 

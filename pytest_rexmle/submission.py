@@ -1,4 +1,4 @@
-"""Reading a submission folder under the rules of challenges.md §0.5.
+"""Reading a submission folder under the submission rules every task shares.
 
 Every rule violation raises :class:`InvalidSubmission` with a message naming the offending case(s) and
 the rule, so the agent's FAIL is explained and the session never crashes on bad input.

@@ -176,8 +176,9 @@ def run_folders(folder: Path, task_id: str) -> list[Path]:
 
 
 def pytest_terminal_summary(terminalreporter, config) -> None:
-    """The closing note names the README commands tests/journeys does not run, each with its reason (on the
-    controller too, where xdist collects nothing: whenever the session's paths hold tests/journeys)."""
+    """The closing note names the documented commands (README.md and docs/) tests/journeys does not run, each
+    with its reason (on the controller too, where xdist collects nothing: whenever the session's paths hold
+    tests/journeys)."""
     journeys = TESTS / "journeys"
     paths = [Path(str(arg).split("::")[0]).resolve() for arg in config.args] or [TESTS]
     if not any(path == journeys or path in journeys.parents or journeys in path.parents for path in paths):
@@ -185,6 +186,6 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     from .journeys.plan import JOURNEY, NotRun
 
     skipped = [step for step in JOURNEY if isinstance(step, NotRun)]
-    terminalreporter.section(f"README commands tests/journeys does not run ({len(skipped)})")
+    terminalreporter.section(f"documented commands tests/journeys does not run ({len(skipped)})")
     for step in skipped:
         terminalreporter.write_line(f"{step.readme[:100]}{'…' if len(step.readme) > 100 else ''}\n    why: {step.reason}")

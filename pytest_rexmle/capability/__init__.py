@@ -1,4 +1,4 @@
-"""Capability analysis: which of the 13 winning strategies an agent run shows (capability.md).
+"""Capability analysis: which of the 13 winning strategies an agent run shows (docs/reference/documents.md).
 
 Entry points (wired into the plugin and the CLI by the harness):
 

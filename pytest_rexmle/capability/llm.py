@@ -1,13 +1,13 @@
 """The ``llm`` judge: any OpenAI-compatible chat-completions endpoint, with the paper's rubric.
 
-Prompt (capability.md §2, project wording ``PROMPT_VERSION``): a system instruction making the model an
+Prompt (the paper's protocol in the project's wording, ``PROMPT_VERSION``): a system instruction making the model an
 adjudicator that scores 1 only for explicit evidence of execution, and a user message of the 13
 ``TARGET STRATEGY`` blocks (names and criteria verbatim from ``strategies.json``) followed by one log
 section of at most 15 000 characters. The log is the run's observed trace (the model calls the gateway
 recorded, and the files the run left), never the agent's own stdout or log files:
 :mod:`pytest_rexmle.capability.trace`. Replies must be raw JSON (``response_format: json_object``);
 unparsable replies are retried a bounded number of times, then the section scores 0 with evidence
-``"Unparsable judge response"`` and is flagged (§3). Transient HTTP failures (429, 5xx, network) are
+``"Unparsable judge response"`` and is flagged (:mod:`.schema`). Transient HTTP failures (429, 5xx, network) are
 retried the same way; configuration failures (401/403/404) raise :class:`JudgeError` at once.
 
 Options (``get_judge("llm", **options)``; strings are accepted for every option, as from a CLI):

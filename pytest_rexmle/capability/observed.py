@@ -1,7 +1,7 @@
 """The run's observed trajectory: the text of the model calls the session's gateway recorded.
 
 Why: an agent's own stdout, stderr and log files are claims. One log line per strategy used to earn all
-13 strategies and full stage credit for a sample submission (issue 23.6). The gateway, on the host,
+13 strategies and full stage credit for a sample submission. The gateway, on the host,
 records every model call the agent made (``logs/model-calls.jsonl``: a ``"phase": "request"`` line with
 the JSON body the agent sent, written before the call goes upstream, then a ``"phase": "response"`` line
 with ``status``, ``usage`` and ``response`` — the provider's JSON body, or the list of SSE data events of
@@ -22,7 +22,7 @@ Only calls a provider answered are evidence. A record the gateway marked ``"refu
 budget, a bad token, an unknown route), one whose status is not 2xx (the gateway's refusals and the
 provider's own errors: the model answered nothing) and one without a response are counted
 (``refused``) and skipped: with a zero budget, the refused requests' text alone earned 13/13
-strategies and S1–S5 (issue 32.5), and a request costs nothing to send when nobody answers it.
+strategies and S1–S5, and a request costs nothing to send when nobody answers it.
 
 A streamed answer's fragments are joined in order into one text. Conversations resend their history
 with every call, so each distinct string is kept once, at its first appearance. Reading is bounded:

@@ -15,7 +15,7 @@ only for explicit evidence of execution), and three filters keep mere talk out:
 * trace lines that repeat the task description or instructions are ignored (the ISLES description
   mentions connected components; an agent echoing it has not post-processed anything).
 
-Every pattern is linear on any line (issue 32.3: ``\\w*`` after a literal, ``.*`` after a repeated word
+Every pattern is linear on any line (``\\w*`` after a literal, ``.*`` after a repeated word
 and ``[\\w.+-]+`` before a suffix were quadratic on a long run; ``_word_with`` and ``_up_to`` say how
 they were rewritten, ``tests/capability/test_judge_bounds.py`` times each one on hostile pieces), and
 the whole pass runs on the judge's clock (``time_limit``, :mod:`pytest_rexmle.capability.clock`).
@@ -130,7 +130,7 @@ def _word_with(alternatives: str) -> str:
     """The whole word (run of ``\\w``) holding one of ``alternatives``, in linear time.
 
     Why: ``window\\w*`` restarts at every ``window`` of a long word and rescans the word's tail each time
-    (one 4000-character piece of ``windowwindow…`` took seconds, issue 32.3). Anchored at the word's start,
+    (one 4000-character piece of ``windowwindow…`` took seconds). Anchored at the word's start,
     checked by a look-ahead and taken possessively, the word is scanned once. It matches where the
     unanchored form matched whenever what follows cannot start inside the word (a ``\\b`` or a non-word
     character comes next in every use below), only starting at the word's first character.

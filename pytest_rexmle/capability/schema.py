@@ -1,6 +1,6 @@
 """Capability documents: normalisation of judge answers, per-run and per-agent aggregation, validation.
 
-Per-run document (``<run>/capability.json``, schema ``rexmle-capability-run/1``; capability.md §5 plus
+Per-run document (``<run>/capability.json``, schema ``rexmle-capability-run/1``: the strategies plus
 the ``results`` view in the paper's judge-output shape)::
 
     {
@@ -18,7 +18,7 @@ the ``results`` view in the paper's judge-output shape)::
 ``strategies`` is the per-run binary score (1 iff some section scored 1; evidence and label of the first
 such section); ``results`` is the same 13 rows without ``key``/``section``.
 
-Per-agent document (capability.md §5 per agent, schema ``rexmle-capability-agent/1``)::
+Per-agent document (the same per agent, schema ``rexmle-capability-agent/1``)::
 
     {
       "schema": "rexmle-capability-agent/1", "agent": str, "n_runs": int,
@@ -69,7 +69,7 @@ def score_value(value: Any) -> int:
 
 
 def normalise_results(raw: Any) -> list[dict]:
-    """capability.md §3: first object per id, canonical names, strict scores, missing ids filled with 0."""
+    """Normalised judge answers: first object per id, canonical names, strict scores, missing ids filled with 0."""
     first: dict[int, dict] = {}
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
@@ -125,7 +125,7 @@ def run_document(*, agent: str | None, challenge_id: str, seed: int | None, run_
 
 
 def aggregate(docs: Iterable[dict], agent: str) -> dict:
-    """Per-agent capability: mean over the agent's runs of the per-run 0/1 score (capability.md §4).
+    """Per-agent capability: mean over the agent's runs of the per-run 0/1 score.
 
     ``docs`` are per-run documents; those naming another agent are ignored (documents without an agent
     count for the one asked). Runs that ended in FAIL are included: the analysis is about the process.

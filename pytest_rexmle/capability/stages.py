@@ -2,7 +2,7 @@
 
 The percentile says *how good* the submission was; the stages say *how far* the agent got, so a FAIL
 that planned and trained well is told apart from one that never started. They are reported next to the
-percentile and never mixed into it (ranking.md §5 is unchanged).
+percentile and never mixed into it (the score is the mean percentile alone, docs/reading-the-report.md).
 
 ==========  ======  ====================================================================================
 stage       weight  how it is measured

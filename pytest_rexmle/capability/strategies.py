@@ -1,6 +1,6 @@
-"""The 13 winning strategies (capability.md §1), loaded from the packaged ``strategies.json``.
+"""The 13 winning strategies of the paper's protocol, loaded from the packaged ``strategies.json``.
 
-The file is a verbatim copy of ``shared/reference-data/_common/strategies.json``: the judge prompt must
+The file is a verbatim copy of the paper's strategy list: the judge prompt must
 use its ``name`` and ``criteria`` strings unchanged, so they are data, never retyped in code.
 """
 

@@ -14,7 +14,7 @@ Sources, in a fixed order so evidence and section labels are reproducible:
 
 Never read as evidence: the agent's stdout and stderr, log or text files it wrote (``*.log``, ``*.md``,
 ``*.txt``, ``*.jsonl`` in the workspace or ``logs/``), its usage file. They are claims: one line per
-strategy used to earn all 13 (issue 23.6). A file the agent dropped in its workspace that the observed
+strategy would earn all 13. A file the agent dropped in its workspace that the observed
 trace never mentions is a claim as well. Where the paper's protocol judges "the execution log", this
 project's execution log is the observed trace, the same for every agent, bring-your-own included; a run
 without it (no gateway, ``--rexmle-network=bridge``) is judged on nothing and flagged.
@@ -30,7 +30,7 @@ Everything in the workspace was written by the agent, so reading is bounded (see
 most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels, and on the
 judge's clock (:mod:`pytest_rexmle.capability.clock`), checked per record, file and folder entry.
 
-The LLM judge reads sources 1 and 3 with fenced code blocks removed (capability.md §2), cut into
+The LLM judge reads sources 1 and 3 with fenced code blocks removed (as the paper's protocol does), cut into
 sections of at most 15 000 characters at line boundaries; the rules judge reads sources 1 and 2.
 """
 
@@ -61,7 +61,7 @@ MIN_SHARED_CHARS = 30
 MAX_INVENTORY = 300
 SKIP_DIRS = {"agent", "__pycache__", "node_modules", "site-packages", "dist-packages", "venv", "env", ".venv"}
 #: a code file name; it starts where a run of name characters starts (the look-behind), so a long run of
-#: letters is tried once, not from each of its characters (1 M letters took ~50 min, issue 32.3)
+#: letters is tried once, not from each of its characters (a quadratic scan of 1 M letters takes ~50 min)
 _CODE_NAME = re.compile(r"(?<![\w.+-])[\w.+-]+\.(?:py|sh|ya?ml|cfg|toml|ipynb)\b")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 

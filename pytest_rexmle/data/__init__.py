@@ -1,1 +1,1 @@
-"""Task data: the prepared layout of challenges.md §0.2, from real releases or synthetic twins."""
+"""Task data: the prepared layout (:mod:`.taskdata`), from real releases or synthetic twins."""

@@ -1,4 +1,4 @@
-"""The deterministic train/test split of challenges.md §0.3, shared by preparers and synthetic twins."""
+"""The deterministic train/test split, shared by preparers and synthetic twins."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Header differences that do not stop grading, collected for the result and for ``rexmle validate``.
 
-Since the §0.4 errata (turn 4) a prediction whose voxel grid has the ground truth's shape but whose header
+A prediction whose voxel grid has the ground truth's shape but whose header
 says another spacing, origin or direction is scored on the ground truth's grid, as every organiser's
 evaluation does. The difference is still worth telling: the agent's header is unusual (a 0.5 mm shift is
 what nibabel gives on an image whose qform and sform disagree). Readers deep inside a grader record such

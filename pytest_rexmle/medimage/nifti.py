@@ -68,7 +68,7 @@ def write_empty_like(source: Path, target: Path) -> bool:
 
 
 # -- one grid for every reader: qform = sform ---------------------------------------------------------------
-#: how far the forms may disagree before a file is rewritten (§0.4's origin and direction tolerances)
+#: how far the forms may disagree before a file is rewritten (the geometry check's origin and direction tolerances)
 FORM_TRANSLATION_TOL_MM = 1e-3
 FORM_MATRIX_TOL = 1e-4
 _LPS_TO_RAS = (-1.0, -1.0, 1.0)

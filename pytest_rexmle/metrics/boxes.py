@@ -1,4 +1,4 @@
-"""3-D box overlap for TopCoW task 2 (challenges.md §7 "Task 2"): IoU of inner shells.
+"""3-D box overlap for TopCoW task 2 (multiclass CoW detection): IoU of inner shells.
 
 A box's inner shell at ratio r keeps the voxels within ceil(r·size_i) of a face along some axis i.
 Shell = box minus an inner box, so every count is a difference of box-intersection volumes; this is

@@ -1,38 +1,62 @@
-"""Connected components and lesion-wise detection (ISLES'22 style, challenges.md §19)."""
+"""Connected components and lesion-wise detection (ISLES'22 style)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
+
+from .compiled import load_extension
 
 
 def label_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
-    """Component labels with 26-connectivity in 3-D (full connectivity in any dimension)."""
+    """Component labels with full connectivity (26 in 3-D), numbered as ``scipy.ndimage.label`` numbers
+    them: its compiled kernel, loaded without importing ``scipy.ndimage`` (:mod:`.compiled`), or the
+    public function where that kernel cannot be used."""
+    mask = np.asarray(mask) != 0
+    kernel = _label_kernel()
+    if kernel is not None and mask.size:
+        try:
+            return kernel(mask)
+        except Exception:  # e.g. more components than int32 labels: the public function widens
+            pass
     from scipy import ndimage
 
     labels, n = ndimage.label(mask, structure=np.ones((3,) * mask.ndim, dtype=bool))
     return labels, int(n)
 
 
-def full_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
-    """Like :func:`label_components` with full connectivity (same components, other label numbers).
-
-    2-D and 3-D masks go through SimpleITK's fully connected ``ConnectedComponent``, which the graders
-    have loaded anyway, instead of importing ``scipy.ndimage`` (a quarter of a second per process);
-    every use here depends only on which voxels share a component, never on the numbers.
-    """
-    mask = np.asarray(mask) != 0
-    if mask.ndim not in (2, 3) or mask.size == 0:
-        return label_components(mask)
-    import SimpleITK as sitk
-
-    labeller = sitk.ConnectedComponentImageFilter()
-    labeller.SetFullyConnected(True)
-    labels = labeller.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
-    return sitk.GetArrayFromImage(labels), int(labeller.GetObjectCount())
+#: callers that only need which voxels share a component (the numbers do not matter)
+full_components = label_components
 
 
 def count_components(mask: np.ndarray) -> int:
-    return label_components(mask)[1]
+    """Number of fully connected components (0 for an empty mask)."""
+    return label_components(mask)[1] if np.any(mask) else 0
+
+
+@functools.cache
+def _label_kernel() -> Callable[[np.ndarray], tuple[np.ndarray, int]] | None:
+    """SciPy's compiled labelling (three times faster than SimpleITK's filter here, which also holds the
+    GIL the per-label threads share), checked on a probe; None when anything is unexpected."""
+    try:
+        label = load_extension("scipy.ndimage._ni_label")._label
+
+        def run(mask: np.ndarray) -> tuple[np.ndarray, int]:
+            out = np.empty(mask.shape, np.int32)
+            n = label(np.ascontiguousarray(mask, dtype=bool), np.ones((3,) * mask.ndim, dtype=bool), out)
+            return out, int(n)
+
+        probe = np.zeros((3, 4, 5), dtype=bool)
+        probe[0, 0, 0] = probe[1, 1, 1] = True   # corner neighbours: one component
+        probe[2, 3, 4] = True                    # two voxels away: a second one
+        labels, n = run(probe)
+        if n != 2 or labels[0, 0, 0] != 1 or labels[2, 3, 4] != 2:
+            raise ImportError("the compiled labelling does not behave as expected")
+        return run
+    except Exception:
+        return None
 
 
 def lesion_detection(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Correlation metrics for quality-score regression (LDCT-IQA, challenges.md §2).
+"""Correlation metrics for quality-score regression (LDCT-IQA).
 
 The organisers' evaluation calls ``scipy.stats.pearsonr``, ``spearmanr`` and ``kendalltau`` (tau-b)
 and sums their absolute values; so does this module, through SciPy itself, so that the values are

@@ -1,4 +1,4 @@
-"""The Circle of Willis as TopCoW labels it (challenges.md §7): label ids, the anterior and posterior
+"""The Circle of Willis as TopCoW labels it: label ids, the anterior and posterior
 labels, the names of the eight graph edges.
 
 Plain constants, kept apart from the topology computations (NumPy, scikit-image) so that reading or

@@ -1,4 +1,4 @@
-"""COCO bounding-box evaluation for DENTEX's hierarchical labels (challenges.md §6), via pycocotools.
+"""COCO bounding-box evaluation for DENTEX's hierarchical labels, via pycocotools.
 
 Each annotation carries three labels (quadrant, tooth, diagnosis). Every level is evaluated on its own:
 the boxes are the same, only ``category_id`` is taken from ``category_id_k`` and the category list from

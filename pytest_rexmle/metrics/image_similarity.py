@@ -1,4 +1,4 @@
-"""Full-reference image similarity for USenhance (challenges.md §1): lncc, ssim, psnr.
+"""Full-reference image similarity for USenhance: lncc, ssim, psnr.
 
 All three take two 2-D float64 grayscale arrays of equal shape (values 0–255). The definitions are the
 reference's *intended* ones, computed in float64; every edge case has a defined value so a valid

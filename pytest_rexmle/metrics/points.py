@@ -1,4 +1,4 @@
-"""Labelled point matching within a radius, and per-class F1 (PUMA nuclei, challenges.md §14).
+"""Labelled point matching within a radius, and per-class F1 (PUMA nuclei).
 
 The PUMA organisers score nuclei by their centroids: for each ground-truth nucleus in file order, the
 still-unmatched predictions of the *same class* closer than 15 px are candidates and the one with the

@@ -1,11 +1,11 @@
-"""Contour-based symmetric HD95 of the TopCoW / TopBrain organisers (challenges.md §7, §21).
+"""Contour-based symmetric HD95 of the TopCoW / TopBrain organisers.
 
 Definition (normative, SimpleITK primitives): pad both binary masks by one background voxel; the
 contour of a mask is ``LabelContour(fullyConnected=True)`` (a foreground voxel with *any* of its 26
 neighbours in the background); the distance from a contour voxel of A to B is the value at that voxel
 of ``|SignedMaurerDistanceMap(contour_B, squaredDistance=False, useImageSpacing=True)|``;
 ``d95(A→B)`` is the 95th percentile (linear interpolation) over A's contour voxels and
-``HD95 = max(d95(G→P), d95(P→G))``. Distances of voxels on B's own contour are exactly 0 (§7); the
+``HD95 = max(d95(G→P), d95(P→G))``. Distances of voxels on B's own contour are exactly 0 (TopCoW's definition); the
 raw Maurer map has float32 round-off of up to ~1e-6 mm there, the only place this module's values can
 differ from the organisers' output.
 
@@ -49,7 +49,7 @@ def _contour_and_distance(img: sitk.Image) -> tuple[np.ndarray, np.ndarray]:
     on_contour = sitk.GetArrayViewFromImage(contour) != 0
     # np.abs of the float32 map is bit-identical to sitk.Abs and skips one filter pass
     magnitude = np.abs(sitk.GetArrayFromImage(distance))
-    # §7: "0 for voxels on B's contour". The Maurer map leaves float32 round-off there (up to ~1e-6 mm
+    # TopCoW's definition: "0 for voxels on B's contour". The Maurer map leaves float32 round-off there (up to ~1e-6 mm
     # with spacings such as 0.45 mm), which would keep a perfect prediction's HD95 off 0.
     magnitude[on_contour] = 0.0
     return on_contour, magnitude

@@ -1,7 +1,7 @@
 """Surface metrics with the DeepMind ``surface-distance`` definitions, on numpy/scipy/scikit-image.
 
 The PANTHER organisers score with PyPI ``surface-distance`` (DeepMind), so its definitions are normative
-for §3/§4 (challenges.md §0.8). It is re-implemented here rather than imported because the package is
+for PANTHER's distances. It is re-implemented here rather than imported because the package is
 unmaintained (it still calls ``np.Inf``, removed in NumPy 2) and pulls in ``absl``; the tests compare
 this module with the package whenever it is installed.
 
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .crop import bounding_box
+from .distance import distance_to_background
 from .overlap import dice
 from .parallel import parallel_map
 
@@ -121,12 +122,10 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
         codes = _corner_codes(np.pad(m[box].astype(np.uint8), 1))
         return codes, (codes != 0) & (codes != 255)
 
-    from scipy import ndimage  # imported here, once, before the threads use it
-
     def distance_to(border: np.ndarray) -> np.ndarray:
         if not border.any():
             return np.full(border.shape, np.inf)
-        return ndimage.distance_transform_edt(~border, sampling=spacing)
+        return distance_to_background(~border, spacing)
 
     # the two masks' surfels, then the two distance transforms, each pair on two cores
     (code_gt, border_gt), (code_pred, border_pred) = parallel_map(surfels, (gt, pred))

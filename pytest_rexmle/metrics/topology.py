@@ -1,11 +1,11 @@
-"""Topology metrics of the TopCoW / TopBrain organisers (challenges.md §7 and §21).
+"""Topology metrics of the TopCoW / TopBrain organisers.
 
 Arrays are SimpleITK's (z, y, x) NumPy view unless a function says otherwise; the organisers'
 definitions that depend on axis order (Lee skeletons, the left-right test on the x index) are applied
 on the (x, y, z) order they use.
 
-* components: 26-connectivity (SimpleITK's fully connected ``ConnectedComponent``: the same count as
-  scipy ``ndimage.label`` with a full 3×3×3 structure and scikit-image ``label(connectivity=3)``);
+* components: 26-connectivity (scipy ``ndimage.label`` with a full 3×3×3 structure: the same count as
+  SimpleITK's fully connected ``ConnectedComponent`` and scikit-image ``label(connectivity=3)``);
 * clDice: scikit-image's Lee thinning (``skeletonize``) of the (x, y, z) array, each skeleton computed
   on its own mask's bounding box (Lee thinning is translation invariant and local; scikit-image pads
   by one voxel itself), the two skeletons on two cores;
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .compiled import load_extension
 from .cow_anatomy import (  # noqa: F401
     ACOM,
     ANTERIOR_EDGES,
@@ -56,63 +56,23 @@ _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0
 
 # -- components and clDice -----------------------------------------------------------------------
 def components(mask: np.ndarray) -> int:
-    """Number of 26-connected components (0 for an empty mask).
+    """Number of 26-connected components (0 for an empty mask): the count of scipy's ``label`` with a
+    full 3×3×3 structure (:func:`.components.count_components`, from its compiled kernel)."""
+    from .components import count_components
 
-    SimpleITK's fully connected ``ConnectedComponent`` gives the same count as scipy's ``label`` with a
-    full 3×3×3 structure; it is used here because the grade of a label volume then needs no
-    ``scipy.ndimage`` import (a quarter of a second of docstring processing at start-up).
-    """
-    mask = np.asarray(mask) != 0
-    if not mask.any():
-        return 0
-    if mask.ndim not in (2, 3):
-        from .components import count_components
-
-        return count_components(mask)
-    import SimpleITK as sitk
-
-    counter = sitk.ConnectedComponentImageFilter()
-    counter.SetFullyConnected(True)
-    counter.Execute(sitk.GetImageFromArray(mask.view(np.uint8)))
-    return int(counter.GetObjectCount())
-
-
-_LEE_LOCK = threading.Lock()
-
-
-def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
-    """The thinning kernel, loaded once per process even when two threads ask at the same moment (a
-    compiled module initialised twice would reset the tables the other thread is using)."""
-    with _LEE_LOCK:
-        return _load_lee_kernel()
+    return count_components(mask)
 
 
 @functools.cache
-def _load_lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
+def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
     """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology``.
 
     Importing the package runs its ``__init__`` (scipy.ndimage, the whole morphology API): about half a
-    second per process for a kernel that needs only NumPy. The extension module is loaded from its file;
-    anything unexpected (another layout, a renamed kernel) falls back to the public ``skeletonize``,
-    which runs the same kernel.
+    second per process for a kernel that needs only NumPy (see :mod:`.compiled`). Anything unexpected
+    (another layout, a renamed kernel) falls back to the public ``skeletonize``, which runs the same kernel.
     """
     try:
-        import importlib.machinery
-        import importlib.util
-        from pathlib import Path
-
-        spec = importlib.util.find_spec("skimage")
-        folder = Path(spec.origin).parent / "morphology"
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = folder / f"_skeletonize_lee_cy{suffix}"
-            if path.is_file():
-                break
-        else:
-            raise ImportError("no compiled Lee kernel")
-        name = "skimage.morphology._skeletonize_lee_cy"
-        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-        module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
-        loader.exec_module(module)
+        module = load_extension("skimage.morphology._skeletonize_lee_cy")
         thin = module._compute_thin_image
 
         def kernel(padded: np.ndarray) -> np.ndarray:
@@ -205,7 +165,7 @@ def detection(n_pred: int, n_truth: int, n_both: int) -> str:
 
 
 def f1_from_counts(tp: int, fp: int, fn: int) -> float:
-    """2TP / (2TP + FP + FN), 0 when the denominator is 0 (§7 ``f1_grp2``, §21 ``f1_side_road``)."""
+    """2TP / (2TP + FP + FN), 0 when the denominator is 0 (TopCoW's ``f1_grp2``, TopBrain's ``f1_side_road``)."""
     denominator = 2 * tp + fp + fn
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
 
@@ -245,7 +205,7 @@ def label_adjacency(labels: np.ndarray) -> dict[int, set[int]]:
     return out
 
 
-# -- CoW graph (§7) ------------------------------------------------------------------------------
+# -- CoW graph (TopCoW) ------------------------------------------------------------------------
 def edge_lists(adjacency: Mapping[int, set[int]]) -> tuple[list[int], list[int]]:
     """Anterior [L-A1, Acom, 3rd-A2, R-A1] and posterior [L-Pcom, L-P1, R-P1, R-Pcom] as 0/1.
 

@@ -1,7 +1,7 @@
 """Where a value stands among a challenge's human teams, in words a reader takes in at once.
 
 Reports show each metric value with its position ("4th of 11": where it would place among the N human
-teams plus itself, ties sharing the better place, as ranking.md §2 counts) and the human best and median,
+teams plus itself, ties sharing the better place, as docs/reading-the-report.md counts) and the human best and median,
 so a reader sees the distance to the humans without opening the leaderboard.
 """
 
@@ -51,7 +51,7 @@ class ChallengeHumans:
     n: int
     metrics: tuple[MetricHumans, ...]
     top_percentile: float      # the winning team's percentile
-    median_percentile: float   # the median team's percentile (ranking.md §9's median threshold)
+    median_percentile: float   # the median team's percentile (the median threshold of the medals)
 
 
 def humans_of(challenge_id: str) -> ChallengeHumans | None:

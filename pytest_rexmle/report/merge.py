@@ -7,15 +7,16 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (ranking.md §5). Every session is one run of one agent. An agent is its name plus its public
+Rules (docs/reading-the-report.md). Every session is one run of one agent. An agent is its name plus its public
 options and the kind of data it was graded on (synthetic twins or real data); two of one name are
 labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is the
 union of the challenges selected by any merged session. A challenge an agent never selected in any of
 its runs is "not run" for it: shown as such, and left out of that agent's score (which is then over the
 challenges it ran, said beside it), rather than a FAIL for work it was never asked to do. Over the
 challenges an agent ran, a FAIL counts 0, and so does a challenge one of its runs left out while
-another run selected it (ranking.md §5: a run missing for a challenge is a FAIL for that run). Per agent: the score of each run, their mean, the standard
-error of the mean (sample standard deviation / sqrt(n), null for one run) and a percentile bootstrap
+another run selected it (a run missing for a challenge is a FAIL for that run). Per agent: the score of
+each run, their mean, the standard error of the mean (sample standard deviation / sqrt(n), null for one
+run) and a percentile bootstrap
 confidence interval (resampling runs with replacement, fixed seed, so the same inputs always give the
 same interval); per challenge the mean percentile over the runs that selected it, with its interval.
 Agents are ordered by mean score; equal means share a rank.

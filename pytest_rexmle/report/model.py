@@ -15,7 +15,7 @@ Top level::
       "skipped": [project ids],           selected but skipped by pytest (data not prepared): 0 in the score,
                                           counted apart from FAILs, as pytest's summary counts them
       "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
-      "challenges": [ranking.md §9 records + agent, run_dir, timings, medal, above_median],
+      "challenges": [result records + agent, run_dir, timings, medal, above_median],
       "note": str                         what the numbers mean (agents on our split, humans on theirs)
     }
 
@@ -60,7 +60,7 @@ def note_for(kinds: Iterable[str]) -> str:
 
 
 def not_run(task_id: str, reason: str) -> ChallengeResult:
-    """A selected challenge that produced no result counts as FAIL (ranking.md §4)."""
+    """A selected challenge that produced no result counts as FAIL (docs/reading-the-report.md)."""
     return _failed(task_id, MISSING, f"not run: {reason}")
 
 

@@ -57,7 +57,7 @@ def cannot_run(name: str, agents: Iterable, settings) -> str | None:
         for agent in agents:
             agent.check_isolation(runtime.isolation, runtime.name)
         runtime.check()
-        check_image = getattr(runtime, "check_image", None)  # a runtime that can tell before a run (issue 29)
+        check_image = getattr(runtime, "check_image", None)  # a runtime that can tell before a run
         for image in dict.fromkeys(agent.image for agent in agents if agent.image):
             if check_image is not None:
                 check_image(image)

@@ -621,7 +621,7 @@ def filtered(argv: list[str]) -> list[str]:
     """``argv`` under the seccomp program of bubblewrap's and Landlock's runs (AF_VSOCK and AF_ALG sockets
     refused, syscalls newer than its table answered ENOSYS, namespaces and setuid bits refused), tracing aside.
     The engine's default profile stays in force beneath it: Docker's lets ``socket(AF_VSOCK)`` through,
-    which reaches the hypervisor's host past every network rule (issue 32.7)."""
+    which reaches the hypervisor's host past every network rule."""
     import base64
 
     from .sandbox.seccomp import build_filter

@@ -1,5 +1,5 @@
 """A fresh clone of this checkout, as a reader's ``git clone`` gives it, with the working tree's own edits
-(changed and new files git does not ignore) carried over, so the journey tests the README being edited."""
+(changed and new files git does not ignore) carried over, so the journey tests the documentation being edited."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""What the journeys suite does with each command README.md shows, in the README's order: run it (as written,
-or with the placeholders a reader fills in, the files the README assumes they have, and the narrowing the
-README itself suggests for a first try), or not, with the reason. ``test_readme.py`` fails when the README's
-commands and this list part ways, so a new, changed or removed README command needs a line here."""
+"""What the journeys suite does with each command the documentation shows — README.md, then the pages of
+``docs/`` in mkdocs.yml's ``nav`` order (``readme_commands.guide_commands``) — in that order: run it (as
+written, or with the placeholders a reader fills in, the files the guide assumes they have, and the narrowing
+the guide itself suggests for a first try), or not, with the reason. ``test_readme.py`` fails when the
+documentation's commands and this list part ways, so a new, changed or removed command needs a line here."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Run:
-    """A README command the journey runs, in a fresh clone with its ``.venv`` active (``. .venv/bin/activate``)."""
+    """A documented command the journey runs, in a fresh clone with its ``.venv`` active (``. .venv/bin/activate``)."""
 
-    readme: str                                    # the command as README.md shows it (readme_commands' text)
+    readme: str                                    # the command as the page shows it (readme_commands' text)
     subs: tuple[tuple[str, str], ...] = ()         # a placeholder or shared path -> what the journey types
     extra: str = ""                                # arguments added (the README's own "first short try")
     setup: str = ""                                # shell run first: files the README takes for granted
@@ -31,7 +32,7 @@ class Run:
 
 @dataclass(frozen=True)
 class NotRun:
-    """A README command the journey does not run, and why not."""
+    """A documented command the journey does not run, and why not."""
 
     readme: str
     reason: str
@@ -42,12 +43,23 @@ FIRST_RUN = "python3 -m venv .venv && . .venv/bin/activate && pip install -e . &
 MY_AGENT = "import os, shutil\nshutil.copy(os.path.join(os.environ['REXMLE_DATA_DIR'], 'sample_submission.csv'), " \
            "os.path.join(os.environ['REXMLE_SUBMISSION_DIR'], 'submission.csv'))\n"
 FAST_TRY = "-k ldct-iqa --rexmle-time-limit=300"
+TESTS_COMMAND = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' -c constraints.txt && pytest -n 2"
+#: the guide's toy competition: run as written by its own test, in a copy of the checkout, since it adds a
+#: 21st task that the journey's later sessions would then count
+TOY_GUIDE = ("tests/test_toy_competition.py runs the guide's toy commands as written in a copy of the checkout "
+             "(here the toy would be a 21st task in the journey's clone)")
+SHOWN_AGAIN = "the README's set-up command, shown again on this page for readers of the site: run once, above"
 
 JOURNEY: list[Run | NotRun] = [
-    # -- Set up and run
+    # -- README.md: the two set-up commands, one real run
     Run(FIRST_RUN, expect=(r"ReX-MLE score: [\d.]+% over 20 challenge\(s\), 0 FAIL",)),
-    NotRun("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' -c constraints.txt && pytest -n 2",
-           "the project's own test suite, which holds this journey: .ci/run runs it"),
+    NotRun(TESTS_COMMAND, "the project's own test suite, which holds this journey: .ci/run runs it"),
+    NotRun("pytest --agent=ml-master -k topcow",
+           "ML-Master with a real model on the six prepared TopCoW tasks: tests/test_headline.py runs this command "
+           "as typed (its messages without an engine, image or data), and ML-Master runs end to end in "
+           "tests/docker/test_ml_master_e2e.py on the synthetic ldct-iqa"),
+    # -- docs/getting-started.md
+    NotRun(FIRST_RUN, SHOWN_AGAIN),
     # -- Everyday use
     Run("pytest --agent=sample --rexmle-data=synthetic -k topcow", expect=(r"over 6 challenge\(s\), 0 FAIL",)),
     Run('pytest --agent=sample --rexmle-data=synthetic -m "cta and detection"', expect=(r"0 FAIL",)),
@@ -83,7 +95,9 @@ JOURNEY: list[Run | NotRun] = [
         expect=(r"merged",), why="run2/ is a second session, run first"),
     Run("rexmle status", expect=(r"ldct-iqa",)),
     Run("rexmle selfcheck --runtime local --sandbox bwrap", expect=(r"PASS",)),
-    # -- A real run, step by step: 2. the data
+    # -- The project's own tests
+    NotRun(TESTS_COMMAND, SHOWN_AGAIN),
+    # -- docs/real-data.md: 2. the data
     Run("rexmle prepare usenhance --raw-archive ~/Downloads/train_dataset.zip"),
     Run("rexmle prepare ldct-iqa --raw-archive ~/Downloads/test_dataset.zip",
         why="Zenodo answered by a loopback server, the test set a stand-in in ~/Downloads"),
@@ -99,7 +113,7 @@ JOURNEY: list[Run | NotRun] = [
         expect=(r"ldct-iqa\s+ok",),
         why="the README's first short try (-k, --rexmle-time-limit) on the prepared ldct-iqa, one AIDE step"),
     Run("rexmle status", expect=(r"ldct-iqa +aide +ok",), docker=True, why="shows the AIDE run of step 5"),
-    # -- How does Claude Code do on ReX-MLE?
+    # -- docs/agents.md: How does Claude Code do on ReX-MLE?
     Run("rexmle images build --agent claude-code", docker=True, expect=(r"rexmle/claude-code:latest",)),
     NotRun("export ANTHROPIC_API_KEY=...", "the reader's own key: the journey's provider is a stand-in"),
     NotRun("pytest --agent=claude-code --agent-option=model=claude-sonnet-4-5 --rexmle-runtime=docker -n auto "
@@ -117,14 +131,33 @@ JOURNEY: list[Run | NotRun] = [
            '--rexmle-runtime=docker -n auto -k "isles22 or dentex or topcow-cta-cls or ldct-iqa" '
            '--agent-option=model=$model --agent-option=ml-master:feedback_model=$model --junitxml=table5-$model.xml done',
            "the paper's ablation: 24 h runs with three real models"),
-    # -- Your own agent: the example agent with its own stack (a venv of the reader's, or an image)
+    # -- docs/own-agent.md: the example agent with its own stack (a venv of the reader's, or an image)
     Run("python3 -m venv ~/my-env && ~/my-env/bin/pip install numpy tifffile"),
     Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=examples '
         '--agent-option env=$HOME/my-env -k ldct-iqa --rexmle-data=synthetic', expect=(r"ldct-iqa\s+ok",)),
     Run('pytest --agent=command --agent-option cmd="python3 my_agent.py" --agent-option dir=examples '
         '--agent-option image=rexmle/base -k ldct-iqa --rexmle-data=synthetic', docker=True,
         expect=(r"ldct-iqa\s+ok",)),
+    # -- docs/clusters.md
     NotRun("pytest --agent=aide --rexmle-runtime=slurm --rexmle-slurm-partition=gpu --rexmle-slurm-account=lab "
            "--rexmle-slurm-option mem=64G --rexmle-slurm-option constraint=a100",
            "a site's partition, account and A100s: tests/slurm runs the Slurm runtime on the one-node cluster"),
+    # -- docs/extending/competition.md: the toy competition added as one folder
+    *(NotRun(command, TOY_GUIDE) for command in (
+        "cp -r examples/competitions/toy pytest_rexmle/competitions/toy",
+        "rexmle list",
+        "rexmle info toy-fundus-cls",
+        "WORK=$(mktemp -d)",
+        "rexmle synth toy-fundus-cls --out $WORK/twin --seed 7",
+        "mkdir $WORK/perfect $WORK/baseline",
+        "cp $WORK/twin/private/answers.csv $WORK/perfect/submission.csv",
+        "cp $WORK/twin/public/sample_submission.csv $WORK/baseline/submission.csv",
+        "rexmle grade toy-fundus-cls --submission $WORK/perfect --answers $WORK/twin/private",
+        "rexmle grade toy-fundus-cls --submission $WORK/baseline --answers $WORK/twin/private",
+        "(cd $WORK && pytest --agent=sample --rexmle-data=synthetic -m fundus --strict-markers)",
+        "mkdir -p $WORK/release && cp -r $WORK/twin/public/train/images $WORK/release/",
+        "cp $WORK/twin/public/train_labels.csv $WORK/release/labels.csv",
+        "python -m zipfile -c $WORK/ToyFundus.zip $WORK/release/",
+        "rexmle prepare toy-fundus-cls --raw-archive $WORK/ToyFundus.zip --data-dir $WORK/data",
+    )),
 ]

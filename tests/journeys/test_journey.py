@@ -1,6 +1,6 @@
-"""The README's commands run, in its order, on a fresh clone: the first run, the everyday lines, the real
-run's data, images and AIDE run, report merging and status (tests/journeys/plan.py says how each is run and
-which are not, with the reason).
+"""The documented commands (README.md, then docs/ in mkdocs.yml's nav order) run, in that order, on a fresh
+clone: the first run, the everyday lines, the real run's data, images and AIDE run, report merging and status,
+your own agent (tests/journeys/plan.py says how each is run and which are not, with the reason).
 
 The world outside is answered at its edge only: Zenodo and figshare by the loopback server of tests/prepare
 (every release's stand-in), the archives a reader downloads by hand lie in ``~/Downloads``, Docker Hub by the
@@ -43,7 +43,7 @@ def _shell(step: Run, clone: Path, env: dict[str, str], first: bool) -> subproce
                           text=True, timeout=900)
 
 
-def test_the_readme_commands_in_order_on_a_fresh_clone(tmp_path):
+def test_the_documented_commands_in_order_on_a_fresh_clone(tmp_path):
     clone = fresh_clone(REPO, tmp_path / "pytest-rexmle")
     home = tmp_path / "home"
     state, manual = build_state()
@@ -82,9 +82,9 @@ def test_the_readme_commands_in_order_on_a_fresh_clone(tmp_path):
     finally:
         server.close()
         print("\n".join(f"{seconds:7.1f} s  {command}" for seconds, command in timings))
-    # what the README promises of the first run and the merged report, on disk
+    # what the guide promises of the first run and the merged report, on disk
     assert (clone / ".rexmle" / "report" / "latest" / "rexmle-report.html").is_file()
     assert (clone / "merged" / "rexmle-merged.json").is_file()
     assert (clone / "out.xml").read_text().count("<testcase") == 20
     if skipped:
-        require_service(False, "REXMLE_REQUIRE_DOCKER", f"a Docker engine for {len(skipped)} README command(s)")
+        require_service(False, "REXMLE_REQUIRE_DOCKER", f"a Docker engine for {len(skipped)} documented command(s)")

@@ -93,3 +93,24 @@ def test_cropped_surface_equals_full_volume_surface_and_brute_force_distance():
         np.testing.assert_allclose(np.sort(surface_points_mm(a, spacing), axis=0), np.sort(full_a, axis=0))
         d = cdist(full_a, full_b)
         assert hausdorff_mm(a, b, spacing) == pytest.approx(max(d.min(axis=1).max(), d.min(axis=0).max()))
+
+
+def test_surface_is_the_face_erosion_and_distances_match_a_kd_tree_on_a_larger_case():
+    """The numpy erosion equals SciPy's (cross element, background outside), and the SimpleITK distances
+    equal a k-d tree's on surfaces of a few thousand voxels inside a bigger array (the crop at work)."""
+    from scipy import ndimage
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(11)
+    cross = ndimage.generate_binary_structure(3, 1)
+    for _ in range(10):
+        mask = ndimage.binary_dilation(rng.random((12, 15, 9)) < 0.05, iterations=int(rng.integers(0, 3)))
+        assert np.array_equal(surface_voxels(mask), mask & ~ndimage.binary_erosion(mask, cross, border_value=0))
+    spacing = (1.7, 0.45, 0.8)
+    a, b = np.zeros((60, 70, 80), bool), np.zeros((60, 70, 80), bool)
+    a[10:30, 20:50, 15:40] = True
+    b[12:33, 18:47, 20:44] = True
+    b[50, 60, 70] = True  # a far outlier decides d(P→G)
+    pa, pb = surface_points_mm(a, spacing), surface_points_mm(b, spacing)
+    expected = max(cKDTree(pb).query(pa)[0].max(), cKDTree(pa).query(pb)[0].max())
+    assert hausdorff_mm(a, b, spacing) == pytest.approx(expected, rel=1e-12)

@@ -42,7 +42,7 @@ def test_readme_first_command_is_the_whole_setup():
     first = re.search(r"```bash\n(.*?)\n```", README, re.S).group(1)
     assert first == ("python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
                      "pytest --agent=sample --rexmle-data=synthetic")
-    setup = README[README.index("## Set up and run"):README.index("## Everyday use")]
+    setup = README[README.index("## Set up"):README.index("## A real run")]
     assert "apt-get" not in setup and "sudo" not in setup
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     tests_cmd = re.findall(r"```bash\n(.*?)\n```", setup, re.S)[1]

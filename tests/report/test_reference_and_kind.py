@@ -192,15 +192,16 @@ def test_index_has_a_data_column(tmp_path):
 
 
 def test_readme_report_example_works_as_written(tmp_path):
-    """``rexmle report .rexmle/report run2/.rexmle/report --out merged/`` takes every session of both."""
+    """``rexmle report .rexmle/report run2/.rexmle/report --out merged/`` (docs/getting-started.md) takes every
+    session of both."""
     first, second = tmp_path / ".rexmle" / "report", tmp_path / "run2" / ".rexmle" / "report"
     docs = [session("a", "20260101T000000Z-000001", seed=1, ids=IDS), session("a", "20260101T000000Z-000002", seed=2, ids=IDS),
             session("b", "20260101T000000Z-000003", seed=3, ids=IDS)]
     for root, doc in ((first, docs[0]), (first, docs[1]), (second, docs[2])):
         archive.write_json(archive.session_folder(root, doc["run_id"]) / archive.REPORT_JSON, doc)
         archive.point_latest(root, doc["run_id"])
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "rexmle report .rexmle/report run2/.rexmle/report --out merged/" in readme
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    assert "rexmle report .rexmle/report run2/.rexmle/report --out merged/" in guide
     proc = subprocess.run([sys.executable, "-m", "pytest_rexmle", "report", ".rexmle/report", "run2/.rexmle/report",
                            "--out", "merged/"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -19,7 +19,7 @@ from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...hostile import open_reader
 from ...metrics.instance import THRESHOLDS, image_f1
-from ...metrics.parallel import parallel_map
+from ...metrics.parallel import parallel_map, worker_count
 from ...submission import CaseTable
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
@@ -44,7 +44,7 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
             if shape is not None and dims != tuple(shape):
                 raise InvalidSubmission(f"{where}: {path.name} has height×width {dims[0]}×{dims[1]} but the "
                                         f"ground truth is {shape[0]}×{shape[1]}; predictions are never resized")
-            arr = series.asarray()
+            arr = series.asarray(maxworkers=worker_count())  # strips decoded on all cores
     except InvalidSubmission:
         raise
     except Exception as exc:  # tifffile raises many types on hostile bytes
@@ -104,10 +104,15 @@ class CellInstances(Grader):
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         def case_f1(case_id: str) -> dict[float, float]:
-            truth = tifffile.imread(answers.root / answers.value(case_id, "label_path"))
-            if truth.ndim != 2:
-                raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {truth.shape}")
-            pred = read_labels(submission.file(case_id, "predicted_mask_path"), case_id, truth.shape)
+            truth_path = answers.root / answers.value(case_id, "label_path")
+            with tifffile.TiffFile(truth_path) as tif:
+                shape = tuple(tif.series[0].shape)
+            if len(shape) != 2:
+                raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {shape}")
+            # the two decodes side by side (the prediction checked against the truth's header first)
+            truth, pred = parallel_map(lambda read: read(), (
+                lambda: tifffile.imread(truth_path, maxworkers=worker_count()),
+                lambda: read_labels(submission.file(case_id, "predicted_mask_path"), case_id, shape)))
             if truth.dtype.kind not in "iu" or truth.dtype == np.uint64:
                 truth = truth.astype(np.int64)   # the harness's own files are uint16/uint32: kept as they are
             return image_f1(truth, pred)

@@ -9,10 +9,11 @@ start per item) import neither.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import numpy as np
 import SimpleITK as sitk
@@ -185,17 +186,27 @@ def _run_tasks(tasks: list) -> list:
 
 
 def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], hd95_absent: float,
-                 with_cldice: bool = False) -> dict[int, LabelScores]:
-    """Scores for every label of L = labels present in G or P, each on its own bounding box.
+                 with_cldice: bool = False, also: Sequence[tuple[Callable[[], Any], int]] = ()
+                 ) -> tuple[dict[int, LabelScores], list[Any]]:
+    """Scores for every label of L = labels present in G or P, each on its own bounding box, and the
+    results of ``also`` ((callable, cost) pairs: other work of the case, run in the same pool).
 
-    One sparse index per volume (:class:`LabelIndex`) gives every label's box and voxel count, so the
-    per-label work is proportional to the vessel's size, not to the volume's; labels run in parallel.
+    One sparse index per volume (:class:`LabelIndex`, the two built side by side) gives every label's
+    box and voxel count, so the per-label work is proportional to the vessel's size, not to the
+    volume's; labels run in parallel with the case's other work.
     """
-    index_p, index_g = LabelIndex.of(pred), LabelIndex.of(truth)
+    index_p, index_g = parallel_map(LabelIndex.of, (pred, truth))
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     tasks = [_label_task(pred, truth, index_p, index_g, label, spacing, hd95_absent, with_cldice)
              for label in labels]
-    return dict(zip(labels, _run_tasks(tasks), strict=True))
+    results = _run_tasks([*also, *tasks])
+    return dict(zip(labels, results[len(also):], strict=True)), results[:len(also)]
+
+
+def adjacency_task(labels: np.ndarray) -> tuple[Callable[[], dict[int, set[int]]], int]:
+    """:func:`label_adjacency` of a whole volume as a (callable, cost) pair for :func:`_run_tasks`: a full
+    pass over the array, costed like the per-label work of a box of a quarter of its size."""
+    return (lambda: label_adjacency(labels)), labels.size // 4
 
 
 def class_means(scores: dict[int, LabelScores], with_cldice: bool = False) -> dict[str, float]:
@@ -223,19 +234,19 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
     Shared products are made once: one sparse index per volume (boxes, counts, median x), one
     skeleton per merged mask. The two skeletons and the per-label work run together on all cores.
     """
-    index_p, index_g = LabelIndex.of(pred), LabelIndex.of(truth)
+    index_p, index_g = parallel_map(LabelIndex.of, (pred, truth))
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     fg_p, fg_g = pred != 0, truth != 0
     tasks = [(lambda: skeleton_xyz(fg_p), 4 * box_volume(bounding_box(fg_p))),
-             (lambda: skeleton_xyz(fg_g), 4 * box_volume(bounding_box(fg_g)))]
+             (lambda: skeleton_xyz(fg_g), 4 * box_volume(bounding_box(fg_g))),
+             adjacency_task(pred), adjacency_task(truth)]
     tasks += [_label_task(pred, truth, index_p, index_g, label, spacing, HD95_ABSENT_MM, False) for label in labels]
-    skel_p, skel_g, *per_label = _run_tasks(tasks)
+    skel_p, skel_g, adj_p, adj_g, *per_label = _run_tasks(tasks)
     scores = dict(zip(labels, per_label, strict=True))
     means = class_means(scores)
     means["cldice"] = cldice_from_skeletons(fg_p, fg_g, skel_p, skel_g)
     detections = {label: scores[label].detection if label in scores else TN
                   for label in (*GROUP2_LABELS, *ANTERIOR_LABELS, *POSTERIOR_LABELS)}
-    adj_p, adj_g = label_adjacency(pred), label_adjacency(truth)
     b0_p = {label: s.b0_pred for label, s in scores.items()}
     b0_g = {label: s.b0_truth for label, s in scores.items()}
     ant_p, pos_p = edge_lists(adj_p)

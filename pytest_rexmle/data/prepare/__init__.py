@@ -1,4 +1,4 @@
-"""``rexmle prepare``: real releases → the prepared layout of challenges.md §0.2.
+"""``rexmle prepare``: real releases → the prepared layout (:mod:`pytest_rexmle.data.taskdata`).
 
 Public API (wired into the plugin and the CLI by their owners):
 

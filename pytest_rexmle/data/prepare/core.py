@@ -1,4 +1,4 @@
-"""Preparing one task: locked, idempotent, atomic (challenges.md §0.2).
+"""Preparing one task: locked, idempotent, atomic.
 
 The sequence is: take the task's file lock; if a manifest exists and the files it lists are intact,
 return at once (a second run touches nothing); otherwise make the raw parts present (under the raw
@@ -135,7 +135,7 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
 
 
 def _check_layout(task: Task, root: Path) -> None:
-    """The §0.2 minimum every prepared task must have; a preparer bug must not ship a partial task."""
+    """The minimum every prepared task must have; a preparer bug must not ship a partial task."""
     required = ["public/sample_submission.csv", "private/answers.csv", "private/split.json"]
     missing = [r for r in required if not (root / r).is_file()]
     if missing:

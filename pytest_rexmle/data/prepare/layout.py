@@ -75,7 +75,7 @@ class Context:
         only reads prepared files, and raw files are never rewritten in place (re-extraction creates
         new files), so sharing the inode is safe.
 
-        The one exception (§0.4, errata turn 4): a 3-D NIfTI file whose qform and sform disagree is
+        The one exception: a 3-D NIfTI file whose qform and sform disagree is
         written with both set to the grid SimpleITK reads (the graders' grid), header only, and recorded
         in the manifest; otherwise nibabel (sform) and SimpleITK (qform) users would see two grids, and a
         mask saved the usual nibabel way would land off the ground truth's grid.
@@ -99,7 +99,7 @@ class Context:
     def warn(self, message: str) -> None:
         self.warnings.append(message)
 
-    # -- the 3-D label-geometry rule of §0.4 ---------------------------------------------------------
+    # -- the 3-D label-geometry rule of the graders ----------------------------------------------
     def place_label(self, case_id: str, image: Path, label: Path, dst: Path) -> None:
         """Copy ``label`` to ``dst`` if its grid equals the image's, else resample it (nearest neighbour).
 
@@ -115,7 +115,7 @@ class Context:
     def place_cases(self, ids: Iterable[str], train: list[str], images: Mapping[str, Path], labels: Mapping[str, Path],
                     image_name: Callable[[str], str], label_name: Callable[[str], str],
                     place_label: Callable[[str, Path, Path, Path], None] | None = None) -> dict[str, str]:
-        """Every case's image and label where §0.2 puts them (:func:`case_paths`); the test labels, the
+        """Every case's image and label where the prepared layout puts them (:func:`case_paths`); the test labels, the
         answers, by case. ``place_label`` writes one label (default: :meth:`place_label`)."""
         answers: dict[str, str] = {}
         for case_id in ids:
@@ -162,7 +162,7 @@ def geometry(img: sitk.Image) -> dict[str, list]:
 
 
 def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
-    """None when the grids agree within the §0.4 tolerances, else which property differs."""
+    """None when the grids agree within the geometry check's tolerances, else which property differs."""
     if a.GetDimension() != b.GetDimension():
         return "dimension"
     if a.GetSize() != b.GetSize():
@@ -176,7 +176,7 @@ def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
 
 
 def unique_ids(pairs: Iterable[tuple[str, Path]], what: str, task: Task) -> dict[str, Path]:
-    """id → file, failing loudly when two raw files map to one case id (§0.3)."""
+    """id → file, failing loudly when two raw files map to one case id."""
     out: dict[str, Path] = {}
     for case_id, path in pairs:
         if case_id in out:

@@ -408,7 +408,7 @@ def _copy_folder(src: Path, target: Path) -> None:
 
 
 def _flatten(folder: Path) -> None:
-    """Drop an archive's single top folder (``TopCoW2024_Data_Release/…`` → ``…``), as §7/§21 describe."""
+    """Drop an archive's single top folder (``TopCoW2024_Data_Release/…`` → ``…``), as TopCoW and TopBrain ship."""
     entries = [p for p in folder.iterdir() if not is_debris(p.name)]
     if len(entries) != 1 or not entries[0].is_dir():
         return

@@ -38,7 +38,7 @@ def write_tables(public: Path, private: Path, id_column: str, test: Iterable[str
 
 def case_paths(public: Path, private: Path, case_id: str, train: bool, image_name: str, label_name: str,
                answers: dict[str, str]) -> tuple[Path, Path]:
-    """Where a case's image and reference label go in the prepared layout (§0.2): both under
+    """Where a case's image and reference label go in the prepared layout: both under
     ``public/train/`` for a training case; for a test case the image under ``public/test/`` and the label,
     an answer, under ``private/test/``, recorded in ``answers`` by its path below ``private/``."""
     split = "train" if train else "test"

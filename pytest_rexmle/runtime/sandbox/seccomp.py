@@ -19,8 +19,8 @@ an agent that keeps host uid 0 (see ``identity.py``). The architecture is checke
 i386 via ``int 0x80``) kills the process.
 
 Always refused, whatever the network (EAFNOSUPPORT, as a kernel without them answers; ``socketpair`` too):
-``AF_VSOCK``, which reaches the hypervisor's host and its services past every network rule (issue 32: it
-worked on every mechanism), and ``AF_ALG``, the kernel's crypto interface, attack surface no agent needs.
+``AF_VSOCK``, which reaches the hypervisor's host and its services past every network rule (it
+works on every mechanism otherwise), and ``AF_ALG``, the kernel's crypto interface, attack surface no agent needs.
 
 A deny-list is only as good as its table: a syscall newer than the table (a future mount, namespace or
 io_uring-like call) would pass unexamined. So every syscall number above ``LAST_KNOWN`` — the newest
