@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import tifffile
-from PIL import Image
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
@@ -93,6 +92,8 @@ def image_hw(path: Path) -> tuple[int, int]:
         if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[-1] not in (1, 3, 4):
             return int(shape[1]), int(shape[2])
         return int(shape[0]), int(shape[1])
+    from PIL import Image  # the test images' size only (PNG/JPEG/BMP); grading reads TIFF alone
+
     with Image.open(path) as im:
         return im.size[1], im.size[0]
 
