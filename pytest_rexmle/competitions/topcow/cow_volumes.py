@@ -63,7 +63,7 @@ def _crop_labels(img: sitk.Image, box: tuple[slice, ...], case_id: str, allowed:
     """The shared value check (imaging.label_array) on a (z, y, x) crop, returned as uint8."""
     z, y, x = box
     crop = img[x.start:x.stop, y.start:y.stop, z.start:z.stop]
-    return label_array(crop, case_id, set(allowed)).astype(np.uint8)
+    return label_array(crop, case_id, set(allowed)).astype(np.uint8, copy=False)  # label_array returns its own array
 
 
 def foreground_box(view: np.ndarray) -> tuple[slice, ...] | None:
