@@ -21,7 +21,7 @@ import pytest
 from pytest_rexmle.gateway import Gateway, Limits
 
 from .conftest import REAL_KEYS, TASK_HOSTS, open_served
-from .standin import StandIn, _handler, _QuietServer, start_standin
+from .standin import StandIn, _handler, _QuietServer
 
 
 @dataclass
@@ -98,14 +98,6 @@ def proxy():
     threading.Thread(target=state.serve, args=(listener,), daemon=True).start()
     yield state
     listener.close()
-
-
-@pytest.fixture
-def standin():
-    state, server = start_standin()
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture
