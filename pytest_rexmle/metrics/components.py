@@ -27,10 +27,6 @@ def label_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     return labels, int(n)
 
 
-#: callers that only need which voxels share a component (the numbers do not matter)
-full_components = label_components
-
-
 def count_components(mask: np.ndarray) -> int:
     """Number of fully connected components (0 for an empty mask)."""
     return label_components(mask)[1] if np.any(mask) else 0
@@ -65,8 +61,8 @@ def lesion_detection(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     A ground-truth component touching the prediction is a TP (else FN); a predicted component touching
     no ground truth is an FP. F1 = TP / (TP + (FP + FN) / 2), and 1.0 when nothing is there at all.
     """
-    g_labels, n_g = full_components(truth)
-    p_labels, n_p = full_components(pred)
+    g_labels, n_g = label_components(truth)
+    p_labels, n_p = label_components(pred)
     tp = len(np.unique(g_labels[(g_labels > 0) & pred]))
     fn = n_g - tp
     fp = n_p - len(np.unique(p_labels[(p_labels > 0) & truth]))

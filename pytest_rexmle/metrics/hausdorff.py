@@ -101,21 +101,9 @@ def _near_offsets(spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.n
     mm, with those lengths. The ball is complete: any voxel closer than its radius is one of them."""
     step = np.asarray(spacing)
     radius = NEAR_VOXELS * float(step.min())
-    reach = [int(math.floor(radius / s)) for s in step]
+    reach = [int(math.floor(radius / s + 1e-9)) for s in step]  # 3·s/s may round just below 3
     grid = np.stack(np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij"), axis=-1).reshape(-1, 3)
     lengths = np.sqrt(np.add.reduce(np.square(grid * step), axis=1))
     keep = lengths <= radius
     order = np.argsort(lengths[keep], kind="stable")
     return grid[keep][order], lengths[keep][order]
-
-
-def surface_points_mm(mask: np.ndarray, spacing: tuple[float, float, float]) -> np.ndarray:
-    """(k, 3) physical offsets (index · spacing) of the surface voxels of a non-empty mask.
-
-    The erosion runs on the bounding box grown by one voxel (clamped to the array): the extra layer is
-    background or lies outside the array, so the surface is the same as on the full volume, at a
-    fraction of the cost for a small structure in a large CTA.
-    """
-    box = _grown(bounding_box(mask), mask.shape)
-    points = np.argwhere(surface_voxels(mask[box])) + np.asarray([s.start for s in box])
-    return points * np.asarray(spacing, dtype=np.float64)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .compiled import load_extension
+from .components import count_components, label_components
 from .cow_anatomy import (  # noqa: F401
     ACOM,
     ANTERIOR_EDGES,
@@ -58,8 +59,6 @@ _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0
 def components(mask: np.ndarray) -> int:
     """Number of 26-connected components (0 for an empty mask): the count of scipy's ``label`` with a
     full 3×3×3 structure (:func:`.components.count_components`, from its compiled kernel)."""
-    from .components import count_components
-
     return count_components(mask)
 
 
@@ -117,13 +116,12 @@ def skeleton_xyz(mask: np.ndarray) -> tuple[np.ndarray, tuple[slice, ...]] | Non
     if box is None:
         return None
     crop = mask[box]
-    from .components import full_components
     from .labelindex import LabelIndex, box_volume
 
     # components can only have clearly smaller boxes when some plane across the box is empty; a
     # single connected vessel tree (the usual case) skips the labelling
     planes_empty = any(not crop.any(axis=tuple(a for a in range(3) if a != axis)).all() for axis in range(3))
-    labels, n = full_components(crop) if planes_empty else (None, 1)
+    labels, n = label_components(crop) if planes_empty else (None, 1)
     if n > 1:
         index = LabelIndex.of(labels)
         boxes = [index.box(c) for c in index.labels]
