@@ -59,10 +59,12 @@ def remove_border_cells(labels: np.ndarray, border: int = BORDER) -> np.ndarray:
 def _frame_values(labels: np.ndarray, border: int) -> np.ndarray:
     """The values in the outer ``border`` rows and columns, from the four strips (a boolean mask of the
     whole image would be read in full for a frame of a few thousand pixels)."""
-    if min(labels.shape) <= 2 * border:
+    h, w = labels.shape
+    if min(h, w) <= 2 * border:
         return labels.ravel()
-    return np.concatenate([labels[:border].ravel(), labels[-border:].ravel(),
-                           labels[border:-border, :border].ravel(), labels[border:-border, -border:].ravel()])
+    # positive indices throughout: ``-border`` would mean the whole image for border 0
+    return np.concatenate([labels[:border].ravel(), labels[h - border:].ravel(),
+                           labels[border:h - border, :border].ravel(), labels[border:h - border, w - border:].ravel()])
 
 
 def _id_type(count: int) -> type:

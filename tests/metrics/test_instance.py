@@ -136,3 +136,10 @@ def test_tiling_threshold_is_strictly_below():
     # 14·14 = 196 pixels: untiled when 196 < limit, tiled (8×8 tiles: the cell crosses into the frame) otherwise
     assert image_f1(g, g, (0.5,), max_untiled_pixels=197, tile=8) == {0.5: 1.0}
     assert image_f1(g, g, (0.5,), max_untiled_pixels=196, tile=8) == {0.5: 0.0}
+
+
+def test_border_zero_removes_no_cell():
+    """A frame of width 0 touches nothing: every cell stays, relabelled 1..K in order."""
+    m = blank(6, 6)
+    m[0, 0], m[2:4, 2:4], m[5, 5] = 7, 3, 9
+    assert np.array_equal(np.unique(remove_border_cells(m, border=0)), [0, 1, 2, 3])
