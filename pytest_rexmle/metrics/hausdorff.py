@@ -70,15 +70,21 @@ def directed_mm(source: np.ndarray, target: np.ndarray, spacing: tuple[float, fl
     A prediction's surface mostly lies within a few voxels of the truth's, so the target is first looked
     up at every offset within :data:`NEAR_VOXELS` voxels of the finest axis, nearest offsets first: a
     voxel found there has its exact nearest distance. Only the voxels with nothing that near (outliers)
-    go to a k-d tree over the target's voxels, the one case that needs SciPy.
+    go to a k-d tree over the target's voxels, the one case that needs SciPy; so do all the rest when
+    fewer than half are found within one voxel (a scattered, hostile prediction would otherwise cost
+    one pass over most of its voxels per offset).
     """
     step = np.asarray(spacing, dtype=np.float64)
     offsets, lengths = _near_offsets(tuple(float(s) for s in spacing))
     reach = np.max(np.abs(offsets), axis=0)
     lookup = np.pad(target, [(int(r), int(r)) for r in reach])
     left = np.argwhere(source) + reach
+    total = left.shape[0]
+    shell = float(step.max())  # one voxel along any axis
     farthest = 0.0  # offsets come nearest first: the last one that finds something is the largest
     for offset, length in zip(offsets, lengths, strict=True):
+        if length > shell and 2 * left.shape[0] > total:
+            break  # most voxels are not near the target (a scattered prediction): the k-d tree is cheaper
         spot = left + offset
         hit = lookup[spot[:, 0], spot[:, 1], spot[:, 2]]
         if hit.any():
