@@ -93,6 +93,21 @@ def test_label_array_keeps_integer_type_and_checks_values(dtype):
         label_array(sitk.GetImageFromArray(arr), "c1", allowed={0, 3, 15})
 
 
+@pytest.mark.parametrize(("dtype", "bad"), [(np.uint8, 14), (np.uint8, 16), (np.int16, 14), (np.int16, 16),
+                                            (np.int16, -1)])
+def test_labels_checked_by_range_and_holes(dtype, bad):
+    """TopCoW's set (0..13 and 15, no 14) goes the fast way (maximum, minimum, one test per hole): every
+    allowed value passes, and a hole, a value above the top or a negative one is still refused."""
+    from pytest_rexmle.medimage.geometry import label_array
+
+    allowed = {*range(14), 15}
+    arr = np.tile(np.asarray(sorted(allowed), dtype), (2, 3, 1))
+    assert label_array(sitk.GetImageFromArray(arr), "c1", allowed=allowed).shape == arr.shape
+    arr[1, 2, 0] = bad
+    with pytest.raises(InvalidSubmission, match=rf"label value\(s\) \[{bad}\] are not allowed"):
+        label_array(sitk.GetImageFromArray(arr), "c1", allowed=allowed)
+
+
 def test_integral_floats_become_int64_and_fractions_are_invalid():
     from pytest_rexmle.medimage.geometry import label_array
 
