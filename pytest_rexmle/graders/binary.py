@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import SimpleITK as sitk
 
-from ..medimage.geometry import read_image, reference_geometry, zyx_spacing
+from ..medimage.geometry import Geometry, header_geometry, read_image, zyx_spacing
 from ..metrics.parallel import parallel_map
 from ..submission import CaseTable
 from .base import Grader
@@ -41,7 +41,7 @@ class BinaryMaskGrader(Grader):
         """The public test input whose grid predictions must use."""
         return public_dir / "test" / "images" / f"{case_id}{self.image_suffix}"
 
-    def read_prediction(self, path: Path, case_id: str, ref: sitk.Image) -> np.ndarray:
+    def read_prediction(self, path: Path, case_id: str, ref: Geometry) -> np.ndarray:
         self.check_format(path, case_id)
         img = read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
         return self.foreground(img, case_id)
@@ -49,7 +49,7 @@ class BinaryMaskGrader(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = []
         for case_id, predicted, truth_path in self.case_files(submission, answers):
-            ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
+            ref = header_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
                 lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
                 lambda predicted=predicted, case_id=case_id, ref=ref: self.read_prediction(predicted, case_id, ref)))
@@ -59,7 +59,7 @@ class BinaryMaskGrader(Grader):
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         self.read_prediction(submission.file(case_id, "predicted_mask_path"), case_id,
-                             reference_geometry(self.test_image(public_dir, case_id)))
+                             header_geometry(self.test_image(public_dir, case_id)))
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-background mask on each test image's grid."""

@@ -4,18 +4,34 @@ Threads, not processes: the heavy kernels of grading — SimpleITK filters and r
 compiled Lee thinning, NumPy reductions — release the GIL, so two threads use two cores without the
 start-up and pickling cost of worker processes. ``REXMLE_GRADE_THREADS`` caps the thread count (1 turns
 parallelism off, e.g. to profile); the default is the number of cores this process may run on.
+
+Inside the pool every core already has a thread of its own, so a library's own threads there only add
+start-up and hand-over costs: :func:`in_worker` tells a SimpleITK caller to run its filter on one thread
+(for TopBrain's 84 contour and distance filters on small boxes, 13 % of the case's time).
 """
 
 from __future__ import annotations
 
 import contextvars
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+_here = threading.local()
+
+
+def _mark_worker() -> None:
+    _here.worker = True
+
+
+def in_worker() -> bool:
+    """True in a thread of :func:`parallel_map`'s pool (where each core has its own thread already)."""
+    return getattr(_here, "worker", False)
 
 
 def worker_count() -> int:
@@ -44,7 +60,7 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], cost: Callable[[T], f
     if cost is not None:
         order = sorted(order, key=lambda i: -cost(items[i]))
     results: list = [None] * len(items)
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rexmle-grade") as pool:
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rexmle-grade", initializer=_mark_worker) as pool:
         # each item runs in a copy of the caller's context: what a reader records for the caller (the
         # header notes of medimage.header_notes) reaches the caller's collector from the worker threads
         futures = {i: pool.submit(contextvars.copy_context().run, fn, items[i]) for i in order}

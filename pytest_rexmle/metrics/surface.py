@@ -32,6 +32,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from .crop import bounding_box, union_box
+from .parallel import in_worker
 
 Spacing = Sequence[float]  # SimpleITK (x, y, z) order; arrays are SimpleITK's (z, y, x) view
 
@@ -44,8 +45,16 @@ def _image(mask: np.ndarray, spacing: Spacing) -> sitk.Image:
 
 
 def _contour_and_distance(img: sitk.Image) -> tuple[np.ndarray, np.ndarray]:
-    contour = sitk.LabelContour(img, fullyConnected=True)
-    distance = sitk.SignedMaurerDistanceMap(contour, squaredDistance=False, useImageSpacing=True)
+    contour_filter = sitk.LabelContourImageFilter()
+    contour_filter.SetFullyConnected(True)
+    distance_filter = sitk.SignedMaurerDistanceMapImageFilter()
+    distance_filter.SetSquaredDistance(False)
+    distance_filter.SetUseImageSpacing(True)
+    if in_worker():  # the per-label pool has a thread per core already (same values on any thread count)
+        contour_filter.SetNumberOfThreads(1)
+        distance_filter.SetNumberOfThreads(1)
+    contour = contour_filter.Execute(img)
+    distance = distance_filter.Execute(contour)
     on_contour = sitk.GetArrayViewFromImage(contour) != 0
     # np.abs of the float32 map is bit-identical to sitk.Abs and skips one filter pass
     magnitude = np.abs(sitk.GetArrayFromImage(distance))

@@ -12,7 +12,7 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from pytest_rexmle.metrics.labelindex import LabelIndex
+from pytest_rexmle.metrics.labelindex import LabelIndex, nonzero_flat
 from pytest_rexmle.metrics.parallel import parallel_map
 from pytest_rexmle.metrics.topology import components, skeleton_xyz
 
@@ -37,6 +37,24 @@ def test_label_index_matches_find_objects_counts_and_medians(seed):
         assert index.count(label) == (int(counts[label]) if label <= top else 0)
         if label <= top and counts[label]:
             assert index.median_x(label) == float(np.median(np.nonzero(arr == label)[2]))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.int64, bool])
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 1001])
+def test_nonzero_flat_equals_flatnonzero(dtype, size):
+    rng = np.random.default_rng(size)
+    arr = ((rng.random(size) < 0.1) * rng.integers(-3, 4, size)).astype(dtype)
+    arr[-1:] = 1                                   # the tail after the last whole word
+    assert np.array_equal(nonzero_flat(arr), np.flatnonzero(arr))
+    cube = np.zeros((6, 7, 9), dtype)
+    cube[::2, 1, ::3] = 1
+    assert np.array_equal(nonzero_flat(cube), np.flatnonzero(cube))
+    assert np.array_equal(nonzero_flat(cube[:, ::2]), np.flatnonzero(cube[:, ::2]))   # not contiguous
+
+
+def test_nonzero_flat_leaves_floats_to_numpy():
+    arr = np.array([0.0, -0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, -0.0, 2.0], np.float32)
+    assert nonzero_flat(arr).tolist() == [2, 9]        # -0.0 is zero, although its bits are not
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -9,6 +9,7 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
+from pytest_rexmle.metrics.labelindex import LabelIndex
 from pytest_rexmle.metrics.topology import (
     FN,
     FP,
@@ -124,6 +125,20 @@ def test_label_adjacency_equals_brute_force(seed):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 6, size=(5, 6, 7)).astype(np.uint8) * (rng.random((5, 6, 7)) < 0.3)
     assert label_adjacency(a) == brute_force_adjacency(a)
+    assert label_adjacency(a, LabelIndex.of(a)) == brute_force_adjacency(a)
+    wide = a.astype(np.uint16) * 300                         # labels above 255 (a uint16 prediction)
+    assert label_adjacency(wide) == brute_force_adjacency(wide)
+
+
+def test_label_adjacency_does_not_wrap_around_the_array():
+    # label 2 sits at the far end of the previous row / slice in raster order: a flat-index neighbour of
+    # label 1, but not a 26-neighbour
+    a = np.zeros((3, 4, 5), np.uint8)
+    a[1, 1, 0] = 1
+    a[1, 0, 4] = 2        # flat index just before a[1, 1, 0]
+    a[0, 3, 4] = 3        # the last voxel of the previous slice
+    a[2, 2, 4] = 4        # x = 4 of the row below: wraps to x = 0 of the next row only by flat offset
+    assert label_adjacency(a) == brute_force_adjacency(a) == {1: set(), 2: set(), 3: set(), 4: set()}
 
 
 # -- CoW edges, flip test, topology match ------------------------------------------------------------

@@ -15,7 +15,8 @@ from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np
-    import SimpleITK as sitk
+
+    from ...medimage.geometry import Geometry
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 
@@ -25,7 +26,7 @@ def _require_nifti(path: Path, case_id: str) -> None:
         raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii or .nii.gz)")
 
 
-def lesion_mask(path: Path, ref: sitk.Image, case_id: str) -> np.ndarray:
+def lesion_mask(path: Path, ref: Geometry, case_id: str) -> np.ndarray:
     """The prediction's lesion voxels: any non-zero voxel, floats included.
 
     The organisers binarise with ``!= 0`` whatever the voxel type, so a float mask with values in (0, 1]
@@ -60,14 +61,14 @@ class StrokeLesion(Grader):
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import SimpleITK as sitk
 
-        from ...medimage.geometry import read_image, reference_geometry, voxel_volume_mm3
+        from ...medimage.geometry import header_geometry, read_image, voxel_volume_mm3
         from ...metrics.parallel import parallel_map
         from ...metrics.surface import bounding_box, union_box
 
         per_case = []
         for case_id, path, truth_path in self.case_files(submission, answers):
             _require_nifti(path, case_id)
-            ref = reference_geometry(truth_path)   # the header: both volumes then decode on two cores
+            ref = header_geometry(truth_path)   # the header: both volumes then decode on two cores
             truth_img, pred = parallel_map(lambda read: read(), (
                 lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
                 lambda path=path, ref=ref, case_id=case_id: lesion_mask(path, ref, case_id)))
@@ -78,11 +79,11 @@ class StrokeLesion(Grader):
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...medimage.geometry import reference_geometry
+        from ...medimage.geometry import header_geometry
 
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)
-        lesion_mask(path, reference_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
+        lesion_mask(path, header_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test case's DWI grid."""

@@ -65,10 +65,11 @@ def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[floa
                      valid: Mapping[int, frozenset[int]], side_road: Sequence[int]) -> BrainCase:
     """TopBrain's per-case quantities from two (z, y, x) label arrays on the same grid."""
     from ...metrics.topology import TN, neighbor_error
-    from ..topcow.cow_volumes import adjacency_task, class_means, label_scores
+    from ..topcow.cow_volumes import adjacency_task, class_means, label_indexes, label_scores
 
+    indexes = label_indexes(pred, truth)
     scores, (adjacency,) = label_scores(pred, truth, spacing, HD95_ABSENT_MM, with_cldice=True,
-                                        also=[adjacency_task(pred)])
+                                        also=[adjacency_task(pred, indexes[0])], indexes=indexes)
     means = class_means(scores, with_cldice=True)
     means["neighbor_error"] = neighbor_error(adjacency, valid)
     detections = {label: scores[label].detection if label in scores else TN for label in side_road}

@@ -19,7 +19,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
-from ...medimage.geometry import label_array, read_image, reference_geometry
+from ...medimage.geometry import Geometry, header_geometry, label_array, read_image
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
@@ -53,7 +53,7 @@ def require_mask_format(path: Path, case_id: str) -> None:
         raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii, .nii.gz) or MHA (.mha)")
 
 
-def prediction_image(path: Path, ref: sitk.Image, case_id: str) -> sitk.Image:
+def prediction_image(path: Path, ref: Geometry, case_id: str) -> sitk.Image:
     """Read a predicted label volume and check its format and geometry against ``ref``."""
     require_mask_format(path, case_id)
     return read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
@@ -88,7 +88,7 @@ def _foreground_box(*views: np.ndarray) -> tuple[slice, ...]:
     return box if box is not None else (slice(0, 1),) * 3
 
 
-def check_prediction(path: Path, ref: sitk.Image, case_id: str, allowed: frozenset[int]) -> None:
+def check_prediction(path: Path, ref: Geometry, case_id: str, allowed: frozenset[int]) -> None:
     """Public-side check of one predicted volume: format, geometry, voxel type and label values."""
     img = prediction_image(path, ref, case_id)
     _crop_labels(img, _foreground_box(sitk.GetArrayViewFromImage(img)), case_id, allowed)
@@ -119,7 +119,7 @@ def read_pair(pred_path: Path, truth_path: Path, case_id: str, allowed: frozense
     The prediction is checked against the ground truth's header (read first, without voxels), so
     the two decodes are independent; each thread also finds its volume's foreground box.
     """
-    ref = reference_geometry(truth_path)
+    ref = header_geometry(truth_path)
 
     def truth_part():
         img = read_image(truth_path, case_id)
@@ -185,17 +185,25 @@ def _run_tasks(tasks: list) -> list:
     return parallel_map(lambda task: task[0](), tasks, cost=lambda task: task[1])
 
 
+def label_indexes(pred: np.ndarray, truth: np.ndarray) -> tuple[LabelIndex, LabelIndex]:
+    """The two volumes' sparse indexes, built side by side."""
+    index_p, index_g = parallel_map(LabelIndex.of, (pred, truth))
+    return index_p, index_g
+
+
 def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], hd95_absent: float,
-                 with_cldice: bool = False, also: Sequence[tuple[Callable[[], Any], int]] = ()
+                 with_cldice: bool = False, also: Sequence[tuple[Callable[[], Any], int]] = (),
+                 indexes: tuple[LabelIndex, LabelIndex] | None = None
                  ) -> tuple[dict[int, LabelScores], list[Any]]:
     """Scores for every label of L = labels present in G or P, each on its own bounding box, and the
     results of ``also`` ((callable, cost) pairs: other work of the case, run in the same pool).
 
-    One sparse index per volume (:class:`LabelIndex`, the two built side by side) gives every label's
-    box and voxel count, so the per-label work is proportional to the vessel's size, not to the
-    volume's; labels run in parallel with the case's other work.
+    One sparse index per volume (:class:`LabelIndex`; ``indexes`` when the caller built them with
+    :func:`label_indexes`) gives every label's box and voxel count, so the per-label work is
+    proportional to the vessel's size, not to the volume's; labels run in parallel with the case's
+    other work.
     """
-    index_p, index_g = parallel_map(LabelIndex.of, (pred, truth))
+    index_p, index_g = indexes or label_indexes(pred, truth)
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     tasks = [_label_task(pred, truth, index_p, index_g, label, spacing, hd95_absent, with_cldice)
              for label in labels]
@@ -203,10 +211,10 @@ def label_scores(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float], 
     return dict(zip(labels, results[len(also):], strict=True)), results[:len(also)]
 
 
-def adjacency_task(labels: np.ndarray) -> tuple[Callable[[], dict[int, set[int]]], int]:
-    """:func:`label_adjacency` of a whole volume as a (callable, cost) pair for :func:`_run_tasks`: a full
-    pass over the array, costed like the per-label work of a box of a quarter of its size."""
-    return (lambda: label_adjacency(labels)), labels.size // 4
+def adjacency_task(labels: np.ndarray, index: LabelIndex) -> tuple[Callable[[], dict[int, set[int]]], int]:
+    """:func:`label_adjacency` of a whole volume as a (callable, cost) pair for :func:`_run_tasks`: 13
+    look-ups per foreground voxel, costed like the per-label work of a box 13 times their number."""
+    return (lambda: label_adjacency(labels, index)), 13 * index.flat.size
 
 
 def class_means(scores: dict[int, LabelScores], with_cldice: bool = False) -> dict[str, float]:
@@ -234,12 +242,12 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
     Shared products are made once: one sparse index per volume (boxes, counts, median x), one
     skeleton per merged mask. The two skeletons and the per-label work run together on all cores.
     """
-    index_p, index_g = parallel_map(LabelIndex.of, (pred, truth))
+    index_p, index_g = label_indexes(pred, truth)
     labels = sorted(set(index_p.labels) | set(index_g.labels))
     fg_p, fg_g = pred != 0, truth != 0
     tasks = [(lambda: skeleton_xyz(fg_p), 4 * box_volume(bounding_box(fg_p))),
              (lambda: skeleton_xyz(fg_g), 4 * box_volume(bounding_box(fg_g))),
-             adjacency_task(pred), adjacency_task(truth)]
+             adjacency_task(pred, index_p), adjacency_task(truth, index_g)]
     tasks += [_label_task(pred, truth, index_p, index_g, label, spacing, HD95_ABSENT_MM, False) for label in labels]
     skel_p, skel_g, adj_p, adj_g, *per_label = _run_tasks(tasks)
     scores = dict(zip(labels, per_label, strict=True))

@@ -63,9 +63,9 @@ def volume_size(path: Path) -> list[int]:
     found = read_header(path)
     if found is not None and len(found.shape) == 3:
         return list(found.shape)
-    from ...medimage.geometry import reference_geometry
+    from ...medimage.geometry import header_geometry
 
-    return list(reference_geometry(path).GetSize())
+    return list(header_geometry(path).size)
 
 
 class BoxDetection(Grader):
@@ -103,10 +103,10 @@ class _LabelVolumeGrader(Grader):
     allowed_labels: frozenset[int] = COW_LABELS
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...medimage.geometry import reference_geometry
+        from ...medimage.geometry import header_geometry
         from .cow_volumes import check_prediction
 
-        ref = reference_geometry(test_image(public_dir, case_id))
+        ref = header_geometry(test_image(public_dir, case_id))
         check_prediction(submission.file(case_id, "predicted_mask_path"), ref, case_id, self.allowed_labels)
 
     def load_cases(self, submission: CaseTable, answers: CaseTable):
