@@ -313,3 +313,33 @@ def test_grade_without_answers_suggests_the_cli_flag(rexmle, tmp_path):
     assert proc.returncode == 2
     assert "--data synthetic" in proc.stderr and "--rexmle-data" not in proc.stderr
     assert f"rexmle prepare ldct-iqa --data-dir {tmp_path / 'empty'}" in proc.stderr
+
+
+@pytest.mark.parametrize(("argv", "collector_on"), [(["grade", "--help"], False), (["list"], False),
+                                                    (["prepare", "--help"], True)])
+def test_the_entry_point_runs_bounded_commands_without_the_cyclic_collector(monkeypatch, argv, collector_on):
+    # `rexmle` / `python -m pytest_rexmle` go through cli.entry; main() itself, called in-process, never touches gc
+    import gc
+
+    from pytest_rexmle import cli
+
+    seen = []
+    monkeypatch.setattr(sys, "argv", ["rexmle", *argv])
+    monkeypatch.setattr(cli, "main", lambda: seen.append(gc.isenabled()) or 3)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            cli.entry()
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert exit_.value.code == 3 and seen == [collector_on] and frozen > 0
+
+
+def test_main_called_in_process_leaves_the_collector_alone(capsys):
+    import gc
+
+    from pytest_rexmle.cli import main
+
+    assert main(["list"]) == 0 and gc.isenabled() and gc.get_freeze_count() == 0
+    assert "topcow-cta-seg" in capsys.readouterr().out

@@ -359,9 +359,13 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
     Integer images keep their own type (a 512×512×256 uint8 volume stays 64 MB instead of 512 MB as
     int64); floats with integral values become int64; booleans become uint8.
     """
+    return label_values(sitk.GetArrayFromImage(img), case_id, allowed)  # an owned copy: views die with the image
+
+
+def label_values(arr: np.ndarray, case_id: str, allowed: set[int] | None = None) -> np.ndarray:
+    """:func:`label_array` of voxels already in a NumPy array the caller owns (e.g. a crop of a view)."""
     import numpy as np
 
-    arr = sitk.GetArrayFromImage(img)  # an owned copy: views die with the image
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
             raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")

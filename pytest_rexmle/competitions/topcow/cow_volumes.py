@@ -19,7 +19,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
-from ...medimage.geometry import Geometry, header_geometry, label_array, read_image
+from ...medimage.geometry import Geometry, header_geometry, label_values, read_image
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
@@ -60,10 +60,10 @@ def prediction_image(path: Path, ref: Geometry, case_id: str) -> sitk.Image:
 
 
 def _crop_labels(img: sitk.Image, box: tuple[slice, ...], case_id: str, allowed: frozenset[int]) -> np.ndarray:
-    """The shared value check (imaging.label_array) on a (z, y, x) crop, returned as uint8."""
-    z, y, x = box
-    crop = img[x.start:x.stop, y.start:y.stop, z.start:z.stop]
-    return label_array(crop, case_id, set(allowed)).astype(np.uint8, copy=False)  # label_array returns its own array
+    """The shared value check (:func:`.label_values`) on a (z, y, x) crop, returned as uint8: the crop is
+    copied once out of the image's own buffer (``img`` stays alive while its view is read)."""
+    crop = np.array(sitk.GetArrayViewFromImage(img)[box])
+    return label_values(crop, case_id, set(allowed)).astype(np.uint8, copy=False)
 
 
 def foreground_box(view: np.ndarray) -> tuple[slice, ...] | None:
