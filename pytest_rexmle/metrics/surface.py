@@ -20,6 +20,9 @@ approximation:
   (and the values on B's own contour are 0 whatever the crop);
 * distances are computed from index differences times the spacing, which cropping does not change.
 
+The contour is taken in NumPy (:func:`_contour`, equal to ``LabelContour(fullyConnected=True)``); the
+distance map stays SimpleITK's, for its float32 values, on one thread inside the per-label pool.
+
 ``tests/metrics/test_surface.py`` checks equality with the literal, uncropped organiser pipeline
 (``contour_distances(..., crop=False)``) on random masks, including masks touching the volume border.
 """
@@ -37,31 +40,42 @@ from .parallel import in_worker
 Spacing = Sequence[float]  # SimpleITK (x, y, z) order; arrays are SimpleITK's (z, y, x) view
 
 
-def _image(mask: np.ndarray, spacing: Spacing) -> sitk.Image:
-    """Binary uint8 image padded by one background voxel on every side (the organisers' padding)."""
-    img = sitk.GetImageFromArray(np.pad(mask.astype(np.uint8, copy=False), 1))
+def _contour(padded: np.ndarray) -> np.ndarray:
+    """``LabelContour(fullyConnected=True)`` of a padded binary mask, in NumPy: the foreground voxels with
+    any of their 26 neighbours in the background, i.e. the mask minus its erosion by a 3×3×3 cube, taken
+    as three separable passes (the one-voxel pad is background, so the shell stays empty). Equal to the
+    filter on random masks (``tests/metrics/test_surface.py``) at a third of its cost, and one SimpleITK
+    image fewer per mask."""
+    eroded = padded[:, :, :-2] & padded[:, :, 1:-1] & padded[:, :, 2:]
+    eroded = eroded[:, :-2] & eroded[:, 1:-1] & eroded[:, 2:]
+    eroded = eroded[:-2] & eroded[1:-1] & eroded[2:]
+    contour = np.zeros(padded.shape, np.uint8)
+    contour[1:-1, 1:-1, 1:-1] = padded[1:-1, 1:-1, 1:-1] & ~eroded
+    return contour
+
+
+def _contour_and_distance(mask: np.ndarray, spacing: Spacing) -> tuple[np.ndarray, sitk.Image]:
+    """The contour of ``mask`` padded by one background voxel (the organisers' padding) and the
+    SimpleITK image of its ``SignedMaurerDistanceMap`` (whose float32 values are the metric's)."""
+    contour = _contour(np.pad(mask, 1))
+    img = sitk.GetImageFromArray(contour)
     img.SetSpacing(tuple(float(s) for s in spacing))
-    return img
-
-
-def _contour_and_distance(img: sitk.Image) -> tuple[np.ndarray, np.ndarray]:
-    contour_filter = sitk.LabelContourImageFilter()
-    contour_filter.SetFullyConnected(True)
     distance_filter = sitk.SignedMaurerDistanceMapImageFilter()
     distance_filter.SetSquaredDistance(False)
     distance_filter.SetUseImageSpacing(True)
     if in_worker():  # the per-label pool has a thread per core already (same values on any thread count)
-        contour_filter.SetNumberOfThreads(1)
         distance_filter.SetNumberOfThreads(1)
-    contour = contour_filter.Execute(img)
-    distance = distance_filter.Execute(contour)
-    on_contour = sitk.GetArrayViewFromImage(contour) != 0
-    # np.abs of the float32 map is bit-identical to sitk.Abs and skips one filter pass
-    magnitude = np.abs(sitk.GetArrayFromImage(distance))
-    # TopCoW's definition: "0 for voxels on B's contour". The Maurer map leaves float32 round-off there (up to ~1e-6 mm
-    # with spacings such as 0.45 mm), which would keep a perfect prediction's HD95 off 0.
-    magnitude[on_contour] = 0.0
-    return on_contour, magnitude
+    return contour.view(bool), distance_filter.Execute(img)
+
+
+def _distances_at(contour_a: np.ndarray, contour_b: np.ndarray, distance_b: sitk.Image) -> np.ndarray:
+    """|distance map of B| at A's contour voxels, 0 where they are on B's contour (TopCoW's definition:
+    the raw Maurer map leaves float32 round-off of up to ~1e-6 mm there, which would keep a perfect
+    prediction's HD95 off 0). Only A's voxels are read out of the map; np.abs of float32 values is
+    bit-identical to sitk.Abs."""
+    values = np.abs(sitk.GetArrayViewFromImage(distance_b)[contour_a]).astype(np.float64)
+    values[contour_b[contour_a]] = 0.0
+    return values
 
 
 def contour_distances(a: np.ndarray, b: np.ndarray, spacing: Spacing, crop: bool = True
@@ -69,7 +83,7 @@ def contour_distances(a: np.ndarray, b: np.ndarray, spacing: Spacing, crop: bool
     """(distances A→B over A's contour voxels, distances B→A over B's contour voxels), in mm.
 
     Both masks must be non-empty (the caller decides the value for a missing label). ``crop=False``
-    runs the filters on the whole padded arrays, as the organisers do.
+    runs on the whole padded arrays, as the organisers do.
     """
     a = np.asarray(a) != 0
     b = np.asarray(b) != 0
@@ -78,11 +92,11 @@ def contour_distances(a: np.ndarray, b: np.ndarray, spacing: Spacing, crop: bool
         if box is None:
             raise ValueError("contour_distances needs two non-empty masks")
         a, b = a[box], b[box]
-    contour_a, dist_to_a = _contour_and_distance(_image(a, spacing))
-    contour_b, dist_to_b = _contour_and_distance(_image(b, spacing))
+    contour_a, distance_a = _contour_and_distance(a, spacing)
+    contour_b, distance_b = _contour_and_distance(b, spacing)
     if not contour_a.any() or not contour_b.any():
         raise ValueError("contour_distances needs two non-empty masks")
-    return dist_to_b[contour_a].astype(np.float64), dist_to_a[contour_b].astype(np.float64)
+    return _distances_at(contour_a, contour_b, distance_b), _distances_at(contour_b, contour_a, distance_a)
 
 
 def hd95(pred: np.ndarray, truth: np.ndarray, spacing: Spacing, absent: float) -> float:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import SimpleITK as sitk
 from scipy import ndimage
 
 from pytest_rexmle.metrics.crop import bounding_box, union_box
-from pytest_rexmle.metrics.surface import contour_distances, hd95
+from pytest_rexmle.metrics.surface import _contour, contour_distances, hd95
 
 SPACING = (0.5, 0.5, 2.0)   # SimpleITK (x, y, z): the arrays' last axis is x (0.5 mm), the first z (2 mm)
 
@@ -18,6 +19,35 @@ def hd95_full_volume(pred: np.ndarray, truth: np.ndarray, spacing, absent: float
         return float(absent)
     g2p, p2g = contour_distances(truth, pred, spacing, crop=False)
     return float(max(np.percentile(g2p, 95), np.percentile(p2g, 95)))
+
+
+def organisers_contour_distances(a: np.ndarray, b: np.ndarray, spacing) -> tuple[np.ndarray, np.ndarray]:
+    """The organisers' pipeline written out in SimpleITK, filter for filter, on the whole padded volume:
+    LabelContour(fullyConnected) of each mask, |SignedMaurerDistanceMap| of the other's contour read at
+    its contour voxels, 0 on the other's own contour."""
+    def contour_and_map(mask):
+        img = sitk.GetImageFromArray(np.pad(mask, 1).astype(np.uint8))
+        img.SetSpacing(tuple(float(s) for s in spacing))
+        contour = sitk.LabelContour(img, fullyConnected=True)
+        distance = sitk.SignedMaurerDistanceMap(contour, squaredDistance=False, useImageSpacing=True)
+        return sitk.GetArrayFromImage(contour) != 0, np.abs(sitk.GetArrayFromImage(distance))
+
+    (ca, da), (cb, db) = contour_and_map(a), contour_and_map(b)
+    db[cb] = 0.0
+    da[ca] = 0.0
+    return db[ca].astype(np.float64), da[cb].astype(np.float64)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_numpy_contour_equals_label_contour_fully_connected(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(3, 20, size=3))
+    mask = ndimage.binary_dilation(rng.random(shape) < 0.05, iterations=int(rng.integers(0, 3)))
+    mask[tuple(rng.integers(0, s) for s in shape)] = True
+    padded = np.pad(mask, 1)
+    expected = sitk.GetArrayFromImage(sitk.LabelContour(sitk.GetImageFromArray(padded.astype(np.uint8)),
+                                                        fullyConnected=True))
+    assert np.array_equal(_contour(padded), expected)
 
 
 def cubes(offset_axis: int, offset: int = 1, shape=(6, 6, 7)) -> tuple[np.ndarray, np.ndarray]:
@@ -108,8 +138,10 @@ def test_crop_equals_full_volume_pipeline(seed):
         a[shape[0] // 2, 0, 0] = b[0, shape[1] // 2, shape[2] - 1] = True
     cropped = contour_distances(a, b, spacing, crop=True)
     full = contour_distances(a, b, spacing, crop=False)
-    for c, f in zip(cropped, full, strict=False):
+    literal = organisers_contour_distances(a, b, spacing)
+    for c, f, o in zip(cropped, full, literal, strict=True):
         assert np.array_equal(np.sort(c), np.sort(f))
+        assert np.array_equal(np.sort(f), np.sort(o))
     assert hd95(a, b, spacing, 90.0) == hd95_full_volume(a, b, spacing, 90.0)
 
 
