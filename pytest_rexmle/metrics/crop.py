@@ -25,3 +25,8 @@ def union_box(*boxes: tuple[slice, ...] | None) -> tuple[slice, ...] | None:
         return None
     return tuple(slice(min(b[i].start for b in present), max(b[i].stop for b in present))
                  for i in range(len(present[0])))
+
+
+def relative_box(inner: tuple[slice, ...], outer: tuple[slice, ...]) -> tuple[slice, ...]:
+    """``inner`` (a box inside ``outer``, both in the same array's indices) in the indices of ``a[outer]``."""
+    return tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inner, outer, strict=True))

@@ -104,7 +104,8 @@ def _thin_xyz(crop: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(thin[1:-1, 1:-1, 1:-1].transpose(2, 1, 0) != 0)
 
 
-def skeleton_xyz(mask: np.ndarray) -> tuple[np.ndarray, tuple[slice, ...]] | None:
+def skeleton_xyz(mask: np.ndarray, components: tuple[np.ndarray, int] | None = None,
+                 box: tuple[slice, ...] | None = None) -> tuple[np.ndarray, tuple[slice, ...]] | None:
     """Lee skeleton of the (x, y, z) transpose of a (z, y, x) mask, on the mask's own bounding box.
 
     Returns ``(skeleton, box)``: the skeleton in (z, y, x) order covering ``mask[box]``, or None for an
@@ -114,18 +115,28 @@ def skeleton_xyz(mask: np.ndarray) -> tuple[np.ndarray, tuple[slice, ...]] | Non
     26-connected components thin independently (no voxel of one is in a neighbourhood of another, and
     thinning only removes voxels), so scattered components, e.g. a prediction's stray voxels far from
     the vessels, are thinned each on its own box instead of on the box spanning them all.
+
+    A caller that has them already passes the mask's ``components`` (:func:`.label_components` of the
+    whole mask, as the b0 count takes them) and its tight ``box``: the same skeleton without a second
+    labelling or the projections that find the box.
     """
-    mask = np.asarray(mask) != 0
-    box = bounding_box(mask)
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        mask = mask != 0
+    if box is None:
+        box = bounding_box(mask)
     if box is None:
         return None
     crop = mask[box]
     from .labelindex import LabelIndex, box_volume
 
-    # components can only have clearly smaller boxes when some plane across the box is empty; a
-    # single connected vessel tree (the usual case) skips the labelling
-    planes_empty = any(not crop.any(axis=tuple(a for a in range(3) if a != axis)).all() for axis in range(3))
-    labels, n = label_components(crop) if planes_empty else (None, 1)
+    if components is not None:
+        labels, n = components[0][box], components[1]
+    else:
+        # components can only have clearly smaller boxes when some plane across the box is empty; a
+        # single connected vessel tree (the usual case) skips the labelling
+        planes_empty = any(not crop.any(axis=tuple(a for a in range(3) if a != axis)).all() for axis in range(3))
+        labels, n = label_components(crop) if planes_empty else (None, 1)
     if n > 1:
         index = LabelIndex.of(labels)
         boxes = [index.box(c) for c in index.labels]

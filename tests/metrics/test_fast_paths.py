@@ -12,6 +12,8 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
+from pytest_rexmle.metrics.components import label_components
+from pytest_rexmle.metrics.crop import bounding_box
 from pytest_rexmle.metrics.labelindex import LabelIndex, nonzero_flat
 from pytest_rexmle.metrics.parallel import parallel_map
 from pytest_rexmle.metrics.topology import components, skeleton_xyz
@@ -65,6 +67,17 @@ def test_own_box_skeleton_equals_the_whole_array_skeleton(seed):
     placed = np.zeros_like(mask)
     placed[box] = skeleton
     assert np.array_equal(placed, whole)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_skeleton_from_given_components_and_box_equals_its_own(seed):
+    # the per-label work passes the b0 labelling and the index's box; the skeleton must not change
+    mask = random_labels(seed, shape=(20, 23, 25), labels=1) != 0
+    mask &= np.random.default_rng(seed).random(mask.shape) < 0.8      # several components
+    own = skeleton_xyz(mask)
+    given = skeleton_xyz(mask, label_components(mask), bounding_box(mask))
+    assert own is not None and given is not None
+    assert own[1] == given[1] and np.array_equal(own[0], given[0])
 
 
 def test_empty_mask_has_no_skeleton():

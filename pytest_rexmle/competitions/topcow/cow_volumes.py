@@ -20,6 +20,8 @@ import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
 from ...medimage.geometry import Geometry, header_geometry, label_values, read_image
+from ...metrics.components import label_components
+from ...metrics.crop import relative_box
 from ...metrics.labelindex import LabelIndex, box_volume
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
@@ -32,7 +34,6 @@ from ...metrics.topology import (
     TP,
     balanced_accuracy,
     cldice_from_skeletons,
-    components,
     detection,
     edge_lists,
     f1_from_counts,
@@ -169,12 +170,18 @@ def _label_task(pred: np.ndarray, truth: np.ndarray, index_p: LabelIndex, index_
     def run() -> LabelScores:
         p, g = pred[box] == label, truth[box] == label
         n_p, n_g = index_p.count(label), index_g.count(label)
+        # one labelling per mask: its count is the b0 number, its components split the skeleton's work
+        parts_p = label_components(p) if n_p else None
+        parts_g = label_components(g) if n_g else None
         cl = None
         if with_cldice:
-            cl = cldice_from_skeletons(p, g, skeleton_xyz(p), skeleton_xyz(g)) if n_p and n_g else 0.0
+            cl = cldice_from_skeletons(
+                p, g, skeleton_xyz(p, parts_p, relative_box(index_p.box(label), box)) if parts_p else None,
+                skeleton_xyz(g, parts_g, relative_box(index_g.box(label), box)) if parts_g else None,
+            ) if n_p and n_g else 0.0
         return LabelScores(
             n_pred=n_p, n_truth=n_g, n_both=int(np.count_nonzero(p & g)),
-            b0_pred=components(p), b0_truth=components(g),
+            b0_pred=parts_p[1] if parts_p else 0, b0_truth=parts_g[1] if parts_g else 0,
             hd95=hd95(p, g, spacing, hd95_absent), cldice=cl)
 
     return run, box_volume(box) * (3 if with_cldice else 1)
