@@ -28,20 +28,22 @@ TILE = 2000
 JOINT_BINS = 1 << 24
 
 
-def remove_border_cells(labels: np.ndarray, border: int = BORDER) -> np.ndarray:
+def remove_border_cells(labels: np.ndarray, border: int = BORDER, frame: tuple[int, int] | None = None) -> np.ndarray:
     """Zero every instance with a pixel in the outer ``border`` rows/columns, relabel the rest 1..K.
 
-    One ``np.unique`` both finds the ids and yields the sequential relabelling (order preserved, as
-    skimage's ``relabel_sequential``), so the image is sorted only once.
+    ``frame`` is the (height, width) whose outer rows and columns are the frame when ``labels`` is the
+    top-left part of a larger, zero-filled image (a tile cut past the image's edge): the frame rows and
+    columns beyond ``labels`` hold only background, so the result is that of the zero-filled image,
+    cropped, without filling it. One ``np.unique`` both finds the ids and yields the sequential
+    relabelling (order preserved, as skimage's ``relabel_sequential``), so the image is sorted only once.
     """
     labels = np.asarray(labels)
-    edge = _frame_values(labels, border)
+    edge = _frame_values(labels, border, frame)
     if labels.dtype.kind in "iu" and labels.size and 0 <= labels.min() and labels.max() <= 4 * labels.size:
         # the same relabelling without sorting the image: a lookup table indexed by the label value,
         # ids kept in ascending order (what np.unique's order gives); linear time on a large image
         top = int(labels.max())
-        keep = np.zeros(top + 1, dtype=bool)
-        keep[labels.ravel()] = True          # the ids present (a scatter: no counts needed)
+        keep = np.bincount(labels.ravel(), minlength=top + 1) > 0
         keep[0] = False
         keep[edge] = False
         mapping = np.zeros(top + 1, dtype=_id_type(int(keep.sum())))
@@ -50,7 +52,7 @@ def remove_border_cells(labels: np.ndarray, border: int = BORDER) -> np.ndarray:
         return np.take(mapping, labels, mode="clip")
     values, inverse = np.unique(labels, return_inverse=True)
     inverse = inverse.reshape(labels.shape)
-    touching = np.unique(_frame_values(inverse, border))
+    touching = np.unique(_frame_values(inverse, border, frame))
     keep = values != 0
     keep[touching] = False
     mapping = np.zeros(values.size, dtype=_id_type(int(keep.sum())))
@@ -58,15 +60,19 @@ def remove_border_cells(labels: np.ndarray, border: int = BORDER) -> np.ndarray:
     return np.take(mapping, inverse, mode="clip")
 
 
-def _frame_values(labels: np.ndarray, border: int) -> np.ndarray:
-    """The values in the outer ``border`` rows and columns, from the four strips (a boolean mask of the
-    whole image would be read in full for a frame of a few thousand pixels)."""
+def _frame_values(labels: np.ndarray, border: int, frame: tuple[int, int] | None = None) -> np.ndarray:
+    """The values in the outer ``border`` rows and columns (of a ``frame``-sized zero-filled image whose
+    top-left part ``labels`` is, see :func:`remove_border_cells`), from the four strips (a boolean mask of
+    the whole image would be read in full for a frame of a few thousand pixels)."""
     h, w = labels.shape
-    if min(h, w) <= 2 * border:
+    fh, fw = frame or (h, w)
+    if min(fh, fw) <= 2 * border:
         return labels.ravel()
-    # positive indices throughout: ``-border`` would mean the whole image for border 0
-    return np.concatenate([labels[:border].ravel(), labels[h - border:].ravel(),
-                           labels[border:h - border, :border].ravel(), labels[border:h - border, w - border:].ravel()])
+    # the bottom and right strips of the frame, as far as they fall inside ``labels``; positive indices
+    # throughout (``-border`` would mean the whole image for border 0)
+    bottom, right = min(fh - border, h), min(fw - border, w)
+    return np.concatenate([labels[:border].ravel(), labels[bottom:].ravel(),
+                           labels[border:bottom, :border].ravel(), labels[border:bottom, right:].ravel()])
 
 
 def _id_type(count: int) -> type:
@@ -171,21 +177,19 @@ def image_counts(truth: np.ndarray, pred: np.ndarray, thresholds: Iterable[float
     nh, nw = -(-h // tile), -(-w // tile)
 
     def tile_counts(box: tuple[slice, slice]) -> dict[float, Counts]:
-        # zero padding at the bottom/right = tiles cut past the edge filled with background
-        gt_tile, pr_tile = _pad(truth[box], tile), _pad(pred[box], tile)
-        return _count(remove_border_cells(gt_tile), remove_border_cells(pr_tile), thresholds)
+        # the organisers fill tiles cut past the image's edge with background; that background only
+        # decides which cells touch the tile's frame (none touches the filled part), so the tile is
+        # scored as cut, with the frame of the filled size: the same counts, a third less work on a
+        # 5000×5000 image's 3×3 tiles
+        gt_tile, pr_tile = truth[box], pred[box]
+        return _count(remove_border_cells(gt_tile, frame=(tile, tile)),
+                      remove_border_cells(pr_tile, frame=(tile, tile)), thresholds)
 
     boxes = [(slice(i * tile, (i + 1) * tile), slice(j * tile, (j + 1) * tile)) for i in range(nh) for j in range(nw)]
     total = {t: Counts(0, 0, 0, 0, 0) for t in thresholds}
     for counts in parallel_map(tile_counts, boxes):  # tiles are independent; summed in raster order
         total = {t: total[t] + counts[t] for t in thresholds}
     return total
-
-
-def _pad(a: np.ndarray, tile: int) -> np.ndarray:
-    if a.shape == (tile, tile):
-        return a  # a whole tile: the view is enough (border removal makes its own array)
-    return np.pad(a, ((0, tile - a.shape[0]), (0, tile - a.shape[1])))
 
 
 def f1(counts: Counts) -> float:
