@@ -23,8 +23,9 @@ approximation:
 The contour is taken in NumPy (:func:`_contour`, equal to ``LabelContour(fullyConnected=True)``); the
 distance map stays SimpleITK's, for its float32 values, on one thread inside the per-label pool.
 
-``tests/metrics/test_surface.py`` checks equality with the literal, uncropped organiser pipeline
-(``contour_distances(..., crop=False)``) on random masks, including masks touching the volume border.
+``tests/metrics/test_surface.py`` checks, on random masks including masks touching the volume border, that
+the cropped values equal the uncropped ones (``contour_distances(..., crop=False)``) and those of the
+organisers' pipeline written out in SimpleITK filters, bit for bit.
 """
 
 from __future__ import annotations
