@@ -2,7 +2,9 @@
 # gpu_check.sh: the GPU path end to end, for the day a GPU machine is at hand (issue 28, item 5).
 #
 # What it needs (no Docker, no network; under 10 minutes on one GPU):
-#   - this checkout, installed (`pip install --no-deps -e .`) or not (then it is put on PYTHONPATH);
+#   - this checkout, installed (`pip install --no-deps -e .`): the runtimes are found through their entry
+#     points (where the package itself is not importable from the work folder, the checkout is put first
+#     on PYTHONPATH);
 #   - PYTHON: an interpreter holding the project's dependencies (pytest, numpy, nibabel, nvidia-ml-py, ...)
 #     (default: .venv/bin/python in the checkout if present, else python3);
 #   - the agent's PyTorch: AGENT_ENV, a venv or conda prefix with torch, given to the agent as
@@ -55,22 +57,30 @@ export REXMLE_GPU_SAMPLE_SECONDS=${REXMLE_GPU_SAMPLE_SECONDS:-$SAMPLE}
 fail() { echo "gpu_check: FAIL: $*" >&2; exit 1; }
 say() { echo "gpu_check: $*"; }
 
+# the checks count the runs under WORK: an earlier session's there would be counted with this one's
+[ -e "$WORK/session/.rexmle" ] && fail "$WORK already holds a session: give WORK a fresh folder"
 mkdir -p "$WORK/session"
 command -v bwrap >/dev/null || fail "bubblewrap not found: put it on PATH or set BWRAP=/path/to/bwrap"
-# this checkout's package, whether installed from it (pip install --no-deps -e .) or put on PYTHONPATH here
-"$PYTHON" -c 'import os, sys, pytest_rexmle as p; sys.exit(not p.__file__.startswith(sys.argv[1] + os.sep))' "$REPO" \
-    2>/dev/null || export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# this checkout's package, whether installed from it (pip install --no-deps -e .) or put on PYTHONPATH here;
+# asked from the work folder, where the session runs: `python -c` in the checkout would find it in the cwd
+(cd "$WORK" && "$PYTHON" -c 'import os, sys, pytest_rexmle as p; sys.exit(not p.__file__.startswith(sys.argv[1] + os.sep))' \
+    "$REPO") 2>/dev/null || export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 "$PYTHON" -c 'import pytest_rexmle.plugin, pynvml' || fail "$PYTHON cannot import the project and nvidia-ml-py"
+"$PYTHON" -c 'from importlib.metadata import entry_points as e
+raise SystemExit(not any(p.name == "local" for p in e(group="rexmle.runtimes")))' \
+    || fail "no runtime is registered for $PYTHON: install this checkout (pip install --no-deps -e .)"
 # the plugin by name only where no installed entry point loads it already (loading it twice is an error)
 PLUGIN=$("$PYTHON" -c 'from importlib.metadata import entry_points as e
 print("" if any(p.value == "pytest_rexmle.plugin" for p in e(group="pytest11")) else "-p pytest_rexmle.plugin")')
 
 # The agent's stack: a prefix for env=, or a system interpreter the sandbox shows anyway.
 if [ -z "${AGENT_ENV:-}" ] && [ -z "${AGENT_PYTHON:-}" ]; then
-    read -r PREFIX BASE <<EOF
-$("$PYTHON" -c 'import sys; print(sys.prefix, sys.base_prefix)')
+    read -r PREFIX BASE EXE <<EOF
+$("$PYTHON" -c 'import sys; print(sys.prefix, sys.base_prefix, sys.executable)')
 EOF
-    if [ "$PREFIX" != "$BASE" ]; then AGENT_ENV=$PREFIX; else AGENT_PYTHON=$PYTHON; fi
+    # a venv outside the system folders goes in as env=; one under them (/opt/torch/.venv) the sandbox shows anyway
+    case "$PREFIX" in /usr/*|/bin/*|/lib/*|/lib64/*|/opt/*) SYSTEM=1 ;; *) SYSTEM=0 ;; esac
+    if [ "$PREFIX" != "$BASE" ] && [ "$SYSTEM" = 0 ]; then AGENT_ENV=$PREFIX; else AGENT_PYTHON=$EXE; fi
 fi
 if [ -n "${AGENT_ENV:-}" ]; then
     STACK=("--agent-option=env=$AGENT_ENV"); AGENT_CMD=python; PROBE=$AGENT_ENV/bin/python
@@ -198,7 +208,7 @@ for meta, tele, compute, view, gpu_nodes, trained, result in lines:
           f" power mean {tele.get('power_mean_watts')} W, {tele.get('samples')} samples;"
           f" {compute.get('gpu_hours')} GPU-h")
     print(f"  inside: torch {view['torch']}, cuda {view['cuda']}, {view['device_name']}; GPU nodes {gpu_nodes};"
-          f" {trained}; metrics {dict(list(result['metrics'].items())[:2])}")
+          f" {trained}; metrics {dict(list((result.get('metrics') or {}).items())[:2])}")
 print(f"checks: {'all passed' if not failures else str(len(failures)) + ' FAILED'}")
 sys.exit(1 if failures else 0)
 EOF

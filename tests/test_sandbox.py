@@ -115,6 +115,7 @@ def test_contract_environment_and_read_only_data(bench, sandbox):
                            "REXMLE_INSTRUCTIONS": inside["instructions"], "REXMLE_TIME_LIMIT": "120",
                            "CUDA_VISIBLE_DEVICES": ""}
     assert echo["cwd"] == inside["workspace"] + "/agent"
+    assert echo["user"] == "agent"          # getpass.getuser() names the per-run uid (torch.optim imports it)
     assert echo["data_writable"] is False
     assert echo["instructions_mentions_validate"] is True
     assert "description.md" in echo["listing"] and "sample_submission.csv" in echo["listing"]

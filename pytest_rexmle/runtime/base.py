@@ -21,6 +21,10 @@ from .sandbox.limits import Limits
 
 #: where the contract folders appear inside an isolated environment
 SANDBOX_ROOT = Path("/rexmle")
+#: the agent's user name ($USER, $LOGNAME). Its uid is allocated per run and has no passwd entry, so
+#: ``getpass.getuser()`` (PyTorch's compile cache, which ``torch.optim.Adam`` imports, pip, git) finds
+#: the name here instead of failing with "uid not found".
+AGENT_USER = "agent"
 
 
 @dataclass(frozen=True)
@@ -215,12 +219,13 @@ class Runtime(ABC):
 
     def agent_environment(self, spec: RunSpec, path: str, tmp: str = "/tmp") -> dict[str, str]:
         """The agent's variables: ``path`` (its tools, then the system's or the image's folders, never the
-        harness's Python), its workspace as HOME, then the run's own."""
+        harness's Python), its workspace as HOME, its user name (:data:`AGENT_USER`), then the run's own."""
         if spec.software_path:  # the agent's own stack: after its tools, before the system's folders
             tools, _, rest = path.partition(":")
             path = ":".join([tools, *map(str, spec.software_path), *([rest] if rest else [])])
         return {"PATH": path, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp, **spec.env}
+                "HOME": self.contract_paths(spec)["workspace"], "TMPDIR": tmp,
+                "USER": AGENT_USER, "LOGNAME": AGENT_USER, **spec.env}
 
     def workdir(self, spec: RunSpec) -> Path:
         """The agent's working directory as it sees it: ``spec.cwd`` inside its workspace, else the workspace."""

@@ -576,7 +576,10 @@ class DockerRuntime(Runtime):
         """Remove this host's labelled containers whose harness process is gone (or is another process)."""
         host = socket.gethostname()
         removed = 0
-        for container in self.client.containers.list(all=True, filters={"label": [LABEL, f"{LABEL}.host={host}"]}):
+        # another session on this host sweeps too: a container it removes between the listing and the
+        # per-container inspection is skipped (ignore_removed), not an error that stops this session's start
+        for container in self.client.containers.list(all=True, filters={"label": [LABEL, f"{LABEL}.host={host}"]},
+                                                     ignore_removed=True):
             labels = container.labels or {}
             try:
                 pid = int(labels.get(f"{LABEL}.pid", ""))

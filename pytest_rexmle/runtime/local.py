@@ -565,6 +565,8 @@ class LocalRuntime(Runtime):
         path = agent_tools.agent_path(agent_tools.write_tools(tools, python=not spec.software_path))
         env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
                "HOME": str(spec.workspace)}
+        # unsandboxed, the agent is the harness's own user: its name stays the host's
+        env.update({key: os.environ[key] for key in ("USER", "LOGNAME") if key in os.environ})
         start = time.monotonic()
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd,

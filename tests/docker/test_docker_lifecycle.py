@@ -58,6 +58,33 @@ def test_orphan_sweep_removes_containers_of_dead_harnesses(docker_client, test_i
                 pass
 
 
+def test_orphan_sweep_skips_a_container_another_session_removed_meanwhile(docker_client, test_image, monkeypatch):
+    # two sessions starting on one host sweep at once: one removes an orphan between the other's listing and
+    # its inspection of that container, which must not stop the second session's start
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    labels = {"rexmle": "1", "rexmle.session": f"orphan-{uuid.uuid4().hex[:8]}", "rexmle.host": os.uname().nodename,
+              "rexmle.pid": str(dead.pid)}
+    gone = docker_client.containers.run(test_image, ["sleep", "600"], detach=True, labels=labels)
+    runtime = DockerRuntime(image=test_image)
+    inspect = runtime.client.api.inspect_container
+
+    def removed_meanwhile(container_id, *args, **kwargs):
+        if container_id == gone.id:
+            docker_client.api.remove_container(gone.id, force=True)
+        return inspect(container_id, *args, **kwargs)
+
+    monkeypatch.setattr(runtime.client.api, "inspect_container", removed_meanwhile)
+    try:
+        runtime.sweep_orphans()      # before the fix: docker.errors.NotFound out of the session's configure
+        assert gone.id not in {c.id for c in session_containers(docker_client, labels["rexmle.session"])}
+    finally:
+        try:
+            gone.remove(force=True)
+        except Exception:
+            pass
+
+
 def test_sigterm_to_pytest_mid_run_removes_the_container(bench, test_image, docker_client, session_id):
     env = {**os.environ, "REXMLE_DOCKER_IMAGE": test_image, "REXMLE_SESSION": session_id,
            "PYTHONPATH": str(REPO)}
