@@ -175,10 +175,10 @@ def _label_task(pred: np.ndarray, truth: np.ndarray, index_p: LabelIndex, index_
         parts_g = label_components(g) if n_g else None
         cl = None
         if with_cldice:
-            cl = cldice_from_skeletons(
-                p, g, skeleton_xyz(p, parts_p, relative_box(index_p.box(label), box)) if parts_p else None,
-                skeleton_xyz(g, parts_g, relative_box(index_g.box(label), box)) if parts_g else None,
-            ) if n_p and n_g else 0.0
+            cl = 0.0
+            if parts_p and parts_g:
+                cl = cldice_from_skeletons(p, g, skeleton_xyz(p, parts_p, relative_box(index_p.box(label), box)),
+                                           skeleton_xyz(g, parts_g, relative_box(index_g.box(label), box)))
         return LabelScores(
             n_pred=n_p, n_truth=n_g, n_both=int(np.count_nonzero(p & g)),
             b0_pred=parts_p[1] if parts_p else 0, b0_truth=parts_g[1] if parts_g else 0,

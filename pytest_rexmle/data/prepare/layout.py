@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 import SimpleITK as sitk
 
-from ...medimage.geometry import DIRECTION_TOL, ORIGIN_TOL, SPACING_TOL, reference_geometry, write_image
+from ...medimage.geometry import (
+    DIRECTION_TOL,
+    ORIGIN_TOL,
+    SPACING_TOL,
+    Geometry,
+    header_geometry,
+    reference_geometry,
+    write_image,
+)
 from ...medimage.nifti import write_with_aligned_forms
 from ...task import Task
 from ..split import split_ids, write_split
@@ -106,11 +114,12 @@ class Context:
         Agents predict on the image grid and graders require that exact grid, so the ground truth must
         sit on it; a resampling is recorded in the manifest with both geometries.
         """
-        ref = reference_geometry(image)
-        if geometry_difference(reference_geometry(label), ref) is None:
+        # the headers decide; an image of the grid (its voxels allocated) is made only to resample onto
+        if geometry_difference(header_geometry(label), header_geometry(image)) is None:
             self.place(label, dst)
             return
-        write_image(self.on_image_grid(case_id, sitk.ReadImage(str(label)), ref, label, image), dst)
+        write_image(self.on_image_grid(case_id, sitk.ReadImage(str(label)), reference_geometry(image), label, image),
+                    dst)
 
     def place_cases(self, ids: Iterable[str], train: list[str], images: Mapping[str, Path], labels: Mapping[str, Path],
                     image_name: Callable[[str], str], label_name: Callable[[str], str],
@@ -161,15 +170,17 @@ def geometry(img: sitk.Image) -> dict[str, list]:
             "direction": list(img.GetDirection())}
 
 
-def geometry_difference(a: sitk.Image, b: sitk.Image) -> str | None:
-    """None when the grids agree within the geometry check's tolerances, else which property differs."""
-    if a.GetDimension() != b.GetDimension():
+def geometry_difference(a: sitk.Image | Geometry, b: sitk.Image | Geometry) -> str | None:
+    """None when the grids (of images, or of headers read with :func:`.header_geometry`) agree within the
+    geometry check's tolerances, else which property differs."""
+    a, b = Geometry.of(a), Geometry.of(b)
+    if a.dimension != b.dimension:
         return "dimension"
-    if a.GetSize() != b.GetSize():
+    if a.size != b.size:
         return "size"
-    for name, x, y, tol in (("spacing", a.GetSpacing(), b.GetSpacing(), SPACING_TOL),
-                            ("origin", a.GetOrigin(), b.GetOrigin(), ORIGIN_TOL),
-                            ("direction", a.GetDirection(), b.GetDirection(), DIRECTION_TOL)):
+    for name, x, y, tol in (("spacing", a.spacing, b.spacing, SPACING_TOL),
+                            ("origin", a.origin, b.origin, ORIGIN_TOL),
+                            ("direction", a.direction, b.direction, DIRECTION_TOL)):
         if np.max(np.abs(np.subtract(x, y))) > tol:
             return name
     return None
