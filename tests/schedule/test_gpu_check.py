@@ -77,3 +77,11 @@ def test_a_sandbox_showing_the_hosts_home_or_devices_fails_the_view_check(tmp_pa
     assert "FAIL  isles22: /home inside: ['someone']" in out
     assert "FAIL  topcow-cta-seg: /dev holds only standard and GPU nodes (others: ['host-leak'])" in out
     assert "checks: 4 FAILED" in out
+
+
+def test_a_work_folder_holding_an_earlier_session_is_refused(tmp_path, shared_cache):
+    # the checks count every run under WORK: a reused folder would count an earlier session's runs as this one's
+    (tmp_path / "work" / "session" / ".rexmle" / "runs").mkdir(parents=True)
+    done = gpu_check(tmp_path, shared_cache)
+    assert done.returncode == 1
+    assert f"gpu_check: FAIL: {tmp_path / 'work'} already holds a session: give WORK a fresh folder" in done.stderr
