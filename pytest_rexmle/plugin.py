@@ -176,14 +176,33 @@ def pytest_rexmle_result(result, item) -> None:
         item.user_properties.extend(junit_properties(record_comparison(Path(result.run_dir), result.agent)))
 
 
+#: the fixture every item that waits for an agent's run requests (the benchmark item, a user's own checks)
+RUN_FIXTURE = "rexmle_agent_run"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Let ``-k`` match a challenge's reference id and aliases as well as its project id."""
+    """Let ``-k`` match a challenge's reference id and aliases as well as its project id, and keep a
+    test-suite time-out off the items that wait for a run (:func:`_no_suite_timeout`)."""
     for item in items:
+        if RUN_FIXTURE in getattr(item, "fixturenames", ()):
+            _no_suite_timeout(item)
         callspec = getattr(item, "callspec", None)
         if callspec is None or "rexmle_task_id" not in callspec.params:
             continue
         task = registry().get(callspec.params["rexmle_task_id"])
         item.extra_keyword_matches.update({task.reference_id, *task.aliases})
+
+
+def _no_suite_timeout(item: pytest.Item) -> None:
+    """A pytest-timeout meant for tests (the ini's ``timeout``, ``-o timeout=``, ``--timeout``) never cuts a run.
+
+    Why not "time limit plus margins" as the item's pytest-timeout: the item's clock starts when it begins
+    to wait, and with fewer GPUs than workers its run may sit in the session's queue for days before it
+    starts. The session owns the schedule, so the run is bounded where it runs: the runtime stops the agent
+    at its time limit, and the item's wait ends with an ERROR when the run's harness outlives that limit
+    by more than :data:`~pytest_rexmle.schedule.board.RUN_MARGIN_SECONDS` (or when the executor dies).
+    The marker overrides every other source of pytest-timeout's setting; it is a no-op without the plugin."""
+    item.add_marker(pytest.mark.timeout(0))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

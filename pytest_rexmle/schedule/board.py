@@ -29,6 +29,16 @@ FIGURES = "campaign.json"
 #: record says what really stopped it (``rexmle status``: "SIGTERM", not "Ctrl-C")
 STOP_REASON = "stop-reason"
 
+#: how long past its time limit a run's harness may take to stop the agent, copy its folders back and say
+#: "done" before a waiting item gives up on it (an ERROR, never a cut of a healthy run): generous, since a
+#: 24-hour run's workspace can be large; a tenth of the limit more for long runs
+RUN_MARGIN_SECONDS = 900.0
+
+
+def run_deadline(started: float, time_limit: float) -> float:
+    """The wall-clock moment after which a run still "running" has a stuck harness (:meth:`Board.wait`)."""
+    return started + time_limit + RUN_MARGIN_SECONDS + 0.1 * time_limit
+
 
 def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
     """The board's name for the run of one pytest item: one run per item that asks for one, as before
@@ -101,11 +111,18 @@ class Board:
         return _load(self.folder / EXECUTOR)
 
     def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> dict:
-        """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines)."""
+        """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines).
+
+        No time-out while the run is queued (the session owns the schedule); once it runs, its record's
+        ``deadline`` (:func:`run_deadline`, absent where a scheduler's queue comes first) bounds the wait."""
         while True:
             record = self.read(key)
             if record is not None and record["state"] in FINAL:
                 return record
+            if record is not None and record["state"] == "running" and time.time() > (record.get("deadline") or 1e300):
+                raise ScheduleError(f"{task_of_key(key)}: its run's harness (pid {record.get('pid')}) did not end the "
+                                    f"run within its time limit ({record.get('time_limit'):.0f} s) and the harness's "
+                                    f"margin; the run's folder: {record.get('run_dir')}")
             owner = self.executor()
             if owner is not None:
                 if key not in owner["runs"]:

@@ -18,12 +18,13 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
 import warnings
 from pathlib import Path
 
 from ..errors import DataNotPreparedError
-from .board import FINAL, STOP_REASON, Board, agent_of_key, task_of_key
+from .board import FINAL, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
 
 SETTINGS = "settings.pickle"
 PR_SET_PDEATHSIG = 1
@@ -69,7 +70,10 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         launched = begun.launched
         assert launched is not None  # a run not resumed is launched
         run_dir = str(launched.folder.root)
-        board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid())
+        # a batch job may wait in the scheduler's queue, which enforces its limit itself: no deadline here
+        deadline = None if runtime.batches else run_deadline(time.time(), begun.time_limit)
+        board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid(), time_limit=begun.time_limit,
+                    deadline=deadline)
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
         sampler = Sampler(gpus, unavailable=remote)
         outcome = finish(launched, monitor=sampler)
