@@ -14,7 +14,7 @@ from pytest_rexmle.errors import TaskConfigError, UnknownTaskError
 from pytest_rexmle.leaderboard import metric_columns
 from pytest_rexmle.task import TaskRegistry, competitions_root, load_task, registry
 
-SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference-data"
+from .reference import metric_directions
 
 # challenges.md §0.1, copied row by row: project id -> (reference id, task marker, modality marker, N,
 # paper names of the "paper name" column).
@@ -116,14 +116,9 @@ def test_ranking_metrics_equal_leaderboard_metric_columns(reg, task_id):
 
 @pytest.mark.parametrize("task_id", IDS)
 def test_directions_agree_with_shared_metric_config(reg, task_id):
-    """ranking.md §1: directions come from metric_config.json (checked where the shared folder exists)."""
-    import json
-
+    """Directions come from each task's metric_config.json of the reference data (shipped in tests/reference)."""
     task = reg.get(task_id)
-    config = SHARED_REFERENCE / task.reference_id / "metric_config.json"
-    if not config.is_file():
-        pytest.skip(f"{config} not available")
-    directions = json.loads(config.read_text())["metric_directions"]
+    directions = metric_directions(task.reference_id)
     for metric in task.ranking_metrics:
         assert directions[metric.key] == metric.direction, metric.key
 
