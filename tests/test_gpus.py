@@ -9,6 +9,7 @@ import pytest
 from pytest_rexmle.gpus import detect_gpus, parse_gpus
 
 from .conftest import run_folders
+from .test_gpu_devices import fake_dev  # noqa: F401  (the fixture)
 
 
 def test_parse_gpus(monkeypatch):
@@ -21,8 +22,10 @@ def test_parse_gpus(monkeypatch):
 
 
 @pytest.mark.slow  # an xdist session of sandboxed runs
-def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
-    cmd = "echo $CUDA_VISIBLE_DEVICES > $REXMLE_WORKSPACE/gpu.txt; cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv"
+def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap, fake_dev):  # noqa: F811
+    """On the faked 8-GPU machine (GPU 0 is /dev/nvidia3, GPU 1 /dev/nvidia5), each run's sandbox shows its own node."""
+    cmd = ("ls /dev | grep -E '^nvidia[0-9]+$' > $REXMLE_WORKSPACE/gpu.txt; "
+           "cp $REXMLE_DATA_DIR/sample_submission.csv $REXMLE_SUBMISSION_DIR/submission.csv")
     result = bench("--agent=command", f"--agent-option=cmd={cmd}", "-n", "2", "--rexmle-gpus=0,1",
                    "-k", "ldct-iqa or topcow-cta-det or isles22 or topcow-mra-det")
     seen, recorded = set(), set()
@@ -30,7 +33,8 @@ def test_xdist_workers_get_distinct_gpus(bench, needs_bwrap):
         run = run_folders(bench.path, task_id)[-1]
         seen.add((run / "workspace" / "gpu.txt").read_text().strip())
         recorded.add(json.loads((run / "result.json").read_text())["gpu"])
-    assert seen == {"0", "1"} == recorded, "each run must see only its own GPU, and the result must record it"
+    assert seen == {"nvidia3", "nvidia5"} and recorded == {"0", "1"}, \
+        "each run must see only its own GPU, and the result must record it"
     del result
 
 

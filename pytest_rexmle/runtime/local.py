@@ -68,6 +68,7 @@ from .sandbox.gateway_net import (
     base_url,
     can_create_network_namespace,
 )
+from .sandbox.gpu_devices import visible_inside
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
@@ -294,6 +295,8 @@ class LocalRuntime(Runtime):
             env = {**image_env, **self.agent_environment(spec, f"{agent_tools.INSIDE}:{image_env['PATH']}")}
             if spec.gpus and _driver_libs():
                 env["LD_LIBRARY_PATH"] = ":".join(filter(None, [DRIVER_INSIDE, env.get("LD_LIBRARY_PATH")]))
+        if spec.gpus:  # the sandbox opens only the run's GPU nodes: CUDA numbers them from 0 (gpu_devices)
+            env["CUDA_VISIBLE_DEVICES"] = visible_inside(spec.gpus)
         gateway = None
         if channel is not None:  # the launcher makes the listener; under Landlock in a namespace it creates first
             gateway = {"fd": channel.child_fd, "port": GATEWAY_PORT, "new_netns": mode == "supervise"}

@@ -52,7 +52,7 @@ class AgentRun:
 
 def run_agent(tmp_path: Path, mechanism: str, code: str, *, limits: Limits | None = None,
               overrides: dict[str, str] | None = None, network: str = "host", time_limit: float = 60,
-              files: dict[str, str] | None = None) -> AgentRun:
+              files: dict[str, str] | None = None, gpus: tuple[str, ...] = ()) -> AgentRun:
     """Run ``code`` as the agent (Python, in its workspace) through the real local runtime."""
     root = tmp_path / "run"
     public, private = tmp_path / "data" / "public", tmp_path / "data" / "private"
@@ -66,7 +66,7 @@ def run_agent(tmp_path: Path, mechanism: str, code: str, *, limits: Limits | Non
         (root / "workspace" / name).write_text(text)
     spec = RunSpec("sandbox-test", ["python3", "agent.py"], {"REXMLE_PRIVATE_HINT": "none"}, public,
                    root / "workspace", root / "submission", root / "logs", root / "instructions.md", time_limit,
-                   hidden=(private, tmp_path / "data"), network=network, limits=limits or Limits())
+                   hidden=(private, tmp_path / "data"), network=network, limits=limits or Limits(), gpus=gpus)
     # these tests exercise the sandbox's mechanics: where the harness is not root, Landlock can only run the
     # agent as this user's own uid, which sessions refuse by default (tested in test_unprivileged.py and the
     # security suite); here it is asked for by name

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..base import is_under
+from .gpu_devices import gpu_nodes
 
 if TYPE_CHECKING:
     from ..policy import SandboxPolicy
 
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-GPU_DEVICE_GLOBS = ("nvidia*", "dri")
 #: the run's /dev/shm when its limits name none (what Docker gives a container with the runtime's defaults)
 DEFAULT_SHM = 4 << 30
 NO_NETWORK = ["--unshare-net"]  # a namespace of its own with only a loopback: nothing outside is reachable
@@ -55,7 +55,7 @@ class Bind:
 
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...],
-               env: dict[str, str], gpus: bool, network: list[str], user_namespace: bool,
+               env: dict[str, str], gpus: tuple[str, ...], network: list[str], user_namespace: bool,
                seccomp_fd: int | None, image: ImageView | None = None, shm_size: int | None = None) -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
     from its real argv, so the command — the launcher, which names no run path — stays there).
@@ -93,10 +93,8 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
     for path in hidden:
         if path.exists() and any(is_under(path, b) for b in bound):
             args += ["--tmpfs", str(path.resolve())]
-    if gpus:
-        for pattern in GPU_DEVICE_GLOBS:
-            for dev in sorted(Path("/dev").glob(pattern)):
-                args += ["--dev-bind-try", str(dev), str(dev)]
+    for source, target in gpu_nodes(gpus).binds():  # the run's GPUs and the driver's control nodes only
+        args += ["--dev-bind-try", source, target]
     args += ["--dir", "/rexmle"]
     for bind in binds:
         args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
@@ -123,7 +121,7 @@ def render(policy: SandboxPolicy, *, targets: Mapping[str, str], tools: Path, to
         network = list(bridge_args or []) if policy.network == "bridge" else []
     roots = [*python_roots, *(p for p in policy.software if p not in python_roots)]  # read-only at their own paths
     return bwrap_args(python_roots=roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
-                      gpus=bool(policy.gpus), network=network, user_namespace=user_namespace,
+                      gpus=policy.gpus, network=network, user_namespace=user_namespace,
                       seccomp_fd=seccomp_fd, image=image, shm_size=policy.limits.shm)
 
 

@@ -63,12 +63,10 @@ def render(policy: SandboxPolicy, *, tools: Path, tmp: Path, logs: list[str],
     policy's read-only folders readable, its writable ones and the private /tmp writable, its GPUs'
     devices openable; ``none`` refuses every TCP port, ``connect_ports`` allows only those (the gateway
     where no network namespace can be had). Hidden folders need no rule: nothing outside is reachable."""
-    from .bwrap import GPU_DEVICE_GLOBS, MERGED_DIRS, SYSTEM_DIRS
+    from .bwrap import MERGED_DIRS, SYSTEM_DIRS
+    from .gpu_devices import gpu_nodes
 
-    devices = list(DEVICES)
-    if policy.gpus:
-        for pattern in GPU_DEVICE_GLOBS:
-            devices += [str(p) for p in sorted(Path("/dev").glob(pattern))]
+    devices = [*DEVICES, *gpu_nodes(policy.gpus).paths]  # the run's GPUs only: CUDA skips nodes it cannot open
     read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
     read_exec += [str(p) for p in policy.software]  # the agent's own stack (--agent-option env=)
     return LandlockView(read_exec=tuple([*read_exec, str(tools)]),

@@ -62,7 +62,7 @@ def _probe_bwrap(binary: str | None) -> Probe:
         return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
         args = bwrap_args(python_roots=python_roots(), binds=[], tmp=Path(tmp), hidden=(), env={},
-                          gpus=False, network=[], user_namespace=os.geteuid() != 0, seccomp_fd=None)
+                          gpus=(), network=[], user_namespace=os.geteuid() != 0, seccomp_fd=None)
         read = data_fd(args_blob(args), "bwrap-args")
         try:
             done = subprocess.run([binary, "--args", str(read), "--", *_tiny_command()], pass_fds=(read,), capture_output=True,
