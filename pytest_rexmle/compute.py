@@ -98,19 +98,28 @@ def gpu_facts(gpus: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return facts
 
 
+def machine_facts(gpus: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The hardware of the machine this process runs on, for a run on ``gpus``: what a scheduler's node
+    reports of itself (``run.json`` ``node_hardware``), since the submitting host's GPUs are not the run's."""
+    return {**gpu_facts(gpus), "cpu_model": cpu_model(), "cpu_cores": cpu_cores(), "memory_bytes": memory_bytes()}
+
+
 def compute_record(meta: dict[str, Any]) -> dict[str, Any]:
-    """``run.json``'s ``compute`` from the rest of a finished run's record (read on the machine that ran it)."""
+    """``run.json``'s ``compute`` from the rest of a finished run's record: the hardware facts of the machine
+    that ran it (a Slurm node's own ``node_hardware``, else this machine's, where local runs run)."""
     gpus = list(meta.get("gpus") or [])
     wall = meta.get("duration")
     usage = meta["usage"] if isinstance(meta.get("usage"), dict) else {}
     telemetry = meta["gpu_telemetry"] if isinstance(meta.get("gpu_telemetry"), dict) else {}
     limits = meta["limits"] if isinstance(meta.get("limits"), dict) else {}
-    cores = limits.get("cpus") or cpu_cores()
+    node = meta.get("node_hardware")
+    machine = node if isinstance(node, dict) else machine_facts(gpus)
     record: dict[str, Any] = {
-        **gpu_facts(gpus),
-        "cpu_model": cpu_model(),
-        "cpu_cores": cores,
-        "memory_bytes": limits.get("memory") or memory_bytes(),
+        **{key: machine.get(key) for key in ("gpu_model", "gpu_count", "driver_version", "cuda_version")},
+        **({"gpu_unavailable": machine["gpu_unavailable"]} if machine.get("gpu_unavailable") else {}),
+        "cpu_model": machine.get("cpu_model"),
+        "cpu_cores": limits.get("cpus") or machine.get("cpu_cores"),
+        "memory_bytes": limits.get("memory") or machine.get("memory_bytes"),
         "wall_seconds": None if wall is None else round(float(wall), 3),
         "gpu_hours": telemetry.get("gpu_hours") if telemetry.get("gpu_hours") is not None else (
             None if wall is None else round(float(wall) * len(gpus) / 3600.0, 6)),

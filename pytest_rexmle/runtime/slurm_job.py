@@ -190,8 +190,10 @@ def node_main(spec_path: str) -> dict:
     inner = RUNTIMES.load(inner_name)(**inner_options)
     inner.check()
     outcome = inner.run(spec)
+    from ..compute import machine_facts
+
     outcome.details = {**outcome.details, "node": socket.gethostname(), "gpus": list(gpus),
-                       "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+                       "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "node_hardware": machine_facts(gpus)}
     if stripped:
         outcome.details["slurm_binding_stripped"] = stripped
     if moved_locks:

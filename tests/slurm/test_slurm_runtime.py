@@ -328,6 +328,9 @@ def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, need
         # the node's GPU as Slurm allocated it is recorded; inside, the sandbox shows it alone, as CUDA device 0
         assert visible == "0" and meta["gpus"][0] in {"0", "1"} and len(meta["gpus"]) == 1
         assert result["gpu"] == meta["gpus"][0]
+        # the hardware facts are the node's own, read by the job there (one node here: the same machine)
+        assert meta["node_hardware"]["gpu_count"] == 1 and meta["compute"]["gpu_count"] == 1
+        assert meta["compute"]["cpu_model"] == meta["node_hardware"]["cpu_model"]
         seen.add(meta["gpus"][0])
     assert seen
 
