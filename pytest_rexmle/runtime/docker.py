@@ -108,7 +108,7 @@ SELF_KILL_GRACE_SECONDS = 10.0
 #: exit status of a process killed by SIGXFSZ (the file-size limit)
 SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
-                "(`pip install docker`; on CI: .ci/docker-setup.sh)")
+                "(`pip install docker`; start the engine with `sudo systemctl start docker` or `sudo dockerd &`)")
 
 
 @dataclass(frozen=True)

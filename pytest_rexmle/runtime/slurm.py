@@ -50,7 +50,7 @@ SLURM_FOLDER = "slurm"
 #: the job id, written by the harness the moment ``sbatch`` answers (before ``run.json`` has it)
 JOB_ID_NOTE = "job_id"
 INSTALL_HINT = ("the slurm runtime needs the Slurm client tools (sbatch, sacct, squeue) on PATH and a reachable "
-                "cluster with accounting (slurmdbd); to try it on one machine run `sudo .ci/slurm-setup.sh`")
+                "cluster with accounting (slurmdbd); see docs/clusters.md (Running on a Slurm cluster)")
 
 
 class SlurmJobError(Exception):

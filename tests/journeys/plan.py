@@ -73,10 +73,8 @@ JOURNEY: list[Run | NotRun] = [
     Run("rexmle info topcow-cta-det", expect=(r"iou",)),
     Run("""rexmle rank topcow-cta-det --metrics '{"iou": 0.6707, "boundary_iou": 0.611}' --json""",
         expect=(r'"percentile"',)),
-    Run("rexmle synth isles22 --out /tmp/isles22", subs=(("/tmp/isles22", "$JOURNEY_TMP/isles22"),),
-        why="/tmp/isles22 in the journey's own temporary folder (parallel sessions)"),
-    Run("rexmle grade isles22 --submission sub/ --answers /tmp/isles22/private --json",
-        subs=(("/tmp/isles22", "$JOURNEY_TMP/isles22"),),
+    Run("rexmle synth isles22 --out .rexmle/twins/isles22"),
+    Run("rexmle grade isles22 --submission sub/ --answers .rexmle/twins/isles22/private --json",
         setup="cp -r \"$(ls -d .rexmle/runs/isles22/sample-*/*/submission | tail -1)\" sub",
         expect=(r'"status": "ok"',), why="sub/ is the first run's isles22 submission (the README: any run folder has one)"),
     Run("rexmle prepare isles22", expect=(r"isles22",), why="Zenodo answered by a loopback server"),
@@ -132,9 +130,9 @@ JOURNEY: list[Run | NotRun] = [
            '--agent-option=model=$model --agent-option=ml-master:feedback_model=$model --junitxml=table5-$model.xml done',
            "the paper's ablation: 24 h runs with three real models"),
     # -- docs/own-agent.md: the example agent with its own stack (a venv of the reader's, or an image)
-    Run("python3 -m venv ~/my-env && ~/my-env/bin/pip install numpy tifffile"),
+    Run("python3 -m venv agent-env && agent-env/bin/pip install numpy tifffile"),
     Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=examples '
-        '--agent-option env=$HOME/my-env -k ldct-iqa --rexmle-data=synthetic', expect=(r"ldct-iqa\s+ok",)),
+        '--agent-option env=$PWD/agent-env -k ldct-iqa --rexmle-data=synthetic', expect=(r"ldct-iqa\s+ok",)),
     Run('pytest --agent=command --agent-option cmd="python3 my_agent.py" --agent-option dir=examples '
         '--agent-option image=rexmle/base -k ldct-iqa --rexmle-data=synthetic', docker=True,
         expect=(r"ldct-iqa\s+ok",)),
