@@ -45,6 +45,7 @@ import shlex
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,12 @@ from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_
 if TYPE_CHECKING:
     from ..images.store import StoredImage
 
+#: uid 0 owns root's files, and chmod, chown, times and extended attributes are no Landlock rights
+AS_ROOT_LANDLOCK_REFUSAL = (
+    "--rexmle-agent-as-root is refused under Landlock: an agent with uid 0 could change the owner, mode, times and "
+    "extended attributes of every root-owned file outside its run (the system's, the cache's data for the next "
+    "run), which Landlock's rules do not cover; use bubblewrap (--rexmle-sandbox=bwrap), where uid 0 has no "
+    "capabilities and the system is read-only, or drop the option (each run then gets a uid of its own)")
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.25
 DISK_POLL_SECONDS = 1.0
@@ -176,6 +183,8 @@ class LocalRuntime(Runtime):
                 raise AgentIdentityRefused(SAME_UID_REFUSAL.format(uid=os.geteuid()))
             return
         if self.policy_options.identity.as_root:
+            if mechanism == "landlock":
+                raise AgentIdentityRefused(AS_ROOT_LANDLOCK_REFUSAL)
             return
         try:
             lock_dir()
@@ -251,6 +260,8 @@ class LocalRuntime(Runtime):
         if not ident.harness_is_root():
             return ident.own_identity(), None
         if self.policy_options.identity.as_root:
+            if self.mechanism() == "landlock":  # also where a caller skipped check(): never uid 0 under Landlock
+                raise AgentIdentityRefused(AS_ROOT_LANDLOCK_REFUSAL)
             return ident.Identity(0, 0, "--rexmle-agent-as-root"), None
         try:
             lease = allocate(self.agent_uids)
@@ -260,30 +271,37 @@ class LocalRuntime(Runtime):
 
     def check_reach(self, spec: RunSpec, who: ident.Identity, tmp: Path, tools: Path) -> None:
         """Landlock has no mount namespace: the agent's uid must itself reach its folders and its
-        command. If not, stop with the fix rather than fall back to root."""
-        if self.mechanism() != "landlock" or who.uid == os.geteuid():
+        command. If not, stop with the fix rather than fall back to root. Its ``env=`` may hold nothing every
+        user can write: times and extended attributes are no Landlock rights, so the agent could mark them."""
+        if self.mechanism() != "landlock":
+            return
+        if spec.software and (open_to_all := world_writable(spec.software)):
+            raise AgentIdentityRefused(
+                f"the agent's environment holds {open_to_all}, which every user can write: under Landlock the agent "
+                "could change its times and extended attributes for the next run; `chmod -R o-w` the environment, "
+                "or use bubblewrap (--rexmle-sandbox=bwrap), which shows it read-only")
+        if who.uid == os.geteuid():
             return
         handed = dict.fromkeys(p.parent for p in (spec.workspace, spec.submission, tmp))
         blocked = ident.unreachable(who, [spec.data_dir, spec.instructions, tools], enter=list(handed))
         if blocked:
             raise AgentIdentityRefused(
                 f"the agent's uid {who.uid} cannot reach its run folder ({blocked[0]}) under Landlock: set "
-                f"{staging.STAGE_ENV} to a folder on the runs folder's filesystem that every user can traverse, use "
-                "bubblewrap (--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
+                f"{staging.STAGE_ENV} to a folder on the runs folder's filesystem that every user can traverse, or use "
+                "bubblewrap (--rexmle-sandbox=bwrap)")
         if spec.software and (blocked := ident.unreachable(who, list(spec.software))):
             raise AgentIdentityRefused(
                 f"the agent's environment cannot be read by its uid {who.uid} under Landlock (it cannot reach "
                 f"{blocked[0]}): make the environment and the interpreter it links to readable by every user (e.g. "
-                "a venv made from /usr/bin/python3 in a folder every user can enter), use bubblewrap "
-                "(--rexmle-sandbox=bwrap), or pass --rexmle-agent-as-root")
+                "a venv made from /usr/bin/python3 in a folder every user can enter), or use bubblewrap "
+                "(--rexmle-sandbox=bwrap)")
         path = self.agent_environment(spec, agent_tools.agent_path(tools))["PATH"]  # the agent's own stack too
         commands = [c for c in (_resolve(word, path) for word in _programs(spec.argv)) if c is not None]
         if commands and (blocked := ident.unreachable(who, commands)):
             raise AgentIdentityRefused(
                 f"the agent's command {' '.join(spec.argv)[:200]!r} cannot run as its uid {who.uid} under Landlock "
                 f"(it cannot reach {blocked[0]}): start it with an interpreter every user can run (the system's "
-                "python3, e.g. `python3 agent.py`), use bubblewrap (--rexmle-sandbox=bwrap), or pass "
-                "--rexmle-agent-as-root")
+                "python3, e.g. `python3 agent.py`), or use bubblewrap (--rexmle-sandbox=bwrap)")
 
     def _launcher_config(self, spec: RunSpec, who: ident.Identity, limits: Limits, cgroup: RunCgroup | None,
                          tmp: Path, tools: Path, mode: str, network: str, channel: ListenerChannel | None,
@@ -755,4 +773,29 @@ def _limit_hit(exit_code: int | None, stderr_path: Path, cgroup: RunCgroup | Non
             return name, exceeded_message(limits, name, "the agent's stderr reports the refusal")
     if cgroup is not None and cgroup.pids_refused():
         return "processes", exceeded_message(limits, "processes", "the cgroup refused a fork")
+    return None
+
+
+def world_writable(roots: tuple[Path, ...] | list[Path], limit: int = 200_000) -> str | None:
+    """The first entry under ``roots`` that every user may write (a file or folder with o+w, links not
+    followed), or None; the walk stops after ``limit`` entries (a venv has tens of thousands)."""
+    seen = 0
+    for root in roots:
+        try:
+            if os.lstat(root).st_mode & 0o002:
+                return str(root)
+        except OSError:
+            continue
+        for folder, dirs, files in os.walk(root):
+            for name in (*dirs, *files):
+                seen += 1
+                path = os.path.join(folder, name)
+                try:
+                    mode = os.lstat(path).st_mode
+                except OSError:
+                    continue
+                if mode & 0o002 and not stat.S_ISLNK(mode):
+                    return path
+                if seen >= limit:
+                    return None
     return None

@@ -256,7 +256,7 @@ def test_an_agent_command_its_uid_cannot_run_is_refused_under_landlock(tmp_path)
     runtime = LocalRuntime(sandbox="landlock")
     spec = _contract(runtime, _spec(tmp_path, "root-python", [sys.executable, "-c", "print('ran')"]))
     with pytest.raises(AgentIdentityRefused, match=r"cannot run as its uid \d+ under Landlock.*python3.*"
-                                                   r"--rexmle-agent-as-root"):
+                                                   r"--rexmle-sandbox=bwrap\)$"):
         runtime.run(spec)
     assert not (spec.logs / "agent.stdout.log").read_text()
     assert spec.workspace.lstat().st_uid == 0
@@ -268,6 +268,13 @@ def test_agent_as_root_only_by_option_and_recorded(tmp_path, mechanism):
     # no processes limit here (it needs a cgroup for uid 0, asserted below): the uid is what is tested
     runtime = LocalRuntime(sandbox=mechanism, agent_as_root=True, limits={"processes": "none"})
     spec = _contract(runtime, _spec(tmp_path, "as-root", ["python3", "-c", code]))
+    if mechanism == "landlock":  # uid 0 could chmod/chown/utime/setxattr root's files: refused, before and at the run
+        with pytest.raises(AgentIdentityRefused, match="--rexmle-agent-as-root is refused under Landlock"):
+            runtime.check()
+        with pytest.raises(AgentIdentityRefused, match="--rexmle-agent-as-root is refused under Landlock"):
+            runtime.run(spec)
+        assert not (spec.logs / "agent.stdout.log").exists() or not (spec.logs / "agent.stdout.log").read_text()
+        return
     outcome = runtime.run(spec)
     assert outcome.exit_code == 0, outcome.stderr.read_text()[-2000:]
     assert outcome.stdout.read_text().split() == ["0"]
@@ -343,3 +350,25 @@ def test_sample_agent_starts_no_harness_code(tmp_path):
     for bad in ("-1", "soon"):
         with pytest.raises(RexmleError, match="delay must be a number of seconds"):
             SampleAgent("sample", {"delay": bad})
+
+
+def test_an_environment_every_user_can_write_is_refused_under_landlock(tmp_path):
+    """Issue 38.3: times and extended attributes are no Landlock rights, so a world-writable file of ``env=``
+    would keep the agent's marks for the next run; under Landlock the run stops naming the file."""
+    from pytest_rexmle.runtime.local import world_writable
+
+    if not pytest.importorskip("pytest_rexmle.runtime.sandbox.probe").probe("landlock").works:
+        pytest.skip("Landlock does not work here")
+    env = tmp_path / "agent-env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("#!/bin/sh\n")
+    assert world_writable([env]) is None
+    (env / "lib").mkdir()
+    (env / "lib" / "site.py").write_text("")
+    os.chmod(env / "lib" / "site.py", 0o666)
+    assert world_writable([env]) == str(env / "lib" / "site.py")
+    runtime = LocalRuntime(sandbox="landlock", unsafe_same_uid=True)
+    spec = _contract(runtime, RunSpec(**{**_spec(tmp_path, "ww-env", ["true"]).__dict__, "software": (env,)}))
+    with pytest.raises(AgentIdentityRefused, match=r"holds .*site\.py, which every user can write"):
+        runtime.run(spec)
+    assert not (spec.logs / "agent.stdout.log").exists() or not (spec.logs / "agent.stdout.log").read_text()
