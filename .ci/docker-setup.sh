@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI: make a Docker engine available and build the images the README's `rexmle images build` makes.
-#  1. install docker.io (engine + CLI) and debootstrap when missing;
+#  1. install docker.io (engine + CLI), debootstrap, and podman with catatonit (its --init; the docker runtime's
+#     tests also run against Podman's Docker-compatible service) when missing;
 #  2. start /usr/sbin/dockerd in the background when no engine answers, and wait (up to
 #     REXMLE_DOCKERD_WAIT seconds, default 60) until `docker info` works;
 #  3. build rexmle/test-base:latest with .ci/build-test-image.sh (a no-op when it is current): the offline
@@ -17,6 +18,8 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v catatonit >/dev/null 2>&1 || need+=(catatonit)
 if ((${#need[@]})); then
     echo "docker-setup: installing ${need[*]}"
     (apt-get install -y -q "${need[@]}" || (apt-get update -q && apt-get install -y -q "${need[@]}")) >/dev/null

@@ -333,6 +333,7 @@ class DockerRuntime(Runtime):
             cap_drop=["ALL"], security_opt=["no-new-privileges:true"], stdin_open=False, tty=False,
             mem_limit=limits.memory, memswap_limit=limits.memory,  # no swap beyond the limit
             ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+                     Ulimit(name="nproc", soft=_nproc(limits.pids), hard=_nproc(limits.pids)),
                      Ulimit(name="fsize", soft=limits.fsize, hard=limits.fsize),
                      Ulimit(name="core", soft=0, hard=0)],
             log_config=LogConfig(type="json-file", config={"max-size": "200m", "max-file": "2"}),
@@ -402,15 +403,24 @@ class DockerRuntime(Runtime):
         """A container with no network (``--network none``) holding the namespace the agent's container
         joins (``--network container:ID``), with the gateway's listener put into it before the agent
         starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
+        from docker.types import Ulimit
+
         holder = self.client.containers.create(
             image=image_name, command=["timeout", "-s", "KILL", str(limits.deadline + 60), "sleep",
                                        str(limits.deadline + 60)],
             user="65534:65534", network_mode="none", hostname="rexmle-agent",
             labels={**self.labels(spec, limits), f"{LABEL}.role": "network"}, read_only=True, init=True,
             name=f"rexmle-{spec.task_id}-net-{uuid.uuid4().hex[:10]}", cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"], pids_limit=8, mem_limit="64m")
+            security_opt=["no-new-privileges:true"], pids_limit=8, mem_limit="64m",
+            # explicit: an engine's defaults may exceed its own limits (Podman's service, see _nproc); nproc counts
+            # every process of uid 65534 on the host (all runs' holders), so it is not the holder's pids limit
+            ulimits=[Ulimit(name="nofile", soft=64, hard=64),
+                     Ulimit(name="nproc", soft=_nproc(DEFAULT_PIDS), hard=_nproc(DEFAULT_PIDS))])
         try:
-            holder.start()
+            try:
+                holder.start()
+            except docker_errors().APIError as exc:
+                raise RuntimeUnavailable(start_failure("the network holder", exc)) from None
             holder.reload()
             pid = int((holder.attrs.get("State") or {}).get("Pid") or 0)
             if not pid:
@@ -453,9 +463,7 @@ class DockerRuntime(Runtime):
             try:
                 container.start()
             except Exception as exc:
-                hint = ("; the image needs `timeout` (coreutils or busybox) on its PATH"
-                        if "timeout" in _api_message(exc) else "")
-                raise RuntimeUnavailable(f"Docker could not start the agent's container: {_api_message(exc)}{hint}") from None
+                raise RuntimeUnavailable(start_failure("the agent's container", exc)) from None
             start = time.monotonic()
             threads = [self._stream(container, stdout_path, stdout=True),
                        self._stream(container, stderr_path, stdout=False)]
@@ -590,6 +598,40 @@ class DockerRuntime(Runtime):
             self._remove(container)
             removed += 1
         return removed
+
+
+def docker_errors():
+    """docker-py's error classes (imported where needed: the SDK is imported late, for start-up time)."""
+    import docker.errors
+
+    return docker.errors
+
+
+def start_failure(what: str, exc: Exception) -> str:
+    """Why the engine would not start a container, with the fix where the engine's words name one."""
+    message = _api_message(exc)
+    if "timeout" in message:
+        hint = "; the image needs `timeout` (coreutils or busybox) on its PATH"
+    elif "container-init binary not found" in message or "catatonit" in message:
+        hint = ("; the engine (Podman) has no init binary for --init: install catatonit "
+                "(`apt-get install catatonit`) on the engine's host")
+    elif "error setting rlimit" in message:
+        hint = ("; the engine could not apply a resource limit above its own: lower it with --rexmle-limit "
+                "(open_files=..., processes=...) or raise the engine's limits")
+    else:
+        hint = ""
+    return f"the engine could not start {what}: {message}{hint}"
+
+
+def _nproc(pids: int) -> int:
+    """The run's processes limit as ``RLIMIT_NPROC`` too (the container's uid is the run's own, as in the local
+    runtime), capped by this host's hard limit. An explicit value matters for Podman's Docker-compatible
+    service: its default (past its own limit where it runs without CAP_SYS_RESOURCE) makes the OCI runtime
+    refuse to start the container ("error setting rlimit type 6")."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    return pids if hard == resource.RLIM_INFINITY else min(pids, hard)
 
 
 def _default_nofile() -> int:

@@ -13,7 +13,7 @@ import pytest
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.runtime import agent_tools
 from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
-from pytest_rexmle.runtime.docker import SECCOMP_BOOTSTRAP, DockerRuntime, DockerSettings, _default_nofile
+from pytest_rexmle.runtime.docker import SECCOMP_BOOTSTRAP, DockerRuntime, DockerSettings, _default_nofile, _nproc
 from pytest_rexmle.task import registry
 
 from ..conftest import AGENTS, run_folders
@@ -67,7 +67,9 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert kw["security_opt"] == ["no-new-privileges:true"]  # and no seccomp option: the default profile
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}
     nofile = _default_nofile()  # 65536, or less where the host's hard limit is lower
-    assert ulimits == {"nofile": (nofile, nofile), "fsize": (256 << 30, 256 << 30), "core": (0, 0)}
+    nproc = _nproc(8192)  # the processes limit, named so that an engine's default cannot exceed its own (Podman)
+    assert ulimits == {"nofile": (nofile, nofile), "nproc": (nproc, nproc), "fsize": (256 << 30, 256 << 30),
+                       "core": (0, 0)}
     # host interpreter path replaced; the container kills itself 10 s after the 60 s limit
     assert kw["command"][:2] == ["/bin/sh", "-c"] and kw["command"][3] == SECCOMP_BOOTSTRAP
     assert kw["command"][5:] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
