@@ -255,6 +255,34 @@ class Runtime(ABC):
         """For ``rexmle status``: the scheduler's view of unfinished runs, by run folder (default none)."""
         return {}
 
+    # -- a batch runtime's jobs, watched by the session instead of one process per run -------------------------
+    def hand_off(self, handle: RunHandle, heartbeat: Path | None = None) -> str | None:
+        """Stop tracking a queued run so that this process may exit with it still queued or running, and
+        return the scheduler's id of it; None where the run cannot outlive this process (the default: a
+        synchronous runtime's run is its process's child). ``heartbeat``: the session's heartbeat file; the
+        job stops itself when it stays still (the session is gone), None for a job that outlives its session
+        (``--rexmle-slurm-detach``)."""
+        return None
+
+    @classmethod
+    def job_states(cls, job_ids: list[str]) -> dict[str, dict[str, str]]:
+        """The scheduler's record of each job (one query for all): ``state`` upper case (``PENDING``,
+        ``RUNNING``, ``COMPLETED``) and whatever else it says; a job the scheduler does not know yet is left out."""
+        return {}
+
+    def known_ended(self, job_id: str, record: dict[str, str]) -> None:
+        """The session's watcher saw job ``job_id`` end with ``record`` (:meth:`job_states`): a harness that
+        attaches to it takes that as the scheduler's answer instead of asking again."""
+        return None
+
+    #: the states after which a job will not run again (:meth:`job_states`)
+    final_states: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def cancel_jobs(cls, job_ids: list[str]) -> None:
+        """Cancel these jobs (one call for all): the session stops while they are queued or running."""
+        return None
+
     def sweep_orphans(self) -> int:
         """Remove leftovers of dead sessions; returns how many were removed."""
         return 0

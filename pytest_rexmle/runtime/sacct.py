@@ -43,6 +43,12 @@ class Accounting:
         with self._lock:
             self._rows.update(rows)
 
+    def seed(self, job_id: str, row: dict[str, str]) -> None:
+        """A row another process read (the session's watcher): no ``sacct`` needed for it here."""
+        with self._lock:
+            self._jobs.add(str(job_id))
+            self._rows[str(job_id)] = dict(row)
+
     def get_info(self, job_id: str, mode: str = "cache") -> dict[str, str]:
         self.register(job_id)
         if mode == "force":

@@ -39,7 +39,15 @@ from pathlib import Path
 from ..hostile import log_tail
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
 from .sacct import ACCOUNTING
-from .slurm_job import OUTCOME_NAME, SPEC_NAME, outcome_from_json, read_spec, write_spec
+from .slurm_job import (
+    HEARTBEAT_POINTER,
+    OUTCOME_NAME,
+    SPEC_NAME,
+    outcome_from_json,
+    read_spec,
+    write_spec,
+    write_text_atomic,
+)
 
 INNER_RUNTIMES = ("local", "docker")
 #: Slurm states after which a job will not run again
@@ -343,7 +351,8 @@ class SlurmRuntime(Runtime):
         stderr = Path(slurm["stderr"]) if slurm.get("stderr") else _job_stderr(folder, str(job_id))
         handle = SlurmHandle(self, spec, (str(job_id), stderr), folder, attempts=int(slurm.get("attempts", 1)))
         handle.submitted = slurm.get("submitted") or handle.submitted
-        if (handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
+        known = handle.state(mode="cache") != "UNKNOWN"  # e.g. the session's watcher said how it ended
+        if (not known and handle.state(mode="force") == "UNKNOWN" and not (folder / OUTCOME_NAME).is_file()
                 and _controller_state(str(job_id)) is None):
             return None  # neither accounting nor the controller has heard of it: nothing to wait for
         self._track(handle)
@@ -432,6 +441,41 @@ class SlurmRuntime(Runtime):
         if now - self._last_poll >= self.settings.poll_seconds:
             mode, self._last_poll = "force", now
         return handle.state(mode=mode)
+
+    # -- the session's watcher (schedule/executor.py): no process per queued job ----------------------------------
+    final_states = FINAL_STATES
+
+    def hand_off(self, handle: RunHandle, heartbeat: Path | None = None) -> str | None:
+        assert isinstance(handle, SlurmHandle)
+        self.forget(handle)  # this process's close() must not cancel it: the session's watcher owns it now
+        pointer = handle.folder / HEARTBEAT_POINTER  # the job reads it (slurm_job.watch_session)
+        if heartbeat is not None and not self.settings.detach:
+            write_text_atomic(pointer, str(heartbeat))
+        else:
+            pointer.unlink(missing_ok=True)
+        return handle.job_id
+
+    @classmethod
+    def job_states(cls, job_ids: list[str]) -> dict[str, dict[str, str]]:
+        """One ``sacct`` for every job id (accounting learns of a job a moment after ``sbatch``)."""
+        for job_id in job_ids:
+            ACCOUNTING.register(job_id)
+        ACCOUNTING.update()
+        states = {}
+        for job_id in job_ids:
+            info = ACCOUNTING.get_info(job_id, mode="cache")
+            if info.get("State"):
+                states[job_id] = {**info, "state": _state_name(info["State"])}
+        return states
+
+    def known_ended(self, job_id: str, record: dict[str, str]) -> None:
+        ACCOUNTING.seed(job_id, {k: v for k, v in record.items() if k != "state"})
+        self._last_poll = time.monotonic()  # the first poll of the attached handle reads this row
+
+    @classmethod
+    def cancel_jobs(cls, job_ids: list[str]) -> None:
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], capture_output=True)
 
     # -- rexmle status ---------------------------------------------------------------------------------------
     @classmethod

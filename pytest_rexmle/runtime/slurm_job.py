@@ -22,6 +22,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,57 @@ def outcome_from_json(doc: dict) -> RunOutcome:
 
 
 # -- on the node ------------------------------------------------------------------------------------------
+#: beside the job's spec: the path of the heartbeat of the session that watches the job (none: detached)
+HEARTBEAT_POINTER = "session-heartbeat"
+#: how long the session's heartbeat may stand still before the job stops itself (its session is gone)
+STALE_ENV, STALE_SECONDS = "REXMLE_SESSION_STALE_SECONDS", 600.0
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def watch_session(pointer: Path, stale: float, check: float = 5.0, stop: threading.Event | None = None,
+                  on_stale=None) -> threading.Thread:
+    """A thread that sends this job SIGTERM when the heartbeat its ``pointer`` names stands still for
+    ``stale`` seconds of this node's clock (only the content is compared, so clock skew between the node
+    and the submitting host does not matter). Why: no process of the session waits for a queued job, so
+    a session killed with SIGKILL cannot cancel its jobs; they stop themselves instead, within ``stale``.
+    The pointer is rewritten when another session takes the job over (``--rexmle-resume``) and removed for
+    a detached one."""
+    def beat() -> str | None:
+        try:
+            return Path(pointer.read_text().strip()).read_text()
+        except (OSError, ValueError):
+            return None
+
+    def run() -> None:
+        last, since = beat(), time.monotonic()
+        while not (stop is not None and stop.is_set()):
+            time.sleep(check)
+            if not pointer.exists():  # detached (or never watched): the job is on its own
+                last, since = None, time.monotonic()
+                continue
+            current = beat()
+            if current != last:
+                last, since = current, time.monotonic()
+                continue
+            if time.monotonic() - since >= stale:
+                print(f"rexmle: the session watching this job is gone (its heartbeat stood still for {stale:.0f} s): "
+                      "stopping the run", file=sys.stderr, flush=True)
+                if on_stale is not None:
+                    on_stale()
+                else:
+                    os.kill(os.getpid(), signal.SIGTERM)  # unwinds the run like scancel (SlurmSignal)
+                return
+
+    thread = threading.Thread(target=run, name="rexmle-session-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 class SlurmSignal(KeyboardInterrupt):
     """Slurm asked the job to stop (scancel, preemption, the --time backstop): unwind so the inner
     runtime's ``finally`` kills the agent (and removes its container) before Slurm's SIGKILL."""
@@ -183,6 +236,7 @@ def node_main(spec_path: str) -> dict:
     for sig in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
         signal.signal(sig, _stop)
     path = Path(spec_path)
+    watch_session(path.with_name(HEARTBEAT_POINTER), float(os.environ.get(STALE_ENV) or STALE_SECONDS))
     spec, inner_name, inner_options = read_spec(path)
     spec = with_secrets(spec)
     gpus = node_gpus() if os.environ.get("REXMLE_SLURM_GRES_GPUS", "0") != "0" else ()

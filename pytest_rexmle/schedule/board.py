@@ -22,6 +22,12 @@ from ..runtime.liveness import pid_alive
 
 FINAL = ("done", "resumed", "skipped", "error", "interrupted")
 EXECUTOR = "executor.json"
+#: the executor's counts (queued, running, finished; a scheduler's states), rewritten at each change: the
+#: progress line reads this one file, never every run's record
+STATUS = "status.json"
+#: a batch runtime's session: a counter the executor bumps every few seconds; its jobs stop themselves when it
+#: stands still (runtime/slurm_job.watch_session), since no process of the session waits for a queued job
+HEARTBEAT = "heartbeat"
 FIGURES = "campaign.json"
 
 
@@ -106,6 +112,15 @@ class Board:
         for key in runs:
             self.write(key, "queued")
         write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs})
+
+    def beat(self, count: int) -> None:
+        write_json_atomic(self.folder / HEARTBEAT, {"beat": count, "pid": os.getpid()})
+
+    def write_status(self, status: dict) -> None:
+        write_json_atomic(self.folder / STATUS, status)
+
+    def status(self) -> dict | None:
+        return _load(self.folder / STATUS)
 
     def executor(self) -> dict | None:
         return _load(self.folder / EXECUTOR)

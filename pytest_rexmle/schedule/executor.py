@@ -5,7 +5,11 @@ without xdist). It plans one run per selected challenge, writes them as ``queued
 from a thread of its own starts each run as a child harness process (:mod:`.perform`) when
 :func:`.policy.choose` says so; a waiter thread per child frees the run's slots the moment the child
 exits and wakes the scheduler. A scheduler runtime (``Runtime.batches``: Slurm) owns its queue and
-GPUs, so there every run starts at once (submit-ahead).
+GPUs, so there every run is submitted at once (submit-ahead), by at most :data:`BATCH_CHILDREN` short
+harnesses at a time, each of which exits once its job is queued. One watcher (this executor's thread) then
+asks the scheduler for every job's state in one call per poll and, when a job ends, starts a short harness
+that collects and records it: a campaign of thousands of jobs costs the submitting host a few processes,
+not one waiting process per job.
 
 ``stop()`` (session end, Ctrl-C, SIGTERM, ``-x``) interrupts the children (each cleans its run up as an
 interrupted run would: sandbox, staging, container, Slurm job) and marks runs never started as
@@ -14,6 +18,7 @@ interrupted, so no item waits for them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,10 +28,13 @@ import time
 from dataclasses import dataclass
 
 from .board import FINAL, Board, task_of_key
+from .perform import SUBMITTED
 from .policy import Active, Pending, choose
 
 #: how long interrupted run harnesses get to clean up before they are killed
 STOP_GRACE_SECONDS = 60.0
+#: a batch runtime: run harnesses (submitting or finishing a job) alive at once
+BATCH_CHILDREN = 4
 
 
 def default_parallel() -> int:
@@ -91,6 +99,15 @@ class Executor:
         self.times = {p.run: RunTimes(p.run, p.width, p.expected) for p in self.queue}
         #: (time, free slots, narrowest waiting run's width or None) at every change, for the idle figure
         self.timeline: list[tuple[float, int, int | None]] = []
+        #: a batch runtime's jobs handed to the watcher (run key -> job id), and those ended, waiting for a harness
+        self.watching: dict[str, str] = {}
+        self.ended: list[str] = []
+        self.ended_rows: dict[str, dict] = {}  # the scheduler's last record of each ended job, for its harness
+        self.scheduler_states: dict[str, str] = {}  # run key -> the scheduler's last word on its job
+        self.polls = 0
+        self._poll_seconds = float(os.environ.get("REXMLE_SLURM_POLL_SECONDS") or 5.0)
+        self._beats = 0
+        self._last_poll = 0.0
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -109,43 +126,95 @@ class Executor:
     def _loop(self) -> None:
         """Start what fits, sleep until a run ends; this thread forks every child (their PDEATHSIG parent)."""
         with self._cond:
-            while not self._stopping and (self.queue or self.active):
+            while not self._stopping and (self.queue or self.active or self.watching or self.ended):
                 now = time.monotonic()
+                if self.slots.unlimited:  # at least every 5 s: the jobs' sign that the session is alive
+                    self._beats += 1
+                    self.board.beat(self._beats)
                 starts: list[tuple[Pending, tuple[str, ...]]]
                 if self.slots.unlimited:
-                    starts = [(p, ()) for p in self.queue]
+                    room = max(0, BATCH_CHILDREN - len(self.children))
+                    while self.ended and room:  # ended jobs first: their items are waiting
+                        self._start_finish(self.ended.pop(0), now)
+                        room -= 1
+                    starts = [(p, ()) for p in self.queue[:room]]
                 else:
                     starts = choose(self.queue, self.free, list(self.active.values()), now, self.slots.max_active)
                 for pending, slots in starts:
                     self._start(pending, slots, now)
                 if starts:
                     self._note(time.monotonic())
-                self._cond.wait(timeout=5.0)
+                if self.watching and now >= self._next_poll:
+                    self._cond.release()  # the scheduler's answer may take seconds: runs may end meanwhile
+                    try:
+                        self._poll_jobs()
+                    finally:
+                        self._cond.acquire()
+                    continue
+                self._cond.wait(timeout=min(5.0, max(0.05, self._next_poll - now)) if self.watching else 5.0)
+
+    @property
+    def _next_poll(self) -> float:
+        return self._last_poll + self._poll_seconds
+
+    def _poll_jobs(self) -> None:
+        """One query of the scheduler for every watched job; an ended one goes to :attr:`ended`."""
+        from ..runtime import RUNTIMES
+
+        with self._cond:
+            watched = dict(self.watching)
+        runtime = RUNTIMES.load(self.settings.runtime)
+        try:
+            states = runtime.job_states(sorted(set(watched.values())))
+        except Exception:  # the scheduler did not answer this time: ask again at the next poll
+            states = {}
+        self._last_poll = time.monotonic()
+        with self._cond:
+            self.polls += 1
+            for key, job_id in watched.items():
+                row = states.get(job_id)
+                if row is None:
+                    continue
+                self.scheduler_states[key] = state = row["state"]
+                if state in runtime.final_states and key in self.watching:
+                    del self.watching[key]
+                    self.ended.append(key)
+                    self.ended_rows[key] = row
+            self.board.write_status(self._status())
+
+    def _start_finish(self, key: str, now: float) -> None:
+        """A harness that attaches to an ended job and records it (``perform ... finish ROW``)."""
+        self._spawn(key, [], now, mode="finish", extra=[json.dumps(self.ended_rows.pop(key, {}))])
 
     def _start(self, pending: Pending, slots: tuple[str, ...], now: float) -> None:
         self.queue.remove(pending)
         for slot in slots:
             self.free.remove(slot)
         gpus = slots if self.slots.gpus and self._needs_gpu(pending) else ()
-        argv = [sys.executable, "-m", "pytest_rexmle.schedule.perform", str(self.board.folder), pending.run,
-                ",".join(gpus), str(os.getpid())]
         self.board.write(pending.run, "starting", gpus=list(gpus))
         times = self.times[pending.run]
         times.slots, times.started = slots, now
+        self._spawn(pending.run, list(gpus), now, mode="submit" if self.slots.unlimited else "", slots=slots,
+                    expected=pending.expected)
+
+    def _spawn(self, key: str, gpus: list[str], now: float, mode: str, slots: tuple[str, ...] = (),
+               expected: float = 0.0, extra: list[str] | None = None) -> None:
+        """Start a run's harness (the whole run, or a batch job's submission or finish: ``mode``)."""
+        argv = [sys.executable, "-m", "pytest_rexmle.schedule.perform", str(self.board.folder), key,
+                ",".join(gpus), str(os.getpid()), *([mode] if mode else []), *(extra or [])]
         try:
             # the run's harness writes to its own log on the board, never into an item's captured output
-            with open(self.board.folder / f"run-{pending.run}.log", "ab") as log:
+            with open(self.board.folder / f"run-{key}.log", "ab") as log:
                 child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         except OSError as exc:
-            self.board.write(pending.run, "error", message=f"cannot start the run's harness: {exc}", traceback="")
+            self.board.write(key, "error", message=f"cannot start the run's harness: {exc}", traceback="")
             self.free.extend(slots)
-            times.ended = now
+            self.times[key].ended = now
             return
-        self.active[pending.run] = Active(pending.run, slots, now, pending.expected)
-        self.children[pending.run] = child
-        waiter = threading.Thread(target=self._await, args=(pending.run, child), daemon=True,
-                                  name=f"rexmle-run-{pending.run}")
+        self.active[key] = Active(key, slots, now, expected)
+        self.children[key] = child
+        waiter = threading.Thread(target=self._await, args=(key, child), daemon=True, name=f"rexmle-run-{key}")
         self._waiters.append(waiter)
         waiter.start()
 
@@ -158,7 +227,17 @@ class Executor:
         code = child.wait()
         ended = time.monotonic()
         record = self.board.read(key)
-        if record is None or record["state"] not in FINAL:  # the harness died without saying how the run ended
+        job_id = str(record.get("job_id") or "") if record is not None and record["state"] == SUBMITTED else ""
+        submitted = bool(job_id)
+        if submitted:  # the job is queued: the watcher has it from now on (or the stop cancels it)
+            with self._cond:
+                late = self._stopping
+                if not late:
+                    self.watching[key] = job_id
+                    self._last_poll = min(self._last_poll, time.monotonic() - self._poll_seconds + 1.0)
+            if late:
+                self._stop_watched({key: job_id})
+        elif record is None or record["state"] not in FINAL:  # the harness died without saying how the run ended
             if self._stopping:
                 self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:
@@ -169,13 +248,15 @@ class Executor:
             self.children.pop(key, None)
             self.free.extend(active.slots)
             self.free.sort(key=self.slots.names.index)
-            self.times[key].ended = ended
+            if not submitted:
+                self.times[key].ended = ended
             self._note(ended)
             self._cond.notify_all()
 
     def _note(self, now: float) -> None:
         narrowest = min((p.width for p in self.queue), default=None)
         self.timeline.append((now, len(self.free), narrowest))
+        self.board.write_status(self._status())
 
     def wait(self, timeout: float | None = None) -> None:
         """Until every run has ended or ``timeout`` passed."""
@@ -194,7 +275,10 @@ class Executor:
                 self.board.write(pending.run, "interrupted", reason="the session stopped before the run started")
             self.queue.clear()
             children = list(self.children.values())
+            watched, self.watching = {**self.watching, **{k: "" for k in self.ended}}, {}
+            self.ended.clear()
             self._cond.notify_all()
+        self._stop_watched(watched)
         for child in children:
             _signal(child, signal.SIGINT)  # the child reads the board's stop reason (a SIGTERM) itself
         deadline = time.monotonic() + grace
@@ -206,9 +290,38 @@ class Executor:
                 child.wait()
         self.wait(timeout=grace)
 
+    def _stop_watched(self, watched: dict[str, str]) -> None:
+        """The session stops with batch jobs queued or running and no harness on them: cancel them all at
+        once (unless ``--rexmle-slurm-detach``) and say so on their records; ``--rexmle-resume`` takes a
+        detached one up again."""
+        if not watched:
+            return
+        from ..runtime import RUNTIMES
+
+        detach = bool(getattr(self.settings, "slurm_detach", False))
+        if not detach:
+            RUNTIMES.load(self.settings.runtime).cancel_jobs(sorted({j for j in watched.values() if j}))
+        for key, job_id in watched.items():
+            reason = (f"the session stopped; its job {job_id} goes on (detached): --rexmle-resume takes it up"
+                      if detach else f"the session stopped while the run was in flight (job {job_id} cancelled)")
+            self.board.write(key, "interrupted", reason=reason)
+
+    def _status(self) -> dict:
+        """What the progress line shows, written at each poll: no reader needs the run records for it."""
+        from collections import Counter
+
+        finished = sum(1 for t in self.times.values() if t.ended is not None)
+        status: dict = {"queued": len(self.queue), "running": len(self.children), "finished": finished}
+        if self.slots.unlimited:  # a scheduler's runs: its own states of the watched jobs
+            counts = Counter(state.lower() for key, state in self.scheduler_states.items() if key in self.watching)
+            unseen = sum(1 for key in self.watching if key not in self.scheduler_states)
+            status.update(scheduler={**counts, **({"submitted": unseen} if unseen else {})},
+                          ended=len(self.ended), polls=self.polls)
+        return status
+
     def close(self) -> None:
         """Session end: runs still queued or in flight (``-x``, an interrupt) are stopped."""
-        if self.queue or self.children:
+        if self.queue or self.children or self.watching or self.ended:
             self.stop()
         self.wait()
 

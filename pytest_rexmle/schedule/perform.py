@@ -14,6 +14,7 @@ must live exactly as long as a run (telemetry here; a model gateway) belongs the
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import pickle
 import signal
@@ -24,9 +25,11 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataNotPreparedError
-from .board import FINAL, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
+from .board import FINAL, HEARTBEAT, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
 
 SETTINGS = "settings.pickle"
+#: a batch job handed to the session's watcher: queued or running on the scheduler, no process waiting for it
+SUBMITTED = "submitted"
 PR_SET_PDEATHSIG = 1
 
 
@@ -38,11 +41,12 @@ class SessionGone(KeyboardInterrupt):
     """The session process died (``kill -9``): unwind like Ctrl-C; the run's record names the cause."""
 
 
-def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list) -> None:
+def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said: list, hand_off: bool = False) -> None:
     """Begin the run (resume, re-attach or launch), wait for it under telemetry, record how it ended.
 
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
-    that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed)."""
+    that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
+    ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
     from ..agents import get_agent
     from ..campaign import begin, task_data
     from ..run import finish
@@ -70,6 +74,12 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         launched = begun.launched
         assert launched is not None  # a run not resumed is launched
         run_dir = str(launched.folder.root)
+        if hand_off and (job_id := runtime.hand_off(launched.handle, board.folder / HEARTBEAT)) is not None:
+            # a batch job: the session's watcher polls it with every other job and starts a short harness to
+            # finish it when it ends (:func:`finish_submitted`), so no process waits for it meanwhile
+            board.write(key, SUBMITTED, run_dir=run_dir, job_id=job_id, gpus=list(gpus), time_limit=begun.time_limit,
+                        run_key=launched.meta.get("key"), warnings=texts(said))
+            return
         # a batch job may wait in the scheduler's queue, which enforces its limit itself: no deadline here
         deadline = None if runtime.batches else run_deadline(time.time(), begun.time_limit)
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid(), time_limit=begun.time_limit,
@@ -80,6 +90,43 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
                     outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
                     run_key=launched.meta.get("key"), warnings=texts(said))
+    finally:
+        runtime.close()
+
+
+def finish_submitted(settings, task, board: Board, key: str, said: list, ended: dict | None = None) -> None:
+    """A batch job the session's watcher saw end (``ended``: the scheduler's record of it then): attach to
+    it as ``--rexmle-resume`` would, collect and record its end as :func:`perform` does, and say so on the board."""
+    from ..agents import get_agent
+    from ..agents.base import AgentContext
+    from ..campaign import task_data
+    from ..run import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
+    from ..runtime import runtime_for
+    from ..runtime.slurm_job import outcome_to_json
+    from .telemetry import Sampler
+
+    record = board.read(key) or {}
+    folder = RunFolder(Path(record["run_dir"]))
+    name = agent_of_key(key) or settings.agent
+    agent = get_agent(name, settings.options_for(name))
+    runtime = runtime_for(settings)
+    if ended and record.get("job_id"):
+        runtime.known_ended(str(record["job_id"]), ended)
+    try:
+        meta = RunRecord.read(folder.root / RUN_JSON).model_dump(mode="json", exclude_unset=True)
+        handle = runtime.attach(meta, folder.root)
+        if handle is None:
+            raise RuntimeError(f"job {record.get('job_id')} of {folder.root} is known neither to accounting nor "
+                               "to the scheduler any more")
+        data = task_data(settings, task)
+        time_limit = float(record["time_limit"])
+        ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
+        launched = LaunchedRun(folder, agent, ctx, handle, meta)
+        sampler = Sampler((), unavailable="the run's GPUs are on a scheduler's node")
+        outcome = finish(launched, monitor=sampler)
+        board.write(key, "done", run_dir=str(folder.root), gpus=list(record.get("gpus") or ()), time_limit=time_limit,
+                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=record.get("run_key"),
+                    warnings=[*(record.get("warnings") or ()), *texts(said)])
     finally:
         runtime.close()
 
@@ -141,15 +188,20 @@ def _final(board: Board, key: str, state: str, **fields) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID``."""
-    folder, key, gpus, parent = argv
+    """``python -m pytest_rexmle.schedule.perform BOARD RUN_KEY GPUS PARENT_PID [submit|finish]``: the whole
+    run (no mode), a batch job submitted and handed to the session's watcher (``submit``), or such a job
+    finished once it ended (``finish``)."""
+    folder, key, gpus, parent, *rest = argv
     board = Board(Path(folder))
+    mode, ended = (rest + ["", ""])[:2]
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        return _run(board, key, tuple(g for g in gpus.split(",") if g), int(parent), said)
+        return _run(board, key, tuple(g for g in gpus.split(",") if g), int(parent), said, mode,
+                    json.loads(ended) if ended else None)
 
 
-def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list) -> int:
+def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list, mode: str = "",
+         ended: dict | None = None) -> int:
     """The child's whole life: every way it ends leaves a final record on the board."""
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -158,7 +210,11 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list)
         settings = pickle.loads((board.folder / SETTINGS).read_bytes())
         from ..task import registry
 
-        perform(settings, registry().get(task_of_key(key)), gpus, board, key, said)
+        task = registry().get(task_of_key(key))
+        if mode == "finish":
+            finish_submitted(settings, task, board, key, said, ended)
+        else:
+            perform(settings, task, gpus, board, key, said, hand_off=mode == "submit")
     except KeyboardInterrupt as exc:
         _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
