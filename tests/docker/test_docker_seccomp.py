@@ -223,6 +223,9 @@ def test_an_image_that_skips_the_filter_setup_still_runs_under_it(docker_client,
     record = outcome.details["seccomp"]
     assert record["first_process"] == {"mode": "filter", "filters": seen["filters"]} and seen["filters"] == 1
     assert record["engine_holds_profile"] is True and record["digest"] == docker_seccomp.digest()
+    # logs/docker.json names the profile by its digest instead of carrying its 12 kB of JSON
+    security_opt = json.loads((tmp_path / "logs" / "docker.json").read_text())["security_opt"]
+    assert security_opt == ["no-new-privileges:true", f"seccomp={docker_seccomp.PROFILE_NAME} ({docker_seccomp.digest()})"]
     assert session_containers(docker_client, session_id) == []
 
 
@@ -232,3 +235,34 @@ def test_the_hostile_image_is_hostile(docker_client, hostile_image):
                          (["python3", "-I", "-c", "libc.prctl(22, ...)", "program"], "hostile-python")):
         out = docker_client.containers.run(hostile_image, [*argv, "cat", "/tmp/hostile"], remove=True)
         assert out.decode().strip() == marker
+
+
+def test_a_container_running_without_a_filter_is_stopped(docker_client, session_id):
+    """The guard behind the record: were the engine to ignore the profile, the kernel's report of the
+    container's first process says so, and the run stops there (here: a container made unconfined on purpose)."""
+    from pytest_rexmle.runtime.base import RuntimeUnavailable
+
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except Exception:
+        require_service(False, "REXMLE_REQUIRE_DOCKER", f"the offline image {BASE_IMAGE}")
+    rt = DockerRuntime(image=BASE_IMAGE, session=session_id, settings=DockerSettings(image=BASE_IMAGE))
+    container = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True, init=True,
+                                             security_opt=["seccomp=unconfined"], labels={"rexmle.session": session_id})
+    try:
+        with pytest.raises(RuntimeUnavailable, match="without its seccomp filter .*mode 'disabled'"):
+            rt._seccomp_checked(container)
+        container.reload()
+        assert container.status in ("exited", "dead")  # killed before an agent could go on
+    finally:
+        container.remove(force=True)
+
+
+def test_an_engine_refusal_at_create_is_a_sentence(docker_client, tmp_path, session_id):
+    from pytest_rexmle.runtime.base import RuntimeUnavailable
+
+    rt = DockerRuntime(image=BASE_IMAGE, session=session_id, settings=DockerSettings(image=BASE_IMAGE))
+    with pytest.raises(RuntimeUnavailable, match="^Docker could not create the agent's container: invalid --security-opt"):
+        rt._create({"image": BASE_IMAGE, "command": ["true"], "security_opt": ["seccomp"],
+                     "labels": {"rexmle.session": session_id}})
+    assert session_containers(docker_client, session_id) == []
