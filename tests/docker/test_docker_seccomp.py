@@ -164,7 +164,7 @@ RUN cp /bin/dash /bin/dash.real && cp "$(readlink -f /usr/bin/python3)" /usr/bin
 """
 
 ATTACK = r"""
-import ctypes, errno, json, time
+import ctypes, errno, json, subprocess, sys, time
 time.sleep(1)  # an agent runs for minutes: the host looks at its container while it runs
 libc = ctypes.CDLL(None, use_errno=True)
 def call(nr, *args):
@@ -175,6 +175,11 @@ params = ctypes.create_string_buffer(120)
 status = dict(l.split(':', 1) for l in open('/proc/self/status') if l.startswith('Seccomp'))
 print(json.dumps({"vsock": call(41, 40, 1, 0), "vsock_high_bits": call(41, 40 | 1 << 32, 1, 0),
                   "io_uring_setup": call(425, 4, ctypes.addressof(params)), "inet": call(41, 2, 1, 0),
+                  "newer_than_the_table": call(463, -1, 0), "mount": call(165, 0, 0, 0, 0, 0),
+                  "setuid_bit": call(90, ctypes.addressof(ctypes.create_string_buffer(b"/tmp")), 0o4777),
+                  "child": subprocess.run([sys.executable, "-c", "import threading, os; t = threading.Thread("
+                                           "target=os.getpid); t.start(); t.join(); print(oct(os.stat('.').st_mode))"],
+                                          capture_output=True, text=True).stdout.strip(),
                   "seccomp": status["Seccomp"].strip(), "filters": int(status["Seccomp_filters"])}))
 """
 
@@ -217,7 +222,9 @@ def test_an_image_that_skips_the_filter_setup_still_runs_under_it(docker_client,
     seen = json.loads(outcome.stdout.read_text())
     # the hypervisor's socket family, even with the high bits Docker's own `family != 40` rule misses, and io_uring
     assert seen["vsock"] == "EAFNOSUPPORT" and seen["vsock_high_bits"] == "EAFNOSUPPORT", seen
-    assert seen["io_uring_setup"] == "EPERM", seen
+    assert seen["io_uring_setup"] == "EPERM" and seen["mount"] == "EPERM" and seen["setuid_bit"] == "EPERM", seen
+    assert seen["newer_than_the_table"] == "ENOSYS", seen  # as an older kernel answers
+    assert seen["child"].startswith("0o40"), seen  # threads and subprocesses still work (clone3: ENOSYS, clone ok)
     assert seen["inet"] == "ok" and seen["seccomp"] == "2", seen  # the network still works: not a blanket refusal
     # run.json's record is the filter the agent runs under: one filter, the engine's, seen from the host
     record = outcome.details["seccomp"]
