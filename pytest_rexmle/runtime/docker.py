@@ -662,16 +662,32 @@ def _process_seccomp(pid: int, proc: Path = Path("/proc")) -> dict[str, Any]:
     return {"mode": mode, "filters": int(filters) if filters and filters.isdigit() else None}
 
 
+def _in_container(pid: int, container_id: str, proc: Path) -> bool:
+    """Whether ``pid``, as this process sees it, is in the container's cgroup: the engine's pid is its own PID
+    namespace's, and a harness in another one (inside a container, a rootless engine) would read a stranger."""
+    try:
+        with open(proc / str(pid) / "cgroup", encoding="ascii", errors="replace") as handle:
+            return bool(container_id) and container_id in handle.read()
+    except OSError:
+        return False
+
+
 def seccomp_in_force(attrs: dict, proc: Path = Path("/proc")) -> dict[str, Any]:
     """run.json's ``seccomp``: the profile the harness asked for, whether the engine holds it for the container
     (its recorded ``SecurityOpt``), and what the kernel reports for the container's first process, which every
     process of the agent descends from: the filter in force, observed from the host, not from the image."""
     options = (attrs.get("HostConfig") or {}).get("SecurityOpt") or []
     pid = int((attrs.get("State") or {}).get("Pid") or 0)
+    if not pid:
+        observed = {"unobserved": "the container had already exited when the host looked (an agent of a few "
+                                  "milliseconds)"}
+    elif not _in_container(pid, str(attrs.get("Id") or ""), proc):
+        observed = {"unobserved": f"the engine's pid {pid} is not the container's process as this harness sees it "
+                                  "(another PID namespace: a harness in a container, a remote or rootless engine)"}
+    else:
+        observed = _process_seccomp(pid, proc)
     return {"profile": docker_seccomp.PROFILE_NAME, "digest": docker_seccomp.digest(), "installed_by": "engine",
-            "engine_holds_profile": docker_seccomp.security_opt() in options,
-            "first_process": _process_seccomp(pid, proc) if pid else {
-                "unobserved": "the container had already exited when the host looked (an agent of a few milliseconds)"}}
+            "engine_holds_profile": docker_seccomp.security_opt() in options, "first_process": observed}
 
 
 def _short_option(option: str) -> str:

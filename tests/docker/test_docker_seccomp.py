@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.runtime import docker_seccomp
-from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _process_seccomp
+from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _process_seccomp, seccomp_in_force
 from pytest_rexmle.runtime.sandbox.seccomp import (
     CLONE_NAMESPACE_FLAGS,
     CONTAINED_CALLS,
@@ -140,6 +141,14 @@ def test_the_host_reads_a_process_filter_from_proc():
             proc.wait()
     assert after["mode"] == "filter" and after["filters"] == (before["filters"] or 0) + 1
     assert "could not be read" in _process_seccomp(plain.pid)["unobserved"]  # gone now
+
+
+def test_a_pid_outside_the_container_is_not_read_as_its_process():
+    """The engine's pid is its PID namespace's: where this harness sees another process under that number (it
+    runs in a container itself), that stranger's seccomp state must not be recorded as the container's."""
+    record = seccomp_in_force({"Id": "f" * 64, "State": {"Pid": os.getpid()}, "HostConfig": {"SecurityOpt": []}})
+    assert "is not the container's process" in record["first_process"]["unobserved"]
+    assert record["engine_holds_profile"] is False and record["installed_by"] == "engine"
 
 
 # -- the attack, on the real engine ----------------------------------------------------------------------------
