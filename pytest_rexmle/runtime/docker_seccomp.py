@@ -37,7 +37,8 @@ refused, where Docker's own ``family != 40`` lets it reach ``AF_VSOCK``. Allow a
 overlap, so no precedence between actions is relied on.
 
 Only native 64-bit ABIs are listed (x86_64, arm64): a syscall through another ABI (i386 ``int 0x80``,
-x32) meets the engine's bad-architecture action, as the project's filter kills it.
+x32) meets the engine's bad-architecture action — runc kills the process with SIGSYS (measured for x32;
+Docker's default lists x86 and x32 as sub-architectures and lets them through) — as the project's filter does.
 """
 
 from __future__ import annotations

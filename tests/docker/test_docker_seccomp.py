@@ -282,3 +282,25 @@ def test_an_engine_refusal_at_create_is_a_sentence(docker_client, tmp_path, sess
         rt._create({"image": BASE_IMAGE, "command": ["true"], "security_opt": ["seccomp"],
                      "labels": {"rexmle.session": session_id}})
     assert session_containers(docker_client, session_id) == []
+
+
+def test_another_abi_meets_the_bad_architecture_action(docker_client, session_id):
+    """Only native 64-bit ABIs are in the profile: an x32 syscall (the x86_64 number with bit 30 set, which
+    Docker's default passes on to the kernel) kills the process with SIGSYS, as the project's filter does."""
+    import docker.errors
+
+    if not _x86_64(docker_client):
+        pytest.skip("x32 is an x86_64 ABI")
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        require_service(False, "REXMLE_REQUIRE_DOCKER", f"the offline image {BASE_IMAGE}")
+    x32_getpid = "import ctypes; ctypes.CDLL(None).syscall(ctypes.c_long(0x40000000 | 39)); print('survived')"
+    container = docker_client.containers.run(BASE_IMAGE, ["python3", "-c", x32_getpid], detach=True, user="1000:1000",
+                                             cap_drop=["ALL"], security_opt=DockerRuntime.security_opt(),
+                                             labels={"rexmle.session": session_id})
+    try:
+        assert container.wait(timeout=60)["StatusCode"] == 128 + 31  # SIGSYS
+        assert b"survived" not in container.logs()
+    finally:
+        container.remove(force=True)
