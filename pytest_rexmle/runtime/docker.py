@@ -108,6 +108,9 @@ DEFAULT_CPUS = 4.0             # capped by the engine's CPUs
 SETTINGS_ENV = ("REXMLE_DOCKER_IMAGE", "REXMLE_DOCKER_GRACE", "REXMLE_DOCKER_RUNTIME", "REXMLE_DOCKER_READ_ONLY")
 #: the container kills itself this long after the time limit, so a SIGKILLed harness leaves nothing running
 SELF_KILL_GRACE_SECONDS = 10.0
+#: how long the container's first process may still be without its seccomp filter after the engine reports it
+#: started (runc installs the filter right before it executes that process's program)
+SECCOMP_SETTLE_SECONDS = 2.0
 #: exit status of a process killed by SIGXFSZ (the file-size limit)
 SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
@@ -510,11 +513,20 @@ class DockerRuntime(Runtime):
 
     def _seccomp_checked(self, container) -> dict[str, Any]:
         """The filter in force (:func:`seccomp_in_force`); a container whose first process the kernel reports
-        without a filter is stopped before the agent goes on: the engine ignored the profile."""
+        without a filter is stopped before the agent goes on: the engine ignored the profile.
+
+        The engine reports a container started a moment before its first process has a filter: with
+        ``no-new-privileges``, runc installs it as late as it can, right before it executes that process's
+        program. So "no filter" is only the answer once it has held for :data:`SECCOMP_SETTLE_SECONDS`."""
         with contextlib.suppress(Exception):
             container.reload()
-        record = seccomp_in_force(container.attrs)
-        mode = record["first_process"].get("mode")
+        deadline = time.monotonic() + SECCOMP_SETTLE_SECONDS
+        while True:
+            record = seccomp_in_force(container.attrs)
+            mode = record["first_process"].get("mode")
+            if mode is None or mode == "filter" or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         if mode is not None and mode != "filter":
             self._kill(container)
             raise RuntimeUnavailable(f"the Docker engine started the agent's container without its seccomp filter "

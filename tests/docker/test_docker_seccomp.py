@@ -304,3 +304,45 @@ def test_another_abi_meets_the_bad_architecture_action(docker_client, session_id
         assert b"survived" not in container.logs()
     finally:
         container.remove(force=True)
+
+
+#: a first process that gets its filter a moment after it started, as runc's does (it installs the filter right
+#: before it executes the container's program, after the engine already reports the container started)
+LATE_FILTER = r"""
+import base64, ctypes, sys, time
+time.sleep(0.5)
+program = base64.b64decode(sys.argv[1])
+class Prog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+buffer = ctypes.create_string_buffer(program, len(program))
+assert libc.prctl(38, 1, 0, 0, 0) == 0
+assert libc.prctl(22, 2, ctypes.byref(Prog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))), 0, 0) == 0
+time.sleep(30)
+"""
+
+
+def test_a_filter_installed_just_after_the_start_is_waited_for(docker_client, session_id):
+    """The guard does not stop a run in the moment between the engine's "started" and runc's filter: a first
+    process (unconfined here, so that only its own late filter counts) that installs one after 0.5 s is seen
+    with it."""
+    import base64
+    import time
+
+    from pytest_rexmle.runtime.sandbox.seccomp import build_filter
+
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except Exception:
+        require_service(False, "REXMLE_REQUIRE_DOCKER", f"the offline image {BASE_IMAGE}")
+    program = base64.b64encode(build_filter(allow_tracing=True)).decode()
+    container = docker_client.containers.run(BASE_IMAGE, ["python3", "-c", LATE_FILTER, program], detach=True,
+                                             security_opt=["seccomp=unconfined"], labels={"rexmle.session": session_id})
+    rt = DockerRuntime(image=BASE_IMAGE, session=session_id, settings=DockerSettings(image=BASE_IMAGE))
+    try:
+        start = time.monotonic()
+        record = rt._seccomp_checked(container)
+        assert record["first_process"] == {"mode": "filter", "filters": 1}
+        assert time.monotonic() - start < 5
+    finally:
+        container.remove(force=True)
