@@ -61,6 +61,32 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def size_bytes(value: Any) -> int | None:
+    """A size as bytes: a number is taken as it is; text (Docker's limits are recorded as ``"2 GiB"``, and
+    older Docker runs wrote such text into run.json's ``memory_bytes``) is parsed; anything else is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (float, str)):
+        from .runtime.sandbox.limits import LimitError, parse_size
+
+        try:
+            return parse_size(value)
+        except LimitError:
+            return None
+    return None
+
+
+def read_record(record: Any) -> dict[str, Any] | None:
+    """A ``compute`` record read back from a run.json, with ``memory_bytes`` as bytes whatever wrote it."""
+    if not isinstance(record, dict):
+        return None
+    if "memory_bytes" in record and record["memory_bytes"] is not None:
+        return {**record, "memory_bytes": size_bytes(record["memory_bytes"])}
+    return record
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
@@ -119,7 +145,7 @@ def compute_record(meta: dict[str, Any]) -> dict[str, Any]:
         **({"gpu_unavailable": machine["gpu_unavailable"]} if machine.get("gpu_unavailable") else {}),
         "cpu_model": machine.get("cpu_model"),
         "cpu_cores": limits.get("cpus") or machine.get("cpu_cores"),
-        "memory_bytes": limits.get("memory") or machine.get("memory_bytes"),
+        "memory_bytes": size_bytes(limits.get("memory")) or machine.get("memory_bytes"),
         "wall_seconds": None if wall is None else round(float(wall), 3),
         "gpu_hours": telemetry.get("gpu_hours") if telemetry.get("gpu_hours") is not None else (
             None if wall is None else round(float(wall) * len(gpus) / 3600.0, 6)),

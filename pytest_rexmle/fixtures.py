@@ -299,12 +299,13 @@ def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data
 def run_facts(run_dir: Path) -> dict | None:
     """What the session report needs of a run's ``run.json``: its compute record and what it reached."""
     from .agents.usage import run_record
+    from .compute import read_record
 
     meta = run_record(run_dir)
     if meta is None:
         return None
     egress = meta.get("egress")
-    return {"compute": meta.get("compute"), "network": meta.get("network"), "sandbox": meta.get("sandbox"),
+    return {"compute": read_record(meta.get("compute")), "network": meta.get("network"), "sandbox": meta.get("sandbox"),
             "egress": egress if isinstance(egress, (list, dict)) else None}
 
 

@@ -186,6 +186,7 @@ def _call_view(call: CallSummary, previewed: bool) -> dict:
 def render_run_page(run_dir: Path) -> str:
     """The HTML of a run's page."""
     from ..agents.usage import run_record
+    from ..compute import read_record
     from .disclosure import unsafe_options
 
     run_dir = Path(run_dir)
@@ -196,7 +197,7 @@ def render_run_page(run_dir: Path) -> str:
     settings = (meta.get("key") or {}).get("settings") or {}
     unsafe = unsafe_options({**settings, "agent_as_root": meta.get("agent_as_root"),
                              "unsafe_same_uid": meta.get("unsafe_same_uid")})
-    compute = meta.get("compute") if isinstance(meta.get("compute"), dict) else {}
+    compute = read_record(meta.get("compute")) or {}
     telemetry = meta.get("gpu_telemetry") if isinstance(meta.get("gpu_telemetry"), dict) else {}
     usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
     cost = usage.get("cost_usd")

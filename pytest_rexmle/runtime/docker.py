@@ -17,9 +17,12 @@ What the agent sees (the same contract as the local runtime, at the same paths):
 
 The container runs as a non-root user (the run folder's owner, or 1000:1000 when that is root — the
 writable mounts are handed to that user first), with ``init`` as PID 1, no capabilities,
-``no-new-privileges``, the engine's default seccomp profile (no ``mount``, ``ptrace`` of other
-processes, kernel modules, keyrings, ...) and, on top of it, the project's own filter (:func:`filtered`:
-``AF_VSOCK``/``AF_ALG`` sockets, syscalls newer than its table, namespaces, setuid bits). ``/proc/sys`` is read-only, as the engine always mounts it.
+``no-new-privileges``, and the project's seccomp profile (:mod:`.docker_seccomp`: Docker's default policy for
+a container without capabilities plus the project's denials — ``AF_VSOCK``/``AF_ALG`` sockets, ``io_uring``,
+syscalls newer than its table, namespaces, setuid bits), which the *engine* installs before the container's
+first process starts: nothing in the image (its ``/bin/sh``, its ``python3``) decides whether it applies.
+``run.json``'s ``seccomp`` records the profile's digest and the filter the kernel reports for the container's
+first process, read from the host. ``/proc/sys`` is read-only, as the engine always mounts it.
 Every container carries labels (``rexmle.session``, ``rexmle.task``, ``rexmle.pid``/``rexmle.pid_start``/
 ``rexmle.host`` of the harness process, ``rexmle.run_dir``) so :meth:`DockerRuntime.sweep_orphans` can
 remove what a killed harness left behind; labels, like the environment the engine records, are
@@ -79,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_text_atomic
-from . import agent_tools, gateway_link, staging
+from . import agent_tools, docker_seccomp, gateway_link, staging
 from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under, trap_sigterm
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
@@ -105,6 +108,9 @@ DEFAULT_CPUS = 4.0             # capped by the engine's CPUs
 SETTINGS_ENV = ("REXMLE_DOCKER_IMAGE", "REXMLE_DOCKER_GRACE", "REXMLE_DOCKER_RUNTIME", "REXMLE_DOCKER_READ_ONLY")
 #: the container kills itself this long after the time limit, so a SIGKILLed harness leaves nothing running
 SELF_KILL_GRACE_SECONDS = 10.0
+#: how long the container's first process may still be without its seccomp filter after the engine reports it
+#: started (runc installs the filter right before it executes that process's program)
+SECCOMP_SETTLE_SECONDS = 2.0
 #: exit status of a process killed by SIGXFSZ (the file-size limit)
 SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
@@ -169,6 +175,7 @@ class DockerRuntime(Runtime):
         if image:
             self.settings = dataclasses.replace(self.settings, image=image)
         self._client = client
+        self._podman: bool | None = None  # asked of the engine once (_is_podman)
         self.session = session or os.environ.get("REXMLE_SESSION") or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.agent_uids = UidRange.parse(agent_uids)
         self.gateway = gateway or gateway_link.session_gateway_factory()
@@ -300,9 +307,31 @@ class DockerRuntime(Runtime):
     def command(self, spec: RunSpec, limits: ContainerLimits) -> list[str]:
         """The agent's command under ``timeout -s KILL``: the container enforces its own deadline, so a
         harness killed with SIGKILL still leaves no agent running past ``time limit + grace``. Killing
-        the ``timeout`` process ends the container too (``init`` exits with its only child). The project's
-        own seccomp filter comes first (:func:`filtered`), on top of the engine's profile."""
-        return filtered(["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)])
+        the ``timeout`` process ends the container too (``init`` exits with its only child). No filter is
+        installed here: the engine installs the project's profile before ``init`` starts (:meth:`security_opt`)."""
+        return ["timeout", "-s", "KILL", str(limits.deadline), *self.argv(spec)]
+
+    @staticmethod
+    def security_opt(profile_folder: Path | None = None) -> list[str]:
+        """``no-new-privileges`` (setuid binaries in the image are useless) and the project's seccomp profile
+        (:mod:`.docker_seccomp`), installed by the engine: nothing in the image runs before it, or without it.
+        ``profile_folder``: the profile goes as a file there (Podman's service, which reads a path)."""
+        seccomp = (docker_seccomp.file_security_opt(profile_folder) if profile_folder is not None
+                   else docker_seccomp.security_opt())
+        return ["no-new-privileges:true", seccomp]
+
+    def _engine_security_opt(self) -> list[str]:
+        return self.security_opt(_profile_folder() if self._is_podman() else None)
+
+    def _is_podman(self) -> bool:
+        """Podman's Docker-compatible service (``Podman Engine`` among the version's components)."""
+        if self._podman is None:
+            try:
+                components = self.client.version().get("Components") or []
+                self._podman = any("podman" in str(c.get("Name", "")).lower() for c in components)
+            except Exception:  # an engine that does not say: Docker's API, JSON profile
+                self._podman = False
+        return self._podman
 
     def create_kwargs(self, spec: RunSpec, image: str, user: tuple[int, int], ncpu: int | None = None,
                       image_env: list[str] | None = None, host_memory: int | None = None,
@@ -327,10 +356,8 @@ class DockerRuntime(Runtime):
             mounts=mounts, tmpfs=tmpfs, read_only=self.settings.read_only, init=True,
             network_mode=self.network_mode(policy.network),
             shm_size=limits.shm_size, nano_cpus=int(cpus * 1e9), pids_limit=limits.pids,
-            # the engine's default seccomp profile applies (it refuses mount, ptrace of others, keyctl,
-            # module loading, ...) because no seccomp option is given; no capability is left, and
-            # no-new-privileges makes setuid binaries in the image useless
-            cap_drop=["ALL"], security_opt=["no-new-privileges:true"], stdin_open=False, tty=False,
+            # no capability is left; the seccomp profile is the project's, installed by the engine
+            cap_drop=["ALL"], security_opt=self._engine_security_opt(), stdin_open=False, tty=False,
             mem_limit=limits.memory, memswap_limit=limits.memory,  # no swap beyond the limit
             ulimits=[Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
                      Ulimit(name="nproc", soft=_nproc(limits.pids), hard=_nproc(limits.pids)),
@@ -411,7 +438,7 @@ class DockerRuntime(Runtime):
             user="65534:65534", network_mode="none", hostname="rexmle-agent",
             labels={**self.labels(spec, limits), f"{LABEL}.role": "network"}, read_only=True, init=True,
             name=f"rexmle-{spec.task_id}-net-{uuid.uuid4().hex[:10]}", cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"], pids_limit=8, mem_limit="64m",
+            security_opt=self._engine_security_opt(), pids_limit=8, mem_limit="64m",
             # explicit: an engine's defaults may exceed its own limits (Podman's service, see _nproc); nproc counts
             # every process of uid 65534 on the host (all runs' holders), so it is not the holder's pids limit
             ulimits=[Ulimit(name="nofile", soft=64, hard=64),
@@ -439,6 +466,9 @@ class DockerRuntime(Runtime):
         stdout_path, stderr_path = agent_logs(spec)
         hand_over([spec.workspace, spec.submission], Identity(*user))  # only needed, and only possible, as root
         info = self._engine_info()
+        if info.get("SecurityOptions") is not None and _engine_seccomp(info) is None:
+            raise RuntimeUnavailable("the Docker engine has no seccomp support (its kernel lacks it, or the daemon "
+                                     "runs without it): agents' containers need the project's seccomp profile")
         host_memory = int(info.get("MemTotal") or 0) or None
         kwargs = self.create_kwargs(spec, image_name, user, ncpu=int(info.get("NCPU") or 0) or None,
                                     image_env=(image.attrs.get("Config") or {}).get("Env"),
@@ -446,8 +476,7 @@ class DockerRuntime(Runtime):
         limits = self.container_limits(policy, host_memory)
         details: dict[str, Any] = {"sandbox": "docker", "image": image_name, "image_id": image.id,
                                    "container": kwargs["name"], "gpus": list(spec.gpus), "user": kwargs["user"],
-                                   "network": kwargs["network_mode"], "limits": limits.describe(),
-                                   "seccomp": _seccomp_profile(info)}
+                                   "network": kwargs["network_mode"], "limits": limits.describe()}
         container = holder = None
         threads: list[threading.Thread] = []
         restore = trap_sigterm()
@@ -458,13 +487,14 @@ class DockerRuntime(Runtime):
                 holder = self._network_holder(spec, image_name, limits, gateway)
                 kwargs["network_mode"] = f"container:{holder.id}"
                 kwargs.pop("hostname", None)  # Docker refuses a hostname with a container network mode
-            container = self.client.containers.create(**kwargs)
+            container = self._create(kwargs)
             self._record(spec, container, secret=set(spec.secret_env))
             try:
                 container.start()
             except Exception as exc:
                 raise RuntimeUnavailable(start_failure("the agent's container", exc)) from None
             start = time.monotonic()
+            details["seccomp"] = self._seccomp_checked(container)
             threads = [self._stream(container, stdout_path, stdout=True),
                        self._stream(container, stderr_path, stdout=False)]
             state = self._wait(container, start + spec.time_limit)
@@ -496,6 +526,38 @@ class DockerRuntime(Runtime):
         return RunOutcome(exit_code, timed_out, duration, stdout_path, stderr_path, note=exceeded, details=details,
                           killed=exceeded)
 
+    def _create(self, kwargs: dict[str, Any]):
+        """``containers.create``, its refusal (an engine that cannot apply the seccomp profile, a bad option)
+        told as the engine's sentence, not a traceback."""
+        import docker.errors
+
+        try:
+            return self.client.containers.create(**kwargs)
+        except docker.errors.APIError as exc:
+            raise RuntimeUnavailable(f"Docker could not create the agent's container: {_api_message(exc)}") from None
+
+    def _seccomp_checked(self, container) -> dict[str, Any]:
+        """The filter in force (:func:`seccomp_in_force`); a container whose first process the kernel reports
+        without a filter is stopped before the agent goes on: the engine ignored the profile.
+
+        The engine reports a container started a moment before its first process has a filter: with
+        ``no-new-privileges``, runc installs it as late as it can, right before it executes that process's
+        program. So "no filter" is only the answer once it has held for :data:`SECCOMP_SETTLE_SECONDS`."""
+        with contextlib.suppress(Exception):
+            container.reload()
+        deadline = time.monotonic() + SECCOMP_SETTLE_SECONDS
+        while True:
+            record = seccomp_in_force(container.attrs)
+            mode = record["first_process"].get("mode")
+            if mode is None or mode == "filter" or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if mode is not None and mode != "filter":
+            self._kill(container)
+            raise RuntimeUnavailable(f"the Docker engine started the agent's container without its seccomp filter "
+                                     f"(the kernel reports seccomp mode {mode!r}); refusing to run the agent")
+        return record
+
     @staticmethod
     def exceeded_limit(limits: ContainerLimits, oom_killed: bool, exit_code: int | None) -> str | None:
         """The limit the run broke, named for the FAIL reason (None when it broke none)."""
@@ -525,7 +587,7 @@ class DockerRuntime(Runtime):
                   "tmpfs": host.get("Tmpfs"), "read_only_rootfs": host.get("ReadonlyRootfs"), "init": host.get("Init"),
                   "shm_size": host.get("ShmSize"), "memory": host.get("Memory"), "nano_cpus": host.get("NanoCpus"),
                   "pids_limit": host.get("PidsLimit"), "runtime": host.get("Runtime"), "cap_drop": host.get("CapDrop"),
-                  "security_opt": host.get("SecurityOpt"), "ulimits": host.get("Ulimits"),
+                  "security_opt": [_short_option(o) for o in host.get("SecurityOpt") or []], "ulimits": host.get("Ulimits"),
                   "memory_swap": host.get("MemorySwap")}
         write_text_atomic(spec.logs / "docker.json", json.dumps(record, indent=2, sort_keys=True))
 
@@ -643,47 +705,81 @@ def _default_nofile() -> int:
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
 
 
-#: run inside the container by the image's python3: installs the project's seccomp program (argv[1], base64)
-#: over the engine's profile, then becomes the agent's command (standard library only: any image's Python)
-SECCOMP_BOOTSTRAP = (
-    "import base64, ctypes, os, sys\n"
-    "program = base64.b64decode(sys.argv[1])\n"
-    "class Prog(ctypes.Structure):\n"
-    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n"
-    "buffer = ctypes.create_string_buffer(program, len(program))\n"
-    "prog = Prog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))\n"
-    "if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:\n"
-    "    sys.exit('rexmle: the seccomp filter could not be installed (errno %d)' % ctypes.get_errno())\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n")
-#: the shell around it: an image without python3 runs under the engine's profile alone, and says so
-SECCOMP_SHELL = ('if command -v python3 >/dev/null 2>&1; then exec python3 -I -c "$0" "$@"; fi; '
-                 'echo "rexmle: no python3 in the image: only the engine seccomp profile applies" >&2; '
-                 'shift; exec "$@"')
-
-
-def filtered(argv: list[str]) -> list[str]:
-    """``argv`` under the seccomp program of bubblewrap's and Landlock's runs (AF_VSOCK and AF_ALG sockets
-    refused, syscalls newer than its table answered ENOSYS, namespaces and setuid bits refused), tracing aside.
-    The engine's default profile stays in force beneath it: Docker's lets ``socket(AF_VSOCK)`` through,
-    which reaches the hypervisor's host past every network rule."""
-    import base64
-
-    from .sandbox.seccomp import build_filter
-
-    # tracing stays allowed, as under the engine's profile: the container's PID namespace holds only the
-    # agent's own processes (R&D-Agent traces its code with strace)
-    program = base64.b64encode(build_filter(network="host", allow_tracing=True)).decode()
-    return ["/bin/sh", "-c", SECCOMP_SHELL, SECCOMP_BOOTSTRAP, program, *argv]
-
-
-def _seccomp_profile(info: dict) -> str | None:
-    """The engine's seccomp profile (``builtin`` for Docker's default), or None when it has no seccomp."""
+def _engine_seccomp(info: dict) -> str | None:
+    """The engine's seccomp support (its default profile's name, ``builtin`` for Docker's), or None without it."""
     for option in info.get("SecurityOptions") or []:
         fields = dict(part.split("=", 1) for part in option.split(",") if "=" in part)
         if fields.get("name") == "seccomp":
             return fields.get("profile", "default")
     return None
+
+
+def _process_seccomp(pid: int, proc: Path = Path("/proc")) -> dict[str, Any]:
+    """The seccomp state of host process ``pid`` as the kernel reports it (``/proc/PID/status``): the mode
+    (``filter`` when a filter is installed) and how many filters are stacked; ``unobserved`` says why not
+    (a remote engine's process, or one that has already exited)."""
+    fields: dict[str, str] = {}
+    try:
+        with open(proc / str(pid) / "status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+    except OSError as exc:
+        return {"unobserved": f"the container's first process (host pid {pid}) could not be read: {exc.strerror}"}
+    if "Seccomp" not in fields:
+        return {"unobserved": "the kernel reports no seccomp state"}
+    mode = {"0": "disabled", "1": "strict", "2": "filter"}.get(fields["Seccomp"], fields["Seccomp"])
+    filters = fields.get("Seccomp_filters")
+    return {"mode": mode, "filters": int(filters) if filters and filters.isdigit() else None}
+
+
+def _in_container(pid: int, container_id: str, proc: Path) -> bool:
+    """Whether ``pid``, as this process sees it, is in the container's cgroup: the engine's pid is its own PID
+    namespace's, and a harness in another one (inside a container, a rootless engine) would read a stranger."""
+    try:
+        with open(proc / str(pid) / "cgroup", encoding="ascii", errors="replace") as handle:
+            return bool(container_id) and container_id in handle.read()
+    except OSError:
+        return False
+
+
+def seccomp_in_force(attrs: dict, proc: Path = Path("/proc")) -> dict[str, Any]:
+    """run.json's ``seccomp``: the profile the harness asked for, whether the engine holds it for the container
+    (its recorded ``SecurityOpt``), and what the kernel reports for the container's first process, which every
+    process of the agent descends from: the filter in force, observed from the host, not from the image."""
+    options = (attrs.get("HostConfig") or {}).get("SecurityOpt") or []
+    pid = int((attrs.get("State") or {}).get("Pid") or 0)
+    if not pid:
+        observed = {"unobserved": "the container had already exited when the host looked (an agent of a few "
+                                  "milliseconds)"}
+    elif not _in_container(pid, str(attrs.get("Id") or ""), proc):
+        observed = {"unobserved": f"the engine's pid {pid} is not the container's process as this harness sees it "
+                                  "(another PID namespace: a harness in a container, a remote or rootless engine)"}
+    else:
+        observed = _process_seccomp(pid, proc)
+    return {"profile": docker_seccomp.PROFILE_NAME, "digest": docker_seccomp.digest(), "installed_by": "engine",
+            "engine_holds_profile": any(_is_profile(option) for option in options), "first_process": observed}
+
+
+def _short_option(option: str) -> str:
+    """A ``SecurityOpt`` entry for logs/docker.json: the seccomp profile by its name and digest, not its 12 kB."""
+    if _is_profile(option):
+        return f"seccomp={docker_seccomp.PROFILE_NAME} ({docker_seccomp.digest()})"
+    return option if len(option) <= 200 else option[:200] + "..."
+
+
+def _is_profile(option: str) -> bool:
+    """The project's profile, as the JSON itself (Docker) or as the file holding it (Podman)."""
+    if option == docker_seccomp.security_opt():
+        return True
+    return option.startswith("seccomp=/") and Path(option[len("seccomp="):]).name == docker_seccomp.profile_file(
+        _profile_folder()).name
+
+
+def _profile_folder() -> Path:
+    from ..paths import cache_home
+
+    return cache_home() / "seccomp"
 
 
 def _api_message(exc: Exception) -> str:

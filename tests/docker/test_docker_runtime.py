@@ -11,9 +11,9 @@ import numpy  # noqa: F401  (imported before pytester snapshots sys.modules: num
 import pytest
 
 from pytest_rexmle.data.synthetic import ensure_synthetic
-from pytest_rexmle.runtime import agent_tools
+from pytest_rexmle.runtime import agent_tools, docker_seccomp
 from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
-from pytest_rexmle.runtime.docker import SECCOMP_BOOTSTRAP, DockerRuntime, DockerSettings, _default_nofile, _nproc
+from pytest_rexmle.runtime.docker import DockerRuntime, DockerSettings, _default_nofile, _nproc
 from pytest_rexmle.task import registry
 
 from ..conftest import AGENTS, run_folders
@@ -64,15 +64,15 @@ def test_create_kwargs_follow_the_contract(tmp_path):
     assert kw["read_only"] is True and kw["user"] == "1000:1000"
     assert kw["tmpfs"]["/tmp"] == f"rw,exec,nosuid,nodev,size={4 << 30},mode=1777"
     assert kw["cap_drop"] == ["ALL"] and kw["network_mode"] == "bridge"
-    assert kw["security_opt"] == ["no-new-privileges:true"]  # and no seccomp option: the default profile
+    # the project's seccomp profile, installed by the engine (not by the image's shell)
+    assert kw["security_opt"] == ["no-new-privileges:true", docker_seccomp.security_opt()]
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}
     nofile = _default_nofile()  # 65536, or less where the host's hard limit is lower
     nproc = _nproc(8192)  # the processes limit, named so that an engine's default cannot exceed its own (Podman)
     assert ulimits == {"nofile": (nofile, nofile), "nproc": (nproc, nproc), "fsize": (256 << 30, 256 << 30),
                        "core": (0, 0)}
     # host interpreter path replaced; the container kills itself 10 s after the 60 s limit
-    assert kw["command"][:2] == ["/bin/sh", "-c"] and kw["command"][3] == SECCOMP_BOOTSTRAP
-    assert kw["command"][5:] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
+    assert kw["command"] == ["timeout", "-s", "KILL", "70", "python3", "-m", "pytest_rexmle.agents.sample_main"]
     assert kw["working_dir"] == "/rexmle/workspace"
     env = kw["environment"]
     assert env["HOME"] == "/rexmle/workspace" and "REXMLE_COMPETITIONS_DIR" not in env and "PYTHONPATH" not in env
