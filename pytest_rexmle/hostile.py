@@ -100,6 +100,16 @@ def clean_text(text: str, *, keep_newlines: bool = False, limit: int | None = No
     return text
 
 
+#: a task or folder name read from a downloaded report or run.json: one plain path component
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
+def plain_name(value: object) -> str | None:
+    """``value`` when it is one plain path component that is safe to join to a folder (no separator, no
+    ``..``, no control, bidi or other invisible character), else None."""
+    return value if isinstance(value, str) and _PLAIN_NAME.fullmatch(value) and value not in (".", "..") else None
+
+
 def show(value: object, limit: int = 60) -> str:
     """``repr`` of an agent value for a reason: cleaned and cut short."""
     return clean_text(repr(value), limit=limit)
