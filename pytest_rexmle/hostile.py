@@ -81,6 +81,17 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]"                    # two- and three-character escapes
     r"|\x9b[0-?]*[ -/]*[@-~]")             # 8-bit CSI
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: characters a reader cannot see that change what they see: bidi embeddings, overrides, isolates and
+#: marks (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C), zero-width ones (U+200B–U+200D, U+2060–U+2064,
+#: U+FEFF) and the line and paragraph separators (U+2028, U+2029)
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def reveal(text: str) -> str:
+    """``text`` with every invisible or reordering character written as a visible ``\\uXXXX`` marker: a
+    tool named ``read_file \\u202egnp.tsil-srewsna`` then reads as that, not as ``read_file
+    answers-list.png`` — removing the character would hide that the agent used one."""
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def clean_text(text: str, *, keep_newlines: bool = False, limit: int | None = None) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..hostile import RefusedFile, clean_text, open_reader
+from ..hostile import RefusedFile, clean_text, open_reader, reveal
 
 CALLS = "logs/model-calls.jsonl"
 #: a line longer than this is read for its metadata only (its bodies are opened on demand)
@@ -107,17 +107,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield start, line[:MAX_LINE_BYTES + 1] if length > MAX_LINE_BYTES else line
 
 
-def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None) -> list[CallSummary]:
-    """Every recorded call of a run, in order. The bodies of the first ``bodies`` lines are parsed (all
-    when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large run's page
-    parses a few tens of megabytes, not a gigabyte."""
+def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None,
+               body_from: int = 0) -> list[CallSummary]:
+    """Every recorded call of a run, in order. The bodies of ``bodies`` lines from line ``body_from`` are
+    parsed (all when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large
+    run's page parses a few tens of megabytes, not a gigabyte."""
     calls: list[CallSummary] = []
     merged: dict[str, CallSummary] = {}
     parsed = 0
     for number, (offset, raw) in enumerate(iter_lines(Path(run_dir) / CALLS)):
         if not raw.strip():
             continue
-        wanted = (bodies is None or number < bodies) and (body_bytes is None or parsed + len(raw) <= body_bytes)
+        wanted = (bodies is None or body_from <= number < body_from + bodies) and \
+            (body_bytes is None or parsed + len(raw) <= body_bytes)
         parsed += len(raw) if wanted else 0
         summary = _summary(len(calls) + 1, offset, raw, wanted)
         if summary is None:
@@ -201,7 +203,7 @@ def _metadata_only(raw: bytes) -> dict | None:
 def _fill_metadata(summary: CallSummary, record: dict) -> None:
     def text(key: str, limit: int = 300) -> str | None:
         value = record.get(key)
-        return clean_text(value, limit=limit) if isinstance(value, str) else None
+        return clean_text(reveal(value[:limit * 2]), limit=limit) if isinstance(value, str) else None
 
     summary.ts, summary.protocol, summary.route, summary.model = text("ts"), text("protocol"), text("route"), text("model")
     status = record.get("status")
@@ -234,7 +236,9 @@ def _complete(first: CallSummary, later: CallSummary) -> None:
 # -- the protocols' shapes ------------------------------------------------------------------------------
 
 def _clip(text: str) -> str:
-    text = clean_text(text, keep_newlines=True)
+    """A text for a summary: invisible characters shown (:func:`reveal`), controls gone, cut at
+    ``PREVIEW_CHARS``."""
+    text = clean_text(reveal(text), keep_newlines=True)
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + f"… [{len(text) - PREVIEW_CHARS} more characters]"
 
 
@@ -327,7 +331,7 @@ def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the text
             return value
     return value
 

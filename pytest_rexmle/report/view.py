@@ -195,7 +195,7 @@ def page_of(run_dir: Path) -> str:
 class _Handler(BaseHTTPRequestHandler):
     runs: list[Path] = []
     session_html: str | None = None
-    pages: dict[int, str] = {}
+    pages: dict[tuple[int, int], str] = {}
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: the terminal shows the URL only
         return
@@ -218,10 +218,14 @@ class _Handler(BaseHTTPRequestHandler):
         port = address[1] if isinstance(address, tuple) else None
         return (self.headers.get("Host") or "").lower() in (f"127.0.0.1:{port}", f"localhost:{port}")
 
-    def _page(self, index: int) -> str:
-        if index not in self.pages:  # rendered once per server: a big run's page takes seconds to build
-            self.pages[index] = page_of(self.runs[index])
-        return self.pages[index]
+    def _page(self, index: int, first: int) -> str:
+        """The run's page whose timeline starts at call ``first`` (rendered once per server: a big run's
+        page takes seconds to build; the first one is also written as the folder's run.html)."""
+        key = (index, first)
+        if key not in self.pages:
+            run_dir = self.runs[index]
+            self.pages[key] = page_of(run_dir) if first == 1 else render_run_page(run_dir, first)
+        return self.pages[key]
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if not self._own_host():
@@ -237,8 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
         if len(segments) == 3 and segments[0] == "runs" and segments[1].isdigit() and int(segments[1]) < len(self.runs):
             index = int(segments[1])
             if segments[2] == RUN_HTML:
-                self._send(200, self._page(index), "text/html")
-                return
+                first = (parse_qs(parts.query).get("from") or ["1"])[0]
+                if first.isdigit() and 0 < len(first) < 10 and int(first) > 0:
+                    self._send(200, self._page(index, int(first)), "text/html")
+                    return
             if segments[2] == "call":
                 offset = (parse_qs(parts.query).get("offset") or [""])[0]
                 text = call_record_text(self.runs[index], int(offset)) if offset.isdigit() else None
