@@ -44,12 +44,14 @@ MAX_PREVIEWED_BYTES = 64 * 1024 * 1024
 #: the agent's text on one page, escaped, in bytes: the timeline's share, and the rest's (files, egress,
 #: validations, judgement, run facts); the page's own markup adds ``ROW_BYTES`` per listed call (charged
 #: to the timeline) and a fixed frame of about 10 KiB
-MAX_PAGE_BYTES = 4 * 1024 * 1024
-TIMELINE_BYTES = 3 * 1024 * 1024
+MAX_PAGE_BYTES = 3 * 1024 * 1024
+TIMELINE_BYTES = 2304 * 1024
 #: bodies are previewed only while this much of the timeline's share is left: the listing goes on
-ROWS_RESERVE = 1024 * 1024
-#: the page's own markup for one listed call
+ROWS_RESERVE = 768 * 1024
+#: the page's own markup for one listed call, and for each tool call or tool result it previews
+#: (measured: about 700 bytes a call with one tool call and its result, texts included)
 ROW_BYTES = 600
+PART_BYTES = 100
 #: characters of a name, an id, a model, a route, a file or host name
 NAME_CHARS = 200
 MAX_FILES = 200
@@ -273,6 +275,7 @@ def _call_view(call: CallSummary, previewed: bool, budget: Budget) -> dict:
         return view
     for name in ("prompt", "answer", "reasoning"):
         view[name] = budget.text(getattr(call, name), PREVIEW_CHARS, keep_newlines=True)
+    budget.charge(PART_BYTES * (min(50, len(call.tool_results)) + min(50, len(call.tool_calls))))
     view["tool_results"] = [(budget.text(i), budget.text(t, PREVIEW_CHARS, keep_newlines=True), budget.text(n))
                             for i, t, n in call.tool_results[:50]]
     view["tool_calls"] = [{"id": budget.text(t.id), "name": budget.text(t.name),

@@ -71,6 +71,17 @@ def test_a_1_mib_tool_call_id_and_tool_result_id_are_clipped(tmp_path):
     assert "i" * 1000 not in html and "t" * 1000 not in html and "u" * 1000 not in html
 
 
+def test_many_empty_tool_calls_are_charged_too(tmp_path):
+    """Answers of 50 empty tool calls (and 50 empty results): little text, much markup; the page still
+    keeps to its budget."""
+    record = _call(name="", arguments="", prompt="p" * 2500, answer="a" * 2500)
+    record["response"]["choices"][0]["message"]["tool_calls"] *= 50
+    record["request"]["messages"] += [{"role": "tool", "tool_call_id": "", "content": "r"}] * 50
+    html = render_run_page(_run(tmp_path / "run", lines=300, line=record))
+    assert len(html.encode()) <= MAX_PAGE_BYTES + 64 * 1024, len(html.encode())
+    assert html.count("<summary>tool call") >= 50 * 50  # the first calls are still previewed in full
+
+
 def test_invisible_characters_are_shown_as_escapes_everywhere(tmp_path):
     sneaky = "read_file \u202egnp.tsil-srewsna"
     every = "".join(f"x{c}y" for c in INVISIBLE)
