@@ -59,6 +59,8 @@ READ_ENTRIES = ("run.json", "result.json", "capability.json", "stages.json", "tr
 MAX_RUN_JSON_BYTES = 4 * 1024 * 1024
 #: a session report read whole (a real one is a few hundred kilobytes)
 MAX_REPORT_BYTES = 64 * 1024 * 1024
+#: rendered pages a server keeps
+MAX_CACHED_PAGES = 16
 #: run folders looked at below a runs folder
 MAX_RUNS = 100_000
 
@@ -223,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
         page takes seconds to build; the first one is also written as the folder's run.html)."""
         key = (index, first)
         if key not in self.pages:
+            while len(self.pages) >= MAX_CACHED_PAGES:  # each page is up to a few MiB: keep the newest
+                self.pages.pop(next(iter(self.pages)))
             run_dir = self.runs[index]
             self.pages[key] = page_of(run_dir) if first == 1 else render_run_page(run_dir, first)
         return self.pages[key]

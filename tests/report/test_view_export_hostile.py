@@ -93,6 +93,16 @@ def test_a_downloaded_report_cannot_point_view_at_a_folder_outside_it(tmp_path):
     assert victim not in runs
 
 
+def test_a_report_finds_its_runs_in_a_runs_folder_the_user_names(tmp_path):
+    report = _session(tmp_path / "download", ["/far/away/runs/isles22/command-abc/20260101T000000Z-1"])
+    elsewhere = _run(tmp_path / "custom-runs" / "isles22" / "command-abc" / "20260101T000000Z-1")
+    skipped: list[str] = []
+    assert run_folders(report, skipped=skipped) == [] and "isles22/command-abc/20260101T000000Z-1" in skipped[0]
+    assert run_folders(report, [tmp_path / "custom-runs"]) == [elsewhere]
+    proc = _rexmle("view", "--no-serve", "--runs", str(tmp_path / "custom-runs"), str(report))
+    assert proc.returncode == 0 and proc.stdout.strip() == str(elsewhere / "run.html"), proc.stderr
+
+
 def test_view_and_export_do_not_follow_a_linked_logs_folder(tmp_path):
     victim = _run(tmp_path / "victim")
     run = tmp_path / "download" / "run"
