@@ -166,7 +166,13 @@ def run_folders(target: Path, runs: Sequence[Path] = (), skipped: list[str] | No
     if _is_regular(target / "run.json"):
         candidates = [target]
     elif _is_regular(target / REPORT_JSON):
-        roots = [*map(Path, runs), target.resolve().parent.parent / "runs"]
+        beside = target.resolve().parent.parent / "runs"  # the report's own tree: a link there is not followed
+        roots = [*map(Path, runs)]
+        if linked_component(beside.parent, "runs"):
+            skipped.append(f"{beside} is a symbolic link (rexmle view and export follow no link below the "
+                           f"given folder; name a runs folder with --runs)")
+        else:
+            roots.append(beside)
         candidates = _runs_of_report(target, roots, skipped)
     else:
         candidates = _runs_in(target)

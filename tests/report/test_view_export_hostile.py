@@ -103,6 +103,27 @@ def test_a_report_finds_its_runs_in_a_runs_folder_the_user_names(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == str(elsewhere / "run.html"), proc.stderr
 
 
+def test_a_downloaded_reports_linked_runs_folder_is_not_followed(tmp_path):
+    victim_runs = tmp_path / "home" / "victim" / ".rexmle" / "runs"
+    _run(victim_runs / "isles22" / "command-abc" / "20260101T000000Z-1")
+    report = _session(tmp_path / "download", ["/x/runs/isles22/command-abc/20260101T000000Z-1"])
+    os.symlink(victim_runs, tmp_path / "download" / ".rexmle" / "runs")
+    skipped: list[str] = []
+    assert run_folders(report, skipped=skipped) == []
+    assert skipped and "link" in skipped[0]
+
+
+def test_export_writes_through_no_link_in_out(tmp_path):
+    run = _run(tmp_path / "runs" / "isles22" / "command-abc" / "20260101T000000Z-1")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    os.symlink(elsewhere, out / "isles22__20260101T000000Z-1")
+    proc = _rexmle("export", "atif", str(run), "--out", str(out))
+    assert proc.returncode == 2 and "link" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_view_and_export_do_not_follow_a_linked_logs_folder(tmp_path):
     victim = _run(tmp_path / "victim")
     run = tmp_path / "download" / "run"
