@@ -33,7 +33,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from ..hostile import RefusedFile, clean_text, read_json, reveal, walk_files
+from ..hostile import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
 from .calls import PREVIEW_CHARS, CallSummary, read_calls
 
 RUN_HTML = "run.html"
@@ -323,11 +323,15 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
                        "duration")}
     facts = {k: result.get(k) if isinstance(result.get(k), (int, float, type(None))) else other.text(result.get(k), 1000)
              for k in ("status", "reason", "percentile", "mean_position", "n_humans")}
+    # the title and heading name the task and agent only by plain names (a downloaded run.json chooses them)
+    heading: dict[str, Any] = {"task": plain_name(meta.get("task")) or "(task not named plainly)",
+                               "agent": plain_name(meta.get("agent")) or "(agent not named plainly)"}
+    heading["plain"] = heading["task"] == meta.get("task") and heading["agent"] == meta.get("agent")
     capability, stages = _capability(run_dir, other)
     listed, next_from = _timeline(calls, first, Budget(TIMELINE_BYTES))
     template = _environment().get_template("run.html.j2")
     return template.render(
-        run=run, run_dir=other.text(str(run_dir), 1000), result={**facts, "suspected_leak": result.get("suspected_leak")},
+        run=run, heading=heading, run_dir=other.text(str(run_dir), 1000), result={**facts, "suspected_leak": result.get("suspected_leak")},
         leak=other.text(leak, 1000), metrics=_metrics(result, other),
         compute=[(COMPUTE_LABELS.get(k, k), other.text(v, 300)) for k, v in compute.items() if v is not None][:50],
         gpu_plot=_gpu_plot(telemetry), calls=listed, first=first, next_from=next_from,

@@ -113,6 +113,17 @@ def test_agent_text_is_never_a_heading_or_a_fact(tmp_path):
         assert "agent-text" in tag or tag.startswith("<summary"), tag
 
 
+def test_a_run_json_of_a_downloaded_folder_cannot_title_the_page(tmp_path):
+    run = _run(tmp_path / "run", [_call()])
+    doc = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**doc, "task": FAKE_VERDICT, "agent": "x\u202eevil"}))
+    html = render_run_page(run)
+    title, heading = re.search(r"<title>(.*?)</title>", html).group(1), re.search(r"<h1>(.*?)</h1>", html).group(1)
+    assert "status ok" not in title + heading and "evil" not in title + heading
+    assert "\u202e" not in title + heading
+    assert re.search(r'<span class="agent-text">[^<]*verified by pytest-rexmle', html)  # shown, as the folder's text
+
+
 def test_a_flood_of_calls_pages_on_through_view(tmp_path):
     """20,000 small calls: the page lists what its budget holds and links to the next calls, which
     ``rexmle view`` serves; the last call is reachable and its record opens whole."""
