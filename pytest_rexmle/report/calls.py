@@ -30,6 +30,8 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024 * 1024
 #: characters of one text kept in a call's summary (the page shows a preview; the body is opened on demand)
 PREVIEW_CHARS = 4000
+#: characters of a tool's name kept
+MAX_NAME_CHARS = 1000
 _META = re.compile(rb'"(call|phase|ts|protocol|route|model|status|stream|duration_s|refused|reason|error|repeated)"'
                    rb'\s*:\s*("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
@@ -242,6 +244,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + f"… [{len(text) - PREVIEW_CHARS} more characters]"
 
 
+def _name(name: str) -> str:
+    """A tool's name as the model gave it, with its invisible characters shown (a name ``read_file
+    \\u202egnp.tsil-srewsna`` must not read as ``read_file answers-list.png``) and cut at
+    ``MAX_NAME_CHARS``; the same on a call and on its result, so the two still match."""
+    return clean_text(reveal(name[:MAX_NAME_CHARS * 2]), limit=MAX_NAME_CHARS)
+
+
 def _text_of(content: Any) -> str:
     """The text of a message's content: a string, or the text parts of a list of parts."""
     if isinstance(content, str):
@@ -273,7 +282,8 @@ def extract(summary: CallSummary, request: Any, response: Any) -> None:
         _stream(summary, [e for e in response if isinstance(e, dict)])
     summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
     summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
-    summary.tool_results = [(i, _clip(t), n) for i, t, n in summary.tool_results]
+    summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in summary.tool_results]
+    summary.tool_calls = [ToolCall(t.id, _name(t.name), t.arguments) for t in summary.tool_calls]
 
 
 def _request(summary: CallSummary, request: dict) -> None:

@@ -97,6 +97,16 @@ def test_invisible_characters_are_shown_as_escapes_everywhere(tmp_path):
     assert "read_file \\u202egnp.tsil-srewsna" in html
 
 
+def test_the_atif_export_shows_invisible_characters_in_tool_names_too(tmp_path):
+    from pytest_rexmle.report.atif import build_trajectory
+
+    sneaky = "read_file \u202egnp.tsil-srewsna"
+    record = _call(name=sneaky + "n" * 5000)
+    doc = build_trajectory(_run(tmp_path / "run", [record]))
+    name = next(s for s in doc["steps"] if s["source"] == "agent")["tool_calls"][0]["function_name"]
+    assert name.startswith("read_file \\u202egnp.tsil-srewsna") and "\u202e" not in name and len(name) <= 1000
+
+
 def test_agent_text_is_never_a_heading_or_a_fact(tmp_path):
     run = _run(tmp_path / "run", [_call(model=FAKE_VERDICT, name=FAKE_VERDICT, answer=FAKE_VERDICT)])
     (run / "workspace").mkdir()
