@@ -81,6 +81,17 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]"                    # two- and three-character escapes
     r"|\x9b[0-?]*[ -/]*[@-~]")             # 8-bit CSI
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: characters a reader cannot see that change what they see: bidi embeddings, overrides, isolates and
+#: marks (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C), zero-width ones (U+200B–U+200D, U+2060–U+2064,
+#: U+FEFF) and the line and paragraph separators (U+2028, U+2029)
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def reveal(text: str) -> str:
+    """``text`` with every invisible or reordering character written as a visible ``\\uXXXX`` marker: a
+    tool named ``read_file \\u202egnp.tsil-srewsna`` then reads as that, not as ``read_file
+    answers-list.png`` — removing the character would hide that the agent used one."""
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def clean_text(text: str, *, keep_newlines: bool = False, limit: int | None = None) -> str:
@@ -98,6 +109,16 @@ def clean_text(text: str, *, keep_newlines: bool = False, limit: int | None = No
     if limit is not None and len(text) > limit:
         text = text[:max(0, limit - 1)] + "…"
     return text
+
+
+#: a task or folder name read from a downloaded report or run.json: one plain path component
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
+def plain_name(value: object) -> str | None:
+    """``value`` when it is one plain path component that is safe to join to a folder (no separator, no
+    ``..``, no control, bidi or other invisible character), else None."""
+    return value if isinstance(value, str) and _PLAIN_NAME.fullmatch(value) and value not in (".", "..") else None
 
 
 def show(value: object, limit: int = 60) -> str:

@@ -256,15 +256,38 @@ def write_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> Path:
     return path
 
 
+def trial_name(run_dir: Path, meta: dict[str, Any]) -> str:
+    """``<task>__<run>``, Harbor's trial folder name; :class:`RefusedFile` when the task (run.json's, which a
+    downloaded folder chooses) or the run's name is not one plain name, so nothing is written outside ``--out``."""
+    from ..hostile import RefusedFile, plain_name, show
+
+    task, run = plain_name(meta.get("task")), plain_name(Path(run_dir).name)
+    if task is None or run is None:
+        raise RefusedFile(f"{run_dir}: the task {show(meta.get('task'))} or the run folder's name is not a plain "
+                          f"name (letters, digits, '.', '_', '+', '-'); nothing exported")
+    return f"{task}__{run}"
+
+
+def _trial_folder(out: Path, name: str) -> Path:
+    from ..hostile import RefusedFile
+
+    trial = Path(out) / name
+    for path in (trial, trial / "agent", trial / "agent" / "trajectory.json", trial / "result.json"):
+        if path.is_symlink():
+            raise RefusedFile(f"{path} is a symbolic link; export writes no file through a link")
+    return trial
+
+
 def export_session(runs: list[Path], out: Path) -> list[Path]:
     """``rexmle export atif``: one folder per run in the layout Harbor's tools read
-    (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it)."""
-    written = []
-    for run_dir in runs:
-        from ..agents.usage import run_record
+    (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it). Every trial name is
+    checked before anything is written."""
+    from ..agents.usage import run_record
 
-        meta = run_record(run_dir) or {}
-        trial = Path(out) / f"{meta.get('task', 'task')}__{run_dir.name}"
+    metas = [run_record(run_dir) or {} for run_dir in runs]
+    trials = [_trial_folder(out, trial_name(run_dir, meta)) for run_dir, meta in zip(runs, metas, strict=True)]
+    written = []
+    for run_dir, meta, trial in zip(runs, metas, trials, strict=True):
         (trial / "agent").mkdir(parents=True, exist_ok=True)
         write_json_atomic(trial / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
         result = run_dir / "result.json"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..hostile import RefusedFile, clean_text, open_reader
+from ..hostile import RefusedFile, clean_text, open_reader, reveal
 
 CALLS = "logs/model-calls.jsonl"
 #: a line longer than this is read for its metadata only (its bodies are opened on demand)
@@ -30,6 +30,8 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024 * 1024
 #: characters of one text kept in a call's summary (the page shows a preview; the body is opened on demand)
 PREVIEW_CHARS = 4000
+#: characters of a tool's name kept
+MAX_NAME_CHARS = 1000
 _META = re.compile(rb'"(call|phase|ts|protocol|route|model|status|stream|duration_s|refused|reason|error|repeated)"'
                    rb'\s*:\s*("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
@@ -107,17 +109,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
             yield start, line[:MAX_LINE_BYTES + 1] if length > MAX_LINE_BYTES else line
 
 
-def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None) -> list[CallSummary]:
-    """Every recorded call of a run, in order. The bodies of the first ``bodies`` lines are parsed (all
-    when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large run's page
-    parses a few tens of megabytes, not a gigabyte."""
+def read_calls(run_dir: Path, *, bodies: int | None = None, body_bytes: int | None = None,
+               body_from: int = 0) -> list[CallSummary]:
+    """Every recorded call of a run, in order. The bodies of ``bodies`` lines from line ``body_from`` are
+    parsed (all when None), up to ``body_bytes`` of them in all; of the rest only the metadata — a large
+    run's page parses a few tens of megabytes, not a gigabyte."""
     calls: list[CallSummary] = []
     merged: dict[str, CallSummary] = {}
     parsed = 0
     for number, (offset, raw) in enumerate(iter_lines(Path(run_dir) / CALLS)):
         if not raw.strip():
             continue
-        wanted = (bodies is None or number < bodies) and (body_bytes is None or parsed + len(raw) <= body_bytes)
+        wanted = (bodies is None or body_from <= number < body_from + bodies) and \
+            (body_bytes is None or parsed + len(raw) <= body_bytes)
         parsed += len(raw) if wanted else 0
         summary = _summary(len(calls) + 1, offset, raw, wanted)
         if summary is None:
@@ -201,7 +205,7 @@ def _metadata_only(raw: bytes) -> dict | None:
 def _fill_metadata(summary: CallSummary, record: dict) -> None:
     def text(key: str, limit: int = 300) -> str | None:
         value = record.get(key)
-        return clean_text(value, limit=limit) if isinstance(value, str) else None
+        return clean_text(reveal(value[:limit * 2]), limit=limit) if isinstance(value, str) else None
 
     summary.ts, summary.protocol, summary.route, summary.model = text("ts"), text("protocol"), text("route"), text("model")
     status = record.get("status")
@@ -234,8 +238,17 @@ def _complete(first: CallSummary, later: CallSummary) -> None:
 # -- the protocols' shapes ------------------------------------------------------------------------------
 
 def _clip(text: str) -> str:
-    text = clean_text(text, keep_newlines=True)
+    """A text for a summary: invisible characters shown (:func:`reveal`), controls gone, cut at
+    ``PREVIEW_CHARS``."""
+    text = clean_text(reveal(text), keep_newlines=True)
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + f"… [{len(text) - PREVIEW_CHARS} more characters]"
+
+
+def _name(name: str) -> str:
+    """A tool's name as the model gave it, with its invisible characters shown (a name ``read_file
+    \\u202egnp.tsil-srewsna`` must not read as ``read_file answers-list.png``) and cut at
+    ``MAX_NAME_CHARS``; the same on a call and on its result, so the two still match."""
+    return clean_text(reveal(name[:MAX_NAME_CHARS * 2]), limit=MAX_NAME_CHARS)
 
 
 def _text_of(content: Any) -> str:
@@ -269,7 +282,8 @@ def extract(summary: CallSummary, request: Any, response: Any) -> None:
         _stream(summary, [e for e in response if isinstance(e, dict)])
     summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
     summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
-    summary.tool_results = [(i, _clip(t), n) for i, t, n in summary.tool_results]
+    summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in summary.tool_results]
+    summary.tool_calls = [ToolCall(t.id, _name(t.name), t.arguments) for t in summary.tool_calls]
 
 
 def _request(summary: CallSummary, request: dict) -> None:
@@ -327,7 +341,7 @@ def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the text
             return value
     return value
 
