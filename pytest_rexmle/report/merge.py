@@ -7,19 +7,21 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (docs/reading-the-report.md). Every session is one run of one agent. An agent is its name plus its public
-options and the kind of data it was graded on (synthetic twins or real data); two of one name are
-labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is the
-union of the challenges selected by any merged session. A challenge an agent never selected in any of
-its runs is "not run" for it: shown as such, and left out of that agent's score (which is then over the
-challenges it ran, said beside it), rather than a FAIL for work it was never asked to do. Over the
-challenges an agent ran, a FAIL counts 0, and so does a challenge one of its runs left out while
-another run selected it (a run missing for a challenge is a FAIL for that run). Per agent: the score of
-each run, their mean, the standard error of the mean (sample standard deviation / sqrt(n), null for one
-run) and a percentile bootstrap
-confidence interval (resampling runs with replacement, fixed seed, so the same inputs always give the
-same interval); per challenge the mean percentile over the runs that selected it, with its interval.
-Agents are ordered by mean score; equal means share a rank.
+Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent. An agent is its
+name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
+name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
+the union of the challenges selected by any merged session. Sessions of different selections (a full run and a
+``-k`` re-run) are merged per task: a challenge counts for a run only if that run selected it. Per challenge,
+the mean percentile over the runs that selected it (a FAIL counts 0, a challenge selected without a record is
+that run's FAIL); a challenge no run of an agent selected is "not run" for it: shown as such and left out of
+its score. The agent's score is the mean of those per-challenge means over the challenges it ran, so three
+full runs at 12.8 % and a ``-k`` run repeating two of their challenges still give 12.8 %. Each run's own score
+(over what it selected) is listed beside it. When every run selected the same challenges the standard error is
+the run scores' (sample standard deviation / sqrt(n), null for one run) and the interval a percentile bootstrap
+over them; otherwise both come from a bootstrap that resamples runs and scores each draw per task as above.
+Resampling uses a fixed seed, so the same inputs always give the same interval; per challenge the mean
+percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
+share a rank.
 
 Merged document (schema ``rexmle-merged-report/1``)::
 
@@ -31,11 +33,11 @@ Merged document (schema ``rexmle-merged-report/1``)::
       "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
           "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
-          "run_ids": [str], "scores": [float per run, over the challenges the agent ran],
+          "run_ids": [str], "scores": [float per run, over the challenges that run selected],
           "n_challenges": [int per run], "not_run": [ids of C no run of this agent selected],
-          "mean": float, "sem": float | null, "ci": [lo, hi], "rank": int,
-          "n_fail": [int per run, over the challenges the agent ran],
-          "challenges": [{"challenge_id", "n_runs" (n_runs, or 0 = not run), "not_run": bool,
+          "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
+          "rank": int, "n_fail": [int per run, over the challenges that run selected],
+          "challenges": [{"challenge_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
                           "ranking_metrics": [str], "n_humans": int | null,
@@ -189,49 +191,103 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     return out
 
 
+def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
+    """The challenges a session selected (a selected one without a record is still its FAIL)."""
+    return set(doc.get("selected") or ()) | set(records)
+
+
+def _run_score(records: dict[str, dict], covered: list[str]) -> float:
+    """A run's score over the challenges it selected, FAILs as 0."""
+    pcts = [_percentile(records.get(c)) for c in covered]
+    return sum(pcts) / len(pcts) if pcts else 0.0
+
+
+def _percentile(rec: dict | None) -> float:
+    return float(rec["percentile"]) if rec is not None and rec["status"] == "ok" else 0.0
+
+
+def merged_score(matrix: list[list[float | None]]) -> float:
+    """The per-task merge: per challenge the mean over the runs that selected it (``None``: not selected),
+    then the mean over the challenges any run selected. Equal selections give the mean of the run scores."""
+    means = [mean_of([v for v in column if v is not None]) for column in zip(*matrix, strict=True)]
+    known = [m for m in means if m is not None]
+    return sum(known) / len(known) if known else 0.0
+
+
+def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confidence: float,
+                     seed: Iterable[int]) -> tuple[list[float], float]:
+    """(percentile interval, standard error) of :func:`merged_score` over resampled runs: runs drawn with
+    replacement, each draw scored per task as the whole merge is. Used when the runs selected different
+    challenges, where the mean of the run scores would weigh a ``-k`` run's few challenges like a full run."""
+    import numpy as np
+
+    data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
+    rng = np.random.default_rng(list(seed))
+    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, challenges)
+    counts = (~np.isnan(draws)).sum(axis=1)
+    sums = np.nansum(draws, axis=1)
+    per_task = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    means = np.nanmean(np.where(np.isnan(per_task).all(axis=1, keepdims=True), 0.0, per_task), axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    interval = [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
+    return interval, float(np.std(means, ddof=1))
+
+
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
+    """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
     per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
+    covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
-    # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
-    ran = [c for c in challenges if any(c in records for records in per_run)]
+    ran = [c for c in challenges if any(c in cov for cov in covers)]
     scores, fails, counts = [], [], []
-    for records, skips in zip(per_run, skipped, strict=False):
-        pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in ran]
-        scores.append(sum(pcts) / len(ran) if ran else 0.0)
-        fails.append(sum(1 for c in ran if c not in records or
+    for records, cov, skips in zip(per_run, covers, skipped, strict=True):
+        own = [c for c in ran if c in cov]
+        scores.append(_run_score(records, own))
+        fails.append(sum(1 for c in own if c not in records or
                          (records[c]["status"] not in ("ok", "error") and c not in skips)))
-        counts.append(len(ran))
-    rows = []
-    for cid in challenges:
-        recs = [records.get(cid) for records in per_run] if cid in ran else []
-        pcts = [r["percentile"] if r is not None and r["status"] == "ok" else 0.0 for r in recs]
-        ok = [r for r in recs if r is not None and r["status"] == "ok"]
-        recs_known = [r for r in recs if r is not None]
-        metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
-        metrics = {}
-        for key in metric_keys:
-            values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
-            metrics[key] = {"mean": mean_of(values), "n": len(values)}
-        positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
-        rows.append({
-            "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
-            "mean_percentile": mean_of(pcts), "sem": sem(pcts),
-            "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
-                   if pcts else None),
-            "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "not run" for r in recs],
-            "mean_position": mean_of(positions),
-            "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
-            "n_humans": next((r["n_humans"] for r in recs_known), None),
-            "metrics": metrics,
-        })
+        counts.append(len(own))
+    matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
+    rows = [_challenge_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
+                                        if cid in cov], resamples, seed, confidence) for cid in challenges]
+    same_selection = all(cov & set(ran) == set(ran) for cov in covers)
+    if same_selection:  # every run selected every challenge: the run scores' statistics, as always
+        error = sem(scores)
+        ci = bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
+    else:
+        ci, spread = merged_bootstrap(matrix, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
+        error = spread if len(runs) > 1 else None
     first = runs[0]
     return {"label": label, "agent": first.get("agent"), "agent_options": first.get("agent_options") or {},
             "data_kind": data_kind(first), "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs],
             "scores": scores, "n_challenges": counts, "not_run": [r["challenge_id"] for r in rows if r["not_run"]],
-            "mean": sum(scores) / len(scores), "sem": sem(scores),
-            "ci": bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label))),
-            "rank": 0, "n_fail": fails, "challenges": rows}
+            "same_selection": same_selection, "mean": merged_score(matrix) if ran else 0.0, "sem": error,
+            "ci": ci, "rank": 0, "n_fail": fails, "challenges": rows}
+
+
+def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
+                   confidence: float) -> dict:
+    """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
+    pcts = [_percentile(r) for r in recs]
+    ok = [r for r in recs if r is not None and r["status"] == "ok"]
+    recs_known = [r for r in recs if r is not None]
+    metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
+    metrics = {}
+    for key in metric_keys:
+        values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
+        metrics[key] = {"mean": mean_of(values), "n": len(values)}
+    positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
+    return {
+        "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
+        "mean_percentile": mean_of(pcts), "sem": sem(pcts),
+        "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
+               if pcts else None),
+        "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "missing" for r in recs],
+        "mean_position": mean_of(positions),
+        "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
+        "n_humans": next((r["n_humans"] for r in recs_known), None),
+        "metrics": metrics,
+    }
 
 
 class MergedChallenge(BaseModel):
@@ -239,7 +295,9 @@ class MergedChallenge(BaseModel):
 
     challenge_id: str
     n_runs: StrictInt = Field(ge=0)
+    not_run: StrictBool = False
     percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
+    mean_percentile: float | None = None
 
 
 class MergedAgent(BaseModel):
@@ -260,8 +318,10 @@ class MergedAgent(BaseModel):
         n = self.n_runs
         if len(self.scores) != n or len(self.run_ids) != n:
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
-        if not math.isclose(self.mean, sum(self.scores) / n, abs_tol=1e-12):
-            raise ValueError(f"agent {self.label!r} mean is not the mean of its run scores")
+        ran = [row.mean_percentile or 0.0 for row in self.challenges if not row.not_run]
+        if not math.isclose(self.mean, sum(ran) / len(ran) if ran else 0.0, abs_tol=1e-12):
+            raise ValueError(f"agent {self.label!r} mean is not the mean over its challenges of their mean "
+                             "percentiles")
         if (self.sem is None) != (n < 2):
             raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
         if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
