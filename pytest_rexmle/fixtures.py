@@ -293,7 +293,7 @@ def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data
     except Exception as exc:
         item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
                                        f"{type(exc).__name__}: {exc}"))
-    return leaks.check(task, result, perfect)
+    return leaks.check(task, result, perfect, synthetic=getattr(data, "kind", None) == "synthetic")
 
 
 def run_facts(run_dir: Path) -> dict | None:

@@ -38,7 +38,7 @@ from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA
 from .merge import mean_of, merge_reports
 from .reference import with_reference
-from .render import fmt_number, leak_text, provider_tools_line
+from .render import LEAK_DOCS, fmt_number, leak_text, provider_tools_line
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -447,7 +447,7 @@ def _leak_notes(reports: list[dict]) -> str:
     notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
              for rep in reports for rec in rep.get("challenges", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
-    return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
+    return f"<p class='leak'><b>Suspected leak</b> (what it means: {_e(LEAK_DOCS)}):</p><ul>{''.join(notes)}</ul>" if notes else ""
 
 
 def _tools_banner(reports: list[dict]) -> str:
