@@ -71,6 +71,7 @@ from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
+from .trust import UNVERIFIED, VERIFIED, read_report, rederive, status_of
 
 SCHEMA = "rexmle-merged-report/1"
 MERGED_JSON = "rexmle-merged.json"
@@ -159,14 +160,37 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         entry["rank"] = 1 + sum(1 for other in agents if other["mean"] > entry["mean"])
     sources = [{"run_id": d["run_id"], "agent": d.get("agent"), "label": labels[agent_identity(d)],
                 "created": d.get("created"), "score": d["score"], "partial": d["partial"], "n_fail": d["n_fail"],
-                "n_selected": len(d["selected"]), "data_kind": data_kind(d)} for d in docs]
+                "n_selected": len(d["selected"]), "data_kind": data_kind(d), **_trust_of(d)} for d in docs]
+    checked = any("trust" in d for d in docs)
+    if checked:
+        for entry in agents:
+            entry["trust"] = agent_trust([status_of(d) for d in groups[entry["label"]]])
     kinds = sorted({data_kind(d) for d in docs})
     merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "challenges": challenges,
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds),
               **merged_compute(docs, labels)}
+    if checked:
+        merged["verification"] = {s: sum(1 for d in docs if status_of(d) == s) for s in (VERIFIED, UNVERIFIED)}
+        notes = [f"session {d['run_id']}: {n}" for d in docs for n in (d.get("trust") or {}).get("notes") or []]
+        if notes:
+            merged["warnings"] = [*merged.get("warnings", []), *notes]
     return json_numbers(merged)
+
+
+def _trust_of(doc: dict) -> dict:
+    """A source's verdict and why, for a document ``rexmle report`` read from a file (its own sessions' reports,
+    merged for their HTML page, carry none)."""
+    if "trust" not in doc:
+        return {}
+    trust = doc["trust"]
+    return {"trust": status_of(doc), "trust_why": trust.get("why"), "trust_notes": list(trust.get("notes") or [])}
+
+
+def agent_trust(statuses: list[str]) -> str:
+    """An agent is verified only when every one of its sessions is."""
+    return VERIFIED if statuses and all(s == VERIFIED for s in statuses) else UNVERIFIED
 
 
 def merged_compute(docs: list[dict], labels: dict) -> dict:
@@ -176,8 +200,10 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     per_source = []
     for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
         compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+        claimed = "trust" in doc and status_of(doc) != VERIFIED  # a downloaded file's word, not a fact
         for text in compute.get("hardware") or []:
-            hardware.setdefault(str(text), []).append(labels[agent_identity(doc)])
+            shown = f"{text} (as an unverified session states it)" if claimed else str(text)
+            hardware.setdefault(shown, []).append(labels[agent_identity(doc)])
         per_source.append({"run_id": doc["run_id"], "total": compute.get("total"),
                            "disclosure": doc.get("disclosure")})
     out: dict = {"compute": {"hardware": {k: sorted(set(v)) for k, v in sorted(hardware.items())},
@@ -369,12 +395,13 @@ def markdown(doc: dict) -> str:
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
            *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
+           *verification_lines(doc),
            "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
     n_all = len(doc["challenges"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
         ran = n_all - len(a.get("not_run") or [])
-        out.append(f"| {a['rank']} | {md_text(a['label'])} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
+        out.append(f"| {a['rank']} | {md_text(a['label'])}{trust_mark(a)} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
                    f"{pct(a['mean'])} | {err} | {pct(a['ci'][0])} – {pct(a['ci'][1])} |")
     for r in refs:
         shown = pct(r["mean"]) if r["mean"] is not None else "-"
@@ -397,6 +424,23 @@ def markdown(doc: dict) -> str:
     return "\n".join(out)
 
 
+def trust_mark(agent: dict) -> str:
+    """`` — UNVERIFIED`` beside an agent whose results were not all re-graded here (nothing when the merge read
+    no files: a session's own report)."""
+    return " — UNVERIFIED" if agent.get("trust", VERIFIED) != VERIFIED else ""
+
+
+def verification_lines(doc: dict) -> list[str]:
+    """What was checked: how many sessions were re-graded here, how many are taken on their files' word."""
+    counts = doc.get("verification")
+    if not counts:
+        return []
+    return [f"**Verified: {counts.get(VERIFIED, 0)} session(s) re-graded here from their submissions; unverified: "
+            f"{counts.get(UNVERIFIED, 0)} session(s), whose results are their files' claims (ranks and scores "
+            f"re-derived from the rows, nothing re-graded): an agent marked UNVERIFIED is not ranked on equal "
+            f"terms. `rexmle report --verify` re-grades what it can find.**", ""]
+
+
 # -- command line -----------------------------------------------------------------------------------
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -416,11 +460,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def _load(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+def _load(path: Path, what: str = "report") -> dict:
+    """A downloaded document, read bounded in size and depth (:func:`.trust.read_report`)."""
+    return read_report(path, what)
 
 
 def load_inputs(inputs: list[Path], extra_capability: list[Path],
@@ -436,16 +478,17 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            reports.append(_load(report))
-            SessionReport.check(reports[-1], report)
+            doc = _load(report)
+            SessionReport.check(doc, report)
+            reports.append(rederive(doc))
             taken.append((Path(raw), report))
             cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
-                capability.append(_load(cap))
+                capability.append(_load(cap, "capability file"))
     for path in extra_capability:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no capability file {path}")
-        capability.append(_load(Path(path)))
+        capability.append(_load(Path(path), "capability file"))
     return reports, capability
 
 
