@@ -486,6 +486,8 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
             if merged.get("unsafe") else ""]
     body += [f"<p class='unsafe'>Warning: {_e(w)}</p>" for w in merged.get("warnings") or []]
     body += [f"<p class='unsafe'>{_e(line.strip('*'))}</p>" for line in verification_lines(merged) if line]
+    body += [f"<p class='unsafe'>REFUSED (left out): session {_e(r.get('run_id'))} of {_e(r.get('agent'))}: "
+             f"{_e(r.get('why'))}</p>" for r in merged.get("refused") or []]
     body += [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "

@@ -43,6 +43,9 @@ Merged document (schema ``rexmle-merged-report/1``)::
                           "ranking_metrics": [str], "n_humans": int | null,
                           "metrics": {key: {"mean": float | null, "n": int}}}]}],   means over OK runs
       "reference": [published agents, see :mod:`.reference`] (only with a reference),
+      "verification": {"verified": int, "unverified": int, "unverified_why": {run_id: str}}, each source's
+          "trust" ("verified" | "unverified"), "trust_why", "trust_notes" and each agent's "trust", and
+      "refused": [{"run_id", "agent", "why"}]: only for reports read from files (see :mod:`.trust`, :mod:`.verify`),
       "note": str
     }
 
@@ -66,12 +69,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
+from ..errors import RexmleError
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
-from .trust import UNVERIFIED, VERIFIED, read_report, rederive, status_of
+from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
+from .verify import verify_session
 
 SCHEMA = "rexmle-merged-report/1"
 MERGED_JSON = "rexmle-merged.json"
@@ -173,6 +178,8 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
               **merged_compute(docs, labels)}
     if checked:
         merged["verification"] = {s: sum(1 for d in docs if status_of(d) == s) for s in (VERIFIED, UNVERIFIED)}
+        why = {d["run_id"]: (d.get("trust") or {}).get("why") for d in docs if status_of(d) == UNVERIFIED}
+        merged["verification"]["unverified_why"] = why
         notes = [f"session {d['run_id']}: {n}" for d in docs for n in (d.get("trust") or {}).get("notes") or []]
         if notes:
             merged["warnings"] = [*merged.get("warnings", []), *notes]
@@ -396,6 +403,8 @@ def markdown(doc: dict) -> str:
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
            *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
            *verification_lines(doc),
+           *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
+             for r in doc.get("refused") or []],
            "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
     n_all = len(doc["challenges"])
     for a in doc["agents"]:
@@ -454,6 +463,13 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--reference", choices=CHOICES, default=DEFAULT,
                         help=f"published agents shown beside yours: 'paper' (the ReX-MLE paper's AIDE, ML-Master, "
                              f"R&D-Agent; default {DEFAULT}) or 'none'")
+    parser.add_argument("--verify", action="store_true",
+                        help="re-grade every graded submission the reports name (their run folders, or copies next "
+                             "to the report) against this machine's private answers; a session whose results all "
+                             "re-grade the same is 'verified', one whose submission or metrics differ is refused")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="prepared real data for --verify (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data); "
+                             "synthetic sessions use this machine's twins")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default {RESAMPLES})")
     parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default {SEED})")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE, help=f"interval level (default {CONFIDENCE})")
@@ -465,8 +481,8 @@ def _load(path: Path, what: str = "report") -> dict:
     return read_report(path, what)
 
 
-def load_inputs(inputs: list[Path], extra_capability: list[Path],
-                taken: list[tuple[Path, Path]]) -> tuple[list[dict], list[dict]]:
+def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tuple[Path, Path]],
+                verify: bool = False, data_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
 
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
@@ -480,7 +496,7 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
             seen.add(report.resolve())
             doc = _load(report)
             SessionReport.check(doc, report)
-            reports.append(rederive(doc))
+            reports.append(verify_session(rederive(doc), report, data_dir) if verify else rederive(doc))
             taken.append((Path(raw), report))
             cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
@@ -498,10 +514,20 @@ def run_report(args: argparse.Namespace) -> int:
 
     taken: list[tuple[Path, Path]] = []
     try:
-        reports, capability = load_inputs(args.inputs, args.capability, taken)
-        merged = merge_reports(reports, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+        reports, capability = load_inputs(args.inputs, args.capability, taken, getattr(args, "verify", False),
+                                          getattr(args, "data_dir", None))
+        refused = [d for d in reports if status_of(d) == REFUSED]
+        for doc in refused:
+            print(f"rexmle report: REFUSED session {doc['run_id']}: {doc['trust']['why']}", file=sys.stderr)
+        kept = [d for d in reports if status_of(d) != REFUSED]
+        if not kept:
+            raise ValueError("nothing to merge: every session was refused by --verify")
+        merged = merge_reports(kept, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+        if refused:
+            merged["refused"] = [{"run_id": d["run_id"], "agent": d.get("agent"), "why": d["trust"]["why"]}
+                                 for d in refused]
         merged = with_reference(merged, args.reference)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, RexmleError) as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, FileNotFoundError) else 1
     for raw in dict.fromkeys(raw for raw, _ in taken):

@@ -79,8 +79,8 @@ def _rerank(rec: dict, notes: list[str]) -> None:
 
 def _disclosure(doc: dict, notes: list[str]) -> None:
     """The unsafe options and network the settings of the same file state, whatever the disclosure says."""
-    settings = _mapping(doc.get("settings"))
-    disclosure = dict(_mapping(doc.get("disclosure")))
+    settings = mapping_of(doc.get("settings"))
+    disclosure = dict(mapping_of(doc.get("disclosure")))
     claimed = [str(u) for u in disclosure.get("unsafe") or []] if isinstance(disclosure.get("unsafe"), list) else []
     derived = unsafe_options(settings)
     hidden = [u for u in derived if u not in claimed]
@@ -126,10 +126,10 @@ def rederive(doc: dict) -> dict:
 
 def status_of(doc: dict) -> str:
     """``verified``, ``refused`` or ``unverified`` (the default for anything not re-graded here)."""
-    status = _mapping(doc.get("trust")).get("status")
+    status = mapping_of(doc.get("trust")).get("status")
     return str(status) if status in (VERIFIED, REFUSED) else UNVERIFIED
 
 
-def _mapping(value: object) -> dict:
+def mapping_of(value: object) -> dict:
     """``value`` when it is a JSON object, else an empty one (a forged file may put anything anywhere)."""
     return value if isinstance(value, dict) else {}
