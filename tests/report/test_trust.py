@@ -65,7 +65,8 @@ def test_a_forged_session_is_rederived_and_labelled_unverified(tmp_path, capsys)
     assert any("left out what its own settings state" in w for w in merged["warnings"])
     # the claimed hardware is shown as a claim
     assert list(merged["compute"]["hardware"]) == ["8× NVIDIA H100 80GB HBM3 (as an unverified session states it)"]
-    assert merged["verification"] == {"verified": 0, "unverified": 2}
+    assert merged["verification"]["verified"] == 0 and merged["verification"]["unverified"] == 2
+    assert "--verify" in merged["verification"]["unverified_why"]["forged-1"]
     md = (out / "rexmle-merged.md").read_text()
     assert "| forger — UNVERIFIED |" in md and "| honest — UNVERIFIED |" in md and "Verified: 0 session(s)" in md
     assert "UNSAFE" in md
