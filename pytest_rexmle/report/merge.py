@@ -70,6 +70,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
+from ..hostile import clean_text
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for
@@ -439,6 +440,14 @@ def trust_mark(agent: dict) -> str:
     return " — UNVERIFIED" if agent.get("trust", VERIFIED) != VERIFIED else ""
 
 
+def ranking_lines(doc: dict) -> list[str]:
+    """The ranking as the terminal shows it, each agent with its verdict: an unverified row is never shown
+    beside a verified one without saying so."""
+    return [f"{a['rank']}. {clean_text(a['label'], limit=80)}: {pct(a['mean'])} over {a['n_runs']} session(s)"
+            f"{trust_mark(a)}" for a in doc["agents"]] + [
+           f"REFUSED (left out): session {clean_text(str(r['run_id']), limit=80)}" for r in doc.get("refused") or []]
+
+
 def verification_lines(doc: dict) -> list[str]:
     """What was checked: how many sessions were re-graded here, how many are taken on their files' word."""
     counts = doc.get("verification")
@@ -539,6 +548,8 @@ def run_report(args: argparse.Namespace) -> int:
     write_json(out / MERGED_JSON, merged)
     write_text(out / MERGED_MD, markdown(merged))
     html = write_text(out / HTML_NAME, render_html([merged], capability or None))
+    for line in ranking_lines(merged):
+        print(line)
     for path in (out / MERGED_JSON, out / MERGED_MD, html):
         print(path)
     return 0

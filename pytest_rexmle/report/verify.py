@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from .trust import REFUSED, UNVERIFIED, VERIFIED, mapping_of
 
 #: a submission of a 3D task is a few hundred files; more is refused rather than hashed
 MAX_FILES = 20_000
+#: a run folder's name as the harness makes them (a time stamp and a number): nothing a glob or a path reads
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: relative tolerance between a claimed metric and its re-grade (the graders are deterministic)
 METRIC_TOLERANCE = 1e-9
 
@@ -55,8 +58,9 @@ def find_run(rec: dict, report: Path) -> Path | None:
         return None
     name, task = Path(run_dir).name, str(rec["challenge_id"])
     candidates = [Path(run_dir)]
-    for base in (report.parent, report.parent.parent, report.parent.parent.parent):
-        candidates += sorted((base / "runs" / task).glob(f"*/{name}")) + [base / f"{task}__{name}"]
+    if RUN_NAME.fullmatch(name) and RUN_NAME.fullmatch(task):  # both come from the file: no glob, no ".."
+        for base in (report.parent, report.parent.parent, report.parent.parent.parent):
+            candidates += sorted((base / "runs" / task).glob(f"*/{name}")) + [base / f"{task}__{name}"]
     return next((c for c in candidates if (c / "submission").is_dir()), None)
 
 
@@ -94,8 +98,11 @@ def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> 
     """(``verified`` | ``refused`` | ``unverified``, why) for one graded record of a session."""
     from ..errors import RexmleError
     from ..grading import grade_submission
+    from ..task import registry
 
     cid = rec["challenge_id"]
+    if cid not in registry().ids:
+        return UNVERIFIED, f"{cid!r}: not a task of this version"
     run = find_run(rec, report)
     if run is None:
         return UNVERIFIED, f"{cid}: no run folder with a submission (looked for {rec.get('run_dir')!r} and next to the report)"

@@ -101,3 +101,24 @@ def test_a_report_that_is_no_object_is_a_clean_error(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert run_report(_args(str(bad.parent), "--out", str(tmp_path / "out"))) == 1
     assert "is not a JSON object" in capsys.readouterr().err
+
+
+def test_the_ranking_printed_says_unverified(tmp_path, capsys):
+    doc = session("honest", "honest-1", seed=3, ids=IDS, fail_every=0)
+    assert run_report(_args(_write(tmp_path / "a", doc), "--out", str(tmp_path / "out"), "--reference", "none")) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("1. honest: ") and first.endswith("— UNVERIFIED"), first
+
+
+def test_the_index_skips_a_huge_session_file(tmp_path):
+    from pytest_rexmle.report.archive import sessions
+
+    (tmp_path / "20260101T000000Z-aaaaaa").mkdir()
+    (tmp_path / "20260101T000000Z-aaaaaa" / "rexmle-report.json").write_text(json.dumps(
+        session("honest", "honest-1", seed=3, ids=IDS, fail_every=0)))
+    (tmp_path / "20260102T000000Z-bbbbbb").mkdir()
+    with (tmp_path / "20260102T000000Z-bbbbbb" / "rexmle-report.json").open("wb") as fh:
+        fh.truncate(1 << 30)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert [d["folder"] for d in sessions(tmp_path)] == ["20260101T000000Z-aaaaaa"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024

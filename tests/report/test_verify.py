@@ -96,3 +96,16 @@ def test_verify_regrades_and_refuses_a_forged_result(bench, tmp_path, capsys):
     first.write_bytes(first.read_bytes() + b"\n")
     rc, merged, _ = _merge(tmp_path, "tampered-out", str(report), str(report_dir(bench.path)))
     assert merged["refused"][0]["why"].startswith("topcow-cta-cls: the submission in")
+
+
+def test_a_forged_run_dir_names_no_other_folder(tmp_path):
+    """The run folder's name and the task come from the file: a glob or a '..' there finds nothing."""
+    from pytest_rexmle.report.verify import find_run, verify_record
+
+    (tmp_path / "runs" / "ldct-iqa" / "someone" / "20260101T000000-1" / "submission").mkdir(parents=True)
+    report = tmp_path / "rexmle-report.json"
+    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/20260101T000000-1"}, report) is not None
+    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/*"}, report) is None
+    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/.."}, report) is None
+    status, why = verify_record({"challenge_id": "../ldct-iqa", "run_dir": "/gone/x"}, {}, report, None)
+    assert status == "unverified" and "not a task of this version" in why
