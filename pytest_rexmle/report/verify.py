@@ -22,13 +22,15 @@ import re
 import stat
 from pathlib import Path
 
-from ..hostile import open_regular, walk_files
+from ..hostile import RefusedFile, open_regular, read_json, walk_files
 from .trust import REFUSED, UNVERIFIED, VERIFIED, mapping_of
 
 #: a submission of a 3D task is a few hundred files; more is refused rather than hashed
 MAX_FILES = 20_000
 #: a run folder's name as the harness makes them (a time stamp and a number): nothing a glob or a path reads
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: a run's result.json is a few kB
+MAX_RESULT_JSON = 4 * 1024 * 1024
 #: relative tolerance between a claimed metric and its re-grade (the graders are deterministic)
 METRIC_TOLERANCE = 1e-9
 
@@ -106,6 +108,8 @@ def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> 
     run = find_run(rec, report)
     if run is None:
         return UNVERIFIED, f"{cid}: no run folder with a submission (looked for {rec.get('run_dir')!r} and next to the report)"
+    if owner := _other_owner(run, rec):
+        return REFUSED, f"{cid}: the run folder {run} holds {owner}'s run, not this record's"
     submissions = mapping_of(doc.get("submissions"))
     stated = submissions.get(f"{cid}@{rec.get('agent')}") or submissions.get(cid)  # several agents: task@agent
     if not isinstance(stated, dict) or not isinstance(stated.get("files"), dict):
@@ -127,6 +131,19 @@ def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> 
     if diff:
         return REFUSED, f"{cid}: re-graded metrics differ: " + "; ".join(diff)
     return VERIFIED, f"{cid}: re-graded, same metrics"
+
+
+def _other_owner(run: Path, rec: dict) -> str | None:
+    """The agent (name and options key) whose run the folder's ``result.json`` says it is, when that is not
+    the record's: a forged report naming another agent's genuine run folder, hashes and all."""
+    try:
+        result = read_json(run / "result.json", MAX_RESULT_JSON, "result.json", max_depth=32)
+    except RefusedFile:
+        return None  # a copy without it: the submission's hashes and re-grade still decide
+    if not isinstance(result, dict):
+        return None
+    theirs = (result.get("agent"), result.get("options_key"))
+    return None if theirs == (rec.get("agent"), rec.get("options_key")) else f"{theirs[0]} [{theirs[1]}]"
 
 
 def verify_session(doc: dict, report: Path, data_dir: Path | None = None) -> dict:

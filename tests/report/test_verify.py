@@ -90,6 +90,17 @@ def test_verify_regrades_and_refuses_a_forged_result(bench, tmp_path, capsys):
     assert run_report(_args(str(root), "--out", str(tmp_path / "only-forged"), "--verify")) == 1
     assert "every session was refused" in capsys.readouterr().err
 
+    # another agent's name on this agent's genuine runs, hashes and metrics: the run folders say whose they are
+    renamed = copy.deepcopy(doc)
+    renamed.update(run_id=doc["run_id"] + "-renamed", agent="forger")
+    for rec in renamed["challenges"]:
+        rec["agent"] = "forger"
+    root = tmp_path / "renamed"
+    root.mkdir()
+    (root / "rexmle-report.json").write_text(json.dumps(renamed))
+    rc, merged, _ = _merge(tmp_path, "renamed-out", str(root), str(report_dir(bench.path)))
+    assert "holds sample [" in merged["refused"][0]["why"], merged.get("refused")
+
     # a submission file changed after grading: its hashes no longer match the report's
     root, report = _bundle(tmp_path, bench, copy.deepcopy(doc), "tampered")
     first = next(p for p in sorted((root / "runs" / "topcow-cta-cls").rglob("submission/*")) if p.is_file())
