@@ -255,7 +255,8 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
     from .agents.usage import metered_usage
 
-    record_result(request.node, result, usage=metered_usage(run.folder.root), run_facts=run_facts(run.folder.root))
+    facts = run_facts(run.folder.root, rexmle_data.answers_id, graded=result.status == "ok")
+    record_result(request.node, result, usage=metered_usage(run.folder.root), run_facts=facts)
     if rexmle_judge is not None and run.folder.root.is_dir():
         _analyse(request.node, rexmle_judge, rexmle_task, run.folder.root, rexmle_data.public)
     if run.resumed is None and run.folder.root.is_dir():
@@ -293,20 +294,36 @@ def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data
     except Exception as exc:
         item.warn(pytest.PytestWarning(f"{task.id}: leak check without the answers' own scores: "
                                        f"{type(exc).__name__}: {exc}"))
-    return leaks.check(task, result, perfect)
+    return leaks.check(task, result, perfect, synthetic=getattr(data, "kind", None) == "synthetic")
 
 
-def run_facts(run_dir: Path) -> dict | None:
-    """What the session report needs of a run's ``run.json``: its compute record and what it reached."""
+def run_facts(run_dir: Path, answers_id: str | None = None, graded: bool = False) -> dict | None:
+    """What the session report needs of a run: its compute record and what it reached (``run.json``), and, for
+    a ``graded`` (OK) result, the sha256 of each submission file with the answers it was graded against (what
+    ``rexmle report --verify`` checks a downloaded report's claims with). Only a submission the grader accepted
+    is hashed: its files are bounded by the grader's rules, and a FAIL claims nothing to verify."""
     from .agents.usage import run_record
     from .compute import read_record
 
+    digest = _submission_digest(Path(run_dir) / "submission", answers_id) if graded else None
     meta = run_record(run_dir)
     if meta is None:
-        return None
+        return {"submission": digest} if digest else None
     egress = meta.get("egress")
     return {"compute": read_record(meta.get("compute")), "network": meta.get("network"), "sandbox": meta.get("sandbox"),
-            "egress": egress if isinstance(egress, (list, dict)) else None}
+            "egress": egress if isinstance(egress, (list, dict)) else None, "submission": digest}
+
+
+def _submission_digest(folder: Path, answers_id: str | None) -> dict | None:
+    """The submission's file hashes, or None when there is no folder or it cannot be hashed (a reading aid
+    for verifiers: it never costs the agent its result)."""
+    from .errors import RexmleError
+    from .report.verify import submission_digest
+
+    try:
+        return submission_digest(folder, answers_id)
+    except (RexmleError, OSError):
+        return None
 
 
 def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None,

@@ -7,7 +7,8 @@ the JUnit properties, the terminal summary and the reports, next to the run's eg
 ``egress``, written by the gateway) so that a reviewer can see which hosts the run reached. The flag
 never changes the percentile: it asks for a look, it is not a verdict.
 
-Rules (generic over the 20 tasks; thresholds are module constants, documented in the README):
+Rules (generic over the 20 tasks; thresholds are module constants, documented in
+docs/security/host-side.md, "Suspected leaks", which every flag points to: ``DOCS``):
 
 ``answers-reproduced``
     Every ranking metric is within ``ANSWERS_TOLERANCE`` of the value the private answers themselves
@@ -27,7 +28,9 @@ Rules (generic over the 20 tasks; thresholds are module constants, documented in
     differences, RMSE of intensities) follow the split's volumes, not the method: on synthetic twins
     the empty baseline of ISLES'22 (few lesions per case) beats every human on its volume and lesion-count
     differences, two of its four ranked metrics. A wide margin on most ranked metrics at once is the
-    anomaly a reviewer wants to see.
+    anomaly a reviewer wants to see. Never on synthetic twins: their values are not comparable with the
+    humans' at all (another generator, other volumes and class balances), so a simple model beating every
+    team there is expected, not a symptom; the guide's own example agent does it on LDCT-IQA.
 
 What the rules cannot see: answers copied and then degraded. A submission that stays short of
 the perfect score by more than ``ANSWERS_TOLERANCE`` on one ranking metric (cases dropped or perturbed,
@@ -57,6 +60,8 @@ HUMAN_MARGIN = 0.5
 MIN_SPREAD_FRACTION = 0.05
 MIN_METRIC_SHARE = 0.5
 ANSWERS_REPRODUCED, BEATS_HUMANS = "answers-reproduced", "beats-humans"
+#: where the flags are explained (a page and anchor of the user's guide; mkdocs --strict checks the anchor)
+DOCS = "docs/security/host-side.md#suspected-leaks"
 REFERENCE_DIR = "leak-reference"
 #: run.json is a few kB (an egress log of many hosts a few hundred more)
 MAX_RUN_JSON = 4 * 1024 * 1024
@@ -148,8 +153,10 @@ def egress_note(run_dir: Path | None) -> str | None:
             + (", ".join(allowed[:10]) + (" ..." if len(allowed) > 10 else "") if allowed else "none"))
 
 
-def check(task: Task, result: ChallengeResult, perfect: dict[str, float] | None) -> dict | None:
-    """The ``suspected_leak`` record of a graded result, or None when no rule fires.
+def check(task: Task, result: ChallengeResult, perfect: dict[str, float] | None, *,
+          synthetic: bool = False) -> dict | None:
+    """The ``suspected_leak`` record of a graded result, or None when no rule fires. ``synthetic``: graded
+    on a synthetic twin, where ``beats-humans`` does not apply (the humans were never measured on such data).
 
     ``{"rules": [{"rule": "answers-reproduced" | "beats-humans", "detail": str}], "egress": str | None}``
     """
@@ -158,7 +165,7 @@ def check(task: Task, result: ChallengeResult, perfect: dict[str, float] | None)
     rules = []
     if perfect is not None and (detail := answers_reproduced(task, result.metrics, perfect)):
         rules.append({"rule": ANSWERS_REPRODUCED, "detail": detail})
-    if detail := beats_humans(task, result.metrics, Leaderboard.read(task.leaderboard_path)):
+    if not synthetic and (detail := beats_humans(task, result.metrics, Leaderboard.read(task.leaderboard_path))):
         rules.append({"rule": BEATS_HUMANS, "detail": detail})
     if not rules:
         return None

@@ -17,9 +17,11 @@ from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.leaderboard import Leaderboard
+from pytest_rexmle.ranking import rank
+from pytest_rexmle.result import ChallengeResult
 from pytest_rexmle.task import registry
 
-from .conftest import report_dir, report_json, run_folders
+from .conftest import REPO, report_dir, report_json, run_folders
 
 KINDS = {"isles22": "segmentation", "topcow-cta-det": "detection", "puma-t1-nuclei-det": "detection",
          "topcow-cta-cls": "classification", "ldct-iqa": "regression"}
@@ -74,6 +76,24 @@ def test_beats_humans_needs_a_wide_margin_on_most_ranked_metrics():
     assert leaks.beats_humans(task, hair, board) is None
 
 
+def test_beats_humans_never_fires_on_synthetic_twins(tmp_path, shared_cache):
+    """Synthetic twins are not comparable with the humans: beating them there is expected (issue #40.4). The
+    answers rule still applies there, and the flag points to a docs page and anchor that exist."""
+    task = registry().get("isles22")
+    wide = {"dice": 0.95, "lesion_f1": 0.97, "lesion_count_diff": 0.5, "abs_volume_diff": 0.5}
+    result = ChallengeResult.graded(task, wide, rank(task, wide))
+    assert leaks.summary(leaks.check(task, result, None)) == leaks.BEATS_HUMANS
+    assert leaks.check(task, result, None, synthetic=True) is None
+    data = ensure_synthetic(task, shared_cache)
+    copied = _graded(task, data, tmp_path, "copy")
+    perfect = leaks.perfect_metrics(task, data.private, tmp_path / "cache", data.answers_id)
+    assert leaks.summary(leaks.check(task, copied, perfect, synthetic=True)) == leaks.ANSWERS_REPRODUCED
+    page, anchor = leaks.DOCS.split("#")
+    headings = [line.lstrip("#").strip().lower().replace(" ", "-") for line in (REPO / page).read_text().splitlines()
+                if line.startswith("#")]
+    assert anchor in headings
+
+
 def test_egress_log_is_referenced_when_present(tmp_path, shared_cache):
     task = registry().get("ldct-iqa")
     data = ensure_synthetic(task, shared_cache)
@@ -114,15 +134,18 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     bench.path.joinpath("conftest.py").write_text(COPYING_CONFTEST)
     result = bench("--agent=sample", "-k", "ldct-iqa", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["suspected leak: ldct-iqa: answers-reproduced* (run.json egress: *)"])
+    result.stdout.fnmatch_lines(["suspected leak: ldct-iqa: answers-reproduced* (run.json egress: *)",
+                                 f"  what a suspected leak means: {leaks.DOCS}"])
     (folder,) = run_folders(bench.path, "ldct-iqa")
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"
     assert report_json(bench.path)["challenges"][0]["suspected_leak"] == record["suspected_leak"]
     props = {p.get("name"): p.get("value") for p in ET.parse(bench.path / "junit.xml").iter("property")}
     assert props["suspected_leak"].startswith("answers-reproduced")
-    assert "⚠ suspected leak" in (report_dir(bench.path) / "rexmle-report.md").read_text()
-    assert "Suspected leak" in (report_dir(bench.path) / "rexmle-report.html").read_text()
+    assert "⚠ suspected leak (docs/security/host-side.md#suspected-leaks)" in (
+        report_dir(bench.path) / "rexmle-report.md").read_text()
+    page = (report_dir(bench.path) / "rexmle-report.html").read_text()
+    assert "Suspected leak" in page and "README" not in page and leaks.DOCS in page
 
 
 @pytest.mark.slow  # a whole session; the leak check's logic is tested above

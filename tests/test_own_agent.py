@@ -71,6 +71,9 @@ def test_example_agent_with_its_venv_is_graded_ok(bench, numpy_venv, mechanism):
     assert stack[1] == str(numpy_venv)
     assert stack[2].startswith(str(numpy_venv / "lib"))
     assert "validation: {'ok': True" in stdout
+    # the guide's first agent beats every human on the synthetic twin, which says nothing about the humans:
+    # no "beats-humans" suspicion (issue #40.4)
+    assert record["suspected_leak"] is None and "suspected leak" not in result.stdout.str(), record
 
 
 def test_env_that_holds_a_hidden_folder_is_refused(tmp_path):

@@ -18,7 +18,6 @@ Layout::
 from __future__ import annotations
 
 import html
-import json
 import os
 import uuid
 from datetime import UTC, datetime
@@ -71,11 +70,13 @@ def point_latest(report_dir: Path, run_id: str) -> None:
 
 def sessions(report_dir: Path) -> list[dict]:
     """Every session report under ``report_dir`` (newest first), each with its folder name added.
-    Unreadable or foreign files are left out rather than failing the index."""
+    Unreadable, oversized or foreign files are left out rather than failing the index."""
+    from .trust import read_report  # bounded: a session folder may be a download (a 1 GiB or 200k-deep file)
+
     out = []
     for path in _session_reports(Path(report_dir)):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = read_report(path)
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("challenges"), list):

@@ -36,9 +36,9 @@ from ..task import registry
 from .archive import local_time
 from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA
-from .merge import mean_of, merge_reports
+from .merge import mean_of, merge_reports, trust_mark, verification_lines
 from .reference import with_reference
-from .render import fmt_number, leak_text, provider_tools_line
+from .render import LEAK_DOCS, fmt_number, leak_text, provider_tools_line
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -273,7 +273,7 @@ def summary_table(merged: dict, colors: dict[str, str]) -> str:
         not_run = (f" <small>({_e(len(a['not_run']))} not run, left out of the score)</small>"
                    if a.get("not_run") else "")
         rows.append(f'<tr class="agent"><td class="num">{a["rank"]}</td><td><span class="swatch" '
-                    f'style="background:{colors[a["label"]]}"></span>{_e(a["label"])}</td>'
+                    f'style="background:{colors[a["label"]]}"></span>{_e(a["label"])}<b>{_e(trust_mark(a))}</b></td>'
                     f'<td class="data">{_badge(a.get("data_kind", "real"))}</td><td class="num">{a["n_runs"]}</td>'
                     f'<td class="num">{ran} of {n_all}{not_run}</td><td class="num"><b>{_pct(a["mean"])}</b></td>'
                     f'<td class="num">{_pct(a["sem"])}</td><td class="num">{_pct(a["ci"][0])} – {_pct(a["ci"][1])}</td>'
@@ -447,7 +447,7 @@ def _leak_notes(reports: list[dict]) -> str:
     notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
              for rep in reports for rec in rep.get("challenges", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
-    return f"<p class='leak'><b>Suspected leak</b> (see README, Suspected leaks):</p><ul>{''.join(notes)}</ul>" if notes else ""
+    return f"<p class='leak'><b>Suspected leak</b> (what it means: {_e(LEAK_DOCS)}):</p><ul>{''.join(notes)}</ul>" if notes else ""
 
 
 def _tools_banner(reports: list[dict]) -> str:
@@ -485,6 +485,9 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
     body = [f"<p class='unsafe'>UNSAFE: a session of this report weakened the sandbox: {_e('; '.join(merged['unsafe']))}</p>"
             if merged.get("unsafe") else ""]
     body += [f"<p class='unsafe'>Warning: {_e(w)}</p>" for w in merged.get("warnings") or []]
+    body += [f"<p class='unsafe'>{_e(line.strip('*'))}</p>" for line in verification_lines(merged) if line]
+    body += [f"<p class='unsafe'>REFUSED (left out): session {_e(r.get('run_id'))} of {_e(r.get('agent'))}: "
+             f"{_e(r.get('why'))}</p>" for r in merged.get("refused") or []]
     body += [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
             f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "

@@ -7,19 +7,21 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (docs/reading-the-report.md). Every session is one run of one agent. An agent is its name plus its public
-options and the kind of data it was graded on (synthetic twins or real data); two of one name are
-labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is the
-union of the challenges selected by any merged session. A challenge an agent never selected in any of
-its runs is "not run" for it: shown as such, and left out of that agent's score (which is then over the
-challenges it ran, said beside it), rather than a FAIL for work it was never asked to do. Over the
-challenges an agent ran, a FAIL counts 0, and so does a challenge one of its runs left out while
-another run selected it (a run missing for a challenge is a FAIL for that run). Per agent: the score of
-each run, their mean, the standard error of the mean (sample standard deviation / sqrt(n), null for one
-run) and a percentile bootstrap
-confidence interval (resampling runs with replacement, fixed seed, so the same inputs always give the
-same interval); per challenge the mean percentile over the runs that selected it, with its interval.
-Agents are ordered by mean score; equal means share a rank.
+Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent. An agent is its
+name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
+name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
+the union of the challenges selected by any merged session. Sessions of different selections (a full run and a
+``-k`` re-run) are merged per task: a challenge counts for a run only if that run selected it. Per challenge,
+the mean percentile over the runs that selected it (a FAIL counts 0, a challenge selected without a record is
+that run's FAIL); a challenge no run of an agent selected is "not run" for it: shown as such and left out of
+its score. The agent's score is the mean of those per-challenge means over the challenges it ran, so three
+full runs at 12.8 % and a ``-k`` run repeating two of their challenges still give 12.8 %. Each run's own score
+(over what it selected) is listed beside it. When every run selected the same challenges the standard error is
+the run scores' (sample standard deviation / sqrt(n), null for one run) and the interval a percentile bootstrap
+over them; otherwise both come from a bootstrap that resamples runs and scores each draw per task as above.
+Resampling uses a fixed seed, so the same inputs always give the same interval; per challenge the mean
+percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
+share a rank.
 
 Merged document (schema ``rexmle-merged-report/1``)::
 
@@ -31,16 +33,19 @@ Merged document (schema ``rexmle-merged-report/1``)::
       "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
           "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
-          "run_ids": [str], "scores": [float per run, over the challenges the agent ran],
+          "run_ids": [str], "scores": [float per run, over the challenges that run selected],
           "n_challenges": [int per run], "not_run": [ids of C no run of this agent selected],
-          "mean": float, "sem": float | null, "ci": [lo, hi], "rank": int,
-          "n_fail": [int per run, over the challenges the agent ran],
-          "challenges": [{"challenge_id", "n_runs" (n_runs, or 0 = not run), "not_run": bool,
+          "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
+          "rank": int, "n_fail": [int per run, over the challenges that run selected],
+          "challenges": [{"challenge_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
                           "ranking_metrics": [str], "n_humans": int | null,
                           "metrics": {key: {"mean": float | null, "n": int}}}]}],   means over OK runs
       "reference": [published agents, see :mod:`.reference`] (only with a reference),
+      "verification": {"verified": int, "unverified": int, "unverified_why": {run_id: str}}, each source's
+          "trust" ("verified" | "unverified"), "trust_why", "trust_notes" and each agent's "trust", and
+      "refused": [{"run_id", "agent", "why"}]: only for reports read from files (see :mod:`.trust`, :mod:`.verify`),
       "note": str
     }
 
@@ -64,11 +69,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
+from ..errors import RexmleError
+from ..hostile import clean_text
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
+from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
+from .verify import verify_session
 
 SCHEMA = "rexmle-merged-report/1"
 MERGED_JSON = "rexmle-merged.json"
@@ -157,14 +166,39 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         entry["rank"] = 1 + sum(1 for other in agents if other["mean"] > entry["mean"])
     sources = [{"run_id": d["run_id"], "agent": d.get("agent"), "label": labels[agent_identity(d)],
                 "created": d.get("created"), "score": d["score"], "partial": d["partial"], "n_fail": d["n_fail"],
-                "n_selected": len(d["selected"]), "data_kind": data_kind(d)} for d in docs]
+                "n_selected": len(d["selected"]), "data_kind": data_kind(d), **_trust_of(d)} for d in docs]
+    checked = any("trust" in d for d in docs)
+    if checked:
+        for entry in agents:
+            entry["trust"] = agent_trust([status_of(d) for d in groups[entry["label"]]])
     kinds = sorted({data_kind(d) for d in docs})
     merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "challenges": challenges,
               "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds),
               **merged_compute(docs, labels)}
+    if checked:
+        merged["verification"] = {s: sum(1 for d in docs if status_of(d) == s) for s in (VERIFIED, UNVERIFIED)}
+        why = {d["run_id"]: (d.get("trust") or {}).get("why") for d in docs if status_of(d) == UNVERIFIED}
+        merged["verification"]["unverified_why"] = why
+        notes = [f"session {d['run_id']}: {n}" for d in docs for n in (d.get("trust") or {}).get("notes") or []]
+        if notes:
+            merged["warnings"] = [*merged.get("warnings", []), *notes]
     return json_numbers(merged)
+
+
+def _trust_of(doc: dict) -> dict:
+    """A source's verdict and why, for a document ``rexmle report`` read from a file (its own sessions' reports,
+    merged for their HTML page, carry none)."""
+    if "trust" not in doc:
+        return {}
+    trust = doc["trust"]
+    return {"trust": status_of(doc), "trust_why": trust.get("why"), "trust_notes": list(trust.get("notes") or [])}
+
+
+def agent_trust(statuses: list[str]) -> str:
+    """An agent is verified only when every one of its sessions is."""
+    return VERIFIED if statuses and all(s == VERIFIED for s in statuses) else UNVERIFIED
 
 
 def merged_compute(docs: list[dict], labels: dict) -> dict:
@@ -174,8 +208,10 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     per_source = []
     for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
         compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+        claimed = "trust" in doc and status_of(doc) != VERIFIED  # a downloaded file's word, not a fact
         for text in compute.get("hardware") or []:
-            hardware.setdefault(str(text), []).append(labels[agent_identity(doc)])
+            shown = f"{text} (as an unverified session states it)" if claimed else str(text)
+            hardware.setdefault(shown, []).append(labels[agent_identity(doc)])
         per_source.append({"run_id": doc["run_id"], "total": compute.get("total"),
                            "disclosure": doc.get("disclosure")})
     out: dict = {"compute": {"hardware": {k: sorted(set(v)) for k, v in sorted(hardware.items())},
@@ -189,49 +225,103 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     return out
 
 
+def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
+    """The challenges a session selected (a selected one without a record is still its FAIL)."""
+    return set(doc.get("selected") or ()) | set(records)
+
+
+def _run_score(records: dict[str, dict], covered: list[str]) -> float:
+    """A run's score over the challenges it selected, FAILs as 0."""
+    pcts = [_percentile(records.get(c)) for c in covered]
+    return sum(pcts) / len(pcts) if pcts else 0.0
+
+
+def _percentile(rec: dict | None) -> float:
+    return float(rec["percentile"]) if rec is not None and rec["status"] == "ok" else 0.0
+
+
+def merged_score(matrix: list[list[float | None]]) -> float:
+    """The per-task merge: per challenge the mean over the runs that selected it (``None``: not selected),
+    then the mean over the challenges any run selected. Equal selections give the mean of the run scores."""
+    means = [mean_of([v for v in column if v is not None]) for column in zip(*matrix, strict=True)]
+    known = [m for m in means if m is not None]
+    return sum(known) / len(known) if known else 0.0
+
+
+def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confidence: float,
+                     seed: Iterable[int]) -> tuple[list[float], float]:
+    """(percentile interval, standard error) of :func:`merged_score` over resampled runs: runs drawn with
+    replacement, each draw scored per task as the whole merge is. Used when the runs selected different
+    challenges, where the mean of the run scores would weigh a ``-k`` run's few challenges like a full run."""
+    import numpy as np
+
+    data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
+    rng = np.random.default_rng(list(seed))
+    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, challenges)
+    counts = (~np.isnan(draws)).sum(axis=1)
+    sums = np.nansum(draws, axis=1)
+    per_task = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    means = np.nanmean(np.where(np.isnan(per_task).all(axis=1, keepdims=True), 0.0, per_task), axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    interval = [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
+    return interval, float(np.std(means, ddof=1))
+
+
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
+    """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
     per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
+    covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
-    # the agent's set: what any of its runs selected; within it a run that left one out has a FAIL there
-    ran = [c for c in challenges if any(c in records for records in per_run)]
+    ran = [c for c in challenges if any(c in cov for cov in covers)]
     scores, fails, counts = [], [], []
-    for records, skips in zip(per_run, skipped, strict=False):
-        pcts = [records[c]["percentile"] if c in records and records[c]["status"] == "ok" else 0.0 for c in ran]
-        scores.append(sum(pcts) / len(ran) if ran else 0.0)
-        fails.append(sum(1 for c in ran if c not in records or
+    for records, cov, skips in zip(per_run, covers, skipped, strict=True):
+        own = [c for c in ran if c in cov]
+        scores.append(_run_score(records, own))
+        fails.append(sum(1 for c in own if c not in records or
                          (records[c]["status"] not in ("ok", "error") and c not in skips)))
-        counts.append(len(ran))
-    rows = []
-    for cid in challenges:
-        recs = [records.get(cid) for records in per_run] if cid in ran else []
-        pcts = [r["percentile"] if r is not None and r["status"] == "ok" else 0.0 for r in recs]
-        ok = [r for r in recs if r is not None and r["status"] == "ok"]
-        recs_known = [r for r in recs if r is not None]
-        metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
-        metrics = {}
-        for key in metric_keys:
-            values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
-            metrics[key] = {"mean": mean_of(values), "n": len(values)}
-        positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
-        rows.append({
-            "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
-            "mean_percentile": mean_of(pcts), "sem": sem(pcts),
-            "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
-                   if pcts else None),
-            "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "not run" for r in recs],
-            "mean_position": mean_of(positions),
-            "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
-            "n_humans": next((r["n_humans"] for r in recs_known), None),
-            "metrics": metrics,
-        })
+        counts.append(len(own))
+    matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
+    rows = [_challenge_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
+                                        if cid in cov], resamples, seed, confidence) for cid in challenges]
+    same_selection = all(cov & set(ran) == set(ran) for cov in covers)
+    if same_selection:  # every run selected every challenge: the run scores' statistics, as always
+        error = sem(scores)
+        ci = bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
+    else:
+        ci, spread = merged_bootstrap(matrix, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
+        error = spread if len(runs) > 1 else None
     first = runs[0]
     return {"label": label, "agent": first.get("agent"), "agent_options": first.get("agent_options") or {},
             "data_kind": data_kind(first), "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs],
             "scores": scores, "n_challenges": counts, "not_run": [r["challenge_id"] for r in rows if r["not_run"]],
-            "mean": sum(scores) / len(scores), "sem": sem(scores),
-            "ci": bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label))),
-            "rank": 0, "n_fail": fails, "challenges": rows}
+            "same_selection": same_selection, "mean": merged_score(matrix) if ran else 0.0, "sem": error,
+            "ci": ci, "rank": 0, "n_fail": fails, "challenges": rows}
+
+
+def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
+                   confidence: float) -> dict:
+    """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
+    pcts = [_percentile(r) for r in recs]
+    ok = [r for r in recs if r is not None and r["status"] == "ok"]
+    recs_known = [r for r in recs if r is not None]
+    metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
+    metrics = {}
+    for key in metric_keys:
+        values = [float(number(r["metrics"][key])) for r in ok if key in (r.get("metrics") or {})]
+        metrics[key] = {"mean": mean_of(values), "n": len(values)}
+    positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
+    return {
+        "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
+        "mean_percentile": mean_of(pcts), "sem": sem(pcts),
+        "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
+               if pcts else None),
+        "n_fail": len(recs) - len(ok), "statuses": [r["status"] if r is not None else "missing" for r in recs],
+        "mean_position": mean_of(positions),
+        "ranking_metrics": next((r["ranking_metrics"] for r in recs_known), []),
+        "n_humans": next((r["n_humans"] for r in recs_known), None),
+        "metrics": metrics,
+    }
 
 
 class MergedChallenge(BaseModel):
@@ -239,7 +329,9 @@ class MergedChallenge(BaseModel):
 
     challenge_id: str
     n_runs: StrictInt = Field(ge=0)
+    not_run: StrictBool = False
     percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
+    mean_percentile: float | None = None
 
 
 class MergedAgent(BaseModel):
@@ -260,8 +352,10 @@ class MergedAgent(BaseModel):
         n = self.n_runs
         if len(self.scores) != n or len(self.run_ids) != n:
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
-        if not math.isclose(self.mean, sum(self.scores) / n, abs_tol=1e-12):
-            raise ValueError(f"agent {self.label!r} mean is not the mean of its run scores")
+        ran = [row.mean_percentile or 0.0 for row in self.challenges if not row.not_run]
+        if not math.isclose(self.mean, sum(ran) / len(ran) if ran else 0.0, abs_tol=1e-12):
+            raise ValueError(f"agent {self.label!r} mean is not the mean over its challenges of their mean "
+                             "percentiles")
         if (self.sem is None) != (n < 2):
             raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
         if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
@@ -309,12 +403,15 @@ def markdown(doc: dict) -> str:
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
            *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
+           *verification_lines(doc),
+           *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
+             for r in doc.get("refused") or []],
            "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
     n_all = len(doc["challenges"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
         ran = n_all - len(a.get("not_run") or [])
-        out.append(f"| {a['rank']} | {md_text(a['label'])} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
+        out.append(f"| {a['rank']} | {md_text(a['label'])}{trust_mark(a)} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
                    f"{pct(a['mean'])} | {err} | {pct(a['ci'][0])} – {pct(a['ci'][1])} |")
     for r in refs:
         shown = pct(r["mean"]) if r["mean"] is not None else "-"
@@ -337,6 +434,31 @@ def markdown(doc: dict) -> str:
     return "\n".join(out)
 
 
+def trust_mark(agent: dict) -> str:
+    """`` — UNVERIFIED`` beside an agent whose results were not all re-graded here (nothing when the merge read
+    no files: a session's own report)."""
+    return " — UNVERIFIED" if agent.get("trust", VERIFIED) != VERIFIED else ""
+
+
+def ranking_lines(doc: dict) -> list[str]:
+    """The ranking as the terminal shows it, each agent with its verdict: an unverified row is never shown
+    beside a verified one without saying so."""
+    return [f"{a['rank']}. {clean_text(a['label'], limit=80)}: {pct(a['mean'])} over {a['n_runs']} session(s)"
+            f"{trust_mark(a)}" for a in doc["agents"]] + [
+           f"REFUSED (left out): session {clean_text(str(r['run_id']), limit=80)}" for r in doc.get("refused") or []]
+
+
+def verification_lines(doc: dict) -> list[str]:
+    """What was checked: how many sessions were re-graded here, how many are taken on their files' word."""
+    counts = doc.get("verification")
+    if not counts:
+        return []
+    return [f"**Verified: {counts.get(VERIFIED, 0)} session(s) re-graded here from their submissions; unverified: "
+            f"{counts.get(UNVERIFIED, 0)} session(s), whose results are their files' claims (ranks and scores "
+            f"re-derived from the rows, nothing re-graded): an agent marked UNVERIFIED is not ranked on equal "
+            f"terms. `rexmle report --verify` re-grades what it can find.**", ""]
+
+
 # -- command line -----------------------------------------------------------------------------------
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -350,21 +472,26 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--reference", choices=CHOICES, default=DEFAULT,
                         help=f"published agents shown beside yours: 'paper' (the ReX-MLE paper's AIDE, ML-Master, "
                              f"R&D-Agent; default {DEFAULT}) or 'none'")
+    parser.add_argument("--verify", action="store_true",
+                        help="re-grade every graded submission the reports name (their run folders, or copies next "
+                             "to the report) against this machine's private answers; a session whose results all "
+                             "re-grade the same is 'verified', one whose submission or metrics differ is refused")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="prepared real data for --verify (default $REXMLE_DATA_DIR or ~/.cache/rexmle/data); "
+                             "synthetic sessions use this machine's twins")
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default {RESAMPLES})")
     parser.add_argument("--seed", type=int, default=SEED, help=f"bootstrap seed (default {SEED})")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE, help=f"interval level (default {CONFIDENCE})")
     return parser
 
 
-def _load(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+def _load(path: Path, what: str = "report") -> dict:
+    """A downloaded document, read bounded in size and depth (:func:`.trust.read_report`)."""
+    return read_report(path, what)
 
 
-def load_inputs(inputs: list[Path], extra_capability: list[Path],
-                taken: list[tuple[Path, Path]]) -> tuple[list[dict], list[dict]]:
+def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tuple[Path, Path]],
+                verify: bool = False, data_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
 
     A report folder stands for every session in it; a session named twice (a folder and its ``latest``)
@@ -376,16 +503,17 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path],
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            reports.append(_load(report))
-            SessionReport.check(reports[-1], report)
+            doc = _load(report)
+            SessionReport.check(doc, report)
+            reports.append(verify_session(rederive(doc), report, data_dir) if verify else rederive(doc))
             taken.append((Path(raw), report))
             cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
-                capability.append(_load(cap))
+                capability.append(_load(cap, "capability file"))
     for path in extra_capability:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no capability file {path}")
-        capability.append(_load(Path(path)))
+        capability.append(_load(Path(path), "capability file"))
     return reports, capability
 
 
@@ -395,10 +523,20 @@ def run_report(args: argparse.Namespace) -> int:
 
     taken: list[tuple[Path, Path]] = []
     try:
-        reports, capability = load_inputs(args.inputs, args.capability, taken)
-        merged = merge_reports(reports, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+        reports, capability = load_inputs(args.inputs, args.capability, taken, getattr(args, "verify", False),
+                                          getattr(args, "data_dir", None))
+        refused = [d for d in reports if status_of(d) == REFUSED]
+        for doc in refused:
+            print(f"rexmle report: REFUSED session {doc['run_id']}: {doc['trust']['why']}", file=sys.stderr)
+        kept = [d for d in reports if status_of(d) != REFUSED]
+        if not kept:
+            raise ValueError("nothing to merge: every session was refused by --verify")
+        merged = merge_reports(kept, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+        if refused:
+            merged["refused"] = [{"run_id": d["run_id"], "agent": d.get("agent"), "why": d["trust"]["why"]}
+                                 for d in refused]
         merged = with_reference(merged, args.reference)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, RexmleError) as exc:
         print(f"rexmle report: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, FileNotFoundError) else 1
     for raw in dict.fromkeys(raw for raw, _ in taken):
@@ -410,6 +548,8 @@ def run_report(args: argparse.Namespace) -> int:
     write_json(out / MERGED_JSON, merged)
     write_text(out / MERGED_MD, markdown(merged))
     html = write_text(out / HTML_NAME, render_html([merged], capability or None))
+    for line in ranking_lines(merged):
+        print(line)
     for path in (out / MERGED_JSON, out / MERGED_MD, html):
         print(path)
     return 0

@@ -16,7 +16,9 @@ Top level::
                                           counted apart from FAILs, as pytest's summary counts them
       "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
       "challenges": [result records + agent, run_dir, timings, medal, above_median],
-      "note": str                         what the numbers mean (agents on our split, humans on theirs)
+      "note": str,                        what the numbers mean (agents on our split, humans on theirs)
+      "submissions": {task id (or task@agent): {"files": {path: sha256}, "answers_id": str | null}}
+                                          each graded run's submission, what `rexmle report --verify` checks
     }
 
 Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".

@@ -6,6 +6,7 @@ import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 
 from ..hostile import clean_text
+from ..leaks import DOCS as LEAK_DOCS
 from ..leaks import summary
 from ..task import registry
 from .disclosure import markdown_lines as disclosure_lines
@@ -115,9 +116,11 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
 
 
 def leak_lines(doc: dict) -> list[str]:
-    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge."""
-    return [f"suspected leak: {leak_text(rec)}" for rec in doc["challenges"]
-            if isinstance(rec.get("suspected_leak"), dict)]
+    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge, then
+    where the rules are explained."""
+    lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["challenges"]
+             if isinstance(rec.get("suspected_leak"), dict)]
+    return lines + [f"  what a suspected leak means: {LEAK_DOCS}"] if lines else []
 
 
 def leak_text(rec: dict) -> str:
@@ -178,7 +181,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             kind = {"error": "ERROR", "skipped": "SKIPPED"}.get(status, "FAIL")
             cells, mean = f"{kind}: {md_text(rec.get('reason') or '')}", "-"
         if rec.get("suspected_leak"):
-            status += " ⚠ suspected leak"
+            status += f" ⚠ suspected leak ({LEAK_DOCS})"
         row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
         for ref in refs:
             cell = next(c for c in ref["challenges"] if c["challenge_id"] == cid)

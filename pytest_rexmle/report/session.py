@@ -95,6 +95,8 @@ class SessionReporter:
                                    agent_options=_safe_options(self.settings, name), settings=settings)
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
         doc["compute"] = compute_summary({_label(k): (run or {}).get("compute") for k, run in self.runs.items()})
+        doc["submissions"] = {_label(k): run["submission"] for k, run in sorted(self.runs.items(), key=lambda i: _label(i[0]))
+                              if isinstance(run, dict) and isinstance(run.get("submission"), dict)}
         doc["disclosure"] = build_disclosure(settings, self.runs.values(), records.values(), doc["data_kind"])
         # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
         schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")

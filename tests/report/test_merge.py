@@ -35,7 +35,7 @@ def test_hand_computed_merge():
     docs = [
         _report("a", "r1", [_record("isles22", 0.5, metrics={"m": 1.0}), _record("seg-a", 0.25, metrics={"m": 3.0})]),
         _report("a", "r2", [_record("isles22", 0.7, metrics={"m": 2.0}), _record("seg-a", 0.0, "invalid")]),
-        _report("a", "r3", [_record("isles22", 0.3, metrics={"m": 4.0})]),  # did not select seg-a: FAIL there
+        _report("a", "r3", [_record("isles22", 0.3, metrics={"m": 4.0})]),  # did not select seg-a: not a FAIL
         _report("b", "r4", [_record("isles22", 0.6, metrics={"m": 5.0}), _record("seg-a", 0.2, metrics={"m": "inf"})]),
     ]
     merged = merge_reports(docs)
@@ -43,22 +43,23 @@ def test_hand_computed_merge():
     assert merged["challenges"] == ["isles22", "seg-a"] and merged["partial"] is True
     a = next(x for x in merged["agents"] if x["label"] == "a")
     b = next(x for x in merged["agents"] if x["label"] == "b")
-    # run scores over C = {isles22, seg-a}: r1 (0.5+0.25)/2 = 0.375, r2 (0.7+0)/2 = 0.35, r3 (0.3+0)/2 = 0.15
-    assert a["scores"] == pytest.approx([0.375, 0.35, 0.15])
-    assert a["mean"] == pytest.approx(0.875 / 3)
-    # sample sd of (0.375, 0.35, 0.15): deviations from 0.291667 are 0.083333, 0.058333, -0.141667;
-    # squares sum to 0.030417; /2 = 0.0152083; sd = 0.123322; / sqrt(3) = 0.0712004
-    assert a["sem"] == pytest.approx(0.0712004, abs=1e-6)
-    assert a["n_fail"] == [0, 1, 1]
+    # each run over what it selected: r1 (0.5+0.25)/2 = 0.375, r2 (0.7+0)/2 = 0.35, r3 0.3 (isles22 only)
+    assert a["scores"] == pytest.approx([0.375, 0.35, 0.3]) and a["n_challenges"] == [2, 2, 1]
+    # merged per task: isles22 (0.5+0.7+0.3)/3 = 0.5, seg-a over r1, r2 (0.25+0)/2 = 0.125; mean 0.3125
+    assert a["mean"] == pytest.approx(0.3125) and a["same_selection"] is False
+    # different selections: the error and interval of a bootstrap scoring each draw per task
+    assert 0.0 < a["sem"] < 0.2 and a["ci"][0] <= a["mean"] <= a["ci"][1]
+    assert a["n_fail"] == [0, 1, 0]
     isles, sega = a["challenges"]
     assert isles["percentiles"] == [0.5, 0.7, 0.3] and isles["mean_percentile"] == pytest.approx(0.5)
     assert isles["metrics"] == {"m": {"mean": pytest.approx(7 / 3), "n": 3}}
-    assert sega["statuses"] == ["ok", "invalid", "not run"] and sega["n_fail"] == 2
+    assert sega["statuses"] == ["ok", "invalid"] and sega["n_fail"] == 1 and sega["n_runs"] == 2
+    assert sega["mean_percentile"] == pytest.approx(0.125)
     assert sega["metrics"] == {"m": {"mean": 3.0, "n": 1}}
     # one run: no standard error, a point interval; an infinite metric survives as the string "inf"
     assert b["n_runs"] == 1 and b["sem"] is None and b["ci"] == [0.4, 0.4]
     assert b["challenges"][1]["metrics"]["m"]["mean"] == "inf"
-    # b (0.4) ranks above a (0.2917)
+    # b (0.4) ranks above a (0.3125)
     assert [(x["label"], x["rank"]) for x in merged["agents"]] == [("b", 1), ("a", 2)]
     json.dumps(merged, allow_nan=False)
 
