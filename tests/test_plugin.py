@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.task import registry
 
 from .conftest import AGENTS, REPO, report_dir, report_json, run_folders
@@ -60,8 +60,7 @@ def test_markers_are_registered(bench):
 def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or topcow-cta-det or isles22", "--junitxml=out.xml")
     result.assert_outcomes(passed=3)
-    cases = ET.parse(bench.path / "out.xml").getroot().iter("testcase")
-    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    props = read_cases(bench.path / "out.xml")
     assert sorted(props) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]", "test_challenge[topcow-cta-det]"]
     for p in props.values():
         assert p["status"] == "ok"
