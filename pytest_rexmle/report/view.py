@@ -30,7 +30,8 @@ def add_view_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("format", choices=["atif"], help="atif: one trajectory.json per run (ATIF v1.7)")
+    p.add_argument("format", choices=["atif", "harbor"],
+                   help="atif: one trajectory.json per run (ATIF v1.7); harbor: a Harbor job folder")
     p.add_argument("target", help="a session's report folder, the runs folder, or one run folder")
     p.add_argument("--out", required=True, help="folder to write (one <task>__<run>/agent/trajectory.json per run)")
 
@@ -154,6 +155,12 @@ def run_export(args) -> int:
     if not runs:
         print(f"rexmle export: no run found in {args.target}", file=sys.stderr)
         return 2
+    if args.format == "harbor":
+        from .harbor import export_job
+
+        job = export_job(runs, Path(args.out), Path(args.target).resolve().name)
+        print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
+        return 0
     written = export_session(runs, Path(args.out))
     print(f"rexmle export: {len(written)} trajector{'y' if len(written) == 1 else 'ies'} (ATIF v1.7) in {args.out}")
     return 0
