@@ -21,6 +21,7 @@ fields), so a written document is checked before it is written and the tests val
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -277,6 +278,16 @@ def write_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> Path:
     return path
 
 
+#: what a folder name taken from a run's record may be: run.json sits in a folder the agent could write
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def trial_folder_name(meta: dict[str, Any], run_dir: Path) -> str:
+    """``<task>__<run>``; a task name that is not a plain name (``../x``, a path) becomes ``task``."""
+    task = meta.get("task")
+    return f"{task if isinstance(task, str) and SAFE_NAME.fullmatch(task) else 'task'}__{run_dir.name}"
+
+
 def export_session(runs: list[Path], out: Path) -> list[Path]:
     """``rexmle export atif``: one folder per run in the layout Harbor's tools read
     (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it)."""
@@ -285,7 +296,7 @@ def export_session(runs: list[Path], out: Path) -> list[Path]:
         from ..agents.usage import run_record
 
         meta = run_record(run_dir) or {}
-        trial = Path(out) / f"{meta.get('task', 'task')}__{run_dir.name}"
+        trial = Path(out) / trial_folder_name(meta, run_dir)
         (trial / "agent").mkdir(parents=True, exist_ok=True)
         write_json_atomic(trial / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
         result = run_dir / "result.json"

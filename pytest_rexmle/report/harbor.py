@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json_atomic, write_text_atomic
-from .atif import build_trajectory
+from .atif import build_trajectory, trial_folder_name
 
 #: the namespace of the ids derived here: one run always exports to the same trial and job ids
 NAMESPACE = uuid.UUID("5f0c2b8e-7d1a-4f4e-9b8a-2a7e3c1d9e60")
@@ -167,7 +167,7 @@ def export_job(runs: list[Path], out: Path, job_name: str) -> Path:
         from ..agents.usage import run_record
 
         meta = run_record(run_dir) or {}
-        trial_dir = job / f"{meta.get('task', 'task')}__{run_dir.name}"
+        trial_dir = job / trial_folder_name(meta, run_dir)
         (trial_dir / "agent").mkdir(parents=True, exist_ok=True)
         config, result = trial_documents(run_dir, trial_dir, job_id)
         write_json_atomic(trial_dir / "agent" / "trajectory.json", build_trajectory(run_dir, meta))

@@ -95,3 +95,21 @@ def test_harbor_loads_the_job(request):
                    if f"{t.agent_info.name}__rexmle" == key]
         stats.metrics = [Mean().compute(rewards)]
     assert own.model_dump(mode="json") == loaded.stats.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("kind", ["harbor", "atif"])
+def test_a_task_name_from_the_run_folder_never_leaves_the_export(tmp_path, capsys, kind):
+    """run.json sits in a folder the agent could write: a task named ``../../x`` must not place a folder
+    outside --out (before: ``atif`` wrote ``<out>/../../x__<run>``)."""
+    run = tmp_path / "runs" / "x" / "20261128T000000-1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"task": "../../escaped", "agent": "sample"}))
+    out = tmp_path / "deep" / "er" / "out"
+    assert main(["export", kind, str(run), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert not list(tmp_path.rglob("escaped*"))
+    written = [p.name for p in out.rglob("*__20261128T000000-1")]
+    assert written == ["task__20261128T000000-1"]
+    if kind == "harbor":  # no result: a harness error without reward, as Harbor loads it
+        trial = _json(next(out.rglob("task__*")) / "result.json")
+        assert trial["verifier_result"] is None and trial["exception_info"]["exception_type"] == "RexmleHarnessError"
