@@ -11,6 +11,7 @@ from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.task import registry
 
 from .conftest import AGENTS, REPO, report_dir, report_json, run_folders
+from .report.test_junit import xunit2_violations
 
 ALL_IDS = sorted(t.id for t in registry())
 
@@ -61,6 +62,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or topcow-cta-det or isles22", "--junitxml=out.xml")
     result.assert_outcomes(passed=3)
     props = read_cases(bench.path / "out.xml")
+    assert xunit2_violations(bench.path / "out.xml") == []  # the cases from xdist workers too (pytest's xunit2)
     assert sorted(props) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]", "test_challenge[topcow-cta-det]"]
     for p in props.values():
         assert p["status"] == "ok"
