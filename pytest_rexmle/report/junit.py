@@ -57,7 +57,7 @@ def rework(xml: Any) -> None:
         task_id = dict(values).get(TASK_PROPERTY)
         if task_id is None:
             continue  # not a benchmark item: pytest's own layout, untouched
-        case.set("classname", classname_for(task_id))
+        case.set("classname", ".".join(filter(None, (xml.prefix, classname_for(task_id)))))  # --junit-prefix first
         if xml.family == "xunit2":
             case.remove(properties)
             for name, value in values:

@@ -67,17 +67,17 @@ def test_the_rules_catch_what_pytest_writes_against_the_schema(pytester):
         "<properties> inside <testcase>", "attribute 'file' on <testcase>", "attribute 'line' on <testcase>"]
 
 
-@pytest.mark.parametrize("family", ["xunit2", "xunit1"])
-def test_benchmark_junit_follows_its_family(bench, needs_bwrap, family):
+@pytest.mark.parametrize("family, prefix", [("xunit2", ""), ("xunit1", "ci.")])
+def test_benchmark_junit_follows_its_family(bench, needs_bwrap, family, prefix):
     result = bench("--agent=sample", "-k", "ldct-iqa or topcow-cta-det", "--rexmle-judge=none", "--junitxml=out.xml",
-                   "-o", f"junit_family={family}")
+                   "-o", f"junit_family={family}", *([f"--junit-prefix={prefix[:-1]}"] if prefix else []))
     result.assert_outcomes(passed=2)
     path = bench.path / "out.xml"
     root = ET.parse(path).getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    # one classname per competition, where pytest left it empty
+    # one classname per competition (after --junit-prefix when given), where pytest left it empty
     assert {n: c.get("classname") for n, c in cases.items()} == {
-        "test_challenge[ldct-iqa]": "rexmle.ldct", "test_challenge[topcow-cta-det]": "rexmle.topcow"}
+        "test_challenge[ldct-iqa]": f"{prefix}rexmle.ldct", "test_challenge[topcow-cta-det]": f"{prefix}rexmle.topcow"}
     suite = root.find("testsuite")
     assert suite is not None
     suite_props = {p.get("name"): p.get("value") for p in suite.find("properties") or ()}
