@@ -155,12 +155,16 @@ def run_export(args) -> int:
     if not runs:
         print(f"rexmle export: no run found in {args.target}", file=sys.stderr)
         return 2
-    if args.format == "harbor":
-        from .harbor import export_job
+    try:
+        if args.format == "harbor":
+            from .harbor import export_job
 
-        job = export_job(runs, Path(args.out), Path(args.target).resolve().name)
-        print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
-        return 0
-    written = export_session(runs, Path(args.out))
+            job = export_job(runs, Path(args.out), Path(args.target).resolve().name)
+            print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
+            return 0
+        written = export_session(runs, Path(args.out))
+    except OSError as exc:  # --out is a file, not writable, a full disk: said in one line, not a traceback
+        print(f"rexmle export: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(f"rexmle export: {len(written)} trajector{'y' if len(written) == 1 else 'ies'} (ATIF v1.7) in {args.out}")
     return 0

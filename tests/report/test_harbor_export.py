@@ -113,3 +113,17 @@ def test_a_task_name_from_the_run_folder_never_leaves_the_export(tmp_path, capsy
     if kind == "harbor":  # no result: a harness error without reward, as Harbor loads it
         trial = _json(next(out.rglob("task__*")) / "result.json")
         assert trial["verifier_result"] is None and trial["exception_info"]["exception_type"] == "RexmleHarnessError"
+
+
+@pytest.mark.parametrize("kind", ["harbor", "atif"])
+def test_an_out_that_cannot_be_written_is_one_line(tmp_path, capsys, kind):
+    """Before: a NotADirectoryError traceback."""
+    run = tmp_path / "runs" / "x" / "20261128T000000-1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"task": "ldct-iqa", "agent": "sample"}))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["export", kind, str(run), "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rexmle export: cannot write ") and "Not a directory" in err and "Traceback" not in err
+    assert err.count("\n") == 1
