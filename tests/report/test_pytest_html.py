@@ -53,3 +53,18 @@ def test_a_session_without_pytest_html_is_unaffected(bench, needs_bwrap):
     assert "PluginValidationError" not in result.stdout.str() + result.stderr.str()
     plugins = [line for line in result.stdout.lines if line.startswith("plugins:")]
     assert plugins and "html-" not in plugins[0]  # pytest-html was not loaded
+
+
+def test_a_challenge_without_result_has_empty_cells(pytester, shared_cache, monkeypatch):
+    """A skipped challenge (its data not prepared) keeps the row as wide as the header, with empty cells."""
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(shared_cache))
+    empty = pytester.path / "no-data"
+    empty.mkdir()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent=sample", "--rexmle-data=prepared",
+                                           f"--rexmle-data-dir={empty}", "-k", "ldct-iqa", "--html=page.html",
+                                           timeout=300)
+    result.assert_outcomes(skipped=1)
+    header, rows = _table(pytester.path / "page.html")
+    (cells,) = rows.values()
+    assert len(cells) == len(header) and _text(cells[0]) == "Skipped"
+    assert [_text(c) for c in cells[2:5]] == ["", "", ""]
