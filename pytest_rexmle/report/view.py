@@ -33,7 +33,8 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=["atif", "harbor"],
                    help="atif: one trajectory.json per run (ATIF v1.7); harbor: a Harbor job folder")
     p.add_argument("target", help="a session's report folder, the runs folder, or one run folder")
-    p.add_argument("--out", required=True, help="folder to write (one <task>__<run>/agent/trajectory.json per run)")
+    p.add_argument("--out", required=True, help="folder to write (atif: one <task>__<run>/agent/trajectory.json per "
+                                                "run; harbor: Harbor's jobs folder, with one <job>/ in it)")
 
 
 def run_folders(target: Path) -> list[Path]:
@@ -159,7 +160,7 @@ def run_export(args) -> int:
         if args.format == "harbor":
             from .harbor import export_job
 
-            job = export_job(runs, Path(args.out), Path(args.target).resolve().name)
+            job = export_job(runs, Path(args.out), Path(args.target).resolve().name or "rexmle-job")
             print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
             return 0
         written = export_session(runs, Path(args.out))
