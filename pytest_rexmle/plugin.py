@@ -76,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = SessionReporter(config, settings)
         config.pluginmanager.register(reporter, "rexmle-session-reporter")
         config.pluginmanager.register(JUnitDisclosure(reporter), "rexmle-junit-disclosure")
+        from .report.html_table import ResultColumns  # pytest-html's table, when it is installed
+
+        config.pluginmanager.register(ResultColumns(), "rexmle-html-columns")
         _sweep_orphans(settings)
         config.pluginmanager.register(SessionSchedule(config, settings), PLUGIN_NAME)
         for notice in notices:  # the network's warnings once per session, by the controller only

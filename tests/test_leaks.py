@@ -8,7 +8,6 @@ submission is replaced by the answers: result.json, JUnit, terminal and reports 
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -18,6 +17,7 @@ from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.ranking import rank
+from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.result import ChallengeResult
 from pytest_rexmle.task import registry
 
@@ -140,7 +140,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"
     assert report_json(bench.path)["challenges"][0]["suspected_leak"] == record["suspected_leak"]
-    props = {p.get("name"): p.get("value") for p in ET.parse(bench.path / "junit.xml").iter("property")}
+    props = read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"]
     assert props["suspected_leak"].startswith("answers-reproduced")
     assert "⚠ suspected leak (docs/security/host-side.md#suspected-leaks)" in (
         report_dir(bench.path) / "rexmle-report.md").read_text()
@@ -155,5 +155,5 @@ def test_session_with_the_baseline_is_not_flagged(bench, needs_bwrap):
     assert "suspected leak" not in result.stdout.str()
     (folder,) = run_folders(bench.path, "ldct-iqa")
     assert json.loads((folder / "result.json").read_text())["suspected_leak"] is None
-    props = {p.get("name") for p in ET.parse(bench.path / "junit.xml").iter("property")}
+    props = set(read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"])
     assert "suspected_leak" not in props and "percentile" in props

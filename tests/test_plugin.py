@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import shutil
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.task import registry
 
 from .conftest import AGENTS, REPO, report_dir, report_json, run_folders
+from .report.test_junit import xunit2_violations
+from .report.test_pytest_html import _table as html_table
+from .report.test_pytest_html import _text as html_text
 
 ALL_IDS = sorted(t.id for t in registry())
 
@@ -58,10 +61,11 @@ def test_markers_are_registered(bench):
 
 @pytest.mark.slow  # an xdist session of three sandboxed runs
 def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
-    result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or topcow-cta-det or isles22", "--junitxml=out.xml")
+    result = bench("--agent=sample", "-n", "2", "-k", "ldct-iqa or topcow-cta-det or isles22", "--junitxml=out.xml",
+                   "--html=page.html")
     result.assert_outcomes(passed=3)
-    cases = ET.parse(bench.path / "out.xml").getroot().iter("testcase")
-    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    props = read_cases(bench.path / "out.xml")
+    assert xunit2_violations(bench.path / "out.xml") == []  # the cases from xdist workers too (pytest's xunit2)
     assert sorted(props) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]", "test_challenge[topcow-cta-det]"]
     for p in props.values():
         assert p["status"] == "ok"
@@ -83,6 +87,10 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     assert doc["selected"] == ["isles22", "ldct-iqa", "topcow-cta-det"]
     assert doc["partial"] is True and doc["n_fail"] == 0
     percentiles = [c["percentile"] for c in doc["challenges"]]
+    # pytest-html's Percentile column, from the results the workers sent
+    _, rows = html_table(bench.path / "page.html")
+    assert {name: html_text(cells[2]) for name, cells in rows.items()} == \
+        {f"test_challenge[{c['challenge_id']}]": f"{c['percentile']:.3f}" for c in doc["challenges"]}
     assert doc["score"] == pytest.approx(sum(percentiles) / 3)
     assert (report_dir(bench.path) / "rexmle-report.md").read_text().count("| ok |") == 3
     result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 challenge(s), 0 FAIL*"])

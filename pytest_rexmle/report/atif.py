@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..jsonfile import write_json_atomic
 from .agent_logs import agent_trajectories
-from .calls import CallSummary, read_calls
+from .calls import PREVIEW_CHARS, CallSummary, read_calls
 
 SCHEMA_VERSION = "ATIF-v1.7"
 ATIF_JSON = "trajectory.atif.json"
@@ -157,7 +157,11 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
     steps: list[dict[str, Any]] = []
     by_tool_call: dict[str, dict[str, Any]] = {}
     models: list[str] = []
+    system, digest = "", ""
     for call in calls:
+        if call.system and (call.system_digest or call.system) != digest:  # every system prompt, not the first only
+            steps.append(_system_step(call, system))
+            system, digest = call.system, call.system_digest or call.system
         _add_call(steps, by_tool_call, call)
         if call.answered and call.model and call.model not in models:
             models.append(call.model)
@@ -203,9 +207,26 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
     return AtifTrajectory.model_validate(doc).model_dump(mode="json", exclude_none=True)
 
 
+def _system_step(call: CallSummary, previous: str) -> dict[str, Any]:
+    """The system prompt ``call`` was sent with, as a system step: the first one as it is, a later change
+    (an agent that rewrites its instructions, compacts its context, or calls a helper model with other
+    instructions) marked with the call that brought it. A prompt that only grew (a system message appended
+    to a chat) gives the added part, so a long prompt is not repeated at each addition."""
+    step: dict[str, Any] = {"source": "system", "message": call.system, "timestamp": call.ts,
+                            "extra": {"call": call.number, "system_prompt_sha256": call.system_digest}}
+    if previous:
+        # a cut preview ends with the cut's note, so it never "grows"; two prompts alike up to the cut
+        # have equal previews and differ by their digests only
+        grew = call.system != previous and call.system.startswith(previous)
+        if grew:
+            step["message"] = call.system[len(previous):].lstrip("\n")
+        step["extra"]["system_prompt"] = "extended" if grew else "changed"
+        if call.system == previous:
+            step["extra"]["note"] = f"differs from the previous system prompt after its first {PREVIEW_CHARS} characters"
+    return step
+
+
 def _add_call(steps: list[dict], by_tool_call: dict[str, dict], call: CallSummary) -> None:
-    if not steps and call.system:
-        steps.append({"source": "system", "message": call.system, "timestamp": call.ts})
     for call_id, text, name in call.tool_results:
         # by the call's id; a Gemini answer names its calls by the tool only (its client makes up the id)
         owner = by_tool_call.get(call_id) or by_tool_call.get(f"name:{name}")

@@ -14,6 +14,7 @@ of loading a gigabyte of trajectory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -62,6 +63,8 @@ class CallSummary:
     duration_s: float | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     system: str = ""
+    #: sha256 of the whole system prompt (``system`` is cut to a preview): tells two prompts apart past the cut
+    system_digest: str = ""
     prompt: str = ""                 # the prompt's new part (text of the trailing non-model messages)
     #: (call id, text, tool name) carried back; Gemini's answers name their calls only by the tool's name
     tool_results: list[tuple[str, str, str]] = field(default_factory=list)
@@ -280,6 +283,7 @@ def extract(summary: CallSummary, request: Any, response: Any) -> None:
         _response(summary, response)
     elif isinstance(response, list):
         _stream(summary, [e for e in response if isinstance(e, dict)])
+    summary.system_digest = hashlib.sha256(summary.system.encode("utf-8", "replace")).hexdigest() if summary.system else ""
     summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
     summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
     summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in summary.tool_results]

@@ -160,14 +160,23 @@ class SessionReporter:
 
 
 class JUnitDisclosure:
-    """Runs before the JUnit XML is written (``tryfirst``), where the reporter's own finish comes after it."""
+    """Runs before the JUnit XML is written (``tryfirst``), where the reporter's own finish comes after it:
+    adds the disclosure and lays the benchmark's test cases out as the ``junit_family`` allows
+    (:mod:`.junit`)."""
 
     def __init__(self, reporter: SessionReporter) -> None:
         self.reporter = reporter
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from _pytest.junitxml import xml_key
+
+        from .junit import rework
+
         self.reporter.junit_disclosure()
+        xml = session.config.stash.get(xml_key, None)
+        if xml is not None:
+            rework(xml)
 
 
 def _crash_message(report: pytest.TestReport) -> str:

@@ -43,9 +43,11 @@ def add_view_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("format", choices=["atif"], help="atif: one trajectory.json per run (ATIF v1.7)")
+    p.add_argument("format", choices=["atif", "harbor"],
+                   help="atif: one trajectory.json per run (ATIF v1.7); harbor: a Harbor job folder")
     p.add_argument("target", help="a session's report folder, the runs folder, or one run folder")
-    p.add_argument("--out", required=True, help="folder to write (one <task>__<run>/agent/trajectory.json per run)")
+    p.add_argument("--out", required=True, help="folder to write (atif: one <task>__<run>/agent/trajectory.json per "
+                                                "run; harbor: Harbor's jobs folder, with one <job>/ in it)")
     p.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="a runs folder where a session report's runs are (default: the runs folder beside the "
                         "report's folder); repeatable")
@@ -322,6 +324,16 @@ def run_export(args) -> int:
     if not runs:
         print(f"rexmle export: no run to export in {args.target}", file=sys.stderr)
         return 2
-    written = export_session(runs, Path(args.out))
+    try:
+        if args.format == "harbor":
+            from .harbor import export_job
+
+            job = export_job(runs, Path(args.out), Path(args.target).resolve().name or "rexmle-job")
+            print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
+            return 0
+        written = export_session(runs, Path(args.out))
+    except OSError as exc:  # --out is a file, not writable, a full disk: said in one line, not a traceback
+        print(f"rexmle export: cannot write {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(f"rexmle export: {len(written)} trajector{'y' if len(written) == 1 else 'ies'} (ATIF v1.7) in {args.out}")
     return 2 if skipped else 0

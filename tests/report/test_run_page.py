@@ -27,6 +27,7 @@ import pytest
 
 from pytest_rexmle.report.atif import AtifTrajectory, build_trajectory, load
 from pytest_rexmle.report.calls import read_calls
+from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.report.runpage import SCRIPT_HASH, render_run_page
 
 from ..conftest import report_dir, report_json, require_service, run_folders
@@ -243,7 +244,8 @@ def test_compute_and_disclosure_reach_every_report_and_junit(hostile_run):
     html = (report_dir(folder) / "rexmle-report.html").read_text()
     assert "<h2>Compute</h2>" in html and "<h2>Disclosure</h2>" in html and "run.html" in html
     junit = (folder / "junit.xml").read_text()
-    assert 'name="compute.tokens" value="405"' in junit and 'name="compute.runtime" value="local"' in junit
+    case = read_cases(folder / "junit.xml")["test_challenge[ldct-iqa]"]
+    assert (case["compute.tokens"], case["compute.runtime"]) == ("405", "local")
     # the disclosure, as the testsuite's properties
     assert '<property name="disclosure.network" value="gateway" />' in junit
     assert '<property name="disclosure.budget" value="tokens=100000" />' in junit

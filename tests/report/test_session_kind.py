@@ -3,14 +3,9 @@ index; a challenge skipped for missing data is counted as skipped, as pytest cou
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from pytest_rexmle.report.junit import read_cases as _junit
 
 from ..conftest import report_dir, report_json
-
-
-def _junit(path) -> dict[str, dict[str, str]]:
-    cases = ET.parse(path).getroot().iter("testcase")
-    return {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
 
 
 def test_skipped_for_missing_data_is_not_a_fail(pytester, shared_cache, monkeypatch):

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from pytest_rexmle.compute import cpu_model
+from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.schedule.telemetry import _thin
 
 from ..conftest import report_json, run_folders
@@ -57,8 +58,8 @@ def test_each_run_gets_its_own_gpus_samples_and_the_session_its_busy_fraction(be
         timeline = telemetry["timeline"][0]
         assert timeline["gpu"] == run["gpus"][0] and len(timeline["utilisation"]) == telemetry["samples"]
         assert max(timeline["utilisation"]) == telemetry["utilisation_peak"]
-    junit = (bench.path / "junit.xml").read_text()
-    assert f'name="compute.gpu_model" value="{GPU_NAME}"' in junit and 'name="compute.cuda_version" value="12.4"' in junit
+    for case in read_cases(bench.path / "junit.xml").values():
+        assert (case["compute.gpu_model"], case["compute.cuda_version"]) == (GPU_NAME, "12.4")
     assert sorted(by_gpu) == ["0", "1"]
     one = by_gpu["1"]
     assert (one["utilisation_mean"], one["utilisation_peak"], one["memory_peak_bytes"], one["power_mean_watts"]) == \
