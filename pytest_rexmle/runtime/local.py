@@ -68,6 +68,7 @@ from .sandbox.gateway_net import (
     base_url,
     can_create_network_namespace,
 )
+from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick
@@ -349,12 +350,15 @@ class LocalRuntime(Runtime):
         return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
-                       fds: list[int], bridge: SlirpNetwork | None, image: StoredImage | None = None) -> list[str]:
+                       fds: list[int], bridge: SlirpNetwork | None, image: StoredImage | None = None,
+                       drop: HostDrop | None = None) -> list[str]:
+        """bubblewrap's command. With ``drop`` (an image run), bubblewrap itself runs unprivileged as the run's
+        uid in a user namespace of its own, its bind sources reached through ``drop.bridge``."""
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
         view, launcher, env = None, launcher_command(config_fd), launcher_env()
-        if image is not None:  # the image is the system; the launcher runs on the image's Python
+        if image is not None:  # the image is the system; the launcher runs on the image's Python, already dropped
             import pytest_rexmle
 
             from ..images.runnable import image_python
@@ -367,11 +371,24 @@ class LocalRuntime(Runtime):
             launcher = [image_python(image), "-I", "-B", "-c", code, str(config_fd)]
         args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
                             tmp=tmp, python_roots=python_roots(), env=env,
-                            user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd,
-                            bridge_args=bridge.bwrap_args() if bridge is not None else None, image=view)
+                            user_namespace=not ident.harness_is_root() or (drop is not None and drop.identity is not None),
+                            seccomp_fd=seccomp_fd, bridge_args=bridge.bwrap_args() if bridge is not None else None,
+                            image=view, reach=drop.bridge.reach if drop is not None and drop.bridge else None)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
         return [self.bwrap, "--args", str(args_fd), "--", *launcher]
+
+    @staticmethod
+    def _host_drop(config: dict, who: ident.Identity, image: StoredImage | None) -> HostDrop | None:
+        """An image run's confinement before bubblewrap executes the image's interpreter (see
+        :mod:`.sandbox.hostdrop`): a root harness switches to the run's uid (its bind sources bridged), any
+        harness sets the rlimits. None for an agent without an image (the launcher is the harness's own
+        Python) and for ``--rexmle-agent-as-root`` (uid 0 by the user's choice)."""
+        if image is None or who.is_root:
+            return None
+        switch = ident.harness_is_root() and who.uid != os.geteuid()
+        return HostDrop(who if switch else None, {int(k): v for k, v in config["rlimits"].items()}, os.getpid(),
+                        Bridge.create() if switch else None)
 
     def _landlock_command(self, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
                           fds: list[int], logs: list[str]) -> list[str]:
@@ -421,6 +438,7 @@ class LocalRuntime(Runtime):
         channel: ListenerChannel | None = None
         gateway: gateway_link.RunGateway | None = None
         gateway_details: dict | None = None
+        drop: HostDrop | None = None
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -451,13 +469,16 @@ class LocalRuntime(Runtime):
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log")
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image)
+                drop = self._host_drop(config, who, image)
+                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image, drop)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
             outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
-                                      lambda proc: self._connect(proc, bridge, channel, gateway))
+                                      lambda proc: self._connect(proc, bridge, channel, gateway), drop)
         finally:
+            if drop is not None and drop.bridge is not None:
+                drop.bridge.remove()
             if bridge is not None:
                 bridge.close()
             if channel is not None:
@@ -505,14 +526,21 @@ class LocalRuntime(Runtime):
 
     def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
                    cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
-                   connect: Callable[[subprocess.Popen], None]) -> RunOutcome:
+                   connect: Callable[[subprocess.Popen], None], drop: HostDrop | None = None) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
+        if drop is not None:
+            join = preexec(drop, join)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
+            try:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
+                                        cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
+            except subprocess.SubprocessError as exc:  # the preexec function failed in the child
+                raise RuntimeUnavailable(f"the local runtime could not start the sandbox as the run's uid: {exc}; "
+                                         "an image run needs the run's uid to create a user namespace (bubblewrap "
+                                         "--unshare-user)") from None
             try:
                 connect(proc)  # the agent starts only once its network is up
                 next_disk = start
