@@ -16,12 +16,16 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
+
+from ..sandbox.gateway_standin import gateway_factory
+from ..sandbox.test_unprivileged import NOBODY, unprivileged_site  # noqa: F401 (a fixture)
 
 #: the attack and probe every hostile image carries: what the process observes, then what it manages to do
 EVIL = r'''
@@ -122,13 +126,15 @@ def build_root(root: Path, *, replaced_python: bool, pth: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def hostile_images(tmp_path_factory):
-    """``(tag, tag)``: the replaced-``python3`` image and the genuine one with a ``.pth``, imported into a cache
-    of their own (``REXMLE_CACHE_DIR`` is set by each test)."""
+    """``(cache, tags)``: the replaced-``python3`` image and the genuine one with a ``.pth``, imported into a
+    cache of their own that every user can read (an unprivileged harness runs them too); each test sets
+    ``REXMLE_CACHE_DIR`` to it."""
     from pytest_rexmle.images import store
 
     if shutil.which("bwrap") is None:
         pytest.skip("image agents run under bubblewrap only")
-    cache = tmp_path_factory.mktemp("image-cache")
+    cache = Path(tempfile.mkdtemp(prefix="rexmle-hostile-images-"))
+    cache.chmod(0o755)
     before = os.environ.get("REXMLE_CACHE_DIR")
     os.environ["REXMLE_CACHE_DIR"] = str(cache)
     try:
@@ -143,20 +149,25 @@ def hostile_images(tmp_path_factory):
             os.environ.pop("REXMLE_CACHE_DIR", None)
         else:
             os.environ["REXMLE_CACHE_DIR"] = before
-    return cache, tags
+    yield cache, tags
+    shutil.rmtree(cache, ignore_errors=True)
 
 
-def run_image(tmp_path: Path, tag: str) -> tuple[list[dict], object, str]:
+#: the agent's own command in the images: it writes that it ran
+AGENT = "open('/rexmle/submission/done', 'w').write('agent ran')"
+
+
+def run_image(tmp_path: Path, tag: str, code: str = AGENT, network: str = "none",
+              gateway=None) -> tuple[list[dict], object, str]:
     for folder in ("data", "run/workspace", "run/submission", "run/logs"):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
     (tmp_path / "data" / "public.csv").write_text("id\n1\n")
     (tmp_path / "run" / "instructions.md").write_text("do it")
     env = {"REXMLE_TASK": "ldct-iqa", "REXMLE_DATA_DIR": "/rexmle/data", "REXMLE_SUBMISSION_DIR": "/rexmle/submission"}
-    probe = "open('/rexmle/submission/done', 'w').write('agent ran')"
-    spec = RunSpec("ldct-iqa", ["python3", "-I", "-c", probe], env, tmp_path / "data", tmp_path / "run/workspace",
+    spec = RunSpec("ldct-iqa", ["python3", "-I", "-c", code], env, tmp_path / "data", tmp_path / "run/workspace",
                    tmp_path / "run/submission", tmp_path / "run/logs", tmp_path / "run/instructions.md", 120.0,
-                   image=tag, network="none")
-    runtime = LocalRuntime(sandbox="bwrap", limits=LIMITS)
+                   image=tag, network=network)
+    runtime = LocalRuntime(sandbox="bwrap", limits=LIMITS, gateway=gateway)
     if runtime.mechanism() != "bwrap":
         pytest.skip("bubblewrap cannot run here")
     outcome = runtime.run(spec)
@@ -222,3 +233,83 @@ def test_a_pth_file_in_a_genuine_image_runs_as_the_run_with_nothing_to_gain(host
     assert len(reports) == 2 and outcome.exit_code == 0, stderr
     assert (tmp_path / "run/submission/done").read_text() == "agent ran"
     assert_dropped(reports, outcome, tmp_path)
+
+
+#: a genuine image's agent as it needs its sandbox: the gateway's listener (made by the launcher, now
+#: unprivileged inside) answering, POSIX semaphores in /dev/shm
+GATEWAY_AGENT = """
+import json, multiprocessing, os, urllib.request
+req = urllib.request.Request(os.environ["REXMLE_GATEWAY"] + "/rexmle/ping")
+try:
+    status = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10).status
+except OSError as exc:
+    status = getattr(exc, "code", None) or repr(exc)
+multiprocessing.Lock()
+open("/rexmle/submission/done", "w").write(json.dumps({"gateway": status, "uid": os.getuid()}))
+"""
+
+
+@pytest.mark.sandbox
+def test_a_genuine_image_still_gets_its_gateway_and_semaphores(hostile_images, tmp_path, monkeypatch):
+    cache, tags = hostile_images
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
+    factory, standin = gateway_factory()
+    reports, outcome, stderr = run_image(tmp_path, tags["pth"], GATEWAY_AGENT, network="gateway", gateway=factory)
+    assert outcome.exit_code == 0, stderr
+    done = json.loads((tmp_path / "run/submission/done").read_text())
+    assert done["uid"] == outcome.details["agent_uid"] and outcome.details["network"] == "gateway"
+    assert isinstance(done["gateway"], int), done  # the gateway answered (200 from the stand-in)
+    if standin is not None:
+        assert done["gateway"] == 200 and standin.runs[0].paths == ["/rexmle/ping"]
+    assert_dropped(reports, outcome, tmp_path)
+
+
+#: the harness run by uid 65534 (tests/sandbox/test_unprivileged.py's site: the system Python, a copy of
+#: this package): one image run, its outcome as JSON
+UNPRIVILEGED_HARNESS = r'''
+import json, sys, tempfile
+from pathlib import Path
+from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.local import LocalRuntime
+
+tag, limits = sys.argv[1], json.loads(sys.argv[2])
+root = Path(tempfile.mkdtemp(prefix="rexmle-unpriv-image-"))
+for folder in ("data", "workspace", "submission", "logs"):
+    (root / folder).mkdir()
+(root / "data" / "public.csv").write_text("id\n1\n")
+(root / "instructions.md").write_text("do it")
+spec = RunSpec("ldct-iqa", ["python3", "-I", "-c", "print('agent ran')"], {}, root / "data", root / "workspace",
+               root / "submission", root / "logs", root / "instructions.md", 60, image=tag, network="none")
+outcome = LocalRuntime(sandbox="bwrap", limits=limits).run(spec)
+print(json.dumps({"details": outcome.details, "exit_code": outcome.exit_code, "root": str(root),
+                  "stdout": outcome.stdout.read_text(), "stderr": outcome.stderr.read_text()[-3000:]}))
+'''
+
+
+@pytest.mark.sandbox
+def test_an_unprivileged_harness_keeps_the_limits_on_a_replaced_python3(hostile_images, unprivileged_site):  # noqa: F811
+    """A harness that is not root (a Slurm job) ran the image's interpreter as its own uid already; the
+    rlimits were the launcher's to set, and a replaced ``python3`` skipped them."""
+    cache, tags = hostile_images
+    python, setpriv, site = unprivileged_site
+    (site / "image_harness.py").write_text(UNPRIVILEGED_HARNESS)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "PYTHONPATH": str(site), "LANG": "C.UTF-8",
+           "REXMLE_CACHE_DIR": str(cache)}
+    done = subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python,
+                           str(site / "image_harness.py"), tags["replaced"], json.dumps(LIMITS)],
+                          capture_output=True, text=True, env=env, cwd="/", timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        reports = [json.loads(line.split(" ", 1)[1]) for line in result["stdout"].splitlines()
+                   if line.startswith("REXMLE-EVIL ")]
+        assert len(reports) == 1 and result["exit_code"] == 0, result
+        assert result["details"]["agent_uid"] == NOBODY
+
+        class Outcome:
+            details = result["details"]
+
+        assert_dropped(reports, Outcome, Path(result["root"]))
+    finally:
+        subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
+                        result["root"]], capture_output=True, timeout=60)
