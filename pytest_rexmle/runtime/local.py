@@ -71,7 +71,7 @@ from .sandbox.gateway_net import (
 from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
-from .sandbox.probe import launcher_command, launcher_env, pick
+from .sandbox.probe import launcher_command, launcher_env, pick, unprivileged_bwrap
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
 from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_of, kill_all_of, lock_dir
@@ -210,8 +210,21 @@ class LocalRuntime(Runtime):
         from ..images.runnable import local_image_refusal
 
         why = local_image_refusal(image, self.mechanism())
+        if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
+            why = self._image_drop_refusal()
         if why is not None:
             raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+
+    def _image_drop_refusal(self) -> str | None:
+        """A root harness starts an image run's bubblewrap as the run's uid (nothing of the image may run as
+        root, :mod:`.sandbox.hostdrop`): None when an ordinary uid can run bubblewrap here, else why not."""
+        probe = unprivileged_bwrap(self.bwrap)
+        if probe.works:
+            return None
+        return (f"{probe.reason}. A root harness starts an image agent's sandbox as the run's own uid, which must "
+                "be allowed to create a user namespace (sysctl user.max_user_namespaces > 0, "
+                "kernel.unprivileged_userns_clone=1, no AppArmor userns restriction for bwrap); or use "
+                "--rexmle-runtime=docker")
 
     def _stored_image(self, spec: RunSpec) -> StoredImage | None:
         """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""

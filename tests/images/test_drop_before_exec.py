@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
 
 from ..sandbox.gateway_standin import gateway_factory
@@ -269,7 +269,7 @@ def test_a_genuine_image_still_gets_its_gateway_and_semaphores(hostile_images, t
 UNPRIVILEGED_HARNESS = r'''
 import json, sys, tempfile
 from pathlib import Path
-from pytest_rexmle.runtime.base import RunSpec
+from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
 
 tag, limits = sys.argv[1], json.loads(sys.argv[2])
@@ -313,3 +313,24 @@ def test_an_unprivileged_harness_keeps_the_limits_on_a_replaced_python3(hostile_
     finally:
         subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
                         result["root"]], capture_output=True, timeout=60)
+
+
+@pytest.mark.sandbox
+def test_a_root_harness_refuses_an_image_run_its_uids_cannot_sandbox(hostile_images, tmp_path, monkeypatch):
+    """Where an ordinary uid cannot run bubblewrap (here: a copy of it only root may execute, standing for
+    user namespaces that are off), an image run is refused with the fix, never run as root instead."""
+    if os.geteuid() != 0:
+        pytest.skip("a root harness's check")
+    cache, tags = hostile_images
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
+    root_only = tmp_path / "bwrap"
+    shutil.copy2(shutil.which("bwrap"), root_only)
+    root_only.chmod(0o700)
+    runtime = LocalRuntime(sandbox="bwrap", bwrap=str(root_only))
+    with pytest.raises(RuntimeUnavailable) as refused:
+        runtime.check_image(tags["pth"])
+    message = str(refused.value)
+    assert message.startswith(f"the local runtime cannot run image '{tags['pth']}' here: bubblewrap failed to start "
+                              "as an ordinary uid: [Errno 13] Permission denied")
+    assert "create a user namespace" in message and "--rexmle-runtime=docker" in message
+    assert LocalRuntime(sandbox="bwrap", bwrap=str(root_only), agent_as_root=True).check_image(tags["pth"]) is None
