@@ -28,7 +28,9 @@ In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged 
 per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
 capabilities, ``no_new_privs``, a seccomp filter, rlimits; the harness adds a cgroup v2 group when it
 can and watches disk use. The agent's ``PATH`` is its tools (:mod:`.agent_tools`: ``rexmle validate``)
-and the system's folders: nothing it runs needs the harness's interpreter.
+and the system's folders: nothing it runs needs the harness's interpreter. An image agent's launcher runs
+on the image's own ``python3``, which is the image's and so untrusted: the harness starts bubblewrap
+already as the run's uid, with its rlimits, in a user namespace of its own (:mod:`.sandbox.hostdrop`).
 
 Without any sandbox the agent would see everything this user can read, so the runtime refuses to start
 unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
