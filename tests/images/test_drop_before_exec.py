@@ -5,8 +5,8 @@ The local runtime starts its sandbox launcher on the image's ``python3``. Run by
 interpreter (or any ``.pth`` file in the image's site-packages, which ``python3 -I`` still runs) used to
 start as host uid 0 with every capability: it could set ``security.capability`` on a file of the workspace
 (``nobody`` then becomes root on the host from it) or make files immutable that the clean-up cannot remove.
-These tests build two small images from this machine's Debian Python (``rexmle images import`` of a root
-folder, no Docker): one whose ``python3`` is replaced by a script, one genuine with one ``.pth`` added. Each
+These tests build two small images from this machine's system Python (``pytest_rexmle.testing.hostile_image``:
+``rexmle images import`` of a root folder, no Docker): one whose ``python3`` is replaced by a script, one genuine with one ``.pth`` added. Each
 runs through the real local runtime; the hostile code reports what it observed and what its attacks did.
 """
 
@@ -23,105 +23,12 @@ import pytest
 
 from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
+from pytest_rexmle.testing.hostile_image import NoSystemPython, build_root, left_behind, problems, reports
 
 from ..sandbox.gateway_standin import gateway_factory
 from ..sandbox.test_unprivileged import NOBODY, unprivileged_site  # noqa: F401 (a fixture)
 
-#: the attack and probe every hostile image carries: what the process observes, then what it manages to do
-EVIL = r'''
-import fcntl, json, os, struct
-
-def status():
-    wanted = ("Uid", "Gid", "CapEff", "CapPrm", "CapInh", "CapAmb", "NoNewPrivs", "Seccomp")
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, _, value = line.partition(":")
-            if key in wanted:
-                out[key] = value.split()[0]
-    return out
-
-def limits():
-    out = {}
-    with open("/proc/self/limits") as fh:
-        for line in fh.read().splitlines()[1:]:
-            name, soft = line[:26].strip(), line[26:47].strip()
-            out[name] = soft
-    return out
-
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as exc:
-        return exc.strerror
-
-def setcap(path):  # cap_setuid+ep, as `setcap cap_setuid+ep` writes it (VFS_CAP_REVISION_2)
-    with open(path, "wb") as fh:
-        fh.write(b"x")
-    os.setxattr(path, "security.capability", struct.pack("<IIIII", 0x02000001, 1 << 7, 0, 0, 0))
-
-def immutable(path):  # chattr +i
-    fd = os.open(path, os.O_CREAT | os.O_RDONLY, 0o644)
-    try:
-        fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0x10))  # FS_IOC_SETFLAGS, FS_IMMUTABLE_FL
-    finally:
-        os.close(fd)
-
-here = f"{os.getpid()}"
-report = {"status": status(), "limits": limits()}
-for folder in ("/rexmle/workspace", "/tmp"):
-    report[f"setcap {folder}"] = attempt(lambda: setcap(f"{folder}/rootshell-{here}"))
-    report[f"immutable {folder}"] = attempt(lambda: immutable(f"{folder}/stuck-{here}"))
-print("REXMLE-EVIL " + json.dumps(report), flush=True)
-'''
-
-#: the host files a minimal Debian image with Python needs (merged /usr: /bin, /lib, /lib64 are links)
-LIBRARIES = ("libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "libffi.so.8")
-STDLIB_SKIPPED = ("test", "idlelib", "tkinter", "ensurepip", "lib2to3", "pydoc_data", "turtledemo",
-                  "sitecustomize.py")
 LIMITS = {"open_files": "321", "file_size": "96M"}
-
-
-def _debian_python() -> Path:
-    python = Path("/usr/bin/python3.11")
-    stdlib = Path("/usr/lib/python3.11")
-    if not python.is_file() or not (stdlib / "lib-dynload").is_dir():
-        pytest.skip("these images are built from the system's Debian Python 3.11 (/usr/bin/python3.11)")
-    return python
-
-
-def build_root(root: Path, *, replaced_python: bool, pth: bool) -> Path:
-    """A minimal image root: Debian's Python and the libraries it loads, ``/bin/sh``, the attack module, and
-    either a ``python3`` that runs only the attack (never the launcher) or one ``.pth`` that imports it."""
-    python = _debian_python()
-    arch = "x86_64-linux-gnu"
-    (root / "usr/bin").mkdir(parents=True)
-    (root / f"usr/lib/{arch}").mkdir(parents=True)
-    (root / "usr/lib64").mkdir(parents=True)
-    for link, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")):
-        (root / link).symlink_to(target)
-    for folder in ("etc", "tmp", "var/tmp", "root"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
-    shutil.copy2(python, root / "usr/bin/python3.11")
-    (root / "usr/bin/python3").symlink_to("python3.11")
-    shutil.copy2(Path("/bin/sh").resolve(), root / "usr/bin/sh")
-    for name in LIBRARIES:
-        shutil.copy2(Path(f"/usr/lib/{arch}/{name}").resolve(), root / f"usr/lib/{arch}/{name}")
-    shutil.copy2(Path("/lib64/ld-linux-x86-64.so.2").resolve(), root / "usr/lib64/ld-linux-x86-64.so.2")
-    shutil.copytree("/usr/lib/python3.11", root / "usr/lib/python3.11", symlinks=True,
-                    ignore=lambda folder, names: [n for n in names if n in STDLIB_SKIPPED or n == "__pycache__"])
-    site = root / "usr/lib/python3/dist-packages"
-    site.mkdir(parents=True)
-    (site / "rexmle_evil.py").write_text(EVIL)
-    if pth:
-        (site / "zz-evil.pth").write_text("import rexmle_evil\n")
-    if replaced_python:  # first on the image's PATH: what the launcher starts, running only the attack
-        (root / "usr/local/bin").mkdir(parents=True)
-        hostile = root / "usr/local/bin/python3"
-        hostile.write_text("#!/bin/sh\nexec /usr/bin/python3.11 -I -S /usr/lib/python3/dist-packages/rexmle_evil.py\n")
-        hostile.chmod(0o755)
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +47,10 @@ def hostile_images(tmp_path_factory):
     try:
         tags = {}
         for name, replaced, pth in (("replaced", True, False), ("pth", False, True)):
-            root = build_root(tmp_path_factory.mktemp(name) / "root", replaced_python=replaced, pth=pth)
+            try:
+                root = build_root(tmp_path_factory.mktemp(name) / "root", replaced_python=replaced, pth=pth)
+            except NoSystemPython as exc:
+                pytest.skip(f"these images are built from the system's Python: {exc}")
             tags[name] = f"hostile/{name}:1"
             store.import_archive(root, tags=(tags[name],))
             shutil.rmtree(root)
@@ -172,32 +82,17 @@ def run_image(tmp_path: Path, tag: str, code: str = AGENT, network: str = "none"
         pytest.skip("bubblewrap cannot run here")
     outcome = runtime.run(spec)
     stdout = outcome.stdout.read_text()
-    reports = [json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines() if line.startswith("REXMLE-EVIL ")]
-    assert reports, (stdout, outcome.stderr.read_text())
-    return reports, outcome, outcome.stderr.read_text()
+    found = reports(stdout)
+    assert found, (stdout, outcome.stderr.read_text())
+    return found, outcome, outcome.stderr.read_text()
 
 
-def left_behind(folder: Path) -> tuple[str, list[str]]:
-    """File capabilities (``getcap -r``) and immutable or append-only files anywhere under ``folder``."""
-    getcap = subprocess.run(["getcap", "-r", str(folder)], capture_output=True, text=True, timeout=60).stdout.strip()
-    stuck = []
-    for dirpath, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                continue
-            flags = subprocess.run(["lsattr", "-d", path], capture_output=True, text=True, timeout=60).stdout.split()
-            if flags and ("i" in flags[0] or "a" in flags[0]):
-                stuck.append(path)
-    return getcap, stuck
-
-
-def assert_dropped(reports: list[dict], outcome, tmp_path: Path) -> None:
+def assert_dropped(found: list[dict], outcome, tmp_path: Path) -> None:
     """Every hostile start saw the run's uid, no capability, no_new_privs, the filter and the limits; its
     attacks failed; nothing with a file capability or an immutable flag is left on the host."""
     uid = outcome.details["agent_uid"]
     recorded = outcome.details["limits"]
-    for report in reports:
+    for report in found:
         status = report["status"]
         assert status["Uid"] == str(uid) and status["Gid"] == str(uid), (status, uid)
         if os.geteuid() == 0:
@@ -210,29 +105,30 @@ def assert_dropped(reports: list[dict], outcome, tmp_path: Path) -> None:
         assert report["limits"]["Max core file size"] == "0"
         for attack in ("setcap /rexmle/workspace", "setcap /tmp", "immutable /rexmle/workspace", "immutable /tmp"):
             assert report[attack] == "Operation not permitted", (attack, report)
-    getcap, stuck = left_behind(tmp_path)
-    assert getcap == "" and stuck == [], (getcap, stuck)
+    getcap = subprocess.run(["getcap", "-r", str(tmp_path)], capture_output=True, text=True, timeout=60).stdout
+    assert getcap.strip() == "" and left_behind(tmp_path) == [], (getcap, left_behind(tmp_path))
+    assert problems(found, uid, recorded, os.geteuid() == 0) == []
 
 
 @pytest.mark.sandbox
 def test_a_replaced_python3_runs_as_the_run_with_nothing_to_gain(hostile_images, tmp_path, monkeypatch):
     cache, tags = hostile_images
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
-    reports, outcome, _ = run_image(tmp_path, tags["replaced"])
-    assert len(reports) == 1 and outcome.exit_code == 0  # the attack ran instead of the launcher
+    found, outcome, _ = run_image(tmp_path, tags["replaced"])
+    assert len(found) == 1 and outcome.exit_code == 0  # the attack ran instead of the launcher
     assert not (tmp_path / "run/submission/done").exists()
-    assert_dropped(reports, outcome, tmp_path)
+    assert_dropped(found, outcome, tmp_path)
 
 
 @pytest.mark.sandbox
 def test_a_pth_file_in_a_genuine_image_runs_as_the_run_with_nothing_to_gain(hostile_images, tmp_path, monkeypatch):
     cache, tags = hostile_images
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
-    reports, outcome, stderr = run_image(tmp_path, tags["pth"])
+    found, outcome, stderr = run_image(tmp_path, tags["pth"])
     # the .pth ran in the launcher, then again in the agent's own python3; the agent itself ran to the end
-    assert len(reports) == 2 and outcome.exit_code == 0, stderr
+    assert len(found) == 2 and outcome.exit_code == 0, stderr
     assert (tmp_path / "run/submission/done").read_text() == "agent ran"
-    assert_dropped(reports, outcome, tmp_path)
+    assert_dropped(found, outcome, tmp_path)
 
 
 #: a genuine image's agent as it needs its sandbox: the gateway's listener (made by the launcher, now
@@ -254,14 +150,14 @@ def test_a_genuine_image_still_gets_its_gateway_and_semaphores(hostile_images, t
     cache, tags = hostile_images
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
     factory, standin = gateway_factory()
-    reports, outcome, stderr = run_image(tmp_path, tags["pth"], GATEWAY_AGENT, network="gateway", gateway=factory)
+    found, outcome, stderr = run_image(tmp_path, tags["pth"], GATEWAY_AGENT, network="gateway", gateway=factory)
     assert outcome.exit_code == 0, stderr
     done = json.loads((tmp_path / "run/submission/done").read_text())
     assert done["uid"] == outcome.details["agent_uid"] and outcome.details["network"] == "gateway"
     assert isinstance(done["gateway"], int), done  # the gateway answered (200 from the stand-in)
     if standin is not None:
         assert done["gateway"] == 200 and standin.runs[0].paths == ["/rexmle/ping"]
-    assert_dropped(reports, outcome, tmp_path)
+    assert_dropped(found, outcome, tmp_path)
 
 
 #: the harness run by uid 65534 (tests/sandbox/test_unprivileged.py's site: the system Python, a copy of
@@ -271,6 +167,7 @@ import json, sys, tempfile
 from pathlib import Path
 from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
+from pytest_rexmle.testing.hostile_image import NoSystemPython, build_root, left_behind, problems, reports
 
 tag, limits = sys.argv[1], json.loads(sys.argv[2])
 root = Path(tempfile.mkdtemp(prefix="rexmle-unpriv-image-"))
@@ -301,15 +198,14 @@ def test_an_unprivileged_harness_keeps_the_limits_on_a_replaced_python3(hostile_
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     try:
-        reports = [json.loads(line.split(" ", 1)[1]) for line in result["stdout"].splitlines()
-                   if line.startswith("REXMLE-EVIL ")]
-        assert len(reports) == 1 and result["exit_code"] == 0, result
+        found = reports(result["stdout"])
+        assert len(found) == 1 and result["exit_code"] == 0, result
         assert result["details"]["agent_uid"] == NOBODY
 
         class Outcome:
             details = result["details"]
 
-        assert_dropped(reports, Outcome, Path(result["root"]))
+        assert_dropped(found, Outcome, Path(result["root"]))
     finally:
         subprocess.run([setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", "-rf",
                         result["root"]], capture_output=True, timeout=60)
