@@ -28,7 +28,7 @@ EVIL_MODULE = "/opt/rexmle-evil/rexmle_evil.py"
 REPLACED = "/usr/local/bin/python3"
 STDLIB_SKIPPED = frozenset({"test", "idlelib", "tkinter", "ensurepip", "lib2to3", "pydoc_data", "turtledemo",
                             "site-packages", "dist-packages", "__pycache__", "sitecustomize.py"})
-FS_IOC_GETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x10, 0x20
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x40086602, 0x10, 0x20
 
 #: the attack and probe every hostile start runs: what the process observes, then what it manages to do
 EVIL = r'''
@@ -218,3 +218,20 @@ def _flags(path: str) -> int:
         return 0
     finally:
         os.close(fd)
+
+
+def clear_flags(folder: Path) -> None:
+    """Take the immutable and append-only flags off every file under ``folder`` (root only: what a runtime
+    that failed the check let the agent set would otherwise keep the check-up's folder from going)."""
+    for dirpath, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(dirpath, name)
+            flags = 0 if os.path.islink(path) else _flags(path)
+            if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL):
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("l", flags & ~(FS_IMMUTABLE_FL | FS_APPEND_FL)))
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
