@@ -482,7 +482,7 @@ class LocalRuntime(Runtime):
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
             if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
-                                      log=spec.logs / "slirp4netns.log")
+                                      log=spec.logs / "slirp4netns.log", image_root=image.rootfs if image else None)
             if mechanism == "bwrap":
                 drop = self._host_drop(config, who, image)
                 argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image, drop)

@@ -230,3 +230,40 @@ def test_a_root_harness_refuses_an_image_run_its_uids_cannot_sandbox(hostile_ima
                               "as an ordinary uid: [Errno 13] Permission denied")
     assert "create a user namespace" in message and "--rexmle-runtime=docker" in message
     assert LocalRuntime(sandbox="bwrap", bwrap=str(root_only), agent_as_root=True).check_image(tags["pth"]) is None
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize(("network", "gpus"), [("bridge", ()), ("none", ("0",))])
+def test_bridge_and_gpu_image_runs_still_get_their_files(hostile_images, tmp_path, monkeypatch, network, gpus):
+    """bubblewrap, now the run's uid, cannot create a mount point in the read-only image: the bridge's
+    resolv.conf (images seldom have one) is given a place by the harness, and the host driver's libraries
+    (files, bound through the bridge like folders) still appear (a stand-in file for libcuda)."""
+    from pytest_rexmle.images import runnable
+    from pytest_rexmle.runtime.sandbox.slirp import slirp4netns
+
+    if network == "bridge" and not slirp4netns():
+        pytest.skip("slirp4netns is not installed")
+    cache, tags = hostile_images
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
+    fake = tmp_path / "libcuda.so.550.1"
+    fake.write_bytes(b"\x7fELF stand-in")
+    monkeypatch.setattr(runnable, "driver_libraries", lambda: ((fake, "libcuda.so.1"),))
+    code = ("import json, os; d = '/.rexmle-driver'; open('/rexmle/submission/done', 'w').write(json.dumps("
+            "{'resolv': open('/etc/resolv.conf').read() if os.path.exists('/etc/resolv.conf') else None, "
+            "'driver': sorted(os.listdir(d)) if os.path.isdir(d) else None,"
+            " 'cuda': open(d + '/libcuda.so.1', 'rb').read().decode() if os.path.isdir(d) else None}))")
+    for folder in ("data", "run/workspace", "run/submission", "run/logs"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "run" / "instructions.md").write_text("do it")
+    spec = RunSpec("ldct-iqa", ["python3", "-I", "-c", code], {}, tmp_path / "data", tmp_path / "run/workspace",
+                   tmp_path / "run/submission", tmp_path / "run/logs", tmp_path / "run/instructions.md", 120.0,
+                   image=tags["pth"], network=network, gpus=gpus)
+    outcome = LocalRuntime(sandbox="bwrap", limits=LIMITS).run(spec)
+    assert outcome.exit_code == 0, outcome.stderr.read_text()
+    done = json.loads((tmp_path / "run/submission/done").read_text())
+    assert outcome.details["network"] == network
+    if network == "bridge":
+        assert "nameserver 10.0.2.3" in done["resolv"] and done["driver"] is None
+    else:
+        assert done["driver"] == ["libcuda.so.1"] and done["cuda"] == "\x7fELF stand-in"
+    assert_dropped(reports(outcome.stdout.read_text()), outcome, tmp_path / "run")
