@@ -552,10 +552,9 @@ class LocalRuntime(Runtime):
             try:
                 proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
                                         cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
-            except subprocess.SubprocessError as exc:  # the preexec function failed in the child
-                raise RuntimeUnavailable(f"the local runtime could not start the sandbox as the run's uid: {exc}; "
-                                         "an image run needs the run's uid to create a user namespace (bubblewrap "
-                                         "--unshare-user)") from None
+            except subprocess.SubprocessError:  # the preexec function failed in the child, which said why
+                why = _last_line(stderr_path)
+                raise RuntimeUnavailable(f"the local runtime could not start the sandbox: {why}") from None
             try:
                 connect(proc)  # the agent starts only once its network is up
                 next_disk = start
@@ -760,6 +759,15 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
                 fh.write("0")
 
     return join
+
+
+def _last_line(path: Path) -> str:
+    """The last line a failed child wrote to the run's stderr log (the reason it gives)."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no reason given"
+    return lines[-1][-500:] if lines else "no reason given"
 
 
 def _disk_exceeded(policy: run_policy.SandboxPolicy, tmp: Path) -> tuple[str, str] | None:

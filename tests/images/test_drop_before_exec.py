@@ -267,3 +267,22 @@ def test_bridge_and_gpu_image_runs_still_get_their_files(hostile_images, tmp_pat
     else:
         assert done["driver"] == ["libcuda.so.1"] and done["cuda"] == "\x7fELF stand-in"
     assert_dropped(reports(outcome.stdout.read_text()), outcome, tmp_path / "run")
+
+
+@pytest.mark.sandbox
+def test_a_failed_drop_stops_the_run_with_its_reason(hostile_images, tmp_path, monkeypatch):
+    """Nothing runs when a step before bubblewrap fails (here the bridge's mount point is gone, so its tmpfs
+    cannot be mounted): the error names the step, and the run's folders are the harness's again."""
+    if os.geteuid() != 0:
+        pytest.skip("the bridge is a root harness's")
+    from pytest_rexmle.runtime.sandbox import hostdrop
+
+    cache, tags = hostile_images
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(cache))
+    monkeypatch.setattr(hostdrop.Bridge, "create", classmethod(lambda cls: cls(tmp_path / "no-such-folder")))
+    with pytest.raises(RuntimeUnavailable) as refused:
+        run_image(tmp_path, tags["replaced"])
+    assert str(refused.value) == ("the local runtime could not start the sandbox: rexmle: the run's confinement "
+                                  "failed before bubblewrap: [Errno 2] a tmpfs for the bind sources: No such file "
+                                  "or directory")
+    assert (tmp_path / "run/workspace").stat().st_uid == 0 and not (tmp_path / "run/submission/done").exists()

@@ -68,21 +68,25 @@ class Bridge:
         self.sources.append(Path(source))
         return str(self.folder / str(len(self.sources) - 1))
 
-    def mount(self) -> None:
+    def plan(self) -> list[tuple[bytes, bytes, bool]]:
+        """Each (source, its place, whether a folder), worked out in the harness before the fork."""
+        return [(bytes(source), bytes(self.folder / str(number)), source.is_dir())
+                for number, source in enumerate(self.sources)]
+
+    def mount(self, libc: ctypes.CDLL, plan: list[tuple[bytes, bytes, bool]]) -> None:
         """In the child (root, before its uid switch): a private mount namespace, a tmpfs on the folder, each
-        source bound at its number. Only system calls and plain file operations: nothing else is imported."""
-        libc = ctypes.CDLL(None, use_errno=True)
+        source bound at its place. System calls only (``libc`` and ``plan`` come from the parent: nothing is
+        loaded or looked up after the fork)."""
         _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
         _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
         _check(libc.mount(b"tmpfs", bytes(self.folder), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755"),
-               f"a tmpfs on {self.folder}")
-        for number, source in enumerate(self.sources):
-            target = self.folder / str(number)
-            if source.is_dir():
-                target.mkdir()
+               "a tmpfs for the bind sources")
+        for source, target, is_dir in plan:
+            if is_dir:
+                os.mkdir(target, 0o755)
             else:
-                target.touch()
-            _check(libc.mount(bytes(source), bytes(target), None, MS_BIND | MS_REC, None), f"binding {source}")
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            _check(libc.mount(source, target, None, MS_BIND | MS_REC, None), f"binding {source.decode()}")
 
     def remove(self) -> None:
         """The folder (empty on the host: its contents were only ever in the child's namespace)."""
@@ -112,21 +116,32 @@ class HostDrop:
 
 def preexec(drop: HostDrop, join: Callable[[], None] | None = None) -> Callable[[], None]:
     """The child's last steps before it executes bubblewrap: the run's cgroups (``join``, while still
-    privileged), the bridge's mounts, the uid switch, the rlimits, the parent-death signal."""
+    privileged), the bridge's mounts, the uid switch, the rlimits, the parent-death signal. Everything it
+    needs is prepared here, in the harness, so the child only makes system calls."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    plan = drop.bridge.plan() if drop.bridge is not None else []
+    rlimits = drop.host_rlimits()
 
-    def confine() -> None:
+    def steps() -> None:
         if join is not None:
             join()
         if drop.bridge is not None:
-            drop.bridge.mount()
+            drop.bridge.mount(libc, plan)
         if drop.identity is not None:
             os.setgroups([])
             os.setresgid(drop.identity.gid, drop.identity.gid, drop.identity.gid)
             os.setresuid(drop.identity.uid, drop.identity.uid, drop.identity.uid)
-        apply_rlimits(drop.host_rlimits())
-        _check(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        apply_rlimits(rlimits)
+        _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         if os.getppid() != drop.parent:  # the harness died before the signal was armed
             os._exit(137)
+
+    def confine() -> None:
+        try:
+            steps()
+        except (OSError, ValueError) as exc:  # subprocess reports only that the function failed: say why
+            os.write(2, f"rexmle: the run's confinement failed before bubblewrap: {exc}\n".encode())
+            raise
 
     return confine
 
