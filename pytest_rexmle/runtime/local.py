@@ -454,6 +454,7 @@ class LocalRuntime(Runtime):
         gateway: gateway_link.RunGateway | None = None
         gateway_details: dict | None = None
         drop: HostDrop | None = None
+        config: dict = {}
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -518,7 +519,7 @@ class LocalRuntime(Runtime):
                 lease.release()
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
-                               network=network)
+                               network=network, seccomp=_seccomp_record(config) if config else None)
         if image is not None:  # what ran: the unpacked image (no engine), by its digest
             outcome.details.update(image=spec.image, image_id=image.digest, image_runner="bwrap-rootfs",
                                    image_source=image.manifest.get("source"))
@@ -759,6 +760,13 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
                 fh.write("0")
 
     return join
+
+
+def _seccomp_record(config: dict) -> dict:
+    """What ``run.json`` says of the run's seccomp filter: what a process inside observes (``Seccomp: 2`` in
+    its status; IP sockets refused for ``none`` under Landlock or TCP streams only; ``socket(AF_UNIX)``)."""
+    return {"mode": "filter", "network": config.get("seccomp_network") or config["network"],
+            "unix_sockets": not config["deny_unix_sockets"]}
 
 
 def _last_line(path: Path) -> str:
