@@ -213,11 +213,11 @@ class LocalRuntime(Runtime):
 
         why = local_image_refusal(image, self.mechanism())
         if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
-            why = self._image_drop_refusal()
+            why = self.image_drop_refusal()
         if why is not None:
             raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
 
-    def _image_drop_refusal(self) -> str | None:
+    def image_drop_refusal(self) -> str | None:
         """A root harness starts an image run's bubblewrap as the run's uid (nothing of the image may run as
         root, :mod:`.sandbox.hostdrop`): None when an ordinary uid can run bubblewrap here, else why not."""
         probe = unprivileged_bwrap(self.bwrap)

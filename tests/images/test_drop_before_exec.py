@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -286,3 +287,23 @@ def test_a_failed_drop_stops_the_run_with_its_reason(hostile_images, tmp_path, m
                                   "failed before bubblewrap: [Errno 2] a tmpfs for the bind sources: No such file "
                                   "or directory")
     assert (tmp_path / "run/workspace").stat().st_uid == 0 and not (tmp_path / "run/submission/done").exists()
+
+
+@pytest.mark.sandbox
+def test_a_slurm_nodes_check_says_its_uids_cannot_sandbox_an_image(hostile_images, tmp_path):
+    """The Slurm runtime's probe job asks the node (``pytest_rexmle.images.node_check``) before any run: a root
+    job on a node whose ordinary uids cannot run bubblewrap names that, rather than fail inside each run."""
+    if os.geteuid() != 0:
+        pytest.skip("a root harness's check")
+    cache, tags = hostile_images
+    (tmp_path / "bin").mkdir()
+    shutil.copy2(shutil.which("bwrap"), tmp_path / "bin" / "bwrap")
+    (tmp_path / "bin" / "bwrap").chmod(0o700)
+    def node_check(path: str) -> str:
+        env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "PATH": path}
+        return subprocess.run([sys.executable, "-m", "pytest_rexmle.images.node_check", "--sandbox", "bwrap",
+                               tags["pth"]], capture_output=True, text=True, env=env, timeout=120).stdout
+
+    assert node_check(os.environ["PATH"]).startswith("ok ")
+    refused = node_check(f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    assert refused.startswith("missing on node ") and "bubblewrap failed to start as an ordinary uid" in refused, refused
