@@ -35,7 +35,8 @@ LAZY_COMMANDS = {
     "export": (".report.view", "add_export_arguments", "run_export",
                "export a session's runs: atif (trajectories in ATIF v1.7, Harbor's folder layout)"),
     "selfcheck": (".testing.cli", "add_selfcheck_arguments", "run_selfcheck_command",
-                  "run the runtime conformance suite (answers, writes, leftovers, keys, network, limits) "
+                  "run the runtime conformance suite (answers, writes, leftovers, keys, network, limits, "
+                  "interpreter) "
                   "against a registered runtime"),
 }
 

@@ -9,6 +9,7 @@ host's own Python, never what the image holds.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -43,15 +44,20 @@ def local_image_refusal(image: str, mechanism: str) -> str | None:
 
 def refusal_here(image: str, sandbox: str = "auto") -> str | None:
     """``local_image_refusal`` for this machine: the sandbox ``--rexmle-sandbox=sandbox`` would pick here (probed
-    once per process), or why none works. None: ``--rexmle-runtime=local`` runs ``image`` here."""
+    once per process), or why none works; as root, also whether the run's uids can start bubblewrap (an image
+    run's drop before exec). None: ``--rexmle-runtime=local`` runs ``image`` here."""
     from ..runtime.base import RuntimeUnavailable
     from ..runtime.local import LocalRuntime
 
+    runtime = LocalRuntime(sandbox=sandbox)
     try:
-        mechanism = LocalRuntime(sandbox=sandbox).mechanism()
+        mechanism = runtime.mechanism()
     except RuntimeUnavailable as exc:
         return str(exc)
-    return local_image_refusal(image, mechanism)
+    why = local_image_refusal(image, mechanism)
+    if why is None and os.geteuid() == 0:
+        why = runtime.image_drop_refusal()
+    return why
 
 
 def image_python(image: store.StoredImage) -> str | None:

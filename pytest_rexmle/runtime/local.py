@@ -28,7 +28,9 @@ In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged 
 per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
 capabilities, ``no_new_privs``, a seccomp filter, rlimits; the harness adds a cgroup v2 group when it
 can and watches disk use. The agent's ``PATH`` is its tools (:mod:`.agent_tools`: ``rexmle validate``)
-and the system's folders: nothing it runs needs the harness's interpreter.
+and the system's folders: nothing it runs needs the harness's interpreter. An image agent's launcher runs
+on the image's own ``python3``, which is the image's and so untrusted: the harness starts bubblewrap
+already as the run's uid, with its rlimits, in a user namespace of its own (:mod:`.sandbox.hostdrop`).
 
 Without any sandbox the agent would see everything this user can read, so the runtime refuses to start
 unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
@@ -70,9 +72,10 @@ from .sandbox.gateway_net import (
     can_create_network_namespace,
 )
 from .sandbox.gpu_devices import visible_inside
+from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
 from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
-from .sandbox.probe import launcher_command, launcher_env, pick
+from .sandbox.probe import launcher_command, launcher_env, pick, unprivileged_bwrap
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
 from .sandbox.uids import Lease, UidRange, UidRangeError, allocate, cancel_jobs_of, kill_all_of, lock_dir
@@ -219,8 +222,21 @@ class LocalRuntime(Runtime):
         from ..images.runnable import local_image_refusal
 
         why = local_image_refusal(image, self.mechanism())
+        if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
+            why = self.image_drop_refusal()
         if why is not None:
             raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+
+    def image_drop_refusal(self) -> str | None:
+        """A root harness starts an image run's bubblewrap as the run's uid (nothing of the image may run as
+        root, :mod:`.sandbox.hostdrop`): None when an ordinary uid can run bubblewrap here, else why not."""
+        probe = unprivileged_bwrap(self.bwrap)
+        if probe.works:
+            return None
+        return (f"{probe.reason}. A root harness starts an image agent's sandbox as the run's own uid, which must "
+                "be allowed to create a user namespace (sysctl user.max_user_namespaces > 0, "
+                "kernel.unprivileged_userns_clone=1, no AppArmor userns restriction for bwrap); or use "
+                "--rexmle-runtime=docker")
 
     def _stored_image(self, spec: RunSpec) -> StoredImage | None:
         """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""
@@ -370,12 +386,15 @@ class LocalRuntime(Runtime):
         return notices + ([_fallback_message(why)] if why else [])
 
     def _bwrap_command(self, spec: RunSpec, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
-                       fds: list[int], bridge: SlirpNetwork | None, image: StoredImage | None = None) -> list[str]:
+                       fds: list[int], bridge: SlirpNetwork | None, image: StoredImage | None = None,
+                       drop: HostDrop | None = None) -> list[str]:
+        """bubblewrap's command. With ``drop`` (an image run), bubblewrap itself runs unprivileged as the run's
+        uid in a user namespace of its own, its bind sources reached through ``drop.bridge``."""
         config_fd = data_fd(json.dumps(config).encode(), "launcher-config")
         seccomp_fd = data_fd(build_filter(network=config["network"], deny_unix_sockets=config["deny_unix_sockets"]),
                              "seccomp")
         view, launcher, env = None, launcher_command(config_fd), launcher_env()
-        if image is not None:  # the image is the system; the launcher runs on the image's Python
+        if image is not None:  # the image is the system; the launcher runs on the image's Python, already dropped
             import pytest_rexmle
 
             from ..images.runnable import image_python
@@ -388,11 +407,24 @@ class LocalRuntime(Runtime):
             launcher = [image_python(image), "-I", "-B", "-c", code, str(config_fd)]
         args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
                             tmp=tmp, python_roots=python_roots(), env=env,
-                            user_namespace=not ident.harness_is_root(), seccomp_fd=seccomp_fd,
-                            bridge_args=bridge.bwrap_args() if bridge is not None else None, image=view)
+                            user_namespace=not ident.harness_is_root() or (drop is not None and drop.identity is not None),
+                            seccomp_fd=seccomp_fd, bridge_args=bridge.bwrap_args() if bridge is not None else None,
+                            image=view, reach=drop.bridge.reach if drop is not None and drop.bridge else None)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
         return [self.bwrap, "--args", str(args_fd), "--", *launcher]
+
+    @staticmethod
+    def _host_drop(config: dict, who: ident.Identity, image: StoredImage | None) -> HostDrop | None:
+        """An image run's confinement before bubblewrap executes the image's interpreter (see
+        :mod:`.sandbox.hostdrop`): a root harness switches to the run's uid (its bind sources bridged), any
+        harness sets the rlimits. None for an agent without an image (the launcher is the harness's own
+        Python) and for ``--rexmle-agent-as-root`` (uid 0 by the user's choice)."""
+        if image is None or who.is_root:
+            return None
+        switch = ident.harness_is_root() and who.uid != os.geteuid()
+        return HostDrop(who if switch else None, {int(k): v for k, v in config["rlimits"].items()}, os.getpid(),
+                        Bridge.create() if switch else None)
 
     def _landlock_command(self, policy: run_policy.SandboxPolicy, config: dict, tmp: Path, tools: Path,
                           fds: list[int], logs: list[str]) -> list[str]:
@@ -442,6 +474,8 @@ class LocalRuntime(Runtime):
         channel: ListenerChannel | None = None
         gateway: gateway_link.RunGateway | None = None
         gateway_details: dict | None = None
+        drop: HostDrop | None = None
+        config: dict = {}
         try:
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
@@ -470,15 +504,18 @@ class LocalRuntime(Runtime):
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
             if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
-                                      log=spec.logs / "slirp4netns.log")
+                                      log=spec.logs / "slirp4netns.log", image_root=image.rootfs if image else None)
             if mechanism == "bwrap":
-                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image)
+                drop = self._host_drop(config, who, image)
+                argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image, drop)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
             outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
-                                      lambda proc: self._connect(proc, bridge, channel, gateway))
+                                      lambda proc: self._connect(proc, bridge, channel, gateway), drop)
         finally:
+            if drop is not None and drop.bridge is not None:
+                drop.bridge.remove()
             if bridge is not None:
                 bridge.close()
             if channel is not None:
@@ -503,7 +540,7 @@ class LocalRuntime(Runtime):
                 lease.release()
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
-                               network=network)
+                               network=network, seccomp=_seccomp_record(config) if config else None)
         if image is not None:  # what ran: the unpacked image (no engine), by its digest
             outcome.details.update(image=spec.image, image_id=image.digest, image_runner="bwrap-rootfs",
                                    image_source=image.manifest.get("source"))
@@ -526,14 +563,20 @@ class LocalRuntime(Runtime):
 
     def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
                    cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
-                   connect: Callable[[subprocess.Popen], None]) -> RunOutcome:
+                   connect: Callable[[subprocess.Popen], None], drop: HostDrop | None = None) -> RunOutcome:
         join = _cgroup_joiner(cgroup)
+        if drop is not None:
+            join = preexec(drop, join)
         start = time.monotonic()
         exceeded: tuple[str, str] | None = None
         timed_out = False
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
-                                    cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
+            try:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=launcher_env(),
+                                        cwd="/", pass_fds=pass_fds, start_new_session=True, preexec_fn=join)
+            except subprocess.SubprocessError:  # the preexec function failed in the child, which said why
+                why = _last_line(stderr_path)
+                raise RuntimeUnavailable(f"the local runtime could not start the sandbox: {why}") from None
             try:
                 connect(proc)  # the agent starts only once its network is up
                 next_disk = start
@@ -738,6 +781,22 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
                 fh.write("0")
 
     return join
+
+
+def _seccomp_record(config: dict) -> dict:
+    """What ``run.json`` says of the run's seccomp filter: what a process inside observes (``Seccomp: 2`` in
+    its status; IP sockets refused for ``none`` under Landlock or TCP streams only; ``socket(AF_UNIX)``)."""
+    return {"mode": "filter", "network": config.get("seccomp_network") or config["network"],
+            "unix_sockets": not config["deny_unix_sockets"]}
+
+
+def _last_line(path: Path) -> str:
+    """The last line a failed child wrote to the run's stderr log (the reason it gives)."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no reason given"
+    return lines[-1][-500:] if lines else "no reason given"
 
 
 def _disk_exceeded(policy: run_policy.SandboxPolicy, tmp: Path) -> tuple[str, str] | None:

@@ -11,7 +11,9 @@ Each :class:`CheckResult` names one attack class of :data:`CHECKS`: ``answers`` 
 a hidden path unreadable), ``writes`` (nothing written outside the workspace and submission),
 ``leftovers`` (no process or temporary file outlives the run), ``keys`` (the host's provider key in no
 environment, process or file the agent reads), ``network`` (the session's gateway answers and is the
-only peer) and ``limits`` (a process count and a memory limit hold).
+only peer), ``limits`` (a process count and a memory limit hold) and ``interpreter`` (an image whose
+``python3`` is hostile still runs as the run's uid with no capability and the run's limits; for runtimes
+that run images from this machine's image cache, else not applicable).
 """
 
 from __future__ import annotations

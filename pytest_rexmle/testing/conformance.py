@@ -10,7 +10,10 @@ agent (``probe.py``, standard library only) try, and then judges from the host's
 
 Two runs per check-up, launched together (a batch runtime queues both): ``probe`` under the gateway
 network (answers, writes, keys, network, leftovers) and ``limits`` under tight limits (processes and
-memory).
+memory). Then, for a runtime that runs images from this machine's image cache (the local runtime), a third:
+``interpreter``, an image whose ``python3`` is hostile (:mod:`.hostile_image`), which must observe the
+run's uid, no capability, ``no_new_privs``, the seccomp filter and the run's rlimits, and leave nothing
+with a file capability or an immutable flag.
 """
 
 from __future__ import annotations
@@ -32,12 +35,16 @@ from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnava
 from ..runtime.sandbox.limits import Limits, format_size
 
 #: the checks, in the order they are reported
-CHECKS = ("answers", "writes", "leftovers", "keys", "network", "limits")
+CHECKS = ("answers", "writes", "leftovers", "keys", "network", "limits", "interpreter")
 PROBE = Path(__file__).with_name("probe.py")
 PROBE_SECONDS = 180.0
 LIMITS_SECONDS = 120.0
 #: the limits run's caps: the fork bomb stops by itself at FORKS, the hog at HOG_MB
 LIMITS = Limits(memory=256 << 20, processes=64)
+#: the interpreter run's limits: values no default has, so that seeing them proves they were set
+INTERPRETER_LIMITS = Limits(open_files=321, file_size=96 << 20)
+INTERPRETER_SECONDS = 120.0
+HOSTILE_TAG = "rexmle-selfcheck/hostile-python:1"
 FORKS, HOG_MB = 400, 1024
 ANSWERS_NAME, HIDDEN_NAME, HIDDEN_FILE = "answers.csv", ".cache-notes", "grader-notes.txt"
 KEY_NAME = "OPENAI_API_KEY"
@@ -270,10 +277,14 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
                     log(f"the {run.name} run ended")
     finally:
         service.close()
+    try:
+        interpreter = check_interpreter(runtime, plant, log)
+    finally:
         runtime.close()
     try:
         return [judge_answers(plant, probe), judge_writes(plant, probe), judge_leftovers(plant, probe),
-                judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits)]
+                judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits),
+                interpreter]
     finally:
         clean_leftovers(plant)
 
@@ -422,8 +433,97 @@ def judge_limits(run: Run) -> CheckResult:
     return CheckResult("limits", True, "; ".join(held))
 
 
+# -- the hostile interpreter ------------------------------------------------------------------------------
+
+@contextmanager
+def _image_cache(folder: Path) -> Iterator[None]:
+    """``REXMLE_CACHE_DIR`` at ``folder`` while the hostile image is imported and run: the user's own cache
+    never holds it."""
+    before = os.environ.get("REXMLE_CACHE_DIR")
+    os.environ["REXMLE_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("REXMLE_CACHE_DIR", None)
+        else:
+            os.environ["REXMLE_CACHE_DIR"] = before
+
+
+def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
+    """An image whose ``python3`` runs only an attack (never the sandbox's launcher), run as an agent's image:
+    whatever the runtime does inside its image, the process must already be the run's, dropped."""
+    from ..runtime.local import LocalRuntime
+
+    if not isinstance(runtime, LocalRuntime):
+        return CheckResult("interpreter", True, f"not applicable: the {runtime.name} runtime runs no image from "
+                           "this machine's image cache (its images' interpreters run under its own engine)")
+    from ..images import store
+    from .hostile_image import NoSystemPython, build_root
+
+    cache = plant.root / "image-cache"
+    with _image_cache(cache):
+        try:
+            built = build_root(plant.root / "hostile-root", replaced_python=True, pth=False)
+            store.import_archive(built, tags=(HOSTILE_TAG,))
+        except (NoSystemPython, OSError, ValueError) as exc:
+            return CheckResult("interpreter", True, f"not checked: no hostile image could be built here ({exc})")
+        finally:
+            shutil.rmtree(plant.root / "hostile-root", ignore_errors=True)
+        try:
+            runtime.check_image(HOSTILE_TAG)
+        except RuntimeUnavailable as exc:
+            return CheckResult("interpreter", True, f"not applicable: the runtime runs no image here ({exc})")
+        run = Run("interpreter", plant.root / "runs" / "interpreter")
+        try:
+            run.spec = _interpreter_spec(runtime, plant, run)
+            run.outcome = runtime.launch(run.spec).wait()
+            log("the interpreter run ended")
+        except RuntimeUnavailable as exc:
+            run.error = f"the runtime refused the run: {exc}"
+    return judge_interpreter(run)
+
+
+def _interpreter_spec(runtime: Runtime, plant: Plant, run: Run) -> RunSpec:
+    for sub in ("workspace", "submission", "logs"):
+        (run.folder / sub).mkdir(parents=True)
+    instructions = run.folder / "instructions.md"
+    instructions.write_text("conformance probe\n")
+    spec = RunSpec("selfcheck", ["python3", "-I", "-c", "pass"], {"REXMLE_TASK": "selfcheck"}, plant.public,
+                   run.workspace, run.folder / "submission", run.folder / "logs", instructions, INTERPRETER_SECONDS,
+                   hidden=(plant.private, plant.hidden), image=HOSTILE_TAG, network="none", limits=INTERPRETER_LIMITS)
+    return runtime.stage(spec)
+
+
+def judge_interpreter(run: Run) -> CheckResult:
+    from .hostile_image import left_behind, problems, reports
+
+    if run.outcome is None:
+        return CheckResult("interpreter", False, run.why_not_run())
+    try:
+        found = reports(run.outcome.stdout.read_text(errors="replace"))
+    except OSError:
+        found = []
+    if not found:
+        return CheckResult("interpreter", False, f"the image's hostile python3 never reported: {run.why_not_run()}")
+    details = run.outcome.details
+    wrong = problems(found, details.get("agent_uid", -1), details.get("limits") or INTERPRETER_LIMITS.to_json(),
+                     os.geteuid() == 0)
+    wrong += [f"left behind: {item}" for item in left_behind(run.folder)]
+    if wrong:
+        return CheckResult("interpreter", False, "the image's interpreter ran before the run was dropped: "
+                           + "; ".join(wrong[:6]))
+    status = found[0]["status"]
+    return CheckResult("interpreter", True, f"an image's hostile python3 ran as the run's uid {status['Uid']} with no "
+                       "capability, no_new_privs, the seccomp filter and the run's rlimits; its setcap and chattr +i "
+                       "failed and nothing of them is left")
+
+
 def _remove(root: Path) -> None:
     """The check-up's folder, whatever the agent left in it (``rm``: deep folders, foreign owners)."""
     import subprocess
 
+    from .hostile_image import clear_flags
+
+    clear_flags(root)
     subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)

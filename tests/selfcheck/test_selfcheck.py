@@ -22,7 +22,8 @@ from ..docker.conftest import docker_client, test_image  # noqa: F401  (fixtures
 from ..security.conftest import landlock_works
 
 WEAK = {"weak-answers": "AnswersBoundRuntime", "weak-network": "HostNetworkRuntime",
-        "weak-limits": "UnlimitedRuntime", "weak-nothing": "NoSandboxRuntime"}
+        "weak-limits": "UnlimitedRuntime", "weak-nothing": "NoSandboxRuntime",
+        "weak-interpreter": "UndroppedImageRuntime"}
 
 
 def selfcheck(*args: str, extra_path: Path | None = None, timeout: float = 600) -> tuple[int, dict[str, str], str]:
@@ -82,7 +83,8 @@ def weak_registry(tmp_path_factory) -> Path:
     ("weak-answers", {"answers"}),
     ("weak-network", {"network", "keys"}),   # no gateway: the key goes in as the harness was given it
     ("weak-limits", {"limits"}),
-    ("weak-nothing", set(CHECKS)),
+    ("weak-interpreter", {"interpreter"}),   # an image's python3 ran before the run was dropped
+    ("weak-nothing", set(CHECKS) - {"interpreter"}),  # no sandbox: image agents are refused outright
 ])
 def test_weakened_runtime_fails_exactly_its_checks(weak_registry, needs_bwrap, runtime, failing):
     code, lines, output = selfcheck("--runtime", runtime, "--sandbox", "bwrap", extra_path=weak_registry)
@@ -98,6 +100,12 @@ def test_failure_lines_say_why(weak_registry, needs_bwrap):
     _, lines, output = selfcheck("--runtime", "weak-network", "--sandbox", "bwrap", extra_path=weak_registry)
     assert "the host's loopback service answered the agent" in lines["network"], output
     assert "the host's key reached the agent" in lines["keys"], output
+    _, lines, output = selfcheck("--runtime", "weak-interpreter", "--sandbox", "bwrap", extra_path=weak_registry)
+    if os.geteuid() == 0:
+        assert "ran as uid 0 gid 0" in lines["interpreter"] and "held capabilities: CapEff" in lines["interpreter"], output
+        assert "setcap /rexmle/workspace succeeded" in lines["interpreter"], output
+    else:
+        assert "run.json says 321" in lines["interpreter"], output  # the open-file limit was skipped
 
 
 def test_unknown_runtime_is_a_usage_error_listing_the_registered_ones():

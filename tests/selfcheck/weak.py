@@ -47,3 +47,14 @@ class NoSandboxRuntime(LocalRuntime):
 
     def __init__(self, **options: object) -> None:
         super().__init__(**{**options, "unsafe": True})
+
+
+class UndroppedImageRuntime(LocalRuntime):
+    """Starts an image run's bubblewrap as the harness, trusting the image's own ``python3`` (the launcher)
+    to drop privileges and set the limits: the local runtime before issue #38's drop before exec."""
+
+    name = "weak-interpreter"
+
+    @staticmethod
+    def _host_drop(config, who, image):
+        return None

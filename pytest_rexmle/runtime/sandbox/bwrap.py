@@ -12,7 +12,7 @@ installation's folders show under their own names. The private folders are not m
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,39 +56,43 @@ class Bind:
 
 def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden: tuple[Path, ...],
                env: dict[str, str], gpus: tuple[str, ...], network: list[str], user_namespace: bool,
-               seccomp_fd: int | None, image: ImageView | None = None, shm_size: int | None = None) -> list[str]:
+               seccomp_fd: int | None, image: ImageView | None = None, shm_size: int | None = None,
+               reach: Callable[[str], str] | None = None) -> list[str]:
     """bubblewrap's options, for ``bwrap --args FD -- COMMAND`` (bubblewrap reads the command itself only
     from its real argv, so the command — the launcher, which names no run path — stays there).
 
     ``network``: nothing for the host's network, :data:`NO_NETWORK`, or the bridge's options
-    (:meth:`.slirp.SlirpNetwork.bwrap_args`, which lay a file over ``/etc`` and so go after it)."""
+    (:meth:`.slirp.SlirpNetwork.bwrap_args`, which lay a file over ``/etc`` and so go after it).
+    ``reach``: where bubblewrap finds each bind source's folder or file (an unprivileged bubblewrap, started
+    as the run's uid, binds them from :class:`.hostdrop.Bridge`); by default their own paths."""
+    src = reach or str
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--hostname", "rexmle-agent", "--clearenv"]
     if user_namespace:
         args += ["--unshare-user"]
     # fresh /proc (its sys/ read-only), /dev, and the run's private /tmp on disk
-    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--bind", str(tmp), "/tmp"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--bind", src(str(tmp)), "/tmp"]
     # POSIX shared memory and semaphores (Python's multiprocessing, PyTorch's DataLoader) need a /dev/shm the
     # agent's uid can write; bubblewrap's own is root's 0755 folder. Its pages count against the run's memory.
     args += ["--perms", "01777", "--size", str(shm_size or DEFAULT_SHM), "--tmpfs", "/dev/shm"]
     bound: list[Path] = []
     if image is not None:
-        args += _image_args(image, tmp)
+        args += _image_args(image, tmp, src)
     else:
         args += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
         for d in SYSTEM_DIRS:
             if os.path.isdir(d):
-                args += ["--ro-bind", d, d]
+                args += ["--ro-bind", src(d), d]
                 bound.append(Path(d))
         for d in MERGED_DIRS:
             if os.path.islink(d):
                 args += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
-                args += ["--ro-bind", d, d]
+                args += ["--ro-bind", src(d), d]
         made: set[str] = set()
         for root in python_roots:
             args += _parents(root, made)  # bubblewrap would make them 0700, unreachable for the agent's uid
-            args += ["--ro-bind", str(root), str(root)]
+            args += ["--ro-bind", src(str(root)), str(root)]
             bound.append(root)
     for path in hidden:
         if path.exists() and any(is_under(path, b) for b in bound):
@@ -97,7 +101,7 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
         args += ["--dev-bind-try", source, target]
     args += ["--dir", "/rexmle"]
     for bind in binds:
-        args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
+        args += ["--bind" if bind.writable else "--ro-bind", src(str(bind.source)), bind.target]
     args += network
     args += ["--remount-ro", "/", "--chdir", "/"]  # the launcher changes to the agent's folder
     if seccomp_fd is not None:
@@ -109,7 +113,8 @@ def bwrap_args(*, python_roots: list[Path], binds: list[Bind], tmp: Path, hidden
 
 def render(policy: SandboxPolicy, *, targets: Mapping[str, str], tools: Path, tools_target: str, tmp: Path,
            python_roots: list[Path], env: dict[str, str], user_namespace: bool, seccomp_fd: int | None,
-           bridge_args: list[str] | None = None, image: ImageView | None = None) -> list[str]:
+           bridge_args: list[str] | None = None, image: ImageView | None = None,
+           reach: Callable[[str], str] | None = None) -> list[str]:
     """The run's policy as bubblewrap's options: its folders bound at their contract ``targets`` (read-only
     unless the policy makes them writable), its hidden folders covered, its network (a lone loopback for
     ``none`` and ``gateway``, whose listener the launcher makes inside; the bridge's options for
@@ -122,10 +127,10 @@ def render(policy: SandboxPolicy, *, targets: Mapping[str, str], tools: Path, to
     roots = [*python_roots, *(p for p in policy.software if p not in python_roots)]  # read-only at their own paths
     return bwrap_args(python_roots=roots, binds=binds, tmp=tmp, hidden=policy.hidden, env=env,
                       gpus=policy.gpus, network=network, user_namespace=user_namespace,
-                      seccomp_fd=seccomp_fd, image=image, shm_size=policy.limits.shm)
+                      seccomp_fd=seccomp_fd, image=image, shm_size=policy.limits.shm, reach=reach)
 
 
-def _image_args(image: ImageView, tmp: Path) -> list[str]:
+def _image_args(image: ImageView, tmp: Path, src: Callable[[str], str] = str) -> list[str]:
     """The image's root as the sandbox's system: each top-level entry bound read-only (links kept as links,
     resolved by the kernel inside the sandbox, where ``/`` is the image's), ``/var/tmp`` the run's /tmp,
     the harness's package for the launcher, the driver's libraries for a GPU run."""
@@ -136,16 +141,16 @@ def _image_args(image: ImageView, tmp: Path) -> list[str]:
         if entry.is_symlink():
             args += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
         elif entry.is_dir() or entry.is_file():
-            args += ["--ro-bind", entry.path, f"/{entry.name}"]
+            args += ["--ro-bind", src(entry.path), f"/{entry.name}"]
     var_tmp = image.rootfs / "var" / "tmp"
     if var_tmp.is_dir() and not var_tmp.is_symlink() and not (image.rootfs / "var").is_symlink():
-        args += ["--bind", str(tmp), "/var/tmp"]
+        args += ["--bind", src(str(tmp)), "/var/tmp"]
     args += ["--perms", "0755", "--dir", HARNESS_INSIDE,
-             "--ro-bind", str(image.package), f"{HARNESS_INSIDE}/{image.package.name}"]
+             "--ro-bind", src(str(image.package)), f"{HARNESS_INSIDE}/{image.package.name}"]
     if image.driver_libs:
         args += ["--perms", "0755", "--dir", DRIVER_INSIDE]
         for source, name in image.driver_libs:
-            args += ["--ro-bind", str(source), f"{DRIVER_INSIDE}/{name}"]
+            args += ["--ro-bind", src(str(source)), f"{DRIVER_INSIDE}/{name}"]
     return args
 
 

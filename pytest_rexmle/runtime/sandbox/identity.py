@@ -10,7 +10,8 @@ silently root, and never an identity another run has.
   given back to the harness's owner when the run ends, before anything reads them (:func:`hand_back`).
   Under bubblewrap we deliberately do *not* use ``--unshare-user`` as root: a user namespace created by
   host root maps the agent back to host uid 0, which owns most files, is exempt from RLIMIT_NPROC and
-  reads root-only files in the view (``/etc/shadow``). A real host uid is stronger.
+  reads root-only files in the view (``/etc/shadow``). A real host uid is stronger. (An image run's
+  bubblewrap does make one, but started by the run's uid, which it maps to itself: see :mod:`.hostdrop`.)
 * If the agent's command cannot run as that uid (an interpreter under a 0700 ``/root`` that Landlock
   has no mount namespace to expose), the session stops with a usage error naming the fix; the agent
   runs as uid 0 only when the user asks for it (``--rexmle-agent-as-root``), with an empty capability

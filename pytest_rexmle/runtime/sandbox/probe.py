@@ -77,6 +77,39 @@ def _probe_bwrap(binary: str | None) -> Probe:
     return Probe("bwrap", True, "bubblewrap works")
 
 
+def unprivileged_bwrap(binary: str | None = None) -> Probe:
+    """Whether bubblewrap works started as an ordinary uid (65534, as a run's own uid would start it) with a
+    user namespace of its own: how a root harness runs an image agent (see :mod:`.hostdrop`). Cached."""
+    key = f"bwrap-unprivileged:{binary}"
+    if key not in _cache:
+        _cache[key] = _probe_unprivileged_bwrap(binary or shutil.which("bwrap"))
+    return _cache[key]
+
+
+def _probe_unprivileged_bwrap(binary: str | None) -> Probe:
+    from .identity import Identity, become
+
+    if not binary:
+        return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
+    args = ["--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--proc", "/proc"]
+    for link in ("/bin", "/lib", "/lib64"):  # a merged /usr's links; a separate folder is bound as it is
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            args += ["--ro-bind", link, link]
+    nobody = Identity(65534, 65534)
+    try:
+        done = subprocess.run([binary, *args, "--", "true"], capture_output=True, stdin=subprocess.DEVNULL,
+                              timeout=60, cwd="/", preexec_fn=(lambda: become(nobody)) if os.geteuid() == 0 else None)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Probe("bwrap", False, f"bubblewrap failed to start as an ordinary uid: {exc}")
+    if done.returncode != 0:
+        error = done.stderr.decode(errors="replace").strip().splitlines()
+        return Probe("bwrap", False, f"bubblewrap started as an ordinary uid cannot create its user namespace: "
+                                     f"{error[-1] if error else done.returncode}")
+    return Probe("bwrap", True, "bubblewrap works as an ordinary uid")
+
+
 def _probe_landlock() -> Probe:
     from .landlock import LandlockView, available
 

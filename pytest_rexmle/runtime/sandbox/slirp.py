@@ -86,16 +86,35 @@ def resolv_conf_target(path: str = "/etc/resolv.conf") -> tuple[str, list[str]]:
     return target, [arg for p in parents for arg in ("--dir", p)]
 
 
+def image_resolv_conf(rootfs: Path) -> None:
+    """An empty ``etc/resolv.conf`` in an image's root where it has none (images rarely do: an engine adds
+    its own at start): bubblewrap lays the bridge's over it, and bubblewrap, started as the run's uid, can
+    no more create it in the read-only image than the agent could. Never following a link of the image's
+    (``etc`` or ``resolv.conf`` itself); where it cannot be made, bubblewrap's own error says so."""
+    try:
+        etc = os.open(rootfs / "etc", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.close(os.open("resolv.conf", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=etc))
+    except OSError:  # there already (a file, or a link bubblewrap resolves inside the image), or not ours to add
+        pass
+    finally:
+        os.close(etc)
+
+
 class SlirpNetwork:
     """One run's bridge: the pipes shared with bubblewrap, then the slirp4netns process.
 
     Use: ``bwrap_args()`` and ``child_fds`` when building and starting bubblewrap, ``connect(proc)``
     right after starting it, ``close()`` in the run's cleanup (always, also on errors)."""
 
-    def __init__(self, binary: str, user_namespace: bool, log: Path) -> None:
+    def __init__(self, binary: str, user_namespace: bool, log: Path, image_root: Path | None = None) -> None:
         self.binary = binary
         self.user_namespace = user_namespace
         self.log = log
+        self.image_root = image_root  # an image run's /etc is the image's, not the host's
         self._info_r, self._info_w = os.pipe()
         self._block_r, self._block_w = os.pipe()
         self._resolv = data_fd(RESOLV_CONF, "resolv.conf")
@@ -108,7 +127,11 @@ class SlirpNetwork:
         return self._info_w, self._block_r, self._resolv
 
     def bwrap_args(self) -> list[str]:
-        target, dirs = resolv_conf_target()
+        if self.image_root is not None:
+            image_resolv_conf(self.image_root)
+            target, dirs = "/etc/resolv.conf", []
+        else:
+            target, dirs = resolv_conf_target()
         return ["--unshare-net", "--info-fd", str(self._info_w), "--block-fd", str(self._block_r),
                 *dirs, "--perms", "0644", "--ro-bind-data", str(self._resolv), target]
 
