@@ -18,8 +18,8 @@ create device nodes, or plant setuid binaries. So every entry is placed by :clas
   each one an inode), names are at most 4096 bytes (255 a component) and 256 folders deep, link targets at
   most 4096 bytes; whiteouts naming ``''``, ``.`` or ``..`` are refused;
 * the bytes written per layer and in total are capped (declared sizes checked before writing, actual
-  bytes while writing: a sparse member is charged its full logical size, a lying entry cannot fill the
-  disk), and the file system must keep ``min_free`` bytes free after each file;
+  bytes while writing: a sparse member is charged its full logical size and written with its holes, a
+  lying entry cannot fill the disk), and the file system must keep ``min_free`` bytes free after each file;
 * the layer's stream itself is metered: bytes read that no entry accounts for (an oversized PAX header,
   zeros or junk after the tar's end, which the diff id still hashes) are capped at 8 MiB, so the work done
   for a layer is bounded by its caps, not by how well its bytes compress;
@@ -46,6 +46,7 @@ WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 MAX_SYMLINKS = 40
 CHUNK = 1 << 20
+ZEROS = bytes(CHUNK)
 #: default caps: an agent image with CUDA and PyTorch is 10-20 GB unpacked
 DEFAULT_MAX_LAYER = 64 << 30
 DEFAULT_MAX_TOTAL = 128 << 30
@@ -319,12 +320,17 @@ class LayerWriter:
         check_free(self.root, member.size, self.min_free, f"{label}: entry {rel!r}")
         source = tar.extractfile(member)
         assert source is not None  # a regular member always has a body
+        sparse = member.issparse()  # charged at its logical size above, written with its holes kept
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             while chunk := source.read(CHUNK):
                 self._charge(len(chunk), rel, label)
                 self.deadline.check(f"{label}, {rel!r}")
-                out.write(chunk)
+                if sparse and chunk == ZEROS[:len(chunk)]:
+                    out.seek(len(chunk), os.SEEK_CUR)
+                else:
+                    out.write(chunk)
+            out.truncate()  # a hole at the end: the file still ends at its logical size
         os.chmod(path, self._mode(member, rel))
 
     def _mode(self, member: tarfile.TarInfo, rel: str) -> int:

@@ -177,6 +177,30 @@ def test_a_malformed_sparse_map_is_a_refusal(tmp_path):
         store.import_archive(raw_archive(tmp_path / "map.tar", [out.getvalue()]))
 
 
+def test_a_sparse_layer_member_is_charged_its_logical_size_and_written_with_its_holes(tmp_path):
+    data = b"head" * 1024
+    member = layer_tar_of([(sparse_info("big", len(data), 64 << 20), data)])
+    image, report = store.import_archive(raw_archive(tmp_path / "sparse.tar", [member]))
+    written = image.rootfs / "big"
+    assert written.stat().st_size == 64 << 20 and written.read_bytes()[:len(data)] == data
+    assert written.stat().st_blocks * 512 <= 2 << 20  # the chunk holding the data; before: all 64 MiB on disk
+    assert report.bytes_written >= 64 << 20
+    other = layer_tar_of([(sparse_info("big", len(data), 64 << 20), data.upper())])  # not the image stored above
+    with pytest.raises(ImageRejected, match=r"'big' declares 67108864 bytes, past the per-layer cap"):
+        store.import_archive(raw_archive(tmp_path / "sparse2.tar", [other]), max_layer=32 << 20)
+
+
+def layer_tar_of(members: list) -> bytes:
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
 def test_a_tree_deeper_than_the_cap_is_refused_and_cleaned_up(tmp_path, cache):
     """1,100 nested folders (deeper than Python's recursion limit) then an escaping entry: before, the
     clean-up itself crashed (RecursionError) and left the staging folder for ever."""
