@@ -53,8 +53,9 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Apptainer keeps a converted image's environment as ``export NAME="value"`` lines in these files
 APPTAINER_ENV = ".singularity.d/env"
 _EXPORT = re.compile(r'^export\s+([A-Za-z_][A-Za-z0-9_]*)="([^"$`\\]*)"\s*$')
-#: what a digest looks like (OCI: algorithm ":" encoded), or a bare image id: never a tag
-_DIGEST_LIKE = re.compile(r"^([a-z0-9]+([+._-][a-z0-9]+)*:)?[0-9a-fA-F]{32,}$")
+#: a digest (``sha256:`` and hex, however short: ``images list`` shows 12 of them), or a bare image id: never
+#: a tag. ``agent:<40-hex git sha>`` is an ordinary tag and stays one.
+_DIGEST_LIKE = re.compile(r"^(?:(?:sha256|sha384|sha512):[0-9a-fA-F]+|[0-9a-fA-F]{64})$")
 MAX_TAG = 255
 STAGING = ".import-"
 #: a staging folder whose name carries no deadline (an older importer's) is stale after this long
@@ -126,7 +127,7 @@ def find(name: str) -> StoredImage | None:
     if _DIGEST_LIKE.match(name):
         return None
     for image in images:
-        if name in image.tags and not _DIGEST_LIKE.match(name):
+        if name in image.tags:
             return image
     return None
 

@@ -59,6 +59,10 @@ def test_a_tag_spelling_another_images_digest_is_refused_and_digests_match_first
     with pytest.raises(ImageRejected, match="spelled as a digest"):  # nor when the archive names itself so
         store.import_archive(docker_archive(tmp_path / "c.tar", [[file("c")]], tags=(first.digest,)), adopt_tags=True)
     assert store.find(first.digest).folder == first.folder
+    for spelled in (first.digest[:19], first.digest.split(":")[1], first.digest.upper().replace("SHA", "sha")):
+        with pytest.raises(ImageRejected, match="spelled as a digest"):
+            store.check_tag(spelled)
+    assert store.check_tag("agent:" + "0123456789abcdef" * 2 + "01234567") == "agent:" + "0123456789abcdef" * 2 + "01234567"
     # a cache written before this change may hold such a tag on a newer image: the digest still wins
     second, _ = store.import_archive(docker_archive(tmp_path / "d.tar", [[file("d")]]), tags=("lab/d:1",))
     manifest = json.loads((second.folder / "image.json").read_text())
