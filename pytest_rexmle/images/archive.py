@@ -55,6 +55,8 @@ class ImageSource:
             config = json.loads(self.config)
         except ValueError as exc:
             raise ImageRejected(f"the image's config is not JSON: {exc}") from None
+        except RecursionError:
+            raise ImageRejected("the image's config nests deeper than any image document") from None
         config = _mapping(config, "the image's config")
         rootfs = _mapping(config.get("rootfs"), "the config's rootfs", optional=True)
         _strings(rootfs.get("diff_ids"), "the config's rootfs.diff_ids")
@@ -149,6 +151,8 @@ class Archive:
             return json.loads(self.read(name))
         except ValueError as exc:
             raise ImageRejected(f"{self.path}: {name} is not JSON: {exc}") from None
+        except RecursionError:  # "[[[[...": nested deeper than the parser recurses
+            raise ImageRejected(f"{self.path}: {name} nests deeper than any image document") from None
 
     def read(self, name: str, limit: int = MAX_JSON) -> bytes:
         """A document's bytes, refused past ``limit`` (only layers are streamed, everything else is read)."""

@@ -254,6 +254,15 @@ def test_malformed_docker_manifests_and_configs_are_clean_refusals(tmp_path, cap
     assert "refused" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("which", ["manifest.json", "c.json"])
+def test_a_document_nested_past_the_parsers_recursion_is_a_refusal(tmp_path, which):
+    deep = b"[" * 200_000 + b"]" * 200_000
+    documents = {"c.json": config_for([]), "manifest.json": b'[{"Config": "c.json", "Layers": []}]', which: deep}
+    archive = tar_of(tmp_path / "deep.tar", [named(name, data) for name, data in documents.items()])
+    with pytest.raises(ImageRejected, match="nests deeper than any image document"):
+        store.import_archive(archive)
+
+
 @pytest.mark.parametrize("break_it", ["index-entry", "annotations", "manifest-layers", "manifest-config",
                                       "platforms"])
 def test_malformed_oci_documents_are_clean_refusals(tmp_path, break_it):
