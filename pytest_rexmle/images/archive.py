@@ -33,6 +33,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 MAX_JSON = 16 << 20  # a manifest, index or config larger than this is not one
 MAX_LAYERS = 1000  # Docker stops at 127; an archive listing more is not an image
+MAX_MEMBERS = 65_536  # a docker-archive or OCI tar holds a few per layer
 PLATFORM = ("linux", "amd64")
 
 
@@ -185,9 +186,16 @@ def _open_in_folder(folder: Path, name: str) -> int:
 
 
 def _open_tar(path: Path) -> tarfile.TarFile:
+    """The archive with its member list loaded, refused past ``MAX_MEMBERS`` (tarfile keeps every header it
+    has read in memory: a file of empty members would cost far more memory than its size)."""
     try:
-        return tarfile.open(path, mode="r:")
-    except (tarfile.TarError, OSError) as exc:
+        tar = tarfile.open(path, mode="r:")
+        for count, _ in enumerate(tar, 1):
+            if count > MAX_MEMBERS:
+                tar.close()
+                raise ImageRejected(f"{path}: more than {MAX_MEMBERS} members, which no image archive has")
+        return tar
+    except (tarfile.TarError, OSError, ValueError) as exc:
         raise ImageRejected(f"{path}: not a docker-archive or OCI tar ({exc})") from None
 
 

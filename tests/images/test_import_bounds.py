@@ -254,6 +254,19 @@ def test_malformed_docker_manifests_and_configs_are_clean_refusals(tmp_path, cap
     assert "refused" in err and "Traceback" not in err
 
 
+def test_an_archive_of_too_many_members_is_refused_while_listing(tmp_path):
+    import tarfile
+
+    from pytest_rexmle.images.archive import MAX_MEMBERS
+
+    path = tmp_path / "many.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for number in range(MAX_MEMBERS + 1):
+            tar.addfile(tarfile.TarInfo(f"{number}"))
+    with pytest.raises(ImageRejected, match=f"more than {MAX_MEMBERS} members"):
+        store.import_archive(path)
+
+
 @pytest.mark.parametrize("which", ["manifest.json", "c.json"])
 def test_a_document_nested_past_the_parsers_recursion_is_a_refusal(tmp_path, which):
     deep = b"[" * 200_000 + b"]" * 200_000
