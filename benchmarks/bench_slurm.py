@@ -14,7 +14,9 @@ It reports, from the run folders and ``sacct``:
 * harness overhead per run, over the job's own time (sacct Start→End): the submit latency (run
   prepared → ``sbatch`` answered), the node-side start-up (job time − the agent's own duration:
   Python, unpickling, sandbox set-up) and the notice latency (job end → the harness recorded it);
-* the campaign's wall clock for both, and the queue wait that dominates it on a small cluster.
+* the campaign's wall clock for both, and the queue wait that dominates it on a small cluster;
+* the Slurm session's controller: CPU seconds, peak resident memory, the most run harnesses alive at once
+  and the ``sacct``/``squeue`` calls per poll interval (shims on PATH count them).
 
 Repeats come from a small test module in the campaign folder that requests ``rexmle_result`` under
 ``@pytest.mark.parametrize("repeat", ...)``, so one session holds every run. Not a test: pytest never
@@ -44,19 +46,70 @@ def test_repeat(rexmle_result, repeat):
 '''
 
 
-def campaign(folder: Path, runtime_args: list[str], repeats: int, cache: Path) -> float:
+def shims(folder: Path) -> Path:
+    """``sacct`` and ``squeue`` first on PATH, each appending its caller's pid and arguments to ``calls.log``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in ("sacct", "squeue"):
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        (folder / tool).write_text(f'#!/bin/sh\necho "$PPID {tool} $*" >> {folder}/calls.log\nexec {real} "$@"\n')
+        (folder / tool).chmod(0o755)
+    return folder
+
+
+def _proc(pid: int) -> tuple[float, int, int] | None:
+    """(CPU seconds, resident KiB, ppid) of a live process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks, rss, int(fields[1])
+
+
+def _harnesses(parent: int) -> int:
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"pytest_rexmle.schedule.perform" in cmd and (info := _proc(int(entry.name))) and info[2] == parent:
+                count += 1
+    return count
+
+
+def campaign(folder: Path, runtime_args: list[str], repeats: int, cache: Path) -> tuple[float, dict]:
+    """One session in ``folder``; returns its wall time and what was seen of the controller meanwhile: its
+    CPU seconds and peak resident memory, the most run harnesses it had at once, and every sacct/squeue
+    call (a shim on PATH counts them, the node's own calls for stray jobs aside)."""
     folder.mkdir(parents=True)
     (folder / "test_campaign.py").write_text(REPEAT_MODULE.format(repeats=repeats))
-    env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "REXMLE_SLURM_POLL_SECONDS": "1"}
+    calls = shims(folder / "shims")
+    env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "REXMLE_SLURM_POLL_SECONDS": "5",
+           "PATH": f"{calls}{os.pathsep}{os.environ['PATH']}"}
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--agent=sample",
             "--rexmle-data=synthetic", "--rexmle-judge=none", *runtime_args, "test_campaign.py", "-k", "test_repeat"]
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env=env)
+    log = open(folder / "session.log", "w")
+    proc = subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env)
+    seen = {"cpu_s": 0.0, "peak_rss_mib": 0.0, "harnesses_max": 0}
+    while proc.poll() is None:
+        if (info := _proc(proc.pid)) is not None:
+            seen["cpu_s"], seen["peak_rss_mib"] = info[0], max(seen["peak_rss_mib"], info[1] / 1024)
+        seen["harnesses_max"] = max(seen["harnesses_max"], _harnesses(proc.pid))
+        time.sleep(0.5)
     wall = time.monotonic() - start
-    (folder / "session.log").write_text(proc.stdout + proc.stderr)
-    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
-    print(f"  {' '.join(runtime_args) or 'local'}: {tail} ({wall:.1f} s)", flush=True)
-    return wall
+    log.close()
+    lines = (calls / "calls.log").read_text().splitlines() if (calls / "calls.log").exists() else []
+    own = [line for line in lines if " squeue -h -u " not in line]
+    seen.update(calls=len(own), calls_per_poll=len(own) / max(1.0, wall / 5.0),
+                callers=len({line.split(" ", 1)[0] for line in own}))
+    text = (folder / "session.log").read_text().strip().splitlines()
+    print(f"  {' '.join(runtime_args) or 'local'}: {text[-1] if text else '(no output)'} ({wall:.1f} s)", flush=True)
+    return wall, seen
 
 
 def records(folder: Path) -> list[dict]:
@@ -86,6 +139,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per challenge (default 5: 100 runs)")
     parser.add_argument("--keep", action="store_true", help="keep the campaign folders")
+    parser.add_argument("--slurm-only", action="store_true", help="skip the local -n 2 campaign")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rexmle-bench-slurm-", dir=os.environ.get("REXMLE_BENCH_DIR")))
     cache = root / "cache"
@@ -97,8 +151,8 @@ def main() -> int:
 
     for task in registry():
         synthetic_data(task, seed=0)  # what the sessions' rexmle_data fixture asks for
-    slurm_wall = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache)
-    local_wall = campaign(root / "local", ["-n", "2"], args.repeats, cache)
+    slurm_wall, controller = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache)
+    local_wall = campaign(root / "local", ["-n", "2"], args.repeats, cache)[0] if not args.slurm_only else float("nan")
 
     runs = [r for r in records(root / "slurm") if r.get("slurm")]
     job_ids = [r["slurm"]["job_id"] for r in runs]
@@ -127,6 +181,9 @@ def main() -> int:
     print(f"queue wait: median {median(queue):.1f} s, max {max(queue, default=float('nan')):.1f} s")
     print(f"campaign wall clock: slurm {slurm_wall:.1f} s, local -n 2 {local_wall:.1f} s "
           f"(ratio {slurm_wall / local_wall:.2f})")
+    print(f"controller (the pytest process): {controller['cpu_s']:.1f} s CPU, peak RSS {controller['peak_rss_mib']:.0f} "
+          f"MiB, at most {controller['harnesses_max']} run harness(es) at once; {controller['calls']} sacct/squeue "
+          f"calls from {controller['callers']} process(es), {controller['calls_per_poll']:.2f} per 5 s poll interval")
     if not args.keep:
         subprocess.run(["rm", "-rf", str(root)])
     return 0

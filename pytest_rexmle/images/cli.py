@@ -4,17 +4,27 @@
 save``); ``import FILE`` unpacks a docker-archive, an OCI layout (folder or tar) or an Apptainer sandbox
 folder into the image cache; ``list`` says, per agent, where its image is usable: the Docker engine, the
 cache (the local and Slurm runtimes), or neither.
+
+Every name printed here (a tag, an archive's own tags, a refusal's text) may come from a hostile archive,
+so it is shown through :func:`shown`: control characters appear escaped, never reach the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import RexmleError
 from . import store
-from .unpack import DEFAULT_MAX_LAYER, DEFAULT_MAX_TOTAL, ImageRejected
+from .unpack import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_LAYER, DEFAULT_MAX_SECONDS, DEFAULT_MAX_TOTAL, ImageRejected
+
+
+def shown(text: object) -> str:
+    """``text`` safe for a terminal: every non-printable character (ESC, CR, BEL, a bidi override) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
 
 
 def _engine():
@@ -38,15 +48,26 @@ def export_image(name: str, dest: Path, client) -> str:
         raise RexmleError(f"image {name} is not in the local Docker engine; build it with "
                           "`rexmle images build --agent NAME` first")
     partial = dest.with_name(f".{dest.name}.partial")
-    try:
-        with open(partial, "wb") as fh:
+    with open_partial(partial) as fh:
+        try:
             for chunk in image.save(named=True):
                 fh.write(chunk)
-        partial.replace(dest)
-    except Exception as exc:  # the engine failed midway (docker.errors.APIError): no half archive is left
-        partial.unlink(missing_ok=True)
-        raise RexmleError(f"the Docker engine could not save {name}: {exc}") from None
+        except Exception as exc:  # the engine failed midway (docker.errors.APIError): no half archive is left
+            partial.unlink(missing_ok=True)
+            raise RexmleError(f"the Docker engine could not save {name}: {exc}") from None
+    partial.replace(dest)  # rename: a link planted at dest is replaced, never written through
     return image.id
+
+
+def open_partial(partial: Path) -> BinaryIO:
+    """A new file at ``partial``, created here (``O_EXCL|O_NOFOLLOW``): whatever already is there, a link
+    someone planted to make the export overwrite another file included, is refused, never written through."""
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise RexmleError(f"{partial} already exists (an interrupted export, or a link planted there); "
+                          "remove it and export again") from None
+    return os.fdopen(fd, "wb")
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -64,11 +85,11 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         image_id = export_image(name, Path(args.file), client)
     except (RexmleError, OSError) as exc:
-        print(f"rexmle images export: {exc}", file=sys.stderr)
+        print(f"rexmle images export: {shown(exc)}", file=sys.stderr)
         return 1
     size = Path(args.file).stat().st_size
-    print(f"exported {name} ({image_id[:19]}) to {args.file} ({size / 1e6:.0f} MB); on the cluster: "
-          f"rexmle images import {Path(args.file).name}")
+    print(f"exported {shown(name)} ({image_id[:19]}) to {shown(args.file)} ({size / 1e6:.0f} MB); on the cluster: "
+          f"rexmle images import --tag {shown(name)} {shown(Path(args.file).name)}")
     return 0
 
 
@@ -78,23 +99,36 @@ def run_import(args: argparse.Namespace) -> int:
               "folder)", file=sys.stderr)
         return 2
     tags = (args.tag,) if args.tag else ()
+    limits = store.Limits(max_layer=args.max_layer_size, max_total=args.max_image_size,
+                          max_entries=args.max_entries, max_seconds=args.max_import_seconds)
     try:
-        image, report = store.import_archive(Path(args.file), tags=tags, max_layer=args.max_layer_size,
-                                             max_total=args.max_image_size)
+        image, report = store.import_archive(Path(args.file), tags=tags, adopt_tags=args.adopt_tags, limits=limits)
     except ImageRejected as exc:
-        print(f"rexmle images import: refused {args.file}: {exc}", file=sys.stderr)
+        print(f"rexmle images import: refused {shown(args.file)}: {shown(exc)}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"rexmle images import: {args.file}: {exc}", file=sys.stderr)
+        print(f"rexmle images import: {shown(args.file)}: {shown(exc)}", file=sys.stderr)
         return 1
+    names = ", ".join(shown(tag) for tag in image.tags)
     if report is None:
-        print(f"{image.digest[:19]} is already in the cache ({', '.join(image.tags)})")
-        return 0
-    print(f"imported {', '.join(image.tags) or image.digest} ({image.digest[:19]}, {report.bytes_written / 1e6:.0f} MB) "
-          f"into {image.folder}")
-    for note in report.notes():
-        print(f"  {note}")
+        print(f"{image.digest[:19]} is already in the cache ({names or 'untagged'})")
+    else:
+        print(f"imported {names or image.digest} ({image.digest[:19]}, {report.bytes_written / 1e6:.0f} MB) "
+              f"into {shown(image.folder)}")
+        for note in report.notes():
+            print(f"  {shown(note)}")
+    _untagged_hint(image)
     return 0
+
+
+def _untagged_hint(image: store.StoredImage) -> None:
+    """Say how to name an image imported without a tag (its archive's own tags are not adopted unasked)."""
+    if image.tags:
+        return
+    own = [shown(tag) for tag in image.manifest.get("archive_tags") or []]
+    named = f"; the archive calls itself {', '.join(own)}" if own else ""
+    print(f"  untagged: run it as {image.digest}, or import again with --tag NAME{named} (--adopt-tags takes "
+          "the archive's own names)")
 
 
 def run_list() -> int:
@@ -112,7 +146,8 @@ def run_list() -> int:
         print(f"{recipe.name:<15} {recipe.tag:<32} {in_engine:<16} {hit.digest[:19] if hit else '-'}")
     others = [image for image in cached if not set(image.tags) & named]
     for image in others:
-        print(f"{'(imported)':<15} {', '.join(image.tags) or '-':<32} {'':<16} {image.digest[:19]}")
+        tags = ", ".join(shown(tag) for tag in image.tags) or "-"
+        print(f"{'(imported)':<15} {tags:<32} {'':<16} {shown(image.digest)[:19]}")
     print(f"cache: {store.images_home()}")
     return 0
 
@@ -125,3 +160,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="import: refuse a layer that unpacks to more than this (default 64 GiB)")
     parser.add_argument("--max-image-size", type=int, default=DEFAULT_MAX_TOTAL, metavar="BYTES",
                         help="import: refuse an image that unpacks to more than this (default 128 GiB)")
+    parser.add_argument("--max-entries", type=int, default=DEFAULT_MAX_ENTRIES, metavar="N",
+                        help="import: refuse an image of more than N entries (files, folders, links; default 2 "
+                             "million)")
+    parser.add_argument("--max-import-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                        help="import: give up after S seconds (default 4 hours)")
+    parser.add_argument("--adopt-tags", action="store_true",
+                        help="import: also store the image under the tags the archive gives itself (RepoTags, "
+                             "OCI ref names); without it only --tag names it, so an archive cannot take over "
+                             "another image's tag")

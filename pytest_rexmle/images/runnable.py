@@ -21,7 +21,7 @@ from .unpack import resolve_inside
 DRIVER_LIBRARY = re.compile(r"^(libcuda\.so[.0-9]*|libnvidia-[a-z0-9-]+\.so[.0-9]*|libnvcuvid\.so[.0-9]*)$")
 
 IMPORT_HINT = ("on a machine with Docker: `rexmle images export --agent NAME FILE`; here: "
-               "`rexmle images import FILE` (into $REXMLE_CACHE_DIR/images, shared by every run)")
+               "`rexmle images import FILE --tag IMAGE` (into $REXMLE_CACHE_DIR/images, shared by every run)")
 
 
 def local_image_refusal(image: str, mechanism: str) -> str | None:

@@ -7,6 +7,12 @@ a reader never sees half an image, and two sessions importing at once both end w
 
 ``image.json`` keeps what a run needs from the image's config: ``env`` (``KEY=VALUE``, PATH first of all),
 ``working_dir``, ``entrypoint``/``cmd``, the tags it was imported under and what extraction neutralised.
+
+Names are look-ups, so they are guarded: a digest (``sha256:<hex>``) finds only the image with exactly that
+digest, before any tag is considered, and a tag that parses as a digest is refused; the tags an archive
+gives itself (``RepoTags``) are only kept as ``archive_tags`` unless the importer asks to adopt them, so an
+archive cannot take over ``rexmle/aide:latest`` by naming itself so. Staging folders carry their import's
+deadline in their name; the next import removes those whose deadline passed (a killed import's leftovers).
 """
 
 from __future__ import annotations
@@ -19,12 +25,27 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import cache_home
 from .archive import Archive, layer_stream, read_image
-from .unpack import DEFAULT_MAX_LAYER, DEFAULT_MAX_TOTAL, ImageRejected, LayerWriter, UnpackReport
+from .unpack import (
+    DEFAULT_MAX_ENTRIES,
+    DEFAULT_MAX_LAYER,
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_MAX_TOTAL,
+    DEFAULT_MIN_FREE,
+    MAX_COMPONENT,
+    MAX_DEPTH,
+    Deadline,
+    ImageRejected,
+    LayerWriter,
+    UnpackReport,
+    check_free,
+    remove_tree,
+)
 
 MANIFEST = "image.json"
 ROOTFS = "rootfs"
@@ -32,6 +53,13 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Apptainer keeps a converted image's environment as ``export NAME="value"`` lines in these files
 APPTAINER_ENV = ".singularity.d/env"
 _EXPORT = re.compile(r'^export\s+([A-Za-z_][A-Za-z0-9_]*)="([^"$`\\]*)"\s*$')
+#: a digest (``sha256:`` and hex, however short: ``images list`` shows 12 of them), or a bare image id: never
+#: a tag. ``agent:<40-hex git sha>`` is an ordinary tag and stays one.
+_DIGEST_LIKE = re.compile(r"^(?:(?:sha256|sha384|sha512):[0-9a-fA-F]+|[0-9a-fA-F]{64})$")
+MAX_TAG = 255
+STAGING = ".import-"
+#: a staging folder whose name carries no deadline (an older importer's) is stale after this long
+STALE_UNDATED = 24 * 3600
 
 
 def images_home() -> Path:
@@ -90,35 +118,73 @@ def stored() -> list[StoredImage]:
 
 
 def find(name: str) -> StoredImage | None:
-    """The image stored under tag ``name`` (or digest ``sha256:...``), latest import first; None if absent."""
-    for image in stored():
-        if name == image.digest or name in image.tags:
+    """The image with digest ``name`` (exactly), else the one stored under tag ``name``, latest import first;
+    None if absent. A name that looks like a digest never matches a tag (an old cache may hold such tags)."""
+    images = stored()
+    for image in images:
+        if name == image.digest:
+            return image
+    if _DIGEST_LIKE.match(name):
+        return None
+    for image in images:
+        if name in image.tags:
             return image
     return None
 
 
+def check_tag(tag: object, where: str = "--tag") -> str:
+    """``tag`` if it can name an image here: printable, no spaces, at most 255 characters, and not a digest
+    (which would shadow, or be shadowed by, the image that has it)."""
+    if not isinstance(tag, str) or not tag or len(tag) > MAX_TAG:
+        raise ImageRejected(f"{where}: {tag!r:.80} is not a tag (1 to {MAX_TAG} characters)")
+    if not tag.isprintable() or any(c.isspace() for c in tag):
+        raise ImageRejected(f"{where}: {tag!r} holds spaces or control characters")
+    if _DIGEST_LIKE.match(tag):
+        raise ImageRejected(f"{where}: {tag!r} is spelled as a digest; a tag may not be one (images are found "
+                            "by their digest already)")
+    return tag
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one import may cost: bytes per layer and in all, entries, seconds, and free space left."""
+
+    max_layer: int = DEFAULT_MAX_LAYER
+    max_total: int = DEFAULT_MAX_TOTAL
+    max_entries: int = DEFAULT_MAX_ENTRIES
+    max_seconds: float = DEFAULT_MAX_SECONDS
+    min_free: int = DEFAULT_MIN_FREE
+
+
 def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFAULT_MAX_LAYER,
-                   max_total: int = DEFAULT_MAX_TOTAL) -> tuple[StoredImage, UnpackReport | None]:
-    """Import a docker-archive or OCI layout (tar or folder), or an Apptainer sandbox folder."""
+                   max_total: int = DEFAULT_MAX_TOTAL, adopt_tags: bool = False,
+                   limits: Limits | None = None) -> tuple[StoredImage, UnpackReport | None]:
+    """Import a docker-archive or OCI layout (tar or folder), or an Apptainer sandbox folder, under ``tags``
+    (and the archive's own tags only when ``adopt_tags``); ``limits`` overrides ``max_layer``/``max_total``."""
     path = Path(path)
+    limits = limits or Limits(max_layer=max_layer, max_total=max_total)
+    tags = tuple(check_tag(tag) for tag in tags)
+    deadline = Deadline(limits.max_seconds)
     if not path.exists():
         raise ImageRejected(f"{path}: no such file or folder")
     if path.is_dir() and not (path / "index.json").is_file():  # a root folder (Apptainer sandbox)
-        return _import_sandbox(path, tags, max_total)
+        return _import_sandbox(path, tags, limits, deadline)
     archive = Archive(path)
     try:
         source = read_image(archive)
         config = source.config_json()
         digest = source.digest
-        all_tags = tuple(dict.fromkeys([*tags, *source.tags]))
+        adopted = tuple(check_tag(tag, "the archive's own tag") for tag in source.tags) if adopt_tags else ()
+        all_tags = tuple(dict.fromkeys([*tags, *adopted]))
         existing = _existing(digest, all_tags)
         if existing is not None:
             return existing, None
         diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
         if len(diff_ids) != len(source.layers):
             raise ImageRejected(f"{path}: the config lists {len(diff_ids)} layer(s), the manifest {len(source.layers)}")
-        with _building(digest) as work:
-            writer = LayerWriter(work / ROOTFS, max_layer=max_layer, max_total=max_total)
+        with _building(digest, deadline) as work:
+            writer = LayerWriter(work / ROOTFS, max_layer=limits.max_layer, max_total=limits.max_total,
+                                 max_entries=limits.max_entries, deadline=deadline, min_free=limits.min_free)
             for number, (name, expected) in enumerate(zip(source.layers, diff_ids, strict=True), 1):
                 label = f"layer {number}/{len(source.layers)}"
                 with layer_stream(archive, name) as stream:
@@ -127,7 +193,8 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
                     raise ImageRejected(f"{label} ({name}) does not match the image's config: sha256 {got}, "
                                         f"config says {expected}")
             body = config.get("config") or {}
-            manifest = {"digest": digest, "tags": list(all_tags), "source": source.kind,
+            manifest = {"digest": digest, "tags": list(all_tags), "archive_tags": list(source.tags)[:50],
+                        "source": source.kind,
                         "env": list(body.get("Env") or []), "working_dir": body.get("WorkingDir") or "",
                         "entrypoint": body.get("Entrypoint"), "cmd": body.get("Cmd"),
                         "user": body.get("User") or "", **_report_fields(writer.report)}
@@ -136,87 +203,116 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
         archive.close()
 
 
-def _import_sandbox(folder: Path, tags: tuple[str, ...], max_total: int) -> tuple[StoredImage, UnpackReport]:
+def _import_sandbox(folder: Path, tags: tuple[str, ...], limits: Limits,
+                    deadline: Deadline) -> tuple[StoredImage, UnpackReport]:
     """An Apptainer sandbox folder (``apptainer build --sandbox``) or any unpacked root: copied under the same
-    rules as a layer (no devices, no setuid, links kept as links), its digest a hash of the tree."""
+    rules as a layer (no devices, no setuid, links kept as links, entries and depth capped), its digest a
+    hash of the tree."""
     if not tags:
         raise ImageRejected(f"{folder}: a root folder carries no tag; pass --tag NAME (e.g. rexmle/aide:latest)")
     if not (folder / "usr").is_dir():
         raise ImageRejected(f"{folder}: not an image's root folder (no usr/), an OCI layout (index.json) or an "
                             "Apptainer sandbox (.singularity.d/)")
-    digest = _tree_digest(folder)
+    entries = _sandbox_entries(folder, limits, deadline)
+    digest = _tree_digest(folder, entries, deadline)
     existing = _existing(digest, tags)
     if existing is not None:
         return existing, UnpackReport()
     report = UnpackReport()
-    with _building(digest) as work:
-        _copy_tree(folder, work / ROOTFS, report, max_total)
+    with _building(digest, deadline) as work:
+        _copy_tree(folder, work / ROOTFS, entries, report, limits, deadline)
         manifest = {"digest": digest, "tags": list(tags), "source": "apptainer-sandbox",
                     "env": [f"{k}={v}" for k, v in _apptainer_env(folder).items()], "working_dir": "",
                     "entrypoint": None, "cmd": None, "user": "", **_report_fields(report)}
         return _publish(work, manifest), report
 
 
-def _tree_digest(folder: Path) -> str:
+def _sandbox_entries(folder: Path, limits: Limits, deadline: Deadline) -> list[tuple[str, os.stat_result]]:
+    """Every entry under ``folder`` (relative name, ``lstat``), each folder's sorted, folders depth first (the
+    order ``os.walk`` gave the digest); iterative, so no depth breaks it, and refused past ``max_entries``,
+    ``MAX_DEPTH`` folders or the deadline. Links to folders are entries, never walked into."""
+    out: list[tuple[str, os.stat_result]] = []
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        deadline.check(f"listing {rel_dir or '.'}")
+        subdirs = []
+        for name in sorted(os.listdir(os.path.join(folder, rel_dir))):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            st = os.lstat(os.path.join(folder, rel))
+            out.append((rel, st))
+            if len(out) > limits.max_entries:
+                raise ImageRejected(f"{folder}: more than {limits.max_entries} entries (--max-entries)")
+            if stat.S_ISDIR(st.st_mode):
+                if rel.count("/") >= MAX_DEPTH or len(name.encode("utf-8", "surrogateescape")) > MAX_COMPONENT:
+                    raise ImageRejected(f"{folder}: {rel[:80]!r}... lies more than {MAX_DEPTH} folders deep")
+                subdirs.append(rel)
+        pending.extend(reversed(subdirs))
+    return out
+
+
+def _tree_digest(folder: Path, entries: list[tuple[str, os.stat_result]], deadline: Deadline) -> str:
+    """The sha256 of every non-folder entry's name, mode and link target or contents, in walk order."""
     digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            digest.update(f"{os.path.relpath(full, folder)}\0{st.st_mode:o}\0".encode())
-            if stat.S_ISLNK(st.st_mode):
-                digest.update(os.readlink(full).encode())
-            elif stat.S_ISREG(st.st_mode):
-                with open(full, "rb") as fh:
-                    while chunk := fh.read(1 << 20):
-                        digest.update(chunk)
+    for rel, st in entries:
+        if stat.S_ISDIR(st.st_mode):
+            continue
+        full = os.path.join(folder, rel)
+        digest.update(f"{rel}\0{st.st_mode:o}\0".encode())
+        if stat.S_ISLNK(st.st_mode):
+            digest.update(os.readlink(full).encode())
+        elif stat.S_ISREG(st.st_mode):
+            deadline.check(f"hashing {rel!r}")
+            with open(full, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
     return "sha256:" + digest.hexdigest()
 
 
-def _copy_tree(src: Path, dest: Path, report: UnpackReport, max_total: int) -> None:
+def _copy_tree(src: Path, dest: Path, entries: list[tuple[str, os.stat_result]], report: UnpackReport,
+               limits: Limits, deadline: Deadline) -> None:
+    """Copy the listed entries; every entry is charged a header's worth (512 bytes), files their size."""
     dest.mkdir(mode=0o755, exist_ok=True)
-    for dirpath, dirnames, filenames in os.walk(src):
-        rel_dir = os.path.relpath(dirpath, src)
-        target_dir = dest / rel_dir if rel_dir != "." else dest
-        for name in list(dirnames) + filenames:
-            full, rel = os.path.join(dirpath, name), os.path.normpath(os.path.join(rel_dir, name))
-            st = os.lstat(full)
-            target = target_dir / name
-            if stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(full), target)
-            elif stat.S_ISDIR(st.st_mode):
-                target.mkdir(mode=(st.st_mode & 0o1755) | 0o700)
-            elif stat.S_ISREG(st.st_mode):
-                report.bytes_written += st.st_size
-                if report.bytes_written > max_total:
-                    raise ImageRejected(f"{full}: the folder holds more than the image's cap of {max_total} bytes "
-                                        "(--max-image-size)")
-                shutil.copyfile(full, target, follow_symlinks=False)
-                if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                    report.setuid_stripped.append(rel)
-                os.chmod(target, st.st_mode & 0o1755)
-            else:
-                report.devices_skipped.append(rel)
-        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    for rel, st in entries:
+        deadline.check(f"copying {rel!r}")
+        full, target = os.path.join(src, rel), dest / rel
+        report.entries += 1
+        report.bytes_written += 512 + (st.st_size if stat.S_ISREG(st.st_mode) else 0)
+        if report.bytes_written > limits.max_total:
+            raise ImageRejected(f"{full}: the folder holds more than the image's cap of {limits.max_total} bytes "
+                                "(--max-image-size)")
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(full), target)
+        elif stat.S_ISDIR(st.st_mode):
+            target.mkdir(mode=(st.st_mode & 0o1755) | 0o700)
+        elif stat.S_ISREG(st.st_mode):
+            check_free(dest, st.st_size, limits.min_free, f"{full}")
+            shutil.copyfile(full, target, follow_symlinks=False)
+            if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                report.setuid_stripped.append(rel)
+            os.chmod(target, st.st_mode & 0o1755)
+        else:
+            report.devices_skipped.append(rel)
 
 
 def _apptainer_env(folder: Path) -> dict[str, str]:
-    """The plain ``export NAME="value"`` lines of the sandbox's environment scripts (no expansions)."""
+    """The plain ``export NAME="value"`` lines of the sandbox's environment scripts (no expansions); none
+    when ``.singularity.d`` or its ``env`` is a link (it would read a host file's lines into the image)."""
     env = {"PATH": DEFAULT_PATH}
     scripts = folder / APPTAINER_ENV
-    if scripts.is_dir() and not scripts.is_symlink():
-        for script in sorted(scripts.glob("*.sh")):
-            if script.is_symlink() or not script.is_file():
-                continue
-            for line in script.read_text(encoding="utf-8", errors="replace").splitlines():
-                if match := _EXPORT.match(line.strip()):
-                    env[match.group(1)] = match.group(2)
+    if not scripts.is_dir() or any((folder / prefix).is_symlink() for prefix in (".singularity.d", APPTAINER_ENV)):
+        return env
+    for script in sorted(scripts.glob("*.sh")):
+        if script.is_symlink() or not script.is_file():
+            continue
+        for line in script.read_text(encoding="utf-8", errors="replace").splitlines():
+            if match := _EXPORT.match(line.strip()):
+                env[match.group(1)] = match.group(2)
     return env
 
 
 def _report_fields(report: UnpackReport) -> dict:
-    return {"size": report.bytes_written, "devices_skipped": report.devices_skipped[:50],
+    return {"size": report.bytes_written, "entries": report.entries, "devices_skipped": report.devices_skipped[:50],
             "setuid_stripped": report.setuid_stripped[:50], "imported": time.time()}
 
 
@@ -234,23 +330,60 @@ def _existing(digest: str, tags: tuple[str, ...]) -> StoredImage | None:
 
 
 class _building:
-    """A private folder to unpack into, removed unless published."""
+    """A private folder to unpack into, removed unless published. Its name carries the import's deadline
+    (``.import-<epoch>-<random>``): once past it no import can still be writing there, so entering removes
+    every such folder whose deadline passed (an import killed midway, a machine that went down)."""
 
-    def __init__(self, digest: str) -> None:
+    def __init__(self, digest: str, deadline: Deadline | None = None) -> None:
         self.digest = digest
+        self.deadline = deadline or Deadline()
 
     def __enter__(self) -> Path:
         home = images_home()
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(home, 0o755)
-        self.work = Path(tempfile.mkdtemp(prefix=".import-", dir=home))
+        sweep_stale(home)
+        prefix = f"{STAGING}{int(self.deadline.wall_end) + 1}-"
+        self.work = Path(tempfile.mkdtemp(prefix=prefix, dir=home))
         (self.work / ROOTFS).mkdir(mode=0o755)
         return self.work
 
     def __exit__(self, *exc) -> None:
         if self.work.exists():
-            _chmod_writable(self.work)
-            shutil.rmtree(self.work, ignore_errors=True)
+            remove_tree(self.work)
+
+
+def sweep_stale(home: Path, now: float | None = None) -> list[str]:
+    """Remove the staging folders under ``home`` whose import's deadline has passed (an undated one after a
+    day); returns their names. Another session's live import is never touched: its deadline lies ahead."""
+    now = time.time() if now is None else now
+    removed = []
+    for folder in _staging_folders(home):
+        deadline = _staging_deadline(folder)
+        if deadline is None:
+            try:
+                deadline = folder.lstat().st_mtime + STALE_UNDATED
+            except FileNotFoundError:
+                continue
+        if deadline < now:
+            try:
+                remove_tree(folder)
+            except OSError:
+                continue  # another sweeper is removing it too, or a file system refused: next import retries
+            removed.append(folder.name)
+    return removed
+
+
+def _staging_folders(home: Path) -> Iterator[Path]:
+    with os.scandir(home) as entries:
+        for entry in entries:
+            if entry.name.startswith(STAGING) and entry.is_dir(follow_symlinks=False):
+                yield Path(entry.path)
+
+
+def _staging_deadline(folder: Path) -> float | None:
+    stamp = folder.name[len(STAGING):].split("-", 1)[0]
+    return float(stamp) if stamp.isdigit() else None
 
 
 def _publish(work: Path, manifest: dict) -> StoredImage:
@@ -273,14 +406,5 @@ def _write_manifest(folder: Path, manifest: dict) -> None:
     os.replace(tmp, folder / MANIFEST)
 
 
-def _chmod_writable(folder: Path) -> None:
-    for dirpath, dirnames, _ in os.walk(folder):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o700)
-
-
 def remove(image: StoredImage) -> None:
-    _chmod_writable(image.folder)
-    shutil.rmtree(image.folder)
+    remove_tree(image.folder)

@@ -82,7 +82,8 @@ def imported(shared_cache, tmp_path_factory):
                                    "--tag", tag, str(archive)], capture_output=True, text=True, timeout=900,
                                   env=engine_env)
         assert exported.returncode == 0 and f"exported {tag}" in exported.stdout, exported.stderr
-        imported = subprocess.run([sys.executable, "-m", "pytest_rexmle", "images", "import", str(archive)],
+        imported = subprocess.run([sys.executable, "-m", "pytest_rexmle", "images", "import", "--tag", tag,
+                                   str(archive)],
                                   capture_output=True, text=True, timeout=900,
                                   env={**engine_env, "REXMLE_CACHE_DIR": str(shared_cache)})
         assert imported.returncode == 0 and tag in imported.stdout, imported.stderr

@@ -107,3 +107,26 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
+
+
+def sparse_info(name: str, stored: int, logical: int) -> tarfile.TarInfo:
+    """A member whose first ``stored`` bytes are in the archive and the rest, up to ``logical``, a hole (GNU
+    sparse 0.1 in PAX headers): reading it yields ``logical`` bytes from a few KiB of archive."""
+    info = tarfile.TarInfo(name)
+    info.size = stored
+    info.pax_headers = {"GNU.sparse.map": f"0,{stored}", "GNU.sparse.size": str(logical)}
+    return info
+
+
+def tar_of(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
+    """An uncompressed PAX tar of the given headers and bodies (headers as given: sizes may lie)."""
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as out:
+        for info, data in members:
+            out.addfile(info, io.BytesIO(data) if info.size else None)
+    return path
+
+
+def named(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data

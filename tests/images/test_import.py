@@ -41,7 +41,7 @@ def nothing_stored(cache) -> bool:
 def test_a_docker_archive_unpacks_by_digest_with_its_config(tmp_path):
     archive = docker_archive(tmp_path / "ok.tar", [[folder("usr"), folder("usr/bin"), file("usr/bin/tool", b"#!/bin/sh\n", 0o755),
                                                     symlink("bin", "usr/bin")]], tags=("lab/agent:1",))
-    image, report = store.import_archive(archive)
+    image, report = store.import_archive(archive, adopt_tags=True)
     assert image.digest.startswith("sha256:") and image.folder.name == image.digest.replace(":", "-")
     assert (image.rootfs / "usr/bin/tool").read_bytes() == b"#!/bin/sh\n"
     assert os.readlink(image.rootfs / "bin") == "usr/bin"
@@ -199,7 +199,7 @@ def test_a_manifest_naming_a_member_outside_the_archive_is_refused(tmp_path):
 def test_an_oci_layout_folder_with_gzip_layers(tmp_path):
     layout = oci_layout(tmp_path / "oci", [[folder("opt"), folder("opt/tool"), file("opt/tool/run", b"go", 0o755)],
                                            [Entry("opt/tool/.wh.run"), file("opt/tool/run2")]])
-    image, _ = store.import_archive(layout)
+    image, _ = store.import_archive(layout, adopt_tags=True)
     assert image.tags == ["oci/image:1"] and image.manifest["source"] == "oci-layout"
     assert sorted(p.name for p in (image.rootfs / "opt/tool").iterdir()) == ["run2"]
     assert image.env() == {"PATH": "/opt/tool/bin:/usr/bin:/bin", "TOOL_HOME": "/opt/tool"}
@@ -235,7 +235,7 @@ def test_the_cli_refuses_with_the_reason_and_imports_and_lists(tmp_path, outside
     assert rexmle(["images", "import", str(evil)]) == 1
     assert "refused" in capsys.readouterr().err and list(outside.iterdir()) == []
     good = docker_archive(tmp_path / "good.tar", [[folder("usr"), file("usr/x")]], tags=("rexmle/aide:latest",))
-    assert rexmle(["images", "import", str(good)]) == 0
+    assert rexmle(["images", "import", "--tag", "rexmle/aide:latest", str(good)]) == 0
     assert "imported rexmle/aide:latest" in capsys.readouterr().out
     assert rexmle(["images", "list"]) == 0
     line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("aide "))

@@ -87,7 +87,8 @@ JOURNEY: list[Run | NotRun] = [
     NotRun("rexmle images export --agent aide aide.tar",
            "tests/images exports the real aide and claude-code images this way and runs them from the cache on the "
            "local and Slurm runtimes with Docker hidden; a second 8 GB export here would only repeat it"),
-    NotRun("rexmle images import aide.tar", "tests/images imports the exported images (see the export line)"),
+    NotRun("rexmle images import --tag rexmle/aide:latest aide.tar",
+           "tests/images imports the exported images (see the export line)"),
     Run("rexmle report .rexmle/report run2/.rexmle/report --out merged/",
         setup="mkdir -p run2 && (cd run2 && pytest -q --agent=sample --rexmle-data=synthetic -k ldct-iqa >/dev/null)",
         expect=(r"merged",), why="run2/ is a second session, run first"),
