@@ -156,6 +156,15 @@ def _validations(meta: dict) -> dict:
     return {"count": count, "calls": calls}
 
 
+def _repeat_text(meta: dict) -> str | None:
+    """``2 of 3`` for a run of a session with ``--rexmle-repeat 3``; None otherwise (or for a value that is
+    not a count: run.json lies in a folder the agent wrote to)."""
+    repeat, repeats = meta.get("repeat"), meta.get("repeats")
+    if type(repeat) is int and type(repeats) is int and repeats > 1:
+        return f"{repeat} of {repeats}"
+    return None
+
+
 def _agent_logs(run_dir: Path) -> list[dict]:
     """What trajectory.atif.json says of the agent's own logs (embedded, with their step counts, or skipped
     and why); a trajectory too large to read cheaply gives nothing, so a big run's page stays light."""
@@ -207,6 +216,7 @@ def render_run_page(run_dir: Path) -> str:
         leak = summary(result["suspected_leak"])
     run = {key: meta.get(key) for key in ("task", "agent", "runtime", "sandbox", "data", "started", "finished",
                                           "exit_code", "timed_out", "duration")}
+    run["repeat"] = _repeat_text(meta)
     template = _environment().get_template("run.html.j2")
     return template.render(
         run=run, run_dir=str(run_dir), result={k: result.get(k) for k in (

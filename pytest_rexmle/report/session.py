@@ -21,6 +21,7 @@ import pytest
 from ..fixtures import (
     AGENT_PROPERTY,
     CAPABILITY_PROPERTY,
+    REPEAT_PROPERTY,
     RESULT_PROPERTY,
     RUN_PROPERTY,
     STAGES_PROPERTY,
@@ -29,8 +30,12 @@ from ..fixtures import (
 from ..result import ChallengeResult
 from . import archive
 from .disclosure import build_disclosure, junit_properties
-from .model import build_report, compute_summary, harness_error, not_run
+from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
 from .render import markdown, terminal_lines
+
+#: an item's key in the session report: (task id, its agent in a session of several, its repeat under
+#: --rexmle-repeat N > 1); one record per key, so no run hides behind another of its challenge
+Key = tuple[str, str | None, int | None]
 
 
 class SessionReporter:
@@ -38,25 +43,25 @@ class SessionReporter:
         self.config = config
         self.settings = settings
         self.run_id = archive.new_run_id()
-        # keyed by task id, or (task id, agent) in a session of several agents
-        self.results: dict[str, ChallengeResult] = {}
-        self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
-        self.skipped: set[str] = set()  # task ids pytest skipped (data not prepared, grader pending)
-        self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
+        # keyed by (task id, agent of several or None, repeat or None): one record per item
+        self.results: dict[Key, ChallengeResult] = {}
+        self.seen: dict[Key, str] = {}  # why an item has no result (until it has one)
+        self.skipped: set[Key] = set()  # items pytest skipped (data not prepared, grader pending)
+        self.errors: dict[Key, tuple[str, str]] = {}  # (message, traceback) of a harness error
         self.folder: Path | None = None
         self.document: dict | None = None
-        self.capability: dict[str, dict] = {}
-        self.stages: dict[str, dict] = {}
-        self.runs: dict = {}  # task id (or (task id, agent)) -> the run's compute record and what it reached
+        self.capability: dict[Key, dict] = {}
+        self.stages: dict[Key, dict] = {}
+        self.runs: dict[Key, dict] = {}  # the run's compute record and what it reached
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        task_id = props.get(TASK_PROPERTY)
-        if task_id is None:
+        if props.get(TASK_PROPERTY) is None:
             return
-        if props.get(AGENT_PROPERTY):
-            task_id = (task_id, props[AGENT_PROPERTY])
+        repeat = props.get(REPEAT_PROPERTY)
+        task_id: Key = (props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None,
+                        int(repeat) if repeat is not None else None)
         if CAPABILITY_PROPERTY in props:
             self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
             self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
@@ -64,6 +69,7 @@ class SessionReporter:
             self.runs[task_id] = json.loads(props[RUN_PROPERTY])
         if RESULT_PROPERTY in props:
             self.results[task_id] = ChallengeResult.from_json(json.loads(props[RESULT_PROPERTY]))
+            self.results[task_id].repeat = task_id[2]
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
@@ -82,18 +88,22 @@ class SessionReporter:
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
         agents = self.settings.agents
+        repeats = self.settings.repeat
         if len(agents) <= 1:
-            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id, skipped=skipped,
-                               agent_options=_safe_options(self.settings), settings=settings)
+            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+                               skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings),
+                               settings=settings, repeats=repeats)
         else:  # several agents: every record in one document, and each agent's own score beside it
             doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
-                               skipped={_task(k) for k in skipped}, settings=settings)
+                               skipped={_task(k) for k in skipped}, settings=settings, repeats=repeats)
             doc["agents"] = {}
             for name in agents:
                 own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
-                                   skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
-                                   agent_options=_safe_options(self.settings, name), settings=settings)
+                                   skipped={_task(k) for k in skipped if k[1] in (None, name)},
+                                   agent_options=_safe_options(self.settings, name), settings=settings,
+                                   repeats=repeats)
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
+        with_aggregate(doc)
         doc["compute"] = compute_summary({_label(k): (run or {}).get("compute") for k, run in self.runs.items()})
         doc["disclosure"] = build_disclosure(settings, self.runs.values(), records.values(), doc["data_kind"])
         # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
@@ -126,8 +136,8 @@ class SessionReporter:
         if self.capability:
             from ..capability import SESSION_CAPABILITY_JSON, session_document
 
-            capability = session_document([self.capability[k] for k in sorted(self.capability)],
-                                          [self.stages[k] for k in sorted(self.stages)])
+            capability = session_document([self.capability[k] for k in sorted(self.capability, key=_label)],
+                                          [self.stages[k] for k in sorted(self.stages, key=_label)])
             archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
         from .html import render_html
 
@@ -178,18 +188,22 @@ def _crash_message(report: pytest.TestReport) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-def _label(key) -> str:
-    return f"{key[0]}@{key[1]}" if isinstance(key, tuple) else key
+def _label(key: Key) -> str:
+    """``isles22``, ``isles22@codex``, ``isles22-r2``: the run's name in the compute table."""
+    task, agent, repeat = key
+    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeat is not None else "")
 
 
-def _task(key) -> str:
-    return key[0] if isinstance(key, tuple) else key
+def _task(key: Key) -> str:
+    return key[0]
 
 
-def _for_agent(record: ChallengeResult, key) -> ChallengeResult:
-    """A record made here (not run, harness error) of a several-agent session names its agent."""
-    if isinstance(key, tuple):
+def _for_agent(record: ChallengeResult, key: Key) -> ChallengeResult:
+    """A record made here (not run, harness error) names its agent in a several-agent session, and its
+    repeat, so that it stays a row of its own beside its siblings."""
+    if key[1]:
         record.agent = key[1]
+    record.repeat = key[2]
     return record
 
 

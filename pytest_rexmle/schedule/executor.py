@@ -7,7 +7,9 @@ from a thread of its own starts each run as a child harness process (:mod:`.perf
 exits and wakes the scheduler. A scheduler runtime (``Runtime.batches``: Slurm) owns its queue and
 GPUs, so there every run starts at once (submit-ahead).
 
-``stop()`` (session end, Ctrl-C, SIGTERM, ``-x``) interrupts the children (each cleans its run up as an
+``cancel()`` (pytest decided to stop: ``-x``, ``--maxfail``, ``--sw``) starts nothing more: the queued runs are
+skipped at once, so no GPU time goes to runs nobody will report. ``stop()`` (session end, Ctrl-C, SIGTERM,
+``-x``) interrupts the children (each cleans its run up as an
 interrupted run would: sandbox, staging, container, Slurm job) and marks runs never started as
 interrupted, so no item waits for them.
 """
@@ -65,11 +67,14 @@ class Slots:
 
 
 class Executor:
-    def __init__(self, settings, board: Board, runs: list[str], batches: bool) -> None:
-        """``runs``: the board keys of the items that ask for a run, in collection order."""
+    def __init__(self, settings, board: Board, runs: list[str], batches: bool,
+                 identities: dict[str, dict] | None = None) -> None:
+        """``runs``: the board keys of the items that ask for a run, in collection order; ``identities``:
+        each one's item identity (:func:`.board.item_identity`), announced for the runs' harnesses."""
         from ..task import registry
 
         self.settings, self.board = settings, board
+        self.identities = dict(identities or {})
         self.slots = slots = Slots.for_session(settings, batches)
         self.queue: list[Pending] = []
         self.problems: dict[str, str] = {}  # run key -> why it cannot run (more GPUs than the session has)
@@ -93,6 +98,7 @@ class Executor:
         self.timeline: list[tuple[float, int, int | None]] = []
         self._cond = threading.Condition()
         self._stopping = False
+        self._cancelled: str | None = None  # why pytest stopped the session (-x), once it has
         self._thread: threading.Thread | None = None
         self._waiters: list[threading.Thread] = []
 
@@ -100,7 +106,8 @@ class Executor:
         from .perform import write_settings
 
         write_settings(self.board, self.settings)
-        self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
+        runs = [p.run for p in self.queue] + sorted(self.problems)
+        self.board.announce(os.getpid(), runs, {k: self.identities[k] for k in runs if self.identities.get(k)})
         for key, why in self.problems.items():
             self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
         self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
@@ -185,6 +192,23 @@ class Executor:
                 return
         for waiter in list(self._waiters):
             waiter.join(timeout)
+
+    def cancel(self, reason: str) -> list[str]:
+        """pytest decided to stop (``-x``, ``--maxfail``, ``--sw``): start nothing more. Every queued run is
+        recorded as skipped with ``reason`` (an item still waiting for one skips, saying why) and the
+        stop's time goes on the board; runs in flight go on until the session ends (``close`` stops
+        them). Returns the runs taken off the queue."""
+        with self._cond:
+            if self._stopping or self._cancelled is not None:
+                return []
+            self._cancelled = reason
+            dropped = [pending.run for pending in self.queue]
+            self.board.note_stop(reason)
+            for key in dropped:
+                self.board.write(key, "skipped", reason=reason)
+            self.queue.clear()
+            self._cond.notify_all()
+        return dropped
 
     def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Interrupt every run in flight and drop the queue; returns once the children have exited."""
