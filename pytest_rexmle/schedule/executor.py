@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .board import FINAL, Board, task_of_key
 from .policy import Active, Pending, choose
@@ -46,6 +47,8 @@ class RunTimes:
     slots: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
+    #: the wall-clock time (UTC, ISO) the executor started the run's harness: comparable with other clocks
+    started_at: str | None = None
 
 
 @dataclass
@@ -139,6 +142,7 @@ class Executor:
         self.board.write(pending.run, "starting", gpus=list(gpus))
         times = self.times[pending.run]
         times.slots, times.started = slots, now
+        times.started_at = datetime.now(UTC).isoformat()
         try:
             # the run's harness writes to its own log on the board, never into an item's captured output
             with open(self.board.folder / f"run-{pending.run}.log", "ab") as log:
