@@ -114,7 +114,7 @@ def provider_tools_line(doc: dict) -> str | None:
 def shown_status(doc: dict, rec: dict) -> str:
     """The status a reader sees: ``skipped`` for a challenge pytest skipped, ``ok < min`` for an ok run below
     ``--rexmle-min-percentile`` (a failed item in pytest), else the record's own."""
-    if rec["challenge_id"] in set(doc.get("skipped") or ()):
+    if rec["challenge_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
         return "skipped"
     return "ok < min" if rec.get("below_min_percentile") else rec["status"]
 

@@ -33,9 +33,10 @@ from .disclosure import build_disclosure, junit_properties
 from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
 from .render import markdown, terminal_lines
 
-#: an item's key in the session report: (task id, its agent in a session of several, its repeat under
-#: --rexmle-repeat N > 1); one record per key, so no run hides behind another of its challenge
-Key = tuple[str, str | None, int | None]
+#: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
+#: --rexmle-repeat one, or for several items of one challenge in a module of your own, their order);
+#: one record per item, so no run hides behind another of its challenge
+Key = tuple[str, str | None, int]
 
 
 class SessionReporter:
@@ -53,15 +54,14 @@ class SessionReporter:
         self.capability: dict[Key, dict] = {}
         self.stages: dict[Key, dict] = {}
         self.runs: dict[Key, dict] = {}  # the run's compute record and what it reached
+        self.repeats: dict[tuple[str, str | None], dict[str, int]] = {}  # (task, agent) -> item id -> its repeat
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if props.get(TASK_PROPERTY) is None:
             return
-        repeat = props.get(REPEAT_PROPERTY)
-        task_id: Key = (props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None,
-                        int(repeat) if repeat is not None else None)
+        task_id = self._key(report.nodeid, props)
         if CAPABILITY_PROPERTY in props:
             self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
             self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
@@ -69,7 +69,6 @@ class SessionReporter:
             self.runs[task_id] = json.loads(props[RUN_PROPERTY])
         if RESULT_PROPERTY in props:
             self.results[task_id] = ChallengeResult.from_json(json.loads(props[RESULT_PROPERTY]))
-            self.results[task_id].repeat = task_id[2]
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
@@ -79,16 +78,35 @@ class SessionReporter:
         else:
             self.seen.setdefault(task_id, "no result recorded")
 
+    def _key(self, nodeid: str, props: dict) -> Key:
+        """The item's key. Its repeat is ``--rexmle-repeat``'s; an item without one (a module of your own
+        that parametrizes its test over repeats, as ``benchmarks/bench_slurm.py`` does) takes the next
+        repeat of its (task, agent), so that several items of one challenge are several rows, each
+        counted, never one row standing for all of them."""
+        task, agent = props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None
+        items = self.repeats.setdefault((task, agent), {})
+        if nodeid not in items:
+            given = props.get(REPEAT_PROPERTY)
+            taken = set(items.values())
+            items[nodeid] = int(given) if given is not None and int(given) not in taken else max(taken, default=0) + 1
+        return task, agent, items[nodeid]
+
+    def n_repeats(self) -> int:
+        """The session's repeats: ``--rexmle-repeat``, or the most items any challenge (and agent) had."""
+        return max([self.settings.repeat] + [len(items) for items in self.repeats.values()])
+
     def build(self) -> dict:
         records = dict(self.results)
         for key, (message, trace) in self.errors.items():
             records.setdefault(key, _for_agent(harness_error(_task(key), message, trace), key))
         for key, why in self.seen.items():
             records.setdefault(key, _for_agent(not_run(_task(key), why), key))
+        repeats = self.n_repeats()
+        for key, record in records.items():  # each record says which repeat it is, where there are several
+            record.repeat = key[2] if repeats > 1 else None
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
         agents = self.settings.agents
-        repeats = self.settings.repeat
         if len(agents) <= 1:
             doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
                                skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings),
@@ -104,7 +122,7 @@ class SessionReporter:
                                    repeats=repeats)
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
         with_aggregate(doc)
-        doc["compute"] = compute_summary({_label(k): (run or {}).get("compute") for k, run in self.runs.items()})
+        doc["compute"] = compute_summary({_label(k, repeats): (run or {}).get("compute") for k, run in self.runs.items()})
         doc["disclosure"] = build_disclosure(settings, self.runs.values(), records.values(), doc["data_kind"])
         # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
         schedule = self.config.pluginmanager.get_plugin("rexmle-schedule")
@@ -136,8 +154,8 @@ class SessionReporter:
         if self.capability:
             from ..capability import SESSION_CAPABILITY_JSON, session_document
 
-            capability = session_document([self.capability[k] for k in sorted(self.capability, key=_label)],
-                                          [self.stages[k] for k in sorted(self.stages, key=_label)])
+            capability = session_document([self.capability[k] for k in sorted(self.capability, key=_order)],
+                                          [self.stages[k] for k in sorted(self.stages, key=_order)])
             archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
         from .html import render_html
 
@@ -188,10 +206,14 @@ def _crash_message(report: pytest.TestReport) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-def _label(key: Key) -> str:
+def _label(key: Key, repeats: int = 1) -> str:
     """``isles22``, ``isles22@codex``, ``isles22-r2``: the run's name in the compute table."""
     task, agent, repeat = key
-    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeat is not None else "")
+    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeats > 1 else "")
+
+
+def _order(key: Key) -> tuple[str, str, int]:
+    return key[0], key[1] or "", key[2]
 
 
 def _task(key: Key) -> str:
@@ -199,11 +221,9 @@ def _task(key: Key) -> str:
 
 
 def _for_agent(record: ChallengeResult, key: Key) -> ChallengeResult:
-    """A record made here (not run, harness error) names its agent in a several-agent session, and its
-    repeat, so that it stays a row of its own beside its siblings."""
+    """A record made here (not run, harness error) names its agent in a several-agent session."""
     if key[1]:
         record.agent = key[1]
-    record.repeat = key[2]
     return record
 
 

@@ -120,3 +120,34 @@ def test_x_starts_no_run_once_the_failure_is_known(bench, needs_bwrap, xdist):
     assert len(skipped) >= 3, records  # at most the first run and the one started before the failure ran
     assert all(records[t]["reason"].startswith("the session stopped (-x)") for t in skipped)
     assert len(runs) == len(tasks) - len(skipped) and not any(run_folders(bench.path, t) for t in skipped)
+
+
+#: how benchmarks/bench_slurm.py repeats runs: a module of your own parametrizing its test
+REPEAT_MODULE = '''import pytest
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_repeat(rexmle_result, repeat):
+    assert rexmle_result.status == "ok"
+'''
+
+
+def test_repeats_of_a_module_of_your_own_are_rows_of_their_own_and_resume_their_own_runs(bench, needs_bwrap):
+    """Before, the report kept one row for the three items (one run standing for three), and a resumed
+    session gave all three the newest finished run."""
+    (bench.path / "test_mine.py").write_text(REPEAT_MODULE)
+    args = ("--agent=sample", "test_mine.py", "-k", "test_repeat and ldct-iqa")
+    bench(*args).assert_outcomes(passed=3)
+    doc = report_json(bench.path)
+    assert doc["repeats"] == 3 and doc["n_runs"] == 3 and doc["selected"] == ["ldct-iqa"]
+    assert sorted(c["repeat"] for c in doc["challenges"]) == [1, 2, 3]
+    first = {Path(c["run_dir"]) for c in doc["challenges"]}
+    assert len(first) == 3 and doc["aggregate"][0]["challenges"][0]["counts"] == {"ok": 3}
+    items = sorted(json.loads((f / "run.json").read_text())["key"]["item"] for f in first)
+    assert items == [f"test_mine.py::test_repeat[ldct-iqa-{r}]" for r in range(3)]
+
+    bench(*args, "--rexmle-resume").assert_outcomes(passed=3)
+    again = report_json(bench.path)
+    assert {Path(c["run_dir"]) for c in again["challenges"]} == first  # each item took back its own run
+    assert len(run_folders(bench.path, "ldct-iqa")) == 3
+    assert [r["state"] for r in again["campaign"]["runs"]] == ["resumed"] * 3
