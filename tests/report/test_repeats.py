@@ -99,3 +99,15 @@ def test_a_session_without_repeats_is_unchanged():
     assert "repeats" not in doc and "aggregate" not in with_aggregate(doc)
     assert all("repeat" not in c for c in doc["challenges"])
     assert split_repeats(doc) == [doc]
+
+
+def test_each_repeat_links_to_its_own_run_page():
+    from pytest_rexmle.report.html import compute_section
+
+    doc = _repeated_session()
+    for rec in doc["challenges"]:
+        rec["run_dir"] = f"/runs/{rec['challenge_id']}/r{rec['repeat']}"
+    doc["compute"] = {"runs": {f"ldct-iqa-r{r}": {"wall_seconds": 1.0, "runtime": "local"} for r in (1, 2, 3)}}
+    html = "".join(compute_section([doc]))
+    for r in (1, 2, 3):
+        assert f"file:///runs/ldct-iqa/r{r}/run.html" in html
