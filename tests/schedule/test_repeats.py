@@ -35,12 +35,13 @@ def _board(folder: Path) -> Path:
     return sorted((folder / ".rexmle" / "runs" / ".schedule").iterdir())[-1]
 
 
-def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(bench, needs_bwrap):
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["one-process", "xdist-2"])
+def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(bench, needs_bwrap, xdist):
     (bench.path / "breaker.py").write_text(BREAKER)
     agent = baseline_agent(bench.path, ["ldct-iqa"])
     result = bench("-p", "breaker", "--agent=command", f"--agent-option=dir={agent}",
                    f"--agent-option=cmd={COPY_BASELINE}", "--rexmle-repeat=3", "-k", "ldct-iqa",
-                   "--junitxml=junit.xml", "-rA")
+                   "--junitxml=junit.xml", "-rA", *xdist)
     result.assert_outcomes(passed=2, errors=1)
     cases = {c.get("name"): c for c in ET.parse(bench.path / "junit.xml").getroot().iter("testcase")}
     assert sorted(cases) == [f"test_challenge[ldct-iqa-r{r}]" for r in (1, 2, 3)]
@@ -48,7 +49,8 @@ def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(benc
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert props["repeat"] == name[-2]
     folders = run_folders(bench.path, "ldct-iqa")
-    assert sorted(json.loads((f / "run.json").read_text())["repeat"] for f in folders) == [1, 2, 3]
+    metas = [json.loads((f / "run.json").read_text()) for f in folders]  # the identity reached each run's harness
+    assert sorted((m["repeat"], m["key"].get("repeat")) for m in metas) == [(1, None), (2, 2), (3, 3)]
     doc = report_json(bench.path)
     assert doc["selected"] == ["ldct-iqa"] and doc["repeats"] == 3 and doc["n_runs"] == 3
     assert [(c["repeat"], c["status"]) for c in doc["challenges"]] == [(1, "ok"), (2, "error"), (3, "ok")]
