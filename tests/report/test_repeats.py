@@ -111,3 +111,22 @@ def test_each_repeat_links_to_its_own_run_page():
     html = "".join(compute_section([doc]))
     for r in (1, 2, 3):
         assert f"file:///runs/ldct-iqa/r{r}/run.html" in html
+
+
+def test_several_agents_are_aggregated_apart():
+    records = []
+    for r in (1, 2):
+        for agent, how in (("a", 0.2 * r), ("b", "fail" if r == 2 else 0.9)):
+            rec = failed("isles22", agent) if how == "fail" else graded("isles22", how, agent)
+            rec.repeat = r
+            records.append(rec)
+    doc = build_report(records, agent="a,b", agent_options={}, settings=SETTINGS, run_id="S", repeats=2)
+    doc["agents"] = {"a": {"agent_options": {}}, "b": {"agent_options": {"model": "x"}}}
+    with_aggregate(doc)
+    assert doc["selected"] == ["isles22", "isles22"] and doc["n_fail"] == 1  # one per (challenge, agent)
+    by_agent = {entry["agent"]: entry for entry in doc["aggregate"]}
+    assert sorted(by_agent) == ["a", "b"] and by_agent["a"]["n_repeats"] == by_agent["b"]["n_repeats"] == 2
+    assert by_agent["a"]["challenges"][0]["counts"] == {"ok": 2}
+    assert by_agent["b"]["challenges"][0]["counts"] == {"ok": 1, "invalid": 1}
+    a = [rec["percentile"] for rec in doc["challenges"] if rec["agent"] == "a"]
+    assert by_agent["a"]["mean"] == pytest.approx(sum(a) / 2)
