@@ -2,7 +2,8 @@
 
 Benchmark items exist only when ``--agent`` is given, so ``pytest tests/`` never launches an agent.
 Every process (controller and xdist workers alike) collects the same sorted list of
-``test_challenge[<task-id>]`` items; only the controller builds the session report, from test reports,
+``test_challenge[<task-id>]`` items (``[<task-id>-<agent>]`` with several agents, ``[<task-id>-r<k>]`` with
+``--rexmle-repeat``); only the controller builds the session report, from test reports,
 so it is the same with or without xdist.
 """
 
