@@ -49,7 +49,7 @@ def score_line(doc: dict) -> str:
     errors = f", {n_error} ERROR (harness, not the agent)" if n_error else ""
     n_skipped = len(doc.get("skipped") or ())
     skipped = f", {n_skipped} skipped (counted as 0)" if n_skipped else ""
-    runs = f" ({doc['n_runs']} runs, {doc['repeats']} repeats each)" if (doc.get("repeats") or 1) > 1 else ""
+    runs = f" ({doc['n_runs']} runs, {_each(doc)})" if (doc.get("repeats") or 1) > 1 else ""
     return (f"{label}: {pct(doc['score'])} over {len(doc['selected'])} challenge(s){runs}, {doc['n_fail']} FAIL"
             f"{errors}{skipped}{threshold_text(doc)}")
 
@@ -63,12 +63,20 @@ def threshold_text(doc: dict) -> str:
            f"(failed in pytest)"
 
 
+def _each(doc: dict) -> str:
+    """``3 repeats each``, or ``up to 3 repeats each`` where a selection (``-k isles22-r2``) left some out."""
+    full = doc["n_runs"] == doc["repeats"] * len(doc["selected"])
+    return f"{'' if full else 'up to '}{doc['repeats']} repeats each"
+
+
 def run_name(rec: dict) -> str:
     """``isles22``, or ``isles22 r2`` for a repeat of ``--rexmle-repeat N`` > 1."""
     return rec["challenge_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
 
 
-STATUS_WORDS = {"ok": "ok", "error": "ERROR"}
+#: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
+#: counts a session that did not select a challenge another one did; the session's score leaves it out
+STATUS_WORDS = {"ok": "ok", "error": "ERROR", "not run": "not run"}
 
 
 def counts_text(counts: dict[str, int]) -> str:

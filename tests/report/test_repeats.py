@@ -130,3 +130,15 @@ def test_several_agents_are_aggregated_apart():
     assert by_agent["b"]["challenges"][0]["counts"] == {"ok": 1, "invalid": 1}
     a = [rec["percentile"] for rec in doc["challenges"] if rec["agent"] == "a"]
     assert by_agent["a"]["mean"] == pytest.approx(sum(a) / 2)
+
+
+def test_a_selection_of_some_repeats_says_up_to():
+    records = [_result("isles22", 0.3, 2), _result("ldct-iqa", 0.3, 1), _result("ldct-iqa", 0.5, 2)]
+    doc = with_aggregate(build_report(records, agent="sample", agent_options={}, settings=SETTINGS, run_id="S",
+                                      repeats=3))
+    assert terminal_lines(doc)[-1].endswith("over 2 challenge(s) (3 runs, up to 3 repeats each), 0 FAIL")
+    rows = {row["challenge_id"]: row for row in doc["aggregate"][0]["challenges"]}
+    assert rows["ldct-iqa"]["counts"] == {"ok": 2}
+    # the repeat left out is "not run" (0) in the repeats table, as rexmle report counts it; never a FAIL
+    assert rows["isles22"]["counts"] == {"ok": 1, "not run": 1}
+    assert any(line.startswith("  isles22: mean") and line.endswith("1 ok, 1 not run") for line in terminal_lines(doc))
