@@ -25,7 +25,7 @@ Top level::
       "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "challenges"
       "aggregate": [...]                  only then: per agent, the score of each repeat, their mean, SEM and
                                           interval, and per challenge the mean percentile over its repeats,
-                                          its SEM and interval and each repeat's status (see :func:`aggregate`)
+                                          its SEM and interval and each repeat's status (see :func:`with_aggregate`)
       "note": str                         what the numbers mean (agents on our split, humans on theirs)
     }
 
@@ -154,6 +154,8 @@ def with_aggregate(doc: dict) -> dict:
 
 
 def _aggregate_entry(entry: dict) -> dict:
+    """One agent of the merged repeats, as the session report keeps it: the challenges it ran, each with how
+    its repeats ended counted by status (``{"ok": 2, "error": 1}``)."""
     rows = []
     for row in entry["challenges"]:
         if row["not_run"]:
