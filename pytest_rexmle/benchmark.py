@@ -9,5 +9,5 @@ def test_challenge(rexmle_result, rexmle_settings):
     if result.status != "ok":
         pytest.fail(f"FAIL [{result.status}] {result.reason}", pytrace=False)
     if result.percentile < rexmle_settings.min_percentile:
-        pytest.fail(f"percentile {result.percentile:.4f} is below --rexmle-min-percentile "
-                    f"{rexmle_settings.min_percentile}", pytrace=False)
+        pytest.fail(f"percentile {100 * result.percentile:.1f}% is below --rexmle-min-percentile "
+                    f"{100 * rexmle_settings.min_percentile:g}%", pytrace=False)

@@ -34,10 +34,13 @@ def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
             settings.report_dir)
 
 
-def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, gpus: tuple[str, ...] = ()) -> Begun:
-    """``gpus``: what the executor gave this run (a scheduler runtime's node hands out its own instead)."""
+def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, gpus: tuple[str, ...] = (),
+          identity: dict | None = None) -> Begun:
+    """``gpus``: what the executor gave this run (a scheduler runtime's node hands out its own instead);
+    ``identity``: the item's (:func:`.schedule.board.item_identity`), part of the resume key, so the item
+    resumes or re-attaches to its own run only, never a sibling repeat's."""
     time_limit = settings.time_limit or task.time_limit_seconds
-    key = run_key(task, agent, data, time_limit, runtime.name, settings)
+    key = run_key(task, agent, data, time_limit, runtime.name, settings, identity)
     if settings.resume:
         previous = find_resumable(settings.runs_dir, task, agent, key)
         if previous is not None:
@@ -48,7 +51,8 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
     folder = RunFolder.create(settings.runs_dir, task, agent)
     launched = launch(task, data, agent, runtime, folder, time_limit, gpus=tuple(gpus),
                       hidden=hidden_paths(settings, data), key=key, network=settings.network,
-                      runtime_reason=settings.runtime_reason)
+                      runtime_reason=settings.runtime_reason, identity=identity,
+                      repeats=getattr(settings, "repeat", 1))
     return Begun(time_limit, launched=launched)
 
 

@@ -11,6 +11,8 @@ Write your own assertions on a result by requesting any link, e.g.::
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
+* ``rexmle_repeat`` — which of ``--rexmle-repeat N`` runs of its challenge (and agent) the item is: 1 without
+  repeats; parametrized (``test_challenge[<task>-r2]``) when N > 1, in any module whose test uses the run.
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result. The run
   itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
   process; the item waits for its record.
@@ -39,7 +41,7 @@ from .seal import seal_result
 from .task import Task, registry
 
 __all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_agents",
-           "rexmle_agent_name", "rexmle_runtime", "rexmle_agent_run",
+           "rexmle_agent_name", "rexmle_repeat", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
 RESULT_PROPERTY = "rexmle_result"
@@ -47,6 +49,8 @@ CAPABILITY_PROPERTY = "rexmle_capability"
 STAGES_PROPERTY = "rexmle_stages"
 TASK_PROPERTY = "rexmle_task"
 AGENT_PROPERTY = "rexmle_agent"
+#: the item's repeat (``--rexmle-repeat`` > 1): the session report keeps each run and aggregates per challenge
+REPEAT_PROPERTY = "repeat"
 #: the run's compute record and what it reached (run.json's ``compute``, ``network``, ``egress``), for the report
 RUN_PROPERTY = "rexmle_run"
 
@@ -79,6 +83,9 @@ def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
     agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
     if agent:  # several agents: the session report keeps each agent's results apart
         request.node.user_properties.append((AGENT_PROPERTY, agent))
+    repeat = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_repeat")
+    if repeat is not None:  # --rexmle-repeat N > 1: JUnit and the session report keep each repeat apart
+        request.node.user_properties.append((REPEAT_PROPERTY, repeat))
     # JUnit readers see what was graded, skipped items included: synthetic twins never pass for real data
     request.node.user_properties.append(("data", "synthetic" if rexmle_settings.data == "synthetic" else "real"))
     task = registry().get(rexmle_task_id)
@@ -123,6 +130,13 @@ def rexmle_agent_name(rexmle_settings) -> str:
 
 
 @pytest.fixture
+def rexmle_repeat() -> int:
+    """The item's repeat: 1, unless the session has ``--rexmle-repeat`` N > 1, where the plugin parametrizes
+    it (``test_challenge[<task>-r2]``) and each repeat is its own item and run."""
+    return 1
+
+
+@pytest.fixture
 def rexmle_agent(rexmle_agents, rexmle_agent_name):
     return rexmle_agents[rexmle_agent_name]
 
@@ -139,7 +153,7 @@ def rexmle_runtime(rexmle_settings):
 
 
 @pytest.fixture
-def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings) -> AgentRun:
+def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_repeat) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
     from .runtime.slurm_job import outcome_from_json
     from .schedule.board import run_key
@@ -239,15 +253,18 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
 
 @pytest.fixture
 def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_run, rexmle_grade, rexmle_settings,
-                  rexmle_judge) -> ChallengeResult:
+                  rexmle_judge, rexmle_repeat) -> ChallengeResult:
     run = rexmle_agent_run
+    repeat = rexmle_repeat if rexmle_settings.repeat > 1 else None
     if run.resumed is not None:
         result = run.resumed
+        result.repeat = repeat  # the item's own: a run of a session without repeats may stand in for its first
     else:
         extra = dict(agent=rexmle_agent.name, options_key=rexmle_agent.options_key(), run_dir=str(run.folder.root),
                      gpu=",".join(run.gpus) or None,
                      timings={"agent_seconds": run.outcome.duration})
         result = result_from_grade(rexmle_task, rexmle_grade, **extra)
+        result.repeat = repeat
         if run.outcome.exit_code is not None:
             result.timings["exit_code"] = run.outcome.exit_code
         result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)

@@ -2,7 +2,8 @@
 
 Benchmark items exist only when ``--agent`` is given, so ``pytest tests/`` never launches an agent.
 Every process (controller and xdist workers alike) collects the same sorted list of
-``test_challenge[<task-id>]`` items; only the controller builds the session report, from test reports,
+``test_challenge[<task-id>]`` items (``[<task-id>-<agent>]`` with several agents, ``[<task-id>-r<k>]`` with
+``--rexmle-repeat``); only the controller builds the session report, from test reports,
 so it is the same with or without xdist.
 """
 
@@ -154,19 +155,25 @@ def _identity_notice(settings) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One item per challenge, per agent when the session has several (``test_challenge[isles22-codex]``) and
+    per repeat with ``--rexmle-repeat N`` > 1 (``test_challenge[isles22-r2]``, ``[isles22-codex-r2]``): each its
+    own run. A single repeat keeps the plain ids, so a session's ids, ``-k`` and JUnit stay as they were."""
     if "rexmle_task_id" not in metafunc.fixturenames:
         return
     settings = metafunc.config.stash.get(SETTINGS_KEY, None)
     agents = (settings.agents if settings is not None else ()) or (None,)
     by_agent = "rexmle_agent_name" in metafunc.fixturenames and len(agents) > 1
+    repeats = settings.repeat if settings is not None and "rexmle_repeat" in metafunc.fixturenames else 1
+    names = ["rexmle_task_id"] + (["rexmle_agent_name"] if by_agent else []) + (["rexmle_repeat"] if repeats > 1 else [])
     params = []
     for task in registry():
         marks = [getattr(pytest.mark, m) for m in task.markers] + [pytest.mark.rexmle]
-        if by_agent:  # one item per challenge and agent: test_challenge[isles22-codex]
-            params += [pytest.param(task.id, agent, id=f"{task.id}-{agent}", marks=marks) for agent in agents]
-        else:
-            params.append(pytest.param(task.id, id=task.id, marks=marks))
-    metafunc.parametrize(("rexmle_task_id", "rexmle_agent_name") if by_agent else "rexmle_task_id", params)
+        for agent in agents if by_agent else (None,):
+            for repeat in range(1, repeats + 1) if repeats > 1 else (None,):
+                values = [task.id] + ([agent] if by_agent else []) + ([repeat] if repeat is not None else [])
+                label = "-".join([task.id] + ([agent] if by_agent else []) + ([f"r{repeat}"] if repeat else []))
+                params.append(pytest.param(*values, id=label, marks=marks))
+    metafunc.parametrize(names if len(names) > 1 else names[0], params)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -46,6 +46,9 @@ class ChallengeResult:
     #: differences that did not stop grading (a prediction header unlike the ground truth's, scored on
     #: the ground truth's grid), one sentence each
     warnings: list[str] = field(default_factory=list)
+    #: which of ``--rexmle-repeat N`` runs of its (challenge, agent) this is; None (left out of the JSON)
+    #: in a session without repeats, so its records stay as they were
+    repeat: int | None = None
 
     @classmethod
     def failed(cls, task, status: str, reason: str, n_humans: int, **kw: Any) -> ChallengeResult:
@@ -59,7 +62,10 @@ class ChallengeResult:
                    medal=ranking.medal, above_median=ranking.above_median, **kw)
 
     def to_json(self) -> dict[str, Any]:
-        return json_numbers(asdict(self))
+        data = asdict(self)
+        if data["repeat"] is None:
+            del data["repeat"]
+        return json_numbers(data)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "result") -> ChallengeResult:

@@ -59,6 +59,11 @@ class RunRecord(Document):
     exit_code: int | None = None
     timed_out: bool | None = None
     duration: float | None = None
+    #: the item's repeat (``--rexmle-repeat``, 1 without) and, for an item of a test module of your own,
+    #: its id: part of ``key`` too, so that each item resumes only its own run
+    repeat: int | None = None
+    repeats: int | None = None
+    item: str | None = None
 
     @classmethod
     def read(cls, path: Path) -> RunRecord:
@@ -100,11 +105,18 @@ class RunFolder:
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
 KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume",
-                         "gpus", "judge", "parallel"})
+                         "gpus", "judge", "parallel", "repeat"})
 
 
-def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None) -> dict:
+def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime: str, settings=None,
+            identity: dict | None = None) -> dict:
     """Everything that must match for a stored result to stand in for a new run.
+
+    ``identity``: the item's own part (:func:`pytest_rexmle.schedule.board.item_identity`): its repeat
+    beyond the first and, for an item of a module of your own, its id. Why: without it every repeat of a
+    challenge had one key, so a resumed session gave all of them the newest finished run (and re-attached
+    all of them to one live job). A first repeat of the benchmark's own item adds nothing, so its key is
+    the key of a session without repeats, and older runs stay resumable.
 
     Besides task, agent and limits: which answers the data holds (a twin's seed or secret, a prepared
     manifest's hash), so a result graded against other answers is never reused, and every public
@@ -115,6 +127,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
            "data": data.kind, "answers": data.answers_id, "time_limit": time_limit, "runtime": runtime}
     if settings is not None:
         key["settings"] = {k: v for k, v in sorted(settings.public().items()) if k not in KEY_IGNORES}
+    key.update(identity or {})
     return key
 
 
@@ -154,9 +167,11 @@ class LaunchedRun:
 
 def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: RunFolder, time_limit: float,
            gpus: tuple[str, ...] = (), hidden: tuple[Path, ...] = (), key: dict | None = None,
-           network: str = "bridge", runtime_reason: str | None = None) -> LaunchedRun:
+           network: str = "bridge", runtime_reason: str | None = None,
+           identity: dict | None = None, repeats: int = 1) -> LaunchedRun:
     """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it).
-    ``runtime_reason``: why the session chose this runtime (none given), recorded beside its name."""
+    ``runtime_reason``: why the session chose this runtime (none given), recorded beside its name;
+    ``identity`` (part of ``key``) and ``repeats`` (the session's ``--rexmle-repeat``): which repeat the run is."""
     ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
     cwd = agent.setup(ctx)
     # the runtime may stage the run first, so that the contract names the stage, never a host path
@@ -184,6 +199,12 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
             "started": datetime.now(UTC).isoformat(), "owner": owner_record()}
     if runtime_reason:
         meta["runtime_reason"] = runtime_reason
+    own = identity or {}
+    meta["repeat"] = int(own.get("repeat", 1))
+    if repeats > 1:  # the session's --rexmle-repeat: "repeat 2 of 3" on the run's page
+        meta["repeats"] = repeats
+    if own.get("item"):
+        meta["item"] = own["item"]
     write_run_record(folder.root / RUN_JSON, meta)
     handle = runtime.launch(spec)
     if handle.record():  # e.g. the job id: what a later --rexmle-resume re-attaches to

@@ -44,7 +44,12 @@ OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--rexmle-time-limit", "rexmle_time_limit", "wall-clock seconds per agent run, overriding each task's budget", "float", None),
     ("--rexmle-runs-dir", "rexmle_runs_dir", "folder for run folders (default .rexmle/runs)", "str", ".rexmle/runs"),
     ("--rexmle-report-dir", "rexmle_report_dir", "folder for session reports (default .rexmle/report)", "str", ".rexmle/report"),
-    ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this (0..1, default 0)", "float", 0.0),
+    ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this percent, "
+     "e.g. 40 or 40% (0..100, default 0); a bare number in (0, 1] is refused as ambiguous (it used to be a "
+     "fraction)", "str", "0"),
+    ("--rexmle-repeat", "rexmle_repeat", "runs of each challenge (and agent): N>1 makes N items "
+     "test_challenge[<task>-r1..rN], each its own run; the report keeps every run and gives each challenge's "
+     "mean over them (default 1)", "int", 1),
     ("--rexmle-prepare", "rexmle_prepare", "prepare missing real data on demand (downloads; locked, so xdist-safe)", "bool", False),
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
     ("--rexmle-unsafe-local", "rexmle_unsafe_local", "allow the local runtime without bubblewrap (agent can read everything you can)", "bool", False),
@@ -166,6 +171,7 @@ class Settings:
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)
     parallel: int | None = None  # --rexmle-parallel: runs at once without GPUs (None: the executor's default)
+    repeat: int = 1  # --rexmle-repeat: runs of each (challenge, agent), each its own item
     slurm_partition: str | None = None
     slurm_account: str | None = None
     slurm_qos: str | None = None
@@ -195,7 +201,7 @@ class Settings:
         return {"agent": self.agent, "data": self.data, "runtime": self.runtime, "time_limit": self.time_limit,
                 "min_percentile": self.min_percentile, "resume": self.resume, "seed": self.seed,
                 "answers_reproducible": self.seed is not None,
-                "gpus": list(self.gpus), "parallel": self.parallel, "network": self.network, "judge": self.judge,
+                "gpus": list(self.gpus), "parallel": self.parallel, "repeat": self.repeat, "network": self.network, "judge": self.judge,
                 "sandbox": self.sandbox, "limits": dict(self.limits), "budget": self.budget,
                 "egress_allow": list(self.egress_allow),
                 **({"runtime_reason": self.runtime_reason} if self.runtime_reason else {}),
@@ -259,8 +265,9 @@ def read_settings(config: pytest.Config) -> Settings:
 
     if v["time_limit"] is not None and v["time_limit"] <= 0:
         raise usage_error("--rexmle-time-limit must be a positive number of seconds")
-    if not 0.0 <= v["min_percentile"] <= 1.0:
-        raise usage_error("--rexmle-min-percentile must be between 0 and 1")
+    v["min_percentile"] = parse_min_percentile(v["min_percentile"])
+    if v["repeat"] < 1:
+        raise usage_error(f"--rexmle-repeat must be at least 1, got {v['repeat']}")
     if v["parallel"] is not None and v["parallel"] < 1:
         raise usage_error(f"--rexmle-parallel must be at least 1, got {v['parallel']}")
     agents = agent_names(v["agent"])
@@ -296,6 +303,25 @@ def read_settings(config: pytest.Config) -> Settings:
     with _usage_error("--rexmle-budget", BudgetError):
         v["budget"] = v["budget"].strip() if Budget.parse(v["budget"]) is not None else None
     return Settings(**v)
+
+
+def parse_min_percentile(value) -> float:
+    """``--rexmle-min-percentile`` as the fraction items are compared with, from a percent (``40``, ``40%``,
+    ``12.5``), as the reports print percentiles. Why a bare number in (0, 1] is refused: it used to be a
+    fraction (``0.4`` meant 40 %), and reading it now as 0.4 % would silently pass items the user meant to
+    fail; ``0.4%`` or ``40`` says which is meant."""
+    text = str(value).strip()
+    number = text.removesuffix("%").strip()
+    try:
+        percent = float(number)
+    except ValueError:
+        raise usage_error(f"--rexmle-min-percentile expects a percent such as 40 or 40%, got {text!r}") from None
+    if not 0.0 <= percent <= 100.0:
+        raise usage_error(f"--rexmle-min-percentile must be a percent between 0 and 100, got {text!r}")
+    if not text.endswith("%") and 0.0 < percent <= 1.0:
+        raise usage_error(f"--rexmle-min-percentile {text} is ambiguous: it is a percent now (it used to be a "
+                          f"fraction); write {percent * 100:g} for {percent * 100:g}% or {text}% for {text} percent")
+    return percent / 100.0
 
 
 def usage_error(message: str) -> Exception:

@@ -28,6 +28,13 @@ INTERRUPT_CAUSES = {"KeyboardInterrupt": "Ctrl-C", "Stopped": "SIGTERM", "Termin
                     "SessionGone": "harness gone: the session was killed"}
 
 
+def _repeat(meta: dict) -> int | None:
+    """The run's repeat in a session of ``--rexmle-repeat N`` > 1 (None otherwise, or for a value that is no
+    count: run.json lies in a folder the agent could write to)."""
+    repeat, repeats = meta.get("repeat"), meta.get("repeats")
+    return repeat if type(repeat) is int and type(repeats) is int and repeats > 1 else None
+
+
 def _hms(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -47,7 +54,7 @@ def collect(runs_dir: Path, now: datetime | None = None) -> list[dict]:
         run_dir = meta_path.parent
         result_path = run_dir / "result.json"
         row = {"task": meta.get("task"), "agent": meta.get("agent"), "run_dir": str(run_dir),
-               "time_limit": meta.get("time_limit"), "gpus": meta.get("gpus") or []}
+               "time_limit": meta.get("time_limit"), "gpus": meta.get("gpus") or [], "repeat": _repeat(meta)}
         if result_path.is_file():
             result = json.loads(result_path.read_text())
             row.update(state=result.get("status"), percentile=result.get("percentile"),
@@ -155,6 +162,7 @@ def run_status(args: argparse.Namespace) -> int:
             extra += f"  at {_when(r['interrupted'])} ({r['interrupted_by']})"
         gpus = f"  gpu {','.join(r['gpus'])}" if r["gpus"] else ""
         page = Path(r["run_dir"]) / "run.html"
-        print(f"{r['task']:<20} {r['agent']:<10} {r['state']:<11} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
+        task = f"{r['task']} r{r['repeat']}" if r.get("repeat") else r["task"]
+        print(f"{task:<20} {r['agent']:<10} {r['state']:<11} {elapsed} / {limit}{gpus}{extra}{_scheduler(r)}  "
               f"{page if page.is_file() else r['run_dir']}")
     return 0

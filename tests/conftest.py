@@ -36,6 +36,7 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "selfcheck": (("slow", "sandbox"), 1200),                      # rexmle selfcheck per runtime; fresh installs
     "hostile/test_session.py": (("slow",), None),                  # whole sessions of hostile agents, resumed
     "schedule/test_campaign.py": (("slow",), None),                # GPU campaigns of sandboxed runs, interrupted
+    "schedule/test_repeats.py": (("slow",), None),                 # repeated sandboxed runs, killed and resumed
     "schedule/test_gpu_check.py": (("slow", "sandbox"), 900),      # benchmarks/gpu_check.sh on the stand-in NVML
     "slurm/test_slurm_gateway.py": (("slow",), 1200),              # a job through a real Slurm cluster
     "prepare/test_plugin_prepare.py::test_prepare_on_demand_under_xdist": (("slow",), None),  # an xdist session

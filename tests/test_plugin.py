@@ -136,9 +136,31 @@ def test_prepared_data_missing_skips_with_the_prepare_command(bench, tmp_path):
 
 
 def test_min_percentile_turns_a_graded_item_into_a_failure(bench, needs_bwrap):
-    result = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-min-percentile=0.5")
+    """A percent, as the reports print percentiles; and the report says so, rather than a silent ok."""
+    result = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-min-percentile=50%")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*percentile 0.0000 is below --rexmle-min-percentile 0.5*"])
+    result.stdout.fnmatch_lines(["*percentile 0.0% is below --rexmle-min-percentile 50%*",
+                                 "ldct-iqa*ok < min*",
+                                 "*0 FAIL, 1 below --rexmle-min-percentile 50.0% (failed in pytest)"])
+    doc = report_json(bench.path)
+    assert doc["settings"]["min_percentile"] == 0.5 and doc["n_below_min_percentile"] == 1
+    assert doc["challenges"][0]["status"] == "ok" and doc["challenges"][0]["below_min_percentile"] is True
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0.4", "*--rexmle-min-percentile 0.4 is ambiguous: it is a percent now (it used to be a fraction); write 40 "
+            "for 40% or 0.4% for 0.4 percent*"),
+    ("150", "*--rexmle-min-percentile must be a percent between 0 and 100, got '150'*"),
+    ("forty", "*--rexmle-min-percentile expects a percent such as 40 or 40%, got 'forty'*"),
+    ("0", None), ("40", None), ("40%", None), ("0.4%", None)])
+def test_min_percentile_is_a_percent_and_an_ambiguous_fraction_is_refused(bench, value, message):
+    result = bench("--agent=sample", f"--rexmle-min-percentile={value}", "--collect-only", "-q", "-k", "ldct-iqa")
+    if message is None:
+        assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    else:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+        assert "Traceback" not in result.stderr.str()
 
 
 def test_crashing_agent_is_a_fail_with_exit_code_and_stderr(bench, needs_bwrap):

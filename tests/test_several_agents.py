@@ -27,6 +27,17 @@ def test_each_challenge_and_agent_is_an_item(bench):
     assert "ldct-iqa" in collected_ids(bench("--agent=sample", "--collect-only", "-q"))
 
 
+def test_repeats_of_several_agents_are_items_of_their_own(bench):
+    ids = collected_ids(bench("--agent=sample,command", "--agent-option=command:cmd=true", "--rexmle-repeat=2",
+                              "--collect-only", "-q", "-k", "ldct-iqa"))
+    assert ids == ["ldct-iqa-sample-r1", "ldct-iqa-sample-r2", "ldct-iqa-command-r1", "ldct-iqa-command-r2"]
+    assert collected_ids(bench("--agent=sample", "--rexmle-repeat=2", "--collect-only", "-q", "-k",
+                               "ldct-iqa-r2")) == ["ldct-iqa-r2"]
+    result = bench("--agent=sample", "--rexmle-repeat=0", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--rexmle-repeat must be at least 1, got 0*"])
+
+
 def test_agent_options_for_an_agent_not_in_the_session_are_a_usage_error(bench):
     result = bench("--agent=sample", "--agent-option=codex:model=gpt-5", "-k", "ldct-iqa")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

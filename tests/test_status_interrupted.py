@@ -113,3 +113,18 @@ def test_a_live_owner_is_still_running(tmp_path):
     (run / "run.json").write_text(json.dumps({**meta, "owner": {**owner_record(), "pid": dead.pid, "start": "1"}}))
     row = collect(tmp_path)[0]
     assert row["state"] == "interrupted" and row["interrupted_by"].startswith("harness gone")
+
+
+def test_status_names_each_repeat(tmp_path):
+    """--rexmle-repeat: each run's line says which repeat it is; a value that is no count is not shown."""
+    started = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    for stamp, repeat in (("20260101T110000-1", 1), ("20260101T110000-2", 2), ("20260101T110000-3", "2; rm -rf")):
+        run = tmp_path / "isles22" / "sample-abc" / stamp
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({"task": "isles22", "agent": "sample", "time_limit": 600,
+                                                  "started": started, "owner": owner_record(),
+                                                  "repeat": repeat, "repeats": 3}))
+    assert sorted(str(r["repeat"]) for r in collect(tmp_path)) == ["1", "2", "None"]
+    lines = [line for line in _status(tmp_path).splitlines() if line.startswith("isles22")]
+    assert sorted(line.split()[1] for line in lines if line.split()[1].startswith("r")) == ["r1", "r2"]
+    assert len(lines) == 3 and "rm -rf" not in "".join(lines)

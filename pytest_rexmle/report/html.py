@@ -546,16 +546,23 @@ def _sessions_of(merged: dict) -> list[dict]:
              "compute": {"hardware": hardware, "total": s.get("total")}} for s in sessions if isinstance(s, dict)]
 
 
+def _run_label(doc: dict, rec: dict) -> str:
+    """A record's name in the session's compute table (``isles22``, ``isles22@codex``, ``isles22-r2``), so
+    each repeat's row links to its own run's page."""
+    agent = f"@{rec.get('agent')}" if isinstance(doc.get("agents"), dict) and rec.get("agent") else ""
+    return f"{rec.get('challenge_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
+
+
 def compute_section(reports: list[dict]) -> list[str]:
     """What each run ran on and spent (the sessions' ``compute``), with a link to each run's page."""
     rows = []
     for doc in reports:
         runs = (doc.get("compute") or {}).get("runs") or {}
-        dirs = {rec.get("challenge_id"): rec.get("run_dir") for rec in doc.get("challenges") or []}
+        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("challenges") or []}
         for label, rec in runs.items():
             gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
                 "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
-            run_dir = dirs.get(str(label).split("@", 1)[0])
+            run_dir = dirs.get(str(label)) or dirs.get(str(label).split("@", 1)[0])
             link = f"<a href='{_e('file://' + str(run_dir) + '/run.html')}'>run page</a>" if run_dir else ""
             cost = rec.get("cost_usd")
             rows.append(f"<tr><td>{_e(label)}</td><td>{_e(gpu)}</td><td class='num'>{_e(rec.get('cpu_cores'))}</td>"

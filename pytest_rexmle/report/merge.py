@@ -7,7 +7,9 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent. An agent is its
+Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent; a session of
+``--rexmle-repeat N`` > 1 is N runs (of each of its agents), one per repeat (:func:`split_repeats`), exactly as N
+sessions would be. An agent is its
 name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
 name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
 the union of the challenges selected by any merged session. Sessions of different selections (a full run and a
@@ -142,6 +144,32 @@ def mean_of(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def split_repeats(doc: dict) -> list[dict]:
+    """A session of ``--rexmle-repeat N`` > 1 as the N sessions (per agent) it stands for: each repeat's
+    records, score, FAIL and ERROR counts, as a session of that one repeat would have written them (run id
+    ``<run id>-r001``...). Any other document is returned as it is."""
+    if not isinstance(doc, dict) or (doc.get("repeats") or 1) <= 1:
+        return [doc]
+    several = isinstance(doc.get("agents"), dict)
+    parts: dict[tuple[str | None, int], list[dict]] = {}
+    for rec in doc.get("challenges") or []:
+        agent = rec.get("agent") if several else doc.get("agent")
+        parts.setdefault((agent, int(rec.get("repeat") or 1)), []).append(rec)
+    skipped = set(doc.get("skipped") or ())
+    out = []
+    for (agent, repeat), records in sorted(parts.items(), key=lambda p: (str(p[0][0]), p[0][1])):
+        selected = [r["challenge_id"] for r in records]
+        options = (doc["agents"].get(agent) or {}).get("agent_options") if several else doc.get("agent_options")
+        rest = {k: v for k, v in doc.items() if k not in ("agents", "aggregate", "repeats", "n_runs")}
+        out.append({**rest, "run_id": f"{doc['run_id']}-r{repeat:03d}", "agent": agent, "agent_options": options or {},
+                    "selected": selected, "challenges": records, "skipped": sorted(skipped & set(selected)),
+                    "score": sum(number(r["percentile"]) if r["status"] == "ok" else 0.0 for r in records) / len(records),
+                    "n_fail": sum(1 for r in records if r["status"] not in ("ok", "error")
+                                  and r["challenge_id"] not in skipped),
+                    "n_error": sum(1 for r in records if r["status"] == "error")})
+    return out
+
+
 def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = SEED,
                   confidence: float = CONFIDENCE) -> dict:
     """Merge session reports (each validated first); see the module docstring for the rules."""
@@ -149,6 +177,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         raise ValueError("nothing to merge: no report documents")
     for doc in docs:
         SessionReport.check(doc, f"report {doc.get('run_id') if isinstance(doc, dict) else doc!r}")
+    docs = [part for doc in docs for part in split_repeats(doc)]
     from ..task import registry
 
     challenges = sorted({cid for d in docs for cid in d["selected"]})

@@ -9,13 +9,23 @@ Top level::
       "agent": str, "agent_options": {..}, "settings": {data, runtime, time_limit, min_percentile, resume, seed},
       "selected": [project ids],          every challenge the session selected (ran, failed or skipped)
       "partial": bool,                    false only when all 20 challenges were selected
-      "score": float,                     mean percentile over "selected", FAILs, ERRORs (and not-run) as 0
-      "n_fail": int,                      agent FAILs: invalid, missing (also not run), timeout
-      "n_error": int,                     harness ERRORs (status "error"): our fault, not the agent's
+      "score": float,                     mean percentile over "selected", FAILs, ERRORs (and not-run) as 0;
+                                          with repeats each challenge (and agent) counts once, as the mean
+                                          over its repeats
+      "n_fail": int,                      agent FAILs: invalid, missing (also not run), timeout (every run)
+      "n_error": int,                     harness ERRORs (status "error"): our fault, not the agent's (every run)
+      "n_below_min_percentile": int,      only when some are: ok records below --rexmle-min-percentile (each
+                                          marked "below_min_percentile"; failed items in pytest, their
+                                          percentile still in the score)
       "skipped": [project ids],           selected but skipped by pytest (data not prepared): 0 in the score,
                                           counted apart from FAILs, as pytest's summary counts them
       "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
-      "challenges": [result records + agent, run_dir, timings, medal, above_median],
+      "challenges": [result records + agent, run_dir, timings, medal, above_median; every run, each with
+                     its "repeat" under --rexmle-repeat N > 1],
+      "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "challenges"
+      "aggregate": [...]                  only then: per agent, the score of each repeat, their mean, SEM and
+                                          interval, and per challenge the mean percentile over its repeats,
+                                          its SEM and interval and each repeat's status (see :func:`with_aggregate`)
       "note": str,                        what the numbers mean (agents on our split, humans on theirs)
       "submissions": {task id (or task@agent): {"files": {path: sha256}, "answers_id": str | null}}
                                           each graded run's submission, what `rexmle report --verify` checks
@@ -81,14 +91,20 @@ def _failed(task_id: str, status: str, reason: str, traceback: str | None = None
 
 
 def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
-                 run_id: str, skipped: Iterable[str] = ()) -> dict:
+                 run_id: str, skipped: Iterable[str] = (), repeats: int = 1) -> dict:
     """``skipped``: selected challenges pytest skipped (their records are ``missing`` with the skip reason);
-    they still count 0 in the score but are not agent FAILs."""
-    records = sorted(results, key=lambda r: r.challenge_id)
-    selected = [r.challenge_id for r in records]
+    they still count 0 in the score but are not agent FAILs. ``repeats``: the session's ``--rexmle-repeat``;
+    above 1 every run keeps its record, the score counts each (challenge, agent) once (the mean over its
+    repeats), FAILs and ERRORs are counted per run (one never hides behind an ok sibling), and
+    ``aggregate`` gives each challenge's mean, SEM and interval over its repeats."""
+    records = sorted(results, key=lambda r: (r.challenge_id, r.repeat or 0))
+    groups: dict[tuple[str, str], list[ChallengeResult]] = {}
+    for rec in records:  # a record made by the session (not run, harness error) may not name the agent
+        groups.setdefault((rec.challenge_id, rec.agent or agent or ""), []).append(rec)
+    selected = [cid for cid, _ in groups]
     skipped = sorted(set(skipped) & set(selected))
     kind = SYNTHETIC if settings.get("data") == SYNTHETIC else REAL
-    return {
+    doc = {
         "schema": SCHEMA,
         "created": datetime.now(UTC).isoformat(),
         "run_id": run_id,
@@ -97,14 +113,63 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
         "settings": settings,
         "selected": selected,
         "partial": set(selected) != set(registry().ids),
-        "score": overall_score(r.percentile if r.status == OK else 0.0 for r in records),
+        "score": overall_score(_mean([r.percentile if r.status == OK else 0.0 for r in g]) for g in groups.values()),
         "n_fail": sum(1 for r in records if r.status not in (OK, ERROR) and r.challenge_id not in skipped),
         "n_error": sum(1 for r in records if r.status == ERROR),
         "skipped": skipped,
         "data_kind": kind,
-        "challenges": [r.to_json() for r in records],
+        "challenges": [_with_threshold(r.to_json(), settings) for r in records],
         "note": note_for([kind]),
     }
+    below = sum(1 for r in doc["challenges"] if r.get("below_min_percentile"))
+    if below:
+        doc["n_below_min_percentile"] = below
+    if repeats > 1:
+        doc.update(repeats=repeats, n_runs=len(records))
+    return doc
+
+
+def _with_threshold(record: dict, settings: dict) -> dict:
+    """An ok record below ``--rexmle-min-percentile`` is a failed item in pytest: the report says so
+    (``below_min_percentile``) rather than showing it as a silent ok. Its percentile still counts."""
+    threshold = settings.get("min_percentile") or 0.0
+    if record["status"] == OK and isinstance(threshold, (int, float)) and record["percentile"] < threshold:
+        record["below_min_percentile"] = True
+    return record
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def with_aggregate(doc: dict) -> dict:
+    """``doc`` with its ``aggregate`` (a session of ``--rexmle-repeat N`` > 1; unchanged otherwise): the
+    numbers ``rexmle report`` gives when each repeat is a session of its own (:func:`.merge.split_repeats`),
+    computed by the same code, so merging sessions and merging repeats cannot disagree."""
+    if (doc.get("repeats") or 1) <= 1:
+        return doc
+    from .merge import merge_reports, split_repeats
+
+    merged = merge_reports(split_repeats(doc))
+    doc["aggregate"] = [_aggregate_entry(entry) for entry in merged["agents"]]
+    return doc
+
+
+def _aggregate_entry(entry: dict) -> dict:
+    """One agent of the merged repeats, as the session report keeps it: the challenges it ran, each with how
+    its repeats ended counted by status (``{"ok": 2, "error": 1}``)."""
+    rows = []
+    for row in entry["challenges"]:
+        if row["not_run"]:
+            continue
+        counts: dict[str, int] = {}
+        for status in row["statuses"]:
+            counts[status] = counts.get(status, 0) + 1
+        rows.append({k: row[k] for k in ("challenge_id", "n_runs", "percentiles", "statuses", "mean_percentile",
+                                         "sem", "ci")} | {"counts": counts})
+    return {"agent": entry["agent"], "label": entry["label"], "n_repeats": entry["n_runs"],
+            "scores": entry["scores"], "mean": entry["mean"], "sem": entry["sem"], "ci": entry["ci"],
+            "challenges": rows}
 
 
 def compute_summary(runs: dict[str, dict | None]) -> dict:

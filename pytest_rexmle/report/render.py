@@ -50,8 +50,57 @@ def score_line(doc: dict) -> str:
     errors = f", {n_error} ERROR (harness, not the agent)" if n_error else ""
     n_skipped = len(doc.get("skipped") or ())
     skipped = f", {n_skipped} skipped (counted as 0)" if n_skipped else ""
-    return (f"{label}: {pct(doc['score'])} over {len(doc['selected'])} challenge(s), {doc['n_fail']} FAIL"
-            f"{errors}{skipped}")
+    runs = f" ({doc['n_runs']} runs, {_each(doc)})" if (doc.get("repeats") or 1) > 1 else ""
+    return (f"{label}: {pct(doc['score'])} over {len(doc['selected'])} challenge(s){runs}, {doc['n_fail']} FAIL"
+            f"{errors}{skipped}{threshold_text(doc)}")
+
+
+def threshold_text(doc: dict) -> str:
+    """``, 1 below --rexmle-min-percentile 40.0% (failed in pytest)``, when any ok run was below it."""
+    below = doc.get("n_below_min_percentile") or 0
+    if not below:
+        return ""
+    return f", {below} below --rexmle-min-percentile {pct((doc.get('settings') or {}).get('min_percentile') or 0.0)} " \
+           f"(failed in pytest)"
+
+
+def _each(doc: dict) -> str:
+    """``3 repeats each``, or ``up to 3 repeats each`` where a selection (``-k isles22-r2``) left some out."""
+    full = doc["n_runs"] == doc["repeats"] * len(doc["selected"])
+    return f"{'' if full else 'up to '}{doc['repeats']} repeats each"
+
+
+def run_name(rec: dict) -> str:
+    """``isles22``, or ``isles22 r2`` for a repeat of ``--rexmle-repeat N`` > 1."""
+    return rec["challenge_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
+
+
+#: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
+#: counts a session that did not select a challenge another one did; the session's score leaves it out
+STATUS_WORDS = {"ok": "ok", "error": "ERROR", "not run": "not run"}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """``2 ok, 1 ERROR``: how a challenge's repeats ended, every FAIL and ERROR named (never hidden)."""
+    order = sorted(counts, key=lambda s: (s != "ok", s))
+    return ", ".join(f"{counts[s]} {STATUS_WORDS.get(s, f'FAIL ({s})')}" for s in order)
+
+
+def aggregate_lines(doc: dict) -> list[str]:
+    """Per challenge (and agent), the mean percentile over its repeats with its SEM and interval, and how
+    each repeat ended; then each agent's score per repeat, their mean, SEM and interval."""
+    out = []
+    for entry in doc.get("aggregate") or []:
+        who = f"agent {entry['agent']}: " if doc.get("agents") else ""
+        sem = pct(entry["sem"]) if entry["sem"] is not None else "-"
+        out.append(f"{who}over {entry['n_repeats']} repeats: score {pct(entry['mean'])} (SEM {sem}, 95% interval "
+                   f"{pct(entry['ci'][0])} – {pct(entry['ci'][1])})")
+        for row in entry["challenges"]:
+            sem = pct(row["sem"]) if row["sem"] is not None else "-"
+            ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row["ci"] else "-"
+            out.append(f"  {row['challenge_id']}: mean {pct(row['mean_percentile'])} over {row['n_runs']} runs "
+                       f"(SEM {sem}, interval {ci}): {counts_text(row['counts'])}")
+    return out
 
 
 def data_line(doc: dict) -> str:
@@ -72,8 +121,11 @@ def provider_tools_line(doc: dict) -> str | None:
 
 
 def shown_status(doc: dict, rec: dict) -> str:
-    """The status a reader sees: ``skipped`` for a challenge pytest skipped, else the record's own."""
-    return "skipped" if rec["challenge_id"] in set(doc.get("skipped") or ()) else rec["status"]
+    """The status a reader sees: ``skipped`` for a challenge pytest skipped, ``ok < min`` for an ok run below
+    ``--rexmle-min-percentile`` (a failed item in pytest), else the record's own."""
+    if rec["challenge_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
+        return "skipped"
+    return "ok < min" if rec.get("below_min_percentile") else rec["status"]
 
 
 MIN_TEXT_WIDTH = 40
@@ -92,7 +144,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
         if shown:
             metric_cells.append(shown)
         shown = shown or clean_text(rec.get("reason") or "")  # no escape sequence of the agent's reaches the tty
-        rows.append((rec["challenge_id"], shown_status(doc, rec), " ".join(shown.split()), pct(rec["percentile"])))
+        rows.append((run_name(rec), shown_status(doc, rec), " ".join(shown.split()), pct(rec["percentile"])))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     room = max(MIN_TEXT_WIDTH, width - widths[0] - widths[1] - widths[3] - 6)
     # metrics stay on one line (up to MAX_METRICS_WIDTH) even on a narrow terminal; reasons wrap
@@ -107,6 +159,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
             lines.append("  ".join(cell.ljust(w) for cell, w in zip(text, widths, strict=True)).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += leak_lines(doc)
+    lines += aggregate_lines(doc)
     lines += textwrap.wrap(data_line(doc), max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
     tools = provider_tools_line(doc)
     if tools:
@@ -158,7 +211,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
            f"{' ' + _tools_sentence(doc) if provider_tools_line(doc) else ''}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
            f"{len(doc['selected'])} challenge(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
-           f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}.", ""]
+           f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}{threshold_text(doc).replace(',', ';', 1)}"
+           f"{_runs_text(doc)}.", ""]
     if refs:
         table3 = " · ".join(f"{r['label']} {100 * r['table3_score']:.2f}%" for r in refs)
         here = " · ".join(f"{r['label']} {pct(r['mean'])}" for r in refs if r["mean"] is not None)
@@ -182,15 +236,37 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             cells, mean = f"{kind}: {md_text(rec.get('reason') or '')}", "-"
         if rec.get("suspected_leak"):
             status += f" ⚠ suspected leak ({LEAK_DOCS})"
+        if rec.get("repeat"):
+            name = f"{name} (repeat {rec['repeat']})"
         row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
         for ref in refs:
             cell = next(c for c in ref["challenges"] if c["challenge_id"] == cid)
             row += f" {_reference_cell(cell)} |"
         out.append(row)
+    out += repeat_lines(doc)
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     out += compute_lines(doc.get("compute"))
     out += disclosure_lines(doc.get("disclosure"))
     return "\n".join(out)
+
+
+def repeat_lines(doc: dict) -> list[str]:
+    """The repeats table (``--rexmle-repeat N`` > 1): each challenge's mean over its repeats, SEM, interval,
+    and how every repeat ended (the rows above keep each run)."""
+    if not doc.get("aggregate"):
+        return []
+    out = ["", "## Repeats", "", "| Agent | Challenge | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
+           "|---|---|---|---|---|---|---|"]
+    for entry in doc["aggregate"]:
+        sem = pct(entry["sem"]) if entry["sem"] is not None else "-"
+        out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
+                   f"{pct(entry['ci'][0])} – {pct(entry['ci'][1])} | |")
+        for row in entry["challenges"]:
+            sem = pct(row["sem"]) if row["sem"] is not None else "-"
+            ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row["ci"] else "-"
+            out.append(f"| {md_text(entry['label'])} | {md_text(row['challenge_id'])} | {row['n_runs']} | "
+                       f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")
+    return out
 
 
 def compute_lines(compute: dict | None) -> list[str]:
@@ -212,6 +288,12 @@ def compute_lines(compute: dict | None) -> list[str]:
     out += ["", "Hardware: " + "; ".join(md_text(h) for h in hardware) + (
         " — **the runs ran on different hardware**" if len(hardware) > 1 else ""), ""]
     return out
+
+
+def _runs_text(doc: dict) -> str:
+    if (doc.get("repeats") or 1) <= 1:
+        return ""
+    return f"; {doc['n_runs']} runs ({doc['repeats']} repeats of each challenge, their means in the score)"
 
 
 def _data_sentence(doc: dict) -> str:

@@ -238,6 +238,15 @@ def _validations(meta: dict, budget: Budget) -> dict:
     return {"count": count, "calls": calls}
 
 
+def _repeat_text(meta: dict) -> str | None:
+    """``2 of 3`` for a run of a session with ``--rexmle-repeat 3``; None otherwise (or for a value that is
+    not a count: run.json lies in a folder the agent wrote to)."""
+    repeat, repeats = meta.get("repeat"), meta.get("repeats")
+    if type(repeat) is int and type(repeats) is int and repeats > 1:
+        return f"{repeat} of {repeats}"
+    return None
+
+
 def _agent_logs(run_dir: Path, budget: Budget) -> list[dict]:
     """What trajectory.atif.json says of the agent's own logs (embedded, with their step counts, or skipped
     and why); a trajectory too large to read cheaply gives nothing, so a big run's page stays light."""
@@ -323,6 +332,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     run = {key: meta.get(key) if isinstance(meta.get(key), (int, float, type(None))) else other.text(meta.get(key))
            for key in ("task", "agent", "runtime", "sandbox", "data", "started", "finished", "exit_code", "timed_out",
                        "duration")}
+    run["repeat"] = _repeat_text(meta)
     facts = {k: result.get(k) if isinstance(result.get(k), (int, float, type(None))) else other.text(result.get(k), 1000)
              for k in ("status", "reason", "percentile", "mean_position", "n_humans")}
     # the title and heading name the task and agent only by plain names (a downloaded run.json chooses them)

@@ -21,6 +21,7 @@ import pytest
 from ..fixtures import (
     AGENT_PROPERTY,
     CAPABILITY_PROPERTY,
+    REPEAT_PROPERTY,
     RESULT_PROPERTY,
     RUN_PROPERTY,
     STAGES_PROPERTY,
@@ -29,8 +30,13 @@ from ..fixtures import (
 from ..result import ChallengeResult
 from . import archive
 from .disclosure import build_disclosure, junit_properties
-from .model import build_report, compute_summary, harness_error, not_run
+from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
 from .render import markdown, terminal_lines
+
+#: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
+#: --rexmle-repeat one, or for several items of one challenge in a module of your own, their order);
+#: one record per item, so no run hides behind another of its challenge
+Key = tuple[str, str | None, int]
 
 
 class SessionReporter:
@@ -38,25 +44,24 @@ class SessionReporter:
         self.config = config
         self.settings = settings
         self.run_id = archive.new_run_id()
-        # keyed by task id, or (task id, agent) in a session of several agents
-        self.results: dict[str, ChallengeResult] = {}
-        self.seen: dict[str, str] = {}  # task id -> why it has no result (until it has one)
-        self.skipped: set[str] = set()  # task ids pytest skipped (data not prepared, grader pending)
-        self.errors: dict[str, tuple[str, str]] = {}  # task id -> (message, traceback) of a harness error
+        # keyed by (task id, agent of several or None, repeat or None): one record per item
+        self.results: dict[Key, ChallengeResult] = {}
+        self.seen: dict[Key, str] = {}  # why an item has no result (until it has one)
+        self.skipped: set[Key] = set()  # items pytest skipped (data not prepared, grader pending)
+        self.errors: dict[Key, tuple[str, str]] = {}  # (message, traceback) of a harness error
         self.folder: Path | None = None
         self.document: dict | None = None
-        self.capability: dict[str, dict] = {}
-        self.stages: dict[str, dict] = {}
-        self.runs: dict = {}  # task id (or (task id, agent)) -> the run's compute record and what it reached
+        self.capability: dict[Key, dict] = {}
+        self.stages: dict[Key, dict] = {}
+        self.runs: dict[Key, dict] = {}  # the run's compute record and what it reached
+        self.repeats: dict[tuple[str, str | None], dict[str, int]] = {}  # (task, agent) -> item id -> its repeat
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        task_id = props.get(TASK_PROPERTY)
-        if task_id is None:
+        if props.get(TASK_PROPERTY) is None:
             return
-        if props.get(AGENT_PROPERTY):
-            task_id = (task_id, props[AGENT_PROPERTY])
+        task_id = self._key(report.nodeid, props)
         if CAPABILITY_PROPERTY in props:
             self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
             self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
@@ -73,29 +78,53 @@ class SessionReporter:
         else:
             self.seen.setdefault(task_id, "no result recorded")
 
+    def _key(self, nodeid: str, props: dict) -> Key:
+        """The item's key. Its repeat is ``--rexmle-repeat``'s; an item without one (a module of your own
+        that parametrizes its test over repeats, as ``benchmarks/bench_slurm.py`` does) takes the next
+        repeat of its (task, agent), so that several items of one challenge are several rows, each
+        counted, never one row standing for all of them."""
+        task, agent = props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None
+        items = self.repeats.setdefault((task, agent), {})
+        if nodeid not in items:
+            given = props.get(REPEAT_PROPERTY)
+            taken = set(items.values())
+            items[nodeid] = int(given) if given is not None and int(given) not in taken else max(taken, default=0) + 1
+        return task, agent, items[nodeid]
+
+    def n_repeats(self) -> int:
+        """The session's repeats: ``--rexmle-repeat``, or the most items any challenge (and agent) had."""
+        return max([self.settings.repeat] + [len(items) for items in self.repeats.values()])
+
     def build(self) -> dict:
         records = dict(self.results)
         for key, (message, trace) in self.errors.items():
             records.setdefault(key, _for_agent(harness_error(_task(key), message, trace), key))
         for key, why in self.seen.items():
             records.setdefault(key, _for_agent(not_run(_task(key), why), key))
+        repeats = self.n_repeats()
+        for key, record in records.items():  # each record says which repeat it is, where there are several
+            record.repeat = key[2] if repeats > 1 else None
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
         agents = self.settings.agents
         if len(agents) <= 1:
-            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id, skipped=skipped,
-                               agent_options=_safe_options(self.settings), settings=settings)
+            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
+                               skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings),
+                               settings=settings, repeats=repeats)
         else:  # several agents: every record in one document, and each agent's own score beside it
             doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
-                               skipped={_task(k) for k in skipped}, settings=settings)
+                               skipped={_task(k) for k in skipped}, settings=settings, repeats=repeats)
             doc["agents"] = {}
             for name in agents:
                 own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
-                                   skipped={_task(k) for k in skipped if not isinstance(k, tuple) or k[1] == name},
-                                   agent_options=_safe_options(self.settings, name), settings=settings)
+                                   skipped={_task(k) for k in skipped if k[1] in (None, name)},
+                                   agent_options=_safe_options(self.settings, name), settings=settings,
+                                   repeats=repeats)
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
-        doc["compute"] = compute_summary({_label(k): (run or {}).get("compute") for k, run in self.runs.items()})
-        doc["submissions"] = {_label(k): run["submission"] for k, run in sorted(self.runs.items(), key=lambda i: _label(i[0]))
+        with_aggregate(doc)
+        doc["compute"] = compute_summary({_label(k, repeats): (run or {}).get("compute") for k, run in self.runs.items()})
+        doc["submissions"] = {_label(k, repeats): run["submission"]
+                              for k, run in sorted(self.runs.items(), key=lambda i: _label(i[0], repeats))
                               if isinstance(run, dict) and isinstance(run.get("submission"), dict)}
         doc["disclosure"] = build_disclosure(settings, self.runs.values(), records.values(), doc["data_kind"])
         # the executor's figures (makespan, ideal, idle GPU time, per-run telemetry) beside the results
@@ -128,8 +157,8 @@ class SessionReporter:
         if self.capability:
             from ..capability import SESSION_CAPABILITY_JSON, session_document
 
-            capability = session_document([self.capability[k] for k in sorted(self.capability)],
-                                          [self.stages[k] for k in sorted(self.stages)])
+            capability = session_document([self.capability[k] for k in sorted(self.capability, key=_order)],
+                                          [self.stages[k] for k in sorted(self.stages, key=_order)])
             archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
         from .html import render_html
 
@@ -189,17 +218,23 @@ def _crash_message(report: pytest.TestReport) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-def _label(key) -> str:
-    return f"{key[0]}@{key[1]}" if isinstance(key, tuple) else key
+def _label(key: Key, repeats: int = 1) -> str:
+    """``isles22``, ``isles22@codex``, ``isles22-r2``: the run's name in the compute table."""
+    task, agent, repeat = key
+    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeats > 1 else "")
 
 
-def _task(key) -> str:
-    return key[0] if isinstance(key, tuple) else key
+def _order(key: Key) -> tuple[str, str, int]:
+    return key[0], key[1] or "", key[2]
 
 
-def _for_agent(record: ChallengeResult, key) -> ChallengeResult:
-    """A record made here (not run, harness error) of a several-agent session names its agent."""
-    if isinstance(key, tuple):
+def _task(key: Key) -> str:
+    return key[0]
+
+
+def _for_agent(record: ChallengeResult, key: Key) -> ChallengeResult:
+    """A record made here (not run, harness error) names its agent in a several-agent session."""
+    if key[1]:
         record.agent = key[1]
     return record
 

@@ -111,7 +111,9 @@ def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> 
     if owner := _other_owner(run, rec):
         return REFUSED, f"{cid}: the run folder {run} holds {owner}'s run, not this record's"
     submissions = mapping_of(doc.get("submissions"))
-    stated = submissions.get(f"{cid}@{rec.get('agent')}") or submissions.get(cid)  # several agents: task@agent
+    # keyed as the session report's compute table: task, task@agent (several agents), then -rN (repeats)
+    suffix = f"-r{rec.get('repeat')}" if isinstance(doc.get("repeats"), int) and doc["repeats"] > 1 else ""
+    stated = submissions.get(f"{cid}@{rec.get('agent')}{suffix}") or submissions.get(f"{cid}{suffix}")
     if not isinstance(stated, dict) or not isinstance(stated.get("files"), dict):
         return UNVERIFIED, f"{cid}: the report states no submission hashes"
     try:

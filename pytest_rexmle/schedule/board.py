@@ -34,6 +34,8 @@ FIGURES = "campaign.json"
 #: on the board while the session stops because it got SIGTERM: each run's harness reads it, so its
 #: record says what really stopped it (``rexmle status``: "SIGTERM", not "Ctrl-C")
 STOP_REASON = "stop-reason"
+#: on the board once pytest decided to stop (``-x``, ``--maxfail``, ``--sw``): why, and when (no run starts after)
+STOPPED = "stopped.json"
 
 #: how long past its time limit a run's harness may take to stop the agent, copy its folders back and say
 #: "done" before a waiting item gives up on it (an ERROR, never a cut of a healthy run): generous, since a
@@ -52,6 +54,21 @@ def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
     item's agent is part of the name, so the run's harness starts that agent."""
     key = f"{task_id}@{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
     return f"{key}@{agent}" if agent else key
+
+
+def item_identity(nodeid: str, repeat: int | None = None, benchmark: bool | None = None) -> dict:
+    """The item's part of its run's resume key (:func:`pytest_rexmle.run.run_key`): ``repeat`` beyond the
+    first, and for an item of a test module of your own (which may repeat a challenge by parametrizing its
+    test) the item's id as ``<file name>::<test>[<params>]``, independent of the folder pytest runs from.
+    The benchmark's own item (``benchmark``; guessed from the id where not given) is said in full by its
+    task, agent and repeat, so its key stays what it was without repeats and older runs stay resumable."""
+    identity: dict = {"repeat": repeat} if repeat is not None and repeat > 1 else {}
+    path, _, name = nodeid.partition("::")
+    if benchmark is None:
+        benchmark = Path(path).name in ("", "benchmark.py") and name.startswith("test_challenge[")
+    if not benchmark:
+        identity["item"] = f"{Path(path).name}::{name}"
+    return identity
 
 
 def task_of_key(key: str) -> str:
@@ -106,12 +123,24 @@ class Board:
                 continue
         return out
 
-    def announce(self, pid: int, runs: list[str]) -> None:
+    def announce(self, pid: int, runs: list[str], identities: dict[str, dict] | None = None) -> None:
         """The executor says who it is and which runs it will start (queued records first, so a waiting
-        item never mistakes a run not yet written for one never planned)."""
+        item never mistakes a run not yet written for one never planned), with each run's item identity
+        (:func:`item_identity`), which the run's harness puts into its resume key."""
         for key in runs:
             self.write(key, "queued")
-        write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs})
+        write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs, "identities": identities or {}})
+
+    def identity(self, key: str) -> dict:
+        """The identity the executor announced for run ``key`` ({} for none: a plain benchmark item)."""
+        return dict(((self.executor() or {}).get("identities") or {}).get(key) or {})
+
+    def note_stop(self, reason: str) -> None:
+        """pytest decided to stop the session: why and when (UTC), for ``rexmle status`` and the tests."""
+        write_json_atomic(self.folder / STOPPED, {"reason": reason, "at": datetime.now(UTC).isoformat()})
+
+    def stopped(self) -> dict | None:
+        return _load(self.folder / STOPPED)
 
     def beat(self, count: int) -> None:
         write_json_atomic(self.folder / HEARTBEAT, {"beat": count, "pid": os.getpid()})

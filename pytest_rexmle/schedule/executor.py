@@ -11,7 +11,9 @@ asks the scheduler for every job's state in one call per poll and, when a job en
 that collects and records it: a campaign of thousands of jobs costs the submitting host a few processes,
 not one waiting process per job.
 
-``stop()`` (session end, Ctrl-C, SIGTERM, ``-x``) interrupts the children (each cleans its run up as an
+``cancel()`` (pytest decided to stop: ``-x``, ``--maxfail``, ``--sw``) starts nothing more: the queued runs are
+skipped at once, so no GPU time goes to runs nobody will report. ``stop()`` (session end, Ctrl-C, SIGTERM,
+``-x``) interrupts the children (each cleans its run up as an
 interrupted run would: sandbox, staging, container, Slurm job) and marks runs never started as
 interrupted, so no item waits for them.
 """
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .board import FINAL, Board, task_of_key
 from .perform import SUBMITTED
@@ -52,6 +55,8 @@ class RunTimes:
     slots: tuple[str, ...] = ()
     started: float | None = None
     ended: float | None = None
+    #: the wall-clock time (UTC, ISO) the executor started the run's harness: comparable with other clocks
+    started_at: str | None = None
 
 
 @dataclass
@@ -73,11 +78,14 @@ class Slots:
 
 
 class Executor:
-    def __init__(self, settings, board: Board, runs: list[str], batches: bool) -> None:
-        """``runs``: the board keys of the items that ask for a run, in collection order."""
+    def __init__(self, settings, board: Board, runs: list[str], batches: bool,
+                 identities: dict[str, dict] | None = None) -> None:
+        """``runs``: the board keys of the items that ask for a run, in collection order; ``identities``:
+        each one's item identity (:func:`.board.item_identity`), announced for the runs' harnesses."""
         from ..task import registry
 
         self.settings, self.board = settings, board
+        self.identities = dict(identities or {})
         self.slots = slots = Slots.for_session(settings, batches)
         self.queue: list[Pending] = []
         self.problems: dict[str, str] = {}  # run key -> why it cannot run (more GPUs than the session has)
@@ -110,6 +118,7 @@ class Executor:
         self._last_poll = 0.0
         self._cond = threading.Condition()
         self._stopping = False
+        self._cancelled: str | None = None  # why pytest stopped the session (-x), once it has
         self._thread: threading.Thread | None = None
         self._waiters: list[threading.Thread] = []
 
@@ -117,7 +126,8 @@ class Executor:
         from .perform import write_settings
 
         write_settings(self.board, self.settings)
-        self.board.announce(os.getpid(), [p.run for p in self.queue] + sorted(self.problems))
+        runs = [p.run for p in self.queue] + sorted(self.problems)
+        self.board.announce(os.getpid(), runs, {k: self.identities[k] for k in runs if self.identities.get(k)})
         for key, why in self.problems.items():
             self.board.write(key, "error", message=f"RexmleError: {why}", traceback="")
         self._thread = threading.Thread(target=self._loop, name="rexmle-executor", daemon=True)
@@ -194,6 +204,7 @@ class Executor:
         self.board.write(pending.run, "starting", gpus=list(gpus))
         times = self.times[pending.run]
         times.slots, times.started = slots, now
+        times.started_at = datetime.now(UTC).isoformat()
         self._spawn(pending.run, list(gpus), now, mode="submit" if self.slots.unlimited else "", slots=slots,
                     expected=pending.expected)
 
@@ -266,6 +277,23 @@ class Executor:
                 return
         for waiter in list(self._waiters):
             waiter.join(timeout)
+
+    def cancel(self, reason: str) -> list[str]:
+        """pytest decided to stop (``-x``, ``--maxfail``, ``--sw``): start nothing more. Every queued run is
+        recorded as skipped with ``reason`` (an item still waiting for one skips, saying why) and the
+        stop's time goes on the board; runs in flight go on until the session ends (``close`` stops
+        them). Returns the runs taken off the queue."""
+        with self._cond:
+            if self._stopping or self._cancelled is not None:
+                return []
+            self._cancelled = reason
+            dropped = [pending.run for pending in self.queue]
+            self.board.note_stop(reason)
+            for key in dropped:
+                self.board.write(key, "skipped", reason=reason)
+            self.queue.clear()
+            self._cond.notify_all()
+        return dropped
 
     def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Interrupt every run in flight and drop the queue; returns once the children have exited."""

@@ -64,7 +64,7 @@ def campaign_figures(executor, records: dict[str, dict]) -> dict:
     for t in sorted(ran, key=lambda r: r.started):
         record = records.get(t.run) or {}
         runs.append({"task": task_of_key(t.run), "run": t.run, "slots": list(t.slots), "gpus": record.get("gpus") or [],
-                     "state": record.get("state"), "start_s": round(t.started - first, 3),
+                     "state": record.get("state"), "started_at": t.started_at, "start_s": round(t.started - first, 3),
                      "end_s": round(t.ended - first, 3), "seconds": round(t.ended - t.started, 3),
                      "expected_s": t.expected, "telemetry": record.get("telemetry")})
     doc.update(makespan_s=round(makespan, 3), run_seconds_sum=round(sum(r["seconds"] for r in runs), 3),

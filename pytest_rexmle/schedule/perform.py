@@ -66,7 +66,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
 
     network_notices(runtime, settings.network)  # the session said them once; this run stays quiet
     try:
-        begun = begin(settings, task, data, agent, runtime, gpus)
+        begun = begin(settings, task, data, agent, runtime, gpus, identity=board.identity(key))
         if begun.resumed is not None:
             board.write(key, "resumed", run_dir=begun.resumed.run_dir, time_limit=begun.time_limit,
                         result=begun.resumed.to_json(), warnings=texts(said))

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ..jsonfile import write_json_atomic
-from .board import FIGURES, STOP_REASON, Board, run_key
+from .board import FIGURES, STOP_REASON, Board, item_identity, run_key
 from .executor import Executor
 
 PLUGIN_NAME = "rexmle-schedule"
@@ -43,15 +43,35 @@ def _on_sigterm(board: Board):
 
 def planned(items) -> list[str]:
     """Board keys of the items that ask for a run (they use ``rexmle_agent_run``), in collection order."""
-    keys = []
+    return list(identities(items))
+
+
+def identities(items) -> dict[str, dict]:
+    """Each planned run's board key and its item's identity (:func:`.board.item_identity`), in collection
+    order: what the run's harness adds to the resume key, so an item resumes only its own run."""
+    out: dict[str, dict] = {}
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is None:
             continue
         task_id = callspec.params.get("rexmle_task_id")
         if task_id is not None and "rexmle_agent_run" in getattr(item, "fixturenames", ()):
-            keys.append(run_key(item.nodeid, task_id, callspec.params.get("rexmle_agent_name")))
-    return keys
+            key = run_key(item.nodeid, task_id, callspec.params.get("rexmle_agent_name"))
+            out[key] = item_identity(item.nodeid, callspec.params.get("rexmle_repeat"), _is_benchmark(item))
+    return out
+
+
+def _is_benchmark(item) -> bool:
+    from ..plugin import BENCHMARK_MODULE
+
+    return getattr(item, "path", None) == BENCHMARK_MODULE and item.name.startswith("test_challenge[")
+
+
+def repeat_of(nodeid: str) -> int | None:
+    """The repeat an item id names (``test_challenge[isles22-r2]``), for a worker that sent no plan."""
+    param = nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else ""
+    tail = param.rsplit("-", 1)[-1]
+    return int(tail[1:]) if tail[:1] == "r" and tail[1:].isdigit() else None
 
 
 def plan_path(board: Board, worker: str) -> Path:
@@ -69,7 +89,7 @@ class WorkerPlan:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         board = board_for(self.config)
         worker = self.config.workerinput["workerid"]  # type: ignore[attr-defined]  # set by pytest-xdist on workers
-        write_json_atomic(plan_path(board, worker), planned(session.items))
+        write_json_atomic(plan_path(board, worker), identities(session.items))
 
 
 def task_of(nodeid: str, known: set[str]) -> str | None:
@@ -91,16 +111,18 @@ class SessionSchedule:
         self.board = Board.create(settings.runs_dir)
         self.executor: Executor | None = None
         self.figures: dict | None = None
+        self._session: pytest.Session | None = None
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
 
-    def begin(self, runs: list[str]) -> None:
+    def begin(self, plan: dict[str, dict]) -> None:
+        """``plan``: each planned run's board key and its item's identity, in collection order."""
         if self.executor is not None:
             return
         from ..runtime import RUNTIMES
 
-        runs = self._without_data(runs)
+        runs = self._without_data(list(plan))
         batches = RUNTIMES.load(self.settings.runtime).batches
-        self.executor = Executor(self.settings, self.board, runs, batches)
+        self.executor = Executor(self.settings, self.board, runs, batches, identities=plan)
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm(self.board))
         self.executor.start()
@@ -131,7 +153,7 @@ class SessionSchedule:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
-        self.begin(planned(session.items))
+        self.begin(identities(session.items))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
@@ -139,13 +161,27 @@ class SessionSchedule:
         if self.executor is not None:
             return
         try:
-            runs = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
+            plan = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
         except (OSError, ValueError):  # a worker without this plugin's plan: every challenge item asks for a run
             from ..task import registry
 
             known = set(registry().ids)
-            runs = [run_key(i, t) for i in ids if (t := task_of(i, known)) is not None]
-        self.begin(runs)
+            plan = {run_key(i, t): item_identity(i, repeat_of(i)) for i in ids if (t := task_of(i, known)) is not None}
+        self.begin(plan if isinstance(plan, dict) else {key: {} for key in plan})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """After pytest's own bookkeeping (``--maxfail`` counts the failure first): once it decided to stop,
+        the executor starts no new run and skips the queued ones (they would cost GPU time for items that
+        never report)."""
+        session = self._session
+        if self.executor is None or session is None or not (session.shouldstop or session.shouldfail):
+            return
+        self.executor.cancel(stop_reason(self.config, session.shouldstop or session.shouldfail))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._session = session
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
@@ -167,6 +203,21 @@ class SessionSchedule:
         records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
         write_json_atomic(self.board.folder / FIGURES, self.figures)
+
+
+def stop_reason(config: pytest.Config, why: object) -> str:
+    """``the session stopped (-x): stopping after 1 failures``: the option that stopped it, and pytest's words."""
+    maxfail = config.getoption("maxfail", 0) or 0
+    if config.getoption("stepwise", False):
+        flag = "--sw"
+    elif maxfail == 1:
+        flag = "-x"
+    elif maxfail:
+        flag = f"--maxfail={maxfail}"
+    else:
+        flag = "pytest stopped"
+    text = why if isinstance(why, str) else ""
+    return f"the session stopped ({flag})" + (f": {text}" if text else "")
 
 
 def board_for(config: pytest.Config) -> Board:

@@ -341,3 +341,15 @@ def test_a_merged_report_warns_when_runs_ran_on_different_hardware(tmp_path):
     assert "**Warning: the merged runs ran on different hardware" in merged_markdown(merged)
     assert "Warning: the merged runs ran on different hardware" in render_html([merged])
     assert "warnings" not in merge_reports([one, session("c", "r3", seed=3) | {"compute": one["compute"]}])
+
+
+@pytest.mark.parametrize("repeat, repeats, shown", [(2, 3, "repeat 2 of 3"), (1, 1, None), ("<b>2</b>", 3, None)])
+def test_the_page_names_the_runs_repeat(tmp_path, repeat, repeats, shown):
+    (tmp_path / "run.json").write_text(json.dumps({"task": "isles22", "agent": "sample", "runtime": "local",
+                                                   "data": "synthetic", "started": "2026-01-01T00:00:00+00:00",
+                                                   "repeat": repeat, "repeats": repeats}))
+    html = render_run_page(tmp_path)
+    if shown:
+        assert f"<h1>isles22 — agent sample — {shown}</h1>" in html and f"<title>isles22 ({shown}) ·" in html
+    else:
+        assert "repeat" not in html.split("<h1>", 1)[1].split("</h1>", 1)[0] and "<b>2</b>" not in html

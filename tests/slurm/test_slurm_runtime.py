@@ -220,6 +220,30 @@ def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_e
         assert meta["slurm"]["job_id"] in jobs and "reattached" in meta and "finished" in meta
 
 
+def test_each_repeat_reattaches_to_its_own_job(bench, slurm_env, needs_bwrap):
+    """--rexmle-repeat: a detached campaign killed with SIGKILL, then resumed: each repeat re-attaches to its
+    own job (before, every repeat's key was the same and all of them took the newest job)."""
+    select = ["--rexmle-repeat=3", "-k", "ldct-iqa"]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
+    session = _spawn(bench, *_slow_sample(15), "--rexmle-slurm-detach", *select)
+    try:
+        jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
+        os.killpg(session.pid, signal.SIGKILL)
+        session.wait(timeout=30)
+    finally:
+        session.kill()
+    result = bench(*_slow_sample(15), "--rexmle-runtime=slurm", "--rexmle-resume", *select, timeout=600)
+    result.assert_outcomes(passed=3)
+    assert sorted(_jobs_from(bench.path, since)) == sorted(jobs), "resume must not submit anything again"
+    report = report_json(bench.path)
+    folders = {Path(r["run_dir"]) for r in report["challenges"]}
+    assert len(folders) == 3 and set(run_folders(bench.path, "ldct-iqa")) == folders
+    metas = [json.loads((f / "run.json").read_text()) for f in folders]
+    assert sorted(m["slurm"]["job_id"] for m in metas) == sorted(jobs)  # one job per repeat, each its own
+    assert all("reattached" in m and "finished" in m for m in metas)
+    assert sorted(m["repeat"] for m in metas) == [1, 2, 3]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_or_sigterm_cancels_every_job_of_the_session(bench, slurm_env, needs_bwrap, signum):
     marker = f"sleeper-{uuid.uuid4().hex[:8]}"
