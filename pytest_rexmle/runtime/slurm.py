@@ -241,11 +241,11 @@ class SlurmRuntime(Runtime):
         if self.settings.inner != "local":
             return
         from ..images import store
-        from ..images.runnable import IMPORT_HINT
+        from ..images.runnable import import_hint
 
         if store.find(image) is None:
             raise RuntimeUnavailable(f"the slurm runtime cannot run image {image!r}: it is not in the image cache "
-                                     f"({store.images_home()}, which the nodes must share); {IMPORT_HINT}")
+                                     f"({store.images_home()}, which the nodes must share); {import_hint(image)}")
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             sandbox = str(self.settings.inner_options.get("sandbox") or "auto")
             command = [str(job_python()), "-m", "pytest_rexmle.images.node_check", "--sandbox", sandbox, image]

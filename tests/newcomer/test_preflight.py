@@ -182,3 +182,16 @@ def test_one_problem_is_said_as_it_is():
     assert usage_message(["only this"]) == "only this"
     assert usage_message(["a", "b\n  c"]) == ("rexmle: 2 problems stop the session before any run; fix them all, then "
                                               "run again:\n1. a\n2. b\n     c")
+
+
+def test_no_runtime_for_an_image_agent_names_the_agent_in_every_command(bench, tmp_path, monkeypatch):
+    """The commands a message gives are runnable as printed: the agent is known, so no literal ``NAME``."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/rexmle-test/docker.sock")
+    monkeypatch.setenv("REXMLE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    result = bench("--agent=ml-master", "-k", "isles22")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = _out(result)
+    assert "agent 'ml-master' runs only from an image, and no runtime here can run one" in out
+    assert out.count("`rexmle images export --agent ml-master FILE`") == 2  # the local runtime's and the summary's
+    assert "NAME" not in out
