@@ -115,22 +115,20 @@ def _check_agent_and_runtime(settings, controller: bool = True, tasks=None):
     ``tasks``: the selected challenges (default: all), whose data and time limits are checked."""
     from .preflight import session_problems, usage_message
     from .runtime.base import RuntimeUnavailable
-    from .runtime.gateway_link import network_notices
 
     found = session_problems(settings, list(registry()) if tasks is None else tasks)
     if found.problems or found.runtime is None:
         raise pytest.UsageError(usage_message(found.problems or ["rexmle: no runtime could be made"]))
     settings, runtime = found.settings, found.runtime
-    try:
-        notices = network_notices(runtime, settings.network)
-        if controller:  # once per session: an xdist worker finds the images the controller made sure of
-            from .agents.image_ready import ensure_images
+    if controller:  # once per session: an xdist worker finds the images the controller made sure of
+        from .agents.image_ready import ensure_images
 
+        try:
             ensure_images(found.agents, runtime)
-    except (RexmleError, RuntimeUnavailable) as exc:
-        raise pytest.UsageError(str(exc)) from None
+        except (RexmleError, RuntimeUnavailable) as exc:
+            raise pytest.UsageError(str(exc)) from None
     _identity_notice(settings)
-    return settings, notices
+    return settings, found.notices
 
 
 def _identity_notice(settings) -> None:

@@ -42,6 +42,7 @@ class Preflight:
     problems: list[str] = field(default_factory=list)
     agents: list[Agent] = field(default_factory=list)
     runtime: Runtime | None = None
+    notices: list[str] = field(default_factory=list)  # the network's warnings, said once by the controller
 
 
 def _item_names(task: Task, agents: tuple[str, ...]) -> set[str]:
@@ -138,7 +139,7 @@ def _attempt(found: Preflight, check, *args) -> bool:
 
 def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
     """Choose and check the runtime: the agents' isolation, the scheduler's partition and its limits, the
-    runtime itself, each image. A check that another's failure makes moot is skipped (a runtime that is not
+    runtime itself, each image, the network it must give. A check that another's failure makes moot is skipped (a runtime that is not
     there has no images to look at)."""
     from .runtime import runtime_for
     from .runtime.choice import choose_runtime
@@ -165,6 +166,9 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
         return  # its probe job would only meet the same refusal, and its images cannot be looked at
     for image in dict.fromkeys(agent.image for agent in found.agents if agent.image):
         _attempt(found, runtime.check_image, image)
+    from .runtime.gateway_link import network_notices
+
+    _attempt(found, lambda: found.notices.extend(network_notices(runtime, found.settings.network)))
     from .agents.image_ready import image_problems
 
     found.problems.extend(image_problems(found.agents, runtime))
