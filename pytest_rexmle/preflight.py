@@ -49,19 +49,19 @@ def _item_names(task: Task, agents: tuple[str, ...]) -> set[str]:
     """The names pytest's ``-k`` matches a benchmark item against (its id, the module, the task's reference id,
     aliases and markers; see ``plugin.pytest_collection_modifyitems``)."""
     ids = [f"{task.id}-{agent}" for agent in agents] if len(agents) > 1 else [task.id]
-    return {"benchmark.py", "test_challenge", "rexmle", task.reference_id, *task.aliases, *task.markers,
+    return {"pytest_rexmle", "benchmark.py", "test_challenge", "rexmle", task.reference_id, *task.aliases, *task.markers,
             *(f"test_challenge[{i}]" for i in ids)}
 
 
 def _matches(expression: str, matcher) -> bool:
     """Whether pytest's ``-k``/``-m`` ``expression`` selects with ``matcher``; True when it cannot be read (pytest
     then reports the expression itself)."""
-    from _pytest.mark.expression import Expression
+    try:  # pytest's own parser (private, pinned in constraints.txt): the same grammar as -k and -m
+        from _pytest.mark.expression import Expression
 
-    try:
         return bool(Expression.compile(expression).evaluate(matcher))
-    except Exception:  # noqa: BLE001 (pytest's own error says what is wrong with the expression)
-        return True
+    except Exception:  # noqa: BLE001 (pytest's own error says what is wrong with the expression; a pytest
+        return True    # without this module: every challenge counts, as the checks did before)
 
 
 def selected_tasks(config: pytest.Config, settings: Settings) -> list[Task]:
