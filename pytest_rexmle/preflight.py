@@ -139,8 +139,8 @@ def _attempt(found: Preflight, check, *args) -> bool:
 
 def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
     """Choose and check the runtime: the agents' isolation, the scheduler's partition and its limits, the
-    runtime itself, each image, the network it must give. A check that another's failure makes moot is skipped (a runtime that is not
-    there has no images to look at)."""
+    runtime itself, each image, the network it must give. A check that another's failure makes moot is
+    skipped (a runtime that is not there has no images to look at)."""
     from .runtime import runtime_for
     from .runtime.choice import choose_runtime
 
