@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 #: how each model API is named in the messages
 API_NAMES = {"openai": "OpenAI(-compatible)", "anthropic": "Anthropic", "gemini": "Gemini"}
+#: other keys an agent may use itself for an OpenAI-compatible model, its calls going out directly (ML-Master's
+#: DEEPSEEK_API_KEY, AIDE's OPENROUTER_API_KEY, ...): with one set the check stays quiet rather than stop a
+#: session that may well work
+DIRECT_KEYS = {"openai": ("DEEPSEEK_API_KEY", "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT",
+                          "LITELLM_API_KEY")}
 
 
 @dataclass
@@ -118,7 +123,7 @@ def model_key_problems(agent: Agent, network: str, environ: Mapping[str, str] | 
         if protocol in broken:
             problems.append(f"agent {agent.name!r} calls the {API_NAMES[protocol]} API: {broken[protocol]}; fix or "
                             f"unset {' / '.join(url_vars)}")
-        elif not any(env.get(v) for v in key_vars) and not any(env.get(v) for v in url_vars):
+        elif not any(env.get(v) for v in (*key_vars, *url_vars, *DIRECT_KEYS.get(protocol, ()))):
             problems.append(f"agent {agent.name!r} calls the {API_NAMES[protocol]} API ({default}) and this host has "
                             f"no key for it: export {key_vars[0]}=... before pytest (the gateway holds it; the agent "
                             f"never sees it), or point {url_vars[0]} at a server of your own that takes none")

@@ -107,6 +107,8 @@ def test_model_keys_the_agent_needs(agent, options, env, want):
 def test_no_key_check_without_a_network_and_a_broken_base_url_is_named():
     aide = get_agent("aide", {})
     assert model_key_problems(aide, "none", {}) == []
+    # a key the agent may use itself (ML-Master's DeepSeek one): the check does not stop a session that may work
+    assert model_key_problems(get_agent("ml-master", {}), "gateway", {"DEEPSEEK_API_KEY": "d"}) == []
     (problem,) = model_key_problems(aide, "gateway", {"OPENAI_BASE_URL": "ftp://example.org", "OPENAI_API_KEY": "k"})
     assert "OPENAI_BASE_URL" in problem and "expected an http:// or https:// URL" in problem
 
