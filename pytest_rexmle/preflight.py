@@ -95,16 +95,22 @@ def time_limit_of(settings: Settings, task: Task) -> float:
 
 def build_agents(settings: Settings, found: Preflight) -> None:
     """Each of the session's agents from its options, and what its own preflight finds."""
-    from .agents import get_agent
+    from .agents import AGENTS
 
-    for name in settings.agents or (settings.agent,):
+    for name in map(str, settings.agents or (settings.agent,)):
+        options = settings.options_for(name)
         try:
-            agent = get_agent(str(name), settings.options_for(str(name)))
-        except RexmleError as exc:
+            cls = AGENTS.load(name)
+        except RexmleError as exc:  # an agent that does not exist: nothing of its options to look at
             found.problems.append(str(exc))
             continue
-        found.agents.append(agent)
-        found.problems.extend(agent.preflight())
+        try:
+            found.agents.append(cls(name=name, options=dict(options)))
+        except RexmleError as exc:
+            found.problems.append(str(exc))
+        own_checks = getattr(cls, "option_problems", None)  # an entry point's class may not derive from Agent
+        if own_checks is not None:
+            found.problems.extend(own_checks(name, options))
 
 
 def model_key_problems(agent: Agent, network: str, environ: Mapping[str, str] | None = None) -> list[str]:

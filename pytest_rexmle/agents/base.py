@@ -61,9 +61,11 @@ class Agent(ABC):
         raise RexmleError(f"agent {self.name!r} runs only in {' or '.join(repr(a) for a in allowed)} isolation, "
                           f"not {isolation!r}{via}; pass --rexmle-runtime={allowed[0]}")
 
-    def preflight(self) -> list[str]:
-        """What is wrong with this agent's options on this host, each with its fix, found before any run
-        (a folder that is not there would otherwise be a harness ERROR in every item); none by default."""
+    @classmethod
+    def option_problems(cls, name: str, options: dict[str, str]) -> list[str]:
+        """What is wrong with these options on this host, each with its fix, found before any run (a folder that
+        is not there would otherwise be a harness ERROR in every item); none by default. A class method, so the
+        session lists them even when another option stops the agent from being made."""
         return []
 
     def model_protocols(self) -> tuple[str, ...]:

@@ -49,6 +49,17 @@ def test_wrong_dir_is_a_usage_error_before_any_run(bench, tmp_path, kind):
     assert not (bench.path / ".rexmle" / "runs").exists(), "nothing may run before the usage error"
 
 
+def test_a_wrong_env_and_a_wrong_dir_are_said_together(bench, tmp_path):
+    """Two options of the same agent: one stops the agent from being made, the other is still looked at."""
+    result = bench("--agent=command", "--agent-option", "cmd=true", "--agent-option", f"env={tmp_path / 'no-venv'}",
+                   "--agent-option", f"dir={tmp_path / 'no-agent'}", "-k", "ldct-iqa")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    firsts = [text for _, text in _problems(_out(result))]
+    assert len(firsts) == 2, _out(result)
+    assert firsts[0].startswith(f"agent option env={tmp_path / 'no-venv'}: ") and "not a virtual environment" in firsts[0]
+    assert firsts[1].startswith(f"agent 'command': option dir='{tmp_path / 'no-agent'}' does not exist")
+
+
 def test_every_problem_in_one_message(bench, tmp_path, monkeypatch):
     """An image agent with no model key, its image not imported, and the data of six challenges not
     prepared: three problems, one message, each with its fix; before, only the image was said (then the
