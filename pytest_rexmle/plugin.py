@@ -59,7 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     if not settings.agent:
         return
-    settings, notices = _check_agent_and_runtime(settings, controller=not hasattr(config, "workerinput"))
+    from .preflight import selected_tasks
+
+    settings, notices = _check_agent_and_runtime(settings, controller=not hasattr(config, "workerinput"),
+                                                 tasks=selected_tasks(config, settings))
     config.stash[SETTINGS_KEY] = settings  # with the runtime the session chose
     bench = str(BENCHMARK_MODULE)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -109,39 +112,27 @@ def _sweep_orphans(settings) -> None:
         warnings.warn(f"rexmle: removed {removed} leftover run(s) of a dead session", stacklevel=1)
 
 
-def _check_agent_and_runtime(settings, controller: bool = True):
-    """Usage errors surface before any item runs, once, with the fix in the message; returns the settings
-    with the session's runtime (chosen where none was given: :mod:`.runtime.choice`) and the session's
-    network warnings (runs themselves stay quiet about them)."""
-    import dataclasses
-
-    from .agents import get_agent
-    from .runtime import runtime_for
+def _check_agent_and_runtime(settings, controller: bool = True, tasks=None):
+    """Usage errors surface before any item runs, once, all of them together, each with its fix
+    (:mod:`.preflight`); returns the settings with the session's runtime (chosen where none was given:
+    :mod:`.runtime.choice`) and the session's network warnings (runs themselves stay quiet about them).
+    ``tasks``: the selected challenges (default: all), whose data and time limits are checked."""
+    from .preflight import session_problems, usage_message
     from .runtime.base import RuntimeUnavailable
-    from .runtime.choice import choose_runtime
-    from .runtime.gateway_link import network_notices
 
-    try:
-        agents = [get_agent(name, settings.options_for(name)) for name in settings.agents or (settings.agent,)]
-        choice = choose_runtime(agents, settings)
-        if choice.chosen:
-            settings = dataclasses.replace(settings, runtime=choice.name, runtime_reason=choice.reason)
-        runtime = runtime_for(settings)
-        for agent in agents:
-            agent.check_isolation(runtime.isolation, runtime.name)
-        runtime.trusted_agents = all(agent.trusted for agent in agents)
-        runtime.check()
-        for image in dict.fromkeys(agent.image for agent in agents if agent.image):
-            runtime.check_image(image)
-        notices = network_notices(runtime, settings.network)
-        if controller:  # once per session: an xdist worker finds the images the controller made sure of
-            from .agents.image_ready import ensure_images
+    found = session_problems(settings, list(registry()) if tasks is None else tasks)
+    if found.problems or found.runtime is None:
+        raise pytest.UsageError(usage_message(found.problems or ["rexmle: no runtime could be made"]))
+    settings, runtime = found.settings, found.runtime
+    if controller:  # once per session: an xdist worker finds the images the controller made sure of
+        from .agents.image_ready import ensure_images
 
-            ensure_images(agents, runtime)
-    except (RexmleError, RuntimeUnavailable) as exc:
-        raise pytest.UsageError(str(exc)) from None
+        try:
+            ensure_images(found.agents, runtime)
+        except (RexmleError, RuntimeUnavailable) as exc:
+            raise pytest.UsageError(str(exc)) from None
     _identity_notice(settings)
-    return settings, notices
+    return settings, found.notices
 
 
 def _identity_notice(settings) -> None:
@@ -225,7 +216,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     agents = ",".join(settings.agents) or settings.agent
     chosen = [f"rexmle: runtime {settings.runtime} chosen: {settings.runtime_reason}"] \
         if settings.runtime_reason and settings.runtime != "local" else []
+    from .preflight import campaign_line, selected_tasks
+
     return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}", *chosen,
+            campaign_line(settings, selected_tasks(config, settings)),
             f"rexmle: runs in {settings.runs_dir}, reports in {settings.report_dir}"]
 
 

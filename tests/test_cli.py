@@ -343,3 +343,18 @@ def test_main_called_in_process_leaves_the_collector_alone(capsys):
 
     assert main(["list"]) == 0 and gc.isenabled() and gc.get_freeze_count() == 0
     assert "topcow-cta-seg" in capsys.readouterr().out
+
+
+def test_fetch_routes_name_what_was_asked_for():
+    """``rexmle images build`` when the engine cannot fetch a recipe's FROM: the ways on (no engine needed here;
+    tests/docker/test_image_build_cli.py runs the real build)."""
+    from pytest_rexmle.agents.image_build import fetch_routes
+
+    torch = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    for_aide = fetch_routes(torch, ["aide"])
+    assert for_aide.splitlines()[0] == f"this Docker engine does not have {torch} and could not fetch it (above); ways on:"
+    assert "--agent aide --base IMAGE" in for_aide and "rexmle images export --agent aide FILE" in for_aide
+    assert f"docker pull MIRROR/{torch}" in for_aide
+    base_only = fetch_routes(torch, ["base"])
+    assert "--build-arg TORCH_IMAGE=IMAGE" in base_only and "images export" not in base_only
+    assert len(base_only.splitlines()) == 4 and len(for_aide.splitlines()) == 5

@@ -61,6 +61,18 @@ class Agent(ABC):
         raise RexmleError(f"agent {self.name!r} runs only in {' or '.join(repr(a) for a in allowed)} isolation, "
                           f"not {isolation!r}{via}; pass --rexmle-runtime={allowed[0]}")
 
+    @classmethod
+    def option_problems(cls, name: str, options: dict[str, str]) -> list[str]:
+        """What is wrong with these options on this host, each with its fix, found before any run (a folder that
+        is not there would otherwise be a harness ERROR in every item); none by default. A class method, so the
+        session lists them even when another option stops the agent from being made."""
+        return []
+
+    def model_protocols(self) -> tuple[str, ...]:
+        """The model APIs (``openai``, ``anthropic``, ``gemini``) the agent calls, so the session can check the
+        host has their keys before a run; an agent that declares none (``sample``, ``command``) gets no check."""
+        return ()
+
     def public_options(self) -> dict[str, str]:
         return {k: ("***" if k in self.secret_options else v) for k, v in sorted(self.options.items())}
 

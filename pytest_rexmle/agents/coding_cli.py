@@ -30,6 +30,12 @@ class CodingCLIAgent(ContainerAgent):
     #: the start script's flag that takes ``steps`` (the CLI's own turn or step limit)
     steps_flag: ClassVar[str] = "--max-turns"
 
+    #: the API the CLI speaks whatever its model (None: by the model's name, as LiteLLM routes it)
+    protocol: ClassVar[str | None] = None
+
+    def model_protocols(self) -> tuple[str, ...]:
+        return (self.protocol,) if self.protocol else super().model_protocols()
+
     def command(self, ctx: AgentContext) -> list[str]:
         argv = ["python3", START]
         if self.model:

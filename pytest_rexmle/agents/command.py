@@ -40,6 +40,22 @@ class CommandAgent(Agent):
             self.image = options["image"]
             self.supported_isolation = ("docker",)  # the command's stack is the image's
 
+    @classmethod
+    def option_problems(cls, name: str, options: dict[str, str]) -> list[str]:
+        """``dir=`` must be a folder now: the run copies it into the workspace, and a wrong path found there
+        was a harness ERROR with a traceback per item."""
+        source = options.get("dir")
+        if not source:
+            return []
+        src = Path(source).expanduser().resolve()
+        if not src.exists():
+            return [f"agent {name!r}: option dir={source!r} does not exist ({src}); give the folder that holds "
+                    "your agent's code (it is copied into each run's workspace)"]
+        if not src.is_dir():
+            return [f"agent {name!r}: option dir={source!r} is not a folder ({src}); give the folder that "
+                    "holds the file, e.g. dir=" + str(src.parent)]
+        return []
+
     def setup(self, ctx: AgentContext) -> Path | None:
         source = self.options.get("dir")
         if not source:

@@ -20,6 +20,20 @@ PASS_THROUGH = SECRET_VARIABLES + ("OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "
 START = "/opt/rexmle-agent/start.py"
 
 
+def protocol_of_model(model: str) -> str:
+    """The API a model name goes to, as the bundled agents' backends route it: ``claude*`` (or LiteLLM's
+    ``anthropic/...``) to Anthropic, ``gemini*`` (``gemini/...``) to Gemini, anything else (gpt, o-series,
+    DeepSeek, Qwen, a local server's name) to the OpenAI-compatible endpoint."""
+    name = model.lower()
+    if name.startswith("openai/"):
+        return "openai"
+    if name.startswith("anthropic/") or "claude" in name:
+        return "anthropic"
+    if name.startswith(("gemini", "vertex_ai/")):
+        return "gemini"
+    return "openai"
+
+
 class ContainerAgent(Agent):
     """An agent that ships as a Docker image with a start script at ``/opt/rexmle-agent/start.py``."""
 
@@ -42,6 +56,11 @@ class ContainerAgent(Agent):
     @property
     def model(self) -> str:
         return self.options.get("model") or self.default_model
+
+    def model_protocols(self) -> tuple[str, ...]:
+        """The APIs of its models (the coding model and, where it has one, the feedback model's)."""
+        models = (self.model, self.options.get("feedback_model") or "")
+        return tuple(dict.fromkeys(protocol_of_model(m) for m in models if m))
 
     def passed_through(self) -> dict[str, str]:
         return {k: os.environ[k] for k in self.pass_through if os.environ.get(k)}

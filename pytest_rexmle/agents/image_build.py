@@ -169,6 +169,35 @@ def context_digest(context: Path, buildargs: dict[str, str], base_id: str | None
     return digest.hexdigest()[:16]
 
 
+class BaseNotFetched(RexmleError):
+    """A build failed because the engine could not fetch the image its recipe starts ``FROM`` (no route to
+    Docker Hub, a registry that refuses): :func:`fetch_routes` says the ways on."""
+
+    def __init__(self, message: str, image: str) -> None:
+        super().__init__(message)
+        self.image = image
+
+
+def fetch_routes(image: str, agents: list[str]) -> str:
+    """The ways on when the engine cannot fetch ``image``, naming the agents the user asked for (``agents``)."""
+    agent = next((a for a in agents if RECIPES[a].needs_base), None)
+    routes = [f"load it from a machine that reaches the registry: there `docker pull {image}` and "
+              f"`docker save {image} -o base.tar`, here `docker load -i base.tar`; then run this command again"]
+    if agent:
+        routes.append(f"build on a base this engine has: `rexmle images build --agent {agent} --base IMAGE` "
+                      "(`docker images` lists them; nothing is pulled)")
+    else:
+        routes.append("build on a PyTorch image this engine has: `rexmle images build --agent base --build-arg "
+                      "TORCH_IMAGE=IMAGE` (`docker images` lists them)")
+    routes.append(f"use a registry mirror: `\"registry-mirrors\": [\"https://MIRROR\"]` in /etc/docker/daemon.json, "
+                  f"then restart dockerd (or `docker pull MIRROR/{image}` and `docker tag` it as {image})")
+    if agent:  # an agent's image can skip this engine altogether
+        routes.append(f"skip the build here: where the image is built, `rexmle images export --agent {agent} FILE`; "
+                      "here `rexmle images import FILE` (the local and Slurm runtimes run it without Docker)")
+    return (f"this Docker engine does not have {image} and could not fetch it (above); ways on:\n"
+            + "\n".join(f"  - {route}" for route in routes))
+
+
 def local_image(client, name: str):
     """The local engine's image ``name``; None when it has none (nothing is pulled)."""
     try:
@@ -220,7 +249,11 @@ def build_image(name: str, client, tag: str | None = None, base: str | None = No
         image_id = None
         for chunk in stream:
             if "error" in chunk:
-                raise RexmleError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(tail[-20:]))
+                message = f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(tail[-20:])
+                start = from_image(recipe, args)
+                if local_image(client, start) is None:  # the engine could not fetch what the recipe starts from
+                    raise BaseNotFetched(message, start)
+                raise RexmleError(message)
             line = chunk.get("stream", "")
             if line:
                 tail.append(line)
@@ -298,6 +331,10 @@ def run_images(args: argparse.Namespace) -> int:
                                    source=args.source if RECIPES[name].takes_source else None,
                                    buildargs=build_args)
             print(f"built {args.tag or RECIPES[name].tag} ({image_id[:19]})")
+    except BaseNotFetched as exc:
+        print(f"rexmle images: {exc}\n{fetch_routes(exc.image, list(dict.fromkeys(args.agent or [])))}",
+              file=sys.stderr)
+        return 1
     except RexmleError as exc:
         print(f"rexmle images: {exc}", file=sys.stderr)
         return 1

@@ -52,6 +52,21 @@ def build_chain(client, image: str) -> tuple[list[Recipe], str | None]:
     return chain, None
 
 
+def image_problems(agents, runtime) -> list[str]:
+    """The images the session cannot have, found without building anything (the session's preflight lists
+    them beside its other problems; :func:`ensure_images` builds the rest once none is left)."""
+    if runtime.name != "docker":
+        return []
+    problems = []
+    for image, agent in needed_images(agents, runtime.settings.image).items():
+        chain, missing = build_chain(runtime.client, image)
+        if missing is not None:
+            target = recipe_for(image)
+            problems.append(_cannot_build(agent, image, chain, missing,
+                                          f"rexmle images build --agent {target.name}" if target else None))
+    return problems
+
+
 def ensure_images(agents, runtime, log: Log | None = None) -> None:
     """Make sure every image the session starts is local; raises RexmleError with the one fix where not."""
     if runtime.name != "docker":

@@ -33,21 +33,34 @@ def size_of(task: Task) -> str:
     return f"{gb:g} GB download" if isinstance(gb, (int, float)) else "download size not published"
 
 
+def _by_release(absent: list[Task], data_dir: Path) -> list[str]:
+    """One line per release (``source.raw``): its size and the one command that prepares its challenges."""
+    by_release: dict[str, list[Task]] = {}
+    for task in absent:
+        by_release.setdefault(str(task.source["raw"]), []).append(task)
+    return [f"  {release} ({size_of(group[0])}, {len(group)} challenge(s)): "
+            f"rexmle prepare {' '.join(t.id for t in group)} --data-dir {data_dir}"
+            for release, group in by_release.items()]
+
+
 def missing_note(tasks: list[Task], data_dir: Path) -> list[str]:
     """The note's lines (none when every selected challenge is prepared)."""
     absent = missing(tasks, data_dir)
     if not absent:
         return []
-    by_release: dict[str, list[Task]] = {}
-    for task in absent:
-        by_release.setdefault(str(task.source["raw"]), []).append(task)
-    lines = [f"rexmle: data not prepared in {data_dir} for {len(absent)} selected challenge(s); they are skipped. "
-             "Prepare them (once, resumable), or use --rexmle-data=synthetic for the small twins:"]
-    for release, group in by_release.items():
-        ids = " ".join(t.id for t in group)
-        lines.append(f"  {release} ({size_of(group[0])}, {len(group)} challenge(s)): "
-                     f"rexmle prepare {ids} --data-dir {data_dir}")
-    return lines
+    return [f"rexmle: data not prepared in {data_dir} for {len(absent)} selected challenge(s); they are skipped. "
+            "Prepare them (once, resumable), or use --rexmle-data=synthetic for the small twins:",
+            *_by_release(absent, data_dir)]
+
+
+def missing_lines(tasks: list[Task], data_dir: Path) -> list[str]:
+    """The same facts as one problem of the session's preflight (none when all are prepared): said beside the
+    other problems, so that one more attempt is enough."""
+    absent = missing(tasks, data_dir)
+    if not absent:
+        return []
+    return [f"data not prepared in {data_dir} for {len(absent)} selected challenge(s): prepare them (once, "
+            "resumable), or use --rexmle-data=synthetic for the small twins:", *_by_release(absent, data_dir)]
 
 
 def skip_reason(task: Task, data_dir: Path) -> str:  # noqa: ARG001  (the note names the folder)

@@ -45,8 +45,11 @@ def export_image(name: str, dest: Path, client) -> str:
 
     image = local_image(client, name)
     if image is None:
-        raise RexmleError(f"image {name} is not in the local Docker engine; build it with "
-                          "`rexmle images build --agent NAME` first")
+        from .runnable import agent_of_image
+
+        agent = agent_of_image(name)
+        build = f"`rexmle images build --agent {agent}`" if agent else "`docker build` (or `docker load`)"
+        raise RexmleError(f"image {name} is not in the local Docker engine; build it with {build} first")
     partial = dest.with_name(f".{dest.name}.partial")
     with open_partial(partial) as fh:
         try:

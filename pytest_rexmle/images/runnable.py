@@ -24,6 +24,22 @@ IMPORT_HINT = ("on a machine with Docker: `rexmle images export --agent NAME FIL
                "`rexmle images import FILE --tag IMAGE` (into $REXMLE_CACHE_DIR/images, shared by every run)")
 
 
+def agent_of_image(image: str) -> str | None:
+    """The bundled agent whose recipe builds ``image`` (``rexmle/aide:latest`` -> ``aide``), else None."""
+    from ..agents.image_ready import recipe_for
+
+    recipe = recipe_for(image)
+    return recipe.name if recipe is not None else None
+
+
+def import_hint(image: str) -> str:
+    """:data:`IMPORT_HINT` for one image, with the real command: a bundled agent's name in place of ``NAME``,
+    or ``docker save`` for an image of the user's (``image=``), which no ``--agent`` exports."""
+    agent = agent_of_image(image)
+    export = f"rexmle images export --agent {agent} FILE" if agent else f"docker save {image} -o FILE"
+    return IMPORT_HINT.replace("rexmle images export --agent NAME FILE", export)
+
+
 def local_image_refusal(image: str, mechanism: str) -> str | None:
     """None when the local runtime can run ``image`` with sandbox ``mechanism`` here, else why not and the
     alternatives (``mechanism``: what the local runtime picked, ``bwrap``, ``landlock`` or ``none``)."""
@@ -35,7 +51,7 @@ def local_image_refusal(image: str, mechanism: str) -> str | None:
                 "--rexmle-runtime=slurm on a cluster whose nodes have bubblewrap")
     found = store.find(image)
     if found is None:
-        return f"image {image!r} is not in the image cache ({store.images_home()}); {IMPORT_HINT}"
+        return f"image {image!r} is not in the image cache ({store.images_home()}); {import_hint(image)}"
     if image_python(found) is None:
         return (f"image {image!r} ({found.digest[:19]}) has no python3 on its PATH: the sandbox's launcher "
                 "runs on the image's own Python")

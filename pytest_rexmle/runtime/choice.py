@@ -85,7 +85,16 @@ def choose_runtime(agents: list, settings) -> RuntimeChoice:
             return RuntimeChoice(name, f"{who} only from an image, and the {name} runtime can run it here "
                                        f"(--rexmle-runtime chooses another)", chosen=True)
         refusals.append(f"  {name}: {why_not}")
+    first = next(agent for agent in agents if not runs_on_host(agent))
     raise RexmleError(f"{who} only from an image, and no runtime here can run one:\n" + "\n".join(refusals)
                       + "\nstart a Docker engine this user can reach, or import the image where none runs "
-                        "(`rexmle images export --agent NAME FILE` on a machine with Docker, then `rexmle images "
+                        f"(`{export_command(first.image)}` on a machine with Docker, then `rexmle images "
                         "import FILE` here; see README \"A real run\")")
+
+
+def export_command(image: str | None) -> str:
+    """How to write ``image`` to a FILE where Docker runs: the bundled agent's own export, else ``docker save``."""
+    from ..images.runnable import agent_of_image
+
+    agent = agent_of_image(image) if image else None
+    return f"rexmle images export --agent {agent} FILE" if agent else f"docker save {image} -o FILE"

@@ -378,9 +378,13 @@ class DockerRuntime(Runtime):
         try:
             return name, self.client.images.get(name)
         except docker.errors.ImageNotFound:
-            raise RuntimeUnavailable(
-                f"Docker image {name!r} is not on this machine; build it with `rexmle images build` "
-                "(agents' images: `rexmle images build --agent NAME`) or set REXMLE_DOCKER_IMAGE") from None
+            from ..images.runnable import agent_of_image
+
+            agent = agent_of_image(name)
+            build = f"`rexmle images build --agent {agent}`" if agent else (
+                "`rexmle images build` (agents' images: `rexmle images build --agent NAME`)")
+            raise RuntimeUnavailable(f"Docker image {name!r} is not on this machine; build it with {build} or set "
+                                     "REXMLE_DOCKER_IMAGE") from None
 
     def run(self, spec: RunSpec) -> RunOutcome:
         spec.logs.mkdir(parents=True, exist_ok=True)

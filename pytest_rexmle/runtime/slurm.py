@@ -229,6 +229,19 @@ class SlurmRuntime(Runtime):
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             self.probe_shared_paths()
 
+    def preflight(self, time_limit: float) -> list[str]:
+        """What sbatch would refuse at the first submission, read from ``sinfo`` and ``sacctmgr`` at session
+        start: a partition that is not there, one whose time limit is shorter than the jobs ask for, an account
+        this user cannot charge. Nothing when the tools are missing (``check`` says so)."""
+        table = partitions()
+        if table is None:
+            return []
+        minutes = self.slurm_minutes(time_limit) if time_limit else None
+        problems = partition_problems(table, self.settings.partition, minutes, self.settings.margin_seconds)
+        if self.settings.account:
+            problems += account_problems(self.settings.account, user_accounts())
+        return problems
+
     def check_image(self, image: str) -> None:
         """An image agent on the bubblewrap inner runtime runs from the shared image cache: the image must be
         imported (checked here, the cache being shared) and a node must run bubblewrap with user
@@ -236,11 +249,11 @@ class SlurmRuntime(Runtime):
         if self.settings.inner != "local":
             return
         from ..images import store
-        from ..images.runnable import IMPORT_HINT
+        from ..images.runnable import import_hint
 
         if store.find(image) is None:
             raise RuntimeUnavailable(f"the slurm runtime cannot run image {image!r}: it is not in the image cache "
-                                     f"({store.images_home()}, which the nodes must share); {IMPORT_HINT}")
+                                     f"({store.images_home()}, which the nodes must share); {import_hint(image)}")
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             sandbox = str(self.settings.inner_options.get("sandbox") or "auto")
             command = [str(job_python()), "-m", "pytest_rexmle.images.node_check", "--sandbox", sandbox, image]
@@ -498,6 +511,80 @@ class SlurmRuntime(Runtime):
                                           "reason": held["reason"] or None, "node": held["node"] or None,
                                           "elapsed": None, "limit": held["limit"] or None}
         return out
+
+
+def slurm_minutes_of(text: str) -> float | None:
+    """A Slurm duration (sinfo's ``%l``: ``[D-]HH:MM:SS``, ``HH:MM:SS``, ``MM:SS``, ``MM``) in minutes; None for
+    no limit (``infinite``, ``UNLIMITED``, ``n/a``) or a value that is not one."""
+    days, _, rest = text.strip().rpartition("-")
+    parts = rest.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        return None
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, mins, secs = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+    elif len(parts) == 3:
+        hours, mins, secs = (int(p) for p in parts)
+    else:  # MM, MM:SS
+        hours, mins, secs = 0, int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+    return (int(days or 0) * 24 + hours) * 60 + mins + secs / 60
+
+
+def partitions() -> dict[str, tuple[float | None, bool]] | None:
+    """Each partition's time limit in minutes (None: unlimited) and whether it is the default one (sinfo marks
+    it ``*``); None where ``sinfo`` is missing or does not answer."""
+    if not shutil.which("sinfo"):
+        return None
+    proc = subprocess.run(["sinfo", "-h", "-o", "%P|%l"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        return None
+    table: dict[str, tuple[float | None, bool]] = {}
+    for line in proc.stdout.splitlines():
+        name, sep, limit = line.strip().partition("|")
+        if sep and name:
+            table[name.rstrip("*")] = (slurm_minutes_of(limit), name.endswith("*"))
+    return table
+
+
+def partition_problems(table: dict[str, tuple[float | None, bool]], partition: str | None, minutes: int | None,
+                       margin_seconds: float) -> list[str]:
+    """A missing partition, or a time limit below the jobs' ``--time`` (``minutes``), with the way out."""
+    names = ", ".join(sorted(table)) or "none"
+    if partition is not None and partition not in table:
+        return [f"Slurm partition {partition!r} does not exist on this cluster (sinfo lists: {names}); pass "
+                f"--rexmle-slurm-partition with one of them"]
+    chosen = partition or next((n for n, (_, default) in table.items() if default), None)
+    if chosen is None or minutes is None:
+        return []
+    limit = table[chosen][0]
+    if limit is None or minutes <= limit:
+        return []
+    longer = sorted(n for n, (m, _) in table.items() if m is None or m >= minutes)
+    choose = f"one with a longer limit ({', '.join(longer)})" if longer else "a partition with a longer limit"
+    return [f"Slurm partition {chosen!r} allows jobs of {limit:g} min, and each job asks for {minutes} min (the run's "
+            f"time limit plus a {margin_seconds:.0f} s margin): choose {choose} with --rexmle-slurm-partition, or "
+            f"lower --rexmle-time-limit to at most {max(0.0, limit * 60 - margin_seconds):.0f} s"]
+
+
+def user_accounts() -> list[str] | None:
+    """The accounts this user may charge (sacctmgr's associations); None where that cannot be read."""
+    import pwd
+
+    if not shutil.which("sacctmgr"):
+        return None
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    proc = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", "format=account"],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        return None
+    return sorted({line.strip() for line in proc.stdout.splitlines() if line.strip()})
+
+
+def account_problems(account: str, accounts: list[str] | None) -> list[str]:
+    """An account this user has no association with (None or no associations at all: nothing to say)."""
+    if not accounts or account in accounts:
+        return []
+    return [f"Slurm account {account!r} is not one this user may charge (sacctmgr lists: {', '.join(accounts)}); "
+            f"pass --rexmle-slurm-account with one of them"]
 
 
 def job_python() -> Path:

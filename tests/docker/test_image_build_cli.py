@@ -81,3 +81,24 @@ def test_an_image_built_on_demand_shows_the_builds_own_steps_with_the_elapsed_ti
     assert len(steps) >= 3 and any("FROM" in line for line in steps)
     assert re.fullmatch(rf"rexmle: built {re.escape(tag)} in \d+ s", lines[-1])
     assert len(lines) == len(steps) + 2  # the steps' own output (pip's) stays out of the terminal
+
+
+def test_a_base_the_engine_cannot_fetch_lists_the_ways_on(docker_client):
+    """Without Docker Hub the build used to end with the engine's raw DNS error and no next step; the error is
+    kept (it says why) and the ways on follow, naming the agent asked for: ``docker load``, ``--base``, a
+    registry mirror, ``rexmle images import``."""
+    torch = "nonexistent.invalid/pytorch/pytorch:1"  # a registry host that does not resolve: no Docker Hub
+    done = subprocess.run([sys.executable, "-m", "pytest_rexmle", "images", "build", "--agent", "base", "--agent",
+                           "aide", "--build-arg", f"TORCH_IMAGE={torch}"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 1, done.stderr
+    err = done.stderr
+    assert "building rexmle/base:latest failed" in err and "nonexistent.invalid" in err
+    assert f"this Docker engine does not have {torch} and could not fetch it (above); ways on:" in err
+    routes = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert len(routes) == 4, err
+    assert f"`docker save {torch} -o base.tar`, here `docker load -i base.tar`" in routes[0]
+    assert "`rexmle images build --agent aide --base IMAGE`" in routes[1]
+    assert "registry-mirrors" in routes[2] and "/etc/docker/daemon.json" in routes[2]
+    assert "`rexmle images export --agent aide FILE`; here `rexmle images import FILE`" in routes[3]
+    assert "NAME" not in err and "Traceback" not in err

@@ -154,7 +154,11 @@ def test_an_image_never_imported_is_refused_with_how_to_import(tmp_path, monkeyp
     monkeypatch.setenv("REXMLE_CACHE_DIR", str(tmp_path))
     why = runnable.local_image_refusal("rexmle/aide:latest", "bwrap")
     assert f"not in the image cache ({tmp_path}/images)" in why
-    assert "rexmle images export --agent NAME FILE" in why and "rexmle images import FILE" in why
+    # the agent is known from its image: its real name, not a literal NAME (issue #40)
+    assert "rexmle images export --agent aide FILE" in why and "rexmle images import FILE" in why
+    assert "NAME" not in why
+    own = runnable.local_image_refusal("lab/my-agent:1", "bwrap")
+    assert "`docker save lab/my-agent:1 -o FILE`" in own and "NAME" not in own  # no --agent exports an image of yours
 
 
 def test_an_image_agent_on_the_local_runtime_without_its_image_is_a_usage_error(bench, tmp_path):

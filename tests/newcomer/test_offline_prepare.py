@@ -131,3 +131,24 @@ def test_a_refused_connection_fails_at_once_with_the_hint(script, tmp_path, caps
         download(remote, tmp_path / "a.zip", progress=False)
     assert time.monotonic() - start < 5
     assert "retry" not in capsys.readouterr().err
+
+
+def test_prepare_all_without_network_says_each_download_once(tmp_path):
+    """Before: 20 messages of about 400 characters, the same TopCoW download six times, the same unreachable
+    host in each. Now: the host once, then one line per distinct download naming every challenge it serves
+    and one command for them all; the two Google Drive files keep their own lines."""
+    env = {**os.environ, "REXMLE_ZENODO_URL": "https://nonexistent.invalid",
+           "REXMLE_FIGSHARE_URL": "https://nonexistent.invalid", "REXMLE_DOWNLOAD_BACKOFF": "0"}
+    proc = subprocess.run([sys.executable, "-m", "pytest_rexmle", "prepare", "all", "--data-dir", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert sum("cannot reach nonexistent.invalid" in line for line in lines) == 1
+    topcow = [line for line in lines if "TopCoW2024_Data_Release.zip" in line]
+    ids = "topcow-cta-cls topcow-cta-det topcow-cta-seg topcow-mra-cls topcow-mra-det topcow-mra-seg"
+    assert topcow == [f"  {ids} (one download for the 6): TopCoW2024_Data_Release.zip from "
+                      f"https://zenodo.org/records/15692630; then run `rexmle prepare {ids} --raw-archive PATH`"]
+    assert sum("must be downloaded by hand" in line for line in lines) == 2  # ldct-iqa's and usenhance's
+    assert len(lines) == 2 + 1 + 10 + 1, proc.stderr  # Google Drive files, the host, 10 downloads, the sum
+    assert lines[-1] == "rexmle prepare: 20 of 20 task(s) not prepared (12 download(s) to fetch by hand, above)"
+    assert len(proc.stderr) < 3500 and "Traceback" not in proc.stderr

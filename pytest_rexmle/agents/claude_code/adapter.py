@@ -7,6 +7,7 @@ from ..coding_cli import CodingCLIAgent
 
 class ClaudeCodeAgent(CodingCLIAgent):
     image = "rexmle/claude-code:latest"
+    protocol = "anthropic"
     log_folders = ("claude-code",)  # the start script's $REXMLE_WORKSPACE/<folder>
 
 

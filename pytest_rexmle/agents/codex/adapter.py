@@ -7,6 +7,7 @@ from ..coding_cli import CodingCLIAgent
 
 class CodexAgent(CodingCLIAgent):
     image = "rexmle/codex:latest"
+    protocol = "openai"
     log_folders = ("codex",)
     known_options = ("model", "image")  # codex exec has no turn limit: the time budget bounds it
 

@@ -7,6 +7,7 @@ from ..coding_cli import CodingCLIAgent
 
 class GeminiCLIAgent(CodingCLIAgent):
     image = "rexmle/gemini-cli:latest"
+    protocol = "gemini"
     log_folders = ("gemini-cli",)
 
 

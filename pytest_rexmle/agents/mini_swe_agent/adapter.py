@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from ...errors import RexmleError
 from ..coding_cli import CodingCLIAgent
+from ..container import protocol_of_model
+
+#: the model its start script uses when none is given (start.py's FLAGS)
+START_DEFAULT_MODEL = "gpt-5-mini"
 
 
 class MiniSweAgent(CodingCLIAgent):
@@ -16,6 +20,11 @@ class MiniSweAgent(CodingCLIAgent):
         model = options.get("model", "")
         if model.startswith("/") or model.endswith("/"):
             raise RexmleError(f"agent {name!r}: model {model!r} is not a LiteLLM model name (provider/model)")
+
+
+    def model_protocols(self) -> tuple[str, ...]:
+        """LiteLLM's routing of its model name: a bare name goes to the OpenAI-compatible endpoint."""
+        return (protocol_of_model(self.model or START_DEFAULT_MODEL),)
 
 
 ADAPTER = MiniSweAgent

@@ -22,9 +22,10 @@ from pathlib import Path
 from ...errors import RexmleError
 from ...paths import default_data_dir
 from .core import RULE_VERSION, data_status, prepare_task
+from .download import NoNetwork
 from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
 from .recognise import inspect
-from .sources import expand_folders, parts_for, source_parts, unused_listed
+from .sources import ONCE_PER_FILE, expand_folders, parts_for, source_parts, unused_listed
 
 
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,13 +124,19 @@ def run_prepare(args: argparse.Namespace) -> int:
         if unused:
             return 1
     failed = 0
+    unfetched: dict[tuple[str, ...], tuple[str, list[str]]] = {}  # a download's key -> (why, its challenges)
     for task in tasks:
+        key = download_key(task)
+        if key in unfetched:  # the same download that just could not be fetched: said once, below
+            unfetched[key][1].append(task.id)
+            failed += 1
+            continue
         try:
             data = prepare_task(task, data_dir, _archives_for(task, archives, len(tasks) > 1),
                                 progress=not args.no_progress, verify=args.verify,
                                 keep_archives=args.keep_archives)
-        except ManualDownloadRequired as exc:
-            print(f"rexmle prepare: {exc}", file=sys.stderr)
+        except (ManualDownloadRequired, NoNetwork) as exc:
+            unfetched[key] = (str(exc), [task.id])
             failed += 1
             continue
         except RexmleError as exc:
@@ -140,9 +147,52 @@ def run_prepare(args: argparse.Namespace) -> int:
         counts = status.get("counts") or {}
         print(f"{task.id}: prepared in {data.root} ({counts.get('train', '?')} train / {counts.get('test', '?')} test, "
               f"{status.get('files', '?')} files, {status.get('bytes', 0) / 1e6:.1f} MB)")
+    for line in unfetched_lines(list(unfetched.values())):
+        print(line, file=sys.stderr)
     if failed and len(tasks) > 1:
-        print(f"rexmle prepare: {failed} of {len(tasks)} task(s) not prepared", file=sys.stderr)
+        downloads = f" ({len(unfetched)} download(s) to fetch by hand, above)" if unfetched else ""
+        print(f"rexmle prepare: {failed} of {len(tasks)} task(s) not prepared{downloads}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def download_key(task) -> tuple[str, ...]:
+    """What a task downloads: its release and raw files. Challenges with the same key (the six TopCoW ones) need
+    the same download, so a download that cannot be fetched is said once for all of them."""
+    return (str(task.source["raw"]), *sorted(part.name for part in parts_for(task)))
+
+
+#: where a NoNetwork message's cause (the host and the resolver's or socket's error) ends and its route begins
+BY_HAND = ". Download by hand on a machine with network: "
+
+
+def unfetched_lines(unfetched: list[tuple[str, list[str]]]) -> list[str]:
+    """One line per download that could not be fetched; the cause they share (the host that cannot be reached)
+    is said once above them instead of in each."""
+    by_cause: dict[str, list[str]] = {}
+    lines = []
+    for why, ids in unfetched:
+        message = download_message(why, ids)
+        lead, sep, route = message.partition(": ")
+        cause, split, rest = route.partition(BY_HAND)
+        if sep and split:
+            by_cause.setdefault(cause, []).append(f"  {lead}: {rest.removesuffix(ONCE_PER_FILE)}")
+        else:
+            lines.append(f"rexmle prepare: {message}")
+    for cause, routes in by_cause.items():
+        lines += [f"rexmle prepare: {cause}; download these by hand on a machine with network, then pass them with "
+                  f"--raw-archive{ONCE_PER_FILE}:", *routes]
+    return lines
+
+
+def download_message(why: str, ids: list[str]) -> str:
+    """The first challenge's message, said for every challenge of the download: its lead-in and its command
+    name them all (``rexmle prepare`` takes several challenges and one ``--raw-archive`` per file)."""
+    first = ids[0]
+    why = why.removeprefix(f"{first}: ")
+    if len(ids) == 1:
+        return f"{first}: {why}"
+    return (f"{' '.join(ids)} (one download for the {len(ids)}): "
+            + why.replace(f"rexmle prepare {first} ", f"rexmle prepare {' '.join(ids)} "))
 
 
 __all__ = ["prepare_task", "data_status", "add_prepare_arguments", "run_prepare", "RULE_VERSION", "PrepareError",

@@ -163,6 +163,10 @@ def where_to_fetch(part: Part) -> str:
     return part.page or "the source page"
 
 
+#: how ``--raw-archive`` takes what was downloaded by hand (said once where several downloads are listed)
+ONCE_PER_FILE = " once per file (any file name, any order; `--check` lists what is found)"
+
+
 def manual_message(task: Task, part: Part) -> str:
     return (f"{task.id}: the raw file {part.name!r} must be downloaded by hand: open {part.page} in a browser, "
             f"download {part.name!r}, then run `rexmle prepare {task.id} --raw-archive PATH/{part.name}`")
@@ -335,8 +339,7 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
         if offline:
             raise NoNetwork(f"{task.id}: {unreachable_why}. Download by hand on a machine with network: "
                             + "; ".join(f"{p.name} from {where_to_fetch(p)}" for p in offline)
-                            + f"; then run `rexmle prepare {task.id} --raw-archive PATH` once per file "
-                              f"(any file name, any order; `--check` lists what is found)")
+                            + f"; then run `rexmle prepare {task.id} --raw-archive PATH`{ONCE_PER_FILE}")
         downloads = raw / STATE / "downloads"
         pending = sum((f.size or 0) for _, files in remotes for f in files
                       if not is_downloaded(f, downloads / f.name))
