@@ -59,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SETTINGS_KEY] = settings
     if not settings.agent:
         return
+    _refuse_reruns(config)
     from .preflight import selected_tasks
 
     settings, notices = _check_agent_and_runtime(settings, controller=not hasattr(config, "workerinput"),
@@ -87,6 +88,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SessionSchedule(config, settings), PLUGIN_NAME)
         for notice in notices:  # the network's warnings once per session, by the controller only
             warnings.warn(notice, stacklevel=1)
+
+
+def _refuse_reruns(config: pytest.Config) -> None:
+    """pytest-rerunfailures' ``--reruns N`` reruns an item's test, which would grade the very same run again (the
+    run belongs to the session's schedule, not to the item's call): refused, naming what repeats a run."""
+    reruns = getattr(config.option, "reruns", None)
+    if reruns:
+        raise pytest.UsageError(
+            f"--reruns {reruns} would grade the same agent run again, not run the agent again: a benchmark item's "
+            "run is started once by the session. Use --rexmle-repeat N for N runs of each challenge (each graded "
+            "and reported), or --rexmle-resume to run again only what did not finish")
 
 
 def private_folder(folder: Path) -> None:
