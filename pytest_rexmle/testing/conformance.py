@@ -35,7 +35,7 @@ from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnava
 from ..runtime.sandbox.limits import Limits, format_size
 
 #: the checks, in the order they are reported
-CHECKS = ("answers", "writes", "leftovers", "keys", "network", "limits", "interpreter")
+CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "interpreter")
 PROBE = Path(__file__).with_name("probe.py")
 PROBE_SECONDS = 180.0
 LIMITS_SECONDS = 120.0
@@ -93,6 +93,16 @@ class Plant:
     def key_file(self) -> Path:
         return self.root / "host-secrets" / "provider-key.txt"
 
+    @property
+    def owner_only(self) -> Path:
+        """A file only the harness's user may read, outside every folder of the run (metadata check)."""
+        return self.root / "host-secrets" / "owner-only.txt"
+
+    def metadata_targets(self) -> dict[str, Path]:
+        """What the metadata check watches: a file of the public data (a hard link to the cache's own file
+        where the runtime stages the data) and a file of the host's outside the run."""
+        return {"data": self.public / "README.md", "outside": self.owner_only}
+
     def secret_files(self) -> list[str]:
         return [str(self.private / ANSWERS_NAME), str(self.hidden / HIDDEN_FILE)]
 
@@ -109,6 +119,8 @@ class Plant:
         (self.private / ANSWERS_NAME).write_text(f"case,label\nc1,{self.answers_secret}\n")
         (self.hidden / HIDDEN_FILE).write_text(self.hidden_secret + "\n")
         self.key_file.write_text(self.key + "\n")
+        self.owner_only.write_text("the host's own file\n")
+        self.owner_only.chmod(0o600)
         for folder in (self.root / "task", self.public, self.private, self.hidden, self.key_file.parent):
             folder.chmod(0o755)
         for path in (*self.public.rglob("*"), *self.private.rglob("*"), self.key_file):
@@ -253,6 +265,7 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
     import pytest_rexmle
 
     config = {"marker": plant.marker, "secret_files": plant.secret_files(), "answers_name": ANSWERS_NAME,
+              "owner_only": str(plant.owner_only),
               "hidden_name": HIDDEN_NAME, "hidden_file": HIDDEN_FILE, "outside": str(plant.outside),
               "key_file": str(plant.key_file), "port": service.port,
               "package": str(Path(pytest_rexmle.__file__).resolve().parent)}
@@ -277,12 +290,14 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
                     log(f"the {run.name} run ended")
     finally:
         service.close()
+    metadata_before = plant_metadata(plant)
     try:
         interpreter = check_interpreter(runtime, plant, log)
     finally:
         runtime.close()
     try:
-        return [judge_answers(plant, probe), judge_writes(plant, probe), judge_leftovers(plant, probe),
+        return [judge_answers(plant, probe), judge_writes(plant, probe),
+                judge_metadata(plant, probe, metadata_before), judge_leftovers(plant, probe),
                 judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits),
                 interpreter]
     finally:
@@ -329,6 +344,38 @@ def judge_writes(plant: Plant, run: Run) -> CheckResult:
     refused = sorted(n for n in report["attempts"] if n.startswith("write_"))
     return CheckResult("writes", True, f"every write outside the workspace and submission was refused "
                        f"({', '.join(refused)})")
+
+
+def _metadata(path: Path) -> tuple:
+    """Mode, owner, times and extended attributes of ``path`` (links not followed)."""
+    try:
+        st = path.lstat()
+        xattrs = tuple(sorted(os.listxattr(path, follow_symlinks=False)))
+    except OSError as exc:
+        return ("unreadable", type(exc).__name__)
+    return (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, xattrs)
+
+
+def plant_metadata(plant: Plant) -> dict[str, tuple]:
+    return {name: _metadata(path) for name, path in plant.metadata_targets().items()}
+
+
+def judge_metadata(plant: Plant, run: Run, before: dict[str, tuple]) -> CheckResult:
+    """chmod, chown, times and extended attributes are no write of a file's content, and Landlock has no
+    right for them: an agent that owns a host file (uid 0, or the harness's own uid) could mark it, or the
+    cache's data, for the next run. Judged from the host: the planted files' metadata is unchanged."""
+    report = run.report()
+    if report is None:
+        return CheckResult("metadata", False, run.why_not_run())
+    after = plant_metadata(plant)
+    changed = [f"{name} ({plant.metadata_targets()[name]})" for name in before if after.get(name) != before[name]]
+    claimed = _got_through(report, "meta_")
+    if changed or claimed:
+        return CheckResult("metadata", False, "the agent changed the metadata of files outside its run: "
+                           + ", ".join(changed + claimed))
+    tried = sorted(n for n in report["attempts"] if n.startswith("meta_"))
+    return CheckResult("metadata", True, f"mode, owner, times and extended attributes of the data and of a host "
+                       f"file stayed as they were ({len(tried)} ways tried)")
 
 
 def _marked_processes(marker: str) -> list[int]:

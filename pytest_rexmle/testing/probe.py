@@ -125,6 +125,27 @@ def writes(cfg: dict) -> None:
             return True, "opened the instructions for writing"
 
 
+# -- metadata --------------------------------------------------------------------------------------------
+
+def metadata(cfg: dict) -> None:
+    """Change what no write of content changes: mode, owner, times, extended attributes."""
+    targets = {"data": os.path.join(os.environ.get("REXMLE_DATA_DIR", ""), "README.md"),
+               "outside": cfg.get("owner_only") or ""}
+    changes = {"chmod": lambda p: os.chmod(p, 0o666, follow_symlinks=False),
+               "chown": lambda p: os.chown(p, os.getuid(), os.getgid(), follow_symlinks=False),
+               "utime": lambda p: os.utime(p, (1, 1), follow_symlinks=False),
+               "touch": lambda p: os.utime(p, None),
+               "xattr": lambda p: os.setxattr(p, "user.rexmle", b"marked", follow_symlinks=False)}
+    for target, path in sorted(targets.items()):
+        for change, do in sorted(changes.items()):
+            @attempt(f"meta_{change}_{target}")
+            def _(path: str = path, do=do):
+                if not path:
+                    return False, "no such file given"
+                do(path)
+                return True, f"changed {path}"
+
+
 # -- keys ------------------------------------------------------------------------------------------------
 
 def keys(cfg: dict) -> None:
@@ -299,7 +320,7 @@ def main() -> None:
     if scenario == "limits":
         limits(cfg)
         return
-    for part in (answers, writes, keys, network):
+    for part in (answers, writes, metadata, keys, network):
         part(cfg)
         save(scenario)
     leftovers(cfg)

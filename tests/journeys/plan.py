@@ -89,6 +89,8 @@ JOURNEY: list[Run | NotRun] = [
            "local and Slurm runtimes with Docker hidden; a second 8 GB export here would only repeat it"),
     NotRun("rexmle images import --tag rexmle/aide:latest aide.tar",
            "tests/images imports the exported images (see the export line)"),
+    Run("pytest --agent=sample --rexmle-data=synthetic --rexmle-repeat=3 -k ldct-iqa",
+        expect=(r"ldct-iqa: mean", r"3 runs, 3 repeats each")),
     Run("rexmle report .rexmle/report run2/.rexmle/report --out merged/",
         setup="mkdir -p run2 && (cd run2 && pytest -q --agent=sample --rexmle-data=synthetic -k ldct-iqa >/dev/null)",
         expect=(r"merged",), why="run2/ is a second session, run first"),
@@ -138,6 +140,9 @@ JOURNEY: list[Run | NotRun] = [
         '--agent-option image=rexmle/base -k ldct-iqa --rexmle-data=synthetic', docker=True,
         expect=(r"ldct-iqa\s+ok",)),
     # -- docs/clusters.md
+    NotRun('pytest --agent=codex --rexmle-repeat=3 --rexmle-gpus=0,1,2,3 -k "isles22 or topcow"',
+           "Codex with a real model on four GPUs: tests/schedule/test_repeats.py runs repeats end to end with a "
+           "command agent, tests/report/test_repeats.py checks their numbers"),
     NotRun("pytest --agent=aide --rexmle-runtime=slurm --rexmle-slurm-partition=gpu --rexmle-slurm-account=lab "
            "--rexmle-slurm-option mem=64G --rexmle-slurm-option constraint=a100",
            "a site's partition, account and A100s: tests/slurm runs the Slurm runtime on the one-node cluster"),

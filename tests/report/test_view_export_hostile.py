@@ -195,9 +195,11 @@ def test_a_huge_report_is_refused_before_it_is_read(tmp_path):
     with open(target / "rexmle-report.json", "wb") as handle:
         handle.write(b'{"challenges": [')
         handle.truncate(256 * 1024 * 1024)
-    script = ("import resource, sys\nfrom pytest_rexmle.cli import main\ncode = main(sys.argv[1:])\n"
-              "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-              "sys.exit(code)\n")
+    # VmHWM, this process's own peak: getrusage's maxrss keeps the forking parent's peak across exec (an xdist
+    # worker of 500 MB made this 2-line process "use" 500 MB)
+    script = ("import sys\nfrom pytest_rexmle.cli import main\ncode = main(sys.argv[1:])\n"
+              "hwm = next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+              "print('maxrss_kib', hwm, file=sys.stderr)\nsys.exit(code)\n")
     proc = subprocess.run([sys.executable, "-c", script, "view", "--no-serve", str(target)], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
