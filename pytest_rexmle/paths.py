@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
@@ -23,6 +25,21 @@ class Entry:
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         return self if obj is None else getattr(obj, self.root) / self.name
+
+
+@contextmanager
+def cache_home_at(folder: Path) -> Iterator[None]:
+    """``REXMLE_CACHE_DIR`` at ``folder`` for the duration, then as it was: a check-up's or a test's images and
+    twins never land in the user's own cache."""
+    before = os.environ.get("REXMLE_CACHE_DIR")
+    os.environ["REXMLE_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("REXMLE_CACHE_DIR", None)
+        else:
+            os.environ["REXMLE_CACHE_DIR"] = before
 
 
 def cache_home() -> Path:

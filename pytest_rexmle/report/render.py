@@ -92,15 +92,21 @@ def aggregate_lines(doc: dict) -> list[str]:
     out = []
     for entry in doc.get("aggregate") or []:
         who = f"agent {entry['agent']}: " if doc.get("agents") else ""
-        sem = pct(entry["sem"]) if entry["sem"] is not None else "-"
+        sem, ci = spread(entry)
         out.append(f"{who}over {entry['n_repeats']} repeats: score {pct(entry['mean'])} (SEM {sem}, 95% interval "
-                   f"{pct(entry['ci'][0])} – {pct(entry['ci'][1])})")
+                   f"{ci})")
         for row in entry["challenges"]:
-            sem = pct(row["sem"]) if row["sem"] is not None else "-"
-            ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row["ci"] else "-"
+            sem, ci = spread(row)
             out.append(f"  {row['challenge_id']}: mean {pct(row['mean_percentile'])} over {row['n_runs']} runs "
                        f"(SEM {sem}, interval {ci}): {counts_text(row['counts'])}")
     return out
+
+
+def spread(row: dict) -> tuple[str, str]:
+    """An aggregate's (or one challenge's) standard error and interval as text, ``-`` where there is none."""
+    sem = pct(row["sem"]) if row.get("sem") is not None else "-"
+    ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row.get("ci") else "-"
+    return sem, ci
 
 
 def data_line(doc: dict) -> str:
@@ -258,12 +264,11 @@ def repeat_lines(doc: dict) -> list[str]:
     out = ["", "## Repeats", "", "| Agent | Challenge | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
            "|---|---|---|---|---|---|---|"]
     for entry in doc["aggregate"]:
-        sem = pct(entry["sem"]) if entry["sem"] is not None else "-"
+        sem, ci = spread(entry)
         out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
-                   f"{pct(entry['ci'][0])} – {pct(entry['ci'][1])} | |")
+                   f"{ci} | |")
         for row in entry["challenges"]:
-            sem = pct(row["sem"]) if row["sem"] is not None else "-"
-            ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row["ci"] else "-"
+            sem, ci = spread(row)
             out.append(f"| {md_text(entry['label'])} | {md_text(row['challenge_id'])} | {row['n_runs']} | "
                        f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")
     return out

@@ -482,21 +482,6 @@ def judge_limits(run: Run) -> CheckResult:
 
 # -- the hostile interpreter ------------------------------------------------------------------------------
 
-@contextmanager
-def _image_cache(folder: Path) -> Iterator[None]:
-    """``REXMLE_CACHE_DIR`` at ``folder`` while the hostile image is imported and run: the user's own cache
-    never holds it."""
-    before = os.environ.get("REXMLE_CACHE_DIR")
-    os.environ["REXMLE_CACHE_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("REXMLE_CACHE_DIR", None)
-        else:
-            os.environ["REXMLE_CACHE_DIR"] = before
-
-
 def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
     """An image whose ``python3`` runs only an attack (never the sandbox's launcher), run as an agent's image:
     whatever the runtime does inside its image, the process must already be the run's, dropped."""
@@ -509,7 +494,9 @@ def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]
     from .hostile_image import NoSystemPython, build_root
 
     cache = plant.root / "image-cache"
-    with _image_cache(cache):
+    from ..paths import cache_home_at
+
+    with cache_home_at(cache):  # the hostile image never lands in the user's own cache
         try:
             built = build_root(plant.root / "hostile-root", replaced_python=True, pth=False)
             store.import_archive(built, tags=(HOSTILE_TAG,))

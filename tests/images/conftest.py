@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
+
+from pytest_rexmle.paths import cache_home_at
 
 from ..conftest import require_service
 
@@ -29,20 +29,6 @@ def pytest_collection_modifyitems(config, items):
 
 def agent_image(agent: str) -> str:
     return AGENT_IMAGE_TAG.format(agent=agent)
-
-
-@contextmanager
-def cache_at(folder: Path):
-    """``REXMLE_CACHE_DIR`` set to ``folder`` for the duration (session fixtures cannot monkeypatch)."""
-    before = os.environ.get("REXMLE_CACHE_DIR")
-    os.environ["REXMLE_CACHE_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("REXMLE_CACHE_DIR", None)
-        else:
-            os.environ["REXMLE_CACHE_DIR"] = before
 
 
 def _docker_saves(tag: str, env: dict[str, str]) -> bool:
@@ -88,7 +74,7 @@ def imported(shared_cache, tmp_path_factory):
                                   env={**engine_env, "REXMLE_CACHE_DIR": str(shared_cache)})
         assert imported.returncode == 0 and tag in imported.stdout, imported.stderr
         archive.unlink()
-        with cache_at(shared_cache):
+        with cache_home_at(shared_cache):
             image = store.find(tag)
         assert image is not None and image.digest == _engine_id(tag, engine_env)  # the id Docker shows
         done[agent] = (tag, image)
@@ -96,6 +82,6 @@ def imported(shared_cache, tmp_path_factory):
 
     yield load
     # the real images unpack to several GB each: gone with the session, not kept in pytest's last three temps
-    with cache_at(shared_cache):
+    with cache_home_at(shared_cache):
         for _, image in done.values():
             store.remove(image)
