@@ -18,6 +18,7 @@ with a file capability or an immutable flag.
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import json
 import os
@@ -35,10 +36,11 @@ from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnava
 from ..runtime.sandbox.limits import Limits, format_size
 
 #: the checks, in the order they are reported
-CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "interpreter")
+CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "gpus", "interpreter")
 PROBE = Path(__file__).with_name("probe.py")
 PROBE_SECONDS = 180.0
 LIMITS_SECONDS = 120.0
+GPU_SECONDS = 60.0
 #: the limits run's caps: the fork bomb stops by itself at FORKS, the hog at HOG_MB
 LIMITS = Limits(memory=256 << 20, processes=64)
 #: the interpreter run's limits: values no default has, so that seeing them proves they were set
@@ -292,6 +294,7 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
         service.close()
     metadata_before = plant_metadata(plant)
     try:
+        gpus = check_gpus(runtime, plant, log)
         interpreter = check_interpreter(runtime, plant, log)
     finally:
         runtime.close()
@@ -299,7 +302,7 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
         return [judge_answers(plant, probe), judge_writes(plant, probe),
                 judge_metadata(plant, probe, metadata_before), judge_leftovers(plant, probe),
                 judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits),
-                interpreter]
+                gpus, interpreter]
     finally:
         clean_leftovers(plant)
 
@@ -481,6 +484,75 @@ def judge_limits(run: Run) -> CheckResult:
 
 
 # -- the hostile interpreter ------------------------------------------------------------------------------
+
+#: the faked machine of the gpus check: 8 GPUs whose PCI order is not their minors' (index 1 is /dev/nvidia5)
+FAKE_GPU_MINORS = (3, 5, 0, 1, 2, 4, 6, 7)
+FAKE_GPU_CONTROL = ("nvidiactl", "nvidia-uvm")
+
+
+def _fake_gpu_machine(folder: Path) -> list[str]:
+    """``folder`` as an 8-GPU ``/dev`` with the driver's listing (:mod:`..runtime.sandbox.gpu_devices`), every
+    node a readable file; returns the node names."""
+    names = [*(f"nvidia{m}" for m in range(len(FAKE_GPU_MINORS))), *FAKE_GPU_CONTROL]
+    folder.mkdir(parents=True)
+    folder.chmod(0o755)
+    for name in names:
+        (folder / name).write_text(f"{name}\n")
+        (folder / name).chmod(0o666)
+    for index, minor in enumerate(FAKE_GPU_MINORS):
+        listing = folder / "driver-gpus" / f"0000:{index + 16:02x}:00.0"
+        listing.mkdir(parents=True)
+        (listing / "information").write_text(f"GPU UUID: \t GPU-selfcheck-{index}\nDevice Minor: \t {minor}\n")
+    for path in (folder / "driver-gpus", *(folder / "driver-gpus").iterdir()):
+        path.chmod(0o755)
+    return names
+
+
+def check_gpus(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
+    """A run given GPU 1 of a faked 8-GPU machine may open that GPU's node and the driver's control nodes,
+    nothing of another run's GPU, whatever ``CUDA_VISIBLE_DEVICES`` says (which numbers its GPU 0)."""
+    from ..runtime.local import LocalRuntime
+    from ..runtime.sandbox.gpu_devices import FAKE_ENV
+
+    if not isinstance(runtime, LocalRuntime):
+        return CheckResult("gpus", True, f"not applicable: the {runtime.name} runtime's GPUs are its engine's or its "
+                           "scheduler's (a faked /dev on this machine says nothing of them)")
+    fake = plant.root / "fake-dev"
+    names = _fake_gpu_machine(fake)
+    run = Run("gpus", plant.root / "runs" / "gpus")
+    before = os.environ.get(FAKE_ENV)
+    os.environ[FAKE_ENV] = str(fake)
+    try:
+        spec = _prepare(runtime, plant, run, network="none", limits=None, time_limit=GPU_SECONDS, image=None,
+                        config={"fake_dev": str(fake), "gpu_nodes": names})
+        run.spec = dataclasses.replace(spec, gpus=("1",), env={**spec.env, "CUDA_VISIBLE_DEVICES": "1"})
+        run.outcome = runtime.launch(run.spec).wait()
+        log("the gpus run ended")
+    except RuntimeUnavailable as exc:
+        run.error = f"the runtime refused the run: {exc}"
+    finally:
+        if before is None:
+            os.environ.pop(FAKE_ENV, None)
+        else:
+            os.environ[FAKE_ENV] = before
+    return judge_gpus(run)
+
+
+def judge_gpus(run: Run) -> CheckResult:
+    report = run.report()
+    if report is None:
+        return CheckResult("gpus", False, run.why_not_run())
+    opened = sorted(report.get("gpu_nodes_opened") or [])
+    own = sorted([f"nvidia{FAKE_GPU_MINORS[1]}", *FAKE_GPU_CONTROL])
+    foreign = [name for name in opened if name not in own]
+    if foreign:
+        return CheckResult("gpus", False, f"a run given GPU 1 opened other GPUs' device nodes: {', '.join(foreign)}")
+    if report.get("cuda_visible_devices") != "0":
+        return CheckResult("gpus", False, f"CUDA_VISIBLE_DEVICES inside was {report.get('cuda_visible_devices')!r}, "
+                           "not the run's GPU numbered from 0")
+    return CheckResult("gpus", True, f"a run given GPU 1 of a faked 8-GPU machine opened {', '.join(opened) or 'nothing'}"
+                       f" and no other GPU's node")
+
 
 def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
     """An image whose ``python3`` runs only an attack (never the sandbox's launcher), run as an agent's image:

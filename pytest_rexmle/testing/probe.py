@@ -313,12 +313,32 @@ def limits(cfg: dict) -> None:
     save("limits")
 
 
+def gpus(cfg: dict) -> None:
+    """Every GPU node of the faked machine, by its /dev name and by its path in the fake: which ones open."""
+    opened = []
+    for name in cfg["gpu_nodes"]:
+        for path in (os.path.join("/dev", name), os.path.join(cfg["fake_dev"], name)):
+            try:
+                with open(path) as fh:
+                    fh.read(1)
+            except OSError:
+                continue
+            opened.append(name)
+            break
+    report["gpu_nodes_opened"] = opened
+    report["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    save("gpus")
+
+
 def main() -> None:
     scenario, config = sys.argv[1], sys.argv[2]
     with open(config) as fh:
         cfg = json.load(fh)
     if scenario == "limits":
         limits(cfg)
+        return
+    if scenario == "gpus":
+        gpus(cfg)
         return
     for part in (answers, writes, metadata, keys, network):
         part(cfg)

@@ -23,7 +23,7 @@ from ..security.conftest import landlock_works
 
 WEAK = {"weak-answers": "AnswersBoundRuntime", "weak-network": "HostNetworkRuntime",
         "weak-limits": "UnlimitedRuntime", "weak-nothing": "NoSandboxRuntime",
-        "weak-interpreter": "UndroppedImageRuntime"}
+        "weak-interpreter": "UndroppedImageRuntime", "weak-gpus": "AllGpusRuntime"}
 
 
 def selfcheck(*args: str, extra_path: Path | None = None, timeout: float = 600) -> tuple[int, dict[str, str], str]:
@@ -84,6 +84,7 @@ def weak_registry(tmp_path_factory) -> Path:
     ("weak-network", {"network", "keys"}),   # no gateway: the key goes in as the harness was given it
     ("weak-limits", {"limits"}),
     ("weak-interpreter", {"interpreter"}),   # an image's python3 ran before the run was dropped
+    ("weak-gpus", {"gpus"}),                 # every GPU node shown to a run given one
     ("weak-nothing", set(CHECKS) - {"interpreter"}),  # no sandbox: image agents are refused outright
 ])
 def test_weakened_runtime_fails_exactly_its_checks(weak_registry, needs_bwrap, runtime, failing):

@@ -40,6 +40,17 @@ class UnlimitedRuntime(LocalRuntime):
         return dataclasses.replace(super().policy(spec), limits=unlimited)
 
 
+class AllGpusRuntime(LocalRuntime):
+    """Shows a GPU run every GPU of the machine (as bubblewrap's binding of every ``/dev/nvidia*`` did), while its
+    ``CUDA_VISIBLE_DEVICES`` still names its own."""
+
+    name = "weak-gpus"
+
+    def policy(self, spec: RunSpec) -> SandboxPolicy:
+        policy = super().policy(spec)
+        return dataclasses.replace(policy, gpus=tuple(str(i) for i in range(8))) if policy.gpus else policy
+
+
 class NoSandboxRuntime(LocalRuntime):
     """The local runtime with no sandbox at all (what --rexmle-unsafe-local gives): every promise broken."""
 
