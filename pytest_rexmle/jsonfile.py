@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> Path:
-    """``mode`` widens the temp file's 0600 (e.g. 0644 for reports people share); None keeps it private."""
+def write_text_atomic(path: Path, text: str, mode: int | None = None, durable: bool = True) -> Path:
+    """``mode`` widens the temp file's 0600 (e.g. 0644 for reports people share); None keeps it private.
+    ``durable=False`` skips the fsync: still never half a file, but a power cut may lose it (for records
+    that say nothing another does not say too)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -24,7 +26,8 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -34,6 +37,6 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> Path:
     return path
 
 
-def write_json_atomic(path: Path, payload: Any, mode: int | None = None) -> Path:
+def write_json_atomic(path: Path, payload: Any, mode: int | None = None, durable: bool = True) -> Path:
     """Strict JSON (NaN and infinities are refused before anything is written), indented for people."""
-    return write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n", mode)
+    return write_text_atomic(path, json.dumps(payload, indent=2, allow_nan=False) + "\n", mode, durable)

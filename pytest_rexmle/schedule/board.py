@@ -107,9 +107,9 @@ class Board:
     def path(self, key: str) -> Path:
         return self.folder / f"run-{key}.json"
 
-    def write(self, key: str, state: str, **fields) -> None:
+    def write(self, key: str, state: str, durable: bool = True, **fields) -> None:
         write_json_atomic(self.path(key), {"run": key, "task": task_of_key(key), "state": state,
-                                           "at": datetime.now(UTC).isoformat(), **fields})
+                                           "at": datetime.now(UTC).isoformat(), **fields}, durable=durable)
 
     def read(self, key: str) -> dict | None:
         return _load(self.path(key))
@@ -127,8 +127,8 @@ class Board:
         """The executor says who it is and which runs it will start (queued records first, so a waiting
         item never mistakes a run not yet written for one never planned), with each run's item identity
         (:func:`item_identity`), which the run's harness puts into its resume key."""
-        for key in runs:
-            self.write(key, "queued")
+        for key in runs:  # not fsynced: executor.json (which is) lists the plan too (1,000 runs: 0.76 s → 0.31 s here)
+            self.write(key, "queued", durable=False)
         write_json_atomic(self.folder / EXECUTOR, {"pid": pid, "runs": runs, "identities": identities or {}})
 
     def identity(self, key: str) -> dict:

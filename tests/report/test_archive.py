@@ -57,6 +57,30 @@ def test_index_lists_every_session_newest_first_and_latest_moves(tmp_path):
     assert _mode(tmp_path / "index.html") == 0o644
 
 
+def test_a_sessions_end_reads_only_the_new_or_changed_reports(tmp_path, monkeypatch):
+    """The index used to re-read every earlier session at each session's end (S² over S sessions)."""
+    from pytest_rexmle.report import trust
+
+    read = []
+    real = trust.read_report
+    monkeypatch.setattr(trust, "read_report", lambda path, *a, **k: read.append(Path(path).parent.name) or real(path, *a, **k))
+    ids = [f"2026010{d}T000000Z-{c * 6}" for d, c in ((1, "a"), (2, "b"), (3, "c"))]
+    for day, run_id in enumerate(ids, start=1):
+        doc = {**session("sample", run_id, seed=day), "created": f"2026-01-0{day}T00:00:00+00:00"}
+        archive.write_json(archive.session_folder(tmp_path, run_id) / archive.REPORT_JSON, doc)
+        archive.write_index(tmp_path)
+    assert read == ids  # each report read once, when its session ended
+    full = (tmp_path / "index.md").read_text()
+    (tmp_path / archive.INDEX_CACHE).unlink()  # from scratch: the same index
+    archive.write_index(tmp_path)
+    assert (tmp_path / "index.md").read_text() == full
+    changed = {**session("sample", ids[0], seed=9), "created": "2026-01-01T00:00:00+00:00", "agent": "renamed"}
+    archive.write_json(archive.session_folder(tmp_path, ids[0]) / archive.REPORT_JSON, changed)
+    read.clear()
+    archive.write_index(tmp_path)
+    assert read == [ids[0]] and "renamed" in (tmp_path / "index.md").read_text()
+
+
 def test_local_time_is_readable():
     text = archive.local_time("2026-03-04T05:06:07.123456+00:00")
     assert re.fullmatch(r"2026-03-0[345] \d\d:\d6( \S+)?", text), text
