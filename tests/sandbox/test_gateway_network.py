@@ -50,6 +50,11 @@ def host_services():
 AGENT_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
+#: the hunt tries every route out, each until it is refused or times out: on a loaded 2-core machine (a whole
+#: test suite beside it) that once took past 60 s, which cut the run before it reported
+HUNT_SECONDS = 180
+
+
 def make_run(root: Path, code: str, network: str = "gateway") -> RunSpec:
     public = root / "data" / "public"
     for folder in (public, root / "run" / "workspace", root / "run" / "submission", root / "run" / "logs"):
@@ -58,7 +63,8 @@ def make_run(root: Path, code: str, network: str = "gateway") -> RunSpec:
     (root / "run" / "workspace" / "agent.py").write_text(code)
     run = root / "run"
     return RunSpec("net-test", [AGENT_PYTHON, "agent.py"], {"OPENAI_API_KEY": REAL_KEY, "REXMLE_TASK": "net-test"},
-                   public, run / "workspace", run / "submission", run / "logs", run / "instructions.md", 60,
+                   public, run / "workspace", run / "submission", run / "logs", run / "instructions.md",
+                   HUNT_SECONDS,
                    network=network, secret_env=("OPENAI_API_KEY",), limits=Limits())
 
 
