@@ -357,6 +357,7 @@ def test_fifo_and_dev_zero_traps_do_not_hang_the_session(request, mechanism, tmp
     session = mechanism.run(folder, [*mechanism.args(), *_command(mechanism, folder, "leftovers"),
                                      "-k", "ldct-iqa", "--rexmle-time-limit=60"], timeout=150)
     assert not session.timed_out, "the session hung on the agent's leftovers"
+    assert "ldct-iqa" in session.results, session.output[-4000:]
     result = session.results["ldct-iqa"]
     assert result["status"] == "missing" and "exited with code 2" in result["reason"], result
     assert "\x1b" not in result["reason"] and "\x07" not in result["reason"]
