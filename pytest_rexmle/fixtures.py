@@ -29,30 +29,36 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .errors import DataNotPreparedError, RexmleError
 from .grading import GradeOutcome, grade_submission, result_from_grade
+from .report.properties import (
+    AGENT_PROPERTY,
+    CAPABILITY_PROPERTY,
+    REPEAT_PROPERTY,
+    RESULT_PROPERTY,
+    RUN_PROPERTY,
+    STAGES_PROPERTY,
+    TASK_PROPERTY,
+)
 from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .run import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime.base import RunOutcome
 from .seal import seal_result
 from .task import Task, registry
 
+if TYPE_CHECKING:
+    from .settings import Settings
+
 __all__ = ["rexmle_settings", "rexmle_task", "rexmle_data", "rexmle_agent", "rexmle_agents",
            "rexmle_agent_name", "rexmle_repeat", "rexmle_runtime", "rexmle_agent_run",
            "rexmle_submission", "rexmle_grade", "rexmle_judge", "rexmle_result", "AgentRun"]
 
-RESULT_PROPERTY = "rexmle_result"
-CAPABILITY_PROPERTY = "rexmle_capability"
-STAGES_PROPERTY = "rexmle_stages"
-TASK_PROPERTY = "rexmle_task"
-AGENT_PROPERTY = "rexmle_agent"
-#: the item's repeat (``--rexmle-repeat`` > 1): the session report keeps each run and aggregates per challenge
-REPEAT_PROPERTY = "repeat"
-#: the run's compute record and what it reached (run.json's ``compute``, ``network``, ``egress``), for the report
-RUN_PROPERTY = "rexmle_run"
+#: where the plugin keeps the session's :class:`~pytest_rexmle.settings.Settings` (``config.stash``)
+SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
 
 
 class HarnessError(RexmleError):
@@ -72,8 +78,6 @@ class AgentRun:
 
 @pytest.fixture(scope="session")
 def rexmle_settings(pytestconfig):
-    from .plugin import SETTINGS_KEY
-
     return pytestconfig.stash[SETTINGS_KEY]
 
 

@@ -9,6 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
+#: the file of the benchmark item, which the plugin adds to the collection when ``--agent`` is given
+BENCHMARK_MODULE = Path(__file__).with_name("benchmark.py")
+
 
 class Entry:
     """A fixed file or folder inside the folder an object stands for: ``workspace = Entry("workspace")``

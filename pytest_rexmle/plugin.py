@@ -13,21 +13,16 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from . import hooks
 from .errors import RexmleError
 from .fixtures import *  # noqa: F401,F403  (fixtures must live in the plugin's namespace)
+from .fixtures import SETTINGS_KEY
+from .paths import BENCHMARK_MODULE
 from .settings import add_options, read_settings
 from .task import registry
-
-if TYPE_CHECKING:
-    from .settings import Settings
-
-BENCHMARK_MODULE = Path(__file__).with_name("benchmark.py")
-SETTINGS_KEY: pytest.StashKey[Settings] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

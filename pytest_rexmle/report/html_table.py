@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ..fixtures import RESULT_PROPERTY
+from .properties import RESULT_PROPERTY
 from .render import fmt_number
 
 #: where the columns go: after pytest-html's Result and Test columns

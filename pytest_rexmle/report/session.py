@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from ..fixtures import (
+from ..result import ChallengeResult
+from . import archive
+from .disclosure import build_disclosure, junit_properties
+from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
+from .properties import (
     AGENT_PROPERTY,
     CAPABILITY_PROPERTY,
     REPEAT_PROPERTY,
@@ -27,10 +31,6 @@ from ..fixtures import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from ..result import ChallengeResult
-from . import archive
-from .disclosure import build_disclosure, junit_properties
-from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
 from .render import markdown, terminal_lines
 
 #: an item's key in the session report: (task id, its agent in a session of several, its repeat: the

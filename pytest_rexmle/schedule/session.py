@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ..jsonfile import write_json_atomic
+from ..paths import BENCHMARK_MODULE
 from .board import FIGURES, STOP_REASON, Board, item_identity, run_key
 from .executor import Executor
 
@@ -62,8 +63,6 @@ def identities(items) -> dict[str, dict]:
 
 
 def _is_benchmark(item) -> bool:
-    from ..plugin import BENCHMARK_MODULE
-
     return getattr(item, "path", None) == BENCHMARK_MODULE and item.name.startswith("test_challenge[")
 
 
