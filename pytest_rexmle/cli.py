@@ -29,7 +29,7 @@ LAZY_COMMANDS = {
                "merge session reports (agents side by side, repeated runs with intervals)"),
     "status": (".status", "add_status_arguments", "run_status",
                "runs in progress (elapsed / limit) and finished ones, from the runs folder"),
-    "images": (".agents.image_build", "add_images_arguments", "run_images", "build or list the agent container images"),
+    "images": (".images.cli", "add_images_arguments", "run_images", "build or list the agent container images"),
     "view": (".report.view", "add_view_arguments", "run_view",
              "serve a run's page (run.html: its timeline, grade, compute, judgement) on 127.0.0.1"),
     "export": (".report.view", "add_export_arguments", "run_export",

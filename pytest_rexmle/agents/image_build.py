@@ -1,4 +1,5 @@
-"""``rexmle images build [--agent NAME]``: build the base image and the agents' images locally.
+"""The recipes of the base image and the agents' images, built locally (``rexmle images build [--agent NAME]``,
+whose command line is :mod:`pytest_rexmle.images.cli`).
 
 Each agent folder with a ``Dockerfile`` (``pytest_rexmle/agents/<folder>/``) is a recipe, named after the
 folder (``claude_code`` → ``claude-code``, tag ``rexmle/claude-code:latest``); ``common/Dockerfile`` is the
@@ -29,11 +30,9 @@ build only; it is removed from the image afterwards.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import tomllib
 from collections.abc import Callable
@@ -262,80 +261,3 @@ def build_image(name: str, client, tag: str | None = None, base: str | None = No
             if "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
     return image_id or client.images.get(tag).id
-
-
-def add_images_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..images.cli import add_arguments
-
-    parser.add_argument("action", choices=("build", "list", "export", "import"),
-                        help="build images; list the agents' images and where each is usable; export one to a "
-                             "file (where Docker runs); import a file into the image cache (no Docker needed)")
-    parser.add_argument("--agent", action="append", choices=sorted(RECIPES), default=None,
-                        help="image(s) to build (repeatable; default: base and every agent)")
-    parser.add_argument("--base", default=None,
-                        help=f"base image of agent images, one the local engine has (default {BASE_TAG}, the CUDA "
-                             "PyTorch base; e.g. rexmle/test-base:latest offline); nothing is pulled")
-    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a Dockerfile ARG (repeatable), e.g. ML_MASTER_REF=<commit> or RDAGENT_LOCK= "
-                             "(empty: resolve R&D-Agent's dependencies instead of installing its lock file)")
-    parser.add_argument("--source", default=None, metavar="DIR",
-                        help="build ml-master from this local checkout instead of cloning its pinned commit")
-    parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent); export: "
-                        "the image to save (default the agent's); import: a tag to store it under")
-    parser.add_argument("--ca-bundle", default=None,
-                        help="CA bundle for pip during the build (TLS-intercepting proxies; default $PIP_CERT, "
-                             "$REQUESTS_CA_BUNDLE or $SSL_CERT_FILE)")
-    parser.add_argument("--no-cache", action="store_true", help="do not reuse cached build layers")
-    parser.add_argument("--network", default=None, help="network of the build containers (e.g. host)")
-    add_arguments(parser)
-
-
-def run_images(args: argparse.Namespace) -> int:
-    if args.action in ("list", "export", "import"):
-        from ..images import cli
-
-        return {"list": lambda: cli.run_list(), "export": lambda: cli.run_export(args),
-                "import": lambda: cli.run_import(args)}[args.action]()
-    names = args.agent or list(RECIPES)
-    if args.tag and len(names) != 1:
-        print("rexmle images: --tag needs exactly one --agent", file=sys.stderr)
-        return 2
-    if args.source and any(not RECIPES[n].takes_source for n in names if n != "base"):
-        print("rexmle images: --source applies to --agent ml-master only", file=sys.stderr)
-        return 2
-    build_args: dict[str, str] = {}
-    for item in args.build_arg or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"rexmle images: --build-arg wants KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        build_args[key.strip()] = value
-    try:
-        import docker
-
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except Exception as exc:  # ImportError, DockerException, connection errors
-        print(f"rexmle images: no Docker engine ({exc}); `pip install docker` and start dockerd", file=sys.stderr)
-        return 2
-    base = args.base or BASE_TAG
-    if "base" not in names and args.base is None and any(RECIPES[n].needs_base for n in names):
-        if local_image(client, base) is None:
-            print(f"rexmle images: {base} is missing; building it first", file=sys.stderr)
-            names = ["base", *names]
-    ordered = sorted(set(names), key=lambda n: (RECIPES[n].needs_base, n))
-    try:
-        for name in ordered:
-            image_id = build_image(name, tag=args.tag, base=base, ca_bundle=args.ca_bundle or default_ca_bundle(),
-                                   client=client, nocache=args.no_cache, network_mode=args.network,
-                                   source=args.source if RECIPES[name].takes_source else None,
-                                   buildargs=build_args)
-            print(f"built {args.tag or RECIPES[name].tag} ({image_id[:19]})")
-    except BaseNotFetched as exc:
-        print(f"rexmle images: {exc}\n{fetch_routes(exc.image, list(dict.fromkeys(args.agent or [])))}",
-              file=sys.stderr)
-        return 1
-    except RexmleError as exc:
-        print(f"rexmle images: {exc}", file=sys.stderr)
-        return 1
-    return 0

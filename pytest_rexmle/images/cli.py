@@ -1,4 +1,5 @@
-"""``rexmle images export|import|list``: moving agent images to machines without a Docker engine.
+"""``rexmle images build|list|export|import``: building the agents' images (the recipes of
+:mod:`pytest_rexmle.agents.image_build`) and moving them to machines without a Docker engine.
 
 ``export --agent NAME FILE`` (where Docker runs) writes the agent's image as one docker-archive (``docker
 save``); ``import FILE`` unpacks a docker-archive, an OCI layout (folder or tar) or an Apptainer sandbox
@@ -17,8 +18,18 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
+from ..agents.image_build import (
+    BASE_TAG,
+    RECIPES,
+    BaseNotFetched,
+    build_image,
+    default_ca_bundle,
+    fetch_routes,
+    local_image,
+)
 from ..errors import RexmleError
 from . import store
+from .runnable import agent_of_image
 from .unpack import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_LAYER, DEFAULT_MAX_SECONDS, DEFAULT_MAX_TOTAL, ImageRejected
 
 
@@ -41,12 +52,8 @@ def _engine():
 
 def export_image(name: str, dest: Path, client) -> str:
     """``docker save`` of image ``name`` into ``dest`` (written beside, then renamed); returns its id."""
-    from ..agents.image_build import local_image
-
     image = local_image(client, name)
     if image is None:
-        from .runnable import agent_of_image
-
         agent = agent_of_image(name)
         build = f"`rexmle images build --agent {agent}`" if agent else "`docker build` (or `docker load`)"
         raise RexmleError(f"image {name} is not in the local Docker engine; build it with {build} first")
@@ -172,3 +179,76 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="import: also store the image under the tags the archive gives itself (RepoTags, "
                              "OCI ref names); without it only --tag names it, so an archive cannot take over "
                              "another image's tag")
+
+
+def add_images_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("build", "list", "export", "import"),
+                        help="build images; list the agents' images and where each is usable; export one to a "
+                             "file (where Docker runs); import a file into the image cache (no Docker needed)")
+    parser.add_argument("--agent", action="append", choices=sorted(RECIPES), default=None,
+                        help="image(s) to build (repeatable; default: base and every agent)")
+    parser.add_argument("--base", default=None,
+                        help=f"base image of agent images, one the local engine has (default {BASE_TAG}, the CUDA "
+                             "PyTorch base; e.g. rexmle/test-base:latest offline); nothing is pulled")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a Dockerfile ARG (repeatable), e.g. ML_MASTER_REF=<commit> or RDAGENT_LOCK= "
+                             "(empty: resolve R&D-Agent's dependencies instead of installing its lock file)")
+    parser.add_argument("--source", default=None, metavar="DIR",
+                        help="build ml-master from this local checkout instead of cloning its pinned commit")
+    parser.add_argument("--tag", default=None, help="tag of the built image (only with a single --agent); export: "
+                        "the image to save (default the agent's); import: a tag to store it under")
+    parser.add_argument("--ca-bundle", default=None,
+                        help="CA bundle for pip during the build (TLS-intercepting proxies; default $PIP_CERT, "
+                             "$REQUESTS_CA_BUNDLE or $SSL_CERT_FILE)")
+    parser.add_argument("--no-cache", action="store_true", help="do not reuse cached build layers")
+    parser.add_argument("--network", default=None, help="network of the build containers (e.g. host)")
+    add_arguments(parser)
+
+
+def run_images(args: argparse.Namespace) -> int:
+    if args.action in ("list", "export", "import"):
+        return {"list": lambda: run_list(), "export": lambda: run_export(args),
+                "import": lambda: run_import(args)}[args.action]()
+    names = args.agent or list(RECIPES)
+    if args.tag and len(names) != 1:
+        print("rexmle images: --tag needs exactly one --agent", file=sys.stderr)
+        return 2
+    if args.source and any(not RECIPES[n].takes_source for n in names if n != "base"):
+        print("rexmle images: --source applies to --agent ml-master only", file=sys.stderr)
+        return 2
+    build_args: dict[str, str] = {}
+    for item in args.build_arg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"rexmle images: --build-arg wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        build_args[key.strip()] = value
+    try:
+        import docker
+
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # ImportError, DockerException, connection errors
+        print(f"rexmle images: no Docker engine ({exc}); `pip install docker` and start dockerd", file=sys.stderr)
+        return 2
+    base = args.base or BASE_TAG
+    if "base" not in names and args.base is None and any(RECIPES[n].needs_base for n in names):
+        if local_image(client, base) is None:
+            print(f"rexmle images: {base} is missing; building it first", file=sys.stderr)
+            names = ["base", *names]
+    ordered = sorted(set(names), key=lambda n: (RECIPES[n].needs_base, n))
+    try:
+        for name in ordered:
+            image_id = build_image(name, tag=args.tag, base=base, ca_bundle=args.ca_bundle or default_ca_bundle(),
+                                   client=client, nocache=args.no_cache, network_mode=args.network,
+                                   source=args.source if RECIPES[name].takes_source else None,
+                                   buildargs=build_args)
+            print(f"built {args.tag or RECIPES[name].tag} ({image_id[:19]})")
+    except BaseNotFetched as exc:
+        print(f"rexmle images: {exc}\n{fetch_routes(exc.image, list(dict.fromkeys(args.agent or [])))}",
+              file=sys.stderr)
+        return 1
+    except RexmleError as exc:
+        print(f"rexmle images: {exc}", file=sys.stderr)
+        return 1
+    return 0

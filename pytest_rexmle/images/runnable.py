@@ -9,7 +9,6 @@ host's own Python, never what the image holds.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -56,24 +55,6 @@ def local_image_refusal(image: str, mechanism: str) -> str | None:
         return (f"image {image!r} ({found.digest[:19]}) has no python3 on its PATH: the sandbox's launcher "
                 "runs on the image's own Python")
     return None
-
-
-def refusal_here(image: str, sandbox: str = "auto") -> str | None:
-    """``local_image_refusal`` for this machine: the sandbox ``--rexmle-sandbox=sandbox`` would pick here (probed
-    once per process), or why none works; as root, also whether the run's uids can start bubblewrap (an image
-    run's drop before exec). None: ``--rexmle-runtime=local`` runs ``image`` here."""
-    from ..runtime.base import RuntimeUnavailable
-    from ..runtime.local import LocalRuntime
-
-    runtime = LocalRuntime(sandbox=sandbox)
-    try:
-        mechanism = runtime.mechanism()
-    except RuntimeUnavailable as exc:
-        return str(exc)
-    why = local_image_refusal(image, mechanism)
-    if why is None and os.geteuid() == 0:
-        why = runtime.image_drop_refusal()
-    return why
 
 
 def image_python(image: store.StoredImage) -> str | None:

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..images.runnable import local_image_refusal
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
 from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under
@@ -219,8 +220,6 @@ class LocalRuntime(Runtime):
     def check_image(self, image: str) -> None:
         """An image agent runs from its unpacked image (``rexmle images import``) under bubblewrap, or not at
         all: never on this machine's own Python."""
-        from ..images.runnable import local_image_refusal
-
         why = local_image_refusal(image, self.mechanism())
         if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
             why = self.image_drop_refusal()
@@ -858,3 +857,19 @@ def world_writable(roots: tuple[Path, ...] | list[Path], limit: int = 200_000) -
                 if seen >= limit:
                     return None
     return None
+
+
+def refusal_here(image: str, sandbox: str = "auto") -> str | None:
+    """``local_image_refusal`` for this machine: the sandbox ``--rexmle-sandbox=sandbox`` would pick here (probed
+    once per process), or why none works; as root, also whether the run's uids can start bubblewrap (an image
+    run's drop before exec). None: ``--rexmle-runtime=local`` runs ``image`` here. The Slurm runtime's probe
+    job asks it on each node (:mod:`pytest_rexmle.runtime.node_check`)."""
+    runtime = LocalRuntime(sandbox=sandbox)
+    try:
+        mechanism = runtime.mechanism()
+    except RuntimeUnavailable as exc:
+        return str(exc)
+    why = local_image_refusal(image, mechanism)
+    if why is None and os.geteuid() == 0:
+        why = runtime.image_drop_refusal()
+    return why

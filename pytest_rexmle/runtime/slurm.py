@@ -256,7 +256,7 @@ class SlurmRuntime(Runtime):
                                      f"({store.images_home()}, which the nodes must share); {import_hint(image)}")
         if self.settings.shared_paths and not os.environ.get("PYTEST_XDIST_WORKER"):
             sandbox = str(self.settings.inner_options.get("sandbox") or "auto")
-            command = [str(job_python()), "-m", "pytest_rexmle.images.node_check", "--sandbox", sandbox, image]
+            command = [str(job_python()), "-m", "pytest_rexmle.runtime.node_check", "--sandbox", sandbox, image]
             missing = self._probe_job([shlex.join(command)])
             if missing:
                 raise RuntimeUnavailable(f"the compute nodes cannot run image {image!r}: " + "; ".join(missing))

@@ -291,7 +291,7 @@ def test_a_failed_drop_stops_the_run_with_its_reason(hostile_images, tmp_path, m
 
 @pytest.mark.sandbox
 def test_a_slurm_nodes_check_says_its_uids_cannot_sandbox_an_image(hostile_images, tmp_path):
-    """The Slurm runtime's probe job asks the node (``pytest_rexmle.images.node_check``) before any run: a root
+    """The Slurm runtime's probe job asks the node (``pytest_rexmle.runtime.node_check``) before any run: a root
     job on a node whose ordinary uids cannot run bubblewrap names that, rather than fail inside each run."""
     if os.geteuid() != 0:
         pytest.skip("a root harness's check")
@@ -301,7 +301,7 @@ def test_a_slurm_nodes_check_says_its_uids_cannot_sandbox_an_image(hostile_image
     (tmp_path / "bin" / "bwrap").chmod(0o700)
     def node_check(path: str) -> str:
         env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "PATH": path}
-        return subprocess.run([sys.executable, "-m", "pytest_rexmle.images.node_check", "--sandbox", "bwrap",
+        return subprocess.run([sys.executable, "-m", "pytest_rexmle.runtime.node_check", "--sandbox", "bwrap",
                                tags["pth"]], capture_output=True, text=True, env=env, timeout=120).stdout
 
     assert node_check(os.environ["PATH"]).startswith("ok ")

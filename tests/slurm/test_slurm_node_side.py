@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_rexmle.images import node_check
+from pytest_rexmle.runtime import node_check
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.slurm_job import (
     filesystem_type,

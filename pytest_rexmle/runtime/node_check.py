@@ -2,7 +2,7 @@
 
 Prints one ``missing ...`` line per problem (bubblewrap or user namespaces, an image absent from the
 node's view of the cache), the form the probe's reader already parses, and ``ok ...`` lines otherwise.
-``python -m pytest_rexmle.images.node_check [--sandbox auto|bwrap|landlock] IMAGE...``
+``python -m pytest_rexmle.runtime.node_check [--sandbox auto|bwrap|landlock] IMAGE...``
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import socket
 import sys
 
+from .local import refusal_here
+
 
 def problems(images: list[str], sandbox: str = "auto") -> list[str]:
     """What this node lacks to run ``images`` (empty: nothing)."""
-    from .runnable import refusal_here
-
     host = socket.gethostname()
     return [f"on node {host}: {why}" for image in images if (why := refusal_here(image, sandbox))]
 
