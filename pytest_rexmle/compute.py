@@ -69,7 +69,7 @@ def size_bytes(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, (float, str)):
-        from .runtime.sandbox.limits import LimitError, parse_size
+        from .limits import LimitError, parse_size
 
         try:
             return parse_size(value)

@@ -252,7 +252,7 @@ def read_settings(config: pytest.Config) -> Settings:
     run per task."""
     from .gateway.budget import Budget, BudgetError
     from .gpus import parse_gpus
-    from .runtime.sandbox.limits import LimitError, Limits, parse_pairs
+    from .limits import LimitError, Limits, parse_pairs
     from .runtime.sandbox.uids import UidRange, UidRangeError
 
     v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)

@@ -27,7 +27,7 @@ task.yaml fields (all required unless marked optional):
 * ``public_files`` (list[str], optional): files of the task folder the agent gets in ``public/`` next to
   ``description.md`` (e.g. TopBrain's valid-neighbour table, which its ``neighbor_error`` metric uses).
 * ``limits`` (mapping, optional): per-run resource limits over the project-wide defaults of
-  :class:`pytest_rexmle.runtime.sandbox.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
+  :class:`pytest_rexmle.limits.Limits`, e.g. ``{memory: 32G, processes: 1024, disk: 200G,
   tmp: 50G, file_size: 64G}``; ``--rexmle-limit`` overrides them.
 * ``grader`` / ``synthetic`` / ``prepare`` (optional ``<competition>:<attribute>``): the grader class, the
   synthetic-twin generator and the real-data preparer, found in the competition's ``grade.py``,
@@ -93,7 +93,7 @@ class Task(BaseModel):
     prepare: StrictStr | None = None
     public_files: tuple[StrictStr, ...] = ()
     url: StrictStr | None = None
-    #: runtime.sandbox.limits.Limits: task.yaml's ``limits:`` over the project defaults
+    #: limits.Limits: task.yaml's ``limits:`` over the project defaults
     limits: Any = Field(default=None, validate_default=True)
 
     @field_validator("id")
@@ -169,7 +169,7 @@ class Task(BaseModel):
     @field_validator("limits")
     @classmethod
     def _over_defaults(cls, value: Any) -> Any:
-        from .runtime.sandbox.limits import LimitError, Limits
+        from .limits import LimitError, Limits
 
         if value is None:
             return Limits()

@@ -77,9 +77,9 @@ def test_example_agent_with_its_venv_is_graded_ok(bench, numpy_venv, mechanism):
 
 
 def test_env_that_holds_a_hidden_folder_is_refused(tmp_path):
+    from pytest_rexmle.limits import Limits
     from pytest_rexmle.runtime.base import RunSpec
     from pytest_rexmle.runtime.policy import PolicyOptions, build_policy
-    from pytest_rexmle.runtime.sandbox.limits import Limits
 
     env, cache = tmp_path / "env", tmp_path / "env" / "cache"
     (env / "bin").mkdir(parents=True)

@@ -348,8 +348,8 @@ class GatewayRun:
         if not self._validating.acquire(blocking=False):
             return {"ok": False, "problems": ["a validation of this run is already running"]}, 429
         try:
-            public = self.public_dir or self._public_dir()
-            verdict = validate_submission(self.task_id, public, self._submission(),
+            # the public folder the runtime handed over (the run's data), never derived here from the session
+            verdict = validate_submission(self.task_id, self.public_dir, self._submission(),
                                           self.gateway.limits.validate_timeout)
         finally:
             self._validating.release()
@@ -371,18 +371,6 @@ class GatewayRun:
                 self.validations["calls"].append({
                     "ts": datetime.now(UTC).isoformat(), "ok": bool(verdict.get("ok")),
                     "problems": [clean_text(str(p), limit=300) for p in verdict.get("problems", [])[:5]]})
-
-    def _public_dir(self) -> Path | None:
-        settings = self.gateway.settings
-        if settings is None:
-            return None
-        try:
-            from ..campaign import task_data
-            from ..task import get_task
-
-            return task_data(settings, get_task(self.task_id)).public
-        except Exception:
-            return None
 
     def _submission(self) -> Path:
         """The submission folder now: while the run is staged it lives in the stage (see runtime/staging)."""

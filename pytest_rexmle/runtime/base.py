@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from ..limits import Limits
 from .policy import PolicyOptions, SandboxPolicy, build_policy
-from .sandbox.limits import Limits
 
 #: where the contract folders appear inside an isolated environment
 SANDBOX_ROOT = Path("/rexmle")

@@ -82,13 +82,13 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_text_atomic
+from ..limits import Limits, format_size
 from . import agent_tools, docker_seccomp, gateway_link, staging
 from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under, trap_sigterm
 from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 from .sandbox.identity import Identity, hand_back, hand_over
-from .sandbox.limits import Limits, format_size
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"

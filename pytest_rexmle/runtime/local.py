@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..images.runnable import local_image_refusal
+from ..limits import Limits, exceeded_message
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
 from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under
@@ -75,7 +76,7 @@ from .sandbox.gateway_net import (
 from .sandbox.gpu_devices import visible_inside
 from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
-from .sandbox.limits import Limits, RunCgroup, disk_usage, exceeded_message, rlimits_for, sweep_cgroups
+from .sandbox.limits import RunCgroup, disk_usage, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick, unprivileged_bwrap
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sandbox.limits import Limits
+from ..limits import Limits
 
 if TYPE_CHECKING:
     from .base import RunSpec

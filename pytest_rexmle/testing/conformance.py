@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..limits import Limits, format_size
 from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable
-from ..runtime.sandbox.limits import Limits, format_size
 
 #: the checks, in the order they are reported
 CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "gpus", "interpreter")

@@ -124,8 +124,8 @@ def test_the_record_budget_is_a_share_of_the_runs_disk_limit(gateway, tmp_path):
     gateway's own budget)."""
     from types import SimpleNamespace
 
+    from pytest_rexmle.limits import Limits as RunLimits
     from pytest_rexmle.runtime.gateway_link import RunGateway
-    from pytest_rexmle.runtime.sandbox.limits import Limits as RunLimits
 
     policy = SimpleNamespace(budget=None, egress_allow=())
     for disk, expected in ((64 << 20, 16 << 20), (100 << 30, gateway.limits.record_bytes), (None, None)):

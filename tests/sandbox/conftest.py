@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.limits import Limits
 from pytest_rexmle.runtime.base import RunOutcome, RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
-from pytest_rexmle.runtime.sandbox.limits import Limits
 from pytest_rexmle.runtime.sandbox.probe import probe
 
 from ..conftest import require_service

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.limits import Limits
 from pytest_rexmle.runtime.base import RunSpec, RuntimeUnavailable
 from pytest_rexmle.runtime.local import LocalRuntime
 from pytest_rexmle.runtime.sandbox import gateway_net
-from pytest_rexmle.runtime.sandbox.limits import Limits
 
 from .conftest import require_mechanism
 from .gateway_standin import UdpResponder, UnixService, gateway_factory, host_address, hunt_code, real_host_services

@@ -282,7 +282,8 @@ def test_agent_as_root_only_by_option_and_recorded(tmp_path, mechanism):
     # the processes limit cannot hold for uid 0 without a cgroup: refused, never silently unlimited
     limited = LocalRuntime(sandbox=mechanism, agent_as_root=True, limits={"processes": "50"})
     spec = _contract(limited, _spec(tmp_path, "as-root-limited", ["python3", "-c", code]))
-    from pytest_rexmle.runtime.sandbox.limits import Limits, RunCgroup
+    from pytest_rexmle.limits import Limits
+    from pytest_rexmle.runtime.sandbox.limits import RunCgroup
 
     probe = RunCgroup.create(f"rexmle-probe-{uuid.uuid4().hex[:6]}", Limits(processes=50))
     has_pids = probe is not None and "pids" in probe.controllers

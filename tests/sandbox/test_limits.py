@@ -57,7 +57,7 @@ print("wrote everything")
 
 
 def test_limits_from_the_task_and_overrides_reach_the_agent(tmp_path, mechanism):
-    from pytest_rexmle.runtime.sandbox.limits import Limits
+    from pytest_rexmle.limits import Limits
 
     code = '''
 import json, resource
@@ -128,7 +128,8 @@ print(json.dumps(out))
 def test_cgroups_of_a_dead_session_are_swept():
     import subprocess
 
-    from pytest_rexmle.runtime.sandbox.limits import Limits, RunCgroup, sweep_cgroups
+    from pytest_rexmle.limits import Limits
+    from pytest_rexmle.runtime.sandbox.limits import RunCgroup, sweep_cgroups
 
     dead = subprocess.Popen(["true"])
     dead.wait()

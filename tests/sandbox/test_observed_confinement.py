@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rexmle.runtime.sandbox.limits import Limits
+from pytest_rexmle.limits import Limits
 
 from .conftest import run_agent
 

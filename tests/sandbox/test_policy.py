@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.limits import LimitError, Limits
 from pytest_rexmle.runtime.base import RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
 from pytest_rexmle.runtime.policy import IdentityPolicy, PolicyOptions, build_policy
 from pytest_rexmle.runtime.sandbox import bwrap, landlock
-from pytest_rexmle.runtime.sandbox.limits import LimitError, Limits, rlimits_for
+from pytest_rexmle.runtime.sandbox.limits import rlimits_for
 from pytest_rexmle.settings import ENVIRONMENT, PRECEDENCE, _value
 
 TARGETS = {"data": "/rexmle/data", "workspace": "/rexmle/workspace", "submission": "/rexmle/submission",

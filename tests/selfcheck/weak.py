@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from pytest_rexmle.limits import Limits
 from pytest_rexmle.runtime.base import RunOutcome, RunSpec
 from pytest_rexmle.runtime.local import LocalRuntime
 from pytest_rexmle.runtime.policy import SandboxPolicy
-from pytest_rexmle.runtime.sandbox.limits import Limits
 
 
 class AnswersBoundRuntime(LocalRuntime):
