@@ -57,7 +57,8 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
 
 
 def task_data(settings, task: Task) -> TaskData:
-    from .data.taskdata import prepared_data, synthetic_data
+    from .data.synthetic import synthetic_data
+    from .data.taskdata import prepared_data
 
     if settings.data == "synthetic":
         return synthetic_data(task, seed=settings.seed)

@@ -125,7 +125,8 @@ def _folder(path: str | Path, what: str) -> Path:
 def _answers_dir(task, args) -> Path:
     if args.answers:
         return _folder(args.answers, "answers")
-    from .data.taskdata import prepared_data, synthetic_data
+    from .data.synthetic import synthetic_data
+    from .data.taskdata import prepared_data
     from .errors import DataNotPreparedError
 
     if args.data == "synthetic":

@@ -77,13 +77,6 @@ def prepared_data(task: Task, data_dir: Path) -> TaskData:
     return TaskData(task.id, "prepared", root, f"manifest-{sha256_file(root / 'private' / MANIFEST)[:16]}")
 
 
-def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
-    """The task's twin; ``seed=None`` (the default) keys it by the cache's secret, see ``synthetic.secret``."""
-    from .synthetic import ensure_synthetic
-
-    return ensure_synthetic(task, cache_dir, seed)
-
-
 def copy_task_documents(task: Task, public: Path) -> None:
     """What the task folder gives the agent: description.md and the task's declared public files."""
     import shutil

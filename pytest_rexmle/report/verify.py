@@ -68,7 +68,8 @@ def find_run(rec: dict, report: Path) -> Path | None:
 
 def _local_answers(task_id: str, doc: dict, data_dir: Path | None):
     """This machine's answers for the kind of data the session was graded on."""
-    from ..data.taskdata import prepared_data, synthetic_data
+    from ..data.synthetic import synthetic_data
+    from ..data.taskdata import prepared_data
     from ..paths import default_data_dir
     from ..task import registry
     from .model import SYNTHETIC, data_kind

@@ -46,10 +46,8 @@ import select
 import shlex
 import shutil
 import signal
-import site
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -61,9 +59,9 @@ from ..images.runnable import local_image_refusal
 from ..limits import Limits, exceeded_message
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
-from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under
+from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner
 from .sandbox import identity as ident
-from .sandbox.bwrap import DRIVER_INSIDE, HARNESS_INSIDE, SYSTEM_DIRS, ImageView, args_blob
+from .sandbox.bwrap import DRIVER_INSIDE, HARNESS_INSIDE, ImageView, args_blob, python_roots
 from .sandbox.bwrap import render as render_bwrap
 from .sandbox.fds import data_fd
 from .sandbox.gateway_net import (
@@ -104,14 +102,6 @@ LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_a
                  "file_size": ("File too large", "[Errno 27]")}
 
 
-def _exists(path: Path) -> bool:
-    """Exists and is reachable by this user (a HOME under a 0700 folder is neither)."""
-    try:
-        return path.exists()
-    except OSError:
-        return False
-
-
 class AgentIdentityRefused(RuntimeUnavailable):
     """The agent cannot run under an identity that keeps it apart from the harness and from other runs:
     the session stops at once (a usage error) with the fix, rather than run it as root or as the harness."""
@@ -123,23 +113,6 @@ SAME_UID_REFUSAL = (
     "bubblewrap (`apt-get install bubblewrap`, --rexmle-sandbox=bwrap: the agent gets a user namespace of "
     "its own), or run the harness as root (each run then gets a uid of its own); "
     "--rexmle-unsafe-same-uid runs it anyway, recorded in run.json")
-
-
-def python_roots() -> list[Path]:
-    """Folders the launcher's Python (the harness's, which bubblewrap must show for the launcher to
-    start in the sandbox before it executes the agent) needs, outermost first."""
-    import pytest_rexmle
-
-    candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
-    user_site = site.getusersitepackages()
-    if user_site:
-        candidates.append(Path(user_site))
-    candidates.append(Path(pytest_rexmle.__file__).resolve().parent)
-    roots: list[Path] = []
-    for path in sorted({c.resolve() for c in candidates if _exists(c)}, key=lambda p: len(p.parts)):
-        if not any(is_under(path, r) for r in roots) and not any(is_under(path, Path(s)) for s in SYSTEM_DIRS):
-            roots.append(path)
-    return roots
 
 
 class LocalRuntime(Runtime):

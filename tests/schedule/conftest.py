@@ -35,7 +35,7 @@ def baseline_agent(folder: Path, tasks: list[str]) -> Path:
     after each test, and NumPy cannot be imported twice into one process."""
     agent = folder / "baseline-agent"
     script = ("import sys\nfrom pathlib import Path\n"
-              "from pytest_rexmle.data.taskdata import synthetic_data\n"
+              "from pytest_rexmle.data.synthetic import synthetic_data\n"
               "from pytest_rexmle.graders.base import load_grader\n"
               "from pytest_rexmle.task import registry\n"
               "for task_id in sys.argv[2:]:\n"

@@ -85,6 +85,11 @@ def generate(task: Task, out: Path, seed: int | None = None, secret: bytes | Non
     return TaskData(task.id, "synthetic", out, ident)
 
 
+def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
+    """The task's twin; ``seed=None`` (the default) keys it by the cache's secret, see ``secret``."""
+    return ensure_synthetic(task, cache_dir, seed)
+
+
 def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
     """Return the cached twin, generating it once (locked, atomic) if needed.
 

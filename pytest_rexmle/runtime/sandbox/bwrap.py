@@ -12,6 +12,8 @@ installation's folders show under their own names. The private folders are not m
 from __future__ import annotations
 
 import os
+import site
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,29 @@ HARNESS_INSIDE = "/.rexmle-harness"
 DRIVER_INSIDE = "/.rexmle-driver"
 #: an image's top-level folders the sandbox makes itself
 IMAGE_OWN_TOP = frozenset({"proc", "dev", "sys", "tmp", "rexmle", HARNESS_INSIDE[1:], DRIVER_INSIDE[1:]})
+
+
+def _exists(path: Path) -> bool:
+    """Exists and is reachable by this user (a HOME under a 0700 folder is neither)."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def python_roots() -> list[Path]:
+    """Folders the launcher's Python (the harness's, which bubblewrap must show for the launcher to
+    start in the sandbox before it executes the agent) needs, outermost first."""
+    candidates = [Path(sys.base_prefix), Path(sys.prefix), Path(sys.exec_prefix), *map(Path, site.getsitepackages())]
+    user_site = site.getusersitepackages()
+    if user_site:
+        candidates.append(Path(user_site))
+    candidates.append(Path(__file__).resolve().parents[2])
+    roots: list[Path] = []
+    for path in sorted({c.resolve() for c in candidates if _exists(c)}, key=lambda p: len(p.parts)):
+        if not any(is_under(path, r) for r in roots) and not any(is_under(path, Path(s)) for s in SYSTEM_DIRS):
+            roots.append(path)
+    return roots
 
 
 @dataclass(frozen=True)

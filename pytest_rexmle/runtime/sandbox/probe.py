@@ -54,8 +54,7 @@ def _tiny_command() -> list[str]:
 
 
 def _probe_bwrap(binary: str | None) -> Probe:
-    from ..local import python_roots
-    from .bwrap import args_blob, bwrap_args
+    from .bwrap import args_blob, bwrap_args, python_roots
 
     binary = binary or shutil.which("bwrap")
     if not binary:
@@ -116,8 +115,7 @@ def _probe_landlock() -> Probe:
     ok, reason = available()
     if not ok:
         return Probe("landlock", False, reason)
-    from ..local import python_roots
-    from .bwrap import MERGED_DIRS, SYSTEM_DIRS
+    from .bwrap import MERGED_DIRS, SYSTEM_DIRS, python_roots
 
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
         view = LandlockView(read_exec=tuple([*SYSTEM_DIRS, *MERGED_DIRS, *map(str, python_roots())]),
