@@ -178,8 +178,8 @@ def cmd_validate(args) -> int:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
     submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
-    from .hostile import clean_text
     from .medimage.header_notes import collecting
+    from .untrusted.files import clean_text
 
     try:
         with collecting() as notes:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from .errors import InvalidSubmission
 from .graders.base import load_grader
-from .hostile import clean_text
 from .leaderboard import Leaderboard
 from .medimage.header_notes import collecting
 from .ranking import rank
 from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
-from .submission import SUBMISSION_CSV
 from .task import Task
+from .untrusted.files import clean_text
+from .untrusted.submission import SUBMISSION_CSV
 
 MAX_REASON_CHARS = 2000
 

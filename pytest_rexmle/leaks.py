@@ -49,11 +49,11 @@ import tempfile
 from pathlib import Path
 
 from .documents import json_numbers
-from .hostile import RefusedFile, read_json
 from .jsonfile import write_json_atomic
 from .leaderboard import Leaderboard
 from .result import OK, ChallengeResult
 from .task import Task
+from .untrusted.files import RefusedFile, read_json
 
 ANSWERS_TOLERANCE = 1e-3
 HUMAN_MARGIN = 0.5

@@ -21,7 +21,6 @@ from .agents.base import Agent, AgentContext
 from .data.taskdata import TaskData
 from .documents import Document, parse
 from .gateway.record import run_json_fields
-from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .paths import Entry
 from .result import ERROR, ChallengeResult
@@ -29,6 +28,7 @@ from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
 from .seal import SealError, verify_result
 from .task import Task
+from .untrusted.files import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 
 #: run.json / result.json are a few kB; larger ones are not parsed
 MAX_RECORD_BYTES = 4 * 1024 * 1024

@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 
 from .data.synthetic.secret import cache_secret
-from .hostile import RefusedFile, read_bytes
 from .jsonfile import write_text_atomic
 from .paths import cache_home
+from .untrusted.files import RefusedFile, read_bytes
 
 SEAL_SUFFIX = ".seal"
 KEY_FILE = ".result-key"

@@ -58,8 +58,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from ..errors import InvalidSubmission
-from ..hostile import RefusedFile, clean_text, read_json
 from ..jsonfile import write_json_atomic
+from ..untrusted.files import RefusedFile, clean_text, read_json
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
 from .clock import JudgeTimedOut
 from .schema import NO_TEXT, Strict
@@ -132,7 +132,7 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
 
 def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -> tuple[float, str]:
     """Fraction of test cases whose row passes the grader's public per-case check."""
-    from ..submission import read_case_table
+    from ..untrusted.submission import read_case_table
 
     if not test_ids:
         return 0.0, "no public test ids"

@@ -310,7 +310,7 @@ class EgressLog:
         self._path_chars = 0
 
     def record(self, host: str, port: int, decision: Decision, path: str | None) -> None:
-        from ..hostile import clean_text  # hosts and paths are the agent's text, bound for reports
+        from ..untrusted.files import clean_text  # hosts and paths are the agent's text, bound for reports
 
         key = (clean_text(host, limit=255), port, decision.allowed)
         path = None if path is None else clean_text(path, limit=500)

@@ -327,7 +327,7 @@ class GatewayRun:
 
     def note_bad_request(self, conn, status: int, message: str) -> None:
         """A request the gateway could not read: counted, and a ``refused`` line in the trajectory."""
-        from ..hostile import clean_text
+        from ..untrusted.files import clean_text
 
         self.note_error("bad_request", message)
         route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
@@ -363,7 +363,7 @@ class GatewayRun:
         counted (an agent that validates in a loop costs a counter, not the harness's memory)."""
         from datetime import datetime
 
-        from ..hostile import clean_text
+        from ..untrusted.files import clean_text
 
         with self._lock:
             self.validations["count"] += 1

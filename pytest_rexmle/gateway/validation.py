@@ -45,7 +45,7 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
     except subprocess.TimeoutExpired:
         verdict["problems"] = [f"validation did not finish within {timeout:g} s"]
     except (ValueError, IndexError):
-        from ..hostile import clean_text
+        from ..untrusted.files import clean_text
 
         tail = clean_text(proc.stderr.decode("utf-8", "replace")[-500:], limit=500)
         verdict["problems"] = [f"the validator failed (exit {proc.returncode}): {tail}"]
@@ -56,9 +56,9 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
 def _main(argv: list[str]) -> int:
     from ..errors import InvalidSubmission
     from ..graders.base import load_grader
-    from ..hostile import clean_text
     from ..medimage.header_notes import collecting
     from ..task import get_task
+    from ..untrusted.files import clean_text
 
     task_id, public, submission = argv
     task = get_task(task_id)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import SimpleITK as sitk
 
 from ..errors import InvalidSubmission
-from ..hostile import clean_text, open_regular
+from ..untrusted.files import clean_text, open_regular
 from .header_notes import record
 
 if TYPE_CHECKING:

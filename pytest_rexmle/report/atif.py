@@ -280,7 +280,7 @@ def write_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> Path:
 def trial_name(run_dir: Path, meta: dict[str, Any]) -> str:
     """``<task>__<run>``, Harbor's trial folder name; :class:`RefusedFile` when the task (run.json's, which a
     downloaded folder chooses) or the run's name is not one plain name, so nothing is written outside ``--out``."""
-    from ..hostile import RefusedFile, plain_name, show
+    from ..untrusted.files import RefusedFile, plain_name, show
 
     task, run = plain_name(meta.get("task")), plain_name(Path(run_dir).name)
     if task is None or run is None:
@@ -290,7 +290,7 @@ def trial_name(run_dir: Path, meta: dict[str, Any]) -> str:
 
 
 def _trial_folder(out: Path, name: str) -> Path:
-    from ..hostile import RefusedFile
+    from ..untrusted.files import RefusedFile
 
     trial = Path(out) / name
     for path in (trial, trial / "agent", trial / "agent" / "trajectory.json", trial / "result.json"):
@@ -313,7 +313,7 @@ def export_session(runs: list[Path], out: Path) -> list[Path]:
         write_json_atomic(trial / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
         result = run_dir / "result.json"
         if result.is_file() and not result.is_symlink():
-            from ..hostile import read_json
+            from ..untrusted.files import read_json
 
             try:
                 write_json_atomic(trial / "result.json", read_json(result, 4 * 1024 * 1024))

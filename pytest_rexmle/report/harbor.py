@@ -35,7 +35,7 @@ HARNESS_ERROR = "RexmleHarnessError"
 
 def _read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json (bounded read, never through a link: the run folder is the agent's too)."""
-    from ..hostile import read_json
+    from ..untrusted.files import read_json
 
     path = run_dir / "result.json"
     if not path.is_file() or path.is_symlink():

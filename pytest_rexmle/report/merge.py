@@ -72,7 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
-from ..hostile import clean_text
+from ..untrusted.files import clean_text
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for

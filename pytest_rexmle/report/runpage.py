@@ -11,7 +11,7 @@ Safety by construction: the page is rendered by Jinja2 with autoescape on, so ev
 where it is placed; a Content-Security-Policy allows only the page's own script (by hash), which opens
 a call's whole record on demand with ``textContent``. Every text of the agent's (or a model's) goes
 through :class:`Budget`: invisible and reordering characters are shown as ``\\uXXXX``
-(:func:`~pytest_rexmle.hostile.reveal`), each text is clipped (names and ids at ``NAME_CHARS``, bodies and
+(:func:`~pytest_rexmle.untrusted.files.reveal`), each text is clipped (names and ids at ``NAME_CHARS``, bodies and
 tool-call arguments at ``PREVIEW_CHARS``), and all of them together hold at most ``MAX_PAGE_BYTES`` once
 escaped. The agent's words are set in their own style (``class="agent"``), never in a heading, a bold
 title or a table of the harness's facts, so a model named "✅ status ok" cannot pass for the grade.
@@ -33,7 +33,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from ..hostile import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
+from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
 from .calls import PREVIEW_CHARS, CallSummary, read_calls
 
 RUN_HTML = "run.html"

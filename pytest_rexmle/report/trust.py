@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 
 from ..errors import RexmleError
-from ..hostile import read_json
+from ..untrusted.files import read_json
 from .disclosure import unsafe_options
 
 #: a real session report is tens of kB (20 tasks; tracebacks and per-run compute records included)

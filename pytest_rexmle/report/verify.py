@@ -22,7 +22,7 @@ import re
 import stat
 from pathlib import Path
 
-from ..hostile import RefusedFile, open_regular, read_json, walk_files
+from ..untrusted.files import RefusedFile, open_regular, read_json, walk_files
 from .trust import REFUSED, UNVERIFIED, VERIFIED, mapping_of
 
 #: a submission of a 3D task is a few hundred files; more is refused rather than hashed

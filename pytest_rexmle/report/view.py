@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, urlsplit
 
-from ..hostile import RefusedFile, clean_text, plain_name, read_json
+from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json
 from .archive import REPORT_JSON
 from .runpage import RUN_HTML, call_record_text, render_run_page
 

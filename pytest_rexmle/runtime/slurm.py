@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..hostile import log_tail
+from ..untrusted.files import log_tail
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
 from .sacct import ACCOUNTING
 from .slurm_job import (

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.hostile import (
+from pytest_rexmle.untrusted.files import (
     RefusedFile,
     clean_text,
     json_depth,
@@ -79,7 +79,7 @@ def test_json_depth_ignores_brackets_inside_strings():
 def test_json_depth_python_loop_and_numpy_agree(seed, monkeypatch):
     import random
 
-    import pytest_rexmle.hostile as hostile
+    import pytest_rexmle.untrusted.files as hostile
 
     rng = random.Random(seed)
     data = "".join(rng.choice(['[', ']', '{', '}', '"[{"', '1,', ' ']) for _ in range(2000)).encode()

@@ -16,10 +16,10 @@ import tifffile
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
-from ...hostile import open_reader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map, worker_count
-from ...submission import CaseTable
+from ...untrusted.files import open_reader
+from ...untrusted.submission import CaseTable
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
-from ...submission import CaseTable
+from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np

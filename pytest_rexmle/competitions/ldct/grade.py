@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from ...graders.base import SAMPLE_SUBMISSION, Grader, write_submission_csv
-from ...submission import SUBMISSION_CSV, CaseTable
+from ...untrusted.submission import SUBMISSION_CSV, CaseTable
 
 
 class QualityScore(Grader):
@@ -32,7 +32,7 @@ class QualityScore(Grader):
         shutil.copyfile(public_dir / SAMPLE_SUBMISSION, out_dir / SUBMISSION_CSV)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        from ...submission import read_answers
+        from ...untrusted.submission import read_answers
 
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
         write_submission_csv(out_dir, self.id_column,

@@ -20,9 +20,9 @@ from PIL import Image, ImageDraw
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
-from ...hostile import open_reader, read_json
 from ...metrics.parallel import parallel_map
-from ...submission import CaseTable
+from ...untrusted.files import open_reader, read_json
+from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np

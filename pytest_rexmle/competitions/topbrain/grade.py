@@ -19,8 +19,8 @@ from statistics import mean
 from typing import TYPE_CHECKING
 
 from ...errors import TaskConfigError
-from ...submission import CaseTable
 from ...task import Task
+from ...untrusted.submission import CaseTable
 from ..topcow.grade import _LabelVolumeGrader
 
 if TYPE_CHECKING:

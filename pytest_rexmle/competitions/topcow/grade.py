@@ -21,9 +21,9 @@ from statistics import mean
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
-from ...hostile import read_json
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
-from ...submission import CaseTable, read_answers
+from ...untrusted.files import read_json
+from ...untrusted.submission import CaseTable, read_answers
 
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024

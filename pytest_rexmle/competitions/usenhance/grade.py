@@ -17,8 +17,8 @@ from PIL import Image
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
-from ...hostile import open_reader
-from ...submission import CaseTable
+from ...untrusted.files import open_reader
+from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np
