@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .agents.base import Agent
 from .data.taskdata import TaskData
-from .result import ChallengeResult
 from .run import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
 from .runtime.base import Runtime
+from .scoring.result import ChallengeResult
 from .task import Task
 
 

@@ -90,8 +90,8 @@ def cmd_info(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    from .ranking import check_metric_names, rank
     from .report.render import pct
+    from .scoring.ranking import check_metric_names, rank
     from .task import get_task
 
     task = get_task(args.task)
@@ -139,7 +139,7 @@ def _answers_dir(task, args) -> Path:
 
 
 def cmd_grade(args) -> int:
-    from .grading import grade_submission, result_from_grade
+    from .scoring.grading import grade_submission, result_from_grade
     from .task import get_task
 
     task = get_task(args.task)

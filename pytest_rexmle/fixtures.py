@@ -17,9 +17,9 @@ Write your own assertions on a result by requesting any link, e.g.::
   itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
   process; the item waits for its record.
 * ``rexmle_submission`` — the submission folder the agent left.
-* ``rexmle_grade`` — :class:`pytest_rexmle.grading.GradeOutcome` (status, metrics, reason).
+* ``rexmle_grade`` — :class:`pytest_rexmle.scoring.grading.GradeOutcome` (status, metrics, reason).
 * ``rexmle_judge`` (session) — the capability judge; each run gets ``capability.json`` and ``stages.json``.
-* ``rexmle_result`` — the final :class:`pytest_rexmle.result.ChallengeResult` (ranked, or FAIL).
+* ``rexmle_result`` — the final :class:`pytest_rexmle.scoring.result.ChallengeResult` (ranked, or FAIL).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import DataNotPreparedError, RexmleError
-from .grading import GradeOutcome, grade_submission, result_from_grade
 from .report.properties import (
     AGENT_PROPERTY,
     CAPABILITY_PROPERTY,
@@ -44,10 +43,11 @@ from .report.properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .result import ERROR, MISSING, TIMEOUT, ChallengeResult
 from .run import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime.base import RunOutcome
-from .seal import seal_result
+from .scoring.grading import GradeOutcome, grade_submission, result_from_grade
+from .scoring.result import ERROR, MISSING, TIMEOUT, ChallengeResult
+from .scoring.seal import seal_result
 from .task import Task, registry
 
 if TYPE_CHECKING:
@@ -302,10 +302,10 @@ def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
 
 
 def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
-    """The leak rules of :mod:`pytest_rexmle.leaks`; the answers' own metrics are graded once per answers
+    """The leak rules of :mod:`pytest_rexmle.scoring.leaks`; the answers' own metrics are graded once per answers
     (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
-    from . import leaks
     from .paths import cache_home
+    from .scoring import leaks
 
     if result.status != "ok":
         return None
@@ -366,7 +366,7 @@ def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None
     if result.reason:
         props.append(("reason", result.reason))
     if result.suspected_leak:
-        from .leaks import summary
+        from .scoring.leaks import summary
 
         egress = result.suspected_leak.get("egress")
         props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))

@@ -23,10 +23,10 @@ from .documents import Document, parse
 from .gateway.record import run_json_fields
 from .instructions import render_instructions
 from .paths import Entry
-from .result import ERROR, ChallengeResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
-from .seal import SealError, verify_result
+from .scoring.result import ERROR, ChallengeResult
+from .scoring.seal import SealError, verify_result
 from .task import Task
 from .untrusted.files import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 
@@ -134,7 +134,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
 def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
     """The newest finished result of an identical run (harness errors are always re-run).
 
-    Only a result whose seal verifies (:mod:`pytest_rexmle.seal`) is reused: one changed after grading
+    Only a result whose seal verifies (:mod:`pytest_rexmle.scoring.seal`) is reused: one changed after grading
     (by an agent that reached its run folder, say) is skipped with a warning, and the task runs again.
     """
     parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"

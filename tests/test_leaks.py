@@ -11,14 +11,14 @@ import json
 
 import pytest
 
-from pytest_rexmle import leaks
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.leaderboard import Leaderboard
-from pytest_rexmle.ranking import rank
 from pytest_rexmle.report.junit import read_cases
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.scoring import leaks
+from pytest_rexmle.scoring.grading import grade_submission, result_from_grade
+from pytest_rexmle.scoring.ranking import rank
+from pytest_rexmle.scoring.result import ChallengeResult
 from pytest_rexmle.task import registry
 
 from .conftest import REPO, report_dir, report_json, run_folders

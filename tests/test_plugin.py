@@ -73,7 +73,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
         assert "mean_position" in p
     # every JUnit position is the leaderboard position of the JUnit metric value
     from pytest_rexmle.leaderboard import Leaderboard
-    from pytest_rexmle.ranking import position
+    from pytest_rexmle.scoring.ranking import position
 
     for task_id in ("isles22", "ldct-iqa", "topcow-cta-det"):
         task, p = registry().get(task_id), props[f"test_challenge[{task_id}]"]

@@ -12,10 +12,17 @@ import pytest
 
 from pytest_rexmle.errors import RankingError
 from pytest_rexmle.leaderboard import Leaderboard
-from pytest_rexmle.ranking import check_metric_names, medal_thresholds, overall_score, percentile, position, rank
 from pytest_rexmle.report.model import SessionReport, build_report
 from pytest_rexmle.report.render import pct
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.scoring.ranking import (
+    check_metric_names,
+    medal_thresholds,
+    overall_score,
+    percentile,
+    position,
+    rank,
+)
+from pytest_rexmle.scoring.result import ChallengeResult
 from pytest_rexmle.task import registry
 
 

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from pytest_rexmle.grading import GradeOutcome, grade_submission, result_from_grade
 from pytest_rexmle.jsonfile import write_json_atomic
-from pytest_rexmle.ranking import rank
-from pytest_rexmle.result import STATUSES, ChallengeResult
+from pytest_rexmle.scoring.grading import GradeOutcome, grade_submission, result_from_grade
+from pytest_rexmle.scoring.ranking import rank
+from pytest_rexmle.scoring.result import STATUSES, ChallengeResult
 from pytest_rexmle.task import registry
 
 SECTION9_KEYS = {"challenge_id", "reference_id", "status", "reason", "metrics", "ranking_metrics", "positions",

@@ -14,7 +14,7 @@ import stat
 
 import pytest
 
-from pytest_rexmle.seal import KEY_FILE, SealError, seal_path, seal_result, verify_result
+from pytest_rexmle.scoring.seal import KEY_FILE, SealError, seal_path, seal_result, verify_result
 
 from .conftest import report_json, run_folders
 

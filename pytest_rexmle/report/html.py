@@ -443,7 +443,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
 # -- page -------------------------------------------------------------------------------------------
 
 def _leak_notes(reports: list[dict]) -> str:
-    """One line per result the leak rules flagged (:mod:`pytest_rexmle.leaks`), with its egress log."""
+    """One line per result the leak rules flagged (:mod:`pytest_rexmle.scoring.leaks`), with its egress log."""
     notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
              for rep in reports for rec in rep.get("challenges", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]

@@ -11,7 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ..ranking import medal_thresholds, percentile, position
+from ..scoring.ranking import medal_thresholds, percentile, position
 
 
 def ordinal(n: int) -> str:

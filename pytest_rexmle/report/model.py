@@ -43,8 +43,8 @@ from typing import Annotated, Literal
 from pydantic import Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
 
 from ..documents import Document
-from ..ranking import overall_score
-from ..result import ERROR, MISSING, OK, ChallengeResult
+from ..scoring.ranking import overall_score
+from ..scoring.result import ERROR, MISSING, OK, ChallengeResult
 from ..task import registry
 
 SCHEMA = "rexmle-report/1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 
-from ..leaks import DOCS as LEAK_DOCS
-from ..leaks import summary
+from ..scoring.leaks import DOCS as LEAK_DOCS
+from ..scoring.leaks import summary
 from ..task import registry
 from ..untrusted.files import clean_text
 from .disclosure import markdown_lines as disclosure_lines

@@ -325,7 +325,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     cost = usage.get("cost_usd")
     leak = ""
     if isinstance(result.get("suspected_leak"), dict):
-        from ..leaks import summary
+        from ..scoring.leaks import summary
 
         leak = summary(result["suspected_leak"])
     other = Budget(MAX_PAGE_BYTES - TIMELINE_BYTES)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ..result import ChallengeResult
+from ..scoring.result import ChallengeResult
 from . import archive
 from .disclosure import build_disclosure, junit_properties
 from .model import build_report, compute_summary, harness_error, not_run, with_aggregate

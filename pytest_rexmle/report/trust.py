@@ -59,7 +59,7 @@ def _close(a: float, b: float) -> bool:
 def _rerank(rec: dict, notes: list[str]) -> None:
     """An OK record's positions, mean position and percentile, from its metrics against the shipped leaderboard."""
     from ..documents import number
-    from ..ranking import RankingError, rank
+    from ..scoring.ranking import RankingError, rank
     from ..task import registry
 
     cid = rec["challenge_id"]
@@ -98,8 +98,8 @@ def _disclosure(doc: dict, notes: list[str]) -> None:
 def rederive(doc: dict) -> dict:
     """A copy of a validated session report with every number the file allows recomputed (see the module
     docstring); ``trust`` holds the verdict (``unverified`` until :mod:`.verify` re-grades it) and the notes."""
-    from ..ranking import overall_score
-    from ..result import ERROR, OK
+    from ..scoring.ranking import overall_score
+    from ..scoring.result import ERROR, OK
 
     out = copy.deepcopy(doc)
     notes: list[str] = []

@@ -100,7 +100,7 @@ def _differs(claimed: dict, regraded: dict, keys: list[str]) -> list[str]:
 def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> tuple[str, str]:
     """(``verified`` | ``refused`` | ``unverified``, why) for one graded record of a session."""
     from ..errors import RexmleError
-    from ..grading import grade_submission
+    from ..scoring.grading import grade_submission
     from ..task import registry
 
     cid = rec["challenge_id"]

@@ -427,7 +427,7 @@ def test_egress_log_with_flooded_paths_stays_readable(tmp_path):
     """Long paths on many hosts must not grow run.json past what its readers accept (4 MiB): paths past the
     log's budget are counted, and the leak note still reads the log."""
     from pytest_rexmle.gateway.egress import MAX_HOSTS, EgressLog
-    from pytest_rexmle.leaks import MAX_RUN_JSON, egress_note
+    from pytest_rexmle.scoring.leaks import MAX_RUN_JSON, egress_note
 
     log = EgressLog()
     refused = Decision(False, "not on the allow-list")

@@ -12,7 +12,7 @@ from scipy import ndimage
 
 from pytest_rexmle.competitions.cellseg.grade import image_hw, public_test_image, read_labels
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 from .editing import assert_refused, copy_of, first_file, rows

@@ -25,9 +25,9 @@ import SimpleITK as sitk
 from pytest_rexmle.data.synthetic import ensure_synthetic
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import PREDICTION_FORMATS, load_grader
-from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
 from pytest_rexmle.medimage.header_notes import collecting
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.scoring.grading import INVALID, MISSING, grade_submission, result_from_grade
+from pytest_rexmle.scoring.result import ChallengeResult
 from pytest_rexmle.task import Task, registry
 
 from . import editing

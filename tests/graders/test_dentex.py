@@ -12,7 +12,7 @@ from pytest_rexmle.competitions.dentex.grade import parse_detection
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.detection import metric_keys
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 from .editing import assert_refused, copy_of, first_file, rows

@@ -122,7 +122,7 @@ def nibabel_case(root: Path) -> tuple[Path, Path, Path]:
 
 def test_a_nibabel_mask_on_a_qform_sform_image_is_scored_with_a_warning(tmp_path, capsys):
     from pytest_rexmle.cli import main
-    from pytest_rexmle.grading import grade_submission, result_from_grade
+    from pytest_rexmle.scoring.grading import grade_submission, result_from_grade
 
     public, answers, submission = nibabel_case(tmp_path)
     task = registry().get("isles22")

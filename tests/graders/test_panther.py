@@ -17,7 +17,7 @@ from pytest_rexmle.data.synthetic.volumes import make_image
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.medimage.geometry import write_image
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 from .editing import assert_refused, copy_of

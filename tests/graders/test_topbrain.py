@@ -15,7 +15,7 @@ from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.topology import FP, TN, TP, label_adjacency, neighbor_error
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 SPACING = (0.5, 0.5, 2.0)

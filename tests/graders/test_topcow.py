@@ -21,7 +21,7 @@ from pytest_rexmle.data.synthetic.common import write_answers, write_csv
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
 from pytest_rexmle.metrics.topology import FN, FP, TN
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 from .editing import assert_refused, copy_of

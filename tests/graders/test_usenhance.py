@@ -13,7 +13,7 @@ from pytest_rexmle.competitions.usenhance.grade import read_png
 from pytest_rexmle.data.synthetic import generate
 from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.ranking import rank
+from pytest_rexmle.scoring.ranking import rank
 from pytest_rexmle.task import registry
 
 from .editing import assert_refused, copy_of, first_file, rows

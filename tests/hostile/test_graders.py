@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.graders.base import load_grader
-from pytest_rexmle.grading import grade_submission
-from pytest_rexmle.result import INVALID, OK
+from pytest_rexmle.scoring.grading import grade_submission
+from pytest_rexmle.scoring.result import INVALID, OK
 from pytest_rexmle.task import registry
 
 from .helpers import deep_folder, remove_tree

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 from pytest_rexmle.leaderboard import Leaderboard
-from pytest_rexmle.ranking import rank
 from pytest_rexmle.report.model import build_report
-from pytest_rexmle.result import INVALID, ChallengeResult
+from pytest_rexmle.scoring.ranking import rank
+from pytest_rexmle.scoring.result import INVALID, ChallengeResult
 from pytest_rexmle.task import registry
 
 

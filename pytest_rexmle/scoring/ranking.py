@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import mean
 
-from .errors import RankingError
-from .leaderboard import Leaderboard
-from .task import Task
+from ..errors import RankingError
+from ..leaderboard import Leaderboard
+from ..task import Task
 
 
 def position(agent_value: float, human_values: Iterable[float], higher_is_better: bool) -> int:

@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-from .documents import json_numbers, parse, read
-from .jsonfile import write_json_atomic
+from ..documents import json_numbers, parse, read
+from ..jsonfile import write_json_atomic
 from .ranking import Ranking
 
 OK, INVALID, ERROR, MISSING, TIMEOUT = "ok", "invalid", "error", "missing", "timeout"
@@ -41,7 +41,7 @@ class ChallengeResult:
     gpu: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     traceback: str | None = None
-    #: :mod:`pytest_rexmle.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
+    #: :mod:`pytest_rexmle.scoring.leaks`: {"rules": [{"rule", "detail"}], "egress": str | None} when a rule fired
     suspected_leak: dict | None = None
     #: differences that did not stop grading (a prediction header unlike the ground truth's, scored on
     #: the ground truth's grid), one sentence each

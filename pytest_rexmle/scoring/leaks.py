@@ -48,12 +48,12 @@ import math
 import tempfile
 from pathlib import Path
 
-from .documents import json_numbers
-from .jsonfile import write_json_atomic
-from .leaderboard import Leaderboard
+from ..documents import json_numbers
+from ..jsonfile import write_json_atomic
+from ..leaderboard import Leaderboard
+from ..task import Task
+from ..untrusted.files import RefusedFile, read_json
 from .result import OK, ChallengeResult
-from .task import Task
-from .untrusted.files import RefusedFile, read_json
 
 ANSWERS_TOLERANCE = 1e-3
 HUMAN_MARGIN = 0.5
@@ -72,7 +72,7 @@ def perfect_metrics(task: Task, answers_dir: Path, cache_dir: Path, answers_id: 
 
     The answers are converted and graded in a temporary folder of the cache, which no sandbox mounts.
     """
-    from .graders.base import load_grader
+    from ..graders.base import load_grader
     from .grading import grade_submission
 
     key = f"{task.id}-v{task.version}-{answers_id or 'unnamed'}"
