@@ -43,7 +43,7 @@ from .report.properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .run import RunFolder, crash_reason, killed_reason, timeout_reason
+from .run.launch import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime.base import RunOutcome
 from .scoring.grading import GradeOutcome, grade_submission, result_from_grade
 from .scoring.result import ERROR, MISSING, TIMEOUT, ChallengeResult
@@ -101,7 +101,7 @@ def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
 @pytest.fixture
 def rexmle_data(rexmle_task, rexmle_settings):
     """With --rexmle-prepare, missing data is prepared first (file-locked across xdist workers)."""
-    from .campaign import task_data  # the same data the campaign launched other items' runs with
+    from .run.begin import task_data  # the same data the campaign launched other items' runs with
 
     try:
         return task_data(rexmle_settings, rexmle_task)

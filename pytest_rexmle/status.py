@@ -18,7 +18,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .runowner import GONE, last_activity, owner_state
+from .run.owner import GONE, last_activity, owner_state
 
 INTERRUPTED = "interrupted"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_rexmle.documents import DocumentError
-from pytest_rexmle.run import RunRecord, write_run_record
+from pytest_rexmle.run.launch import RunRecord, write_run_record
 
 START = {"task": "isles22", "agent": "sample", "agent_options": {}, "runtime": "local", "data": "synthetic",
          "time_limit": 60, "gpus": [], "key": {"task": "isles22"}, "started": "2026-11-26T10:00:00+00:00"}

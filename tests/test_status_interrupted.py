@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rexmle.runowner import owner_record
+from pytest_rexmle.run.owner import owner_record
 from pytest_rexmle.status import collect
 
 from .conftest import SAME_UID_MARK, need_agent_sandbox

@@ -10,10 +10,10 @@ Public interface (runtimes code against it)::
     run.token; run.environment("http://HOST:PORT"); run.serve(listener); run.host_address()
     record = run.close()   # {"usage", "egress", "budget_exhausted", "calls", "budget", "errors", "provider_tools"[, "budget_spent"]}
 
-A runtime puts ``record`` into ``RunOutcome.details["gateway"]``; :func:`pytest_rexmle.run.finish` writes
+A runtime puts ``record`` into ``RunOutcome.details["gateway"]``; :func:`pytest_rexmle.run.launch.finish` writes
 its ``usage``, ``egress`` and ``budget_exhausted`` into run.json (see :mod:`.record`).
 
-Names resolve lazily, so importing :mod:`.record` (as run.py does) costs no server, socket or TLS import.
+Names resolve lazily, so importing :mod:`.record` (as run/launch.py does) costs no server, socket or TLS import.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A runtime's side of ``--rexmle-network=gateway``: open the run on the session's gateway, give the agent
 its variables, and bring the gateway's record of the run back into ``run.json``.
 
-The runtimes own this (not ``run.py``) because only they know where the gateway's listener can live: in
+The runtimes own this (not ``run/launch.py``) because only they know where the gateway's listener can live: in
 the sandbox's own network namespace (bubblewrap, Landlock, Docker) or on a Slurm node, where the node's
 harness process runs a gateway of its own for the runs it hosts. Whatever the runtime, the agent gets
 the run's random token in place of every key it was given (``RunSpec.secret_env``), so the real keys stay

@@ -6,7 +6,7 @@ which hands the run to an *inner* provider (the bubblewrap sandbox by default, o
 guarantee of those runtimes (private answers unreachable, read-only data, the agent's time limit,
 nothing left running) holds on the node too. An Apptainer provider would be one more inner provider.
 
-Shape of a session (see :mod:`pytest_rexmle.campaign`): the runtime ``batches``, so the session
+Shape of a session (see :mod:`pytest_rexmle.run.begin`): the runtime ``batches``, so the session
 launches every selected run first (one ``sbatch`` each) and each test item then waits for its own job
 and grades it on the submitting host. ``run.json`` keeps the job id; ``--rexmle-resume`` re-attaches
 to jobs still queued or running instead of submitting them again.

@@ -57,7 +57,7 @@ def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
 
 
 def item_identity(nodeid: str, repeat: int | None = None, benchmark: bool | None = None) -> dict:
-    """The item's part of its run's resume key (:func:`pytest_rexmle.run.run_key`): ``repeat`` beyond the
+    """The item's part of its run's resume key (:func:`pytest_rexmle.run.launch.run_key`): ``repeat`` beyond the
     first, and for an item of a test module of your own (which may repeat a challenge by parametrizing its
     test) the item's id as ``<file name>::<test>[<params>]``, independent of the folder pytest runs from.
     The benchmark's own item (``benchmark``; guessed from the id where not given) is said in full by its

@@ -48,8 +48,8 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
     ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
     from ..agents import get_agent
-    from ..campaign import begin, task_data
-    from ..run import finish
+    from ..run.begin import begin, task_data
+    from ..run.launch import finish
     from ..runtime import runtime_for
     from ..runtime.slurm_job import outcome_to_json
     from .telemetry import Sampler
@@ -99,8 +99,8 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
     it as ``--rexmle-resume`` would, collect and record its end as :func:`perform` does, and say so on the board."""
     from ..agents import get_agent
     from ..agents.base import AgentContext
-    from ..campaign import task_data
-    from ..run import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
+    from ..run.begin import task_data
+    from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
     from ..runtime import runtime_for
     from ..runtime.slurm_job import outcome_to_json
     from .telemetry import Sampler

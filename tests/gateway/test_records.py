@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from pytest_rexmle.capability.stages import read_usage
 from pytest_rexmle.gateway.record import junit_properties, run_json_fields
-from pytest_rexmle.run import LaunchedRun, RunFolder, finish
+from pytest_rexmle.run.launch import LaunchedRun, RunFolder, finish
 from pytest_rexmle.runtime.base import RunOutcome
 
 from .conftest import open_served

@@ -120,7 +120,7 @@ def test_a_run_is_scrubbed_before_the_host_reads_it(tmp_path):
     neutralised and recorded in run.json before grading or judging start."""
     from pytest_rexmle.agents import get_agent
     from pytest_rexmle.data.synthetic import ensure_synthetic
-    from pytest_rexmle.run import RunFolder, finish, launch
+    from pytest_rexmle.run.launch import RunFolder, finish, launch
     from pytest_rexmle.runtime import get_runtime
     from pytest_rexmle.task import registry
 
@@ -155,7 +155,7 @@ def test_an_agent_finish_broken_by_its_own_files_does_not_stop_the_run(tmp_path)
     the run still ends, with the failure recorded, and is graded on what it left."""
     from pytest_rexmle.agents.command import CommandAgent
     from pytest_rexmle.data.synthetic import ensure_synthetic
-    from pytest_rexmle.run import RunFolder, finish, launch
+    from pytest_rexmle.run.launch import RunFolder, finish, launch
     from pytest_rexmle.runtime import get_runtime
     from pytest_rexmle.task import registry
 

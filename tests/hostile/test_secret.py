@@ -73,7 +73,7 @@ def test_private_answers_are_not_world_readable(tmp_path):
 
 def test_the_run_key_names_the_answers_and_the_settings(tmp_path):
     from pytest_rexmle.agents import get_agent
-    from pytest_rexmle.run import run_key
+    from pytest_rexmle.run.launch import run_key
     from pytest_rexmle.settings import Settings
 
     task = registry().get(TASK)

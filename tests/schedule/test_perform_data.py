@@ -35,7 +35,7 @@ def test_a_runs_process_loads_without_pytest():
     import subprocess
     import sys
 
-    code = ("import sys, pytest_rexmle.schedule.perform, pytest_rexmle.settings, pytest_rexmle.campaign, "
-            "pytest_rexmle.run, pytest_rexmle.runtime.local; print(sorted({'pytest', '_pytest'} & set(sys.modules)))")
+    code = ("import sys, pytest_rexmle.schedule.perform, pytest_rexmle.settings, pytest_rexmle.run.begin, "
+            "pytest_rexmle.run.launch, pytest_rexmle.runtime.local; print(sorted({'pytest', '_pytest'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -17,18 +17,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .agents.base import Agent, AgentContext
-from .data.taskdata import TaskData
-from .documents import Document, parse
-from .gateway.record import run_json_fields
+from ..agents.base import Agent, AgentContext
+from ..data.taskdata import TaskData
+from ..documents import Document, parse
+from ..gateway.record import run_json_fields
+from ..paths import Entry
+from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
+from ..scoring.result import ERROR, ChallengeResult
+from ..scoring.seal import SealError, verify_result
+from ..task import Task
+from ..untrusted.files import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
-from .paths import Entry
-from .runowner import interrupted_meta, owner_record
-from .runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
-from .scoring.result import ERROR, ChallengeResult
-from .scoring.seal import SealError, verify_result
-from .task import Task
-from .untrusted.files import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
+from .owner import interrupted_meta, owner_record
 
 #: run.json / result.json are a few kB; larger ones are not parsed
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -238,7 +238,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
     if monitor is not None:
         meta["gpu_telemetry"] = monitor.summary()
-    from .compute import compute_record
+    from ..compute import compute_record
 
     meta["compute"] = compute_record(meta)  # on the machine that ran it: a Slurm node describes its own GPUs
     write_run_record(folder.root / RUN_JSON, meta)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .task import Task
+from ..task import Task
 
 
 def render_instructions(task: Task, paths: dict[str, str], time_limit: float) -> str:

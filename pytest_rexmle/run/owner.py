@@ -14,7 +14,7 @@ import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .runtime.liveness import pid_alive, process_start
+from ..runtime.liveness import pid_alive, process_start
 
 ALIVE, GONE, UNKNOWN = "alive", "gone", "unknown"
 

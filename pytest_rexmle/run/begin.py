@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .agents.base import Agent
-from .data.taskdata import TaskData
-from .run import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
-from .runtime.base import Runtime
-from .scoring.result import ChallengeResult
-from .task import Task
+from ..agents.base import Agent
+from ..data.taskdata import TaskData
+from ..runtime.base import Runtime
+from ..scoring.result import ChallengeResult
+from ..task import Task
+from .launch import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Begun:
 
 
 def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
-    from .paths import cache_home
+    from ..paths import cache_home
 
     return (data.private, data.root, data.root.parent, settings.data_dir, cache_home(), settings.runs_dir,
             settings.report_dir)
@@ -57,8 +57,8 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
 
 
 def task_data(settings, task: Task) -> TaskData:
-    from .data.synthetic import synthetic_data
-    from .data.taskdata import prepared_data
+    from ..data.synthetic import synthetic_data
+    from ..data.taskdata import prepared_data
 
     if settings.data == "synthetic":
         return synthetic_data(task, seed=settings.seed)
