@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import RexmleError
+from .errors import DataNotPreparedError, InvalidSubmission, RexmleError
 from .paths import default_data_dir
 
 #: sub-commands whose arguments live in their own (heavier) module: ``name: (module, add-arguments
@@ -42,13 +42,13 @@ LAZY_COMMANDS = {
 
 
 def _json(obj) -> str:
-    from .documents import json_numbers
+    from .documents import json_numbers  # start-up: keeps pydantic out of the `rexmle` command
 
     return json.dumps(json_numbers(obj), indent=2, sort_keys=False)
 
 
 def cmd_list(args) -> int:
-    from .task import registry
+    from .task import registry  # start-up: keeps pydantic out of the `rexmle` command
 
     tasks = list(registry())
     if args.json:
@@ -66,9 +66,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_info(args) -> int:
+    # start-up: keeps filelock, pydantic out of the `rexmle` command
     from .data.prepare import data_status
-    from .leaderboard import Leaderboard
-    from .task import get_task
+    from .leaderboard import Leaderboard  # start-up: keeps its imports out of the `rexmle` command
+    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
 
     task = get_task(args.task)
     board = Leaderboard.read(task.leaderboard_path)
@@ -90,9 +91,12 @@ def cmd_info(args) -> int:
 
 
 def cmd_rank(args) -> int:
+    # start-up: keeps pydantic out of the `rexmle` command
     from .report.render import pct
+
+    # start-up: keeps pydantic out of the `rexmle` command
     from .scoring.ranking import check_metric_names, rank
-    from .task import get_task
+    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
 
     task = get_task(args.task)
     try:
@@ -125,9 +129,11 @@ def _folder(path: str | Path, what: str) -> Path:
 def _answers_dir(task, args) -> Path:
     if args.answers:
         return _folder(args.answers, "answers")
+    # start-up: keeps filelock, pydantic out of the `rexmle` command
     from .data.synthetic import synthetic_data
+
+    # start-up: keeps pydantic out of the `rexmle` command
     from .data.taskdata import prepared_data
-    from .errors import DataNotPreparedError
 
     if args.data == "synthetic":
         return synthetic_data(task, seed=args.seed).private
@@ -139,8 +145,9 @@ def _answers_dir(task, args) -> Path:
 
 
 def cmd_grade(args) -> int:
+    # start-up: keeps pydantic out of the `rexmle` command
     from .scoring.grading import grade_submission, result_from_grade
-    from .task import get_task
+    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
 
     task = get_task(args.task)
     submission = _folder(args.submission, "submission")
@@ -168,9 +175,9 @@ def cmd_grade(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from .errors import InvalidSubmission
+    # start-up: keeps pydantic out of the `rexmle` command
     from .graders.base import load_grader
-    from .task import get_task
+    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
 
     task_name = args.task or os.environ.get("REXMLE_TASK")
     public = args.data or os.environ.get("REXMLE_DATA_DIR")
@@ -178,8 +185,8 @@ def cmd_validate(args) -> int:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
     submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
-    from .medimage.header_notes import collecting
-    from .untrusted.files import clean_text
+    from .medimage.header_notes import collecting  # start-up: keeps its imports out of the `rexmle` command
+    from .untrusted.files import clean_text  # start-up: keeps its imports out of the `rexmle` command
 
     try:
         with collecting() as notes:
@@ -194,7 +201,10 @@ def cmd_validate(args) -> int:
 
 
 def cmd_synth(args) -> int:
+    # start-up: keeps filelock, pydantic out of the `rexmle` command
     from .data.synthetic import generate
+
+    # start-up: keeps pydantic out of the `rexmle` command
     from .task import get_task, registry
 
     tasks = list(registry()) if args.task == "all" else [get_task(args.task)]

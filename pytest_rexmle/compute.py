@@ -20,6 +20,8 @@ import platform
 from functools import cache
 from typing import Any
 
+from .limits import LimitError, parse_size
+
 #: the hardware fields two runs must share to be compared as equals (the merged report checks them)
 HARDWARE_KEYS = ("gpu_model", "gpu_count", "cpu_model")
 #: the record's fields that become JUnit properties ``compute.<key>``
@@ -69,8 +71,6 @@ def size_bytes(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, (float, str)):
-        from .limits import LimitError, parse_size
-
         try:
             return parse_size(value)
         except LimitError:
@@ -97,7 +97,7 @@ def gpu_facts(gpus: list[str] | tuple[str, ...]) -> dict[str, Any]:
     if not gpus:
         return facts
     try:
-        import pynvml
+        import pynvml  # start-up: pynvml only where this runs
     except ImportError:
         return {**facts, "gpu_unavailable": "nvidia-ml-py is not installed"}
     try:

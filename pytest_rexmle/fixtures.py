@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .agents import get_agent
+from .agents.usage import metered_usage, run_record
+from .data.missing import skip_reason
 from .errors import DataNotPreparedError, RexmleError
+from .gateway.record import junit_properties
+from .paths import cache_home
 from .report.properties import (
     AGENT_PROPERTY,
     CAPABILITY_PROPERTY,
@@ -43,7 +48,9 @@ from .report.properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
+from .run.begin import task_data
 from .run.launch import RunFolder, crash_reason, killed_reason, timeout_reason
+from .runtime import RUNTIMES, runtime_for
 from .runtime.base import RunOutcome
 from .scoring.grading import GradeOutcome, grade_submission, result_from_grade
 from .scoring.result import ERROR, MISSING, TIMEOUT, ChallengeResult
@@ -101,16 +108,13 @@ def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
 @pytest.fixture
 def rexmle_data(rexmle_task, rexmle_settings):
     """With --rexmle-prepare, missing data is prepared first (file-locked across xdist workers)."""
-    from .run.begin import task_data  # the same data the campaign launched other items' runs with
-
     try:
         return task_data(rexmle_settings, rexmle_task)
     except DataNotPreparedError:
         if not rexmle_settings.prepare:  # the session's note (data/missing.py) says the rest, once
-            from .data.missing import skip_reason
 
             pytest.skip(skip_reason(rexmle_task, rexmle_settings.data_dir))
-    from .data.prepare import ManualDownloadRequired, prepare_task
+    from .data.prepare import ManualDownloadRequired, prepare_task  # looked up when called, where tests replace it
 
     try:
         return prepare_task(rexmle_task, rexmle_settings.data_dir, progress=False)
@@ -121,8 +125,6 @@ def rexmle_data(rexmle_task, rexmle_settings):
 @pytest.fixture(scope="session")
 def rexmle_agents(rexmle_settings):
     """Every agent of the session by name, each built once with its own options."""
-    from .agents import get_agent
-
     return {name: get_agent(name, rexmle_settings.options_for(name))
             for name in rexmle_settings.agents or (rexmle_settings.agent,)}
 
@@ -147,8 +149,6 @@ def rexmle_agent(rexmle_agents, rexmle_agent_name):
 
 @pytest.fixture(scope="session")
 def rexmle_runtime(rexmle_settings):
-    from .runtime import runtime_for
-
     runtime = runtime_for(rexmle_settings)
     try:
         yield runtime
@@ -159,8 +159,11 @@ def rexmle_runtime(rexmle_settings):
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_repeat) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
+    # start-up: keeps 263 lines out of every pytest session (the plugin)
     from .runtime.slurm_job import outcome_from_json
-    from .schedule.board import run_key
+    from .schedule.board import run_key  # start-up: keeps 200 lines out of every pytest session (the plugin)
+
+    # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
     from .schedule.session import board_for
 
     board = board_for(request.config)
@@ -195,7 +198,7 @@ def _progress(request, settings, board):
     if terminal is None:
         return None
     capture = request.config.pluginmanager.get_plugin("capturemanager")
-    from .runtime import RUNTIMES
+    # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
     from .schedule.session import Progress
 
     def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
@@ -231,7 +234,7 @@ def rexmle_judge(rexmle_settings):
     """The capability judge (``--rexmle-judge``), or None with ``--rexmle-judge=none``."""
     if rexmle_settings.judge == "none":
         return None
-    from .capability import get_judge
+    from .capability import get_judge  # start-up: keeps 1031 lines out of every pytest session (the plugin)
 
     return get_judge(rexmle_settings.judge, **rexmle_settings.judge_options)
 
@@ -242,6 +245,7 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
     A judge failure (an unreachable LLM endpoint, say) is recorded as a warning: it must not turn a
     graded challenge into an error.
     """
+    # start-up: keeps 1316 lines out of every pytest session (the plugin)
     from .capability.stages import stage_scores
 
     try:
@@ -274,7 +278,6 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
         result.suspected_leak = _suspected_leak(request.node, rexmle_task, result, rexmle_data)
         result.write(run.folder.result_path)
         seal_result(run.folder.result_path, run.key)  # what --rexmle-resume will trust, and nothing else
-    from .agents.usage import metered_usage
 
     facts = run_facts(run.folder.root, rexmle_data.answers_id, graded=result.status == "ok")
     record_result(request.node, result, usage=metered_usage(run.folder.root), run_facts=facts)
@@ -291,7 +294,10 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
 def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
     """The run's ATIF trajectory and its page, once it is graded and judged. A failure here is a warning:
     reading aids must never cost the agent its result."""
+    # start-up: keeps 1361 lines out of every pytest session (the plugin)
     from .report.atif import write_trajectory
+
+    # start-up: keeps markupsafe out of every pytest session (the plugin)
     from .report.runpage import write_run_page
 
     for write in (write_trajectory, write_run_page):
@@ -304,8 +310,7 @@ def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
 def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
     """The leak rules of :mod:`pytest_rexmle.scoring.leaks`; the answers' own metrics are graded once per answers
     (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
-    from .paths import cache_home
-    from .scoring import leaks
+    from .scoring import leaks  # start-up: keeps 177 lines out of every pytest session (the plugin)
 
     if result.status != "ok":
         return None
@@ -323,8 +328,7 @@ def run_facts(run_dir: Path, answers_id: str | None = None, graded: bool = False
     a ``graded`` (OK) result, the sha256 of each submission file with the answers it was graded against (what
     ``rexmle report --verify`` checks a downloaded report's claims with). Only a submission the grader accepted
     is hashed: its files are bounded by the grader's rules, and a FAIL claims nothing to verify."""
-    from .agents.usage import run_record
-    from .compute import read_record
+    from .compute import read_record  # start-up: keeps 179 lines out of every pytest session (the plugin)
 
     digest = _submission_digest(Path(run_dir) / "submission", answers_id) if graded else None
     meta = run_record(run_dir)
@@ -338,7 +342,7 @@ def run_facts(run_dir: Path, answers_id: str | None = None, graded: bool = False
 def _submission_digest(folder: Path, answers_id: str | None) -> dict | None:
     """The submission's file hashes, or None when there is no folder or it cannot be hashed (a reading aid
     for verifiers: it never costs the agent its result)."""
-    from .errors import RexmleError
+    # start-up: keeps ipaddress, urllib out of every pytest session (the plugin)
     from .report.verify import submission_digest
 
     try:
@@ -351,8 +355,7 @@ def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None
                   run_facts: dict | None = None) -> None:
     """Per-case JUnit properties (with the gateway's ``usage.*`` and the run's ``compute.*`` when given),
     plus the whole record for the controller's session report."""
-    from . import compute
-    from .gateway.record import junit_properties
+    from . import compute  # start-up: keeps 179 lines out of every pytest session (the plugin)
 
     props = item.user_properties
     props.append(("status", result.status))
@@ -366,7 +369,7 @@ def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None
     if result.reason:
         props.append(("reason", result.reason))
     if result.suspected_leak:
-        from .scoring.leaks import summary
+        from .scoring.leaks import summary  # start-up: keeps 177 lines out of every pytest session (the plugin)
 
         egress = result.suspected_leak.get("egress")
         props.append(("suspected_leak", summary(result.suspected_leak) + (f"; {egress}" if egress else "")))

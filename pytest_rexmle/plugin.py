@@ -17,10 +17,14 @@ from pathlib import Path
 import pytest
 
 from . import hooks
+from .agents.usage import junit_properties, record_comparison
 from .errors import RexmleError
 from .fixtures import *  # noqa: F401,F403  (fixtures must live in the plugin's namespace)
 from .fixtures import SETTINGS_KEY
+from .gpus import parse_gpus
 from .paths import BENCHMARK_MODULE
+from .runtime import runtime_for
+from .runtime.base import RuntimeUnavailable
 from .settings import add_options, read_settings
 from .task import registry
 
@@ -55,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not settings.agent:
         return
     _refuse_reruns(config)
-    from .preflight import selected_tasks
+    from .preflight import selected_tasks  # start-up: keeps 242 lines out of every pytest session (the plugin)
 
     settings, notices = _check_agent_and_runtime(settings, controller=not hasattr(config, "workerinput"),
                                                  tasks=selected_tasks(config, settings))
@@ -66,11 +70,15 @@ def pytest_configure(config: pytest.Config) -> None:
     elif bench not in config.args:
         config.args.append(bench)
     if hasattr(config, "workerinput"):
+        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
         from .schedule.session import WorkerPlan
 
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
+        # start-up: keeps html, ipaddress, urllib out of every pytest session (the plugin)
         from .report.session import JUnitDisclosure, SessionReporter
+
+        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         reporter = SessionReporter(config, settings)
@@ -109,7 +117,7 @@ def private_folder(folder: Path) -> None:
 def _sweep_orphans(settings) -> None:
     """Controller only, once: remove what a dead earlier session left behind (e.g. labelled containers)
     and move the folders of its staged runs back into their run folders."""
-    from .runtime import runtime_for
+    # start-up: keeps 349 lines out of every pytest session (the plugin)
     from .runtime.staging import recover_all
 
     for folder in (settings.runs_dir, settings.report_dir):  # no agent's uid reads another run's folders
@@ -124,14 +132,15 @@ def _check_agent_and_runtime(settings, controller: bool = True, tasks=None):
     (:mod:`.preflight`); returns the settings with the session's runtime (chosen where none was given:
     :mod:`.runtime.choice`) and the session's network warnings (runs themselves stay quiet about them).
     ``tasks``: the selected challenges (default: all), whose data and time limits are checked."""
+    # start-up: keeps 242 lines out of every pytest session (the plugin)
     from .preflight import session_problems, usage_message
-    from .runtime.base import RuntimeUnavailable
 
     found = session_problems(settings, list(registry()) if tasks is None else tasks)
     if found.problems or found.runtime is None:
         raise pytest.UsageError(usage_message(found.problems or ["rexmle: no runtime could be made"]))
     settings, runtime = found.settings, found.runtime
     if controller:  # once per session: an xdist worker finds the images the controller made sure of
+        # start-up: keeps 380 lines out of every pytest session (the plugin)
         from .agents.image_ready import ensure_images
 
         try:
@@ -178,8 +187,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_rexmle_result(result, item) -> None:
     """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
     mismatch between the two, in the run's logs and the item's JUnit properties."""
-    from .agents.usage import junit_properties, record_comparison
-
     if result.run_dir and result.agent and Path(result.run_dir).is_dir():
         item.user_properties.extend(junit_properties(record_comparison(Path(result.run_dir), result.agent)))
 
@@ -223,6 +230,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     agents = ",".join(settings.agents) or settings.agent
     chosen = [f"rexmle: runtime {settings.runtime} chosen: {settings.runtime_reason}"] \
         if settings.runtime_reason and settings.runtime != "local" else []
+    # start-up: keeps 242 lines out of every pytest session (the plugin)
     from .preflight import campaign_line, selected_tasks
 
     return [f"rexmle: agent={agents} runtime={settings.runtime} data={data} time-limit={limit}", *chosen,
@@ -234,8 +242,6 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with an agent starts one worker per GPU (runs before pytest_configure, so read options here);
     the runs themselves are scheduled by the session's executor whatever the number of workers."""
-    from .gpus import parse_gpus
-
     if not (config.getoption("rexmle_agent") or config.getini("rexmle_agent")):
         return None
     gpus = parse_gpus(config.getoption("rexmle_gpus") or config.getini("rexmle_gpus") or None)

@@ -19,7 +19,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .agents import AGENTS
+from .agents.image_ready import image_problems
+from .data.missing import missing_lines
 from .errors import RexmleError
+from .gateway.budget import Budget
+from .gateway.upstream import SOURCES, upstreams_from
+from .runtime import runtime_for
+from .runtime.base import RuntimeUnavailable
+from .runtime.choice import choose_runtime
+from .runtime.gateway_link import network_notices
+from .task import registry
 
 if TYPE_CHECKING:
     import pytest
@@ -62,7 +72,7 @@ def _matches(expression: str, matcher) -> bool:
     """Whether pytest's ``-k``/``-m`` ``expression`` selects with ``matcher``; True when it cannot be read (pytest
     then reports the expression itself)."""
     try:  # pytest's own parser (private, pinned in constraints.txt): the same grammar as -k and -m
-        from _pytest.mark.expression import Expression
+        from _pytest.mark.expression import Expression  # start-up: _pytest only where this runs
 
         return bool(Expression.compile(expression).evaluate(matcher))
     except Exception:  # noqa: BLE001 (pytest's own error says what is wrong with the expression; a pytest
@@ -71,8 +81,6 @@ def _matches(expression: str, matcher) -> bool:
 
 def selected_tasks(config: pytest.Config, settings: Settings) -> list[Task]:
     """The challenges ``-k`` and ``-m`` leave, known before collection (the checks run at configure time)."""
-    from .task import registry
-
     keyword = str(config.getoption("keyword", "") or "")
     markexpr = str(config.getoption("markexpr", "") or "")
     agents = settings.agents or ((settings.agent,) if settings.agent else ())
@@ -95,8 +103,6 @@ def time_limit_of(settings: Settings, task: Task) -> float:
 
 def build_agents(settings: Settings, found: Preflight) -> None:
     """Each of the session's agents from its options, and what its own preflight finds."""
-    from .agents import AGENTS
-
     for name in map(str, settings.agents or (settings.agent,)):
         options = settings.options_for(name)
         try:
@@ -119,7 +125,6 @@ def model_key_problems(agent: Agent, network: str, environ: Mapping[str, str] | 
     as ``HTTP Error 502`` after its run has started."""
     if network == "none":  # no model call can leave the run: nothing to check
         return []
-    from .gateway.upstream import SOURCES, upstreams_from
 
     env = os.environ if environ is None else environ
     _, broken = upstreams_from(env)
@@ -138,8 +143,6 @@ def model_key_problems(agent: Agent, network: str, environ: Mapping[str, str] | 
 
 def _attempt(found: Preflight, check, *args) -> bool:
     """Run one check; its RexmleError or RuntimeUnavailable becomes a problem. True when it passed."""
-    from .runtime.base import RuntimeUnavailable
-
     try:
         check(*args)
     except (RexmleError, RuntimeUnavailable) as exc:
@@ -152,9 +155,6 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
     """Choose and check the runtime: the agents' isolation, the scheduler's partition and its limits, the
     runtime itself, each image, the network it must give. A check that another's failure makes moot is
     skipped (a runtime that is not there has no images to look at)."""
-    from .runtime import runtime_for
-    from .runtime.choice import choose_runtime
-
     settings = found.settings
 
     def choose() -> None:
@@ -177,10 +177,8 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
         return  # its probe job would only meet the same refusal, and its images cannot be looked at
     for image in dict.fromkeys(agent.image for agent in found.agents if agent.image):
         _attempt(found, runtime.check_image, image)
-    from .runtime.gateway_link import network_notices
 
     _attempt(found, lambda: found.notices.extend(network_notices(runtime, found.settings.network)))
-    from .agents.image_ready import image_problems
 
     found.problems.extend(image_problems(found.agents, runtime))
 
@@ -190,7 +188,6 @@ def data_problem(settings: Settings, tasks: list[Task]) -> str | None:
     (alone, it is the session's note and those items skip)."""
     if settings.data != "prepared" or settings.prepare or not tasks:
         return None
-    from .data.missing import missing_lines
 
     lines = missing_lines(tasks, settings.data_dir)
     return "\n".join(lines) if lines else None
@@ -223,8 +220,6 @@ def usage_message(problems: list[str]) -> str:
 def campaign_line(settings: Settings, tasks: list[Task]) -> str:
     """The campaign's size, said before it starts: its runs, their hours and GPU-hours at the time limit
     (runs x time limit x GPUs per run, the most it can take) and the model budget in all where one is set."""
-    from .gateway.budget import Budget
-
     agents = len(settings.agents or (settings.agent,))
     runs = len(tasks) * agents
     hours = agents * sum(time_limit_of(settings, t) for t in tasks) / 3600

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .gpus import parse_gpus
+from .limits import LimitError, Limits, parse_pairs
 from .paths import default_data_dir
 
 if TYPE_CHECKING:
@@ -250,9 +252,10 @@ def read_settings(config: pytest.Config) -> Settings:
     """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
     parsing or a range check are replaced below, so that a typo is one usage error and not a failed
     run per task."""
+    # start-up: keeps urllib out of every pytest session (the plugin)
     from .gateway.budget import Budget, BudgetError
-    from .gpus import parse_gpus
-    from .limits import LimitError, Limits, parse_pairs
+
+    # start-up: keeps 192 lines out of every pytest session (the plugin)
     from .runtime.sandbox.uids import UidRange, UidRangeError
 
     v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
@@ -296,6 +299,7 @@ def read_settings(config: pytest.Config) -> Settings:
         if v["agent_uids"] is not None:
             UidRange.parse(v["agent_uids"])
     if v["upstream_proxy"]:
+        # start-up: keeps http, ssl, urllib out of every pytest session (the plugin)
         from .gateway.upstream import Proxy, UpstreamConfigError
 
         with _usage_error("--rexmle-upstream-proxy", UpstreamConfigError):
@@ -327,7 +331,7 @@ def parse_min_percentile(value) -> float:
 def usage_error(message: str) -> Exception:
     """pytest's UsageError, imported only here: a run's child unpickles Settings and would otherwise
     import pytest (about 0.15 s of every run's start) for an error only the session raises."""
-    import pytest
+    import pytest  # start-up: a run's child unpickles Settings without pytest
 
     return pytest.UsageError(message)
 

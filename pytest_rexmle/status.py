@@ -18,7 +18,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .report.archive import local_time
 from .run.owner import GONE, last_activity, owner_state
+from .runtime import RUNTIMES
 
 INTERRUPTED = "interrupted"
 
@@ -96,8 +98,6 @@ def _settle_unfinished(row: dict, meta: dict, run_dir: Path) -> None:
 def _add_scheduler_states(rows: list[dict], unfinished: dict[str, list[dict]]) -> None:
     """A scheduler runtime (Slurm) knows more than the run folder: queued with a reason, or running on a
     node since when. Each runtime answers for its own runs; a runtime that cannot answer adds nothing."""
-    from .runtime import RUNTIMES
-
     by_dir = {r["run_dir"]: r for r in rows}
     for name, records in unfinished.items():
         try:
@@ -124,8 +124,6 @@ def _scheduler(row: dict) -> str:
 
 
 def _when(iso: str) -> str:
-    from .report.archive import local_time
-
     moment = datetime.fromisoformat(iso)
     return f"{local_time(iso)[:10]} {moment.astimezone().strftime('%H:%M:%S %Z')}"
 

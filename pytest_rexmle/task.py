@@ -47,6 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from .documents import parse
 from .errors import TaskConfigError, UnknownTaskError
+from .leaderboard import metric_columns
+from .limits import LimitError, Limits
 from .paths import Entry
 
 #: a task type or modality: a lower-case identifier, so that it is also a valid pytest marker name
@@ -169,8 +171,6 @@ class Task(BaseModel):
     @field_validator("limits")
     @classmethod
     def _over_defaults(cls, value: Any) -> Any:
-        from .limits import LimitError, Limits
-
         if value is None:
             return Limits()
         if isinstance(value, Limits):
@@ -220,7 +220,7 @@ def competition_of_folder(folder: Path) -> str | None:
 
 def read_yaml(path: Path) -> Any:
     """``yaml.safe_load`` of a file (libyaml's parser when PyYAML has it: the same documents, faster)."""
-    import yaml
+    import yaml  # start-up: yaml only where this runs
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
@@ -243,8 +243,6 @@ def load_task(folder: Path) -> Task:
 
 
 def _check_leaderboard_columns(task: Task) -> None:
-    from .leaderboard import metric_columns
-
     path = task.leaderboard_path
     if not path.is_file():
         raise TaskConfigError(f"{path}: file not found")
@@ -347,7 +345,7 @@ def competition_module(task: Task, field: str, module: str | None = None) -> str
 
 def resolve(task: Task, field: str) -> Any:
     """The object task.yaml's ``grader``, ``synthetic`` or ``prepare`` names, imported on first use."""
-    import importlib
+    import importlib  # start-up: importlib only where this runs
 
     attr = getattr(task, field) and getattr(task, field).partition(":")[2]
     try:

@@ -10,7 +10,10 @@ The names are resolved on first use (PEP 562), so importing one agent does not i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..providers import Registry
 
 if TYPE_CHECKING:
     from .base import Agent
@@ -25,8 +28,6 @@ BUILTIN_AGENTS = {
 def folder_agents() -> dict[str, str]:
     """Every ``agents/<agent>/adapter.py`` by its agent's name (the folder's, with ``-`` for ``_``): adding
     an agent is adding its folder, with no list to edit. Its ``ADAPTER`` is imported only when used."""
-    from pathlib import Path
-
     here = Path(__file__).resolve().parent
     return {adapter.parent.name.replace("_", "-"): f"{__name__}.{adapter.parent.name}.adapter:ADAPTER"
             for adapter in sorted(here.glob("*/adapter.py"))}
@@ -34,12 +35,10 @@ def folder_agents() -> dict[str, str]:
 
 def __getattr__(name: str):
     if name == "AGENTS":
-        from ..providers import Registry
-
         globals()["AGENTS"] = registry = Registry("rexmle.agents", {**BUILTIN_AGENTS, **folder_agents()})
         return registry
     if name in ("Agent", "AgentContext"):
-        from . import base
+        from . import base  # agents imports this module at its top
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RexmleError
+from ..graders.base import load_grader
 from .base import Agent, AgentContext
 
 #: the workspace folder the host writes the baseline into
@@ -38,8 +39,6 @@ class SampleAgent(Agent):
             raise RexmleError(f"agent {name!r}: delay must be a number of seconds from 0 to 86400, got {delay!r}")
 
     def setup(self, ctx: AgentContext) -> Path | None:
-        from ..graders.base import load_grader
-
         baseline = ctx.workspace / BASELINE
         baseline.mkdir(exist_ok=True)
         load_grader(ctx.task).write_baseline(ctx.public, baseline)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..untrusted.files import RefusedFile, read_json
+
 #: the counts both sides report under the same names
 COMPARED = ("input_tokens", "output_tokens")
 
@@ -38,8 +40,6 @@ def mismatch_line(comparison: dict) -> str | None:
 def _json_object(path: Path, limit_bytes: int) -> dict | None:
     """The JSON object in a file of the run folder (which the agent could write), read with the
     hostile-file guards; None when it is missing, too large, not JSON or not an object."""
-    from ..untrusted.files import RefusedFile, read_json
-
     try:  # bounded in size and in depth: a JSON text nested 200,000 deep is refused before parsing
         value = read_json(path, limit_bytes, allow_constants=True)
     except (OSError, ValueError, RefusedFile):

@@ -28,11 +28,11 @@ SESSION_CAPABILITY_JSON = "rexmle-capability.json"
 def get_judge(name: str = DEFAULT_JUDGE, **options) -> Judge:
     """A judge by name; options are the judge's keyword options (strings accepted, see each module)."""
     if name == "rules":
-        from .rules import RulesJudge
+        from .rules import RulesJudge  # capability imports this module at its top
 
         return RulesJudge(**options)
     if name == "llm":
-        from .llm import LLMJudge
+        from .llm import LLMJudge  # capability imports this module at its top
 
         return LLMJudge(**options)
     raise RexmleError(f"unknown capability judge {name!r}; known: {', '.join(JUDGES)}")

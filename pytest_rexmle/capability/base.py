@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..jsonfile import write_json_atomic
+from ..task import registry
 from .clock import Clock, JudgeTimedOut
 from .schema import NO_TRACE_FLAG, run_document, untraced
 from .trace import Source, collect_sources, has_trace
@@ -35,7 +36,6 @@ def resolve_task(task: Any):
     """The Task for a Task or any id/alias; None for an unknown name (judging never blocks on the registry)."""
     if hasattr(task, "id"):
         return task
-    from ..task import registry
 
     try:
         return registry().get(str(task))

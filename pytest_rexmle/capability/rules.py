@@ -32,6 +32,8 @@ import itertools
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
+from re import _constants as C
+from re import _parser as P
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge, normalise_line
@@ -71,9 +73,6 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
     sets (None if any branch has none). Of several candidates the one with the longest shortest literal
     is kept. Used only as a necessary condition, so it never changes a result, only the speed.
     """
-    from re import _constants as C  # the stdlib's own parser
-    from re import _parser as P
-
     def seq(items) -> set[str] | None:
         run: list[str] = []
         cands: list[set[str]] = []

@@ -57,9 +57,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..errors import InvalidSubmission
+from ..errors import InvalidSubmission, TaskConfigError
+from ..graders.base import load_grader
 from ..jsonfile import write_json_atomic
 from ..untrusted.files import RefusedFile, clean_text, read_json
+from ..untrusted.submission import read_case_table
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
 from .clock import JudgeTimedOut
 from .schema import NO_TEXT, Strict
@@ -112,8 +114,6 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
         return (0.0, "no submission.csv"), (0.0, "no submission.csv")
     if task is None or public_dir is None or not Path(public_dir).is_dir():
         return _from_result(run_dir)
-    from ..errors import TaskConfigError
-    from ..graders.base import load_grader
 
     try:
         grader = load_grader(task)
@@ -132,8 +132,6 @@ def submission_stages(run_dir: Path, task, public_dir: Path | None) -> tuple[tup
 
 def _coverage(grader, submission: Path, public_dir: Path, test_ids: list[str]) -> tuple[float, str]:
     """Fraction of test cases whose row passes the grader's public per-case check."""
-    from ..untrusted.submission import read_case_table
-
     if not test_ids:
         return 0.0, "no public test ids"
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -79,8 +80,6 @@ def prepared_data(task: Task, data_dir: Path) -> TaskData:
 
 def copy_task_documents(task: Task, public: Path) -> None:
     """What the task folder gives the agent: description.md and the task's declared public files."""
-    import shutil
-
     if task.description_path.is_file():
         shutil.copyfile(task.description_path, public / "description.md")
     for name in task.public_files:

@@ -22,7 +22,7 @@ __all__ = ["Budget", "BudgetError", "Gateway", "GatewayRun", "Limits", "session_
 
 
 def __getattr__(name: str):
-    from importlib import import_module
+    from importlib import import_module  # start-up: importlib only where this runs
 
     if name in ("Budget", "BudgetError"):
         return getattr(import_module(".budget", __name__), name)

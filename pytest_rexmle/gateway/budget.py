@@ -16,6 +16,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .prices import call_cost
 from .protocols import ANTHROPIC, GEMINI
 
 #: the dimensions a budget may bound, with the unit used in messages
@@ -154,7 +155,6 @@ class Reservation:
         rule = f"{output + prompt} tokens ({said}; prompt ~{prompt}: {body_bytes} request bytes / {BYTES_PER_TOKEN})"
         if not priced:
             return cls(output + prompt, None, "not priced (no usd bound)", rule)
-        from .prices import call_cost
 
         usd, why = call_cost(protocol, model, prompt, output, 0)
         return cls(output + prompt, usd, why, rule)

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
 from .http11 import BadRequest, check_semantics, read_fields, read_request_line, skip_trailers
+from .protocols import OPENAI, error_body
 
 if TYPE_CHECKING:
     from .server import GatewayRun
@@ -82,7 +83,7 @@ class Connection(BaseHTTPRequestHandler):
         return
 
     def handle_one_request(self) -> None:
-        from .router import dispatch
+        from .router import dispatch  # gateway.router imports this module at its top
 
         self.headers_sent = False
         self._chunked = False
@@ -215,8 +216,6 @@ class Connection(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Errors before a request is understood: an OpenAI-shaped JSON body (the most common client)."""
-        from .protocols import OPENAI, error_body
-
         self.close_connection = True
         self.respond(code, error_body(OPENAI, code, message or "bad request"), close=True)
 

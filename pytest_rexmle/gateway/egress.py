@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from ..task import registry
+from ..untrusted.files import clean_text
 from .hostname import InvalidHost, normal_host
 
 #: hosts served by default (a name covers its subdomains); the README lists them with the reason
@@ -63,8 +65,6 @@ def _normal(host: str) -> str:
 
 def task_source_hosts() -> tuple[str, ...]:
     """Hosts named by every task's ``task.yaml`` (its source URLs and the challenge site)."""
-    from ..task import registry
-
     hosts: set[str] = set()
 
     def walk(value) -> None:
@@ -310,8 +310,6 @@ class EgressLog:
         self._path_chars = 0
 
     def record(self, host: str, port: int, decision: Decision, path: str | None) -> None:
-        from ..untrusted.files import clean_text  # hosts and paths are the agent's text, bound for reports
-
         key = (clean_text(host, limit=255), port, decision.allowed)
         path = None if path is None else clean_text(path, limit=500)
         now = time.time()

@@ -11,7 +11,7 @@ import json
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from . import protocols
+from . import modelcall, protocols, proxy
 from .connection import BadRequest
 
 if TYPE_CHECKING:
@@ -21,8 +21,6 @@ VALIDATE_PATH = "/rexmle/validate"
 
 
 def dispatch(conn: Connection) -> None:
-    from . import modelcall, proxy
-
     run = conn.run
     target = conn.path
     conn.framing()  # ambiguous framing is a 400 whoever asks

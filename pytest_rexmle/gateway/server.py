@@ -19,10 +19,12 @@ import time
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, fields
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from ..untrusted.files import clean_text
 
 # every module a request passes through is loaded with the server, not at a request's first use: a copy
 # imported later (pytester's sys.modules snapshot removes what a test imported) would raise a BadRequest
@@ -32,12 +34,13 @@ from . import proxy as _proxy  # noqa: F401
 from . import router as _router  # noqa: F401
 from .budget import Budget, Ledger, Reservation
 from .connection import Connection
-from .egress import EgressLog, EgressPolicy
+from .egress import EgressLog, EgressPolicy, task_source_hosts
 from .metering import CallUsage, RunMeter
 from .protocols import error_body
 from .provider_tools import ToolUse
 from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
+from .validation import validate_submission
 
 #: validation calls kept per run for its page (more are counted)
 MAX_VALIDATIONS = 200
@@ -111,8 +114,6 @@ class Gateway:
             budget = Budget.parse(getattr(self.settings, "budget", None) or None)
         allow = (*tuple(getattr(self.settings, "egress_allow", ()) or ()), *egress_allow)
         if self._task_hosts is None:
-            from .egress import task_source_hosts
-
             self._task_hosts = task_source_hosts()
         policy = EgressPolicy(allow=allow, deny=egress_deny, task_hosts=self._task_hosts)
         record_limit = self.limits.record_bytes if record_bytes is None else min(record_bytes,
@@ -327,8 +328,6 @@ class GatewayRun:
 
     def note_bad_request(self, conn, status: int, message: str) -> None:
         """A request the gateway could not read: counted, and a ``refused`` line in the trajectory."""
-        from ..untrusted.files import clean_text
-
         self.note_error("bad_request", message)
         route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
         reason = clean_text(message, limit=500)
@@ -343,8 +342,6 @@ class GatewayRun:
 
     def validate(self) -> tuple[dict, int]:
         """The verdict of the run's own submission (one validation at a time per run)."""
-        from .validation import validate_submission
-
         if not self._validating.acquire(blocking=False):
             return {"ok": False, "problems": ["a validation of this run is already running"]}, 429
         try:
@@ -361,10 +358,6 @@ class GatewayRun:
     def _note_validation(self, verdict: dict) -> None:
         """The run's validation calls for its page's timeline: the first ``MAX_VALIDATIONS`` kept, the rest
         counted (an agent that validates in a loop costs a counter, not the harness's memory)."""
-        from datetime import datetime
-
-        from ..untrusted.files import clean_text
-
         with self._lock:
             self.validations["count"] += 1
             if len(self.validations["calls"]) < MAX_VALIDATIONS:

@@ -45,6 +45,7 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
     except subprocess.TimeoutExpired:
         verdict["problems"] = [f"validation did not finish within {timeout:g} s"]
     except (ValueError, IndexError):
+        # start-up: keeps its imports out of the validation worker
         from ..untrusted.files import clean_text
 
         tail = clean_text(proc.stderr.decode("utf-8", "replace")[-500:], limit=500)
@@ -54,10 +55,18 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
 
 
 def _main(argv: list[str]) -> int:
-    from ..errors import InvalidSubmission
+    from ..errors import InvalidSubmission  # start-up: keeps 35 lines out of the validation worker
+
+    # start-up: keeps pydantic out of the validation worker
     from ..graders.base import load_grader
+
+    # start-up: keeps its imports out of the validation worker
     from ..medimage.header_notes import collecting
+
+    # start-up: keeps pydantic out of the validation worker
     from ..task import get_task
+
+    # start-up: keeps its imports out of the validation worker
     from ..untrusted.files import clean_text
 
     task_id, public, submission = argv

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import InvalidSubmission
-from ..task import Task
+from ..task import Task, resolve
 from ..untrusted.submission import SUBMISSION_CSV, CaseTable, read_answers, read_case_table, read_submission
 
 SAMPLE_SUBMISSION = "sample_submission.csv"
@@ -114,11 +114,13 @@ class Grader(ABC):
         NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
         NumPy); other formats through SimpleITK, whose header-only reference image already is that
         volume (uint8, zero-filled, the file's geometry)."""
+        # start-up: keeps 155 lines out of every pytest session (the plugin)
         from ..medimage.nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
             grid = grid_for(case_id)
             if not write_empty_like(grid, path):
+                # start-up: keeps SimpleITK out of every pytest session (the plugin)
                 from ..medimage.geometry import reference_geometry, write_image
 
                 write_image(reference_geometry(grid), path)
@@ -139,8 +141,6 @@ def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[s
 
 def load_grader(task: Task) -> Grader:
     """Instantiate the grader named in task.yaml (``grader: <competition>:<Class>``, in the competition's ``grade.py``)."""
-    from ..task import resolve
-
     return resolve(task, "grader")(task)
 
 

@@ -41,7 +41,7 @@ def shown(text: object) -> str:
 def _engine():
     """The local Docker engine's client, or None (nothing here needs one except ``export``)."""
     try:
-        import docker
+        import docker  # start-up: docker only where this runs
 
         client = docker.from_env(timeout=600)
         client.ping()
@@ -81,8 +81,6 @@ def open_partial(partial: Path) -> BinaryIO:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from ..agents.image_build import RECIPES
-
     if not args.file or not args.agent or len(args.agent) != 1:
         print("rexmle images export: give one --agent NAME and the FILE to write", file=sys.stderr)
         return 2
@@ -143,8 +141,6 @@ def _untagged_hint(image: store.StoredImage) -> None:
 
 def run_list() -> int:
     """Each agent's image and where it is usable; then cached images no agent names."""
-    from ..agents.image_build import RECIPES, local_image
-
     client = _engine()
     cached = store.stored()
     named = set()
@@ -224,7 +220,7 @@ def run_images(args: argparse.Namespace) -> int:
             return 2
         build_args[key.strip()] = value
     try:
-        import docker
+        import docker  # start-up: docker only where this runs
 
         client = docker.from_env(timeout=600)
         client.ping()

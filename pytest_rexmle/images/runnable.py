@@ -25,7 +25,7 @@ IMPORT_HINT = ("on a machine with Docker: `rexmle images export --agent NAME FIL
 
 def agent_of_image(image: str) -> str | None:
     """The bundled agent whose recipe builds ``image`` (``rexmle/aide:latest`` -> ``aide``), else None."""
-    from ..agents.image_ready import recipe_for
+    from ..agents.image_ready import recipe_for  # start-up: keeps importlib, tomllib out of the node probe
 
     recipe = recipe_for(image)
     return recipe.name if recipe is not None else None

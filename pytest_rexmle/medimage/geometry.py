@@ -34,7 +34,7 @@ from ..untrusted.files import clean_text, open_regular
 from .header_notes import record
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
 #: header differences at most this large are not even worth a warning (mm, mm, direction cosines)
 SPACING_TOL = 1e-4
@@ -302,8 +302,8 @@ def _nrrd_sizes(fh, name: str, where: str) -> list[int]:
 
 def _reject_hidden_non_finite(path: Path, case_id: str) -> None:
     """SimpleITK's NIfTI reader turns NaN and ±inf into 0; read the raw values to see them."""
-    import nibabel as nib
-    import numpy as np
+    import nibabel as nib  # start-up: nibabel only where this runs
+    import numpy as np  # start-up: numpy only where this runs
 
     try:
         data = np.asanyarray(nib.load(str(path)).dataobj)
@@ -337,7 +337,7 @@ def check_geometry_of(pred: Geometry, ref: Geometry, case_id: str, notify: bool 
 
 def header_differences(pred: Geometry, ref: Geometry, case_id: str) -> list[str]:
     """One message per header property (spacing, origin, direction) outside its tolerance."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     notes = []
     for name, a, b, tol in (("spacing", pred.spacing, ref.spacing, SPACING_TOL),
@@ -364,7 +364,7 @@ def label_array(img: sitk.Image, case_id: str, allowed: set[int] | None = None) 
 
 def label_values(arr: np.ndarray, case_id: str, allowed: set[int] | None = None) -> np.ndarray:
     """:func:`label_array` of voxels already in a NumPy array the caller owns (e.g. a crop of a view)."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
@@ -391,7 +391,7 @@ def nonzero_mask(img: sitk.Image, case_id: str) -> np.ndarray:
     A float mask with values in (0, 1] is a mask there: the organisers score it, so it is never refused
     for non-integer values. The voxels must still be finite numbers (NaN is not a decision).
     """
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     arr = sitk.GetArrayViewFromImage(img)
     if arr.dtype.kind not in "biuf":
@@ -416,7 +416,7 @@ def _within_range(labels: np.ndarray, allowed: set[int]) -> bool:
 
 def present_values(labels: np.ndarray) -> set[int]:
     """The distinct values of an integer array; a lookup table for 8/16-bit labels (no sort, no copy)."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     if labels.dtype in (np.uint8, np.uint16):
         seen = np.zeros(256 if labels.dtype == np.uint8 else 65536, dtype=bool)
@@ -470,7 +470,7 @@ def zyx_spacing(img: sitk.Image) -> tuple[float, float, float]:
 
 def voxel_volume_mm3(img: sitk.Image) -> float:
     """|det(direction · diag(spacing))| — the physical volume of one voxel."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     dim = img.GetDimension()
     direction = np.asarray(img.GetDirection(), dtype=float).reshape(dim, dim)

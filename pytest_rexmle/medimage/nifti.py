@@ -12,6 +12,7 @@ which then goes through SimpleITK.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,7 +31,7 @@ class NiftiGrid(NamedTuple):
 def read_header(path: Path) -> NiftiGrid | None:
     """The header of a single-file NIfTI image (NIfTI-1 ``n+1`` or NIfTI-2), or None for anything else
     (another format, an ``.hdr``/``.img`` pair, a damaged or truncated file)."""
-    import nibabel as nib
+    import nibabel as nib  # start-up: nibabel only where this runs
 
     try:
         image = nib.load(str(path))
@@ -53,8 +54,8 @@ def write_empty_like(source: Path, target: Path) -> bool:
     found = read_header(source)
     if found is None:
         return False
-    import nibabel as nib
-    import numpy as np
+    import nibabel as nib  # start-up: nibabel only where this runs
+    import numpy as np  # start-up: numpy only where this runs
 
     header = found.header.copy()
     header.set_data_dtype(np.uint8)
@@ -80,8 +81,8 @@ def simpleitk_affine(path: Path):
     SimpleITK (ITK 5) takes the qform unless the sform is coded "scanner" (1) or the qform is absent;
     nibabel takes the sform whenever it is coded. The graders read every file through SimpleITK, so
     SimpleITK's grid is the one the prepared files keep."""
-    import numpy as np
-    import SimpleITK as sitk
+    import numpy as np  # start-up: numpy only where this runs
+    import SimpleITK as sitk  # start-up: SimpleITK only where this runs
 
     reader = sitk.ImageFileReader()
     reader.SetFileName(str(path))
@@ -98,7 +99,7 @@ def simpleitk_affine(path: Path):
 
 def _form_gap(a, b) -> tuple[float, float]:
     """(largest translation difference in mm, largest difference of the 3×3 part) of two affines."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     return float(np.max(np.abs(a[:3, 3] - b[:3, 3]))), float(np.max(np.abs(a[:3, :3] - b[:3, :3])))
 
@@ -131,8 +132,7 @@ def write_with_aligned_forms(source: Path, target: Path) -> dict | None:
     Returns what was found (for the manifest) or None, in which case nothing is written. Only the header
     changes: the extension and voxel bytes after it are streamed unchanged, so intensities, type and
     scaling stay exactly the release's. Both codes are kept where set (an absent one takes the other's)."""
-    import gzip
-    import shutil
+    import gzip  # start-up: gzip only where this runs
 
     found = forms_disagreement(source)
     if found is None:

@@ -21,7 +21,7 @@ def label_components(mask: np.ndarray) -> tuple[np.ndarray, int]:
             return kernel(mask)
         except Exception:  # e.g. more components than int32 labels: the public function widens
             pass
-    from scipy import ndimage
+    from scipy import ndimage  # start-up: scipy only where this runs
 
     labels, n = ndimage.label(mask, structure=np.ones((3,) * mask.ndim, dtype=bool))
     return labels, int(n)

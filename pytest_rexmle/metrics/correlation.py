@@ -30,7 +30,7 @@ def correlation_scores(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     if pred.size < 2 or np.ptp(pred) == 0 or np.ptp(truth) == 0:
         plcc = srocc = krocc = 0.0
     else:
-        from scipy import stats
+        from scipy import stats  # start-up: scipy only where this runs
 
         with warnings.catch_warnings():  # NaN from non-finite input is mapped to 0 by _defined
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -46,7 +46,7 @@ def coco_bbox_stats(images: Sequence[Mapping], annotations: Sequence[Mapping], c
     if not detections:
         return {stat: 0.0 for stat, _ in STATS}
     from pycocotools.coco import COCO  # imported when there is something to evaluate
-    from pycocotools.cocoeval import COCOeval
+    from pycocotools.cocoeval import COCOeval  # start-up: pycocotools only where this runs
     gt_anns = []
     for i, ann in enumerate(annotations, start=1):
         x, y, w, h = (float(v) for v in ann["bbox"])

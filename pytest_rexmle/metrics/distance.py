@@ -53,6 +53,6 @@ def _with_kernel(kernel: Callable, mask: np.ndarray, spacing: np.ndarray) -> np.
 
 
 def _public(mask: np.ndarray, spacing: np.ndarray) -> np.ndarray:
-    from scipy import ndimage
+    from scipy import ndimage  # start-up: scipy only where this runs
 
     return np.asarray(ndimage.distance_transform_edt(mask, sampling=spacing), dtype=np.float64)

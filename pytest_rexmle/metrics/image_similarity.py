@@ -58,7 +58,7 @@ def ssim(pred: np.ndarray, truth: np.ndarray) -> float:
     rng = data_range(p, g)
     if rng == 0.0:
         return 1.0
-    from skimage.metrics import structural_similarity
+    from skimage.metrics import structural_similarity  # start-up: skimage only where this runs
 
     return float(structural_similarity(p, g, data_range=rng))
 

@@ -46,7 +46,7 @@ def _neighbourhoods(xy: np.ndarray, finite: np.ndarray, queries: np.ndarray, rea
     every point closer than the matching radius, and possibly a few on its rim (the strict test decides)."""
     if finite.size == 0 or queries.shape[0] == 0:
         return [[] for _ in range(queries.shape[0])]
-    from scipy.spatial import cKDTree
+    from scipy.spatial import cKDTree  # start-up: scipy only where this runs
 
     found = cKDTree(xy[finite]).query_ball_point(queries, r=reach)
     return [finite[np.asarray(hits, dtype=np.intp)].tolist() for hits in found]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._surfel_table import UNIT_AREA_VECTORS_X8
 from .crop import bounding_box
 from .distance import distance_to_background
 from .overlap import dice
@@ -48,8 +49,6 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
     the precomputed :mod:`._surfel_table` (``tests/metrics/test_surfel.py`` derives it again with
     scikit-image's marching cubes and compares).
     """
-    from ._surfel_table import UNIT_AREA_VECTORS_X8
-
     vectors = []
     for word in UNIT_AREA_VECTORS_X8.split():
         digits = [] if word == "-" else [ord(c) - ord("0") - 4 for c in word]

@@ -22,7 +22,6 @@ import functools
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,9 +47,7 @@ from .cow_anatomy import (  # noqa: F401
     THIRD_A2,
 )
 from .crop import bounding_box
-
-if TYPE_CHECKING:
-    from .labelindex import LabelIndex
+from .labelindex import LabelIndex, box_volume
 
 IOU_THRESHOLD = 0.25
 TP, FP, FN, TN = "TP", "FP", "FN", "TN"
@@ -91,7 +88,7 @@ def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _public_skeleton(mask: np.ndarray) -> np.ndarray:
-    from skimage.morphology import skeletonize
+    from skimage.morphology import skeletonize  # start-up: skimage only where this runs
 
     return np.asarray(skeletonize(np.ascontiguousarray(mask)), dtype=bool)
 
@@ -128,8 +125,6 @@ def skeleton_xyz(mask: np.ndarray, components: tuple[np.ndarray, int] | None = N
     if box is None:
         return None
     crop = mask[box]
-    from .labelindex import LabelIndex, box_volume
-
     if components is not None:
         labels, n = components[0][box], components[1]
     else:
@@ -193,8 +188,6 @@ def label_adjacency(labels: np.ndarray, index: LabelIndex | None = None) -> dict
     voxel's 13 "forward" neighbours are looked up where they lie inside the array; a neighbour outside
     it is background, as in the organisers' bounds checks. No padded copy, no pass over the whole array.
     """
-    from .labelindex import LabelIndex
-
     arr = np.ascontiguousarray(labels)
     if arr.ndim != 3:
         raise ValueError(f"label_adjacency needs a 3-D label array, got shape {arr.shape}")

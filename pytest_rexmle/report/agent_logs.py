@@ -496,7 +496,7 @@ def _find(root: Path, formats: tuple[LogFormat, ...], notes: list[dict[str, Any]
 
 def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS) -> tuple[list[dict], list[dict]]:
     """(ATIF trajectories the agent's own logs give, a note per log file: embedded or skipped and why)."""
-    from .atif import AtifTrajectory
+    from .atif import AtifTrajectory  # report.atif imports this module at its top
 
     formats = AGENT_LOGS.get(agent)
     root = Path(run_dir) / "logs" / agent

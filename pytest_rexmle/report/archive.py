@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json_atomic, write_text_atomic
+from .mdtext import md_text
+from .model import data_kind
+from .render import pct
 
 REPORT_JSON = "rexmle-report.json"
 LATEST = "latest"
@@ -124,9 +127,6 @@ def local_time(iso: str | None) -> str:
 
 
 def _row(doc: dict) -> dict:
-    from .model import data_kind
-    from .render import pct
-
     n_selected = len(doc.get("selected") or [])
     return {"folder": doc["folder"], "created": local_time(doc.get("created")), "agent": str(doc.get("agent") or "-"),
             "score": pct(float(doc.get("score") or 0.0)), "challenges": str(n_selected),
@@ -136,8 +136,6 @@ def _row(doc: dict) -> dict:
 
 
 def index_markdown(docs: list[dict], latest: str | None) -> str:
-    from .mdtext import md_text
-
     lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
              "| Session | Started | Agent | Data | Score | Challenges | FAIL | ERROR | Skipped |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -181,7 +179,7 @@ INDEX_FIELDS = ("created", "agent", "score", "selected", "partial", "n_fail", "n
 def summaries(report_dir: Path) -> list[dict]:
     """:func:`sessions`, each cut to what the index shows, reading only reports that are new or changed since
     the last index (``.index-cache.json``: folder -> size, mtime and the summary)."""
-    from .trust import read_report
+    from .trust import read_report  # looked up when called, where tests replace it
 
     root = Path(report_dir)
     try:
@@ -223,7 +221,7 @@ def summaries(report_dir: Path) -> list[dict]:
 def write_index(report_dir: Path) -> None:
     """Rebuild both index files from the session folders on disk, under a lock so that two sessions
     finishing together cannot interleave (each rebuild sees every folder, so the last one is complete)."""
-    from filelock import FileLock
+    from filelock import FileLock  # start-up: filelock only where this runs
 
     root = Path(report_dir)
     with FileLock(str(root / ".index.lock")):

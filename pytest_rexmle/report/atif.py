@@ -26,7 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..agents.usage import run_record
 from ..jsonfile import write_json_atomic
+from ..untrusted.files import RefusedFile, plain_name, read_json, show
 from .agent_logs import agent_trajectories
 from .calls import PREVIEW_CHARS, CallSummary, read_calls
 
@@ -138,7 +140,7 @@ class AtifTrajectory(_Strict):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # start-up: importlib only where this runs
 
     try:
         return version("pytest-rexmle")
@@ -150,8 +152,6 @@ def build_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> dict[
     """The ATIF document of a finished run (``meta``: its run.json; read when not given)."""
     run_dir = Path(run_dir)
     if meta is None:
-        from ..agents.usage import run_record
-
         meta = run_record(run_dir) or {}
     calls = read_calls(run_dir)
     steps: list[dict[str, Any]] = []
@@ -280,8 +280,6 @@ def write_trajectory(run_dir: Path, meta: dict[str, Any] | None = None) -> Path:
 def trial_name(run_dir: Path, meta: dict[str, Any]) -> str:
     """``<task>__<run>``, Harbor's trial folder name; :class:`RefusedFile` when the task (run.json's, which a
     downloaded folder chooses) or the run's name is not one plain name, so nothing is written outside ``--out``."""
-    from ..untrusted.files import RefusedFile, plain_name, show
-
     task, run = plain_name(meta.get("task")), plain_name(Path(run_dir).name)
     if task is None or run is None:
         raise RefusedFile(f"{run_dir}: the task {show(meta.get('task'))} or the run folder's name is not a plain "
@@ -290,8 +288,6 @@ def trial_name(run_dir: Path, meta: dict[str, Any]) -> str:
 
 
 def _trial_folder(out: Path, name: str) -> Path:
-    from ..untrusted.files import RefusedFile
-
     trial = Path(out) / name
     for path in (trial, trial / "agent", trial / "agent" / "trajectory.json", trial / "result.json"):
         if path.is_symlink():
@@ -303,8 +299,6 @@ def export_session(runs: list[Path], out: Path) -> list[Path]:
     """``rexmle export atif``: one folder per run in the layout Harbor's tools read
     (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it). Every trial name is
     checked before anything is written."""
-    from ..agents.usage import run_record
-
     metas = [run_record(run_dir) or {} for run_dir in runs]
     trials = [_trial_folder(out, trial_name(run_dir, meta)) for run_dir, meta in zip(runs, metas, strict=True)]
     written = []
@@ -313,8 +307,6 @@ def export_session(runs: list[Path], out: Path) -> list[Path]:
         write_json_atomic(trial / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
         result = run_dir / "result.json"
         if result.is_file() and not result.is_symlink():
-            from ..untrusted.files import read_json
-
             try:
                 write_json_atomic(trial / "result.json", read_json(result, 4 * 1024 * 1024))
             except (OSError, ValueError):

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..agents.usage import run_record
 from ..jsonfile import write_json_atomic, write_text_atomic
+from ..untrusted.files import read_json
 from .atif import _trial_folder, build_trajectory, trial_name
 
 #: the namespace of the ids derived here: one run always exports to the same trial and job ids
@@ -35,8 +38,6 @@ HARNESS_ERROR = "RexmleHarnessError"
 
 def _read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json (bounded read, never through a link: the run folder is the agent's too)."""
-    from ..untrusted.files import read_json
-
     path = run_dir / "result.json"
     if not path.is_file() or path.is_symlink():
         return None
@@ -95,8 +96,6 @@ def _checksum(task: str, meta: dict[str, Any]) -> str:
 
 def trial_documents(run_dir: Path, trial_dir: Path, job_id: uuid.UUID) -> tuple[dict[str, Any], dict[str, Any]]:
     """(TrialConfig, TrialResult) of one run, as Harbor's JSON."""
-    from ..agents.usage import run_record
-
     meta = run_record(run_dir) or {}
     result = _read_result(run_dir)
     task = str(meta.get("task") or (result or {}).get("challenge_id") or "task")
@@ -163,7 +162,6 @@ def export_job(runs: list[Path], out: Path, job_name: str) -> Path:
     job = Path(out) / job_name
     job_id = uuid.uuid5(NAMESPACE, job_name)
     trials, starts, ends = [], [], []
-    from ..agents.usage import run_record
 
     metas = [run_record(run_dir) or {} for run_dir in runs]
     # every trial's name is checked before anything is written: a downloaded run.json chooses its task
@@ -181,8 +179,6 @@ def export_job(runs: list[Path], out: Path, job_name: str) -> Path:
         ends += [result["finished_at"]] if result["finished_at"] else []
     job.mkdir(parents=True, exist_ok=True)
     if not starts:
-        from datetime import UTC, datetime
-
         starts = [datetime.now(UTC).isoformat()]
     write_json_atomic(job / "config.json", {"job_name": job_name, "jobs_dir": str(Path(out))})
     write_json_atomic(job / "result.json", {

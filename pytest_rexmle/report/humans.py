@@ -11,7 +11,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..leaderboard import Leaderboard
 from ..scoring.ranking import medal_thresholds, percentile, position
+from ..task import registry
 
 
 def ordinal(n: int) -> str:
@@ -56,9 +58,6 @@ class ChallengeHumans:
 
 def humans_of(challenge_id: str) -> ChallengeHumans | None:
     """The human side of a challenge from its packaged leaderboard; None for an unknown id."""
-    from ..leaderboard import Leaderboard
-    from ..task import registry
-
     try:
         task = registry().get(challenge_id)
         board = Leaderboard.read(task.leaderboard_path)

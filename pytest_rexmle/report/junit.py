@@ -20,6 +20,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ..errors import RexmleError
+from ..task import competition_of_folder, registry
+
 #: the property that marks a benchmark item (the task id); see :data:`pytest_rexmle.fixtures.TASK_PROPERTY`
 TASK_PROPERTY = "rexmle_task"
 #: the prefix of every benchmark test case's ``classname``
@@ -29,9 +32,6 @@ CLASSNAME_PREFIX = "rexmle"
 def classname_for(task_id: str) -> str:
     """``rexmle.<competition>`` (the task's competition folder, e.g. ``rexmle.topcow``), so that CI readers
     group a session's test cases by competition; a task the registry does not know keeps its own id."""
-    from ..errors import RexmleError
-    from ..task import competition_of_folder, registry
-
     try:
         task = registry().get(task_id)
     except RexmleError:  # UnknownTaskError, or a task folder that no longer reads

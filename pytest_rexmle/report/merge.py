@@ -72,6 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
+from ..task import registry
 from ..untrusted.files import clean_text
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
@@ -126,7 +127,7 @@ def bootstrap_ci(values: list[float], *, resamples: int = RESAMPLES, confidence:
         return [0.0, 0.0]
     if all(float(v) == float(values[0]) for v in values):  # one session, or all equal: no interval
         return [float(values[0]), float(values[0])]
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(list(seed))
@@ -178,7 +179,6 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     for doc in docs:
         SessionReport.check(doc, f"report {doc.get('run_id') if isinstance(doc, dict) else doc!r}")
     docs = [part for doc in docs for part in split_repeats(doc)]
-    from ..task import registry
 
     challenges = sorted({cid for d in docs for cid in d["selected"]})
     try:
@@ -282,7 +282,7 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
     """(percentile interval, standard error) of :func:`merged_score` over resampled runs: runs drawn with
     replacement, each draw scored per task as the whole merge is. Used when the runs selected different
     challenges, where the mean of the run scores would weigh a ``-k`` run's few challenges like a full run."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
     rng = np.random.default_rng(list(seed))

@@ -42,7 +42,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
 
+from ..compute import hardware, hardware_text
 from ..documents import Document
+from ..leaderboard import Leaderboard
 from ..scoring.ranking import overall_score
 from ..scoring.result import ERROR, MISSING, OK, ChallengeResult
 from ..task import registry
@@ -83,8 +85,6 @@ def harness_error(task_id: str, message: str, traceback: str | None) -> Challeng
 
 
 def _failed(task_id: str, status: str, reason: str, traceback: str | None = None) -> ChallengeResult:
-    from ..leaderboard import Leaderboard
-
     task = registry().get(task_id)
     n_humans = Leaderboard.read(task.leaderboard_path).n
     return ChallengeResult.failed(task, status, reason, n_humans, traceback=traceback)
@@ -148,7 +148,7 @@ def with_aggregate(doc: dict) -> dict:
     computed by the same code, so merging sessions and merging repeats cannot disagree."""
     if (doc.get("repeats") or 1) <= 1:
         return doc
-    from .merge import merge_reports, split_repeats
+    from .merge import merge_reports, split_repeats  # report.merge imports this module at its top
 
     merged = merge_reports(split_repeats(doc))
     doc["aggregate"] = [_aggregate_entry(entry) for entry in merged["agents"]]
@@ -175,8 +175,6 @@ def _aggregate_entry(entry: dict) -> dict:
 def compute_summary(runs: dict[str, dict | None]) -> dict:
     """The session's ``compute``: each run's record, the totals, and the distinct hardware it ran on (a
     comparison across different hardware is flagged where reports are merged)."""
-    from ..compute import hardware, hardware_text
-
     records = {label: rec for label, rec in sorted(runs.items()) if isinstance(rec, dict)}
 
     def total(key: str) -> float | None:

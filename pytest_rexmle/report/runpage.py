@@ -33,8 +33,15 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..agents.usage import run_record
+from ..compute import read_record
+from ..jsonfile import write_text_atomic
+from ..scoring.leaks import summary
 from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
-from .calls import PREVIEW_CHARS, CallSummary, read_calls
+from .atif import ATIF_JSON
+from .calls import PREVIEW_CHARS, CallSummary, read_call, read_calls
+from .disclosure import unsafe_options
+from .render import fmt_number
 
 RUN_HTML = "run.html"
 #: calls whose bodies are previewed in the page; later calls show their metadata (bodies on demand)
@@ -118,6 +125,7 @@ def _arguments_text(arguments: Any) -> str:
 
 
 def _environment():
+    # start-up: jinja2 only where this runs
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     return Environment(loader=PackageLoader("pytest_rexmle.report", "templates"),
@@ -126,8 +134,6 @@ def _environment():
 
 
 def _number(value: Any) -> str:
-    from .render import fmt_number
-
     return fmt_number(value)
 
 
@@ -250,8 +256,6 @@ def _repeat_text(meta: dict) -> str | None:
 def _agent_logs(run_dir: Path, budget: Budget) -> list[dict]:
     """What trajectory.atif.json says of the agent's own logs (embedded, with their step counts, or skipped
     and why); a trajectory too large to read cheaply gives nothing, so a big run's page stays light."""
-    from .atif import ATIF_JSON
-
     notes = (_json_file(run_dir / ATIF_JSON).get("extra") or {}).get("agent_logs")
     return [{key: budget.text(n.get(key), 300) if isinstance(n.get(key), str) else n.get(key)
              for key in ("status", "steps", "source_file", "skipped_lines", "reason")}
@@ -308,10 +312,6 @@ def _timeline(calls: list[CallSummary], first: int, budget: Budget) -> tuple[lis
 def render_run_page(run_dir: Path, first: int = 1) -> str:
     """The HTML of a run's page; its timeline starts at call number ``first`` (``rexmle view`` serves the
     pages after the first one as ``run.html?from=N``)."""
-    from ..agents.usage import run_record
-    from ..compute import read_record
-    from .disclosure import unsafe_options
-
     run_dir = Path(run_dir)
     meta = run_record(run_dir) or {}
     result = _json_file(run_dir / "result.json")
@@ -325,8 +325,6 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     cost = usage.get("cost_usd")
     leak = ""
     if isinstance(result.get("suspected_leak"), dict):
-        from ..scoring.leaks import summary
-
         leak = summary(result["suspected_leak"])
     other = Budget(MAX_PAGE_BYTES - TIMELINE_BYTES)
     run = {key: meta.get(key) if isinstance(meta.get(key), (int, float, type(None))) else other.text(meta.get(key))
@@ -359,8 +357,6 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
 
 def write_run_page(run_dir: Path) -> Path:
     """Write ``<run>/run.html`` (atomically: a reader never sees half a page) and return its path."""
-    from ..jsonfile import write_text_atomic
-
     path = Path(run_dir) / RUN_HTML
     write_text_atomic(path, render_run_page(run_dir))
     return path
@@ -368,8 +364,6 @@ def write_run_page(run_dir: Path) -> Path:
 
 def call_record_text(run_dir: Path, offset: int) -> str | None:
     """One call's whole record as indented JSON text (what ``rexmle view`` serves for a button)."""
-    from .calls import read_call
-
     record = read_call(run_dir, offset)
     if record is None:
         return None

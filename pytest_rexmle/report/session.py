@@ -18,9 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from ..agents import get_agent
+from ..capability import SESSION_CAPABILITY_JSON, session_document
+from ..runtime import runtime_for
+from ..schedule.figures import summary_line
 from ..scoring.result import ChallengeResult
 from . import archive
 from .disclosure import build_disclosure, junit_properties
+from .html import render_html
+from .junit import rework
 from .model import build_report, compute_summary, harness_error, not_run, with_aggregate
 from .properties import (
     AGENT_PROPERTY,
@@ -135,7 +141,7 @@ class SessionReporter:
 
     def junit_disclosure(self) -> None:
         """The session's disclosure as JUnit testsuite properties (``disclosure.*``), before the XML is written."""
-        from _pytest.junitxml import xml_key
+        from _pytest.junitxml import xml_key  # start-up: _pytest only where this runs
 
         xml = self.config.stash.get(xml_key, None)
         if xml is None or (not self.results and not self.seen and not self.errors):
@@ -155,12 +161,9 @@ class SessionReporter:
         archive.write_text(out / "rexmle-report.md", markdown(doc))
         capability = None
         if self.capability:
-            from ..capability import SESSION_CAPABILITY_JSON, session_document
-
             capability = session_document([self.capability[k] for k in sorted(self.capability, key=_order)],
                                           [self.stages[k] for k in sorted(self.stages, key=_order)])
             archive.write_json(out / SESSION_CAPABILITY_JSON, capability)
-        from .html import render_html
 
         archive.write_text(out / "rexmle-report.html", render_html([doc], [capability] if capability else None))
         archive.point_latest(root, self.run_id)
@@ -180,8 +183,6 @@ class SessionReporter:
                                         f"{len(own['selected'])} challenge(s), {own['n_fail']} FAIL")
         campaign = self.document.get("campaign")
         if campaign and campaign.get("n_runs"):
-            from ..schedule.figures import summary_line
-
             terminalreporter.write_line(summary_line(campaign))
         root = self.settings.report_dir
         terminalreporter.write_line(f"report: {self.folder}/rexmle-report.{{json,md,html}}")
@@ -198,9 +199,7 @@ class JUnitDisclosure:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from _pytest.junitxml import xml_key
-
-        from .junit import rework
+        from _pytest.junitxml import xml_key  # start-up: _pytest only where this runs
 
         self.reporter.junit_disclosure()
         xml = session.config.stash.get(xml_key, None)
@@ -240,8 +239,6 @@ def _for_agent(record: ChallengeResult, key: Key) -> ChallengeResult:
 
 
 def _safe_options(settings, agent: str | None = None) -> dict:
-    from ..agents import get_agent
-
     name = agent or settings.agent
     try:
         return get_agent(name, settings.options_for(name)).public_options()
@@ -251,8 +248,6 @@ def _safe_options(settings, agent: str | None = None) -> dict:
 
 def _runtime_facts(settings) -> dict:
     """What the runtime reports about how the agents ran (the sandbox that was used, not the one asked for)."""
-    from ..runtime import runtime_for
-
     try:
         return runtime_for(settings).facts()
     except Exception:  # a report is still written when the runtime cannot describe itself

@@ -21,7 +21,11 @@ import copy
 import math
 from pathlib import Path
 
+from ..documents import number
 from ..errors import RexmleError
+from ..scoring.ranking import RankingError, overall_score, rank
+from ..scoring.result import ERROR, OK
+from ..task import registry
 from ..untrusted.files import read_json
 from .disclosure import unsafe_options
 
@@ -58,10 +62,6 @@ def _close(a: float, b: float) -> bool:
 
 def _rerank(rec: dict, notes: list[str]) -> None:
     """An OK record's positions, mean position and percentile, from its metrics against the shipped leaderboard."""
-    from ..documents import number
-    from ..scoring.ranking import RankingError, rank
-    from ..task import registry
-
     cid = rec["challenge_id"]
     try:
         task = registry().get(cid)
@@ -98,9 +98,6 @@ def _disclosure(doc: dict, notes: list[str]) -> None:
 def rederive(doc: dict) -> dict:
     """A copy of a validated session report with every number the file allows recomputed (see the module
     docstring); ``trust`` holds the verdict (``unverified`` until :mod:`.verify` re-grades it) and the notes."""
-    from ..scoring.ranking import overall_score
-    from ..scoring.result import ERROR, OK
-
     out = copy.deepcopy(doc)
     notes: list[str] = []
     records = {}

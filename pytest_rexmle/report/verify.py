@@ -22,7 +22,15 @@ import re
 import stat
 from pathlib import Path
 
+from ..data.synthetic import synthetic_data
+from ..data.taskdata import prepared_data
+from ..documents import number
+from ..errors import RexmleError
+from ..paths import default_data_dir
+from ..scoring.grading import grade_submission
+from ..task import registry
 from ..untrusted.files import RefusedFile, open_regular, read_json, walk_files
+from .model import SYNTHETIC, data_kind
 from .trust import REFUSED, UNVERIFIED, VERIFIED, mapping_of
 
 #: a submission of a 3D task is a few hundred files; more is refused rather than hashed
@@ -68,12 +76,6 @@ def find_run(rec: dict, report: Path) -> Path | None:
 
 def _local_answers(task_id: str, doc: dict, data_dir: Path | None):
     """This machine's answers for the kind of data the session was graded on."""
-    from ..data.synthetic import synthetic_data
-    from ..data.taskdata import prepared_data
-    from ..paths import default_data_dir
-    from ..task import registry
-    from .model import SYNTHETIC, data_kind
-
     task = registry().get(task_id)
     if data_kind(doc) == SYNTHETIC:
         seed = (doc.get("settings") or {}).get("seed")
@@ -82,8 +84,6 @@ def _local_answers(task_id: str, doc: dict, data_dir: Path | None):
 
 
 def _differs(claimed: dict, regraded: dict, keys: list[str]) -> list[str]:
-    from ..documents import number
-
     out = []
     for key in keys:
         try:
@@ -99,10 +99,6 @@ def _differs(claimed: dict, regraded: dict, keys: list[str]) -> list[str]:
 
 def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> tuple[str, str]:
     """(``verified`` | ``refused`` | ``unverified``, why) for one graded record of a session."""
-    from ..errors import RexmleError
-    from ..scoring.grading import grade_submission
-    from ..task import registry
-
     cid = rec["challenge_id"]
     if cid not in registry().ids:
         return UNVERIFIED, f"{cid!r}: not a task of this version"

@@ -27,8 +27,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, urlsplit
 
+from ..jsonfile import write_text_atomic
 from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json
 from .archive import REPORT_JSON
+from .atif import export_session
+from .harbor import export_job
 from .runpage import RUN_HTML, call_record_text, render_run_page
 
 
@@ -194,8 +197,6 @@ def page_of(run_dir: Path) -> str:
     a downloaded folder's page is the downloader's HTML) and written beside them when the folder allows."""
     html = render_run_page(run_dir)
     try:
-        from ..jsonfile import write_text_atomic
-
         write_text_atomic(run_dir / RUN_HTML, html)
     except OSError:  # a read-only run folder is still viewable
         pass
@@ -267,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _session_index(runs: list[Path]) -> str:
-    from html import escape
+    from html import escape  # start-up: html only where this runs
 
     rows = "".join(f'<li><a href="/runs/{i}/{RUN_HTML}">{escape(str(r))}</a></li>' for i, r in enumerate(runs))
     return (f"<!doctype html><meta charset=utf-8><title>ReX-MLE runs</title><h1>Runs</h1><ul>{rows}</ul>")
@@ -305,7 +306,7 @@ def run_view(args) -> int:
     url = f"http://127.0.0.1:{port}/" + (f"runs/0/{RUN_HTML}" if len(runs) == 1 else "")
     print(f"rexmle view: {url}  (Ctrl-C stops)", flush=True)
     if args.open:
-        import webbrowser
+        import webbrowser  # start-up: webbrowser only where this runs
 
         webbrowser.open(url)
     try:
@@ -318,16 +319,12 @@ def run_view(args) -> int:
 
 
 def run_export(args) -> int:
-    from .atif import export_session
-
     runs, skipped = _folders(args, "export")
     if not runs:
         print(f"rexmle export: no run to export in {args.target}", file=sys.stderr)
         return 2
     try:
         if args.format == "harbor":
-            from .harbor import export_job
-
             job = export_job(runs, Path(args.out), Path(args.target).resolve().name or "rexmle-job")
             print(f"rexmle export: {len(runs)} trial(s) in the Harbor job {job} (harbor view {args.out})")
             return 0

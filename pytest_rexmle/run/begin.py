@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents.base import Agent
-from ..data.taskdata import TaskData
+from ..data.synthetic import synthetic_data
+from ..data.taskdata import TaskData, prepared_data
+from ..paths import cache_home
 from ..runtime.base import Runtime
 from ..scoring.result import ChallengeResult
 from ..task import Task
@@ -28,8 +30,6 @@ class Begun:
 
 
 def hidden_paths(settings, data: TaskData) -> tuple[Path, ...]:
-    from ..paths import cache_home
-
     return (data.private, data.root, data.root.parent, settings.data_dir, cache_home(), settings.runs_dir,
             settings.report_dir)
 
@@ -57,9 +57,6 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
 
 
 def task_data(settings, task: Task) -> TaskData:
-    from ..data.synthetic import synthetic_data
-    from ..data.taskdata import prepared_data
-
     if settings.data == "synthetic":
         return synthetic_data(task, seed=settings.seed)
     return prepared_data(task, settings.data_dir)

@@ -238,7 +238,7 @@ def finish(run: LaunchedRun, monitor=None) -> RunOutcome:
                 timed_out=outcome.timed_out, duration=outcome.duration, **outcome.details)
     if monitor is not None:
         meta["gpu_telemetry"] = monitor.summary()
-    from ..compute import compute_record
+    from ..compute import compute_record  # start-up: keeps 179 lines out of every pytest session (the plugin)
 
     meta["compute"] = compute_record(meta)  # on the machine that ran it: a Slurm node describes its own GPUs
     write_run_record(folder.root / RUN_JSON, meta)

@@ -28,12 +28,12 @@ _INTERFACE = ("Runtime", "RunOutcome", "RunSpec")
 
 def __getattr__(name: str):
     if name == "RUNTIMES":
-        from ..providers import Registry
+        from ..providers import Registry  # start-up: keeps importlib out of the sandbox launcher
 
         globals()["RUNTIMES"] = registry = Registry(GROUP, {}, install_hint=INSTALL_HINT)
         return registry
     if name in _INTERFACE:
-        from . import base
+        from . import base  # runtime imports this module at its top
 
         return getattr(base, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import RexmleError
+from ..images.runnable import agent_of_image
+from . import runtime_for
 from .base import RuntimeUnavailable
 
 #: the runtime of an agent that can run on the host, when the user names none
@@ -49,8 +51,6 @@ def cannot_run(name: str, agents: Iterable, settings) -> str | None:
     """Why runtime ``name`` cannot run ``agents`` here (None: it can): the checks the session makes anyway
     (the agents' isolation, the runtime's own check, the network it must give) on a runtime built from the
     settings as if ``--rexmle-runtime=name`` had been given."""
-    from . import runtime_for
-
     runtime = None
     try:
         runtime = runtime_for(dataclasses.replace(settings, runtime=name))
@@ -94,7 +94,5 @@ def choose_runtime(agents: list, settings) -> RuntimeChoice:
 
 def export_command(image: str | None) -> str:
     """How to write ``image`` to a FILE where Docker runs: the bundled agent's own export, else ``docker save``."""
-    from ..images.runnable import agent_of_image
-
     agent = agent_of_image(image) if image else None
     return f"rexmle images export --agent {agent} FILE" if agent else f"docker save {image} -o FILE"

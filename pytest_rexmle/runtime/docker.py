@@ -71,6 +71,7 @@ import dataclasses
 import json
 import math
 import os
+import resource
 import signal
 import socket
 import sys
@@ -81,8 +82,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..images.runnable import agent_of_image
 from ..jsonfile import write_text_atomic
 from ..limits import Limits, format_size
+from ..paths import cache_home
 from . import agent_tools, docker_seccomp, gateway_link, staging
 from .base import RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, folder_owner, is_under, trap_sigterm
 from .liveness import pid_alive, process_start
@@ -206,7 +209,7 @@ class DockerRuntime(Runtime):
     def client(self):
         if self._client is None:
             try:
-                import docker
+                import docker  # start-up: docker only where this runs
             except ImportError:
                 raise RuntimeUnavailable(INSTALL_HINT) from None
             try:
@@ -338,7 +341,7 @@ class DockerRuntime(Runtime):
                       policy: SandboxPolicy | None = None) -> dict[str, Any]:
         """Everything ``containers.create`` gets: the run's policy rendered for the engine; a pure function
         of the spec and policy, so tests can inspect it."""
-        from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+        from docker.types import DeviceRequest, LogConfig, Mount, Ulimit  # start-up: docker only where this runs
 
         policy = policy or self.policy(spec)
         limits = self.container_limits(policy, host_memory)
@@ -372,14 +375,12 @@ class DockerRuntime(Runtime):
 
     # -- running -------------------------------------------------------------------------------------------
     def _image(self, spec: RunSpec):
-        import docker.errors
+        import docker.errors  # start-up: docker only where this runs
 
         name = spec.image or self.settings.image
         try:
             return name, self.client.images.get(name)
         except docker.errors.ImageNotFound:
-            from ..images.runnable import agent_of_image
-
             agent = agent_of_image(name)
             build = f"`rexmle images build --agent {agent}`" if agent else (
                 "`rexmle images build` (agents' images: `rexmle images build --agent NAME`)")
@@ -434,7 +435,7 @@ class DockerRuntime(Runtime):
         """A container with no network (``--network none``) holding the namespace the agent's container
         joins (``--network container:ID``), with the gateway's listener put into it before the agent
         starts: its connects never race the listener. It only sleeps, as nobody, without capabilities."""
-        from docker.types import Ulimit
+        from docker.types import Ulimit  # start-up: docker only where this runs
 
         holder = self.client.containers.create(
             image=image_name, command=["timeout", "-s", "KILL", str(limits.deadline + 60), "sleep",
@@ -533,7 +534,7 @@ class DockerRuntime(Runtime):
     def _create(self, kwargs: dict[str, Any]):
         """``containers.create``, its refusal (an engine that cannot apply the seccomp profile, a bad option)
         told as the engine's sentence, not a traceback."""
-        import docker.errors
+        import docker.errors  # start-up: docker only where this runs
 
         try:
             return self.client.containers.create(**kwargs)
@@ -668,7 +669,7 @@ class DockerRuntime(Runtime):
 
 def docker_errors():
     """docker-py's error classes (imported where needed: the SDK is imported late, for start-up time)."""
-    import docker.errors
+    import docker.errors  # start-up: docker only where this runs
 
     return docker.errors
 
@@ -694,8 +695,6 @@ def _nproc(pids: int) -> int:
     runtime), capped by this host's hard limit. An explicit value matters for Podman's Docker-compatible
     service: its default (past its own limit where it runs without CAP_SYS_RESOURCE) makes the OCI runtime
     refuse to start the container ("error setting rlimit type 6")."""
-    import resource
-
     hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     return pids if hard == resource.RLIM_INFINITY else min(pids, hard)
 
@@ -703,8 +702,6 @@ def _nproc(pids: int) -> int:
 def _default_nofile() -> int:
     """65536, or this host's hard limit when that is lower: the engine (without CAP_SYS_RESOURCE, as
     inside another container) cannot raise a container's limit above its own, and refuses to start it."""
-    import resource
-
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return DEFAULT_NOFILE if hard == resource.RLIM_INFINITY else min(DEFAULT_NOFILE, hard)
 
@@ -781,8 +778,6 @@ def _is_profile(option: str) -> bool:
 
 
 def _profile_folder() -> Path:
-    from ..paths import cache_home
-
     return cache_home() / "seccomp"
 
 

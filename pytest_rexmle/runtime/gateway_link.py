@@ -41,7 +41,7 @@ def session_gateway_factory(settings=None) -> GatewayFactory:
     """The session's gateway, created on first use (the harness process's one, also on a Slurm node)."""
     def make():
         try:
-            from ..gateway import session_gateway
+            from ..gateway import session_gateway  # start-up: keeps 31 lines out of the node probe
         except ImportError as exc:
             raise RuntimeUnavailable(f"--rexmle-network=gateway needs the gateway (pytest_rexmle.gateway): {exc}; "
                                      "--rexmle-network=none runs without any network") from None
@@ -62,7 +62,7 @@ def network_notices(runtime, network: str) -> list[str]:
     own per-run warnings in this process."""
     notices = [BRIDGE_WARNING] if network == "bridge" else []
     notices += runtime.network_notices(network)
-    from .local import silence_network_warnings
+    from .local import silence_network_warnings  # runtime.local imports this module at its top
 
     silence_network_warnings()
     return notices
@@ -80,7 +80,7 @@ class RunGateway:
     def __init__(self, factory: GatewayFactory, spec: RunSpec, policy: SandboxPolicy) -> None:
         extra: dict = {}
         if policy.budget:
-            from ..gateway import Budget
+            from ..gateway import Budget  # start-up: keeps 31 lines out of the node probe
 
             extra["budget"] = Budget.parse(policy.budget)
         if policy.egress_allow:

@@ -55,7 +55,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..images.runnable import local_image_refusal
+import pytest_rexmle
+
+from ..images import store
+from ..images.runnable import image_python, local_image_refusal
 from ..limits import Limits, exceeded_message
 from . import agent_tools, gateway_link, staging
 from . import policy as run_policy
@@ -215,7 +218,6 @@ class LocalRuntime(Runtime):
         """The run's unpacked image (None for an agent without one, which runs on the system's folders)."""
         if not spec.image:
             return None
-        from ..images import store
 
         self.check_image(spec.image)
         return store.find(spec.image)
@@ -368,9 +370,6 @@ class LocalRuntime(Runtime):
                              "seccomp")
         view, launcher, env = None, launcher_command(config_fd), launcher_env()
         if image is not None:  # the image is the system; the launcher runs on the image's Python, already dropped
-            import pytest_rexmle
-
-            from ..images.runnable import image_python
 
             view = ImageView(image.rootfs, Path(pytest_rexmle.__file__).resolve().parent,
                              _driver_libs() if policy.gpus else ())
@@ -676,7 +675,7 @@ def _landlock_gateway_mode() -> str:
     works, why = _own_netns
     if works:
         return "netns"
-    from .sandbox.landlock import abi
+    from .sandbox.landlock import abi  # looked up when called, where tests replace it
 
     if abi() >= MIN_PORT_ABI:
         return "port"
@@ -689,7 +688,7 @@ def _landlock_gateway_mode() -> str:
 
 
 def _driver_libs() -> tuple[tuple[Path, str], ...]:
-    from ..images.runnable import driver_libraries
+    from ..images.runnable import driver_libraries  # looked up when called, where tests replace it
 
     return driver_libraries()
 

@@ -23,6 +23,7 @@ import atexit
 import json
 import math
 import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -36,13 +37,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest_rexmle
+
+from ..gateway.upstream import PROXY_ENV
+from ..images import store
+from ..images.runnable import import_hint
+from ..jsonfile import write_json_atomic
+from ..paths import cache_home
+from ..task import registry
 from ..untrusted.files import log_tail
+from . import RUNTIMES
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
 from .sacct import ACCOUNTING
 from .slurm_job import (
     HEARTBEAT_POINTER,
     OUTCOME_NAME,
     SPEC_NAME,
+    node_main,
     outcome_from_json,
     read_spec,
     write_spec,
@@ -173,11 +184,6 @@ class SlurmRuntime(Runtime):
 
     @classmethod
     def from_settings(cls, settings) -> SlurmRuntime:
-        import pytest_rexmle
-
-        from ..paths import cache_home
-        from . import RUNTIMES
-
         # the node builds its inner runtime as this session would have (forced sandbox, limit overrides);
         # an unknown inner name is refused by __init__ with the choices
         inner_options = (RUNTIMES.load(settings.slurm_inner).settings_options(settings)
@@ -186,8 +192,6 @@ class SlurmRuntime(Runtime):
         shared = (data, ("runs folder", settings.runs_dir), ("Python interpreter", job_python()),
                   ("pytest_rexmle package", Path(pytest_rexmle.__file__).parent))
         if settings.upstream_proxy:
-            from ..gateway.upstream import PROXY_ENV
-
             # the node's gateway reads it from the job's environment, which sbatch copies from this process's:
             # the value (it may hold credentials) is never written into a job script on the shared file system
             os.environ[PROXY_ENV] = settings.upstream_proxy
@@ -208,8 +212,6 @@ class SlurmRuntime(Runtime):
     def inner(self) -> Runtime:
         """The provider that isolates the agent on the node (built once: it may probe the machine)."""
         if self._inner is None:
-            from . import RUNTIMES
-
             self._inner = RUNTIMES.load(self.settings.inner)(**self.settings.inner_options)
         return self._inner
 
@@ -248,8 +250,6 @@ class SlurmRuntime(Runtime):
         namespaces and see the image (a probe job says what it lacks)."""
         if self.settings.inner != "local":
             return
-        from ..images import store
-        from ..images.runnable import import_hint
 
         if store.find(image) is None:
             raise RuntimeUnavailable(f"the slurm runtime cannot run image {image!r}: it is not in the image cache "
@@ -388,8 +388,6 @@ class SlurmRuntime(Runtime):
 
     def gpus_for(self, spec: RunSpec) -> int:
         """The task's GPU count, when the cluster has GPUs at all (a CPU-only test cluster runs CPU jobs)."""
-        from ..task import registry
-
         try:
             wanted = registry().get(spec.task_id).gpus
         except Exception:
@@ -411,9 +409,7 @@ class SlurmRuntime(Runtime):
         return params
 
     def _submit(self, spec: RunSpec, folder: Path) -> tuple[str, Path]:
-        import submitit
-
-        from .slurm_job import node_main
+        import submitit  # start-up: submitit only where this runs
 
         executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=shlex.quote(str(job_python())))
         executor.update_parameters(**self.parameters(spec))
@@ -567,8 +563,6 @@ def partition_problems(table: dict[str, tuple[float | None, bool]], partition: s
 
 def user_accounts() -> list[str] | None:
     """The accounts this user may charge (sacctmgr's associations); None where that cannot be read."""
-    import pwd
-
     if not shutil.which("sacctmgr"):
         return None
     user = pwd.getpwuid(os.geteuid()).pw_name
@@ -595,8 +589,6 @@ def job_python() -> Path:
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:
-    from ..jsonfile import write_json_atomic
-
     path = spec.logs.parent / "run.json"
     try:
         meta = json.loads(path.read_text())
@@ -634,6 +626,6 @@ def _noted_job_id(folder: Path) -> str | None:
 def _job_stderr(folder: Path, job_id: str) -> Path:
     """The job's log as submitit names it (its public ``SlurmJob(...).paths``), for runs recorded before
     ``run.json`` kept the path."""
-    import submitit
+    import submitit  # start-up: submitit only where this runs
 
     return Path(submitit.SlurmJob(folder=folder, job_id=job_id).paths.stderr)

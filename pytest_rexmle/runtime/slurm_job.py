@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json_atomic
+from . import RUNTIMES
 from .base import RunOutcome, RunSpec
 
 SPEC_NAME = "spec.json"
@@ -215,6 +216,7 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str:
 def node_local_locks(environ: dict[str, str] | None = None, mounts: str | None = None) -> str | None:
     """A uid lock folder (``REXMLE_UID_LOCK_DIR``) on a network file system is moved to the node's own default;
     returns what was moved, for the run's details."""
+    # start-up: keeps its imports out of the Slurm job
     from .sandbox.uids import DEFAULT_LOCK_DIR, LOCK_DIR_ENV
 
     environ = os.environ if environ is None else environ
@@ -227,8 +229,6 @@ def node_local_locks(environ: dict[str, str] | None = None, mounts: str | None =
 
 def node_main(spec_path: str) -> dict:
     """Run one agent on this node with the inner runtime; returns (and writes) the outcome as JSON."""
-    from . import RUNTIMES
-
     stripped = strip_binding()
     moved_locks = node_local_locks()
 
@@ -244,7 +244,7 @@ def node_main(spec_path: str) -> dict:
     inner = RUNTIMES.load(inner_name)(**inner_options)
     inner.check()
     outcome = inner.run(spec)
-    from ..compute import machine_facts
+    from ..compute import machine_facts  # start-up: keeps its imports out of the Slurm job
 
     outcome.details = {**outcome.details, "node": socket.gethostname(), "gpus": list(gpus),
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "node_hardware": machine_facts(gpus)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -99,8 +100,6 @@ class Board:
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError:
-            import tempfile
-
             folder = Path(tempfile.mkdtemp(prefix=f"rexmle-schedule-{stamp}-"))
         return cls(folder)
 

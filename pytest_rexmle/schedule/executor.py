@@ -27,11 +27,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ..runtime import RUNTIMES
+from ..task import registry
 from .board import FINAL, Board, task_of_key
-from .perform import SUBMITTED
+from .perform import SUBMITTED, write_settings
 from .policy import Active, Pending, choose
 
 #: how long interrupted run harnesses get to clean up before they are killed
@@ -82,8 +85,6 @@ class Executor:
                  identities: dict[str, dict] | None = None) -> None:
         """``runs``: the board keys of the items that ask for a run, in collection order; ``identities``:
         each one's item identity (:func:`.board.item_identity`), announced for the runs' harnesses."""
-        from ..task import registry
-
         self.settings, self.board = settings, board
         self.identities = dict(identities or {})
         self.slots = slots = Slots.for_session(settings, batches)
@@ -123,8 +124,6 @@ class Executor:
         self._waiters: list[threading.Thread] = []
 
     def start(self) -> None:
-        from .perform import write_settings
-
         write_settings(self.board, self.settings)
         runs = [p.run for p in self.queue] + sorted(self.problems)
         self.board.announce(os.getpid(), runs, {k: self.identities[k] for k in runs if self.identities.get(k)})
@@ -169,8 +168,6 @@ class Executor:
 
     def _poll_jobs(self) -> None:
         """One query of the scheduler for every watched job; an ended one goes to :attr:`ended`."""
-        from ..runtime import RUNTIMES
-
         with self._cond:
             watched = dict(self.watching)
         runtime = RUNTIMES.load(self.settings.runtime)
@@ -230,8 +227,6 @@ class Executor:
         waiter.start()
 
     def _needs_gpu(self, pending: Pending) -> bool:
-        from ..task import registry
-
         return registry().get(task_of_key(pending.run)).gpus > 0
 
     def _await(self, key: str, child: subprocess.Popen) -> None:
@@ -324,7 +319,6 @@ class Executor:
         detached one up again."""
         if not watched:
             return
-        from ..runtime import RUNTIMES
 
         detach = bool(getattr(self.settings, "slurm_detach", False))
         if not detach:
@@ -336,8 +330,6 @@ class Executor:
 
     def _status(self) -> dict:
         """What the progress line shows, written at each poll: no reader needs the run records for it."""
-        from collections import Counter
-
         finished = sum(1 for t in self.times.values() if t.ended is not None)
         status: dict = {"queued": len(self.queue), "running": len(self.children), "finished": finished}
         if self.slots.unlimited:  # a scheduler's runs: its own states of the watched jobs

@@ -25,7 +25,9 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataNotPreparedError
+from ..runtime import runtime_for
 from .board import FINAL, HEARTBEAT, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
+from .telemetry import Sampler
 
 SETTINGS = "settings.pickle"
 #: a batch job handed to the session's watcher: queued or running on the scheduler, no process waiting for it
@@ -47,12 +49,12 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
     ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
-    from ..agents import get_agent
+    from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
+
+    # start-up: keeps filelock, pydantic out of the executor's child
     from ..run.begin import begin, task_data
-    from ..run.launch import finish
-    from ..runtime import runtime_for
-    from ..runtime.slurm_job import outcome_to_json
-    from .telemetry import Sampler
+    from ..run.launch import finish  # start-up: keeps filelock, pydantic out of the executor's child
+    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
 
     try:
         data = _data(settings, task, task_data)
@@ -62,7 +64,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     name = agent_of_key(key) or settings.agent  # several agents: the item's own
     agent = get_agent(name, settings.options_for(name))
     runtime = runtime_for(settings)
-    from ..runtime.gateway_link import network_notices
+    from ..runtime.gateway_link import network_notices  # start-up: keeps 646 lines out of the executor's child
 
     network_notices(runtime, settings.network)  # the session said them once; this run stays quiet
     try:
@@ -97,13 +99,13 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
 def finish_submitted(settings, task, board: Board, key: str, said: list, ended: dict | None = None) -> None:
     """A batch job the session's watcher saw end (``ended``: the scheduler's record of it then): attach to
     it as ``--rexmle-resume`` would, collect and record its end as :func:`perform` does, and say so on the board."""
-    from ..agents import get_agent
-    from ..agents.base import AgentContext
-    from ..run.begin import task_data
+    from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
+    from ..agents.base import AgentContext  # start-up: keeps pydantic out of the executor's child
+    from ..run.begin import task_data  # start-up: keeps filelock, pydantic out of the executor's child
+
+    # start-up: keeps filelock, pydantic out of the executor's child
     from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
-    from ..runtime import runtime_for
-    from ..runtime.slurm_job import outcome_to_json
-    from .telemetry import Sampler
+    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
 
     record = board.read(key) or {}
     folder = RunFolder(Path(record["run_dir"]))
@@ -142,7 +144,7 @@ def _data(settings, task, task_data):
     except DataNotPreparedError:
         if not settings.prepare:
             raise
-    from ..data.prepare import ManualDownloadRequired, prepare_task
+    from ..data.prepare import ManualDownloadRequired, prepare_task  # looked up when called, where tests replace it
 
     try:
         return prepare_task(task, settings.data_dir, progress=False)
@@ -208,7 +210,7 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list,
         signal.signal(signal.SIGINT, _on_sigint(board, parent))
         _arm_parent_death(parent)
         settings = pickle.loads((board.folder / SETTINGS).read_bytes())
-        from ..task import registry
+        from ..task import registry  # start-up: keeps pydantic out of the executor's child
 
         task = registry().get(task_of_key(key))
         if mode == "finish":
@@ -219,6 +221,7 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list,
         _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
     except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
+        # start-up: keeps gzip, tarfile out of the executor's child
         from ..runtime.local import AgentIdentityRefused
 
         if isinstance(exc, AgentIdentityRefused):  # never run as root or as the harness: the session stops

@@ -19,10 +19,14 @@ from typing import Any
 
 import pytest
 
+from ..data.missing import missing, missing_note, skip_reason
 from ..jsonfile import write_json_atomic
 from ..paths import BENCHMARK_MODULE
-from .board import FIGURES, STOP_REASON, Board, item_identity, run_key
+from ..runtime import RUNTIMES
+from ..task import registry
+from .board import FIGURES, STOP_REASON, Board, item_identity, run_key, task_of_key
 from .executor import Executor
+from .figures import campaign_figures
 
 PLUGIN_NAME = "rexmle-schedule"
 WORKER_KEY = "rexmle_board"
@@ -117,7 +121,6 @@ class SessionSchedule:
         """``plan``: each planned run's board key and its item's identity, in collection order."""
         if self.executor is not None:
             return
-        from ..runtime import RUNTIMES
 
         runs = self._without_data(list(plan))
         batches = RUNTIMES.load(self.settings.runtime).batches
@@ -131,9 +134,6 @@ class SessionSchedule:
         (:mod:`..data.missing`), and their board records say "skipped" for any item that waits on one."""
         if self.settings.data != "prepared" or self.settings.prepare or not runs:
             return runs
-        from ..data.missing import missing, missing_note, skip_reason
-        from ..task import registry
-        from .board import task_of_key
 
         tasks = registry()
         absent = {t.id: t for t in missing([tasks.get(task_of_key(k)) for k in runs], self.settings.data_dir)}
@@ -162,8 +162,6 @@ class SessionSchedule:
         try:
             plan = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
         except (OSError, ValueError):  # a worker without this plugin's plan: every challenge item asks for a run
-            from ..task import registry
-
             known = set(registry().ids)
             plan = {run_key(i, t): item_identity(i, repeat_of(i)) for i in ids if (t := task_of(i, known)) is not None}
         self.begin(plan if isinstance(plan, dict) else {key: {} for key in plan})
@@ -197,7 +195,6 @@ class SessionSchedule:
             if self._previous_sigterm is not None:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
                 self._previous_sigterm = None
-        from .figures import campaign_figures
 
         records = {r["run"]: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)

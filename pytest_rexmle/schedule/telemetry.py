@@ -67,7 +67,7 @@ class Sampler:
 
     def _open(self) -> None:
         try:
-            import pynvml
+            import pynvml  # start-up: pynvml only where this runs
         except ImportError:
             self.reason = "nvidia-ml-py is not installed"
             return

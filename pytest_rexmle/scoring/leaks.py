@@ -49,10 +49,12 @@ import tempfile
 from pathlib import Path
 
 from ..documents import json_numbers
+from ..graders.base import load_grader
 from ..jsonfile import write_json_atomic
 from ..leaderboard import Leaderboard
 from ..task import Task
 from ..untrusted.files import RefusedFile, read_json
+from .grading import grade_submission
 from .result import OK, ChallengeResult
 
 ANSWERS_TOLERANCE = 1e-3
@@ -72,9 +74,6 @@ def perfect_metrics(task: Task, answers_dir: Path, cache_dir: Path, answers_id: 
 
     The answers are converted and graded in a temporary folder of the cache, which no sandbox mounts.
     """
-    from ..graders.base import load_grader
-    from .grading import grade_submission
-
     key = f"{task.id}-v{task.version}-{answers_id or 'unnamed'}"
     cached = Path(cache_dir) / REFERENCE_DIR / f"{key}.json"
     try:

@@ -13,6 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..runtime import RUNTIMES
+from ..runtime.base import RuntimeUnavailable
+from ..settings import Settings
+from .conformance import CHECKS, CheckResult, run_selfcheck
+
 
 def add_selfcheck_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", required=True, help="a registered runtime (entry point of rexmle.runtimes)")
@@ -28,18 +33,12 @@ def add_selfcheck_arguments(parser: argparse.ArgumentParser) -> None:
 
 def selfcheck_settings(args: argparse.Namespace, work: Path):
     """A session's default settings for ``args.runtime`` whose folders are ``work`` (nodes see it too)."""
-    from ..settings import Settings
-
     return Settings(agent=None, agent_options={}, data="prepared", data_dir=work, runtime=args.runtime,
                     time_limit=None, runs_dir=work, report_dir=work, min_percentile=0.0, resume=False,
                     unsafe_local=False, seed=None, sandbox=args.sandbox, slurm_inner=args.slurm_inner)
 
 
 def run_selfcheck_command(args: argparse.Namespace) -> int:
-    from ..runtime import RUNTIMES
-    from ..runtime.base import RuntimeUnavailable
-    from .conformance import CHECKS, CheckResult, run_selfcheck
-
     work = Path(args.work_dir).resolve() if args.work_dir else Path(tempfile.gettempdir())
     work.mkdir(parents=True, exist_ok=True)
     provider = RUNTIMES.load(args.runtime)  # an unknown name: a usage error listing the registered ones

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import uuid
@@ -32,8 +33,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest_rexmle
+
 from ..limits import Limits, format_size
+from ..paths import cache_home_at
 from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable
+from ..runtime.sandbox.gpu_devices import FAKE_ENV
 
 #: the checks, in the order they are reported
 CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "gpus", "interpreter")
@@ -264,7 +269,6 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
     except RuntimeUnavailable as exc:  # the rest still runs, without any network
         network, refusal = "none", f"the runtime cannot give agents the gateway network: {exc}"
     service = LoopbackService(plant.service_token)
-    import pytest_rexmle
 
     config = {"marker": plant.marker, "secret_files": plant.secret_files(), "answers_name": ANSWERS_NAME,
               "owner_only": str(plant.owner_only),
@@ -333,7 +337,6 @@ def judge_writes(plant: Plant, run: Run) -> CheckResult:
     report = run.report()
     if report is None:
         return CheckResult("writes", False, run.why_not_run())
-    import pytest_rexmle
 
     inside = {run.workspace.resolve(), (run.folder / "submission").resolve()}
     places = [plant.root, Path(pytest_rexmle.__file__).resolve().parent]
@@ -420,7 +423,6 @@ def clean_leftovers(plant: Plant) -> None:
             pass
     for path in _marked_files(plant.marker):
         path.unlink(missing_ok=True)
-    import pytest_rexmle
 
     for path in Path(pytest_rexmle.__file__).resolve().parent.glob(f"{plant.marker}-write"):
         path.unlink(missing_ok=True)
@@ -511,8 +513,8 @@ def _fake_gpu_machine(folder: Path) -> list[str]:
 def check_gpus(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
     """A run given GPU 1 of a faked 8-GPU machine may open that GPU's node and the driver's control nodes,
     nothing of another run's GPU, whatever ``CUDA_VISIBLE_DEVICES`` says (which numbers its GPU 0)."""
+    # start-up: keeps ctypes, gzip, tarfile out of `rexmle selfcheck`
     from ..runtime.local import LocalRuntime
-    from ..runtime.sandbox.gpu_devices import FAKE_ENV
 
     if not isinstance(runtime, LocalRuntime):
         return CheckResult("gpus", True, f"not applicable: the {runtime.name} runtime's GPUs are its engine's or its "
@@ -557,16 +559,16 @@ def judge_gpus(run: Run) -> CheckResult:
 def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> CheckResult:
     """An image whose ``python3`` runs only an attack (never the sandbox's launcher), run as an agent's image:
     whatever the runtime does inside its image, the process must already be the run's, dropped."""
+    # start-up: keeps ctypes, gzip, tarfile out of `rexmle selfcheck`
     from ..runtime.local import LocalRuntime
 
     if not isinstance(runtime, LocalRuntime):
         return CheckResult("interpreter", True, f"not applicable: the {runtime.name} runtime runs no image from "
                            "this machine's image cache (its images' interpreters run under its own engine)")
-    from ..images import store
-    from .hostile_image import NoSystemPython, build_root
+    from ..images import store  # start-up: keeps gzip, tarfile out of `rexmle selfcheck`
+    from .hostile_image import NoSystemPython, build_root  # testing imports this module at its top
 
     cache = plant.root / "image-cache"
-    from ..paths import cache_home_at
 
     with cache_home_at(cache):  # the hostile image never lands in the user's own cache
         try:
@@ -602,7 +604,7 @@ def _interpreter_spec(runtime: Runtime, plant: Plant, run: Run) -> RunSpec:
 
 
 def judge_interpreter(run: Run) -> CheckResult:
-    from .hostile_image import left_behind, problems, reports
+    from .hostile_image import left_behind, problems, reports  # testing imports this module at its top
 
     if run.outcome is None:
         return CheckResult("interpreter", False, run.why_not_run())
@@ -627,9 +629,7 @@ def judge_interpreter(run: Run) -> CheckResult:
 
 def _remove(root: Path) -> None:
     """The check-up's folder, whatever the agent left in it (``rm``: deep folders, foreign owners)."""
-    import subprocess
-
-    from .hostile_image import clear_flags
+    from .hostile_image import clear_flags  # testing imports this module at its top
 
     clear_flags(root)
     subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)

@@ -15,6 +15,7 @@ shared temporary folders) and ``limits`` (a fork bomb capped by the suite, then 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -237,7 +238,6 @@ def network(cfg: dict) -> None:
         netloc = gateway[len("http://"):].split("/")[0]
         host, _, gport = netloc.rpartition(":")
         token = os.environ.get("REXMLE_GATEWAY_TOKEN", "")
-        import base64
 
         auth = base64.b64encode(f"rexmle:{token}".encode()).decode()
         answer = _fetch(host, int(gport), f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def workspace_of(log_path: Path) -> Path | None:
-    from rdagent.log.storage import FileStorage
+    from rdagent.log.storage import FileStorage  # start-up: rdagent only where this runs
 
     chosen: dict[str, object] = {}
     for msg in FileStorage(log_path).iter_msg():

@@ -11,10 +11,15 @@ from typing import TYPE_CHECKING
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
+from ...medimage.geometry import header_geometry, nonzero_mask, read_image, voxel_volume_mm3
+from ...metrics.components import lesion_detection
+from ...metrics.overlap import dice
+from ...metrics.parallel import parallel_map
+from ...metrics.surface import bounding_box, union_box
 from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     from ...medimage.geometry import Geometry
 
@@ -32,16 +37,11 @@ def lesion_mask(path: Path, ref: Geometry, case_id: str) -> np.ndarray:
     The organisers binarise with ``!= 0`` whatever the voxel type, so a float mask with values in (0, 1]
     is scored, not refused for non-integer values; NaN and ±inf stay invalid.
     """
-    from ...medimage.geometry import nonzero_mask, read_image
-
     return nonzero_mask(read_image(path, case_id, ref), case_id)
 
 
 def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[str, float]:
-    import numpy as np
-
-    from ...metrics.components import lesion_detection
-    from ...metrics.overlap import dice
+    import numpy as np  # start-up: numpy only where this runs
 
     lesions = lesion_detection(pred, truth)
     return {
@@ -59,11 +59,7 @@ class StrokeLesion(Grader):
     keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        import SimpleITK as sitk
-
-        from ...medimage.geometry import header_geometry, read_image, voxel_volume_mm3
-        from ...metrics.parallel import parallel_map
-        from ...metrics.surface import bounding_box, union_box
+        import SimpleITK as sitk  # start-up: SimpleITK only where this runs
 
         per_case = []
         for case_id, path, truth_path in self.case_files(submission, answers):
@@ -79,8 +75,6 @@ class StrokeLesion(Grader):
         return {k: mean(c[k] for c in per_case) for k in self.keys}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...medimage.geometry import header_geometry
-
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)
         lesion_mask(path, header_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)

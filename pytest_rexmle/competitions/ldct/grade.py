@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from ...graders.base import SAMPLE_SUBMISSION, Grader, write_submission_csv
-from ...untrusted.submission import SUBMISSION_CSV, CaseTable
+from ...metrics.correlation import correlation_scores
+from ...untrusted.submission import SUBMISSION_CSV, CaseTable, read_answers
 
 
 class QualityScore(Grader):
@@ -16,8 +17,6 @@ class QualityScore(Grader):
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # validation and the baseline need neither NumPy nor SciPy
-
-        from ...metrics.correlation import correlation_scores
 
         ids = answers.ids
         pred = np.array([submission.number(i, "quality_score") for i in ids])
@@ -32,8 +31,6 @@ class QualityScore(Grader):
         shutil.copyfile(public_dir / SAMPLE_SUBMISSION, out_dir / SUBMISSION_CSV)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        from ...untrusted.submission import read_answers
-
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
         write_submission_csv(out_dir, self.id_column,
                              ({self.id_column: i, "quality_score": answers.value(i, "quality_score")} for i in answers.ids),

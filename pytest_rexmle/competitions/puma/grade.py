@@ -21,11 +21,12 @@ from PIL import Image, ImageDraw
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.parallel import parallel_map
+from ...metrics.points import case_class_f1, macro_f1_over_cases
 from ...untrusted.files import open_reader, read_json
 from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     from ...metrics.points import Point
 
@@ -87,7 +88,7 @@ def _feature_polygons(feature: dict, source: str) -> tuple[str, list[list[list[S
 
 
 def _ring_mask(ring: Sequence[Sequence[float]], size: tuple[int, int]) -> np.ndarray:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     canvas = Image.new("L", size, 0)
     ImageDraw.Draw(canvas).polygon([(float(p[0]), float(p[1])) for p in ring], fill=1, outline=1)
@@ -100,7 +101,7 @@ def rasterise_tissue(geojson: Any, size: tuple[int, int], source: str = "tissue 
     Each polygon is its exterior minus its holes, every ring drawn filled *and* outlined by Pillow, so
     boundary pixels belong to the polygon as in the organisers' masks. Unknown class names raise.
     """
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     width, height = size
     out = np.zeros((height, width), dtype=np.uint8)
@@ -149,7 +150,7 @@ def nuclei_from_geojson(geojson: Any, track: int, source: str = "nuclei GeoJSON"
 # -- reading predictions -----------------------------------------------------------------------------
 def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
     """A single-channel integer TIFF/PNG with values 0–5, resized to 1024×1024 as the organisers do."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     where = f"case {case_id!r}"
     try:
@@ -198,7 +199,7 @@ def _number(value: Any, what: str) -> float:
 
 def parse_nuclei(data: Any, names: Iterable[str], where: str) -> list[Point]:
     """The organisers' polygon JSON reduced to centroids; polygons with < 3 points are skipped."""
-    from ...metrics.points import Point, polygon_centroid
+    from ...metrics.points import Point, polygon_centroid  # start-up: numpy only where this runs
 
     allowed = set(names)
     if not isinstance(data, dict) or not isinstance(data.get("polygons"), list):
@@ -244,7 +245,7 @@ def micro_dice(counts: np.ndarray) -> dict[str, float]:
 
     dice_c = (2·I + 1e-5)/(U + 1e-5), and 0 whenever I = 0 (also for a class absent everywhere).
     """
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     out = {}
     for value, name in TISSUE_SCORED.items():
@@ -256,7 +257,7 @@ def micro_dice(counts: np.ndarray) -> dict[str, float]:
 
 def confusion(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """6×6 pixel counts ``[pred, truth]`` of two label maps with values 0–5."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     return np.bincount(pred.astype(np.int64).ravel() * 6 + truth.astype(np.int64).ravel(),
                        minlength=36).reshape(6, 6)
@@ -268,7 +269,7 @@ class TissueSegmentation(Grader):
     answer_columns = ("label_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        import numpy as np
+        import numpy as np  # start-up: numpy only where this runs
 
         def case_counts(case_id: str) -> np.ndarray:
             pred = read_tissue_mask(submission.file(case_id, "predicted_mask_path"), case_id)
@@ -310,8 +311,6 @@ class NucleiDetection(Grader):
     always_reported: ClassVar[tuple[str, ...]] = ()
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        from ...metrics.points import case_class_f1, macro_f1_over_cases
-
         per_case = []
         for case_id, predicted, reference in self.case_files(submission, answers):
             pred = read_nuclei(predicted, self.class_names, case_id)

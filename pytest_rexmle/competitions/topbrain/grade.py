@@ -19,8 +19,10 @@ from statistics import mean
 from typing import TYPE_CHECKING
 
 from ...errors import TaskConfigError
+from ...metrics.topology import FN, FP, TN, TP, f1_from_counts, neighbor_error
 from ...task import Task
 from ...untrusted.submission import CaseTable
+from ..topcow.cow_volumes import adjacency_task, class_means, label_indexes, label_scores
 from ..topcow.grade import _LabelVolumeGrader
 
 if TYPE_CHECKING:
@@ -64,9 +66,6 @@ class BrainCase:
 def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float],
                      valid: Mapping[int, frozenset[int]], side_road: Sequence[int]) -> BrainCase:
     """TopBrain's per-case quantities from two (z, y, x) label arrays on the same grid."""
-    from ...metrics.topology import TN, neighbor_error
-    from ..topcow.cow_volumes import adjacency_task, class_means, label_indexes, label_scores
-
     indexes = label_indexes(pred, truth)
     scores, (adjacency,) = label_scores(pred, truth, spacing, HD95_ABSENT_MM, with_cldice=True,
                                         also=[adjacency_task(pred, indexes[0])], indexes=indexes)
@@ -77,8 +76,6 @@ def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[floa
 
 
 def aggregate_brain(cases: Sequence[BrainCase], side_road: Sequence[int]) -> dict[str, float]:
-    from ...metrics.topology import FN, FP, TP, f1_from_counts
-
     out = {k: float(mean(c.means[k] for c in cases))
            for k in ("dice", "cldice", "b0_error", "hd95", "neighbor_error")}
     f1s = []

@@ -21,9 +21,14 @@ from statistics import mean
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
+from ...medimage.geometry import header_geometry
+from ...medimage.nifti import read_header
+from ...metrics.boxes import box_scores
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
+from ...metrics.topology import balanced_accuracy, variant
 from ...untrusted.files import read_json
 from ...untrusted.submission import CaseTable, read_answers
+from .cow_volumes import aggregate_cow, check_prediction, read_pair, score_cow_case
 
 #: a box or edge JSON is a few hundred bytes
 MAX_JSON_BYTES = 1024 * 1024
@@ -58,12 +63,9 @@ def test_image(public_dir: Path, case_id: str) -> Path:
 
 def volume_size(path: Path) -> list[int]:
     """(x, y, z) voxel counts of a test volume: from a plain 3-D NIfTI-1 header directly, else SimpleITK's."""
-    from ...medimage.nifti import read_header
-
     found = read_header(path)
     if found is not None and len(found.shape) == 3:
         return list(found.shape)
-    from ...medimage.geometry import header_geometry
 
     return list(header_geometry(path).size)
 
@@ -74,8 +76,6 @@ class BoxDetection(Grader):
     answer_columns = ("label_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        from ...metrics.boxes import box_scores
-
         per_case = [box_scores(*read_box(predicted, case_id), *read_box(reference, case_id))
                     for case_id, predicted, reference in self.case_files(submission, answers)]
         return {key: mean(c[key] for c in per_case) for key in ("boundary_iou", "iou")}
@@ -103,16 +103,11 @@ class _LabelVolumeGrader(Grader):
     allowed_labels: frozenset[int] = COW_LABELS
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        from ...medimage.geometry import header_geometry
-        from .cow_volumes import check_prediction
-
         ref = header_geometry(test_image(public_dir, case_id))
         check_prediction(submission.file(case_id, "predicted_mask_path"), ref, case_id, self.allowed_labels)
 
     def load_cases(self, submission: CaseTable, answers: CaseTable):
         """Yield (case id, prediction, ground truth, spacing), validating each prediction."""
-        from .cow_volumes import read_pair
-
         for case_id, predicted, reference in self.case_files(submission, answers):
             pred, truth, truth_img = read_pair(predicted, reference, case_id, self.allowed_labels)
             yield case_id, pred, truth, truth_img.GetSpacing()
@@ -134,8 +129,6 @@ class Segmentation(_LabelVolumeGrader):
     allowed_labels = COW_LABELS
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        from .cow_volumes import aggregate_cow, score_cow_case
-
         cases = [score_cow_case(pred, truth, spacing)
                  for _, pred, truth, spacing in self.load_cases(submission, answers)]
         return aggregate_cow(cases)
@@ -177,8 +170,6 @@ class EdgeClassification(Grader):
     answer_columns = ("label_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        from ...metrics.topology import balanced_accuracy, variant
-
         truth, pred = [], []
         for case_id, predicted, reference in self.case_files(submission, answers):
             pred.append(read_edges(predicted, case_id))

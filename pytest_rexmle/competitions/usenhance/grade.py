@@ -17,11 +17,12 @@ from PIL import Image
 
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
+from ...metrics.image_similarity import similarity_scores
 from ...untrusted.files import open_reader
 from ...untrusted.submission import CaseTable
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
 PNG_MODES = ("L", "LA", "P", "RGB", "RGBA")
 KEYS = ("lncc", "ssim", "psnr")
@@ -31,7 +32,7 @@ MAX_FILE_BYTES = 4096 * 4096 * 8
 
 def read_png(path: Path, case_id: str, size: tuple[int, int] | None = None) -> np.ndarray:
     """An 8-bit PNG as float64 grayscale; ``size`` = (width, height) the image must have."""
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     where = f"case {case_id!r}"
     try:
@@ -69,9 +70,7 @@ class ImageEnhancement(Grader):
     answer_columns = ("ground_truth_path",)
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        import numpy as np
-
-        from ...metrics.image_similarity import similarity_scores
+        import numpy as np  # start-up: numpy only where this runs
 
         per_case = []
         for case_id, predicted, reference in self.case_files(submission, answers):

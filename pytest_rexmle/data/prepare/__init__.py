@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ...errors import RexmleError
 from ...paths import default_data_dir
+from ...task import get_task, registry
 from .core import RULE_VERSION, data_status, prepare_task
 from .download import NoNetwork
 from .errors import ChecksumMismatch, ManualDownloadRequired, NotEnoughDiskSpace, PrepareError, UnsafeArchive
@@ -79,7 +80,7 @@ def _listing(path: Path):
 
 def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
     """``--check``: one report per task; 1 when any task could not be prepared from what is there."""
-    from .check import check_raw
+    from .check import check_raw  # data.prepare imports this module at its top
 
     blocking = False
     if len(tasks) > 1:
@@ -103,8 +104,6 @@ def _run_check(tasks, archives: list[Path], data_dir: Path) -> int:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Prepare the selected tasks; 0 when all are prepared, 1 when any could not be (reason printed)."""
-    from ...task import get_task, registry
-
     names = [args.task] if isinstance(args.task, str) else list(args.task)
     tasks = list(registry()) if "all" in names else list({t.id: t for t in map(get_task, names)}.values())
     archives = [Path(p).expanduser() for p in args.raw_archive]

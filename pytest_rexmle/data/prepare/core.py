@@ -20,7 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ...task import Task
+from ...task import Task, get_task, resolve
 from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, inventory, sha256_file
 from .errors import PrepareError
 from .sources import ensure_raw, part_done, part_record, parts_for, raw_dir
@@ -34,7 +34,6 @@ def load_preparer(task: Task):
     """The preparer named in task.yaml (``prepare: <competition>:<function>``, in the competition's ``prepare.py``)."""
     if task.prepare is None:
         raise PrepareError(f"{task.id}: no preparer for this task")
-    from ...task import resolve
 
     return resolve(task, "prepare")
 
@@ -85,8 +84,6 @@ def prepare_task(task: Task | str, data_dir: Path, raw_archive: Path | Sequence[
     every prepared file instead of comparing sizes. ``keep_archives``: keep downloads after extraction.
     """
     if isinstance(task, str):
-        from ...task import get_task
-
         task = get_task(task)
     data_dir = Path(data_dir).expanduser().absolute()
     archives = [] if raw_archive is None else [Path(raw_archive)] if isinstance(raw_archive, (str, Path)) \

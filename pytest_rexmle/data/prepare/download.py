@@ -222,7 +222,7 @@ def _human(n: float) -> str:
 
 def _progress(name: str, total: int | None, initial: int, enabled: bool):
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # start-up: tqdm only where this runs
     except ImportError:  # progress is a nicety; never fail a download for it
         return None
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,

@@ -28,7 +28,7 @@ from types import ModuleType
 from filelock import FileLock
 
 from ...errors import TaskConfigError
-from ...task import Task, competition_module
+from ...task import Task, competition_module, registry
 from .download import NoNetwork, RemoteFile, download, figshare_files, is_downloaded, require_space, zenodo_files
 from .errors import ManualDownloadRequired, PrepareError
 from .extract import Limits, safe_extract
@@ -215,8 +215,6 @@ def expand_folders(paths: Sequence[Path]) -> list[Path]:
 def source_parts(task: Task) -> list[Part]:
     """Every part of the task's raw source, including those only its sibling tasks use (PUMA nuclei for
     a tissue task): a file of the same release is recognised, and then not used, instead of refused."""
-    from ...task import registry
-
     out = {p.dest: p for p in parts_for(task)}
     for other in registry():
         if other.source.get("raw") == task.source.get("raw"):

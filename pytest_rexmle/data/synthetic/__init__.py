@@ -29,7 +29,7 @@ from ..taskdata import MANIFEST, DataManifest, TaskData, copy_task_documents, in
 from .secret import cache_secret, secret_id, secret_seed
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
 Generator = Callable[[Task, Path, Path, "np.random.Generator"], None]
 GENERATOR_VERSION = 1
@@ -73,7 +73,7 @@ def generate(task: Task, out: Path, seed: int | None = None, secret: bytes | Non
     public.mkdir(parents=True, exist_ok=True)
     private.mkdir(parents=True, exist_ok=True)
     os.chmod(private, 0o700)  # the answers: for the harness only, whatever the umask
-    import numpy as np
+    import numpy as np  # start-up: numpy only where this runs
 
     load_generator(task)(task, public, private, np.random.default_rng(seed_for(task, seed, secret)))
     copy_task_documents(task, public)

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest_rexmle
+
 
 def data_fd(data: bytes, name: str = "rexmle") -> int:
     """A memory file holding ``data``, positioned at its start (no pipe-buffer size limit to block on).
@@ -20,7 +22,5 @@ def data_fd(data: bytes, name: str = "rexmle") -> int:
 def python_command(code: str, *args: str) -> list[str]:
     """``python -I -c CODE ARGS`` (no environment, no user site) with this very copy of the package
     importable, wherever it was imported from (installed, editable or on PYTHONPATH)."""
-    import pytest_rexmle
-
     home = str(Path(pytest_rexmle.__file__).resolve().parent.parent)
     return [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {home!r}); {code}", *args]

@@ -28,6 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .bwrap import MERGED_DIRS, SYSTEM_DIRS
+from .gpu_devices import gpu_nodes
+
 if TYPE_CHECKING:
     from ..policy import SandboxPolicy
 
@@ -63,9 +66,6 @@ def render(policy: SandboxPolicy, *, tools: Path, tmp: Path, logs: list[str],
     policy's read-only folders readable, its writable ones and the private /tmp writable, its GPUs'
     devices openable; ``none`` refuses every TCP port, ``connect_ports`` allows only those (the gateway
     where no network namespace can be had). Hidden folders need no rule: nothing outside is reachable."""
-    from .bwrap import MERGED_DIRS, SYSTEM_DIRS
-    from .gpu_devices import gpu_nodes
-
     devices = [*DEVICES, *gpu_nodes(policy.gpus).paths]  # the run's GPUs only: CUDA skips nodes it cannot open
     read_exec = [d for d in (*SYSTEM_DIRS, *MERGED_DIRS) if d != "/etc"] + etc_entries()
     read_exec += [str(p) for p in policy.software]  # the agent's own stack (--agent-option env=)
@@ -93,7 +93,7 @@ def etc_entries(etc: Path = Path("/etc")) -> list[str]:
 def available() -> tuple[bool, str]:
     """Whether the binding imports and the kernel offers Landlock (with the ABI), as a reason."""
     try:
-        import landlockpy
+        import landlockpy  # start-up: landlockpy only where this runs
     except ImportError:
         return False, "the Python package landlockpy is not installed (pip install landlockpy)"
     try:
@@ -107,7 +107,7 @@ def available() -> tuple[bool, str]:
 def abi() -> int:
     """The kernel's Landlock ABI version (0 when Landlock or its binding is missing)."""
     try:
-        import landlockpy
+        import landlockpy  # start-up: landlockpy only where this runs
 
         return int(landlockpy.abi_version()) if landlockpy.supported() else 0
     except (ImportError, OSError):
@@ -117,7 +117,7 @@ def abi() -> int:
 def prepare(view: LandlockView):
     """Build the ruleset (opening every path now, while the caller still has the rights to reach it);
     ``restrict()`` on the result, after the privilege drop, enforces it."""
-    from landlockpy import AccessFS, AccessNet, Ruleset, Scope
+    from landlockpy import AccessFS, AccessNet, Ruleset, Scope  # start-up: landlockpy only where this runs
 
     confined = view.network_none or bool(view.connect_ports)
     handled_net = (AccessNet.BIND_TCP | AccessNet.CONNECT_TCP) if confined else AccessNet.NONE

@@ -66,7 +66,7 @@ def _open_gateway(config: dict) -> None:
     """``network: gateway``: the listener the harness serves, made while this process is still trusted."""
     if not config.get("gateway"):
         return
-    from .gateway_net import open_in_sandbox
+    from .gateway_net import open_in_sandbox  # start-up: the launcher loads only what the sandbox it sets up needs
 
     try:
         open_in_sandbox(config["gateway"])
@@ -120,7 +120,7 @@ class _Stop(Exception):
 
 
 def run_supervised(config: dict) -> None:
-    from .landlock import LandlockView, prepare
+    from .landlock import LandlockView, prepare  # start-up: the launcher loads only what the sandbox it sets up needs
 
     me = os.getpid()
     if _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:

@@ -17,7 +17,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bwrap import MERGED_DIRS, SYSTEM_DIRS, args_blob, bwrap_args, python_roots
 from .fds import data_fd, python_command
+from .identity import Identity, become
+from .landlock import LandlockView, available
 
 MECHANISMS = ("bwrap", "landlock")
 _cache: dict[str, Probe] = {}
@@ -54,8 +57,6 @@ def _tiny_command() -> list[str]:
 
 
 def _probe_bwrap(binary: str | None) -> Probe:
-    from .bwrap import args_blob, bwrap_args, python_roots
-
     binary = binary or shutil.which("bwrap")
     if not binary:
         return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
@@ -86,8 +87,6 @@ def unprivileged_bwrap(binary: str | None = None) -> Probe:
 
 
 def _probe_unprivileged_bwrap(binary: str | None) -> Probe:
-    from .identity import Identity, become
-
     if not binary:
         return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
     args = ["--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--proc", "/proc"]
@@ -110,12 +109,9 @@ def _probe_unprivileged_bwrap(binary: str | None) -> Probe:
 
 
 def _probe_landlock() -> Probe:
-    from .landlock import LandlockView, available
-
     ok, reason = available()
     if not ok:
         return Probe("landlock", False, reason)
-    from .bwrap import MERGED_DIRS, SYSTEM_DIRS, python_roots
 
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
         view = LandlockView(read_exec=tuple([*SYSTEM_DIRS, *MERGED_DIRS, *map(str, python_roots())]),

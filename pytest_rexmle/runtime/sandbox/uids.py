@@ -25,6 +25,7 @@ import fcntl
 import os
 import random
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -170,8 +171,7 @@ def cancel_jobs_of(uid: int, timeout: float = 20.0) -> list[str]:
     Submitting from inside a run is refused at the socket (no unix socket reaches munge), so this finds
     nothing unless that protection failed: a backstop, whose finding the run records. Quiet where Slurm's
     client tools are absent or the controller does not answer."""
-    import shutil
-    import subprocess
+    import shutil  # start-up: keeps its imports out of the sandbox launcher
 
     if uid in (0, os.geteuid(), os.getuid()) or shutil.which("squeue") is None or shutil.which("scancel") is None:
         return []
