@@ -48,7 +48,7 @@ from .report.properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .run.begin import task_data
+from .run.begin import task_data  # the same data the campaign launched other items' runs with
 from .run.launch import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime import RUNTIMES, runtime_for
 from .runtime.base import RunOutcome
@@ -112,7 +112,6 @@ def rexmle_data(rexmle_task, rexmle_settings):
         return task_data(rexmle_settings, rexmle_task)
     except DataNotPreparedError:
         if not rexmle_settings.prepare:  # the session's note (data/missing.py) says the rest, once
-
             pytest.skip(skip_reason(rexmle_task, rexmle_settings.data_dir))
     from .data.prepare import ManualDownloadRequired, prepare_task  # looked up when called, where tests replace it
 

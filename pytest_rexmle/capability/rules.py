@@ -32,7 +32,7 @@ import itertools
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from re import _constants as C
+from re import _constants as C  # the stdlib's own parser
 from re import _parser as P
 
 from ..errors import RexmleError

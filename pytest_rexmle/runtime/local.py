@@ -370,7 +370,6 @@ class LocalRuntime(Runtime):
                              "seccomp")
         view, launcher, env = None, launcher_command(config_fd), launcher_env()
         if image is not None:  # the image is the system; the launcher runs on the image's Python, already dropped
-
             view = ImageView(image.rootfs, Path(pytest_rexmle.__file__).resolve().parent,
                              _driver_libs() if policy.gpus else ())
             env = {"PATH": image.env()["PATH"], "LANG": "C.UTF-8"}
