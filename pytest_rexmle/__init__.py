@@ -3,7 +3,7 @@
 The flow a reader should follow through the package:
 task (``task.py``; ``competitions/<competition>/tasks/<id>/``) -> data (``data/``; per competition
 ``competitions/<competition>/synthetic.py`` and ``prepare.py``) -> runtime + agent (``runtime/``, ``agents/``)
--> submission (``untrusted/submission.py``) -> grader (``competitions/<competition>/grade.py`` on ``graders/``) ->
+-> submission (``submission.py``) -> grader (``competitions/<competition>/grade.py`` on ``graders/``) ->
 ranking (``scoring/``) -> report (``report/``).
 """
 

@@ -185,8 +185,8 @@ def cmd_validate(args) -> int:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
     submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
+    from .agent_output import clean_text  # start-up: keeps its imports out of the `rexmle` command
     from .medimage.header_notes import collecting  # start-up: keeps its imports out of the `rexmle` command
-    from .untrusted.files import clean_text  # start-up: keeps its imports out of the `rexmle` command
 
     try:
         with collecting() as notes:

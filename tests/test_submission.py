@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.untrusted.submission import read_answers, read_case_table, read_submission, safe_relative_file
+from pytest_rexmle.submission import read_answers, read_case_table, read_submission, safe_relative_file
 
 IDS = ["001", "002"]
 
@@ -264,7 +264,7 @@ def test_symlinked_submission_folder_is_rejected(tmp_path):
 def test_dotdot_that_stays_inside_after_normalisation_is_allowed(tmp_path):
     """§0.5: a path must not leave the folder *after normalisation*; 'preds/../001.png' is '001.png'."""
     from pytest_rexmle.errors import InvalidSubmission
-    from pytest_rexmle.untrusted.submission import safe_relative_file
+    from pytest_rexmle.submission import safe_relative_file
 
     (tmp_path / "preds").mkdir()
     (tmp_path / "001.png").write_bytes(b"x")

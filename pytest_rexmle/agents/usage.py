@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..untrusted.files import RefusedFile, read_json
+from ..agent_output import RefusedFile, read_json
 
 #: the counts both sides report under the same names
 COMPARED = ("input_tokens", "output_tokens")

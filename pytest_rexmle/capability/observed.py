@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..untrusted.files import RefusedFile, clean_text, read_head_tail
+from ..agent_output import RefusedFile, clean_text, read_head_tail
 from .clock import Clock, check
 
 MODEL_CALLS = "logs/model-calls.jsonl"

@@ -57,11 +57,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ..agent_output import RefusedFile, clean_text, read_json
 from ..errors import InvalidSubmission, TaskConfigError
 from ..graders.base import load_grader
 from ..jsonfile import write_json_atomic
-from ..untrusted.files import RefusedFile, clean_text, read_json
-from ..untrusted.submission import read_case_table
+from ..submission import read_case_table
 from .base import JUDGED_STAGES, description_lines, resolve_task, run_meta, task_id_of
 from .clock import JudgeTimedOut
 from .schema import NO_TEXT, Strict

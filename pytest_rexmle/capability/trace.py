@@ -25,7 +25,7 @@ Hidden folders, virtual environments, ``site-packages``, ``node_modules`` and ca
 are binary files. ANSI escapes and control characters are removed.
 
 Everything in the workspace was written by the agent, so reading is bounded (see
-:mod:`pytest_rexmle.untrusted.files`): regular files only (never a FIFO, a device or a link), at most
+:mod:`pytest_rexmle.agent_output`): regular files only (never a FIFO, a device or a link), at most
 ``MAX_FILE_BYTES`` of each file (its head and its tail, with a marker line for what was skipped), at
 most ``MAX_RUN_BYTES`` per run, at most ``MAX_FILES`` files and ``MAX_DEPTH`` folder levels, and on the
 judge's clock (:mod:`pytest_rexmle.capability.clock`), checked per record, file and folder entry.
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..untrusted.files import RefusedFile, clean_text, read_head_tail
+from ..agent_output import RefusedFile, clean_text, read_head_tail
 from .clock import Clock, check
 from .observed import MODEL_CALLS, read_model_calls
 

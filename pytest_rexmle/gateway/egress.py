@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from ..agent_output import clean_text  # hosts and paths are the agent's text, bound for reports
 from ..task import registry
-from ..untrusted.files import clean_text  # hosts and paths are the agent's text, bound for reports
 from .hostname import InvalidHost, normal_host
 
 #: hosts served by default (a name covers its subdomains); the README lists them with the reason

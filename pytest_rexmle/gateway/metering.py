@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..untrusted.files import clean_text
+from ..agent_output import clean_text
 from .prices import call_cost
 from .protocols import ANTHROPIC, GEMINI
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..untrusted.files import clean_text
+from ..agent_output import clean_text
 
 # every module a request passes through is loaded with the server, not at a request's first use: a copy
 # imported later (pytester's sys.modules snapshot removes what a test imported) would raise a BadRequest

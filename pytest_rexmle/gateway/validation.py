@@ -46,7 +46,7 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
         verdict["problems"] = [f"validation did not finish within {timeout:g} s"]
     except (ValueError, IndexError):
         # start-up: keeps its imports out of the validation worker
-        from ..untrusted.files import clean_text
+        from ..agent_output import clean_text
 
         tail = clean_text(proc.stderr.decode("utf-8", "replace")[-500:], limit=500)
         verdict["problems"] = [f"the validator failed (exit {proc.returncode}): {tail}"]
@@ -55,6 +55,8 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
 
 
 def _main(argv: list[str]) -> int:
+    # start-up: keeps its imports out of the validation worker
+    from ..agent_output import clean_text
     from ..errors import InvalidSubmission  # start-up: keeps 35 lines out of the validation worker
 
     # start-up: keeps pydantic out of the validation worker
@@ -65,9 +67,6 @@ def _main(argv: list[str]) -> int:
 
     # start-up: keeps pydantic out of the validation worker
     from ..task import get_task
-
-    # start-up: keeps its imports out of the validation worker
-    from ..untrusted.files import clean_text
 
     task_id, public, submission = argv
     task = get_task(task_id)

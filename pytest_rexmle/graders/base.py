@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..errors import InvalidSubmission
+from ..submission import SUBMISSION_CSV, CaseTable, read_answers, read_case_table, read_submission
 from ..task import Task, resolve
-from ..untrusted.submission import SUBMISSION_CSV, CaseTable, read_answers, read_case_table, read_submission
 
 SAMPLE_SUBMISSION = "sample_submission.csv"
 #: what a submission's prediction is: a number in a CSV cell, or a file per case of one of these kinds

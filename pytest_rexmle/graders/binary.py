@@ -15,7 +15,7 @@ import SimpleITK as sitk
 
 from ..medimage.geometry import Geometry, header_geometry, read_image, zyx_spacing
 from ..metrics.parallel import parallel_map
-from ..untrusted.submission import CaseTable
+from ..submission import CaseTable
 from .base import Grader
 
 

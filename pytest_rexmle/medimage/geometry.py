@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import SimpleITK as sitk
 
+from ..agent_output import clean_text, open_regular
 from ..errors import InvalidSubmission
-from ..untrusted.files import clean_text, open_regular
 from .header_notes import record
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ chat session, mini-swe-agent's trajectory, AIDE's and ML-Master's journal), whic
 claims, shown beside — never mixed into — the steps and totals the gateway observed.
 
 Everything here was written by the agent under test, so it is read as hostile input: files are found
-with a bounded walk that never follows a link, read through :mod:`pytest_rexmle.untrusted.files` with size caps
+with a bounded walk that never follows a link, read through :mod:`pytest_rexmle.agent_output` with size caps
 (a FIFO, a device, a 1 GB sparse file or a link out of the run folder is skipped with a note), JSON is
 parsed with bounded depth, a malformed line is skipped and counted, long texts are cut, and the whole
 reading stops at a step and a time budget.
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..untrusted.files import RefusedFile, kind_of, load_json, open_reader, read_json, walk_files
+from ..agent_output import RefusedFile, kind_of, load_json, open_reader, read_json, walk_files
 
 #: caps: one JSON file read whole, one JSON-lines file, one line of it, one text kept in a step
 MAX_JSON_BYTES = 64 * 1024 * 1024

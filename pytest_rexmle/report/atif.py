@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..agent_output import RefusedFile, plain_name, read_json, show
 from ..agents.usage import run_record
 from ..jsonfile import write_json_atomic
-from ..untrusted.files import RefusedFile, plain_name, read_json, show
 from .agent_logs import agent_trajectories
 from .calls import PREVIEW_CHARS, CallSummary, read_calls
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..untrusted.files import RefusedFile, clean_text, open_reader, reveal
+from ..agent_output import RefusedFile, clean_text, open_reader, reveal
 
 CALLS = "logs/model-calls.jsonl"
 #: a line longer than this is read for its metadata only (its bodies are opened on demand)

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..agent_output import read_json
 from ..agents.usage import run_record
 from ..jsonfile import write_json_atomic, write_text_atomic
-from ..untrusted.files import read_json
 from .atif import _trial_folder, build_trajectory, trial_name
 
 #: the namespace of the ids derived here: one run always exports to the same trial and job ids

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ..untrusted.files import clean_text
+from ..agent_output import clean_text
 
 #: ASCII punctuation that opens a Markdown or HTML construct (or an autolink); each gets a backslash
 SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~&:@=\"'")
@@ -24,7 +24,7 @@ _SPACES = re.compile(r"\s+")
 def md_text(value: object, limit: int | None = None) -> str:
     """``value`` as inline Markdown that renders as the same plain text, on one line.
 
-    Control characters and ANSI sequences go first (:func:`untrusted.files.clean_text`), runs of whitespace
+    Control characters and ANSI sequences go first (:func:`agent_output.clean_text`), runs of whitespace
     become one space (a newline would end a table row), then every special character is escaped.
     """
     text = _SPACES.sub(" ", clean_text(str(value), limit=limit)).strip()

@@ -69,11 +69,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
+from ..agent_output import clean_text
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
 from ..task import registry
-from ..untrusted.files import clean_text
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
 from .model import SessionReport, data_kind, note_for

@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 from decimal import ROUND_HALF_UP, Decimal
 
+from ..agent_output import clean_text
 from ..scoring.leaks import DOCS as LEAK_DOCS
 from ..scoring.leaks import summary
 from ..task import registry
-from ..untrusted.files import clean_text
 from .disclosure import markdown_lines as disclosure_lines
 from .disclosure import unsafe_line
 from .humans import humans_of, place

@@ -11,7 +11,7 @@ Safety by construction: the page is rendered by Jinja2 with autoescape on, so ev
 where it is placed; a Content-Security-Policy allows only the page's own script (by hash), which opens
 a call's whole record on demand with ``textContent``. Every text of the agent's (or a model's) goes
 through :class:`Budget`: invisible and reordering characters are shown as ``\\uXXXX``
-(:func:`~pytest_rexmle.untrusted.files.reveal`), each text is clipped (names and ids at ``NAME_CHARS``, bodies and
+(:func:`~pytest_rexmle.agent_output.reveal`), each text is clipped (names and ids at ``NAME_CHARS``, bodies and
 tool-call arguments at ``PREVIEW_CHARS``), and all of them together hold at most ``MAX_PAGE_BYTES`` once
 escaped. The agent's words are set in their own style (``class="agent"``), never in a heading, a bold
 title or a table of the harness's facts, so a model named "✅ status ok" cannot pass for the grade.
@@ -33,11 +33,11 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..agent_output import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
 from ..agents.usage import run_record
 from ..compute import read_record
 from ..jsonfile import write_text_atomic
 from ..scoring.leaks import summary
-from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json, reveal, walk_files
 from .atif import ATIF_JSON
 from .calls import PREVIEW_CHARS, CallSummary, read_call, read_calls
 from .disclosure import unsafe_options

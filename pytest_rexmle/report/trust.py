@@ -21,12 +21,12 @@ import copy
 import math
 from pathlib import Path
 
+from ..agent_output import read_json
 from ..documents import number
 from ..errors import RexmleError
 from ..scoring.ranking import RankingError, overall_score, rank
 from ..scoring.result import ERROR, OK
 from ..task import registry
-from ..untrusted.files import read_json
 from .disclosure import unsafe_options
 
 #: a real session report is tens of kB (20 tasks; tracebacks and per-run compute records included)

@@ -22,6 +22,7 @@ import re
 import stat
 from pathlib import Path
 
+from ..agent_output import RefusedFile, open_regular, read_json, walk_files
 from ..data.synthetic import synthetic_data
 from ..data.taskdata import prepared_data
 from ..documents import number
@@ -29,7 +30,6 @@ from ..errors import RexmleError
 from ..paths import default_data_dir
 from ..scoring.grading import grade_submission
 from ..task import registry
-from ..untrusted.files import RefusedFile, open_regular, read_json, walk_files
 from .model import SYNTHETIC, data_kind
 from .trust import REFUSED, UNVERIFIED, VERIFIED, mapping_of
 

@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, urlsplit
 
+from ..agent_output import RefusedFile, clean_text, plain_name, read_json
 from ..jsonfile import write_text_atomic
-from ..untrusted.files import RefusedFile, clean_text, plain_name, read_json
 from .archive import REPORT_JSON
 from .atif import export_session
 from .harbor import export_job

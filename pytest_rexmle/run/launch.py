@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..agent_output import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from ..agents.base import Agent, AgentContext
 from ..data.taskdata import TaskData
 from ..documents import Document, parse
@@ -26,7 +27,6 @@ from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
 from ..scoring.result import ERROR, ChallengeResult
 from ..scoring.seal import SealError, verify_result
 from ..task import Task
-from ..untrusted.files import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .owner import interrupted_meta, owner_record
 

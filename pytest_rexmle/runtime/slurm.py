@@ -39,13 +39,13 @@ from pathlib import Path
 
 import pytest_rexmle
 
+from ..agent_output import log_tail
 from ..gateway.upstream import PROXY_ENV
 from ..images import store
 from ..images.runnable import import_hint
 from ..jsonfile import write_json_atomic
 from ..paths import cache_home
 from ..task import registry
-from ..untrusted.files import log_tail
 from . import RUNTIMES
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
 from .sacct import ACCOUNTING

@@ -228,7 +228,7 @@ def move_back(run_dir: Path, stage: Path, identities: dict[str, list[int] | None
             continue
         wanted = identities.get(inside)
         if not stat.S_ISDIR(st.st_mode) or (wanted is not None and [st.st_dev, st.st_ino] != list(wanted)):
-            from ..untrusted.files import kind_of  # start-up: keeps 561 lines out of the node probe
+            from ..agent_output import kind_of  # start-up: keeps 561 lines out of the node probe
 
             os.mkdir(dst)
             notes.append(f"{name}: the staged entry is not the folder moved in ({kind_of(st.st_mode)}); it was "

@@ -7,13 +7,13 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..agent_output import clean_text
 from ..errors import InvalidSubmission
 from ..graders.base import load_grader
 from ..leaderboard import Leaderboard
 from ..medimage.header_notes import collecting
+from ..submission import SUBMISSION_CSV
 from ..task import Task
-from ..untrusted.files import clean_text
-from ..untrusted.submission import SUBMISSION_CSV
 from .ranking import rank
 from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
 

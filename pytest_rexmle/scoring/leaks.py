@@ -48,12 +48,12 @@ import math
 import tempfile
 from pathlib import Path
 
+from ..agent_output import RefusedFile, read_json
 from ..documents import json_numbers
 from ..graders.base import load_grader
 from ..jsonfile import write_json_atomic
 from ..leaderboard import Leaderboard
 from ..task import Task
-from ..untrusted.files import RefusedFile, read_json
 from .grading import grade_submission
 from .result import OK, ChallengeResult
 

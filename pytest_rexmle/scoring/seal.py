@@ -19,10 +19,10 @@ import hmac
 import json
 from pathlib import Path
 
+from ..agent_output import RefusedFile, read_bytes
 from ..data.synthetic.secret import cache_secret
 from ..jsonfile import write_text_atomic
 from ..paths import cache_home
-from ..untrusted.files import RefusedFile, read_bytes
 
 SEAL_SUFFIX = ".seal"
 KEY_FILE = ".result-key"

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from pytest_rexmle.errors import InvalidSubmission
-from pytest_rexmle.untrusted.files import (
+from pytest_rexmle.agent_output import (
     RefusedFile,
     clean_text,
     json_depth,
@@ -20,6 +19,7 @@ from pytest_rexmle.untrusted.files import (
     read_json,
     walk_files,
 )
+from pytest_rexmle.errors import InvalidSubmission
 
 from .helpers import GIB, deep_folder, remove_tree, sparse_file
 
@@ -79,7 +79,7 @@ def test_json_depth_ignores_brackets_inside_strings():
 def test_json_depth_python_loop_and_numpy_agree(seed, monkeypatch):
     import random
 
-    import pytest_rexmle.untrusted.files as hostile
+    import pytest_rexmle.agent_output as hostile
 
     rng = random.Random(seed)
     data = "".join(rng.choice(['[', ']', '{', '}', '"[{"', '1,', ' ']) for _ in range(2000)).encode()

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_rexmle.untrusted.files import scrub_run_folder
+from pytest_rexmle.agent_output import scrub_run_folder
 
 from .helpers import deep_folder, remove_tree
 

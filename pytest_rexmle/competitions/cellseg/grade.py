@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
+from ...agent_output import open_reader
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.instance import THRESHOLDS, image_f1
 from ...metrics.parallel import parallel_map, worker_count
-from ...untrusted.files import open_reader
-from ...untrusted.submission import CaseTable
+from ...submission import CaseTable
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
 TIFF_EXTENSIONS = (".tif", ".tiff")

@@ -12,11 +12,11 @@ import json
 import math
 from pathlib import Path
 
+from ...agent_output import read_json
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.detection import LEVELS, hierarchical_scores
-from ...untrusted.files import read_json
-from ...untrusted.submission import CaseTable, read_answers
+from ...submission import CaseTable, read_answers
 
 #: level k -> number of classes (quadrants 0–3, teeth 0–7, diagnoses 0–3)
 N_CLASSES = {1: 4, 2: 8, 3: 4}

@@ -16,7 +16,7 @@ from ...metrics.components import lesion_detection
 from ...metrics.overlap import dice
 from ...metrics.parallel import parallel_map
 from ...metrics.surface import bounding_box, union_box
-from ...untrusted.submission import CaseTable
+from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np  # start-up: numpy only where this runs

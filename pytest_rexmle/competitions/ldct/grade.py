@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...graders.base import SAMPLE_SUBMISSION, Grader, write_submission_csv
 from ...metrics.correlation import correlation_scores
-from ...untrusted.submission import SUBMISSION_CSV, CaseTable, read_answers
+from ...submission import SUBMISSION_CSV, CaseTable, read_answers
 
 
 class QualityScore(Grader):

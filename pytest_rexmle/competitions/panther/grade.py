@@ -34,7 +34,7 @@ from ...metrics.surfel import (
     surface_dice_at_tolerance,
     volumetric_dice,
 )
-from ...untrusted.submission import read_answers
+from ...submission import read_answers
 
 SUFFIXES = (".mha", ".nii.gz")
 SURFACE_DICE_TOLERANCE_MM = 5.0

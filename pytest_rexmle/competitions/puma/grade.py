@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image, ImageDraw
 
+from ...agent_output import open_reader, read_json
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.parallel import parallel_map
 from ...metrics.points import case_class_f1, macro_f1_over_cases
-from ...untrusted.files import open_reader, read_json
-from ...untrusted.submission import CaseTable
+from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np  # start-up: numpy only where this runs

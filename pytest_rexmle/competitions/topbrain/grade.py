@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from ...errors import TaskConfigError
 from ...metrics.topology import FN, FP, TN, TP, f1_from_counts, neighbor_error
+from ...submission import CaseTable
 from ...task import Task
-from ...untrusted.submission import CaseTable
 from ..topcow.cow_volumes import adjacency_task, class_means, label_indexes, label_scores
 from ..topcow.grade import _LabelVolumeGrader
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
 
+from ...agent_output import read_json
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...medimage.geometry import header_geometry
@@ -26,8 +27,7 @@ from ...medimage.nifti import read_header
 from ...metrics.boxes import box_scores
 from ...metrics.cow_anatomy import ANTERIOR_EDGES, COW_LABELS, POSTERIOR_EDGES
 from ...metrics.topology import balanced_accuracy, variant
-from ...untrusted.files import read_json
-from ...untrusted.submission import CaseTable, read_answers
+from ...submission import CaseTable, read_answers
 from .cow_volumes import aggregate_cow, check_prediction, read_pair, score_cow_case
 
 #: a box or edge JSON is a few hundred bytes

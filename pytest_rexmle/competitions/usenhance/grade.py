@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from PIL import Image
 
+from ...agent_output import open_reader
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.image_similarity import similarity_scores
-from ...untrusted.files import open_reader
-from ...untrusted.submission import CaseTable
+from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np  # start-up: numpy only where this runs

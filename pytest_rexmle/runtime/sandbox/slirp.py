@@ -207,7 +207,7 @@ class SlirpNetwork:
                     os.close(fd)
 
     def _log_tail(self) -> str:
-        from ...untrusted.files import log_tail  # the project's bounded, cleaned one-line tail of a log
+        from ...agent_output import log_tail  # the project's bounded, cleaned one-line tail of a log
 
         return log_tail(self.log, 600) or "no output"
 

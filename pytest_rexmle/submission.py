@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..errors import InvalidSubmission
-from .files import kind_of, read_bytes, show, walk_files
+from .agent_output import kind_of, read_bytes, show, walk_files
+from .errors import InvalidSubmission
 
 SUBMISSION_CSV = "submission.csv"
 ANSWERS_CSV = "answers.csv"

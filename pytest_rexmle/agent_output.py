@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ..errors import InvalidSubmission
+from .errors import InvalidSubmission
 
 #: default cap for a single file read whole (JSON, CSV)
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
