@@ -18,7 +18,7 @@ from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...hostile import open_reader
 from ...metrics.instance import THRESHOLDS, image_f1
-from ...metrics.parallel import parallel_map, worker_count
+from ...metrics.parallel import both, parallel_map, worker_count
 from ...submission import CaseTable
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
@@ -111,9 +111,8 @@ class CellInstances(Grader):
             if len(shape) != 2:
                 raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {shape}")
             # the two decodes side by side (the prediction checked against the truth's header first)
-            truth, pred = parallel_map(lambda read: read(), (
-                lambda: tifffile.imread(truth_path, maxworkers=worker_count()),
-                lambda: read_labels(submission.file(case_id, "predicted_mask_path"), case_id, shape)))
+            truth, pred = both(lambda: tifffile.imread(truth_path, maxworkers=worker_count()),
+                               lambda: read_labels(submission.file(case_id, "predicted_mask_path"), case_id, shape))
             if truth.dtype.kind not in "iu" or truth.dtype == np.uint64:
                 truth = truth.astype(np.int64)   # the harness's own files are uint16/uint32: kept as they are
             return image_f1(truth, pred)

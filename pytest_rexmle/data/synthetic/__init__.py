@@ -123,7 +123,8 @@ def fingerprint(task: Task) -> str:
     # the generator's source file, found without importing it (NumPy, SimpleITK, SciPy: seconds per
     # worker for the 20 generators when every twin is already cached)
     spec = importlib.util.find_spec(competition_module(task, "synthetic"))
-    for path in (task.folder / "task.yaml", task.description_path, Path(spec.origin), Path(__file__)):
+    source = Path(spec.origin) if spec and spec.origin else task.folder   # a folder reads as b"-"
+    for path in (task.folder / "task.yaml", task.description_path, source, Path(__file__)):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return digest.hexdigest()[:16]
 
