@@ -24,6 +24,7 @@ from .settings import add_options, read_settings
 from .task import registry
 
 if TYPE_CHECKING:
+    from .result import ChallengeResult
     from .settings import Settings
 
 BENCHMARK_MODULE = Path(__file__).with_name("benchmark.py")
@@ -180,7 +181,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_rexmle_result(result, item) -> None:
+def pytest_rexmle_result(result: ChallengeResult, item: pytest.Item) -> None:
     """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
     mismatch between the two, in the run's logs and the item's JUnit properties."""
     from .agents.usage import junit_properties, record_comparison

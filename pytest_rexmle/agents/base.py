@@ -107,3 +107,6 @@ class Agent(ABC):
 
     def finish(self, ctx: AgentContext) -> None:  # noqa: B027 (an optional hook: most agents leave nothing behind)
         """Host-side work after the run (e.g. copy the best submission out of the agent's own folders)."""
+
+
+__all__ = ["Agent", "AgentContext"]
