@@ -163,8 +163,8 @@ def _refused_calls(col: int, allow_tracing: bool, eperm: int) -> list[bytes]:
         number = pair[col]
         if number is not None and not (allow_tracing and name in CONTAINED_CALLS):
             prog += [_insn(_JEQ_K, number, 0, 1), _insn(_RET_K, eperm)]
-    for both in ENOSYS_CALLS.values():
-        prog += [_insn(_JEQ_K, both[col], 0, 1), _insn(_RET_K, _ENOSYS)]
+    for numbers in ENOSYS_CALLS.values():
+        prog += [_insn(_JEQ_K, numbers[col], 0, 1), _insn(_RET_K, _ENOSYS)]
     return prog
 
 
