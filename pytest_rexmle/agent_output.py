@@ -26,6 +26,7 @@ so a grader that meets one grades the submission INVALID and never crashes the s
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -34,7 +35,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from .errors import InvalidSubmission
 
@@ -235,7 +236,7 @@ def open_reader(path: Path | str, limit: int, what: str | None = None) -> Binary
     """A binary file object over :func:`open_regular`, for libraries that take a file handle (Pillow,
     tifffile): they then read the inode that was checked, never what a path resolves to later."""
     file = os.fdopen(_open_capped(path, limit, what or Path(path).name), "rb")
-    file.raw.name = str(path)  # libraries show and split the name; the descriptor is what is read
+    cast(io.FileIO, file.raw).name = str(path)  # libraries show and split the name; the descriptor is what is read
     return file
 
 

@@ -92,7 +92,8 @@ def parse(model: type[D], data: Any, where: str | Path, error: type[Exception] =
     """``model`` (a pydantic model or dataclass) validated from ``data``; ``error`` (e.g. TaskConfigError)
     carries :func:`explain`'s message."""
     try:
-        return _adapter(model).validate_python(data, context=context)
+        kind: type = model   # a type is Hashable, which functools.cache needs; mypy cannot see it for type[D]
+        return _adapter(kind).validate_python(data, context=context)
     except ValidationError as exc:
         raise error(explain(exc, str(where))) from None
 

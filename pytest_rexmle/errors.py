@@ -33,3 +33,7 @@ class DataNotPreparedError(RexmleError):
 
 class RankingError(RexmleError):
     """Metrics handed to the ranker do not fit the task's leaderboard."""
+
+
+__all__ = ["RexmleError", "TaskConfigError", "UnknownTaskError", "InvalidSubmission", "DataNotPreparedError",
+           "RankingError"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -19,8 +20,8 @@ class LimitError(ValueError):
     pass
 
 
-def parse_size(text: str | int | float) -> int:
-    """``64G``, ``512M``, ``1.5GiB`` or a number of bytes."""
+def parse_size(text: object) -> int:
+    """``64G``, ``512M``, ``1.5GiB`` or a number of bytes (a number is bytes; anything else is read as text)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text <= 0:
             raise LimitError(f"size must be positive, got {text!r}")
@@ -59,7 +60,7 @@ class Limits:
 
     def with_overrides(self, pairs: dict[str, object]) -> Limits:
         """``{"memory": "64G", "processes": "2000", "tmp": "none"}`` over these limits."""
-        changes: dict[str, int | float | None] = {}
+        changes: dict[str, Any] = {}   # each value of its field's type: sizes and counts int, cpus float
         for key, raw in pairs.items():
             name = key.strip().replace("-", "_")
             if name not in NAMES:

@@ -105,26 +105,7 @@ def _reject_links(root: Path) -> None:
 def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected_ids: Iterable[str] | None,
                     what: str = "submission.csv") -> CaseTable:
     """Parse a case CSV; ``expected_ids`` (if given) must equal the set of ids exactly."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise InvalidSubmission(f"{what} is missing") from None
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
-        raise InvalidSubmission(f"{what} is not a regular file")
-    if st.st_size > MAX_CSV_BYTES:
-        raise InvalidSubmission(f"{what} is larger than {MAX_CSV_BYTES} bytes")
-    try:
-        text = read_bytes(path, MAX_CSV_BYTES, what).decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidSubmission(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if "\x00" in text:
-        raise InvalidSubmission(f"{what} contains NUL bytes")
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise InvalidSubmission(f"{what} is not valid CSV: {exc}") from None
-    if not rows:
-        raise InvalidSubmission(f"{what} is empty (a header row is required)")
+    rows = _csv_rows(path, what)
     header = [h.strip() for h in rows[0]]
     required = [id_column, *columns]
     missing = [c for c in required if c not in header]
@@ -153,6 +134,31 @@ def read_case_table(path: Path, id_column: str, columns: Iterable[str], expected
         if unknown:
             raise InvalidSubmission(f"{what}: unknown case id(s) {_first(unknown)}")
     return CaseTable(path.parent, id_column, table)
+
+
+def _csv_rows(path: Path, what: str) -> list[list[str]]:
+    """The rows of a regular, bounded, UTF-8 CSV file without NUL bytes; at least the header row."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise InvalidSubmission(f"{what} is missing") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        raise InvalidSubmission(f"{what} is not a regular file")
+    if st.st_size > MAX_CSV_BYTES:
+        raise InvalidSubmission(f"{what} is larger than {MAX_CSV_BYTES} bytes")
+    try:
+        text = read_bytes(path, MAX_CSV_BYTES, what).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidSubmission(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if "\x00" in text:
+        raise InvalidSubmission(f"{what} contains NUL bytes")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InvalidSubmission(f"{what} is not valid CSV: {exc}") from None
+    if not rows:
+        raise InvalidSubmission(f"{what} is empty (a header row is required)")
+    return rows
 
 
 def read_submission(folder: Path, id_column: str, columns: Iterable[str], expected_ids: Iterable[str]) -> CaseTable:

@@ -411,6 +411,7 @@ def test_the_wheel_holds_every_file_of_every_task(tmp_path):
     [wheel] = tmp_path.glob("pytest_rexmle-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert sorted(set(tracked) - names) == []
+    assert "pytest_rexmle/py.typed" in names   # PEP 561: type checkers read the installed package's hints
 
 
 def test_a_competition_folder_must_be_a_package_name(tmp_path):

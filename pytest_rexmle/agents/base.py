@@ -37,7 +37,8 @@ class Agent(ABC):
     #: the isolations (``Runtime.isolation``: ``local``, ``docker``) the agent can run under; None = any.
     #: An image-based agent has nothing to start outside its container, so a wrong runtime would only
     #: show up hours later as an agent FAIL; the plugin turns the mismatch into a usage error instead.
-    supported_isolation: ClassVar[tuple[str, ...] | None] = None
+    #: A class's default, which an instance may narrow (a command agent given env= or image=).
+    supported_isolation: tuple[str, ...] | None = None
     #: the harness's own code (the ``sample`` agent's baseline copy), never an agent under test: what only
     #: guards against a hostile agent (refusing Landlock as the harness's own uid) need not stop it
     trusted: ClassVar[bool] = False
@@ -81,8 +82,9 @@ class Agent(ABC):
         blob = json.dumps({"agent": self.name, "options": self.public_options()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-    #: the container image a container runtime starts for this agent (None: the runtime's default image)
-    image: ClassVar[str | None] = None
+    #: the container image a container runtime starts for this agent (None: the runtime's default image);
+    #: a class's default, which the agent's ``image=`` option replaces for its instance
+    image: str | None = None
 
     def secret_environment(self) -> tuple[str, ...]:
         """Names of environment variables (API keys) the runtime passes through but never logs."""
@@ -105,3 +107,6 @@ class Agent(ABC):
 
     def finish(self, ctx: AgentContext) -> None:  # noqa: B027 (an optional hook: most agents leave nothing behind)
         """Host-side work after the run (e.g. copy the best submission out of the agent's own folders)."""
+
+
+__all__ = ["Agent", "AgentContext"]

@@ -24,7 +24,7 @@ from .container import PASS_THROUGH, START, ContainerAgent
 class CodingCLIAgent(ContainerAgent):
     """A coding CLI from a public registry, run headless in ``rexmle/<name>:latest``."""
 
-    known_options = ("model", "steps", "image")
+    known_options: ClassVar[tuple[str, ...]] = ("model", "steps", "image")
     #: the standard variables a CLI reads besides the keys every container agent gets
     pass_through = PASS_THROUGH + ("ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "REXMLE_VALIDATE_URL")
     #: the start script's flag that takes ``steps`` (the CLI's own turn or step limit)

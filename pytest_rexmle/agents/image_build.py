@@ -84,8 +84,9 @@ def _recipe(folder: Path) -> Recipe:
     if folder.name == "common":
         return Recipe("base", "common", "rexmle/base:latest", needs_base=False, dockerfile="common/Dockerfile")
     name = folder.name.replace("_", "-")
+    buildargs: tuple[tuple[str, str], ...] = ()
     if (folder / "Dockerfile").is_file():
-        dockerfile, buildargs = f"{folder.name}/Dockerfile", ()
+        dockerfile = f"{folder.name}/Dockerfile"
     else:
         dockerfile, buildargs = _shared_recipe(folder)
     # a recipe that copies ``<folder>/source/`` builds from a checkout given with --source

@@ -31,9 +31,10 @@ import functools
 import itertools
 import re
 from bisect import bisect_right
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from re import _constants as C  # the stdlib's own parser
-from re import _parser as P
+from re import _constants as C  # type: ignore[attr-defined]  # the stdlib's own parser (typeshed has no stubs)
+from re import _parser as P  # type: ignore[attr-defined]
 
 from ..errors import RexmleError
 from .base import JUDGED_STAGES, Judge, normalise_line
@@ -92,7 +93,7 @@ def required_literals(pattern: re.Pattern, min_len: int = 2) -> frozenset[str] |
                 found = seq(av[3])
             elif op is C.BRANCH:
                 branches = [seq(b) for b in av[1]]
-                found = set().union(*branches) if all(branches) else None
+                found = set[str]().union(*[b for b in branches if b]) if all(branches) else None
             elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
                 found = seq(av[2])
             if found:
@@ -382,11 +383,12 @@ class Lines(list):
         """Line index -> ``grp``'s patterns worth trying on it (their literals are in the line), in order;
         None when a pattern has no required literal (every line is a candidate)."""
         if id(grp) not in self._plans:
-            plan = None
-            if all(lits is not None for _, lits in grp.parts):
+            literals = [lits for _, lits in grp.parts if lits is not None]
+            plan: dict[int, list[int]] | None = None
+            if len(literals) == len(grp.parts):
                 plan = {}
-                for k, (_, lits) in enumerate(grp.parts):
-                    for index in set().union(*map(self._lines_with, lits)):
+                for k, lits in enumerate(literals):
+                    for index in set[int]().union(*map(self._lines_with, lits)):
                         plan.setdefault(index, []).append(k)
             self._plans[id(grp)] = plan
         return self._plans[id(grp)]
@@ -406,7 +408,7 @@ class Lines(list):
         return best
 
 
-def prepare(sources: list[Source], ignore: set[str] = frozenset(), clock: Clock | None = None) -> Lines:
+def prepare(sources: list[Source], ignore: AbstractSet[str] = frozenset(), clock: Clock | None = None) -> Lines:
     """The lines worth matching, once per run: no blank lines, no code comments, no echoed task text."""
     lines = []
     order = 0
@@ -442,7 +444,8 @@ def scan(lines: Lines, groups: tuple[Group, ...], *, ordered: bool = False, trac
     """Hits per group (at most HITS_KEPT each), in trace order."""
     hits: list[list[_Hit]] = [[] for _ in groups]
     candidates = [lines.candidates(grp) for grp in groups]
-    visit = range(len(lines)) if any(c is None for c in candidates) else sorted(set().union(*candidates))
+    planned = [c for c in candidates if c is not None]
+    visit = range(len(lines)) if len(planned) < len(candidates) else sorted(set[int]().union(*planned))
     for count, index in enumerate(visit):
         if count % CHECK_EVERY == 0:
             check(lines.clock, "matching the rules")
@@ -451,10 +454,10 @@ def scan(lines: Lines, groups: tuple[Group, ...], *, ordered: bool = False, trac
             continue
         if exclude is not None and exclude.search(line.text):
             continue
-        for i, grp in enumerate(groups):
+        for i, (grp, plan) in enumerate(zip(groups, candidates, strict=True)):
             if len(hits[i]) >= HITS_KEPT or (ordered and i and not hits[i - 1]):
                 continue
-            if candidates[i] is not None and index not in candidates[i]:
+            if plan is not None and index not in plan:
                 continue
             match = lines.search(grp, index)
             if match is None or (grp.hedged and line.src.kind == TRACE and HEDGE.search(line.text)):

@@ -74,8 +74,9 @@ def normalise_results(raw: Any) -> list[dict]:
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
             continue
+        raw_id: Any = item.get("id")   # whatever the judge wrote: int() refuses what is not a number
         try:
-            ident = int(item.get("id")) if not isinstance(item.get("id"), bool) else None
+            ident = int(raw_id) if not isinstance(raw_id, bool) else None
         except (TypeError, ValueError):
             continue
         if ident is not None and 1 <= ident <= N_STRATEGIES and ident not in first:
@@ -124,7 +125,7 @@ def run_document(*, agent: str | None, challenge_id: str, seed: int | None, run_
     return doc
 
 
-def aggregate(docs: Iterable[dict], agent: str) -> dict:
+def aggregate(docs: Iterable[dict], agent: str | None) -> dict:
     """Per-agent capability: mean over the agent's runs of the per-run 0/1 score.
 
     ``docs`` are per-run documents; those naming another agent are ignored (documents without an agent

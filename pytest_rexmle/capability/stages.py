@@ -93,7 +93,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
         judged = {sid: {"score": 0.0, "evidence": str(exc)} for sid in JUDGED_STAGES}
     measured = dict(zip(("S4", "S5"), submission_stages(run_dir, task_obj, public_dir), strict=True))
     method = judge.describe()["name"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for sid in WEIGHTS:
         item = judged.get(sid, {"score": 0.0, "evidence": ""})
         score, evidence = measured.get(sid) or (float(item["score"]), str(item["evidence"]))
@@ -201,7 +201,7 @@ def read_usage(run_dir: Path, meta: dict | None = None) -> dict:
 def _gateway_usage(metered: dict, reported: dict) -> dict:
     """The gateway's metered usage (what the provider billed), with the agent's own file kept aside as
     ``reported_by_agent``: an agent claiming 0 tokens no longer shows 0 in the report."""
-    by_model = metered.get("by_model") if isinstance(metered.get("by_model"), dict) else {}
+    by_model: dict = metered["by_model"] if isinstance(metered.get("by_model"), dict) else {}
     models = sorted(by_model, key=lambda m: -(by_model[m].get("requests") or 0) if isinstance(by_model[m], dict) else 0)
     usage: dict[str, Any] = {
         "turns": _count(metered.get("requests")), "input_tokens": _count(metered.get("input_tokens")),

@@ -6,7 +6,7 @@ metrics and how cases aggregate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,7 +14,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from ..medimage.geometry import Geometry, header_geometry, read_image, zyx_spacing
-from ..metrics.parallel import parallel_map
+from ..metrics.parallel import both
 from ..submission import CaseTable
 from .base import Grader
 
@@ -29,13 +29,13 @@ class BinaryMaskGrader(Grader):
     image_suffix: ClassVar[str]
     prediction_suffix: ClassVar[str]
     #: file-type rules, checked before the file is read: ``(path, case_id) -> None`` or InvalidSubmission
-    check_format: ClassVar[Callable[[Path, str], None]]
+    check_format: ClassVar[staticmethod[[Path, str], None]]
     #: the boolean mask of a prediction, after its value rules: ``(image, case_id) -> array``
-    foreground: ClassVar[Callable[[sitk.Image, str], np.ndarray]]
+    foreground: ClassVar[staticmethod[[sitk.Image, str], np.ndarray]]
     #: metrics of one case: ``(pred, truth, spacing_zyx) -> dict``, spacing paired with the (z, y, x) axes
-    case_metrics: ClassVar[Callable[[np.ndarray, np.ndarray, tuple[float, float, float]], dict]]
+    case_metrics: ClassVar[staticmethod[[np.ndarray, np.ndarray, tuple[float, float, float]], dict[str, float]]]
     #: the task's metrics over all test cases
-    aggregate: ClassVar[Callable[[list[dict]], dict[str, float]]]
+    aggregate: ClassVar[staticmethod[[list[dict[str, float]]], dict[str, float]]]
 
     def test_image(self, public_dir: Path, case_id: str) -> Path:
         """The public test input whose grid predictions must use."""
@@ -50,9 +50,8 @@ class BinaryMaskGrader(Grader):
         per_case = []
         for case_id, predicted, truth_path in self.case_files(submission, answers):
             ref = header_geometry(truth_path)   # the header: both volumes then decode on two cores
-            truth_img, pred = parallel_map(lambda read: read(), (
-                lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
-                lambda predicted=predicted, case_id=case_id, ref=ref: self.read_prediction(predicted, case_id, ref)))
+            truth_img, pred = both(partial(read_image, truth_path, case_id),
+                                   partial(self.read_prediction, predicted, case_id, ref))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
         return self.aggregate(per_case)

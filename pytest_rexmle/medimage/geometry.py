@@ -306,7 +306,8 @@ def _reject_hidden_non_finite(path: Path, case_id: str) -> None:
     import numpy as np  # start-up: numpy only where this runs
 
     try:
-        data = np.asanyarray(nib.load(str(path)).dataobj)
+        # nibabel types load() as FileBasedImage, the base of every format; a NIfTI image has dataobj
+        data = np.asanyarray(nib.load(str(path)).dataobj)  # type: ignore[attr-defined]
     except Exception as exc:  # nibabel raises many types for damaged files
         raise InvalidSubmission(f"case {case_id!r}: cannot read {path.name}: {exc}") from None
     if data.dtype.kind == "f" and not np.isfinite(data).all():

@@ -52,7 +52,9 @@ def hausdorff_mm(pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, floa
         return 0.0
     if has_pred != has_truth:
         return image_diagonal(pred.shape, spacing)
-    box = _grown(union_box(bounding_box(pred), bounding_box(truth)), pred.shape)
+    both_boxes = union_box(bounding_box(pred), bounding_box(truth))
+    assert both_boxes is not None   # both masks have voxels here
+    box = _grown(both_boxes, pred.shape)
     surface_p, surface_g = parallel_map(lambda m: surface_voxels(m[box]), (pred, truth))
     return max(directed_mm(surface_p, surface_g, spacing), directed_mm(surface_g, surface_p, spacing))
 

@@ -46,7 +46,7 @@ def remove_border_cells(labels: np.ndarray, border: int = BORDER, frame: tuple[i
         keep = np.bincount(labels.ravel(), minlength=top + 1) > 0
         keep[0] = False
         keep[edge] = False
-        mapping = np.zeros(top + 1, dtype=_id_type(int(keep.sum())))
+        mapping: np.ndarray = np.zeros(top + 1, dtype=_id_type(int(keep.sum())))
         mapping[keep] = np.arange(1, int(keep.sum()) + 1)
         # every label is within 0..top, so "clip" changes nothing and spares the bounds checks
         return np.take(mapping, labels, mode="clip")

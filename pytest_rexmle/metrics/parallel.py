@@ -17,10 +17,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+A = TypeVar("A")
+B = TypeVar("B")
 
 _here = threading.local()
 
@@ -67,3 +69,10 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], cost: Callable[[T], f
         for i, future in futures.items():
             results[i] = future.result()
     return results
+
+
+def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """``(first(), second())`` on two threads: a case's truth and prediction decode side by side."""
+    calls: tuple[Callable[[], Any], ...] = (first, second)
+    a, b = parallel_map(lambda call: call(), calls)
+    return a, b

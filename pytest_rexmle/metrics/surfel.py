@@ -26,6 +26,7 @@ array):
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,7 @@ def _unit_area_vectors() -> tuple[np.ndarray, ...]:
 
 
 @functools.lru_cache(maxsize=128)
-def surfel_area_table(spacing: tuple[float, float, float]) -> np.ndarray:
+def surfel_area_table(spacing: tuple[float, ...]) -> np.ndarray:
     """Area in mm² of the surface element of each of the 256 neighbour codes at ``spacing`` (z, y, x)."""
     s0, s1, s2 = (float(s) for s in spacing)
     scale = np.array([s1 * s2, s0 * s2, s0 * s1])
@@ -98,7 +99,7 @@ def _sorted(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
-                              spacing: tuple[float, float, float]) -> SurfaceDistances:
+                              spacing: Sequence[float]) -> SurfaceDistances:
     """Surfel distances and areas of two 3-D masks; spacing in array-axis order, in mm.
 
     Work is restricted to the bounding box of both masks (plus the one-corner border); distances are
@@ -108,14 +109,14 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
     gt, pred = np.asarray(mask_gt, dtype=bool), np.asarray(mask_pred, dtype=bool)
     if gt.ndim != 3 or gt.shape != pred.shape:
         raise ValueError(f"need two 3-D masks of one shape, got {gt.shape} and {pred.shape}")
-    spacing = tuple(float(s) for s in spacing)
-    if len(spacing) != 3:
-        raise ValueError(f"spacing must have 3 values, got {spacing}")
+    zyx = tuple(float(s) for s in spacing)
+    if len(zyx) != 3:
+        raise ValueError(f"spacing must have 3 values, got {zyx}")
     empty = np.zeros(0)
     box = bounding_box(gt | pred)
     if box is None:
         return SurfaceDistances(empty, empty, empty, empty)
-    table = surfel_area_table(spacing)
+    table = surfel_area_table(zyx)
 
     def surfels(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         codes = _corner_codes(np.pad(m[box].astype(np.uint8), 1))
@@ -124,7 +125,7 @@ def compute_surface_distances(mask_gt: np.ndarray, mask_pred: np.ndarray,
     def distance_to(border: np.ndarray) -> np.ndarray:
         if not border.any():
             return np.full(border.shape, np.inf)
-        return distance_to_background(~border, spacing)
+        return distance_to_background(~border, zyx)
 
     # the two masks' surfels, then the two distance transforms, each pair on two cores
     (code_gt, border_gt), (code_pred, border_pred) = parallel_map(surfels, (gt, pred))

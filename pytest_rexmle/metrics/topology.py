@@ -125,6 +125,7 @@ def skeleton_xyz(mask: np.ndarray, components: tuple[np.ndarray, int] | None = N
     if box is None:
         return None
     crop = mask[box]
+    labels: np.ndarray | None
     if components is not None:
         labels, n = components[0][box], components[1]
     else:
@@ -132,7 +133,7 @@ def skeleton_xyz(mask: np.ndarray, components: tuple[np.ndarray, int] | None = N
         # single connected vessel tree (the usual case) skips the labelling
         planes_empty = any(not crop.any(axis=tuple(a for a in range(3) if a != axis)).all() for axis in range(3))
         labels, n = label_components(crop) if planes_empty else (None, 1)
-    if n > 1:
+    if n > 1 and labels is not None:
         index = LabelIndex.of(labels)
         boxes = [index.box(c) for c in index.labels]
         if sum(box_volume(b) for b in boxes) <= 0.75 * crop.size:

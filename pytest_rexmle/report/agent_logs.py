@@ -204,45 +204,63 @@ def claude_code(path: Path, budget: Budget) -> Parsed:
             continue
         stamp, content = _timestamp(event.get("timestamp")), message.get("content")
         if kind == "assistant":
-            key = str(message.get("id") or event.get("uuid") or len(parsed.steps))
-            step = answers.get(key)
+            step = _claude_answer(parsed, answers, event, message, stamp)
             if step is None:
-                usage = _dict(message.get("usage"))
-                read, made = _int(usage.get("cache_read_input_tokens")) or 0, \
-                    _int(usage.get("cache_creation_input_tokens")) or 0
-                prompt = _int(usage.get("input_tokens"))
-                step = parsed.add({"source": "agent", "timestamp": stamp, "message": "",
-                                   "model_name": text(message.get("model")) or None,
-                                   "metrics": _metrics(None if prompt is None else prompt + read + made,
-                                                       usage.get("output_tokens"), read if usage else None),
-                                   "extra": {"message_id": key, **({"sidechain": True} if event.get("isSidechain")
-                                                                    else {})}})
-                if step is None:
-                    break
-                answers[key] = step
-                parsed.model = parsed.model or step["model_name"]
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else _list(content)
-            for block in map(_dict, blocks):
-                if block.get("type") == "text":
-                    step["message"] = "\n".join(filter(None, [step["message"], text(block.get("text"))]))
-                elif block.get("type") == "thinking":
-                    step["reasoning_content"] = "\n".join(filter(None, [step.get("reasoning_content"),
-                                                                        text(block.get("thinking"))]))
-                elif block.get("type") == "tool_use":
-                    calls.call(step, block.get("id"), block.get("name"), block.get("input"))
-            continue
-        if isinstance(content, str):
-            parsed.add({"source": "user", "message": text(content), "timestamp": stamp})
-            continue
-        words = []
-        for block in map(_dict, _list(content)):
-            if block.get("type") == "tool_result":
-                calls.result(parsed, block.get("tool_use_id"), block.get("content"), event.get("timestamp"))
-            elif block.get("type") == "text":
-                words.append(text(block.get("text")))
-        if words:
-            parsed.add({"source": "user", "message": text("\n".join(words)), "timestamp": stamp})
+                break
+            _claude_blocks(step, content, calls)
+        else:
+            _claude_user(parsed, calls, event, content, stamp)
     return parsed
+
+
+def _claude_answer(parsed: Parsed, answers: dict[str, dict[str, Any]], event: dict[str, Any],
+                   message: dict[str, Any], stamp: str | None) -> dict[str, Any] | None:
+    """The agent step of the API answer this line belongs to (started at its first line, with the answer's
+    usage); None once the step limit is reached."""
+    key = str(message.get("id") or event.get("uuid") or len(parsed.steps))
+    step = answers.get(key)
+    if step is not None:
+        return step
+    usage = _dict(message.get("usage"))
+    read, made = _int(usage.get("cache_read_input_tokens")) or 0, _int(usage.get("cache_creation_input_tokens")) or 0
+    prompt = _int(usage.get("input_tokens"))
+    step = parsed.add({"source": "agent", "timestamp": stamp, "message": "",
+                       "model_name": text(message.get("model")) or None,
+                       "metrics": _metrics(None if prompt is None else prompt + read + made,
+                                           usage.get("output_tokens"), read if usage else None),
+                       "extra": {"message_id": key, **({"sidechain": True} if event.get("isSidechain") else {})}})
+    if step is not None:
+        answers[key] = step
+        parsed.model = parsed.model or step["model_name"]
+    return step
+
+
+def _claude_blocks(step: dict[str, Any], content: Any, calls: _Calls) -> None:
+    """An assistant line's text, thinking and tool-use blocks, added to its answer's step."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else _list(content)
+    for block in map(_dict, blocks):
+        if block.get("type") == "text":
+            step["message"] = "\n".join(filter(None, [step["message"], text(block.get("text"))]))
+        elif block.get("type") == "thinking":
+            step["reasoning_content"] = "\n".join(filter(None, [step.get("reasoning_content"),
+                                                                text(block.get("thinking"))]))
+        elif block.get("type") == "tool_use":
+            calls.call(step, block.get("id"), block.get("name"), block.get("input"))
+
+
+def _claude_user(parsed: Parsed, calls: _Calls, event: dict[str, Any], content: Any, stamp: str | None) -> None:
+    """A user line: its words as a user step, its ``tool_result`` blocks hung on the steps that called."""
+    if isinstance(content, str):
+        parsed.add({"source": "user", "message": text(content), "timestamp": stamp})
+        return
+    words = []
+    for block in map(_dict, _list(content)):
+        if block.get("type") == "tool_result":
+            calls.result(parsed, block.get("tool_use_id"), block.get("content"), event.get("timestamp"))
+        elif block.get("type") == "text":
+            words.append(text(block.get("text")))
+    if words:
+        parsed.add({"source": "user", "message": text("\n".join(words)), "timestamp": stamp})
 
 
 # -- Codex: the session rollout (home/sessions/**/rollout-*.jsonl) ------------------------------------------
@@ -414,7 +432,7 @@ def aide_journal(path: Path, budget: Budget) -> Parsed:
     document = _dict(read_json(path, MAX_JSON_BYTES))
     parents = _dict(document.get("node2parent"))
     nodes = [_dict(n) for n in _list(document.get("nodes"))]
-    nodes.sort(key=lambda n: _int(n.get("step")) if _int(n.get("step")) is not None else 10**9)
+    nodes.sort(key=lambda n: step if (step := _int(n.get("step"))) is not None else 10**9)
     for number, node in enumerate(nodes, 1):
         if budget.spent():
             parsed.cut = True
@@ -502,7 +520,9 @@ def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS)
     root = Path(run_dir) / "logs" / agent
     if not formats or not root.is_dir() or root.is_symlink():
         return [], []
-    budget, trajectories, notes = Budget(seconds), [], []
+    budget = Budget(seconds)
+    trajectories: list[dict] = []
+    notes: list[dict[str, Any]] = []
     found = _find(root, formats, notes)
     for fmt, rel in found[:MAX_FILES]:
         if fmt.fallback and trajectories:

@@ -236,7 +236,7 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     hardware: dict[str, list[str]] = {}
     per_source = []
     for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
-        compute = doc.get("compute") if isinstance(doc.get("compute"), dict) else {}
+        compute: dict = doc["compute"] if isinstance(doc.get("compute"), dict) else {}
         claimed = "trust" in doc and status_of(doc) != VERIFIED  # a downloaded file's word, not a fact
         for text in compute.get("hardware") or []:
             shown = f"{text} (as an unverified session states it)" if claimed else str(text)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -104,7 +104,7 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
     selected = [cid for cid, _ in groups]
     skipped = sorted(set(skipped) & set(selected))
     kind = SYNTHETIC if settings.get("data") == SYNTHETIC else REAL
-    doc = {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "created": datetime.now(UTC).isoformat(),
         "run_id": run_id,

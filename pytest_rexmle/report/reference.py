@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.json")
 #: ``rexmle report --reference`` choices; ``paper`` is the default (the first question a user has)
@@ -41,7 +42,7 @@ def paper_agents(challenges: list[str]) -> list[dict]:
     out = []
     for name in sorted(names, key=lambda n: -data["overall_mean_percentile"].get(n, 0.0)):
         by_task = {r["task"]: r for r in runs if r["agent"] == name}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for cid in challenges:
             run = by_task.get(cid)
             if run is None:

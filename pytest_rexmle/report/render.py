@@ -276,7 +276,8 @@ def repeat_lines(doc: dict) -> list[str]:
 
 def compute_lines(compute: dict | None) -> list[str]:
     """The compute table: what each run ran on and spent (the numbers are the harness's own)."""
-    runs = (compute or {}).get("runs") or {}
+    compute = compute or {}
+    runs = compute.get("runs") or {}
     if not runs:
         return []
     out = ["## Compute", "", "| Run | GPU | CPU cores | Wall time | GPU-hours | Tokens | USD | Runtime |",

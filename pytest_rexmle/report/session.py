@@ -69,12 +69,12 @@ class SessionReporter:
             return
         task_id = self._key(report.nodeid, props)
         if CAPABILITY_PROPERTY in props:
-            self.capability[task_id] = json.loads(props[CAPABILITY_PROPERTY])
-            self.stages[task_id] = json.loads(props[STAGES_PROPERTY])
+            self.capability[task_id] = json.loads(str(props[CAPABILITY_PROPERTY]))
+            self.stages[task_id] = json.loads(str(props[STAGES_PROPERTY]))
         if RUN_PROPERTY in props:
-            self.runs[task_id] = json.loads(props[RUN_PROPERTY])
+            self.runs[task_id] = json.loads(str(props[RUN_PROPERTY]))
         if RESULT_PROPERTY in props:
-            self.results[task_id] = ChallengeResult.from_json(json.loads(props[RESULT_PROPERTY]))
+            self.results[task_id] = ChallengeResult.from_json(json.loads(str(props[RESULT_PROPERTY])))
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")

@@ -286,3 +286,7 @@ class Runtime(ABC):
     def sweep_orphans(self) -> int:
         """Remove leftovers of dead sessions; returns how many were removed."""
         return 0
+
+
+__all__ = ["Runtime", "RunSpec", "RunOutcome", "RunHandle", "RuntimeUnavailable", "Terminated", "SANDBOX_ROOT",
+           "AGENT_USER", "agent_logs", "folder_owner", "is_under", "trap_sigterm"]

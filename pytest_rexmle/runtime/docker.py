@@ -78,6 +78,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,7 @@ class DockerSettings:
     grace: float = SELF_KILL_GRACE_SECONDS
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> DockerSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DockerSettings:
         env = os.environ if env is None else env
         stale = sorted(k for k in env if k.startswith("REXMLE_DOCKER_") and k not in SETTINGS_ENV)
         if stale:

@@ -375,7 +375,9 @@ class LocalRuntime(Runtime):
             env = {"PATH": image.env()["PATH"], "LANG": "C.UTF-8"}
             code = (f"import sys; sys.path.insert(0, {HARNESS_INSIDE!r}); "
                     "from pytest_rexmle.runtime.sandbox.launcher import main; main(sys.argv)")
-            launcher = [image_python(image), "-I", "-B", "-c", code, str(config_fd)]
+            python = image_python(image)
+            assert python is not None, image   # check_image refused an image without one
+            launcher = [python, "-I", "-B", "-c", code, str(config_fd)]
         args = render_bwrap(policy, targets=self.contract_paths(spec), tools=tools, tools_target=str(agent_tools.INSIDE),
                             tmp=tmp, python_roots=python_roots(), env=env,
                             user_namespace=not ident.harness_is_root() or (drop is not None and drop.identity is not None),
@@ -383,6 +385,7 @@ class LocalRuntime(Runtime):
                             image=view, reach=drop.bridge.reach if drop is not None and drop.bridge else None)
         args_fd = data_fd(args_blob(args), "bwrap-args")
         fds += [config_fd, seccomp_fd, args_fd]
+        assert self.bwrap is not None   # mechanism() picks bubblewrap only where it found it
         return [self.bwrap, "--args", str(args_fd), "--", *launcher]
 
     @staticmethod
@@ -423,7 +426,8 @@ class LocalRuntime(Runtime):
         same_uid = mechanism == "landlock" and not ident.harness_is_root()
         with staging.staged(spec, plan_now=mechanism == "bwrap", logs=(stdout_path, stderr_path),
                             copy_data=same_uid) as view:
-            outcome = self._run_sandboxed(view.spec, mechanism, *view.logs, image=image)
+            staged_stdout, staged_stderr = view.logs
+            outcome = self._run_sandboxed(view.spec, mechanism, staged_stdout, staged_stderr, image=image)
         outcome.stdout, outcome.stderr = stdout_path, stderr_path
         outcome.details.update(view.details)
         return outcome
@@ -591,6 +595,7 @@ class LocalRuntime(Runtime):
             except GatewayNetworkError as exc:
                 raise RuntimeUnavailable(f"the local runtime could not connect the agent to the gateway: "
                                          f"{exc}") from None
+            assert gateway is not None   # the channel exists only for a gateway run
             gateway.serve(listener)
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:

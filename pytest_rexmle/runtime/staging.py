@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,10 +135,10 @@ def staged(spec: RunSpec, *, plan_now: bool = True, logs: Sequence[Path] = (),
         opened = _link_logs(logs, stage / LOGS)
         details["host_paths_hidden"] = details["data_view"] in ("links", "copy") and all(p.parent == stage / LOGS for p in opened)
         cwd = None if spec.cwd is None else stage / "workspace" / spec.cwd.relative_to(spec.workspace)
-        inside = dataclasses.replace(spec, workspace=stage / "workspace", submission=stage / "submission",
+        staged = dataclasses.replace(spec, workspace=stage / "workspace", submission=stage / "submission",
                                      data_dir=stage / DATA, instructions=stage / INSTRUCTIONS, cwd=cwd, stage=stage)
         details["stage_seconds"] = round(time.perf_counter() - started, 4)
-        yield StagedRun(inside, opened, details)
+        yield StagedRun(staged, opened, details)
     finally:
         notes, keep = move_back(run_dir, stage, identities)
         if notes:
@@ -186,11 +186,11 @@ def link_tree(source: Path, target: Path, skip: Sequence[Path] = ()) -> None:
                 kept.append(name)
         dirnames[:] = kept
         for name in filenames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                os.symlink(os.readlink(path), here / name)
+            file = os.path.join(dirpath, name)
+            if os.path.islink(file):
+                os.symlink(os.readlink(file), here / name)
             else:
-                os.link(path, here / name, follow_symlinks=False)
+                os.link(file, here / name, follow_symlinks=False)
     for src, dst in reversed(folders):
         os.chmod(dst, stat.S_IMODE(os.stat(src).st_mode))
 
@@ -208,7 +208,7 @@ def copy_tree(source: Path, target: Path, skip: Sequence[Path] = ()) -> None:
             remove_tree(target / hidden.resolve().relative_to(source))
 
 
-def move_back(run_dir: Path, stage: Path, identities: dict[str, list[int] | None]) -> tuple[list[str], bool]:
+def move_back(run_dir: Path, stage: Path, identities: Mapping[str, list[int] | None]) -> tuple[list[str], bool]:
     """Rename the staged folders back into the run folder. Returns notes for run.json and whether the
     stage must be kept (something could not go back without overwriting: nothing is ever deleted then)."""
     notes: list[str] = []

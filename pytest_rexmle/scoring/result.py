@@ -78,3 +78,6 @@ class ChallengeResult:
     @classmethod
     def read(cls, path: Path) -> ChallengeResult:
         return read(cls, path)
+
+
+__all__ = ["ChallengeResult", "STATUSES", "OK", "INVALID", "ERROR", "MISSING", "TIMEOUT"]

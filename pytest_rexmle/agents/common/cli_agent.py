@@ -81,7 +81,7 @@ def run_cli(argv: list[str], contract: Contract, folder: Path, env: dict[str, st
 
 def json_lines(path: Path) -> list[dict]:
     """The JSON objects of a JSON-lines file; other lines (banners, warnings) are skipped."""
-    events = []
+    events: list[dict] = []
     if not path.is_file():
         return events
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -98,7 +98,7 @@ def result_event_report(events: list[dict], source: str, section: str, counts: t
     """(the report, the event) of a CLI that ends its stream-json with a ``result`` event carrying its own
     account of the run (Claude Code, Gemini CLI): ``source`` and the ``counts`` of the event's ``section``
     under their own names, to which the caller adds what else the event says; ({}, {}) without one."""
-    result = next((e for e in reversed(events) if e.get("type") == "result"), {})
+    result: dict = next((e for e in reversed(events) if e.get("type") == "result"), {})
     if not result:
         return {}, {}
     numbers = result.get(section) or {}

@@ -18,7 +18,7 @@ from ...agent_output import open_reader
 from ...errors import InvalidSubmission
 from ...graders.base import Grader
 from ...metrics.instance import THRESHOLDS, image_f1
-from ...metrics.parallel import parallel_map, worker_count
+from ...metrics.parallel import both, parallel_map, worker_count
 from ...submission import CaseTable
 
 IMAGE_EXTENSIONS = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp")
@@ -30,6 +30,20 @@ MAX_FILE_BYTES = 4096 * 4096 * 16
 def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) -> np.ndarray:
     """A submitted label TIFF as a non-negative integer (H, W) array; every format problem is an InvalidSubmission."""
     where = f"case {case_id!r}"
+    arr = _decode_tiff(path, where, shape)
+    _check_label_values(arr, f"{where}: {path.name}")
+    # integer images keep their own type (a 5000×5000 uint16 image stays 50 MB instead of 200 MB as int64):
+    # the matching only counts ids; floats (integral, checked above) and uint64 (range checked) become int64
+    if arr.dtype.kind == "b":
+        return arr.view(np.uint8)
+    if arr.dtype.kind == "f" or arr.dtype == np.uint64:
+        return arr.astype(np.int64)
+    return arr
+
+
+def _decode_tiff(path: Path, where: str, shape: tuple[int, int] | None) -> np.ndarray:
+    """The file's one 2-D image, its shape checked from the header before anything is decoded (a hostile
+    file must not make us decode a huge image)."""
     limit = MAX_FILE_BYTES if shape is None else shape[0] * shape[1] * 16 + (1 << 20)
     try:
         with open_reader(path, limit, f"{where}: {path.name}") as fh, tifffile.TiffFile(fh) as tif:
@@ -37,7 +51,6 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
                 raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
             series = tif.series[0]
             dims = tuple(series.shape)
-            # shape first, from the header: a hostile file must not make us decode a huge image
             if len(dims) != 2:
                 raise InvalidSubmission(f"{where}: {path.name} must hold one 2-D label image, got shape {dims}")
             if shape is not None and dims != tuple(shape):
@@ -50,27 +63,24 @@ def read_labels(path: Path, case_id: str, shape: tuple[int, int] | None = None) 
         raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF ({type(exc).__name__}: {exc})") from None
     if not isinstance(arr, np.ndarray) or arr.size == 0 or arr.shape != dims:
         raise InvalidSubmission(f"{where}: cannot read {path.name} as TIFF (no image data)")
+    return arr
+
+
+def _check_label_values(arr: np.ndarray, what: str) -> None:
+    """Labels are integers (floats only when integral and exact), none negative, all within int64."""
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
-            raise InvalidSubmission(f"{where}: {path.name} contains NaN or infinite values")
+            raise InvalidSubmission(f"{what} contains NaN or infinite values")
         if not np.array_equal(arr, np.floor(arr)):
-            raise InvalidSubmission(f"{where}: {path.name} has non-integer label values")
+            raise InvalidSubmission(f"{what} has non-integer label values")
         if arr.size and float(arr.max()) >= 2.0 ** 53:
-            raise InvalidSubmission(f"{where}: {path.name} has label values too large to be exact")
+            raise InvalidSubmission(f"{what} has label values too large to be exact")
     elif arr.dtype.kind not in "iub":
-        raise InvalidSubmission(f"{where}: {path.name} has unsupported pixel type {arr.dtype}; "
-                                "an integer label image is required")
+        raise InvalidSubmission(f"{what} has unsupported pixel type {arr.dtype}; an integer label image is required")
     if arr.size and arr.dtype.kind in "if" and arr.min() < 0:
-        raise InvalidSubmission(f"{where}: {path.name} has negative label values (min {arr.min()})")
+        raise InvalidSubmission(f"{what} has negative label values (min {arr.min()})")
     if arr.dtype == np.uint64 and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
-        raise InvalidSubmission(f"{where}: {path.name} has label values beyond the int64 range")
-    # integer images keep their own type (a 5000×5000 uint16 image stays 50 MB instead of 200 MB as int64):
-    # the matching only counts ids; floats (integral, checked above) and uint64 (range checked) become int64
-    if arr.dtype.kind == "b":
-        return arr.view(np.uint8)
-    if arr.dtype.kind == "f" or arr.dtype == np.uint64:
-        return arr.astype(np.int64)
-    return arr
+        raise InvalidSubmission(f"{what} has label values beyond the int64 range")
 
 
 def public_test_image(public_dir: Path, case_id: str) -> Path:
@@ -111,9 +121,8 @@ class CellInstances(Grader):
             if len(shape) != 2:
                 raise RuntimeError(f"ground truth of {case_id!r} is not a 2-D label image: {shape}")
             # the two decodes side by side (the prediction checked against the truth's header first)
-            truth, pred = parallel_map(lambda read: read(), (
-                lambda: tifffile.imread(truth_path, maxworkers=worker_count()),
-                lambda: read_labels(submission.file(case_id, "predicted_mask_path"), case_id, shape)))
+            truth, pred = both(lambda: tifffile.imread(truth_path, maxworkers=worker_count()),
+                               lambda: read_labels(submission.file(case_id, "predicted_mask_path"), case_id, shape))
             if truth.dtype.kind not in "iu" or truth.dtype == np.uint64:
                 truth = truth.astype(np.int64)   # the harness's own files are uint16/uint32: kept as they are
             return image_f1(truth, pred)

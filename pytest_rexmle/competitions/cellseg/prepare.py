@@ -33,7 +33,7 @@ def _label_stem(path: Path) -> str | None:
     return None
 
 
-def prepare(ctx: Context) -> dict[str, int]:
+def prepare(ctx: Context) -> dict[str, int | dict[str, int]]:
     images: list[tuple[str, Path]] = []
     labels: list[tuple[str, Path]] = []
     per_set = {}

@@ -87,7 +87,7 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
     ids = [f"labeled_cell_{i:05d}" for i in range(1, N_LABELED + 1)]
     ids += [f"tuning_cell_{i:05d}" for i in range(1, N_TUNING + 1)]
     train, test = split_ids(ids)
-    answers = {}
+    answers: dict[str, str] = {}
     for k, case_id in enumerate(ids):
         shape = SHAPES[k % len(SHAPES)]
         labels = _cells(shape, rng)

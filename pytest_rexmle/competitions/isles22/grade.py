@@ -5,6 +5,7 @@ Imaging and metric modules are imported where used: the baseline (empty NIfTI ma
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from ...graders.base import Grader
 from ...medimage.geometry import header_geometry, nonzero_mask, read_image, voxel_volume_mm3
 from ...metrics.components import lesion_detection
 from ...metrics.overlap import dice
-from ...metrics.parallel import parallel_map
+from ...metrics.parallel import both
 from ...metrics.surface import bounding_box, union_box
 from ...submission import CaseTable
 
@@ -65,9 +66,7 @@ class StrokeLesion(Grader):
         for case_id, path, truth_path in self.case_files(submission, answers):
             _require_nifti(path, case_id)
             ref = header_geometry(truth_path)   # the header: both volumes then decode on two cores
-            truth_img, pred = parallel_map(lambda read: read(), (
-                lambda truth_path=truth_path, case_id=case_id: read_image(truth_path, case_id),
-                lambda path=path, ref=ref, case_id=case_id: lesion_mask(path, ref, case_id)))
+            truth_img, pred = both(partial(read_image, truth_path, case_id), partial(lesion_mask, path, ref, case_id))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
             # every metric counts voxels or components, so the union box of both foregrounds loses nothing
             box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim

@@ -114,7 +114,7 @@ def _parted_score_file(ctx: Context, root: Path) -> tuple[Path, dict[str, tuple[
 def _parted_set(ctx: Context, path: Path, parts: dict[str, tuple[list, list]]
                 ) -> tuple[dict[str, float], dict[str, Path]]:
     """(id → score, id → image) of a per-part ground truth; each part's images sit in ``<part>/`` beside it."""
-    scores: dict[str, float] = {}
+    scores = {}
     images: dict[str, Path] = {}
     folders = {p.name.lower(): p for p in path.parent.iterdir() if p.is_dir()}
     for part, (names, values) in sorted(parts.items()):
@@ -156,7 +156,7 @@ def _scored_set(ctx: Context, root: Path, preferred: str) -> dict[str, tuple[Pat
         scores, images = _parted_set(ctx, *parted)
         return _matched(ctx, preferred, path, scores, images)
     path, scores_raw, images = _score_file(ctx, root, preferred)
-    scores: dict[str, float] = {}
+    scores = {}
     for key, value in scores_raw.items():
         stem = _stem_key(key)
         if stem in scores:

@@ -60,7 +60,7 @@ def _prepare(ctx: Context, folder: str, image_suffix: str) -> dict[str, int]:
     train_values: set[int] = set()
     released: set[int] = set()
     no_tumour: list[str] = []
-    answers = {}
+    answers: dict[str, str] = {}
     for case_id in ids:
         image_dst, label_dst = case_paths(ctx.public, ctx.private, case_id, case_id in train, f"{case_id}.mha",
                                           f"{case_id}.mha", answers)

@@ -16,7 +16,9 @@ def parts(task: Task) -> list[Part]:
     src = task.source
     out = []
     for name in src.get("files_used") or src.get("files") or []:
-        number = re.search(r"Task(\d)", name).group(1)
+        if (task_number := re.search(r"Task(\d)", name)) is None:
+            raise ValueError(f"{task.id}: source file {name!r} names no PANTHER task (Task1 or Task2)")
+        number = task_number.group(1)
         out.append(Part(name, "zenodo", f"task{number}", record=str(src["record_id"]), files=(name,),
                         pattern=rf"(?i)task[_ -]?{number}\b.*\.zip$", signature=(LABELS[number],),
                         expects=f"PANTHER task {number} (LabelsTr/{EXAMPLE[number]})"))

@@ -56,7 +56,7 @@ def _origin(rng: np.random.Generator) -> tuple[float, float, float]:
 def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator, ids: list[str],
               grid: Grid) -> None:
     train, test = split_ids(ids)
-    answers = {}
+    answers: dict[str, str] = {}
     for index, case_id in enumerate(sorted(ids)):
         pancreas, tumour = _anatomy(grid, rng)
         levels = 180.0 + pancreas * 240.0 - tumour * 150.0

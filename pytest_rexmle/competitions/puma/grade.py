@@ -158,8 +158,8 @@ def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
             if img.format not in ("TIFF", "PNG"):
                 raise InvalidSubmission(f"{where}: {path.name!r} is {img.format or 'not an image'}, "
                                         "must be TIFF or PNG")
-            if getattr(img, "n_frames", 1) != 1:
-                raise InvalidSubmission(f"{where}: {path.name!r} has {img.n_frames} pages; one 2-D mask is required")
+            if (pages := getattr(img, "n_frames", 1)) != 1:
+                raise InvalidSubmission(f"{where}: {path.name!r} has {pages} pages; one 2-D mask is required")
             if len(img.getbands()) != 1:
                 raise InvalidSubmission(f"{where}: {path.name!r} has {len(img.getbands())} channels ({img.mode}); "
                                         "a single-channel mask is required")
@@ -172,7 +172,7 @@ def read_tissue_mask(path: Path, case_id: str) -> np.ndarray:
                                         f"(at most {MAX_PIXELS} pixels are read)")
             img.load()
             values = np.asarray(img)
-            resized = np.asarray(img.resize(EVAL_SIZE, Image.NEAREST))
+            resized = np.asarray(img.resize(EVAL_SIZE, Image.Resampling.NEAREST))
     except InvalidSubmission:
         raise
     except Exception as exc:  # Pillow signals undecodable agent files with many exception types

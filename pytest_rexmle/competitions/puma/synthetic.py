@@ -66,7 +66,7 @@ def tissue_geojson(rng: np.random.Generator) -> dict:
         _feature("tissue_epidermis", "Polygon",
                  [[[0, 0], [s, 0], [s, round(edge + rng.uniform(-4, 4), 1)], [0, round(edge, 1)], [0, 0]]]),
         _feature("tissue_blood_vessel", "MultiPolygon",
-                 [[_blob(rng, *rng.uniform(0.1 * s, 0.9 * s, 2), 0.05 * s, 8)] for _ in range(2)]),
+                 [[_blob(rng, x, y, 0.05 * s, 8)] for x, y in (rng.uniform(0.1 * s, 0.9 * s, 2) for _ in range(2))]),
         _feature("tissue_necrosis", "Polygon", [_blob(rng, cx + 0.12 * s, cy, 0.06 * s, 8)]),
         _feature("tissue_white_background", "Polygon",
                  [[[s, s], [s - 0.2 * s, s], [s, s - 0.25 * s], [s, s]]]),

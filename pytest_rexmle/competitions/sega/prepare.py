@@ -101,7 +101,7 @@ def require_every_centre(ctx: Context, ids: list[str]) -> None:
                            f"centres: pass every centre zip (or figshare's download-all archive) with --raw-archive")
 
 
-def prepare(ctx: Context) -> dict[str, int]:
+def prepare(ctx: Context) -> dict[str, int | dict[str, int]]:
     labels = unique_ids(((check_id(ctx.task, stem_of(p, (".seg.nrrd",)), p), p) for p in ctx.files("*.seg.nrrd")),
                         "label", ctx.task)
     images = unique_ids(((stem_of(p, (".nrrd",)), p) for p in ctx.files("*.nrrd")
@@ -114,7 +114,7 @@ def prepare(ctx: Context) -> dict[str, int]:
     require_every_centre(ctx, ids)
     train, test = split_and_record(ids, ctx)
     repaired: list[str] = []
-    answers = {}
+    answers: dict[str, str] = {}
     for case_id in ids:
         image = _read(images[case_id], ctx.scratch, repaired)
         label = ctx.on_image_grid(case_id, _read(labels[case_id], ctx.scratch, repaired), image,

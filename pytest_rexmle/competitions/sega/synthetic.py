@@ -46,7 +46,7 @@ def vessel_tree(shape: tuple[int, int, int], rng: np.random.Generator) -> np.nda
 def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
     cases = {f"{centre}{n}": centre for centre, (count, _, _) in CENTRES.items() for n in range(1, count + 1)}
     train, test = split_ids(cases)
-    answers = {}
+    answers: dict[str, str] = {}
     for case_id in sorted(cases):
         _, shape, spacing = CENTRES[cases[case_id]]
         origin = (float(np.round(rng.uniform(-180, -120), 2)), float(np.round(rng.uniform(-180, -120), 2)),

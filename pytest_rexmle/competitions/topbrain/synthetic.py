@@ -48,7 +48,7 @@ def _placement_order(valid: dict[int, frozenset[int]]) -> list[tuple[int, int | 
         if root in seen:
             continue
         seen.add(root)
-        queue = deque([(root, None)])
+        queue: deque[tuple[int, int | None]] = deque([(root, None)])
         while queue:
             label, parent = queue.popleft()
             order.append((label, parent))
@@ -120,7 +120,7 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
     ids = [f"{PREFIX[key]}_{i:03d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
     background, vessel = INTENSITY[key]
-    answers = {}
+    answers: dict[str, str] = {}
     for case_id in ids:
         labels = np.roll(template, [int(v) for v in rng.integers(-2, 3, size=3)], axis=(0, 1, 2))
         keep_all = case_id == test[0]

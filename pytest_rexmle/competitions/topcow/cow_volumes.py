@@ -23,7 +23,7 @@ from ...medimage.geometry import Geometry, header_geometry, label_values, read_i
 from ...metrics.components import label_components
 from ...metrics.crop import relative_box
 from ...metrics.labelindex import LabelIndex, box_volume
-from ...metrics.parallel import parallel_map
+from ...metrics.parallel import both, parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
 from ...metrics.topology import (
     ANTERIOR_LABELS,
@@ -54,7 +54,7 @@ def require_mask_format(path: Path, case_id: str) -> None:
         raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii, .nii.gz) or MHA (.mha)")
 
 
-def prediction_image(path: Path, ref: Geometry, case_id: str) -> sitk.Image:
+def prediction_image(path: Path, ref: sitk.Image | Geometry, case_id: str) -> sitk.Image:
     """Read a predicted label volume and check its format and geometry against ``ref``."""
     require_mask_format(path, case_id)
     return read_image(path, case_id, ref)  # header checked against ref before any voxel is decoded
@@ -130,7 +130,7 @@ def read_pair(pred_path: Path, truth_path: Path, case_id: str, allowed: frozense
         img = prediction_image(pred_path, ref, case_id)
         return img, foreground_box(sitk.GetArrayViewFromImage(img))
 
-    (truth_img, truth_box), (pred_img, pred_box) = parallel_map(lambda part: part(), (truth_part, pred_part))
+    (truth_img, truth_box), (pred_img, pred_box) = both(truth_part, pred_part)
     pred, truth = crop_pair(pred_img, truth_img, case_id, allowed, (pred_box, truth_box))
     return pred, truth, truth_img
 
@@ -165,7 +165,9 @@ class LabelScores:
 def _label_task(pred: np.ndarray, truth: np.ndarray, index_p: LabelIndex, index_g: LabelIndex, label: int,
                 spacing: Sequence[float], hd95_absent: float, with_cldice: bool):
     """The per-label work, on the union of the label's two boxes (masks made once, shared by all)."""
-    box = union_box(index_p.box(label), index_g.box(label))
+    box_p, box_g = index_p.box(label), index_g.box(label)
+    box = union_box(box_p, box_g)
+    assert box is not None, label   # a label of L is in one volume at least
 
     def run() -> LabelScores:
         p, g = pred[box] == label, truth[box] == label
@@ -176,9 +178,9 @@ def _label_task(pred: np.ndarray, truth: np.ndarray, index_p: LabelIndex, index_
         cl = None
         if with_cldice:
             cl = 0.0
-            if parts_p and parts_g:
-                cl = cldice_from_skeletons(p, g, skeleton_xyz(p, parts_p, relative_box(index_p.box(label), box)),
-                                           skeleton_xyz(g, parts_g, relative_box(index_g.box(label), box)))
+            if parts_p and parts_g and box_p and box_g:
+                cl = cldice_from_skeletons(p, g, skeleton_xyz(p, parts_p, relative_box(box_p, box)),
+                                           skeleton_xyz(g, parts_g, relative_box(box_g, box)))
         return LabelScores(
             n_pred=n_p, n_truth=n_g, n_both=int(np.count_nonzero(p & g)),
             b0_pred=parts_p[1] if parts_p else 0, b0_truth=parts_g[1] if parts_g else 0,

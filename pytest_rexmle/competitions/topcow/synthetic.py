@@ -168,7 +168,7 @@ def _generate(task: Task, public: Path, private: Path, rng: np.random.Generator,
     ids = [f"{mod.prefix}_{i:03d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
     schedule = dict(zip(test, TEST_SCHEDULE * (len(test) // len(TEST_SCHEDULE) + 1), strict=False))
-    answers = {}
+    answers: dict[str, str] = {}
     for case_id in ids:
         drawn = random_variant(rng)
         shift = (int(rng.integers(-3, 4)), int(rng.integers(-2, 3)), int(rng.integers(-3, 4)))

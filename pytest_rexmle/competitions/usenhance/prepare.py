@@ -30,9 +30,10 @@ def _child(folder: Path, name: str) -> Path | None:
     return hits[0] if hits else None
 
 
-def prepare(ctx: Context) -> dict[str, int]:
+def prepare(ctx: Context) -> dict[str, int | dict[str, int]]:
     root = _organ_root(ctx)
-    low, high = [], []
+    low: list[tuple[str, Path]] = []
+    high: list[tuple[str, Path]] = []
     organs = sorted(p.name for p in root.iterdir() if p.is_dir() and not is_debris(p.name))
     unknown = [o for o in organs if o.lower() not in ORGANS]
     if unknown:

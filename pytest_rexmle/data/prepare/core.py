@@ -159,7 +159,7 @@ def data_status(task: Task, data_dir: Path) -> dict[str, Any]:
     raw_bytes = 0
     for part in parts_for(task):
         try:
-            raw_bytes += sum(f["bytes"] for f in part_record(raw, part)["files"])
+            raw_bytes += sum(f["bytes"] for f in (part_record(raw, part) or {})["files"])
         except (KeyError, TypeError):
             pass
     return {"status": "raw" if parts and all(parts.values()) else "not downloaded", "path": str(raw),

@@ -283,8 +283,10 @@ def _remote_files(part: Part) -> tuple[list[RemoteFile], dict[str, str]]:
     one cannot deliver the file, and the manifest then says so: the answers may differ from the pinned
     release's.
     """
+    if part.record is None:
+        raise PrepareError(f"{part.name}: task.yaml names no {part.origin} record to download it from")
     try:
-        return _files_of_record(part, part.record), {"record": str(part.record)}
+        return _files_of_record(part, part.record), {"record": part.record}
     except NoNetwork:
         raise
     except PrepareError as pinned_failure:
@@ -346,8 +348,8 @@ def ensure_raw(task: Task, data_dir: Path, raw_archives: Sequence[Path] = (), pr
             require_space(raw, 2 * pending, f"{task.id}: downloading and extracting {task.source['raw']}")
         for part, files in remotes:
             plans.append((part, [(download(f, downloads / f.name, progress), not keep_archives) for f in files]))
-        for part, files in plans:
-            _install(raw, part, files, limits, provenance.get(part.dest))
+        for part, local_files in plans:
+            _install(raw, part, local_files, limits, provenance.get(part.dest))
     return raw
 
 
@@ -379,7 +381,7 @@ def _install(raw: Path, part: Part, files: list[tuple[Path, bool]], limits: Limi
         os.replace(content, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    info = {"part": part.name, "files": [{"name": p.name, "bytes": _size(p)} for p, _ in files],
+    info: dict[str, object] = {"part": part.name, "files": [{"name": p.name, "bytes": _size(p)} for p, _ in files],
             **(provenance or {"supplied": [str(p) for p, _ in files]})}
     marker = _marker(raw, part)
     marker.write_text(json.dumps(info, indent=2) + "\n")

@@ -127,7 +127,10 @@ def fingerprint(task: Task) -> str:
     digest = hashlib.sha256()
     # the generator's source file, found without importing it (NumPy, SimpleITK, SciPy: seconds per
     # worker for the 20 generators when every twin is already cached)
-    spec = importlib.util.find_spec(competition_module(task, "synthetic"))
+    module = competition_module(task, "synthetic")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise TaskConfigError(f"{task.id}: its competition has no synthetic generator ({module})")
     for path in (task.folder / "task.yaml", task.description_path, Path(spec.origin), Path(__file__)):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return digest.hexdigest()[:16]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,14 +67,15 @@ def become(identity: Identity) -> None:
     os.setresuid(identity.uid, identity.uid, identity.uid)
 
 
-def unreachable(identity: Identity, paths: list[Path], enter: list[Path] = ()) -> list[Path]:
+def unreachable(identity: Identity, paths: Sequence[Path | str], enter: Sequence[Path | str] = ()
+                ) -> list[Path | str]:
     """Those of ``paths`` that ``identity`` cannot read (folders: read and enter) and of ``enter`` that
     it cannot pass through (a 0711 stage needs no listing), asked of a forked child that switched to the
     uid, so every DAC rule and ACL on the way counts. Forked, not exec'd: the harness's interpreter may
     be exactly what the uid cannot reach."""
     wanted = [(p, os.R_OK) for p in paths] + [(p, os.X_OK) for p in enter]
-    paths = [p for p, _ in wanted]
-    if identity.uid == os.geteuid() or not paths:
+    asked = [p for p, _ in wanted]
+    if identity.uid == os.geteuid() or not asked:
         return []
     read, write = os.pipe()
     pid = os.fork()
@@ -93,8 +95,8 @@ def unreachable(identity: Identity, paths: list[Path], enter: list[Path] = ()) -
         answer = fh.read().decode()
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        return paths
-    return [paths[int(i)] for i in answer.split(",") if i]
+        return asked
+    return [asked[int(i)] for i in answer.split(",") if i]
 
 
 def hand_over(paths: list[Path], identity: Identity) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .bwrap import MERGED_DIRS, SYSTEM_DIRS
 from .gpu_devices import gpu_nodes
@@ -56,8 +56,9 @@ class LandlockView:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, data: dict) -> LandlockView:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    def from_json(cls, data: dict[str, Any]) -> LandlockView:
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
 
 
 def render(policy: SandboxPolicy, *, tools: Path, tmp: Path, logs: list[str],

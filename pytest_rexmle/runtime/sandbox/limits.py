@@ -95,13 +95,7 @@ class RunCgroup:
         parent = _own_cgroup(root)
         if parent is None:
             return None
-        available = set((parent / "cgroup.controllers").read_text().split()) if (parent / "cgroup.controllers").exists() else set()
-        wanted = available & {"memory", "pids"}
-        if wanted:
-            try:  # enabling controllers for children fails if the parent holds processes (v2 rule)
-                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
-            except OSError:
-                wanted = set()
+        wanted = _delegate(parent, {"memory", "pids"})
         path = parent / name
         try:
             path.mkdir()
@@ -117,24 +111,8 @@ class RunCgroup:
                 (path / "memory.swap.max").write_text("0")
         if "pids" in enabled and limits.processes is not None:
             (path / "pids.max").write_text(str(limits.processes))
-        legacy = {}
-        for controller in ({"memory", "pids"} - enabled):
-            folder = _legacy_group(controller, name)
-            if folder is None:
-                continue
-            try:
-                if controller == "pids" and limits.processes is not None:
-                    (folder / "pids.max").write_text(str(limits.processes))
-                elif controller == "memory" and limits.memory is not None:
-                    (folder / "memory.limit_in_bytes").write_text(str(limits.memory))
-                    if (folder / "memory.memsw.limit_in_bytes").exists():
-                        (folder / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
-            except OSError:
-                _rmdir(folder)
-                continue
-            legacy[controller] = folder
-            enabled.add(controller)
-        return cls(path, frozenset(enabled), legacy)
+        legacy = _legacy_groups(name, {"memory", "pids"} - enabled, limits)
+        return cls(path, frozenset(enabled | set(legacy)), legacy)
 
     def add(self, pid: int) -> None:
         for procs in self.procs_files:
@@ -167,6 +145,41 @@ class RunCgroup:
             _rmdir(folder)
 
 
+def _delegate(parent: Path, wanted: set[str]) -> set[str]:
+    """Those of ``wanted`` that ``parent`` has and could enable for its children (v2 refuses when the
+    parent itself holds processes)."""
+    controllers = parent / "cgroup.controllers"
+    available = set(controllers.read_text().split()) if controllers.exists() else set()
+    wanted = available & wanted
+    if wanted:
+        try:
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
+        except OSError:
+            return set()
+    return wanted
+
+
+def _legacy_groups(name: str, controllers: set[str], limits: Limits) -> dict[str, Path]:
+    """A v1 group per controller that v2 could not give, holding its limit; none where it cannot be set."""
+    legacy = {}
+    for controller in controllers:
+        folder = _legacy_group(controller, name)
+        if folder is None:
+            continue
+        try:
+            if controller == "pids" and limits.processes is not None:
+                (folder / "pids.max").write_text(str(limits.processes))
+            elif controller == "memory" and limits.memory is not None:
+                (folder / "memory.limit_in_bytes").write_text(str(limits.memory))
+                if (folder / "memory.memsw.limit_in_bytes").exists():
+                    (folder / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+        except OSError:
+            _rmdir(folder)
+            continue
+        legacy[controller] = folder
+    return legacy
+
+
 def _rmdir(folder: Path, busy: Callable[[], None] = lambda: None) -> None:
     """Remove an empty cgroup, retrying (after ``busy()``) while its last processes are still exiting."""
     for _ in range(50):
@@ -182,7 +195,7 @@ def _rmdir(folder: Path, busy: Callable[[], None] = lambda: None) -> None:
 
 def _own_groups() -> dict[str, str]:
     """This process's cgroups from ``/proc/self/cgroup``: each v1 controller's, and the v2 one under ""."""
-    groups = {}
+    groups: dict[str, str] = {}
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             hierarchy, controllers, relative = line.split(":", 2)

@@ -113,6 +113,9 @@ class UnsupportedArchitecture(RuntimeError):
     pass
 
 
+_ENOSYS = SECCOMP_RET_ERRNO | errno.ENOSYS
+
+
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
@@ -132,35 +135,53 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
         raise UnsupportedArchitecture(f"no seccomp syscall table for {arch}")
     col = 0 if arch == "x86_64" else 1
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
-    enosys = SECCOMP_RET_ERRNO | errno.ENOSYS
-    eafnosupport = SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT
+    prog = _abi_checks(arch) + _refused_calls(col, allow_tracing, eperm)
+    prog += _arg_check(CLONE[col], 0, [(_JSET_K, CLONE_NAMESPACE_FLAGS, eperm)])
+    prog += _socket_checks(col, network, deny_unix_sockets, eperm)
+    for pair, arg in MODE_ARGS.values():
+        if (number := pair[col]) is not None:
+            prog += _arg_check(number, arg, [(_JSET_K, SETID_BITS, eperm)])
+    prog.append(_insn(_RET_K, SECCOMP_RET_ALLOW))
+    if len(prog) > 4096:
+        raise ValueError("seccomp program too long")
+    return b"".join(prog)
 
-    def nr(pair) -> int | None:
-        return pair[col]
 
+def _abi_checks(arch: str) -> list[bytes]:
+    """Kill a syscall of another ABI; answer ENOSYS above :data:`LAST_KNOWN`; leave nr in the accumulator."""
     prog = [_insn(_LD_W_ABS, _ARCH), _insn(_JEQ_K, AUDIT_ARCH[arch], 1, 0),
             _insn(_RET_K, SECCOMP_RET_KILL_PROCESS), _insn(_LD_W_ABS, _NR)]
     if arch == "x86_64":  # x32 ABI numbers alias the 64-bit ones with this bit set
         prog += [_insn(_JGE_K, X32_SYSCALL_BIT, 0, 1), _insn(_RET_K, SECCOMP_RET_KILL_PROCESS)]
-    prog += [_insn(_JGE_K, LAST_KNOWN + 1, 0, 1), _insn(_RET_K, enosys)]  # newer than the table: unknown
+    return prog + [_insn(_JGE_K, LAST_KNOWN + 1, 0, 1), _insn(_RET_K, _ENOSYS)]  # newer than the table: unknown
+
+
+def _refused_calls(col: int, allow_tracing: bool, eperm: int) -> list[bytes]:
+    """EPERM for each :data:`DENIED` call this architecture has, ENOSYS for :data:`ENOSYS_CALLS`."""
+    prog: list[bytes] = []
     for name, pair in DENIED.items():
-        if allow_tracing and name in CONTAINED_CALLS:
-            continue
-        if nr(pair) is not None:
-            prog += [_insn(_JEQ_K, nr(pair), 0, 1), _insn(_RET_K, eperm)]
-    for pair in ENOSYS_CALLS.values():
-        prog += [_insn(_JEQ_K, nr(pair), 0, 1), _insn(_RET_K, enosys)]
+        number = pair[col]
+        if number is not None and not (allow_tracing and name in CONTAINED_CALLS):
+            prog += [_insn(_JEQ_K, number, 0, 1), _insn(_RET_K, eperm)]
+    for numbers in ENOSYS_CALLS.values():
+        prog += [_insn(_JEQ_K, numbers[col], 0, 1), _insn(_RET_K, _ENOSYS)]
+    return prog
 
-    def arg_check(number: int, arg: int, tests: list[tuple[int, int, int]]) -> list[bytes]:
-        """if nr == number: load the argument; each (op, k, ret) returns ret on a match; else allow."""
-        body = [_insn(_LD_W_ABS, _arg_low(arg))]
-        for op, k, ret in tests:
-            body += [_insn(op, k, 0, 1), _insn(_RET_K, ret)]
-        body.append(_insn(_RET_K, SECCOMP_RET_ALLOW))
-        # jump over the body when the number differs; the accumulator still holds nr there
-        return [_insn(_JEQ_K, number, 0, len(body)), *body]
 
-    prog += arg_check(nr(CLONE), 0, [(_JSET_K, CLONE_NAMESPACE_FLAGS, eperm)])
+def _arg_check(number: int, arg: int, tests: list[tuple[int, int, int]]) -> list[bytes]:
+    """if nr == number: load the argument; each (op, k, ret) returns ret on a match; else allow."""
+    body = [_insn(_LD_W_ABS, _arg_low(arg))]
+    for op, k, ret in tests:
+        body += [_insn(op, k, 0, 1), _insn(_RET_K, ret)]
+    body.append(_insn(_RET_K, SECCOMP_RET_ALLOW))
+    # jump over the body when the number differs; the accumulator still holds nr there
+    return [_insn(_JEQ_K, number, 0, len(body)), *body]
+
+
+def _socket_checks(col: int, network: str, deny_unix_sockets: bool, eperm: int) -> list[bytes]:
+    """The families ``socket()`` refuses for this network (``tcp-only``: also its type rules) and those
+    ``socketpair()`` always refuses."""
+    eafnosupport = SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT
     families = []
     if network == "none":
         families += [AF_INET, AF_INET6, AF_PACKET]
@@ -170,17 +191,11 @@ def build_filter(network: str = "host", deny_unix_sockets: bool = False, arch: s
         families.append(AF_UNIX)
     families += ALWAYS_REFUSED_FAMILIES
     if network == "tcp-only":
-        prog += _tcp_only(nr(SOCKET), families, eafnosupport, eperm)
+        prog = _tcp_only(SOCKET[col], families, eafnosupport, eperm)
     else:
-        prog += arg_check(nr(SOCKET), 0, [(_JEQ_K, family, eafnosupport) for family in families])
-    prog += arg_check(nr(SOCKETPAIR), 0, [(_JEQ_K, family, eafnosupport) for family in ALWAYS_REFUSED_FAMILIES])
-    for pair, arg in MODE_ARGS.values():
-        if nr(pair) is not None:
-            prog += arg_check(nr(pair), arg, [(_JSET_K, SETID_BITS, eperm)])
-    prog.append(_insn(_RET_K, SECCOMP_RET_ALLOW))
-    if len(prog) > 4096:
-        raise ValueError("seccomp program too long")
-    return b"".join(prog)
+        prog = _arg_check(SOCKET[col], 0, [(_JEQ_K, family, eafnosupport) for family in families])
+    return prog + _arg_check(SOCKETPAIR[col], 0,
+                             [(_JEQ_K, family, eafnosupport) for family in ALWAYS_REFUSED_FAMILIES])
 
 
 def _tcp_only(socket_nr: int, families: list[int], refused_family: int, eperm: int) -> list[bytes]:

@@ -110,7 +110,9 @@ class SlirpNetwork:
     Use: ``bwrap_args()`` and ``child_fds`` when building and starting bubblewrap, ``connect(proc)``
     right after starting it, ``close()`` in the run's cleanup (always, also on errors)."""
 
-    def __init__(self, binary: str, user_namespace: bool, log: Path, image_root: Path | None = None) -> None:
+    def __init__(self, binary: str | None, user_namespace: bool, log: Path, image_root: Path | None = None) -> None:
+        if binary is None:   # what slirp4netns() finds: the runtime asks for a bridge only where it found one
+            raise NetworkSetupError("slirp4netns is not installed")
         self.binary = binary
         self.user_namespace = user_namespace
         self.log = log
@@ -127,9 +129,10 @@ class SlirpNetwork:
         return self._info_w, self._block_r, self._resolv
 
     def bwrap_args(self) -> list[str]:
+        dirs: list[str] = []
         if self.image_root is not None:
             image_resolv_conf(self.image_root)
-            target, dirs = "/etc/resolv.conf", []
+            target = "/etc/resolv.conf"
         else:
             target, dirs = resolv_conf_target()
         return ["--unshare-net", "--info-fd", str(self._info_w), "--block-fd", str(self._block_r),
