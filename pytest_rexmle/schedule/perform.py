@@ -49,9 +49,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
     from ..agents import get_agent
     from ..campaign import begin, task_data
-    from ..run import finish
     from ..runtime import runtime_for
-    from ..runtime.slurm_job import outcome_to_json
     from .telemetry import Sampler
 
     try:
@@ -85,11 +83,8 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid(), time_limit=begun.time_limit,
                     deadline=deadline)
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
-        sampler = Sampler(gpus, unavailable=remote)
-        outcome = finish(launched, monitor=sampler)
-        board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
-                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
-                    run_key=launched.meta.get("key"), warnings=texts(said))
+        _record_end(board, key, launched, Sampler(gpus, unavailable=remote), gpus, begun.time_limit,
+                    launched.meta.get("key"), texts(said))
     finally:
         runtime.close()
 
@@ -100,9 +95,8 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
     from ..agents import get_agent
     from ..agents.base import AgentContext
     from ..campaign import task_data
-    from ..run import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
+    from ..run import RUN_JSON, LaunchedRun, RunFolder, RunRecord
     from ..runtime import runtime_for
-    from ..runtime.slurm_job import outcome_to_json
     from .telemetry import Sampler
 
     record = board.read(key) or {}
@@ -122,13 +116,23 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
         time_limit = float(record["time_limit"])
         ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
         launched = LaunchedRun(folder, agent, ctx, handle, meta)
-        sampler = Sampler((), unavailable="the run's GPUs are on a scheduler's node")
-        outcome = finish(launched, monitor=sampler)
-        board.write(key, "done", run_dir=str(folder.root), gpus=list(record.get("gpus") or ()), time_limit=time_limit,
-                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=record.get("run_key"),
-                    warnings=[*(record.get("warnings") or ()), *texts(said)])
+        _record_end(board, key, launched, Sampler((), unavailable="the run's GPUs are on a scheduler's node"),
+                    tuple(record.get("gpus") or ()), time_limit, record.get("run_key"),
+                    [*(record.get("warnings") or ()), *texts(said)])
     finally:
         runtime.close()
+
+
+def _record_end(board: Board, key: str, launched, sampler, gpus: tuple[str, ...], time_limit: float,
+                run_key, warnings: list[str]) -> None:
+    """Wait for the run's end under ``sampler`` and say "done" on the board: one record of a run's end,
+    whether its harness started it (:func:`perform`) or collected a batch job the watcher saw end."""
+    from ..run import finish
+    from ..runtime.slurm_job import outcome_to_json
+
+    outcome = finish(launched, monitor=sampler)
+    board.write(key, "done", run_dir=str(launched.folder.root), gpus=list(gpus), time_limit=time_limit,
+                outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=run_key, warnings=warnings)
 
 
 def texts(caught: list) -> list[str]:
