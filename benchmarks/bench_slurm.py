@@ -18,7 +18,12 @@ It reports, from the run folders and ``sacct``:
 * the Slurm session's controller: CPU seconds, peak resident memory, the most run harnesses alive at once
   and the ``sacct``/``squeue`` calls per poll interval (shims on PATH count them).
 
-Repeats come from a small test module in the campaign folder that requests ``rexmle_result`` under
+``--sleep S`` replaces the sample agent by a command agent that sleeps S seconds (jobs that only sleep,
+``--rexmle-repeat`` for the repeats): what the login node pays per run without the graders' work. Every
+campaign then checks that no job of it is left in the queue and that every run is in the report and in
+JUnit exactly once.
+
+Otherwise repeats come from a small test module in the campaign folder that requests ``rexmle_result`` under
 ``@pytest.mark.parametrize("repeat", ...)``, so one session holds every run. Not a test: pytest never
 collects it (it lives outside ``tests/``).
 """
@@ -81,17 +86,22 @@ def _harnesses(parent: int) -> int:
     return count
 
 
-def campaign(folder: Path, runtime_args: list[str], repeats: int, cache: Path) -> tuple[float, dict]:
+def campaign(folder: Path, runtime_args: list[str], repeats: int, cache: Path, sleep: float | None = None
+             ) -> tuple[float, dict]:
     """One session in ``folder``; returns its wall time and what was seen of the controller meanwhile: its
     CPU seconds and peak resident memory, the most run harnesses it had at once, and every sacct/squeue
     call (a shim on PATH counts them, the node's own calls for stray jobs aside)."""
     folder.mkdir(parents=True)
-    (folder / "test_campaign.py").write_text(REPEAT_MODULE.format(repeats=repeats))
+    if sleep is None:
+        (folder / "test_campaign.py").write_text(REPEAT_MODULE.format(repeats=repeats))
+        agent = ["--agent=sample", "test_campaign.py", "-k", "test_repeat"]
+    else:
+        agent = ["--agent=command", f"--agent-option=cmd=sleep {sleep:g}", f"--rexmle-repeat={repeats}"]
     calls = shims(folder / "shims")
     env = {**os.environ, "REXMLE_CACHE_DIR": str(cache), "REXMLE_SLURM_POLL_SECONDS": "5",
            "PATH": f"{calls}{os.pathsep}{os.environ['PATH']}"}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--agent=sample",
-            "--rexmle-data=synthetic", "--rexmle-judge=none", *runtime_args, "test_campaign.py", "-k", "test_repeat"]
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--junitxml=junit.xml",
+            "--rexmle-data=synthetic", "--rexmle-judge=none", *runtime_args, *agent]
     start = time.monotonic()
     log = open(folder / "session.log", "w")
     proc = subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -107,9 +117,24 @@ def campaign(folder: Path, runtime_args: list[str], repeats: int, cache: Path) -
     own = [line for line in lines if " squeue -h -u " not in line]
     seen.update(calls=len(own), calls_per_poll=len(own) / max(1.0, wall / 5.0),
                 callers=len({line.split(" ", 1)[0] for line in own}))
+    seen.update(exactly_once(folder, 20 * repeats))
     text = (folder / "session.log").read_text().strip().splitlines()
     print(f"  {' '.join(runtime_args) or 'local'}: {text[-1] if text else '(no output)'} ({wall:.1f} s)", flush=True)
     return wall, seen
+
+
+def exactly_once(folder: Path, runs: int) -> dict:
+    """Jobs of the campaign still queued (its run folders' jobs that squeue still lists), and whether every run
+    is in the report and in JUnit exactly once."""
+    import xml.etree.ElementTree as ET
+
+    doc = json.loads((folder / ".rexmle" / "report" / "latest" / "rexmle-report.json").read_text())
+    rows = [row["run_dir"] for row in doc["challenges"]]
+    cases = [(c.get("classname"), c.get("name")) for c in ET.parse(folder / "junit.xml").iter("testcase")]
+    jobs = {str(r["slurm"]["job_id"]) for r in records(folder) if r.get("slurm")}
+    queued = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    return {"report_rows": len(rows), "report_once": len(set(rows)) == len(rows) == runs, "junit_cases": len(cases),
+            "junit_once": len(set(cases)) == len(cases) == runs, "jobs_left": len(jobs & set(queued))}
 
 
 def records(folder: Path) -> list[dict]:
@@ -140,6 +165,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="runs per challenge (default 5: 100 runs)")
     parser.add_argument("--keep", action="store_true", help="keep the campaign folders")
     parser.add_argument("--slurm-only", action="store_true", help="skip the local -n 2 campaign")
+    parser.add_argument("--sleep", type=float, help="jobs that sleep this many seconds (a command agent), not sample")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rexmle-bench-slurm-", dir=os.environ.get("REXMLE_BENCH_DIR")))
     cache = root / "cache"
@@ -151,8 +177,9 @@ def main() -> int:
 
     for task in registry():
         synthetic_data(task, seed=0)  # what the sessions' rexmle_data fixture asks for
-    slurm_wall, controller = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache)
-    local_wall = campaign(root / "local", ["-n", "2"], args.repeats, cache)[0] if not args.slurm_only else float("nan")
+    slurm_wall, controller = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache, args.sleep)
+    local_wall = (campaign(root / "local", ["-n", "2"], args.repeats, cache, args.sleep)[0] if not args.slurm_only
+                  else float("nan"))
 
     runs = [r for r in records(root / "slurm") if r.get("slurm")]
     job_ids = [r["slurm"]["job_id"] for r in runs]
@@ -184,6 +211,8 @@ def main() -> int:
     print(f"controller (the pytest process): {controller['cpu_s']:.1f} s CPU, peak RSS {controller['peak_rss_mib']:.0f} "
           f"MiB, at most {controller['harnesses_max']} run harness(es) at once; {controller['calls']} sacct/squeue "
           f"calls from {controller['callers']} process(es), {controller['calls_per_poll']:.2f} per 5 s poll interval")
+    print(f"jobs left in the queue: {controller['jobs_left']}; report rows {controller['report_rows']} (each run once: "
+          f"{controller['report_once']}), JUnit cases {controller['junit_cases']} (once: {controller['junit_once']})")
     if not args.keep:
         subprocess.run(["rm", "-rf", str(root)])
     return 0

@@ -20,6 +20,7 @@ fields), so a written document is checked before it is written and the tests val
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -139,7 +140,9 @@ class AtifTrajectory(_Strict):
         return self
 
 
+@functools.cache
 def _version() -> str:
+    """Once per process: importlib.metadata scans the installed distributions (3 ms of every run's export)."""
     from importlib.metadata import PackageNotFoundError, version  # start-up: importlib only where this runs
 
     try:

@@ -89,6 +89,8 @@ class ScheduleError(RexmleError):
 class Board:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        #: executor.json as last read: (its inode, mtime and size; the document; its runs as a set)
+        self._plan: tuple[tuple[int, int, int], dict, frozenset[str]] | None = None
 
     @classmethod
     def create(cls, runs_dir: Path) -> Board:
@@ -145,13 +147,26 @@ class Board:
         write_json_atomic(self.folder / HEARTBEAT, {"beat": count, "pid": os.getpid()})
 
     def write_status(self, status: dict) -> None:
-        write_json_atomic(self.folder / STATUS, status)
+        write_json_atomic(self.folder / STATUS, status, durable=False)  # a progress line's counts, rewritten often
 
     def status(self) -> dict | None:
         return _load(self.folder / STATUS)
 
     def executor(self) -> dict | None:
-        return _load(self.folder / EXECUTOR)
+        """executor.json, parsed again only when it changed: a waiting item polls it ten times a second and it
+        lists every run of the campaign (a parse per poll made a session's waits cost N² in all)."""
+        path = self.folder / EXECUTOR
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None
+        sign = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if self._plan is None or self._plan[0] != sign:
+            doc = _load(path)
+            if doc is None:
+                return None
+            self._plan = (sign, doc, frozenset(doc.get("runs") or ()))
+        return self._plan[1]
 
     def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> dict:
         """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines).
@@ -167,8 +182,8 @@ class Board:
                                     f"run within its time limit ({record.get('time_limit'):.0f} s) and the harness's "
                                     f"margin; the run's folder: {record.get('run_dir')}")
             owner = self.executor()
-            if owner is not None:
-                if key not in owner["runs"]:
+            if owner is not None and self._plan is not None:
+                if key not in self._plan[2]:
                     raise ScheduleError(f"{task_of_key(key)}: the session's executor did not plan this run")
                 if not pid_alive(owner["pid"], None):
                     raise ScheduleError(f"{task_of_key(key)}: the session's executor (pid {owner['pid']}) ended before "

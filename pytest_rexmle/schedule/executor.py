@@ -35,7 +35,7 @@ from ..runtime import RUNTIMES
 from ..task import registry
 from .board import FINAL, Board, task_of_key
 from .perform import SUBMITTED, write_settings
-from .policy import Active, Pending, choose
+from .policy import Active, Pending, choose, start_order
 
 #: how long interrupted run harnesses get to clean up before they are killed
 STOP_GRACE_SECONDS = 60.0
@@ -102,6 +102,14 @@ class Executor:
                                       f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
             self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+        if not slots.unlimited:  # a scheduler's runs are submitted in collection order, as its queue takes them
+            # in the order runs start (longest first): a start takes its run from near the head, and the policy
+            # reads the queue as it is, with no sort per start (a start must not cost O(N log N) of a large queue)
+            self.queue.sort(key=start_order)
+        self._widths = Counter(p.width for p in self.queue)  # of the queued runs: the narrowest without a scan
+        self._finished = 0
+        #: the scheduler's last word on each watched job (lower case; "submitted" before its first), counted
+        self._watched_states: Counter[str] = Counter()
         self.free = list(slots.names)
         self.active: dict[str, Active] = {}
         self.children: dict[str, subprocess.Popen] = {}
@@ -148,7 +156,8 @@ class Executor:
                         room -= 1
                     starts = [(p, ()) for p in self.queue[:room]]
                 else:
-                    starts = choose(self.queue, self.free, list(self.active.values()), now, self.slots.max_active)
+                    starts = choose(self.queue, self.free, list(self.active.values()), now, self.slots.max_active,
+                                    ordered=True)
                 for pending, slots in starts:
                     self._start(pending, slots, now)
                 if starts:
@@ -182,19 +191,30 @@ class Executor:
                 row = states.get(job_id)
                 if row is None:
                     continue
+                watched_now = key in self.watching
+                if watched_now:
+                    self._watched_states[self._label(key)] -= 1
                 self.scheduler_states[key] = state = row["state"]
-                if state in runtime.final_states and key in self.watching:
+                if state in runtime.final_states and watched_now:
                     del self.watching[key]
                     self.ended.append(key)
                     self.ended_rows[key] = row
+                elif watched_now:
+                    self._watched_states[self._label(key)] += 1
             self.board.write_status(self._status())
+
+    def _label(self, key: str) -> str:
+        """A watched job's state on the progress line: the scheduler's, lower case, or "submitted" before its first."""
+        state = self.scheduler_states.get(key)
+        return state.lower() if state is not None else "submitted"
 
     def _start_finish(self, key: str, now: float) -> None:
         """A harness that attaches to an ended job and records it (``perform ... finish ROW``)."""
         self._spawn(key, [], now, mode="finish", extra=[json.dumps(self.ended_rows.pop(key, {}))])
 
     def _start(self, pending: Pending, slots: tuple[str, ...], now: float) -> None:
-        self.queue.remove(pending)
+        self.queue.remove(pending)  # near the head: the queue is in start order
+        self._widths[pending.width] -= 1
         for slot in slots:
             self.free.remove(slot)
         gpus = slots if self.slots.gpus and self._needs_gpu(pending) else ()
@@ -218,7 +238,7 @@ class Executor:
         except OSError as exc:
             self.board.write(key, "error", message=f"cannot start the run's harness: {exc}", traceback="")
             self.free.extend(slots)
-            self.times[key].ended = now
+            self._ended(key, now)
             return
         self.active[key] = Active(key, slots, now, expected)
         self.children[key] = child
@@ -240,6 +260,7 @@ class Executor:
                 late = self._stopping
                 if not late:
                     self.watching[key] = job_id
+                    self._watched_states[self._label(key)] += 1
                     self._last_poll = min(self._last_poll, time.monotonic() - self._poll_seconds + 1.0)
             if late:
                 self._stop_watched({key: job_id})
@@ -255,12 +276,17 @@ class Executor:
             self.free.extend(active.slots)
             self.free.sort(key=self.slots.names.index)
             if not submitted:
-                self.times[key].ended = ended
+                self._ended(key, ended)
             self._note(ended)
             self._cond.notify_all()
 
+    def _ended(self, key: str, now: float) -> None:
+        if self.times[key].ended is None:
+            self._finished += 1
+        self.times[key].ended = now
+
     def _note(self, now: float) -> None:
-        narrowest = min((p.width for p in self.queue), default=None)
+        narrowest = min((w for w, n in self._widths.items() if n > 0), default=None)
         self.timeline.append((now, len(self.free), narrowest))
         self.board.write_status(self._status())
 
@@ -287,6 +313,7 @@ class Executor:
             for key in dropped:
                 self.board.write(key, "skipped", reason=reason)
             self.queue.clear()
+            self._widths.clear()
             self._cond.notify_all()
         return dropped
 
@@ -297,8 +324,10 @@ class Executor:
             for pending in self.queue:
                 self.board.write(pending.run, "interrupted", reason="the session stopped before the run started")
             self.queue.clear()
+            self._widths.clear()
             children = list(self.children.values())
             watched, self.watching = {**self.watching, **{k: "" for k in self.ended}}, {}
+            self._watched_states.clear()
             self.ended.clear()
             self._cond.notify_all()
         self._stop_watched(watched)
@@ -329,13 +358,11 @@ class Executor:
             self.board.write(key, "interrupted", reason=reason)
 
     def _status(self) -> dict:
-        """What the progress line shows, written at each poll: no reader needs the run records for it."""
-        finished = sum(1 for t in self.times.values() if t.ended is not None)
-        status: dict = {"queued": len(self.queue), "running": len(self.children), "finished": finished}
+        """What the progress line shows, written at each change: no reader needs the run records for it, and
+        its counts are kept as runs move (no count over every run at each of the campaign's starts)."""
+        status: dict = {"queued": len(self.queue), "running": len(self.children), "finished": self._finished}
         if self.slots.unlimited:  # a scheduler's runs: its own states of the watched jobs
-            counts = Counter(state.lower() for key, state in self.scheduler_states.items() if key in self.watching)
-            unseen = sum(1 for key in self.watching if key not in self.scheduler_states)
-            status.update(scheduler={**counts, **({"submitted": unseen} if unseen else {})},
+            status.update(scheduler={state: n for state, n in self._watched_states.items() if n > 0},
                           ended=len(self.ended), polls=self.polls)
         return status
 

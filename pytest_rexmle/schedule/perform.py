@@ -50,11 +50,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
     ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
     from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
-
-    # start-up: keeps filelock, pydantic out of the executor's child
-    from ..run.begin import begin, task_data
-    from ..run.launch import finish  # start-up: keeps filelock, pydantic out of the executor's child
-    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
+    from ..run.begin import begin, task_data  # start-up: keeps filelock, pydantic out of the executor's child
 
     try:
         data = _data(settings, task, task_data)
@@ -87,11 +83,8 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         board.write(key, "running", run_dir=run_dir, gpus=list(gpus), pid=os.getpid(), time_limit=begun.time_limit,
                     deadline=deadline)
         remote = "the run's GPUs are on a scheduler's node" if runtime.batches else None
-        sampler = Sampler(gpus, unavailable=remote)
-        outcome = finish(launched, monitor=sampler)
-        board.write(key, "done", run_dir=run_dir, gpus=list(gpus), time_limit=begun.time_limit,
-                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(),
-                    run_key=launched.meta.get("key"), warnings=texts(said))
+        _record_end(board, key, launched, Sampler(gpus, unavailable=remote), gpus, begun.time_limit,
+                    launched.meta.get("key"), texts(said))
     finally:
         runtime.close()
 
@@ -102,10 +95,7 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
     from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
     from ..agents.base import AgentContext  # start-up: keeps pydantic out of the executor's child
     from ..run.begin import task_data  # start-up: keeps filelock, pydantic out of the executor's child
-
-    # start-up: keeps filelock, pydantic out of the executor's child
-    from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
-    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
+    from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord  # start-up: as above
 
     record = board.read(key) or {}
     folder = RunFolder(Path(record["run_dir"]))
@@ -124,13 +114,23 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
         time_limit = float(record["time_limit"])
         ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
         launched = LaunchedRun(folder, agent, ctx, handle, meta)
-        sampler = Sampler((), unavailable="the run's GPUs are on a scheduler's node")
-        outcome = finish(launched, monitor=sampler)
-        board.write(key, "done", run_dir=str(folder.root), gpus=list(record.get("gpus") or ()), time_limit=time_limit,
-                    outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=record.get("run_key"),
-                    warnings=[*(record.get("warnings") or ()), *texts(said)])
+        _record_end(board, key, launched, Sampler((), unavailable="the run's GPUs are on a scheduler's node"),
+                    tuple(record.get("gpus") or ()), time_limit, record.get("run_key"),
+                    [*(record.get("warnings") or ()), *texts(said)])
     finally:
         runtime.close()
+
+
+def _record_end(board: Board, key: str, launched, sampler, gpus: tuple[str, ...], time_limit: float,
+                run_key, warnings: list[str]) -> None:
+    """Wait for the run's end under ``sampler`` and say "done" on the board: one record of a run's end,
+    whether its harness started it (:func:`perform`) or collected a batch job the watcher saw end."""
+    from ..run.launch import finish  # start-up: keeps filelock, pydantic out of the executor's child
+    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
+
+    outcome = finish(launched, monitor=sampler)
+    board.write(key, "done", run_dir=str(launched.folder.root), gpus=list(gpus), time_limit=time_limit,
+                outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=run_key, warnings=warnings)
 
 
 def texts(caught: list) -> list[str]:

@@ -14,6 +14,7 @@ are held back only until it has started.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -37,17 +38,23 @@ class Active:
     expected: float
 
 
-def choose(queue: list[Pending], free: list[str], active: list[Active], now: float,
-           max_active: int | None = None) -> list[tuple[Pending, tuple[str, ...]]]:
+def start_order(run: Pending) -> tuple[float, int]:
+    """Longest expected first, then collection order."""
+    return -run.expected, run.order
+
+
+def choose(queue: Iterable[Pending], free: list[str], active: list[Active], now: float,
+           max_active: int | None = None, ordered: bool = False) -> list[tuple[Pending, tuple[str, ...]]]:
     """The runs to start now with the slots each gets, in the order they should start: longest expected
-    first, then collection order."""
+    first, then collection order (``ordered``: the queue is in that order already, as the executor keeps it).
+    It stops reading the queue once no slot is left: a start costs the runs it looks at, not the queue's length."""
     free = list(free)
     running = list(active)
     starts: list[tuple[Pending, tuple[str, ...]]] = []
     shadow: float | None = None   # when the first blocked run is sure to fit
     spare = 0                     # slots the blocked run will not need at its shadow time
-    for run in sorted(queue, key=lambda p: (-p.expected, p.order)):
-        if max_active is not None and len(running) >= max_active:
+    for run in queue if ordered else sorted(queue, key=start_order):
+        if not free or (max_active is not None and len(running) >= max_active):
             break
         if run.width > len(free):
             if shadow is None:

@@ -46,11 +46,6 @@ def _on_sigterm(board: Board):
     return handler
 
 
-def planned(items) -> list[str]:
-    """Board keys of the items that ask for a run (they use ``rexmle_agent_run``), in collection order."""
-    return list(identities(items))
-
-
 def identities(items) -> dict[str, dict]:
     """Each planned run's board key and its item's identity (:func:`.board.item_identity`), in collection
     order: what the run's harness adds to the resume key, so an item resumes only its own run."""

@@ -50,6 +50,20 @@ def test_an_item_is_told_when_the_executor_is_gone_or_never_planned_its_run(tmp_
         board.wait(other, poll=0.01)
 
 
+def test_the_plan_is_parsed_again_only_when_it_changes(tmp_path):
+    """An item's wait polls executor.json, which lists every run: it is parsed once per version of the file,
+    and a rewritten plan is read at the next poll."""
+    board = Board.create(tmp_path / "runs")
+    first, later = run_key("a[isles22]", "isles22"), run_key("b[dentex]", "dentex")
+    board.announce(os.getpid(), [first])
+    plan = board.executor()
+    assert plan is not None and plan["runs"] == [first] and board.executor() is plan
+    board.announce(os.getpid(), [first, later], {later: {"repeat": 2}})
+    assert board.executor()["runs"] == [first, later] and board.identity(later) == {"repeat": 2}
+    board.write(later, "done", run_dir="/r")
+    assert board.wait(later, poll=0.01)["run_dir"] == "/r"
+
+
 def test_a_runs_folder_that_cannot_hold_the_board_leaves_the_error_to_the_runs(tmp_path):
     blocker = tmp_path / "runs-is-a-file"
     blocker.write_text("")

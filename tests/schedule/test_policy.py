@@ -6,7 +6,7 @@ import math
 import os
 
 from pytest_rexmle.schedule.figures import idle_while_waiting, list_schedule
-from pytest_rexmle.schedule.policy import Active, Pending, choose, reservation
+from pytest_rexmle.schedule.policy import Active, Pending, choose, reservation, start_order
 
 
 def pending(task: str, width: int = 1, expected: float = 100.0, order: int = 0) -> Pending:
@@ -84,3 +84,19 @@ def test_slots_follow_the_gpus_the_parallel_option_or_the_scheduler():
     default = Slots.for_session(SimpleNamespace(gpus=(), parallel=None), batches=False)
     assert len(default.names) == default_parallel() == max(2, (os.cpu_count() or 2) // 4)
     assert Slots.for_session(SimpleNamespace(gpus=("0",), parallel=None), batches=True).unlimited
+
+
+def test_a_start_reads_only_the_head_of_an_ordered_queue():
+    """The executor keeps its queue in start order, so choosing two runs of 10,000 reads three of them (a
+    sort or a scan of the whole queue at every start cost N² over a campaign) and picks what a sort would."""
+    queue = sorted((pending(str(i), expected=float(i % 7), order=i) for i in range(10_000)), key=start_order)
+    read: list[str] = []
+
+    def tracked():
+        for run in queue:
+            read.append(run.run)
+            yield run
+
+    starts = choose(tracked(), ["0", "1"], [], now=0.0, ordered=True)
+    assert [(p.run, s) for p, s in starts] == [(p.run, s) for p, s in choose(queue[::-1], ["0", "1"], [], now=0.0)]
+    assert [p.run for p, _ in starts] == ["6", "13"] and len(read) == 3

@@ -196,8 +196,10 @@ def _slow_sample(seconds: int) -> list[str]:
     return ["--agent=sample", f"--agent-option=delay={seconds}"]
 
 
-def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_env, needs_bwrap):
-    select = ["-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls"]
+def _detach_kill_9_and_resume(bench, select: list[str]) -> list[str]:
+    """A detached session of three runs killed with SIGKILL once its three jobs are queued, then resumed:
+    the jobs outlive the session, the resumed session passes all three and submits nothing again.
+    Returns the three jobs."""
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
     session = _spawn(bench, *_slow_sample(15), "--rexmle-slurm-detach", *select)
     try:
@@ -210,6 +212,11 @@ def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_e
     result = bench(*_slow_sample(15), "--rexmle-runtime=slurm", "--rexmle-resume", *select, timeout=600)
     result.assert_outcomes(passed=3)
     assert sorted(_jobs_from(bench.path, since)) == sorted(jobs), "resume must not submit anything again"
+    return jobs
+
+
+def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_env, needs_bwrap):
+    jobs = _detach_kill_9_and_resume(bench, ["-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls"])
     report = report_json(bench.path)
     assert {r["challenge_id"]: r["status"] for r in report["challenges"]} == dict.fromkeys(
         ("ldct-iqa", "topcow-cta-cls", "topcow-mra-cls"), "ok")
@@ -223,18 +230,7 @@ def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_e
 def test_each_repeat_reattaches_to_its_own_job(bench, slurm_env, needs_bwrap):
     """--rexmle-repeat: a detached campaign killed with SIGKILL, then resumed: each repeat re-attaches to its
     own job (before, every repeat's key was the same and all of them took the newest job)."""
-    select = ["--rexmle-repeat=3", "-k", "ldct-iqa"]
-    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 2))
-    session = _spawn(bench, *_slow_sample(15), "--rexmle-slurm-detach", *select)
-    try:
-        jobs = _wait_for(lambda: len(_job_ids(bench.path)) == 3 and _job_ids(bench.path), 240, "three submitted jobs")
-        os.killpg(session.pid, signal.SIGKILL)
-        session.wait(timeout=30)
-    finally:
-        session.kill()
-    result = bench(*_slow_sample(15), "--rexmle-runtime=slurm", "--rexmle-resume", *select, timeout=600)
-    result.assert_outcomes(passed=3)
-    assert sorted(_jobs_from(bench.path, since)) == sorted(jobs), "resume must not submit anything again"
+    jobs = _detach_kill_9_and_resume(bench, ["--rexmle-repeat=3", "-k", "ldct-iqa"])
     report = report_json(bench.path)
     folders = {Path(r["run_dir"]) for r in report["challenges"]}
     assert len(folders) == 3 and set(run_folders(bench.path, "ldct-iqa")) == folders
