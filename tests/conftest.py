@@ -50,6 +50,11 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "test_sandbox.py": (("slow", "sandbox"), None),
 }
 
+#: fixtures that bring a service (a Slurm cluster, a Docker engine, an agent image exported from it and imported):
+#: a test requesting one, directly or through another fixture, is slow wherever it lives, so the fast lane never
+#: waits for a service or fails for want of one
+SERVICE_FIXTURES = ("needs_slurm", "docker_client", "imported")
+
 
 def _marked_entry(item) -> tuple[tuple[str, ...], int | None] | None:
     try:
@@ -64,8 +69,11 @@ def _marked_entry(item) -> tuple[tuple[str, ...], int | None] | None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Mark the listed folders and raise their time-out (a test's own ``timeout`` marker wins)."""
+    """Mark the listed folders and the tests that need a service, and raise the listed folders' time-out (a test's
+    own ``timeout`` marker wins)."""
     for item in items:
+        if item.get_closest_marker("slow") is None and set(SERVICE_FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker("slow")
         entry = _marked_entry(item)
         if entry is None:
             continue
@@ -75,6 +83,22 @@ def pytest_collection_modifyitems(config, items) -> None:
                 item.add_marker(name)
         if seconds is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(seconds))
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist=loadgroup
+        _group_suffixes(items)
+
+
+def _group_suffixes(items) -> None:
+    """``--dist=loadgroup`` sends the tests of one ``xdist_group`` to one worker by a ``@group`` suffix on their
+    node ids, which pytest-xdist 3.8 writes to ``item._nodeid``: pytest 9.2 keeps the id in ``item._id`` and
+    ignores it, so every group was split across the workers (both imported the same 8 GB images: 16 GB more
+    disk and two exports). The suffix is written where pytest reads it, once (a fixed xdist writes it first)."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                         for mark in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def require_service(present: bool, variable: str, what: str) -> None:

@@ -51,7 +51,9 @@ def _has_docker() -> bool:
 @pytest.fixture(scope="session")
 def imported(shared_cache, tmp_path_factory):
     """``imported(agent)``: the agent's test image exported from Docker and imported into the session's
-    cache (once per session); returns (tag, StoredImage)."""
+    cache; returns (tag, StoredImage). One image is kept at a time (the tests of the group run one agent's
+    tests together): the one before is removed before the next export, so the disk holds at most one unpacked
+    image and one archive (about 16 GB) rather than every image imported so far beside the archive."""
     from pytest_rexmle.images import store
 
     done: dict[str, tuple] = {}
@@ -60,6 +62,10 @@ def imported(shared_cache, tmp_path_factory):
     def load(agent: str):
         if agent in done:
             return done[agent]
+        with cache_home_at(shared_cache):
+            for _, image in done.values():
+                store.remove(image)
+        done.clear()
         tag = agent_image(agent)
         require_service(_docker_saves(tag, engine_env), "REXMLE_REQUIRE_DOCKER", f"the Docker image {tag} (to export)")
         archive = tmp_path_factory.mktemp("export") / f"{agent}.tar"
