@@ -308,7 +308,7 @@ class GatewayRun:
 
     def refuse(self, conn, protocol: str, status: int, message: str, *, route: str, model: str | None = None,
                request: Any = None, request_bytes: int | None = None, close: bool = False,
-               kind: str | None = None) -> None:
+               kind: str | None = None, api: str | None = None) -> None:
         """A clear error for the agent in its protocol's shape, and a ``refused`` line in the run's trajectory.
 
         The refused request's body is not kept (``request`` is accepted and dropped; ``request_bytes`` is
@@ -316,7 +316,7 @@ class GatewayRun:
         fill the disk."""
         kind = kind or self.REFUSAL_KINDS.get(status, str(status))
         self.note_error(kind, message)
-        record = {"protocol": protocol, "route": route, "model": model, "status": status, "stream": False,
+        record = {"protocol": protocol, "api": api, "route": route, "model": model, "status": status, "stream": False,
                   "request": None, "response": None, "usage": None, "truncated": False, "error": message,
                   "reason": message, "duration_s": 0.0}
         if request_bytes is not None:
