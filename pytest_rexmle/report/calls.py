@@ -43,8 +43,9 @@ _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
 
 
 @dataclass
-class CallSummary:
-    """One recorded call: its metadata, and the conversation's new part and answer as text."""
+class CallSummary(Reading):
+    """One recorded call: its metadata, and the conversation's new part and answer as text (cut to
+    previews, invisible characters shown)."""
 
     number: int
     offset: int
@@ -60,15 +61,8 @@ class CallSummary:
     error: str | None = None
     duration_s: float | None = None
     usage: dict[str, Any] = field(default_factory=dict)
-    system: str = ""
     #: sha256 of the whole system prompt (``system`` is cut to a preview): tells two prompts apart past the cut
     system_digest: str = ""
-    prompt: str = ""                 # the prompt's new part (text of the trailing non-model messages)
-    #: (call id, text, tool name) carried back; Gemini's answers name their calls only by the tool's name
-    tool_results: list[tuple[str, str, str]] = field(default_factory=list)
-    answer: str = ""
-    reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
     bodies: bool = True              # False: the line was too long, only its metadata was read
     call_id: str | None = None       # a call's request and response lines (``"call": n``) share this
 
@@ -259,15 +253,14 @@ def extract(summary: CallSummary, request: Any, response: Any, protocol: Protoco
     call's protocol (:func:`..gateway.protocols.of_record` when not given)."""
     protocol = protocol or protocols.of_record({"protocol": summary.protocol, "route": summary.route,
                                                 "request": request, "response": response})
-    reading = Reading()
     if isinstance(request, dict):
-        protocol.read_request(request, reading)
+        protocol.read_request(request, summary)
     if isinstance(response, dict):
-        protocol.read_answer(response, reading)
+        protocol.read_answer(response, summary)
     elif isinstance(response, list):
-        protocol.read_stream([e for e in response if isinstance(e, dict)], reading)
-    summary.system_digest = hashlib.sha256(reading.system.encode("utf-8", "replace")).hexdigest() if reading.system else ""
-    summary.system, summary.prompt = _clip(reading.system), _clip(reading.prompt)
-    summary.answer, summary.reasoning = _clip(reading.answer), _clip(reading.reasoning)
-    summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in reading.tool_results]
-    summary.tool_calls = [ToolCall(t.id, _name(t.name), t.arguments) for t in reading.tool_calls]
+        protocol.read_stream([e for e in response if isinstance(e, dict)], summary)
+    summary.system_digest = hashlib.sha256(summary.system.encode("utf-8", "replace")).hexdigest() if summary.system else ""
+    summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
+    summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
+    summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in summary.tool_results]
+    summary.tool_calls = [ToolCall(t.id, _name(t.name), t.arguments) for t in summary.tool_calls]

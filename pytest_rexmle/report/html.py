@@ -25,14 +25,12 @@ the positions and the human columns.
 
 from __future__ import annotations
 
-import html
 import math
-import re
 from collections import defaultdict
 from functools import cache
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Template
 from markupsafe import Markup
 
 from ..capability.schema import AGENT_SCHEMA, SESSION_SCHEMA, aggregate
@@ -45,6 +43,7 @@ from .merge import SCHEMA as MERGED_SCHEMA
 from .merge import mean_of, merge_reports, trust_mark, verification_lines
 from .reference import with_reference
 from .render import LEAK_DOCS, fmt_number, leak_text, provider_tools_line
+from .templating import environment
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
 REFERENCE_PALETTE = ("#6e7781", "#8250df", "#bf8700", "#0550ae")
@@ -367,7 +366,7 @@ def _compute(reports: list[dict]) -> dict | None:
 def compute_section(reports: list[dict]) -> list[str]:
     """The compute table alone (the page's ``Compute`` section)."""
     compute = _compute(reports)
-    return [str(_template("report_compute.html.j2").module.compute_table(compute))] if compute else []
+    return [str(_template("report_compute.html.j2").module.compute_table(compute))] if compute else []  # type: ignore[attr-defined]
 
 
 def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]:
@@ -392,28 +391,10 @@ def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]
 
 # -- the template -----------------------------------------------------------------------------------
 
-class _Spaceless(PackageLoader):
-    """Reads a template with each line break and the next line's indentation removed: the page is one line
-    (as it always was), while its template is indented for people. A space a line break should keep is
-    written before it."""
-
-    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Any]:
-        source, filename, uptodate = super().get_source(environment, template)
-        return re.sub(r"\n[ \t]*", "", source), filename, uptodate
-
-
-def _escaped(value: Any) -> Markup:
-    """Every value as ``html.escape`` writes it (``&#x27;``, ``&quot;``): the page's bytes are the ones it had
-    before its template; autoescape then leaves this Markup as it is."""
-    return value if isinstance(value, Markup) else Markup(html.escape(str(value), quote=True))
-
-
 @cache
-def _template(name: str = "report.html.j2") -> Any:
-    env = Environment(loader=_Spaceless("pytest_rexmle.report", "templates"), autoescape=True,
-                      undefined=StrictUndefined, finalize=_escaped)
-    env.filters.update(pct=_pct, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}",
-                       joined=lambda items, sep: sep.join(str(i) for i in items), place=place, trust=trust_mark,
-                       when=local_time)
+def _template(name: str = "report.html.j2") -> Template:
+    env = environment()
+    env.filters.update(pct=_pct, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}", place=place,
+                       trust=trust_mark)
     env.globals.update(number=number, metric_cell=_metric_cell)
     return env.get_template(name)

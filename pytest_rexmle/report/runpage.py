@@ -117,14 +117,6 @@ def _arguments_text(arguments: Any) -> str:
     return "" if arguments is None else str(arguments)
 
 
-def _environment():
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-
-    return Environment(loader=PackageLoader("pytest_rexmle.report", "templates"),
-                       autoescape=select_autoescape(default=True, default_for_string=True),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-
-
 def _number(value: Any) -> str:
     from .render import fmt_number
 
@@ -341,7 +333,9 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     heading["plain"] = heading["task"] == meta.get("task") and heading["agent"] == meta.get("agent")
     capability, stages = _capability(run_dir, other)
     listed, next_from = _timeline(calls, first, Budget(TIMELINE_BYTES))
-    template = _environment().get_template("run.html.j2")
+    from .templating import template as load
+
+    template = load("run.html.j2")
     return template.render(
         run=run, heading=heading, run_dir=other.text(str(run_dir), 1000), result={**facts, "suspected_leak": result.get("suspected_leak")},
         leak=other.text(leak, 1000), metrics=_metrics(result, other),

@@ -38,6 +38,7 @@ class Anthropic(Protocol):
     telemetry = True
     upstream_env = (("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",), "https://api.anthropic.com")
     price_provider = "anthropic"
+    nested = ("message",)  # message_start carries the message
 
     def route(self, method: str, rest: str) -> Routed | None:
         if not matched(_ROUTES, method, rest):
@@ -64,24 +65,12 @@ class Anthropic(Protocol):
             names.append("container")
         return names
 
-    def model(self, obj: dict) -> str | None:
-        for holder in (obj, obj.get("message")):  # message_start carries the message
-            name = super().model(holder) if isinstance(holder, dict) else None
-            if name:
-                return name
-        return None
-
-    def usage(self, obj: dict) -> Counts | None:
+    def counts(self, usage: dict) -> Counts:
         """``input_tokens`` is the uncached part here: the cache reads and writes are added to it."""
-        found = []
-        for holder in (obj, obj.get("message")):
-            usage = holder.get("usage") if isinstance(holder, dict) else None
-            if isinstance(usage, dict):
-                read, write = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
-                fresh = count(usage.get("input_tokens"))
-                found.append(Counts(fresh + read + write if "input_tokens" in usage else 0,
-                                    count(usage.get("output_tokens")), read, write))
-        return Counts(*(max(c) for c in zip(*found, strict=True))) if found else None
+        read, write = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
+        fresh = count(usage.get("input_tokens"))
+        return Counts(fresh + read + write if "input_tokens" in usage else 0, count(usage.get("output_tokens")),
+                      read, write)
 
     def recognises(self, body: Any) -> bool:
         if isinstance(body, list):

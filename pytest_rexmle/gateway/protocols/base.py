@@ -38,7 +38,7 @@ class ToolCall:
     arguments: Any
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Reading:
     """A call's conversation as people read it: the prompt's new part (the messages after the model's last
     answer), the tool results it carried back, and the answer's text, reasoning and tool calls."""
@@ -127,6 +127,8 @@ class Protocol:
     account_headers: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: the provider genai-prices looks a model up under (None: found by the model's name)
     price_provider: str | None = None
+    #: keys of a body or event whose object carries the model and usage too (a stream's first or last event)
+    nested: tuple[str, ...] = ()
 
     # --- routes, key, errors ---------------------------------------------------------------------------
 
@@ -157,14 +159,23 @@ class Protocol:
 
     # --- what an answer used ---------------------------------------------------------------------------
 
+    def _holders(self, obj: dict) -> list[dict]:
+        return [h for h in (obj, *(obj.get(k) for k in self.nested)) if isinstance(h, dict)]
+
     def model(self, obj: dict) -> str | None:
         """The model a body or stream event names."""
-        name = obj.get("model")
-        return name if isinstance(name, str) and name else None
+        names = [h.get("model") for h in self._holders(obj)]
+        return next((n for n in names if isinstance(n, str) and n), None)
 
     def usage(self, obj: dict) -> Counts | None:
-        """The token counts of one parsed body or stream event, or None when it carries none."""
-        return None
+        """The token counts of one parsed body or stream event (the largest of each where it says them
+        twice), or None when it carries none."""
+        found = [self.counts(h["usage"]) for h in self._holders(obj) if isinstance(h.get("usage"), dict)]
+        return Counts(*(max(c) for c in zip(*found, strict=True))) if found else None
+
+    def counts(self, usage: dict) -> Counts:
+        """The token counts of one ``usage`` object."""
+        return Counts(0, 0, 0)
 
     # --- the conversation, for people and the judge ----------------------------------------------------
 

@@ -62,9 +62,14 @@ class OpenAIChat(Protocol):
             names.append("stored prompt (its tools are not visible to the gateway)")
         return names
 
-    def usage(self, obj: dict) -> Counts | None:
-        usage = obj.get("usage")
-        return usage_counts(usage) if isinstance(usage, dict) else None
+    def counts(self, usage: dict) -> Counts:
+        """The Responses API's names, or chat completions', completions' and embeddings' (an
+        OpenAI-compatible server may answer either on either route)."""
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        if "input_tokens" in usage or "output_tokens" in usage:
+            return Counts(count(usage.get("input_tokens")), count(usage.get("output_tokens")), cached)
+        return Counts(count(usage.get("prompt_tokens")), count(usage.get("completion_tokens")), cached)
 
     # --- the conversation ------------------------------------------------------------------------------
 
@@ -128,16 +133,6 @@ class OpenAIChat(Protocol):
                     slot["arguments"] += function.get("arguments") or ""
         into.tool_calls += [ToolCall(s["id"], s["name"], arguments(s["arguments"])) for s in calls.values()]
         into.answer, into.reasoning = "".join(answer), "".join(reasoning)
-
-
-def usage_counts(usage: dict) -> Counts:
-    """An OpenAI ``usage`` object: the Responses API's names, or chat completions', completions' and
-    embeddings' (an OpenAI-compatible server may answer either on either route)."""
-    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-    cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    if "input_tokens" in usage or "output_tokens" in usage:
-        return Counts(count(usage.get("input_tokens")), count(usage.get("output_tokens")), cached)
-    return Counts(count(usage.get("prompt_tokens")), count(usage.get("completion_tokens")), cached)
 
 
 def text_parts(parts: list) -> list[str]:

@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from .base import Counts, Reading, ToolCall, arguments, new_part, text_of
-from .openai_chat import OpenAIChat, text_parts, usage_counts
+from .base import Reading, ToolCall, arguments, new_part, text_of
+from .openai_chat import OpenAIChat, text_parts
 
 #: characters of a tool's output kept when it is not text
 _OUTPUT_CHARS = 4000
@@ -17,18 +17,7 @@ _OUTPUT_CHARS = 4000
 class OpenAIResponses(OpenAIChat):
     name = "openai_responses"
     routes = {"POST": re.compile(r"^/responses$"), "GET": re.compile(r"^/responses/resp_[\w-]+$")}
-
-    def model(self, obj: dict) -> str | None:
-        for holder in (obj, obj.get("response")):  # a stream's events carry the response
-            name = super().model(holder) if isinstance(holder, dict) else None
-            if name:
-                return name
-        return None
-
-    def usage(self, obj: dict) -> Counts | None:
-        found = [usage_counts(h["usage"]) for h in (obj, obj.get("response"))
-                 if isinstance(h, dict) and isinstance(h.get("usage"), dict)]
-        return Counts(*(max(c) for c in zip(*found, strict=True))) if found else None
+    nested = ("response",)  # a stream's events carry the response
 
     def recognises(self, body: Any) -> bool:
         if isinstance(body, list):
