@@ -39,6 +39,7 @@ import urllib.request
 from typing import Any
 
 from ..errors import RexmleError
+from ..protocols import openai_chat
 from .base import JUDGED_STAGES, Judge
 from .clock import Clock, check, time_limit_seconds
 from .schema import NO_TRACE_FLAG, UNPARSABLE, normalise_results, untraced, zero_results
@@ -168,7 +169,7 @@ class LLMJudge(Judge):
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
-            headers["Authorization"] = f"Bearer {key}"
+            headers.update(openai_chat.PROTOCOL.auth_headers(key))
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
                                          headers=headers, method="POST")
         check(clock, "asking the judge model")
@@ -191,10 +192,7 @@ class LLMJudge(Judge):
             for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
                 if isinstance(usage.get(k), int):
                     self.usage[k] += usage[k]
-        try:
-            return payload["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return ""
+        return openai_chat.first_content(payload)
 
     def _ask(self, system: str, user: str, key: str, clock: Clock | None = None) -> tuple[list | None, str | None]:
         """(parsed list, None) or (None, why) after at most ``max_attempts`` tries."""

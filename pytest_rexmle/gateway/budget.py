@@ -16,8 +16,8 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import protocols
 from .prices import call_cost
-from .protocols import ANTHROPIC, GEMINI
 
 #: the dimensions a budget may bound, with the unit used in messages
 DIMENSIONS = {"usd": "USD", "tokens": "tokens", "requests": "requests"}
@@ -102,31 +102,12 @@ DEFAULT_OUTPUT_CEILING = 32_768
 #: request bytes per token of the prompt estimate (tokenisers average 3-4 bytes per token on text and
 #: JSON; 2 keeps the estimate above what providers bill for ordinary conversations)
 BYTES_PER_TOKEN = 2
-#: OpenAI and Anthropic names of the output cap, in order of precedence
-_OUTPUT_KEYS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
-
-
-def _whole(value: Any) -> int | None:
-    """A non-negative whole number given as JSON (an int, or a float without fraction), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value >= 0 else None
 
 
 def requested_output(protocol: str, doc: Any) -> tuple[int | None, int]:
-    """(the output cap the request names or None, number of choices asked for) of a request body."""
-    if not isinstance(doc, dict):
-        return None, 1
-    if protocol == GEMINI:
-        config = doc.get("generationConfig") or doc.get("generation_config")
-        config = config if isinstance(config, dict) else {}
-        cap = _whole(config.get("maxOutputTokens", config.get("max_output_tokens")))
-        return cap, max(1, _whole(config.get("candidateCount", config.get("candidate_count"))) or 1)
-    keys = ("max_tokens",) if protocol == ANTHROPIC else _OUTPUT_KEYS
-    cap = next((_whole(doc[k]) for k in keys if k in doc and _whole(doc[k]) is not None), None)
-    return cap, 1 if protocol == ANTHROPIC else max(1, _whole(doc.get("n")) or 1)
+    """(the output cap the request names or None, number of choices asked for) of a request body
+    (``protocol``: a provider or a protocol's name; each protocol module knows its own names)."""
+    return protocols.get(protocol).requested_output(doc) if isinstance(doc, dict) else (None, 1)
 
 
 @dataclass(frozen=True)

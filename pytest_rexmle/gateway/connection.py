@@ -16,8 +16,8 @@ from contextlib import suppress
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
+from ..protocols import OPENAI, error_body
 from .http11 import BadRequest, check_semantics, read_fields, read_request_line, skip_trailers
-from .protocols import OPENAI, error_body
 
 if TYPE_CHECKING:
     from .server import GatewayRun

@@ -1,10 +1,8 @@
 """Token usage of each model call, read from the provider's own answer, and its sum per run and model.
 
-Why from the answer: the provider counts what it bills. Non-streamed calls carry ``usage`` (OpenAI,
-Anthropic) or ``usageMetadata`` (Gemini) in the body; streams carry it in events — OpenAI's final chunk
-(``stream_options.include_usage``) or ``response.completed``, Anthropic's ``message_start`` plus
-``message_delta``, Gemini's ``usageMetadata`` on each chunk. Every count there is cumulative or given
-once, so the meter keeps the largest value seen per field.
+Why from the answer: the provider counts what it bills. Each protocol module says where its bodies and
+stream events carry usage (:meth:`.protocols.base.Protocol.usage`). Every count there is cumulative or
+given once, so the meter keeps the largest value seen per field.
 
 ``input_tokens`` is the whole prompt, cached part included (OpenAI's and Gemini's convention; for
 Anthropic the gateway adds ``cache_read_input_tokens`` and ``cache_creation_input_tokens``), and
@@ -17,9 +15,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import protocols
 from ..agent_output import clean_text
 from .prices import call_cost
-from .protocols import ANTHROPIC, GEMINI
 
 
 def model_name(text: str) -> str:
@@ -27,13 +25,10 @@ def model_name(text: str) -> str:
     return clean_text(text, limit=200)
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 @dataclass
 class CallUsage:
-    """What one call consumed, as far as its answer said."""
+    """What one call consumed, as far as its answer said. ``protocol`` is the provider (priced under it),
+    ``api`` the protocol whose answer is read (the provider's default one when not given)."""
 
     protocol: str
     model: str | None = None
@@ -44,6 +39,7 @@ class CallUsage:
     reported: bool = False  # the answer carried usage at all
     answered: bool = False  # the provider answered 2xx: a billed answer without usage leaves tokens unknown
     complete: bool = False  # the answer was read to its end (not cut by the provider, a time-out or the client)
+    api: str | None = None
 
     def observe(self, obj: Any) -> None:
         """Fold one parsed body, stream event or array element into the counts."""
@@ -52,39 +48,13 @@ class CallUsage:
                 for item in obj:
                     self.observe(item)
             return
-        self._model(obj)
-        if self.protocol == GEMINI:
-            meta = obj.get("usageMetadata")
-            if isinstance(meta, dict):
-                self._take(_count(meta.get("promptTokenCount")),
-                           _count(meta.get("candidatesTokenCount")) + _count(meta.get("thoughtsTokenCount")),
-                           _count(meta.get("cachedContentTokenCount")), 0)
-            return
-        for holder in (obj, obj.get("response"), obj.get("message")):
-            if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
-                self._usage(holder["usage"])
-
-    def _model(self, obj: dict) -> None:
-        for holder in (obj, obj.get("response"), obj.get("message")):
-            if isinstance(holder, dict):
-                name = holder.get("model") or holder.get("modelVersion")
-                if isinstance(name, str) and name:
-                    self.model = model_name(name)
-                    return
-
-    def _usage(self, usage: dict) -> None:
-        if self.protocol == ANTHROPIC:
-            read, write = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
-            fresh = _count(usage.get("input_tokens"))
-            self._take(fresh + read + write if "input_tokens" in usage else 0, _count(usage.get("output_tokens")),
-                       read, write)
-            return
-        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
-        if "input_tokens" in usage or "output_tokens" in usage:  # the Responses API
-            self._take(_count(usage.get("input_tokens")), _count(usage.get("output_tokens")), cached, 0)
-        else:  # chat completions, completions, embeddings
-            self._take(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached, 0)
+        reader = protocols.get(self.api or self.protocol)
+        name = reader.model(obj)
+        if name:
+            self.model = model_name(name)
+        counts = reader.usage(obj)
+        if counts is not None:
+            self._take(*counts)
 
     def _take(self, input_tokens: int, output_tokens: int, cached: int, cache_write: int) -> None:
         self.reported = True

@@ -14,10 +14,11 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from .. import protocols
+from ..protocols import Route, error_body
 from . import provider_tools
 from .connection import HOP_BY_HOP
 from .metering import CallUsage, model_name
-from .protocols import ANTHROPIC, GEMINI, OPENAI, Route, auth_headers, error_body
 from .scrub import Scrubber
 from .sse import SSEReader
 from .trajectory import MAX_RESPONSE_BYTES, EventLog, RecordError, body_record
@@ -31,34 +32,29 @@ MAX_METERED_BYTES = 32 * 1024 * 1024
 #: an upstream error body is read whole (to redact it) up to this size
 MAX_ERROR_BYTES = 1024 * 1024
 READ_SIZE = 64 * 1024
-#: request headers passed upstream, per protocol: body type, what the client accepts, who it is, retries made
-#: safe to repeat, and the protocol's version and beta switches (anything else is dropped)
+#: request headers passed upstream in every protocol: body type, what the client accepts, who it is, retries
+#: made safe to repeat; each protocol adds its version and beta switches (anything else is dropped)
 _COMMON = frozenset({"content-type", "accept", "user-agent", "idempotency-key"})
-FORWARDED_HEADERS = {
-    OPENAI: _COMMON | {"openai-beta"},
-    ANTHROPIC: _COMMON | {"anthropic-version", "anthropic-beta"},
-    GEMINI: _COMMON | {"x-goog-api-client"},
-}
 #: the Stainless-generated SDKs' (openai, anthropic) telemetry: language, OS, runtime, retry count, time-out
 _TELEMETRY = re.compile(r"^x-stainless-[a-z0-9-]{1,40}$")
-TELEMETRY_PROTOCOLS = (OPENAI, ANTHROPIC)
 #: what a kept-alive connection the provider has closed meanwhile looks like
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
 
 def upstream_headers(headers, protocol: str, key: str | None,
                      account: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
-    """The client's headers that the provider needs to read the call (:data:`FORWARDED_HEADERS`, the SDKs'
+    """The client's headers that the provider needs to read the call (``_COMMON`` and the protocol's own, the SDKs'
     telemetry), then the host's real key and the host's organisation/project headers. An allow-list, not a
     deny-list: an agent-chosen ``OpenAI-Organization`` or ``-Project`` (billing another account of the host's
     key), a provider's admin or routing header, or one nobody has thought of yet never goes upstream."""
-    allowed = FORWARDED_HEADERS.get(protocol, frozenset())
+    reader = protocols.get(protocol)
+    allowed = _COMMON | reader.forwarded_headers
     out = {}
     for name, value in headers.items():
         low = name.lower()
-        if low in allowed or (protocol in TELEMETRY_PROTOCOLS and _TELEMETRY.match(low)):
+        if low in allowed or (reader.telemetry and _TELEMETRY.match(low)):
             out[name] = value
-    out.update(auth_headers(protocol, key))
+    out.update(protocols.auth_headers(protocol, key))
     out.update(account)
     return out
 
@@ -70,7 +66,7 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
     body = conn.read_body(gateway.limits.max_body)
     label = f"{conn.command} {conn.path.split('?', 1)[0]}"
     request_doc, request_truncated = body_record(body)
-    usage = CallUsage(route.protocol)
+    usage = CallUsage(route.protocol, api=route.api)
     if isinstance(request_doc, dict) and isinstance(request_doc.get("model"), str):
         usage.model = model_name(request_doc["model"])
     elif route.path_model:
@@ -84,33 +80,34 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
     upstream = gateway.upstreams.get(route.protocol)
     if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
         run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
-                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, model=usage.model,
+                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, api=route.api, model=usage.model,
                    request_bytes=len(body))
         return
-    reservation = run.ledger.reserve(route.protocol, usage.model, request_doc, len(body), billed=route.billed,
+    reservation = run.ledger.reserve(route.api or route.protocol, usage.model, request_doc, len(body), billed=route.billed,
                                      generates="embed" not in route.upstream_path.lower())
     refused = run.admit(reservation)
     if refused:
         run.refuse(conn, route.protocol, 429, f"rexmle gateway: this call does not fit the run's budget: "
-                   f"{refused}", route=label, model=usage.model, request_bytes=len(body))
+                   f"{refused}", route=label, api=route.api, model=usage.model, request_bytes=len(body))
         return
 
     # --- the record before the answer: a call that cannot be recorded is not made ---------------------
     requested_stream = isinstance(request_doc, dict) and request_doc.get("stream") is True
     try:
-        call = run.trajectory.open_call({"protocol": route.protocol, "route": label, "model": usage.model,
+        call = run.trajectory.open_call({"protocol": route.protocol, "api": route.api, "route": label,
+                                         "model": usage.model,
                                          "stream": requested_stream, "request": request_doc,
                                          "truncated": request_truncated})
     except RecordError as exc:
         run.release(reservation)
-        run.refuse(conn, route.protocol, 507, f"rexmle gateway: the call was not made: {exc}", route=label,
+        run.refuse(conn, route.protocol, 507, f"rexmle gateway: the call was not made: {exc}", route=label, api=route.api,
                    model=usage.model, request_bytes=len(body))
         return
 
     # --- the provider, then the answer's line ---------------------------------------------------------
     clock = time.perf_counter()
-    record: dict[str, Any] = {"protocol": route.protocol, "route": label, "status": None, "stream": False,
-                              "response": None, "truncated": request_truncated}
+    record: dict[str, Any] = {"protocol": route.protocol, "api": route.api, "route": label, "status": None,
+                              "stream": False, "response": None, "truncated": request_truncated}
     sent = True
     try:
         status, stream, response_doc, truncated = _exchange(conn, run, route, upstream, query, body, usage)

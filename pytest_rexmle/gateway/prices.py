@@ -7,16 +7,15 @@ the record and says why its cost is unknown, so a report never shows 0 USD for a
 
 from __future__ import annotations
 
-from .protocols import ANTHROPIC, GEMINI
-
-#: the provider genai-prices should look a model up under; an OpenAI-compatible endpoint may serve any
-#: provider's model (DeepSeek, Qwen, ...), so there it finds the provider by the model's name
-_PROVIDER = {ANTHROPIC: "anthropic", GEMINI: "google"}
+from .. import protocols
 
 
 def call_cost(protocol: str, model: str | None, input_tokens: int, output_tokens: int, cached_tokens: int,
               cache_write_tokens: int = 0) -> tuple[float | None, str | None]:
-    """(USD, None), or (None, why the price is unknown). ``input_tokens`` includes cached input."""
+    """(USD, None), or (None, why the price is unknown). ``input_tokens`` includes cached input.
+
+    The table is searched under the protocol's ``price_provider``, then by the model's name alone: an
+    OpenAI-compatible endpoint may serve any provider's model (DeepSeek, Qwen, ...)."""
     if not model:
         return None, "the call named no model"
     try:
@@ -25,7 +24,7 @@ def call_cost(protocol: str, model: str | None, input_tokens: int, output_tokens
         return None, f"genai-prices is not importable: {exc}"
     usage = lib.Usage(input_tokens=input_tokens, output_tokens=output_tokens,
                       cache_read_tokens=cached_tokens or None, cache_write_tokens=cache_write_tokens or None)
-    for provider in dict.fromkeys((_PROVIDER.get(protocol), None)):
+    for provider in dict.fromkeys((protocols.get(protocol).price_provider, None)):
         try:
             price = lib.calc_price(usage, model, provider_id=provider)
         except LookupError:

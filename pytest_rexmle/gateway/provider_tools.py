@@ -15,27 +15,15 @@ the provider might read another way) is refused: it could hide a tool.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .protocols import ANTHROPIC, GEMINI, OPENAI
+from .. import protocols
 
 if TYPE_CHECKING:
+    from ..protocols import Route
     from .connection import Connection
-    from .protocols import Route
     from .server import GatewayRun
-
-#: OpenAI Responses tool types the provider runs: web search (every dated variant), file search over the
-#: organisation's stored files, remote MCP servers and connectors (Google Drive, ...), the code container
-_OPENAI_TOOLS = re.compile(r"^(web_search\w*|file_search\w*|mcp|code_interpreter\w*)$")
-#: Chat Completions models that search the web whatever the request says
-_OPENAI_SEARCH_MODELS = re.compile(r"search-preview|search-api|deep-research", re.IGNORECASE)
-#: Anthropic server tools (dated types: web_search_20250305, web_fetch_20250910, code_execution_20250825, ...)
-_ANTHROPIC_TOOLS = re.compile(r"^(web_search|web_fetch|code_execution|mcp_toolset)(_\w+)?$")
-#: Gemini tool entries (keys compared without case and underscores: googleSearch = google_search)
-_GEMINI_TOOLS = frozenset({"googlesearch", "googlesearchretrieval", "urlcontext", "codeexecution", "googlemaps",
-                           "filesearch", "enterprisewebsearch", "retrieval", "mcpservers"})
 
 
 class AmbiguousRequest(ValueError):
@@ -67,41 +55,10 @@ def parse(raw: bytes) -> Any:
         raise AmbiguousRequest(f"the body is not JSON the gateway can read ({type(exc).__name__})") from None
 
 
-def _tools(doc: dict) -> list:
-    tools = doc.get("tools")
-    return tools if isinstance(tools, list) else []
-
-
 def find(protocol: str, doc: Any) -> list[str]:
-    """The provider-side tools a request asks for, by the protocol's own names, each once, in order."""
-    if not isinstance(doc, dict):
-        return []
-    names: list[str] = []
-    if protocol == OPENAI:
-        for tool in _tools(doc):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            if isinstance(kind, str) and _OPENAI_TOOLS.match(kind):
-                names.append(kind)
-        if doc.get("web_search_options") is not None:
-            names.append("web_search_options")
-        if isinstance(doc.get("model"), str) and _OPENAI_SEARCH_MODELS.search(doc["model"]):
-            names.append(f"web search model {doc['model'][:80]}")
-        if doc.get("prompt") is not None and isinstance(doc["prompt"], dict):
-            names.append("stored prompt (its tools are not visible to the gateway)")
-    elif protocol == ANTHROPIC:
-        for tool in _tools(doc):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            if isinstance(kind, str) and _ANTHROPIC_TOOLS.match(kind):
-                names.append(kind)
-        if doc.get("mcp_servers"):
-            names.append("mcp_servers")
-        if doc.get("container") is not None:
-            names.append("container")
-    elif protocol == GEMINI:
-        for tool in _tools(doc):
-            if isinstance(tool, dict):
-                names += [key for key in tool if key.replace("_", "").lower() in _GEMINI_TOOLS]
-    return list(dict.fromkeys(names))
+    """The provider-side tools a request asks for, by the protocol's own names, each once, in order (each
+    protocol module lists its provider's: :meth:`.protocols.base.Protocol.provider_tools`)."""
+    return list(dict.fromkeys(protocols.get(protocol).provider_tools(doc))) if isinstance(doc, dict) else []
 
 
 class ToolUse:
@@ -131,10 +88,10 @@ def screen(conn: Connection, run: GatewayRun, route: Route, body: bytes, label: 
     if conn.command != "POST" or not route.billed:
         return False
     try:
-        names = find(route.protocol, parse(body))
+        names = find(route.api or route.protocol, parse(body))
     except AmbiguousRequest as exc:
         run.refuse(conn, route.protocol, 400, f"rexmle gateway: request refused: {exc}; the provider could read "
-                   f"it otherwise than the gateway (which checks it for provider-side tools)", route=label,
+                   f"it otherwise than the gateway (which checks it for provider-side tools)", route=label, api=route.api,
                    model=model, request_bytes=len(body))
         return True
     if not names:
@@ -146,6 +103,6 @@ def screen(conn: Connection, run: GatewayRun, route: Route, body: bytes, label: 
     uses.note(names, allowed=False)
     run.refuse(conn, route.protocol, 400, f"rexmle gateway: provider-side tool(s) refused: {', '.join(names)}. "
                f"The provider would reach the web or act for the agent, outside the egress policy and the run's "
-               f"record; the harness allows them with --rexmle-allow-provider-tools", route=label, model=model,
+               f"record; the harness allows them with --rexmle-allow-provider-tools", route=label, api=route.api, model=model,
                request_bytes=len(body))
     return True

@@ -11,7 +11,8 @@ import json
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from . import modelcall, protocols, proxy
+from .. import protocols
+from . import modelcall, proxy
 from .connection import BadRequest
 
 if TYPE_CHECKING:
@@ -47,19 +48,19 @@ def dispatch(conn: Connection) -> None:
         conn.read_body(run.gateway.limits.max_body)  # keep the connection in step
         run.refuse(conn, exc.protocol, 404, str(exc), route=f"{conn.command} {path}")
         return
-    if not _token_ok(conn, run, route.protocol, query):
+    if not _token_ok(conn, run, route.protocol, query, route.api):
         return
     modelcall.forward(conn, run, route, protocols.strip_key_from_query(query))
 
 
-def _token_ok(conn: Connection, run, protocol: str, query: str) -> bool:
+def _token_ok(conn: Connection, run, protocol: str, query: str, api: str | None = None) -> bool:
     """The run's own token, in the protocol's place; otherwise a 401 in that protocol's shape."""
     presented = protocols.presented_token(conn.headers, query)
     if presented is not None and run.owns(presented):
         return True
     why = "missing API key" if presented is None else "invalid API key (not this run's token)"
     run.refuse(conn, protocol, 401, f"rexmle gateway: {why}", route=f"{conn.command} {urlsplit(conn.path).path}",
-               close=True)
+               close=True, api=api)
     return False
 
 

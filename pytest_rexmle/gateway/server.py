@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..agent_output import clean_text
+from ..protocols import error_body
 
 # every module a request passes through is loaded with the server, not at a request's first use: a copy
 # imported later (pytester's sys.modules snapshot removes what a test imported) would raise a BadRequest
@@ -36,7 +37,6 @@ from .budget import Budget, Ledger, Reservation
 from .connection import Connection
 from .egress import EgressLog, EgressPolicy, task_source_hosts
 from .metering import CallUsage, RunMeter
-from .protocols import error_body
 from .provider_tools import ToolUse
 from .trajectory import MAX_FILE_BYTES, Trajectory
 from .upstream import ConnectionPool, Upstream, secrets_of, upstreams_from
@@ -309,7 +309,7 @@ class GatewayRun:
 
     def refuse(self, conn, protocol: str, status: int, message: str, *, route: str, model: str | None = None,
                request: Any = None, request_bytes: int | None = None, close: bool = False,
-               kind: str | None = None) -> None:
+               kind: str | None = None, api: str | None = None) -> None:
         """A clear error for the agent in its protocol's shape, and a ``refused`` line in the run's trajectory.
 
         The refused request's body is not kept (``request`` is accepted and dropped; ``request_bytes`` is
@@ -317,7 +317,7 @@ class GatewayRun:
         fill the disk."""
         kind = kind or self.REFUSAL_KINDS.get(status, str(status))
         self.note_error(kind, message)
-        record = {"protocol": protocol, "route": route, "model": model, "status": status, "stream": False,
+        record = {"protocol": protocol, "api": api, "route": route, "model": model, "status": status, "stream": False,
                   "request": None, "response": None, "usage": None, "truncated": False, "error": message,
                   "reason": message, "duration_s": 0.0}
         if request_bytes is not None:

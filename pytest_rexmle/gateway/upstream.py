@@ -23,23 +23,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from .protocols import ANTHROPIC, GEMINI, OPENAI
+from ..protocols import PROVIDERS
 
-#: (base URL variables, key variables, default base URL) per protocol, first variable set wins
-SOURCES = {
-    OPENAI: (("OPENAI_BASE_URL", "OPENAI_API_BASE"), ("OPENAI_API_KEY",), "https://api.openai.com/v1"),
-    ANTHROPIC: (("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",), "https://api.anthropic.com"),
-    GEMINI: (("GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"), ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-             "https://generativelanguage.googleapis.com"),
-}
-
-
-#: headers that say whose account a call bills, per protocol: (header, host variables, first set wins).
+#: (base URL variables, key variables, default base URL) per provider, first variable set wins (each
+#: protocol module's ``upstream_env``)
+SOURCES = {provider: family.upstream_env for provider, family in PROVIDERS.items()}
+#: headers that say whose account a call bills, per provider: (header, host variables, first set wins).
 #: Taken from the harness's environment only; the agent's own values are dropped (see modelcall.upstream_headers)
-ACCOUNT_HEADERS = {
-    OPENAI: (("OpenAI-Organization", ("OPENAI_ORG_ID", "OPENAI_ORGANIZATION")),
-             ("OpenAI-Project", ("OPENAI_PROJECT_ID", "OPENAI_PROJECT"))),
-}
+ACCOUNT_HEADERS = {provider: family.account_headers for provider, family in PROVIDERS.items() if family.account_headers}
 
 #: what carries the proxy override to a Slurm node's gateway (the job's environment)
 PROXY_ENV = "REXMLE_UPSTREAM_PROXY"

@@ -17,7 +17,6 @@ Layout::
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import uuid
@@ -148,25 +147,9 @@ def index_markdown(docs: list[dict], latest: str | None) -> str:
 
 
 def index_html(docs: list[dict], latest: str | None) -> str:
-    e = lambda v: html.escape(str(v), quote=True)  # noqa: E731
-    rows = []
-    for doc in docs:
-        r = _row(doc)
-        mark = " <small>(latest)</small>" if r["folder"] == latest else ""
-        rows.append(f"<tr><td><a href='{e(r['folder'])}/rexmle-report.html'>{e(r['folder'])}</a>{mark}</td>"
-                    f"<td>{e(r['created'])}</td><td>{e(r['agent'])}</td><td class='data {e(r['data'])}'>{e(r['data'])}</td>"
-                    f"<td class='num'>{e(r['score'])}</td>"
-                    f"<td class='num'>{e(r['challenges'])} ({e(r['partial'])})</td><td class='num'>{e(r['fail'])}</td>"
-                    f"<td class='num'>{e(r['error'])}</td><td class='num'>{e(r['skipped'])}</td></tr>")
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE sessions</title>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'><style>"
-            "body{font-family:system-ui,sans-serif;margin:24px 32px;color:#1b1f24}table{border-collapse:collapse;"
-            "font-size:14px;width:100%}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left}"
-            "th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}"
-            "td.synthetic{background:#fff8c5}</style></head><body>"
-            f"<h1>ReX-MLE sessions</h1><p>{len(docs)} session(s), newest first.</p><table class='sessions'>"
-            "<tr><th>Session</th><th>Started</th><th>Agent</th><th>Data</th><th>Score</th><th>Challenges</th>"
-            "<th>FAIL</th><th>ERROR</th><th>Skipped</th></tr>" + "".join(rows) + "</table></body></html>\n")
+    from .templating import template
+
+    return template("index.html.j2").render(rows=[_row(doc) for doc in docs], latest=latest)
 
 
 #: what the index needs of each session, kept between sessions by the file's size and time, so that a session's

@@ -4,7 +4,7 @@ Why its own reader: the capability judge wants every string of a call (:mod:`..c
 the run page and the ATIF export want the conversation's shape — the prompt's new part (the messages
 after the model's last answer: the task, a tool's output, an error), the answer's text, its reasoning,
 the tool calls it made and the tool results the next call carried back. Each protocol puts these in its
-own places (OpenAI chat and Responses, Anthropic Messages, Gemini), streamed or not.
+own places, streamed or not; its module in :mod:`..protocols` reads them.
 
 Reading is bounded and never trusts the file (it sits in the agent's logs folder): lines over
 ``MAX_LINE_BYTES`` keep only their metadata, a line that is not JSON is counted and skipped, and the
@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import protocols
 from ..agent_output import RefusedFile, clean_text, open_reader, reveal
+from ..protocols.base import Protocol, Reading, ToolCall
+
+__all__ = ["CallSummary", "ToolCall", "extract", "read_call", "read_calls"]
 
 CALLS = "logs/model-calls.jsonl"
 #: a line longer than this is read for its metadata only (its bodies are opened on demand)
@@ -33,27 +37,22 @@ MAX_FILE_BYTES = 64 * 1024 * 1024 * 1024
 PREVIEW_CHARS = 4000
 #: characters of a tool's name kept
 MAX_NAME_CHARS = 1000
-_META = re.compile(rb'"(call|phase|ts|protocol|route|model|status|stream|duration_s|refused|reason|error|repeated)"'
+_META = re.compile(rb'"(call|phase|ts|protocol|api|route|model|status|stream|duration_s|refused|reason|error|repeated)"'
                    rb'\s*:\s*("(?:[^"\\]|\\.){0,400}"|-?[0-9.eE+]{1,40}|true|false|null)')
 _USAGE = re.compile(rb'"usage"\s*:\s*(\{[^{}]{0,2000}\}|null)')
 
 
 @dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: Any
-
-
-@dataclass
-class CallSummary:
-    """One recorded call: its metadata, and the conversation's new part and answer as text."""
+class CallSummary(Reading):
+    """One recorded call: its metadata, and the conversation's new part and answer as text (cut to
+    previews, invisible characters shown)."""
 
     number: int
     offset: int
     length: int
     ts: str | None = None
     protocol: str | None = None
+    api: str | None = None           # the protocol module that read the bodies (older lines: guessed)
     route: str | None = None
     model: str | None = None
     status: int | None = None
@@ -62,15 +61,8 @@ class CallSummary:
     error: str | None = None
     duration_s: float | None = None
     usage: dict[str, Any] = field(default_factory=dict)
-    system: str = ""
     #: sha256 of the whole system prompt (``system`` is cut to a preview): tells two prompts apart past the cut
     system_digest: str = ""
-    prompt: str = ""                 # the prompt's new part (text of the trailing non-model messages)
-    #: (call id, text, tool name) carried back; Gemini's answers name their calls only by the tool's name
-    tool_results: list[tuple[str, str, str]] = field(default_factory=list)
-    answer: str = ""
-    reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
     bodies: bool = True              # False: the line was too long, only its metadata was read
     call_id: str | None = None       # a call's request and response lines (``"call": n``) share this
 
@@ -177,10 +169,12 @@ def _summary(number: int, offset: int, raw: bytes, bodies: bool) -> CallSummary 
         return None
     summary = CallSummary(number, offset, len(raw), bodies=bodies)
     _fill_metadata(summary, record)
+    protocol = protocols.of_record(record)
+    summary.api = protocol.name
     if bodies:
-        extract(summary, record.get("request"), record.get("response"))
-    number = record.get("call")  # a call's request and response lines share their number
-    summary.call_id = f"call-{number}" if isinstance(number, int) and record.get("phase") else None
+        extract(summary, record.get("request"), record.get("response"), protocol)
+    call = record.get("call")  # a call's request and response lines share their number
+    summary.call_id = f"call-{call}" if isinstance(call, int) and record.get("phase") else None
     return summary
 
 
@@ -254,208 +248,19 @@ def _name(name: str) -> str:
     return clean_text(reveal(name[:MAX_NAME_CHARS * 2]), limit=MAX_NAME_CHARS)
 
 
-def _text_of(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                for key in ("text", "input_text", "output_text", "content"):
-                    value = part.get(key)
-                    if isinstance(value, str):
-                        parts.append(value)
-                        break
-                    if key == "content" and isinstance(value, list):
-                        parts.append(_text_of(value))
-                        break
-    return "\n".join(p for p in parts if p)
-
-
-def extract(summary: CallSummary, request: Any, response: Any) -> None:
-    """Fill the conversation fields of ``summary`` from a call's request and response bodies."""
+def extract(summary: CallSummary, request: Any, response: Any, protocol: Protocol | None = None) -> None:
+    """Fill the conversation fields of ``summary`` from a call's request and response bodies, read by the
+    call's protocol (:func:`..protocols.of_record` when not given)."""
+    protocol = protocol or protocols.of_record({"protocol": summary.protocol, "route": summary.route,
+                                                "request": request, "response": response})
     if isinstance(request, dict):
-        _request(summary, request)
+        protocol.read_request(request, summary)
     if isinstance(response, dict):
-        _response(summary, response)
+        protocol.read_answer(response, summary)
     elif isinstance(response, list):
-        _stream(summary, [e for e in response if isinstance(e, dict)])
+        protocol.read_stream([e for e in response if isinstance(e, dict)], summary)
     summary.system_digest = hashlib.sha256(summary.system.encode("utf-8", "replace")).hexdigest() if summary.system else ""
     summary.system, summary.prompt = _clip(summary.system), _clip(summary.prompt)
     summary.answer, summary.reasoning = _clip(summary.answer), _clip(summary.reasoning)
     summary.tool_results = [(i, _clip(t), _name(n)) for i, t, n in summary.tool_results]
     summary.tool_calls = [ToolCall(t.id, _name(t.name), t.arguments) for t in summary.tool_calls]
-
-
-def _request(summary: CallSummary, request: dict) -> None:
-    system = request.get("system") or request.get("instructions") or request.get("systemInstruction")
-    texts: list[str] = [_text_of(system.get("parts") if isinstance(system, dict) else system)] if system else []
-    messages = request.get("messages") or request.get("contents")
-    if messages is None and "input" in request:  # OpenAI Responses
-        messages = request["input"] if isinstance(request["input"], list) else [{"role": "user",
-                                                                                 "content": request["input"]}]
-    if not isinstance(messages, list):
-        return
-    tail: list[dict] = []
-    for message in reversed(messages):  # the new part: everything after the model's last turn
-        if not isinstance(message, dict):
-            continue
-        if message.get("role") in ("assistant", "model") or message.get("type") in ("function_call", "reasoning"):
-            break
-        tail.append(message)
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") in ("system", "developer"):
-            texts.append(_text_of(message.get("content")))
-    summary.system = "\n".join(t for t in texts if t)
-    prompt: list[str] = []
-    for message in reversed(tail):
-        if message.get("role") in ("system", "developer"):
-            continue
-        if message.get("role") == "tool":  # OpenAI chat
-            summary.tool_results.append((str(message.get("tool_call_id") or ""), _text_of(message.get("content")),
-                                         str(message.get("name") or "")))
-            continue
-        if message.get("type") == "function_call_output":  # OpenAI Responses
-            output = message.get("output")
-            summary.tool_results.append((str(message.get("call_id") or ""),
-                                         output if isinstance(output, str) else json.dumps(output)[:PREVIEW_CHARS], ""))
-            continue
-        content = message.get("content") if "content" in message else message.get("parts")
-        if isinstance(content, list):
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                if part.get("type") == "tool_result":  # Anthropic
-                    summary.tool_results.append((str(part.get("tool_use_id") or ""), _text_of(part.get("content")), ""))
-                elif isinstance(part.get("functionResponse"), dict):  # Gemini
-                    fr = part["functionResponse"]
-                    summary.tool_results.append((str(fr.get("id") or ""), json.dumps(fr.get("response"))[:PREVIEW_CHARS],
-                                                 str(fr.get("name") or "")))
-                elif isinstance(part.get("text"), str) and not part.get("thought"):
-                    prompt.append(part["text"])
-        else:
-            prompt.append(_text_of(content))
-    summary.prompt = "\n".join(p for p in prompt if p)
-
-
-def _arguments(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the text
-            return value
-    return value
-
-
-def _response(summary: CallSummary, body: dict) -> None:
-    if isinstance(body.get("response"), dict) and "output" not in body:  # a Responses stream's completed event
-        body = body["response"]
-    answer, reasoning = [], []
-    for choice in body.get("choices") or []:  # OpenAI chat
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            continue
-        answer.append(_text_of(message.get("content")))
-        for key in ("reasoning_content", "reasoning"):
-            if isinstance(message.get(key), str):
-                reasoning.append(message[key])
-        for call in message.get("tool_calls") or []:
-            if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                summary.tool_calls.append(ToolCall(str(call.get("id") or ""), str(call["function"].get("name")),
-                                                   _arguments(call["function"].get("arguments"))))
-    for item in body.get("output") or []:  # OpenAI Responses
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "message":
-            answer.append(_text_of(item.get("content")))
-        elif item.get("type") == "reasoning":
-            reasoning.append(_text_of(item.get("summary")))
-        elif item.get("type") == "function_call":
-            summary.tool_calls.append(ToolCall(str(item.get("call_id") or item.get("id") or ""),
-                                               str(item.get("name")), _arguments(item.get("arguments"))))
-    if body.get("type") == "message" or ("content" in body and "role" in body):  # Anthropic
-        for block in body.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                answer.append(str(block.get("text") or ""))
-            elif block.get("type") == "thinking":
-                reasoning.append(str(block.get("thinking") or ""))
-            elif block.get("type") in ("tool_use", "server_tool_use"):
-                summary.tool_calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name")),
-                                                   block.get("input")))
-    for candidate in body.get("candidates") or []:  # Gemini
-        content = candidate.get("content") if isinstance(candidate, dict) else None
-        for part in (content or {}).get("parts") or [] if isinstance(content, dict) else []:
-            if not isinstance(part, dict):
-                continue
-            if isinstance(part.get("functionCall"), dict):
-                fc = part["functionCall"]
-                summary.tool_calls.append(ToolCall(str(fc.get("id") or ""), str(fc.get("name")), fc.get("args")))
-            elif isinstance(part.get("text"), str):
-                (reasoning if part.get("thought") else answer).append(part["text"])
-    summary.answer = "".join(a for a in answer if a) if summary.answer == "" else summary.answer
-    summary.reasoning = "\n".join(r for r in reasoning if r)
-
-
-def _stream(summary: CallSummary, events: list[dict]) -> None:
-    """A streamed answer: its fragments joined in order (a Responses stream's final event, where given)."""
-    for event in events:
-        if event.get("type") == "response.completed" and isinstance(event.get("response"), dict):
-            _response(summary, event["response"])
-            return
-    answer, reasoning = [], []
-    chat_calls: dict[int, dict] = {}
-    blocks: dict[int, dict] = {}
-    for event in events:
-        for choice in event.get("choices") or []:  # OpenAI chat chunks
-            delta = choice.get("delta") if isinstance(choice, dict) else None
-            if not isinstance(delta, dict):
-                continue
-            if isinstance(delta.get("content"), str):
-                answer.append(delta["content"])
-            for key in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(key), str):
-                    reasoning.append(delta[key])
-            for call in delta.get("tool_calls") or []:
-                if not isinstance(call, dict):
-                    continue
-                slot = chat_calls.setdefault(call.get("index", 0) if isinstance(call.get("index"), int) else 0,
-                                             {"id": "", "name": "", "arguments": ""})
-                slot["id"] = call.get("id") or slot["id"]
-                function = call.get("function") if isinstance(call.get("function"), dict) else {}
-                slot["name"] = function.get("name") or slot["name"]
-                slot["arguments"] += function.get("arguments") or ""
-        kind = event.get("type")
-        if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
-            answer.append(event["delta"])
-        elif kind == "content_block_start" and isinstance(event.get("content_block"), dict):  # Anthropic
-            block = dict(event["content_block"])
-            block.setdefault("partial", "")
-            blocks[event.get("index", len(blocks))] = block
-        elif kind == "content_block_delta" and isinstance(event.get("delta"), dict):
-            delta, block = event["delta"], blocks.setdefault(event.get("index", 0), {"type": "text", "partial": ""})
-            if delta.get("type") == "text_delta":
-                answer.append(str(delta.get("text") or ""))
-            elif delta.get("type") == "thinking_delta":
-                reasoning.append(str(delta.get("thinking") or ""))
-            elif delta.get("type") == "input_json_delta":
-                block["partial"] += str(delta.get("partial_json") or "")
-        if "candidates" in event:  # Gemini chunks
-            part_summary = CallSummary(0, 0, 0)
-            _response(part_summary, event)
-            answer.append(part_summary.answer)
-            if part_summary.reasoning:
-                reasoning.append(part_summary.reasoning)
-            summary.tool_calls.extend(part_summary.tool_calls)
-    for slot in chat_calls.values():
-        summary.tool_calls.append(ToolCall(slot["id"], slot["name"], _arguments(slot["arguments"])))
-    for block in blocks.values():
-        if block.get("type") in ("tool_use", "server_tool_use"):
-            summary.tool_calls.append(ToolCall(str(block.get("id") or ""), str(block.get("name")),
-                                               _arguments(block["partial"]) if block["partial"] else block.get("input")))
-    summary.answer = "".join(answer)
-    summary.reasoning = "".join(reasoning)

@@ -25,7 +25,6 @@ listed by their metadata, and past the budget the page ends with a link to the n
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import stat
@@ -123,17 +122,6 @@ def _arguments_text(arguments: Any) -> str:
         except (ValueError, TypeError, RecursionError):
             return "(arguments nested too deep to show here: open the whole record)"
     return "" if arguments is None else str(arguments)
-
-
-@functools.cache
-def _environment():
-    """One per process: its templates are compiled once, not at every run page (0.1 s of a campaign's
-    controller per run)."""
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape  # start-up: jinja2 only here
-
-    return Environment(loader=PackageLoader("pytest_rexmle.report", "templates"),
-                       autoescape=select_autoescape(default=True, default_for_string=True),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def _number(value: Any) -> str:
@@ -342,7 +330,9 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     heading["plain"] = heading["task"] == meta.get("task") and heading["agent"] == meta.get("agent")
     capability, stages = _capability(run_dir, other)
     listed, next_from = _timeline(calls, first, Budget(TIMELINE_BYTES))
-    template = _environment().get_template("run.html.j2")
+    from .templating import template as load
+
+    template = load("run.html.j2")
     return template.render(
         run=run, heading=heading, run_dir=other.text(str(run_dir), 1000), result={**facts, "suspected_leak": result.get("suspected_leak")},
         leak=other.text(leak, 1000), metrics=_metrics(result, other),

@@ -268,10 +268,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _session_index(runs: list[Path]) -> str:
-    from html import escape  # start-up: html only where this runs
+    from .templating import template
 
-    rows = "".join(f'<li><a href="/runs/{i}/{RUN_HTML}">{escape(str(r))}</a></li>' for i, r in enumerate(runs))
-    return (f"<!doctype html><meta charset=utf-8><title>ReX-MLE runs</title><h1>Runs</h1><ul>{rows}</ul>")
+    return template("runs.html.j2").render(runs=runs, page=RUN_HTML)
 
 
 def serve(runs: list[Path], port: int = 0) -> ThreadingHTTPServer:

@@ -83,6 +83,22 @@ def test_html_is_self_contained_and_has_every_view(inputs, tmp_path):
         assert text in page, text
 
 
+def test_every_text_a_session_chose_is_escaped():
+    """The template escapes every value a session report carries (agent, run id, reasons, disclosure,
+    compute, leaks), in html.escape's form, and prints nothing of it raw."""
+    hostile = "<script>alert('x')</script>\"&"
+    doc = session(hostile, hostile, seed=1, ids=["isles22", "seg-a"], fail_every=1)
+    doc["challenges"][0]["suspected_leak"] = {"host": hostile, "rule": hostile}
+    doc["disclosure"] = {key: hostile for key in ("network", "answers", "validation", "data", "budget")}
+    doc["disclosure"]["hosts_asked"] = [{"host": hostile, "port": 443, "allowed": False, "count": 2}]
+    doc["compute"] = {"hardware": [hostile], "runs": {hostile: {"gpu_model": hostile, "gpu_count": 1,
+                                                                "runtime": hostile, "mechanism": hostile}}}
+    page = render_html([doc])
+    assert "<script" not in page and "alert('x')" not in page and "&#39;" not in page
+    escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&quot;&amp;"
+    assert page.count(escaped) >= 12  # agent, run id, leak, disclosure, hosts, compute row, hardware, ...
+
+
 def test_text_is_escaped(tmp_path):
     doc = session("<script>alert(1)</script>", "r1", seed=1, ids=["isles22"])
     page = render_html([doc])
