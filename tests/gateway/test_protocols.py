@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_rexmle.gateway import protocols
+from pytest_rexmle import protocols
 from pytest_rexmle.report.calls import read_calls
 
 from .conftest import lines
