@@ -48,12 +48,28 @@ MARKED: dict[str, tuple[tuple[str, ...], int | None]] = {
     "sandbox/test_policy.py": ((), None),                          # the policy rendered, nothing run: fast lane
     "sandbox/test_seccomp.py": (("sandbox",), None),               # the filter built and probed in a child: fast lane
     "test_sandbox.py": (("slow", "sandbox"), None),
+    # sessions whose runs are real sandboxed agent runs (their harnesses are detached, so CPU counters of the test
+    # miss them), the wheel's build and a flood of calls: the fast lane keeps the logic beside them
+    "sandbox/test_seccomp.py::test_sandboxed_python_meets_the_refusals_and_still_works": (("slow", "sandbox"), None),
+    "images/test_drop_before_exec.py": (("slow", "sandbox"), None),  # small hostile images run under bubblewrap
+    "test_own_agent.py::test_example_agent_with_its_venv_is_graded_ok": (("slow",), None),  # a venv, a sandboxed run
+    "test_own_agent.py::test_landlock_refuses_an_env_the_agents_uid_cannot_read_and_says_how": (("slow",), None),
+    "test_toy_competition.py": (("slow",), None),                  # the guide followed: synth, prepare, a session
+    "test_toy_competition.py::test_a_wrongly_shaped_signatures_is_a_clear_error": ((), None),  # `rexmle info` only
+    "report/test_merge_selections.py::test_full_and_k_sessions_merge_to_the_full_score": (("slow",), None),  # 3 sessions
+    "report/test_session_kind.py": (("slow",), None),
+    "report/test_verify.py::test_verify_regrades_and_refuses_a_forged_result": (("slow",), None),
+    "report/test_run_page_bounds.py::test_a_flood_of_calls_pages_on_through_view": (("slow",), None),  # 7 s of CPU
+    "test_headline.py::test_an_agent_that_runs_on_the_host_keeps_the_local_default": (("slow",), None),
+    "test_status_interrupted.py::test_stopped_session_shows_interrupted_with_when": (("slow",), None),
+    "test_reruns.py::test_reruns_of_zero_change_nothing": (("slow",), None),
+    "test_registry.py::test_the_wheel_holds_every_file_of_every_task": (("slow",), None),  # a real wheel build
 }
 
-#: fixtures that bring a service (a Slurm cluster, a Docker engine, an agent image exported from it and imported):
-#: a test requesting one, directly or through another fixture, is slow wherever it lives, so the fast lane never
-#: waits for a service or fails for want of one
-SERVICE_FIXTURES = ("needs_slurm", "docker_client", "imported")
+#: fixtures that bring a service (a Slurm cluster, a Docker engine, an agent image exported from it and imported,
+#: bubblewrap for a real sandboxed run): a test requesting one, directly or through another fixture, is slow
+#: wherever it lives, so the fast lane never waits for a service or fails for want of one
+SERVICE_FIXTURES = ("needs_slurm", "docker_client", "imported", "needs_bwrap")
 
 
 def _marked_entry(item) -> tuple[tuple[str, ...], int | None] | None:

@@ -86,12 +86,15 @@ def _pieces(pattern: re.Pattern):
 
 
 def test_every_rules_pattern_is_fast_on_hostile_pieces():
-    """Each search of one piece stays under 50 ms (best of three, the machine may be busy); the quadratic
-    patterns took 0.1 to 9 s per piece, so a million characters of them took minutes to hours."""
+    """Each search of one piece stays under 50 ms (best of three, the machine may be busy: a piece is timed again
+    only when its first search took longer); the quadratic patterns took 0.1 to 9 s per piece, so a million
+    characters of them took minutes to hours."""
     slow = []
     for name, pattern in _pattern_parts():
         for unit, piece in _pieces(pattern):
-            best = min(_timed(pattern, piece) for _ in range(3))
+            best = _timed(pattern, piece)
+            if best > 0.05:
+                best = min(best, _timed(pattern, piece), _timed(pattern, piece))
             if best > 0.05:
                 slow.append((round(best, 3), name, unit, pattern.pattern[:80]))
     assert slow == []
