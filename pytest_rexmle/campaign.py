@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .agents.base import Agent
 from .data.taskdata import TaskData
-from .result import ChallengeResult
+from .result import TaskResult
 from .run import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
 from .runtime.base import Runtime
 from .task import Task
@@ -23,7 +23,7 @@ class Begun:
     """A run as the executor receives it: a resumed result, or a launched run to wait for."""
 
     time_limit: float
-    resumed: ChallengeResult | None = None
+    resumed: TaskResult | None = None
     launched: LaunchedRun | None = None
 
 

@@ -24,7 +24,7 @@ from .gateway.record import run_json_fields
 from .hostile import RefusedFile, clean_text, log_tail, read_bytes, scrub_run_folder
 from .instructions import render_instructions
 from .paths import Entry
-from .result import ERROR, ChallengeResult
+from .result import ERROR, TaskResult
 from .runowner import interrupted_meta, owner_record
 from .runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
 from .seal import SealError, verify_result
@@ -131,7 +131,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
     return key
 
 
-def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
+def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> TaskResult | None:
     """The newest finished result of an identical run (harness errors are always re-run).
 
     Only a result whose seal verifies (:mod:`pytest_rexmle.seal`) is reused: one changed after grading
@@ -143,7 +143,7 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
             if RunRecord.read(result_path.parent / RUN_JSON).key != key:
                 continue
             data = verify_result(result_path, key)
-            result = ChallengeResult.from_json(json.loads(data))
+            result = TaskResult.from_json(json.loads(data))
         except SealError as exc:
             warnings.warn(f"rexmle: not resuming {result_path}: {exc}; the task runs again", stacklevel=2)
             continue

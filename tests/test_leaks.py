@@ -18,7 +18,7 @@ from pytest_rexmle.grading import grade_submission, result_from_grade
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.ranking import rank
 from pytest_rexmle.report.junit import read_cases
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.result import TaskResult
 from pytest_rexmle.task import registry
 
 from .conftest import REPO, report_dir, report_json, run_folders
@@ -81,7 +81,7 @@ def test_beats_humans_never_fires_on_synthetic_twins(tmp_path, shared_cache):
     answers rule still applies there, and the flag points to a docs page and anchor that exist."""
     task = registry().get("isles22")
     wide = {"dice": 0.95, "lesion_f1": 0.97, "lesion_count_diff": 0.5, "abs_volume_diff": 0.5}
-    result = ChallengeResult.graded(task, wide, rank(task, wide))
+    result = TaskResult.graded(task, wide, rank(task, wide))
     assert leaks.summary(leaks.check(task, result, None)) == leaks.BEATS_HUMANS
     assert leaks.check(task, result, None, synthetic=True) is None
     data = ensure_synthetic(task, shared_cache)

@@ -90,10 +90,10 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     # pytest-html's Percentile column, from the results the workers sent
     _, rows = html_table(bench.path / "page.html")
     assert {name: html_text(cells[2]) for name, cells in rows.items()} == \
-        {f"test_challenge[{c['challenge_id']}]": f"{c['percentile']:.3f}" for c in doc["challenges"]}
+        {f"test_challenge[{c['task_id']}]": f"{c['percentile']:.3f}" for c in doc["challenges"]}
     assert doc["score"] == pytest.approx(sum(percentiles) / 3)
     assert (report_dir(bench.path) / "rexmle-report.md").read_text().count("| ok |") == 3
-    result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 challenge(s), 0 FAIL*"])
+    result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 task(s), 0 FAIL*"])
 
 
 def _competitions_copy(tmp_path: Path, **overrides: dict) -> Path:
@@ -122,7 +122,7 @@ def test_task_without_grader_skips_and_counts_as_fail(bench, needs_bwrap, tmp_pa
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*dentex: grader not implemented yet*"])
     doc = report_json(bench.path)
-    by_id = {c["challenge_id"]: c for c in doc["challenges"]}
+    by_id = {c["task_id"]: c for c in doc["challenges"]}
     assert by_id["dentex"]["status"] == "missing" and by_id["dentex"]["percentile"] == 0.0
     assert "not run" in by_id["dentex"]["reason"]
     assert doc["score"] == pytest.approx(by_id["ldct-iqa"]["percentile"] / 2)
@@ -213,7 +213,7 @@ def test_resume_reuses_finished_results(bench, needs_bwrap):
 def test_result_hook_is_called(bench, needs_bwrap):
     bench.path.joinpath("conftest.py").write_text(
         "def pytest_rexmle_result(result, item):\n"
-        "    open('hook.txt', 'a').write(f'{result.challenge_id} {result.status}\\n')\n")
+        "    open('hook.txt', 'a').write(f'{result.task_id} {result.status}\\n')\n")
     bench("--agent=sample", "-k", "ldct-iqa").assert_outcomes(passed=1)
     assert bench.path.joinpath("hook.txt").read_text() == "ldct-iqa ok\n"
 

@@ -15,7 +15,7 @@ from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.ranking import check_metric_names, medal_thresholds, overall_score, percentile, position, rank
 from pytest_rexmle.report.model import SessionReport, build_report
 from pytest_rexmle.report.render import pct
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.result import TaskResult
 from pytest_rexmle.task import registry
 
 
@@ -278,13 +278,13 @@ def _aide_records():
         n = Leaderboard.read(t.leaderboard_path).n
         if t.id in AIDE:
             mean = 1 + (1 - AIDE[t.id]) * n  # invert the percentile formula
-            records.append(ChallengeResult(t.id, t.reference_id, "ok", None, {}, [m.key for m in t.ranking_metrics],
+            records.append(TaskResult(t.id, t.reference_id, "ok", None, {}, [m.key for m in t.ranking_metrics],
                                            {}, mean, n, AIDE[t.id]))
         elif t.id in AIDE_FAILS:
-            records.append(ChallengeResult.failed(t, "invalid", "no valid submission", n))
+            records.append(TaskResult.failed(t, "invalid", "no valid submission", n))
         else:  # graded but worse than every human: percentile 0
             keys = [m.key for m in t.ranking_metrics]
-            records.append(ChallengeResult(t.id, t.reference_id, "ok", None, {}, keys, {k: n + 1 for k in keys},
+            records.append(TaskResult(t.id, t.reference_id, "ok", None, {}, keys, {k: n + 1 for k in keys},
                                            float(n + 1), n, 0.0))
     return records
 
@@ -311,14 +311,14 @@ def test_report_score_aide_example():
     assert doc["n_fail"] == 2
     assert doc["selected"] == registry().ids
     assert doc["score"] == pytest.approx(0.090560, abs=1e-6)
-    fails = {c["challenge_id"]: c for c in doc["challenges"] if c["status"] != "ok"}
+    fails = {c["task_id"]: c for c in doc["challenges"] if c["status"] != "ok"}
     assert sorted(fails) == sorted(AIDE_FAILS)
     assert all(c["percentile"] == 0.0 and c["metrics"] is None for c in fails.values())
 
 
 def test_report_partial_selection():
     # two selected challenges: topcow-cta-det 0.375 and a FAIL -> score (0.375 + 0) / 2 = 0.1875, partial
-    records = [r for r in _aide_records() if r.challenge_id in ("topcow-cta-det", "puma-t1-tissue-seg")]
+    records = [r for r in _aide_records() if r.task_id in ("topcow-cta-det", "puma-t1-tissue-seg")]
     doc = build_report(records, agent="aide", agent_options={}, settings={}, run_id="r2")
     assert doc["partial"] is True
     assert doc["selected"] == ["puma-t1-tissue-seg", "topcow-cta-det"]
@@ -364,6 +364,6 @@ def test_medals_topcow_cta_det(metrics, mean_position, medal, above_median):
 
 def test_fail_earns_no_medal():
     t = task("topcow-cta-det")
-    rec = ChallengeResult.failed(t, "timeout", "ran out of time", 8)
+    rec = TaskResult.failed(t, "timeout", "ran out of time", 8)
     assert rec.medal is None
     assert rec.above_median is False

@@ -25,7 +25,7 @@ def _graded(tmp_path, name="run"):
     folder = tmp_path / "runs" / name
     folder.mkdir(parents=True)
     path = folder / "result.json"
-    path.write_text(json.dumps({"challenge_id": "ldct-iqa", "status": "ok", "percentile": 37.5}, indent=2))
+    path.write_text(json.dumps({"task_id": "ldct-iqa", "status": "ok", "percentile": 37.5}, indent=2))
     return path
 
 

@@ -35,6 +35,7 @@ HARNESS_ERROR = "RexmleHarnessError"
 
 def _read_result(run_dir: Path) -> dict[str, Any] | None:
     """The run's result.json (bounded read, never through a link: the run folder is the agent's too)."""
+    from ..documents import upgrade
     from ..hostile import read_json
 
     path = run_dir / "result.json"
@@ -44,7 +45,7 @@ def _read_result(run_dir: Path) -> dict[str, Any] | None:
         doc = read_json(path, 4 * 1024 * 1024)
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    return upgrade(doc) if isinstance(doc, dict) else None
 
 
 def _number(value: Any) -> float | None:
@@ -99,7 +100,7 @@ def trial_documents(run_dir: Path, trial_dir: Path, job_id: uuid.UUID) -> tuple[
 
     meta = run_record(run_dir) or {}
     result = _read_result(run_dir)
-    task = str(meta.get("task") or (result or {}).get("challenge_id") or "task")
+    task = str(meta.get("task") or (result or {}).get("task_id") or "task")
     agent = str(meta.get("agent") or (result or {}).get("agent") or "unknown")
     options: dict[str, Any] = meta["agent_options"] if isinstance(meta.get("agent_options"), dict) else {}
     model = options.get("model") if isinstance(options.get("model"), str) else None

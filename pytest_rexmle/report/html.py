@@ -11,7 +11,7 @@ Views, in order:
    per-challenge 0/1 table of each agent.
 6. Workflow stages S1–S5 and cost (turns, tokens, money, wall time), next to the percentile.
 
-Inputs: session reports (``rexmle-report/1``, merged here with :func:`merge_reports`) or one merged
+Inputs: session reports (``rexmle-report/2``, merged here with :func:`merge_reports`) or one merged
 document; optional capability documents — session ``rexmle-capability.json`` files, per-agent aggregates
 or per-run ``capability.json`` files — matched to agents by agent name (several sessions of one agent
 are pooled run by run); their ``stages`` lists feed view 6.
@@ -408,7 +408,7 @@ def capability_tables(shown: list[tuple[str, str, dict]]) -> str:
         rows.append(f"<div class='scroll'><table class='runs'><tr><th>Challenge</th><th>Seed</th>{ids}<th>Flags</th></tr>")
         for run in doc.get("runs", []):
             cells = "".join("<td class='hit'>1</td>" if v else "<td class='miss'>0</td>" for v in run["scores"])
-            rows.append(f"<tr><td>{_e(run.get('challenge_id'))}</td><td class='num'>{_e(run.get('seed') if run.get('seed') is not None else '-')}"
+            rows.append(f"<tr><td>{_e(run.get('task_id'))}</td><td class='num'>{_e(run.get('seed') if run.get('seed') is not None else '-')}"
                         f"</td>{cells}<td>{_e(', '.join(run.get('flags') or []))}</td></tr>")
         rows.append("</table></div>")
     return "".join(rows)
@@ -418,7 +418,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
     """Stages S1–S5 and cost per agent and challenge (means over runs), beside the mean percentile."""
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for doc in stages:
-        grouped[(str(doc.get("agent")), str(doc.get("challenge_id")))].append(doc)
+        grouped[(str(doc.get("agent")), str(doc.get("task_id")))].append(doc)
     rows = ["<div class='scroll'><table class='stages wide'><tr><th>Agent</th><th>Challenge</th><th>Percentile</th>"
             + "".join(f"<th>{sid}</th>" for sid in STAGE_IDS)
             + "<th>Stage total</th><th>Turns</th><th>Tokens</th><th>Cost (USD)</th><th>Wall time (s)</th></tr>"]
@@ -489,7 +489,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
     body += [f"<p class='unsafe'>REFUSED (left out): session {_e(r.get('run_id'))} of {_e(r.get('agent'))}: "
              f"{_e(r.get('why'))}</p>" for r in merged.get("refused") or []]
     body += [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
-            f"session(s), {len(merged['challenges'])} challenge(s){' — partial challenge set' if merged['partial'] else ''}. "
+            f"session(s), {len(merged['challenges'])} task(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
             _data_banner(merged), _tools_banner(reports),
@@ -550,7 +550,7 @@ def _run_label(doc: dict, rec: dict) -> str:
     """A record's name in the session's compute table (``isles22``, ``isles22@codex``, ``isles22-r2``), so
     each repeat's row links to its own run's page."""
     agent = f"@{rec.get('agent')}" if isinstance(doc.get("agents"), dict) and rec.get("agent") else ""
-    return f"{rec.get('challenge_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
+    return f"{rec.get('task_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
 
 
 def compute_section(reports: list[dict]) -> list[str]:

@@ -25,10 +25,10 @@ Resampling uses a fixed seed, so the same inputs always give the same interval; 
 percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
 share a rank.
 
-Merged document (schema ``rexmle-merged-report/1``)::
+Merged document (schema ``rexmle-merged-report/2``)::
 
     {
-      "schema": "rexmle-merged-report/1", "created": ISO-8601 UTC,
+      "schema": "rexmle-merged-report/2", "created": ISO-8601 UTC,
       "challenges": [project ids of C, sorted], "partial": bool (C is not all 20),
       "bootstrap": {"resamples": int, "seed": int, "confidence": float},
       "sources": [{"run_id", "agent", "label", "created", "score", "partial", "n_fail", "n_selected", "data_kind"}],
@@ -39,7 +39,7 @@ Merged document (schema ``rexmle-merged-report/1``)::
           "n_challenges": [int per run], "not_run": [ids of C no run of this agent selected],
           "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
           "rank": int, "n_fail": [int per run, over the challenges that run selected],
-          "challenges": [{"challenge_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
+          "challenges": [{"task_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
                           "ranking_metrics": [str], "n_humans": int | null,
@@ -81,7 +81,7 @@ from .render import LEGEND, pct
 from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
 from .verify import verify_session
 
-SCHEMA = "rexmle-merged-report/1"
+SCHEMA = "rexmle-merged-report/2"
 MERGED_JSON = "rexmle-merged.json"
 MERGED_MD = "rexmle-merged.md"
 HTML_NAME = "rexmle-report.html"
@@ -158,14 +158,14 @@ def split_repeats(doc: dict) -> list[dict]:
     skipped = set(doc.get("skipped") or ())
     out = []
     for (agent, repeat), records in sorted(parts.items(), key=lambda p: (str(p[0][0]), p[0][1])):
-        selected = [r["challenge_id"] for r in records]
+        selected = [r["task_id"] for r in records]
         options = (doc["agents"].get(agent) or {}).get("agent_options") if several else doc.get("agent_options")
         rest = {k: v for k, v in doc.items() if k not in ("agents", "aggregate", "repeats", "n_runs")}
         out.append({**rest, "run_id": f"{doc['run_id']}-r{repeat:03d}", "agent": agent, "agent_options": options or {},
                     "selected": selected, "challenges": records, "skipped": sorted(skipped & set(selected)),
                     "score": sum(number(r["percentile"]) if r["status"] == "ok" else 0.0 for r in records) / len(records),
                     "n_fail": sum(1 for r in records if r["status"] not in ("ok", "error")
-                                  and r["challenge_id"] not in skipped),
+                                  and r["task_id"] not in skipped),
                     "n_error": sum(1 for r in records if r["status"] == "error")})
     return out
 
@@ -299,7 +299,7 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
 def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
     """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
-    per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
+    per_run = [{rec["task_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
     covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
     ran = [c for c in challenges if any(c in cov for cov in covers)]
@@ -311,7 +311,7 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
                          (records[c]["status"] not in ("ok", "error") and c not in skips)))
         counts.append(len(own))
     matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
-    rows = [_challenge_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
+    rows = [_task_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
                                         if cid in cov], resamples, seed, confidence) for cid in challenges]
     same_selection = all(cov & set(ran) == set(ran) for cov in covers)
     if same_selection:  # every run selected every challenge: the run scores' statistics, as always
@@ -323,12 +323,12 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
     first = runs[0]
     return {"label": label, "agent": first.get("agent"), "agent_options": first.get("agent_options") or {},
             "data_kind": data_kind(first), "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs],
-            "scores": scores, "n_challenges": counts, "not_run": [r["challenge_id"] for r in rows if r["not_run"]],
+            "scores": scores, "n_challenges": counts, "not_run": [r["task_id"] for r in rows if r["not_run"]],
             "same_selection": same_selection, "mean": merged_score(matrix) if ran else 0.0, "sem": error,
             "ci": ci, "rank": 0, "n_fail": fails, "challenges": rows}
 
 
-def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
+def _task_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
                    confidence: float) -> dict:
     """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
     pcts = [_percentile(r) for r in recs]
@@ -341,7 +341,7 @@ def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int
         metrics[key] = {"mean": mean_of(values), "n": len(values)}
     positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
     return {
-        "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
+        "task_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
         "mean_percentile": mean_of(pcts), "sem": sem(pcts),
         "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
                if pcts else None),
@@ -353,10 +353,10 @@ def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int
     }
 
 
-class MergedChallenge(BaseModel):
+class MergedTask(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    challenge_id: str
+    task_id: str
     n_runs: StrictInt = Field(ge=0)
     not_run: StrictBool = False
     percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
@@ -374,7 +374,7 @@ class MergedAgent(BaseModel):
     sem: float | None
     ci: tuple[float, float]
     rank: StrictInt
-    challenges: list[MergedChallenge]
+    challenges: list[MergedTask]
 
     @model_validator(mode="after")
     def _statistics_of_its_runs(self) -> MergedAgent:
@@ -391,15 +391,15 @@ class MergedAgent(BaseModel):
             raise ValueError(f"agent {self.label!r} interval must satisfy 0 <= lo <= hi <= 1")
         for row in self.challenges:
             if row.n_runs > n or len(row.percentiles) != row.n_runs:
-                raise ValueError(f"{self.label}/{row.challenge_id} needs one percentile in [0, 1] per run that "
+                raise ValueError(f"{self.label}/{row.task_id} needs one percentile in [0, 1] per run that "
                                  "selected it")
         return self
 
 
 class MergedReport(Document):
-    """``rexmle-merged.json`` (``rexmle-merged-report/1``); see the module docstring for the fields."""
+    """``rexmle-merged.json`` (``rexmle-merged-report/2``); see the module docstring for the fields."""
 
-    schema_: Literal["rexmle-merged-report/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-merged-report/2"] = Field(alias="schema")
     created: str
     challenges: list[str]
     partial: StrictBool
@@ -411,7 +411,7 @@ class MergedReport(Document):
     @model_validator(mode="after")
     def _one_row_per_challenge_and_ranked(self) -> MergedReport:
         for agent in self.agents:
-            if [c.challenge_id for c in agent.challenges] != self.challenges:
+            if [c.task_id for c in agent.challenges] != self.challenges:
                 raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
         for agent in self.agents:
             if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
@@ -426,7 +426,7 @@ def markdown(doc: dict) -> str:
     out = [f"**UNSAFE: a merged session weakened the sandbox: {md_text('; '.join(doc['unsafe']))}**", ""] \
         if doc.get("unsafe") else []
     out += ["# ReX-MLE merged report", "",
-           f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['challenges'])} challenge(s)"
+           f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['challenges'])} task(s)"
            f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
            f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "

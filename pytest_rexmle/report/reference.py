@@ -11,7 +11,7 @@ renderers need it::
     {"label": "AIDE (published)", "agent": "AIDE", "published": true, "llm": "GPT-5", "budget_hours": 24,
      "table3_score": float,              the paper's overall mean percentile over all 20 challenges
      "mean": float,                      mean published percentile over the challenges shown (FAIL = 0)
-     "challenges": [{"challenge_id", "status": "ok" | "FAIL" | "not published", "mean_percentile": float | null,
+     "challenges": [{"task_id", "status": "ok" | "FAIL" | "not published", "mean_percentile": float | null,
                      "metrics": {key: {"mean": value}}, "positions": {key: int}, "mean_position": float | null}]}
 """
 
@@ -45,11 +45,11 @@ def paper_agents(challenges: list[str]) -> list[dict]:
         for cid in challenges:
             run = by_task.get(cid)
             if run is None:
-                rows.append({"challenge_id": cid, "status": "not published", "mean_percentile": None, "metrics": {},
+                rows.append({"task_id": cid, "status": "not published", "mean_percentile": None, "metrics": {},
                              "positions": {}, "mean_position": None})
                 continue
             ok = run["status"] == "ok"
-            rows.append({"challenge_id": cid, "status": "ok" if ok else "FAIL",
+            rows.append({"task_id": cid, "status": "ok" if ok else "FAIL",
                          "mean_percentile": float(run["percentile"]) if ok else 0.0,
                          "metrics": {k: {"mean": v} for k, v in (run.get("metrics") or {}).items()},
                          "positions": dict(run.get("positions") or {}), "mean_position": run.get("mean_position")})

@@ -21,6 +21,7 @@ import copy
 import math
 from pathlib import Path
 
+from ..documents import upgrade
 from ..errors import RexmleError
 from ..hostile import read_json
 from .disclosure import unsafe_options
@@ -49,7 +50,7 @@ def read_report(path: Path, what: str = "report") -> dict:
         raise ReportRefused(str(exc)) from None
     if not isinstance(doc, dict):
         raise ReportRefused(f"{what} {path} is not a JSON object")
-    return doc
+    return upgrade(doc)
 
 
 def _close(a: float, b: float) -> bool:
@@ -62,7 +63,7 @@ def _rerank(rec: dict, notes: list[str]) -> None:
     from ..ranking import RankingError, rank
     from ..task import registry
 
-    cid = rec["challenge_id"]
+    cid = rec["task_id"]
     try:
         task = registry().get(cid)
         metrics = {str(k): float(number(v)) for k, v in (rec.get("metrics") or {}).items()}
@@ -107,7 +108,7 @@ def rederive(doc: dict) -> dict:
     for rec in out.get("challenges") or []:
         if rec.get("status") == OK:
             _rerank(rec, notes)
-        records[rec["challenge_id"]] = rec
+        records[rec["task_id"]] = rec
     selected = list(out.get("selected") or [])
     skipped = set(out.get("skipped") or ())
     score = overall_score(float(records[c]["percentile"]) if c in records and records[c]["status"] == OK else 0.0

@@ -58,7 +58,7 @@ def find_run(rec: dict, report: Path) -> Path | None:
     run_dir = rec.get("run_dir")
     if not isinstance(run_dir, str) or not run_dir:
         return None
-    name, task = Path(run_dir).name, str(rec["challenge_id"])
+    name, task = Path(run_dir).name, str(rec["task_id"])
     candidates = [Path(run_dir)]
     if RUN_NAME.fullmatch(name) and RUN_NAME.fullmatch(task):  # both come from the file: no glob, no ".."
         for base in (report.parent, report.parent.parent, report.parent.parent.parent):
@@ -102,7 +102,7 @@ def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> 
     from ..grading import grade_submission
     from ..task import registry
 
-    cid = rec["challenge_id"]
+    cid = rec["task_id"]
     if cid not in registry().ids:
         return UNVERIFIED, f"{cid!r}: not a task of this version"
     run = find_run(rec, report)

@@ -27,7 +27,7 @@ from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import PREDICTION_FORMATS, load_grader
 from pytest_rexmle.grading import INVALID, MISSING, grade_submission, result_from_grade
 from pytest_rexmle.medimage.header_notes import collecting
-from pytest_rexmle.result import ChallengeResult
+from pytest_rexmle.result import TaskResult
 from pytest_rexmle.task import Task, registry
 
 from . import editing
@@ -305,7 +305,7 @@ def test_a_header_difference_is_scored_on_the_ground_truth_grid_with_a_warning(n
     assert len(outcome.warnings) == 1 and f"case {case_id!r}: prediction header {prop}" in outcome.warnings[0]
     result = result_from_grade(twin.task, outcome)
     assert result.warnings == list(outcome.warnings) and result.percentile == 1.0
-    assert ChallengeResult.from_json(result.to_json()).warnings == result.warnings   # kept in result.json
+    assert TaskResult.from_json(result.to_json()).warnings == result.warnings   # kept in result.json
     with collecting() as notes:                              # the agent-side check accepts it and says why
         load_grader(twin.task).validate(sub, twin.public)
     assert [n for n in notes.messages() if prop in n], notes.messages()

@@ -68,7 +68,7 @@ def test_setup_breakage_is_an_error_with_message_and_traceback(bench, tmp_path):
     assert "NotADirectoryError" in record["traceback"]
     doc = report_json(bench.path)
     assert (doc["n_fail"], doc["n_error"]) == (0, 1)
-    result.stdout.fnmatch_lines(["*partial score: 0.0% over 1 challenge(s), 0 FAIL, 1 ERROR (harness, not the agent)"])
+    result.stdout.fnmatch_lines(["*partial score: 0.0% over 1 task(s), 0 FAIL, 1 ERROR (harness, not the agent)"])
     assert "NotADirectoryError" in _junit_error(bench.path / "out.xml").get("message")
 
 

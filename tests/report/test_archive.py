@@ -99,7 +99,7 @@ def test_terminal_table_wraps_reasons_instead_of_cutting_them():
     reason = ("agent exited with code 1; stderr ends with: bwrap: Creating new namespace failed: "
               "Operation not permitted (run in a container? see --rexmle-sandbox)")
     for rec in doc["challenges"]:
-        if rec["challenge_id"] == "ldct-iqa":
+        if rec["task_id"] == "ldct-iqa":
             rec.update(status="missing", reason=reason, metrics=None, percentile=0.0)
     lines = terminal_lines(doc, width=80)
     assert all(len(line) <= len(lines[1]) for line in lines[:-1]), lines  # nothing sticks out of the table

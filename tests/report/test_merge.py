@@ -17,14 +17,14 @@ from .helpers import session
 
 
 def _record(cid: str, pct: float, status: str = "ok", metrics: dict | None = None) -> dict:
-    return {"challenge_id": cid, "reference_id": cid, "status": status, "reason": None if status == "ok" else "x",
+    return {"task_id": cid, "reference_id": cid, "status": status, "reason": None if status == "ok" else "x",
             "metrics": metrics if status == "ok" else None, "ranking_metrics": ["m"],
             "positions": None, "mean_position": 2.0 if status == "ok" else None, "n_humans": 4,
             "percentile": pct if status == "ok" else 0.0}
 
 
 def _report(agent: str, run_id: str, records: list[dict], options: dict | None = None) -> dict:
-    ids = [r["challenge_id"] for r in records]
+    ids = [r["task_id"] for r in records]
     score = sum(r["percentile"] for r in records) / len(records)
     return {"schema": SCHEMA, "created": f"2026-01-01T00:00:0{run_id[-1]}+00:00", "run_id": run_id, "agent": agent,
             "agent_options": options or {}, "settings": {}, "selected": ids, "partial": True, "score": score,

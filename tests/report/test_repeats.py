@@ -53,10 +53,10 @@ def test_every_run_keeps_its_row_and_each_challenge_counts_once():
     doc = _repeated_session()
     assert doc["repeats"] == 3 and doc["n_runs"] == 9 and len(doc["challenges"]) == 9
     assert doc["selected"] == TASKS  # one per challenge, not one per run
-    assert [(c["challenge_id"], c["repeat"]) for c in doc["challenges"]][:3] == [("isles22", 1), ("isles22", 2),
+    assert [(c["task_id"], c["repeat"]) for c in doc["challenges"]][:3] == [("isles22", 1), ("isles22", 2),
                                                                                  ("isles22", 3)]
     per_task = {t: [c["percentile"] if c["status"] == "ok" else 0.0 for c in doc["challenges"]
-                    if c["challenge_id"] == t] for t in TASKS}
+                    if c["task_id"] == t] for t in TASKS}
     assert doc["score"] == pytest.approx(sum(sum(v) / 3 for v in per_task.values()) / 3)
     # the FAIL of repeat 1 and the ERROR of repeat 2 are counted although their siblings are ok
     assert doc["n_fail"] == 1 and doc["n_error"] == 1
@@ -64,14 +64,14 @@ def test_every_run_keeps_its_row_and_each_challenge_counts_once():
 
 def test_an_error_or_fail_is_never_hidden_by_an_ok_sibling():
     doc = _repeated_session()
-    rows = {row["challenge_id"]: row for row in doc["aggregate"][0]["challenges"]}
+    rows = {row["task_id"]: row for row in doc["aggregate"][0]["challenges"]}
     assert rows["ldct-iqa"]["counts"] == {"ok": 2, "error": 1}
     assert rows["topcow-cta-det"]["counts"] == {"invalid": 1, "ok": 2}
     lines = terminal_lines(doc, width=160)
     assert any("ldct-iqa: mean" in line and line.endswith("2 ok, 1 ERROR") for line in lines), lines
     assert any("topcow-cta-det: mean" in line and line.endswith("2 ok, 1 FAIL (invalid)") for line in lines), lines
     assert sum(1 for line in lines if line.startswith("ldct-iqa r")) == 3  # each run its own row
-    assert lines[-1].endswith("over 3 challenge(s) (9 runs, 3 repeats each), 1 FAIL, 1 ERROR (harness, not the agent)")
+    assert lines[-1].endswith("over 3 task(s) (9 runs, 3 repeats each), 1 FAIL, 1 ERROR (harness, not the agent)")
     text = markdown(doc, reference=None)
     assert "## Repeats" in text and "| sample | ldct\\-iqa | 3 |" in text and "2 ok, 1 ERROR |" in text
     assert "\\(repeat 2\\)" in text  # each run its own row (parentheses escaped as Markdown text)
@@ -86,8 +86,8 @@ def test_merging_repeats_gives_the_numbers_of_merging_sessions():
         assert by_repeats[key] == by_sessions[key] == aggregate[key], key
     assert by_repeats["n_runs"] == by_sessions["n_runs"] == aggregate["n_repeats"] == 3
     for a, b, c in zip(by_sessions["challenges"], by_repeats["challenges"], aggregate["challenges"], strict=True):
-        for key in ("challenge_id", "n_runs", "percentiles", "mean_percentile", "sem", "ci", "statuses"):
-            assert a[key] == b[key] == c[key], (a["challenge_id"], key)
+        for key in ("task_id", "n_runs", "percentiles", "mean_percentile", "sem", "ci", "statuses"):
+            assert a[key] == b[key] == c[key], (a["task_id"], key)
     assert by_sessions["sem"] is not None and by_sessions["ci"][0] < by_sessions["ci"][1]  # a real spread
     # the session's own headline is the mean over its challenges' means: here, with every repeat of every
     # challenge present, the mean of the repeats' scores as well
@@ -106,7 +106,7 @@ def test_each_repeat_links_to_its_own_run_page():
 
     doc = _repeated_session()
     for rec in doc["challenges"]:
-        rec["run_dir"] = f"/runs/{rec['challenge_id']}/r{rec['repeat']}"
+        rec["run_dir"] = f"/runs/{rec['task_id']}/r{rec['repeat']}"
     doc["compute"] = {"runs": {f"ldct-iqa-r{r}": {"wall_seconds": 1.0, "runtime": "local"} for r in (1, 2, 3)}}
     html = "".join(compute_section([doc]))
     for r in (1, 2, 3):
@@ -136,8 +136,8 @@ def test_a_selection_of_some_repeats_says_up_to():
     records = [_result("isles22", 0.3, 2), _result("ldct-iqa", 0.3, 1), _result("ldct-iqa", 0.5, 2)]
     doc = with_aggregate(build_report(records, agent="sample", agent_options={}, settings=SETTINGS, run_id="S",
                                       repeats=3))
-    assert terminal_lines(doc)[-1].endswith("over 2 challenge(s) (3 runs, up to 3 repeats each), 0 FAIL")
-    rows = {row["challenge_id"]: row for row in doc["aggregate"][0]["challenges"]}
+    assert terminal_lines(doc)[-1].endswith("over 2 task(s) (3 runs, up to 3 repeats each), 0 FAIL")
+    rows = {row["task_id"]: row for row in doc["aggregate"][0]["challenges"]}
     assert rows["ldct-iqa"]["counts"] == {"ok": 2}
     # the repeat left out is not counted (merged per task, as rexmle report merges sessions): never a FAIL, and
     # the repeats table agrees with the score, which averages the repeats that ran

@@ -78,7 +78,7 @@ def _session(root: Path, run_dirs: list[str]) -> Path:
     report = root / ".rexmle" / "report" / "20260101T000000Z-abcdef"
     report.mkdir(parents=True)
     (report / "rexmle-report.json").write_text(json.dumps(
-        {"challenges": [{"challenge_id": "isles22", "run_dir": d} for d in run_dirs]}))
+        {"challenges": [{"task_id": "isles22", "run_dir": d} for d in run_dirs]}))
     return report
 
 

@@ -60,7 +60,7 @@ def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(benc
     row = doc["aggregate"][0]["challenges"][0]
     assert row["counts"] == {"ok": 2, "error": 1} and row["n_runs"] == 3
     result.stdout.fnmatch_lines(["*ldct-iqa: mean * over 3 runs (SEM *, interval *): 2 ok, 1 ERROR",
-                                 "*over 1 challenge(s) (3 runs, 3 repeats each), 0 FAIL, 1 ERROR*"])
+                                 "*over 1 task(s) (3 runs, 3 repeats each), 0 FAIL, 1 ERROR*"])
     runs_with_results = [f for f in folders if (f / "result.json").exists()]
     assert len(runs_with_results) == 2  # r2's run was done, but its item broke before grading it
 
