@@ -1,4 +1,4 @@
-"""Positions, mean position, percentile, overall score and medals (ranking.md §2–§7, §9).
+"""Positions, mean position, percentile, overall score and medals (docs/reading-the-report.md).
 
 Every expected value below is computed by hand from the task's leaderboard.csv; the computation is written
 next to it.
@@ -23,7 +23,7 @@ def task(task_id):
     return registry().get(task_id)
 
 
-# -- §6 worked example -----------------------------------------------------------------------------------
+# -- the worked example of docs/reading-the-report.md ------------------------------------------------------
 
 def test_worked_example_topcow_cta_det():
     # iou 0.6707: humans strictly above: 0.79 0.76 0.74 0.74 0.72 0.72 -> 6 -> position 7
@@ -62,7 +62,7 @@ def test_no_rounding_before_comparison():
     assert rank(t, {"boundary_iou": 0.62 - 1e-12, "iou": 0.80}).positions["boundary_iou"] == 5
 
 
-# -- §7 test vectors -------------------------------------------------------------------------------------
+# -- test vectors -------------------------------------------------------------------------------------
 
 VECTORS = [
     # topcow-cta-det: boundary_iou .6518 < .69 only -> 2; iou .6999 below 6 humans (.79..0.72) -> 7
@@ -133,7 +133,7 @@ def test_paper_vector_rounded_values():
 
 
 def test_percentile_display_one_decimal():
-    # ranking.md §3: displayed with one decimal (0.375 -> "37.5%"); §7 prints 0.5625 as "56.3%" (56.25 rounded
+    # displayed with one decimal (0.375 -> "37.5%"); 0.5625 prints as "56.3%" (56.25 rounded
     # half up), 0.142857 as "14.3%", 0.58 as "58.0%"
     assert pct(0.375) == "37.5%"
     assert pct(1 / 7) == "14.3%"
@@ -262,9 +262,9 @@ def test_known_extra_metrics_pass_the_name_check_and_do_not_rank():
     assert r.positions == {"score": 5}
 
 
-# -- §5 overall score ------------------------------------------------------------------------------------
+# -- overall score ------------------------------------------------------------------------------------
 
-AIDE = {  # ranking.md §7, overall example (paper Table 3)
+AIDE = {  # the paper's Table 3 overall example
     "ldct-iqa": 1 / 3, "panther-t1": 0.16, "panther-t2": 0.10, "topbrain-cta-seg": 1 / 60,
     "topbrain-mra-seg": 0.10, "topcow-cta-det": 0.375, "topcow-mra-det": 1 / 7, "topcow-cta-cls": 1 / 3,
     "topcow-mra-cls": 0.25,
@@ -326,7 +326,7 @@ def test_report_partial_selection():
     assert doc["n_fail"] == 1
 
 
-# -- §9 medals (optional extra) --------------------------------------------------------------------------
+# -- medals (never in the score) --------------------------------------------------------------------------
 
 def test_medal_thresholds_topcow_cta_det():
     # stored mean_position by rank: 1, 2, 3, 3, 5, 5, 7, 8; gold/silver/bronze = rows 1/2/3;

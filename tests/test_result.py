@@ -52,7 +52,7 @@ def test_infinities_serialise_as_strings_and_round_trip(tmp_path):
     back = TaskResult.read(path)
     assert back == rec
     assert back.metrics["psnr"] == math.inf and back.metrics["extra_low"] == -math.inf
-    # psnr +inf -> position 1 (ranking.md §2)
+    # psnr +inf -> position 1 (docs/reading-the-report.md: position on one metric)
     assert back.positions["psnr"] == 1
 
 

@@ -1,4 +1,5 @@
-"""capability.md §3–§5: normalisation, per-run OR over sections, per-agent means, and the validators."""
+"""The capability documents (their schema: pytest_rexmle/capability/schema.py): normalisation, per-run OR over
+sections, per-agent means, and the validators."""
 
 from __future__ import annotations
 

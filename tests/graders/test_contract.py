@@ -219,7 +219,7 @@ MALFORMED = {
                                   r"case '[^']+'.*(cannot|not valid)"),
     "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
     "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
-    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included (§19 errata, turn 4), so 0.5
+    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included, so 0.5
     # is a valid (vessel, lesion) value there
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
                                   exempt=("seg-a", "isles22")),
@@ -259,7 +259,8 @@ def test_prediction_formats_are_as_declared(twin):
     assert twin.kind == KINDS[twin.task.id], f"{twin.task.id}: the grader's prediction_format is not its files'"
 
 
-# -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning (§0.4 errata, turn 4) --
+# -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning --
+# (docs/reference/grading.md: reading images)
 
 def header_edit(change: Callable[[sitk.Image], None]) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
     def edit(array: np.ndarray, image: sitk.Image) -> sitk.Image:

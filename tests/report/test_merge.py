@@ -1,4 +1,4 @@
-"""Merging session reports (ranking.md §5): per-run scores over the union of challenges, mean, standard
+"""Merging session reports (docs/reading-the-report.md): per-run scores over the union of tasks, mean, standard
 error, fixed-seed bootstrap intervals, shared ranks, agent labels, and the ``rexmle report`` command."""
 
 from __future__ import annotations
