@@ -66,11 +66,16 @@ RENAMED_SCHEMAS = {f"rexmle-{name}/1": f"rexmle-{name}/2" for name in
                    ("report", "merged-report", "capability", "capability-run", "capability-agent", "stages")}
 
 
+#: the keys schema 1 named after a "challenge" where a task is meant
+RENAMED_KEYS = {"challenge_id": "task_id", "challenges": "tasks", "n_challenges": "n_tasks"}
+
+
 def upgrade(value: Any) -> Any:
     """A document written before schema 2 (or a ``result.json`` of then) in today's words, so files of an
-    earlier version still read: ``challenge_id`` becomes ``task_id`` and the schema 1 names become 2."""
+    earlier version still read: ``challenge_id`` becomes ``task_id``, ``challenges`` ``tasks`` and the schema 1
+    names become 2."""
     if isinstance(value, dict):
-        return {("task_id" if k == "challenge_id" else k):
+        return {RENAMED_KEYS.get(k, k):
                 RENAMED_SCHEMAS.get(v, v) if k == "schema" and isinstance(v, str) else upgrade(v)
                 for k, v in value.items()}
     if isinstance(value, list):

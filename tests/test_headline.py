@@ -97,7 +97,7 @@ def test_missing_data_is_said_once_grouped_by_release_and_no_campaign_line(bench
     assert "campaign:" not in out
     doc = report_json(bench.path)
     assert doc["campaign"]["n_runs"] == 0
-    reasons = {r["task_id"]: r["reason"] for r in doc["challenges"]}
+    reasons = {r["task_id"]: r["reason"] for r in doc["tasks"]}
     assert reasons["topcow-mra-seg"].endswith("data not prepared: rexmle prepare topcow-mra-seg")
     assert not (bench.path / ".rexmle" / "runs" / "topcow-mra-seg").exists()  # no run started for it
 

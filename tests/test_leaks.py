@@ -139,7 +139,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     (folder,) = run_folders(bench.path, "ldct-iqa")
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"
-    assert report_json(bench.path)["challenges"][0]["suspected_leak"] == record["suspected_leak"]
+    assert report_json(bench.path)["tasks"][0]["suspected_leak"] == record["suspected_leak"]
     props = read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"]
     assert props["suspected_leak"].startswith("answers-reproduced")
     assert "⚠ suspected leak (docs/security/host-side.md#suspected-leaks)" in (

@@ -311,7 +311,7 @@ def test_report_score_aide_example():
     assert doc["n_fail"] == 2
     assert doc["selected"] == registry().ids
     assert doc["score"] == pytest.approx(0.090560, abs=1e-6)
-    fails = {c["task_id"]: c for c in doc["challenges"] if c["status"] != "ok"}
+    fails = {c["task_id"]: c for c in doc["tasks"] if c["status"] != "ok"}
     assert sorted(fails) == sorted(AIDE_FAILS)
     assert all(c["percentile"] == 0.0 and c["metrics"] is None for c in fails.values())
 

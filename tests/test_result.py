@@ -146,9 +146,9 @@ def test_bad_result_json_names_the_file_and_the_field(tmp_path):
 
 
 def _earlier(doc):
-    """A document as a harness before the rename wrote it: ``challenge_id`` and the schema 1 names."""
+    """A document as a harness before the rename wrote it: ``challenge_id``, ``challenges`` and schema 1."""
     if isinstance(doc, dict):
-        return {("challenge_id" if k == "task_id" else k):
+        return {{"task_id": "challenge_id", "tasks": "challenges", "n_tasks": "n_challenges"}.get(k, k):
                 v.replace("/2", "/1") if k == "schema" else _earlier(v) for k, v in doc.items()}
     return [_earlier(v) for v in doc] if isinstance(doc, list) else doc
 
@@ -171,15 +171,15 @@ def test_a_report_of_before_the_rename_merges_to_the_same_numbers(tmp_path):
 
     doc = session("aide", "r1", seed=1, ids=["isles22", "ldct-iqa", "topcow-cta-det"])
     old = _earlier(doc)
-    assert old["schema"] == "rexmle-report/1" and "challenge_id" in old["challenges"][0]
+    assert old["schema"] == "rexmle-report/1" and "challenge_id" in old["challenges"][0] and "tasks" not in old
     for name, body in (("new", doc), ("old", old)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "rexmle-report.json").write_text(json.dumps(body))
     (new,), _ = load_inputs([tmp_path / "new"], [], [])
     (back,), _ = load_inputs([tmp_path / "old"], [], [])
     assert back["schema"] == "rexmle-report/2"
-    assert [(r["task_id"], r["percentile"]) for r in back["challenges"]] == [
-        (r["task_id"], r["percentile"]) for r in new["challenges"]]
+    assert [(r["task_id"], r["percentile"]) for r in back["tasks"]] == [
+        (r["task_id"], r["percentile"]) for r in new["tasks"]]
     assert back["score"] == new["score"] == doc["score"]
     merged_new, merged_old = merge_reports([new]), merge_reports([back])
     assert merged_old["agents"][0]["mean"] == merged_new["agents"][0]["mean"]

@@ -60,7 +60,7 @@ def test_two_agents_run_graded_and_reported_apart(bench, needs_bwrap):
     folders = run_folders(bench.path, "ldct-iqa")
     assert sorted(f.parent.name.split("-")[0] for f in folders) == ["command", "sample"]
     doc = report_json(bench.path)
-    by_agent = {r["agent"]: r for r in doc["challenges"]}
+    by_agent = {r["agent"]: r for r in doc["tasks"]}
     assert by_agent["sample"]["status"] == "ok" and by_agent["command"]["status"] == "invalid"
     assert set(doc["agents"]) == {"sample", "command"}
     assert doc["agents"]["command"]["n_fail"] == 1 and doc["agents"]["sample"]["n_fail"] == 0

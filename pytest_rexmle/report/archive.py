@@ -80,7 +80,7 @@ def sessions(report_dir: Path) -> list[dict]:
             doc = read_report(path)
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and isinstance(doc.get("challenges"), list):
+        if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
             out.append({**doc, "folder": path.parent.name})
     out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
     return out
@@ -129,7 +129,7 @@ def _row(doc: dict) -> dict:
 
     n_selected = len(doc.get("selected") or [])
     return {"folder": doc["folder"], "created": local_time(doc.get("created")), "agent": str(doc.get("agent") or "-"),
-            "score": pct(float(doc.get("score") or 0.0)), "challenges": str(n_selected),
+            "score": pct(float(doc.get("score") or 0.0)), "tasks": str(n_selected),
             "partial": "partial" if doc.get("partial") else "full", "fail": str(doc.get("n_fail", "-")),
             "error": str(doc.get("n_error", 0)), "skipped": str(len(doc.get("skipped") or ())),
             "data": data_kind(doc)}
@@ -144,7 +144,7 @@ def index_markdown(docs: list[dict], latest: str | None) -> str:
     for doc in docs:
         r = _row(doc)
         lines.append(f"| [{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>) | {r['created']} | {md_text(r['agent'])} | "
-                     f"{r['data']} | {r['score']} | {r['challenges']} ({r['partial']}) | {r['fail']} | {r['error']} | "
+                     f"{r['data']} | {r['score']} | {r['tasks']} ({r['partial']}) | {r['fail']} | {r['error']} | "
                      f"{r['skipped']} |")
     return "\n".join(lines) + "\n"
 
@@ -158,7 +158,7 @@ def index_html(docs: list[dict], latest: str | None) -> str:
         rows.append(f"<tr><td><a href='{e(r['folder'])}/rexmle-report.html'>{e(r['folder'])}</a>{mark}</td>"
                     f"<td>{e(r['created'])}</td><td>{e(r['agent'])}</td><td class='data {e(r['data'])}'>{e(r['data'])}</td>"
                     f"<td class='num'>{e(r['score'])}</td>"
-                    f"<td class='num'>{e(r['challenges'])} ({e(r['partial'])})</td><td class='num'>{e(r['fail'])}</td>"
+                    f"<td class='num'>{e(r['tasks'])} ({e(r['partial'])})</td><td class='num'>{e(r['fail'])}</td>"
                     f"<td class='num'>{e(r['error'])}</td><td class='num'>{e(r['skipped'])}</td></tr>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ReX-MLE sessions</title>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'><style>"
@@ -175,7 +175,7 @@ def index_html(docs: list[dict], latest: str | None) -> str:
 #: end reads only its own report, not every earlier one (which cost 7.5 ms × S² over S sessions)
 INDEX_CACHE = ".index-cache.json"
 INDEX_FIELDS = ("created", "agent", "score", "selected", "partial", "n_fail", "n_error", "skipped", "data_kind",
-                "settings", "challenges")
+                "settings", "tasks")
 
 
 def summaries(report_dir: Path) -> list[dict]:
@@ -204,12 +204,12 @@ def summaries(report_dir: Path) -> list[dict]:
                 doc = read_report(path)
             except (OSError, ValueError):
                 continue
-            if not (isinstance(doc, dict) and isinstance(doc.get("challenges"), list)):
+            if not (isinstance(doc, dict) and isinstance(doc.get("tasks"), list)):
                 continue
-            summary = {k: doc.get(k) for k in INDEX_FIELDS if k != "challenges"}
+            summary = {k: doc.get(k) for k in INDEX_FIELDS if k != "tasks"}
             summary["settings"] = {"data": (doc.get("settings") or {}).get("data")} \
                 if isinstance(doc.get("settings"), dict) else None
-            summary["challenges"] = []  # the rows are not shown in the index
+            summary["tasks"] = []  # the rows are not shown in the index
         fresh[path.parent.name] = {"stamp": stamp, "summary": summary}
         out.append({**summary, "folder": path.parent.name})
     try:

@@ -136,18 +136,18 @@ def _names() -> dict[str, str]:
 def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
     """The bars' series: the user's agents, then the published ones (``published``: drawn pale, dashed)."""
     out = [{"label": a["label"], "color": colors[a["label"]], "published": False,
-            "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["challenges"]],
+            "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["tasks"]],
             "score": (a["mean"], a["ci"], a["n_runs"])} for a in merged["agents"]]
     for j, ref in enumerate(merged.get("reference") or []):
         out.append({"label": ref["label"], "color": REFERENCE_PALETTE[j % len(REFERENCE_PALETTE)], "published": True,
-                    "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
+                    "cells": [(c["mean_percentile"], None, 1) for c in ref["tasks"]],
                     "score": (ref["mean"], None, 1)})
     return out
 
 
 def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> str:
     series = _series(merged, colors)
-    ids = merged["challenges"]
+    ids = merged["tasks"]
     groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(ids)]
     groups.append(("Score (mean)", [s["score"] for s in series]))
     n_ag = max(1, len(series))
@@ -262,7 +262,7 @@ def _badge(kind: str) -> str:
 
 def summary_table(merged: dict, colors: dict[str, str]) -> str:
     conf = merged["bootstrap"]["confidence"]
-    n_all = len(merged["challenges"])
+    n_all = len(merged["tasks"])
     rows = ["<div class='scroll'><table class='summary wide'><tr><th>Rank</th><th>Agent</th><th>Data</th><th>Runs</th>"
             "<th>Challenges run</th><th>Score (mean)</th><th>SEM</th>"
             f"<th>{conf:.0%} CI</th><th>FAIL per run</th><th>Run scores</th></tr>"]
@@ -304,9 +304,9 @@ def metric_table(merged: dict, names: dict[str, str]) -> str:
     head += "".join(f"<th class='published'>{_e(r['label'])}</th>" for r in refs)
     rows = [f"<div class='scroll'><table class='table3 wide'><tr><th>Challenge</th><th>N</th><th>Metric</th>"
             f"<th>Human best</th><th>Human median</th>{head}</tr>"]
-    for i, cid in enumerate(merged["challenges"]):
-        cells = [a["challenges"][i] for a in agents]
-        ref_cells = [r["challenges"][i] for r in refs]
+    for i, cid in enumerate(merged["tasks"]):
+        cells = [a["tasks"][i] for a in agents]
+        ref_cells = [r["tasks"][i] for r in refs]
         humans = humans_of(cid)
         if humans is not None:
             metrics = [(m.key, m) for m in humans.metrics]
@@ -423,7 +423,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
             + "".join(f"<th>{sid}</th>" for sid in STAGE_IDS)
             + "<th>Stage total</th><th>Turns</th><th>Tokens</th><th>Cost (USD)</th><th>Wall time (s)</th></tr>"]
     for a in merged["agents"]:
-        for i, cid in enumerate(merged["challenges"]):
+        for i, cid in enumerate(merged["tasks"]):
             docs = grouped.get((str(a["agent"]), cid))
             if not docs:
                 continue
@@ -434,7 +434,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
             cells = "".join(f"<td class='num'>{_pct(v)}</td>" for v in scores)
             cost = "".join(f"<td class='num'>{_e(fmt_number(v))}</td>" for v in usage)
             rows.append(f"<tr><td>{_e(a['label'])}</td><td>{_e(cid)}</td>"
-                        f"<td class='num'><b>{_pct(a['challenges'][i]['mean_percentile'])}</b></td>{cells}"
+                        f"<td class='num'><b>{_pct(a['tasks'][i]['mean_percentile'])}</b></td>{cells}"
                         f"<td class='num'>{_pct(mean_of([d['total'] for d in docs]))}</td>{cost}</tr>")
     rows.append("</table></div>")
     return "".join(rows)
@@ -445,7 +445,7 @@ def stage_table(merged: dict, stages: list[dict]) -> str:
 def _leak_notes(reports: list[dict]) -> str:
     """One line per result the leak rules flagged (:mod:`pytest_rexmle.leaks`), with its egress log."""
     notes = [f"<li>{_e(rep.get('agent'))} — {_e(leak_text(rec))}</li>"
-             for rep in reports for rec in rep.get("challenges", [])
+             for rep in reports for rec in rep.get("tasks", [])
              if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
     return f"<p class='leak'><b>Suspected leak</b> (what it means: {_e(LEAK_DOCS)}):</p><ul>{''.join(notes)}</ul>" if notes else ""
 
@@ -489,7 +489,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
     body += [f"<p class='unsafe'>REFUSED (left out): session {_e(r.get('run_id'))} of {_e(r.get('agent'))}: "
              f"{_e(r.get('why'))}</p>" for r in merged.get("refused") or []]
     body += [f"<h1>ReX-MLE report</h1><p class='meta'>{len(merged['agents'])} agent(s), {len(merged['sources'])} "
-            f"session(s), {len(merged['challenges'])} task(s){' — partial challenge set' if merged['partial'] else ''}. "
+            f"session(s), {len(merged['tasks'])} task(s){' — partial challenge set' if merged['partial'] else ''}. "
             f"Generated {_e(local_time(merged['created']))}{_sessions_started(merged)}. Score = mean percentile over the challenges, FAIL = 0; intervals: "
             f"{conf['confidence']:.0%} bootstrap over runs ({conf['resamples']} resamples, seed {conf['seed']}).</p>",
             _data_banner(merged), _tools_banner(reports),
@@ -558,7 +558,7 @@ def compute_section(reports: list[dict]) -> list[str]:
     rows = []
     for doc in reports:
         runs = (doc.get("compute") or {}).get("runs") or {}
-        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("challenges") or []}
+        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("tasks") or []}
         for label, rec in runs.items():
             gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
                 "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")

@@ -20,9 +20,9 @@ Top level::
       "skipped": [project ids],           selected but skipped by pytest (data not prepared): 0 in the score,
                                           counted apart from FAILs, as pytest's summary counts them
       "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
-      "challenges": [result records + agent, run_dir, timings, medal, above_median; every run, each with
+      "tasks": [result records + agent, run_dir, timings, medal, above_median; every run, each with
                      its "repeat" under --rexmle-repeat N > 1],
-      "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "challenges"
+      "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "tasks"
       "aggregate": [...]                  only then: per agent, the score of each repeat, their mean, SEM and
                                           interval, and per challenge the mean percentile over its repeats,
                                           its SEM and interval and each repeat's status (see :func:`with_aggregate`)
@@ -118,10 +118,10 @@ def build_report(results: Iterable[TaskResult], *, agent: str | None, agent_opti
         "n_error": sum(1 for r in records if r.status == ERROR),
         "skipped": skipped,
         "data_kind": kind,
-        "challenges": [_with_threshold(r.to_json(), settings) for r in records],
+        "tasks": [_with_threshold(r.to_json(), settings) for r in records],
         "note": note_for([kind]),
     }
-    below = sum(1 for r in doc["challenges"] if r.get("below_min_percentile"))
+    below = sum(1 for r in doc["tasks"] if r.get("below_min_percentile"))
     if below:
         doc["n_below_min_percentile"] = below
     if repeats > 1:
@@ -159,7 +159,7 @@ def _aggregate_entry(entry: dict) -> dict:
     """One agent of the merged repeats, as the session report keeps it: the challenges it ran, each with how
     its repeats ended counted by status (``{"ok": 2, "error": 1}``)."""
     rows = []
-    for row in entry["challenges"]:
+    for row in entry["tasks"]:
         if row["not_run"]:
             continue
         counts: dict[str, int] = {}
@@ -169,7 +169,7 @@ def _aggregate_entry(entry: dict) -> dict:
                                          "sem", "ci")} | {"counts": counts})
     return {"agent": entry["agent"], "label": entry["label"], "n_repeats": entry["n_runs"],
             "scores": entry["scores"], "mean": entry["mean"], "sem": entry["sem"], "ci": entry["ci"],
-            "challenges": rows}
+            "tasks": rows}
 
 
 def compute_summary(runs: dict[str, dict | None]) -> dict:
@@ -198,9 +198,9 @@ class SessionReport(Document):
     partial: StrictBool
     score: Annotated[float, Strict()]
     n_fail: StrictInt
-    challenges: list[TaskResult]
+    tasks: list[TaskResult]
 
-    @field_validator("challenges")
+    @field_validator("tasks")
     @classmethod
     def _fails_score_zero(cls, records: list[TaskResult]) -> list[TaskResult]:
         for rec in records:

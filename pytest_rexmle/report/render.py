@@ -95,7 +95,7 @@ def aggregate_lines(doc: dict) -> list[str]:
         sem, ci = spread(entry)
         out.append(f"{who}over {entry['n_repeats']} repeats: score {pct(entry['mean'])} (SEM {sem}, 95% interval "
                    f"{ci})")
-        for row in entry["challenges"]:
+        for row in entry["tasks"]:
             sem, ci = spread(row)
             out.append(f"  {row['task_id']}: mean {pct(row['mean_percentile'])} over {row['n_runs']} runs "
                        f"(SEM {sem}, interval {ci}): {counts_text(row['counts'])}")
@@ -143,7 +143,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
     (the last stderr line of a crash) is usually the part that says what went wrong."""
     rows = [("task", "status", "key metrics", "percentile")]
     metric_cells = []
-    for rec in doc["challenges"]:
+    for rec in doc["tasks"]:
         metrics = rec.get("metrics") or {}
         keys = rec["ranking_metrics"][:3]
         shown = ", ".join(f"{k}={fmt_number(metrics[k])}" for k in keys if k in metrics)
@@ -177,7 +177,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
 def leak_lines(doc: dict) -> list[str]:
     """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge, then
     where the rules are explained."""
-    lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["challenges"]
+    lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["tasks"]
              if isinstance(rec.get("suspected_leak"), dict)]
     return lines + [f"  what a suspected leak means: {LEAK_DOCS}"] if lines else []
 
@@ -227,7 +227,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     head = "| Challenge | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
     head += "".join(f" {r['label']} |" for r in refs)
     out += [head, "|---|---|---|---|---|---|" + "---|" * len(refs)]
-    for rec in doc["challenges"]:
+    for rec in doc["tasks"]:
         cid = rec["task_id"]
         name = reg.get(cid).paper_name
         humans = humans_of(cid)
@@ -246,7 +246,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             name = f"{name} (repeat {rec['repeat']})"
         row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
         for ref in refs:
-            cell = next(c for c in ref["challenges"] if c["task_id"] == cid)
+            cell = next(c for c in ref["tasks"] if c["task_id"] == cid)
             row += f" {_reference_cell(cell)} |"
         out.append(row)
     out += repeat_lines(doc)
@@ -267,7 +267,7 @@ def repeat_lines(doc: dict) -> list[str]:
         sem, ci = spread(entry)
         out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
                    f"{ci} | |")
-        for row in entry["challenges"]:
+        for row in entry["tasks"]:
             sem, ci = spread(row)
             out.append(f"| {md_text(entry['label'])} | {md_text(row['task_id'])} | {row['n_runs']} | "
                        f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")

@@ -21,7 +21,7 @@ import copy
 import math
 from pathlib import Path
 
-from ..documents import upgrade
+from ..documents import RENAMED_SCHEMAS, upgrade
 from ..errors import RexmleError
 from ..hostile import read_json
 from .disclosure import unsafe_options
@@ -50,7 +50,7 @@ def read_report(path: Path, what: str = "report") -> dict:
         raise ReportRefused(str(exc)) from None
     if not isinstance(doc, dict):
         raise ReportRefused(f"{what} {path} is not a JSON object")
-    return upgrade(doc)
+    return upgrade(doc) if doc.get("schema") in RENAMED_SCHEMAS else doc
 
 
 def _close(a: float, b: float) -> bool:
@@ -105,7 +105,7 @@ def rederive(doc: dict) -> dict:
     out = copy.deepcopy(doc)
     notes: list[str] = []
     records = {}
-    for rec in out.get("challenges") or []:
+    for rec in out.get("tasks") or []:
         if rec.get("status") == OK:
             _rerank(rec, notes)
         records[rec["task_id"]] = rec

@@ -151,7 +151,7 @@ def _other_owner(run: Path, rec: dict) -> str | None:
 def verify_session(doc: dict, report: Path, data_dir: Path | None = None) -> dict:
     """Re-grade every graded result of a (re-derived) session; its ``trust`` becomes the verdict. Results that
     are not OK claim 0 and need no proof."""
-    verdicts = [verify_record(rec, doc, report, data_dir) for rec in doc.get("challenges") or []
+    verdicts = [verify_record(rec, doc, report, data_dir) for rec in doc.get("tasks") or []
                 if rec.get("status") == "ok"]
     statuses = {status for status, _ in verdicts}
     status = REFUSED if REFUSED in statuses else UNVERIFIED if UNVERIFIED in statuses or not verdicts else VERIFIED
