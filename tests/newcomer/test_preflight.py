@@ -80,7 +80,7 @@ def test_every_problem_in_one_message(bench, tmp_path, monkeypatch):
     assert "the local runtime cannot run image 'rexmle/aide:latest' here" in numbered[1][1]
     assert numbered[2][1].startswith(f"data not prepared in {data} for 6 selected task(s)")
     # one line per download, the six TopCoW challenges in one command
-    assert re.findall(r"^ +topcow \(14.4 GB download, 6 challenge\(s\)\): rexmle prepare (.*) --data-dir", out,
+    assert re.findall(r"^ +topcow \(14.4 GB download, 6 task\(s\)\): rexmle prepare (.*) --data-dir", out,
                       re.M) == ["topcow-cta-cls topcow-cta-det topcow-cta-seg topcow-mra-cls topcow-mra-det topcow-mra-seg"]
     assert "Traceback" not in out and out.count("ERROR:") == 1
     assert not (bench.path / ".rexmle" / "runs").exists()
