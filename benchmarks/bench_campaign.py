@@ -194,7 +194,7 @@ def scale(root: Path, runs: int, sleep: float, xdist: int, kill_at: int | None, 
     if kill_at is not None:
         sessions.append(watched(folder, [*argv, "--rexmle-resume"], env))
     doc = json.loads((folder / ".rexmle" / "report" / "latest" / "rexmle-report.json").read_text())
-    reported = [row["run_dir"] for row in doc["challenges"]]
+    reported = [row["run_dir"] for row in doc["tasks"]]
     import xml.etree.ElementTree as ET
 
     cases = [(c.get("classname"), c.get("name")) for c in ET.parse(folder / "junit.xml").iter("testcase")]

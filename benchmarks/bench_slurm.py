@@ -129,7 +129,7 @@ def exactly_once(folder: Path, runs: int) -> dict:
     import xml.etree.ElementTree as ET
 
     doc = json.loads((folder / ".rexmle" / "report" / "latest" / "rexmle-report.json").read_text())
-    rows = [row["run_dir"] for row in doc["challenges"]]
+    rows = [row["run_dir"] for row in doc["tasks"]]
     cases = [(c.get("classname"), c.get("name")) for c in ET.parse(folder / "junit.xml").iter("testcase")]
     jobs = {str(r["slurm"]["job_id"]) for r in records(folder) if r.get("slurm")}
     queued = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()

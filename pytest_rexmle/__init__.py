@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .errors import InvalidSubmission, RexmleError
     from .graders.base import Grader
     from .runtime.base import RunOutcome, RunSpec, Runtime
-    from .scoring.result import ChallengeResult
+    from .scoring.result import TaskResult
     from .testing.conformance import CheckResult, run_selfcheck
 
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 _HOMES = {
     "Agent": "agents.base", "AgentContext": "agents.base",
     "Runtime": "runtime.base", "RunSpec": "runtime.base", "RunOutcome": "runtime.base",
-    "Grader": "graders.base", "ChallengeResult": "scoring.result",
+    "Grader": "graders.base", "TaskResult": "scoring.result",
     "RexmleError": "errors", "InvalidSubmission": "errors",
     "run_selfcheck": "testing.conformance", "CheckResult": "testing.conformance",
 }
@@ -45,5 +45,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["__version__", "Agent", "AgentContext", "Runtime", "RunSpec", "RunOutcome", "Grader", "ChallengeResult",
+__all__ = ["__version__", "Agent", "AgentContext", "Runtime", "RunSpec", "RunOutcome", "Grader", "TaskResult",
            "RexmleError", "InvalidSubmission", "run_selfcheck", "CheckResult"]

@@ -2,7 +2,7 @@
 run.json, result.json, reports, capability and stage documents, data manifests), and the one place that
 turns a validation failure into a message naming the file and the field.
 
-Each model lives with the code that builds its document (``task.Task``, ``result.ChallengeResult``,
+Each model lives with the code that builds its document (``task.Task``, ``result.TaskResult``,
 ``report.model.SessionReport``, ...), so a field is declared once, where it is filled in; this module only
 gives them a common reading and error style. Errors subclass ``ValueError`` as well as the project's
 error types, so callers that caught the hand validators' ``ValueError`` keep working.
@@ -59,6 +59,28 @@ def json_numbers(value: Any) -> Any:
 def number(value: Any) -> Any:
     """The inverse of :func:`json_numbers` for one value read from a document."""
     return float(value) if value in ("inf", "-inf", "nan") else value
+
+
+#: schema 2 of each document says ``task_id`` where schema 1 said ``challenge_id`` (one word for a task)
+RENAMED_SCHEMAS = {f"rexmle-{name}/1": f"rexmle-{name}/2" for name in
+                   ("report", "merged-report", "capability", "capability-run", "capability-agent", "stages")}
+
+
+#: the keys schema 1 named after a "challenge" where a task is meant
+RENAMED_KEYS = {"challenge_id": "task_id", "challenges": "tasks", "n_challenges": "n_tasks"}
+
+
+def upgrade(value: Any) -> Any:
+    """A document written before schema 2 (or a ``result.json`` of then) in today's words, so files of an
+    earlier version still read: ``challenge_id`` becomes ``task_id``, ``challenges`` ``tasks`` and the schema 1
+    names become 2."""
+    if isinstance(value, dict):
+        return {RENAMED_KEYS.get(k, k):
+                RENAMED_SCHEMAS.get(v, v) if k == "schema" and isinstance(v, str) else upgrade(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [upgrade(v) for v in value]
+    return value
 
 
 @functools.cache

@@ -19,7 +19,7 @@ Write your own assertions on a result by requesting any link, e.g.::
 * ``rexmle_submission`` — the submission folder the agent left.
 * ``rexmle_grade`` — :class:`pytest_rexmle.scoring.grading.GradeOutcome` (status, metrics, reason).
 * ``rexmle_judge`` (session) — the capability judge; each run gets ``capability.json`` and ``stages.json``.
-* ``rexmle_result`` — the final :class:`pytest_rexmle.scoring.result.ChallengeResult` (ranked, or FAIL).
+* ``rexmle_result`` — the final :class:`pytest_rexmle.scoring.result.TaskResult` (ranked, or FAIL).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from .run.launch import RunFolder, crash_reason, killed_reason, timeout_reason
 from .runtime import RUNTIMES, runtime_for
 from .runtime.base import RunOutcome
 from .scoring.grading import GradeOutcome, grade_submission, result_from_grade
-from .scoring.result import ERROR, MISSING, TIMEOUT, ChallengeResult
+from .scoring.result import ERROR, MISSING, TIMEOUT, TaskResult
 from .scoring.seal import seal_result
 from .task import Task, registry
 
@@ -76,7 +76,7 @@ class HarnessError(RexmleError):
 class AgentRun:
     folder: RunFolder
     outcome: RunOutcome | None
-    resumed: ChallengeResult | None
+    resumed: TaskResult | None
     time_limit: float
     gpus: tuple[str, ...] = ()
     #: the run's key as the harness computed it (never re-read from run.json): what the result's seal binds
@@ -182,7 +182,7 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_
         raise HarnessError(f"{rexmle_task.id}: {record['reason']}")
     folder = RunFolder(Path(record["run_dir"]))
     if state == "resumed":  # the result as its seal verified it, not re-read from the run folder
-        return AgentRun(folder, None, ChallengeResult.from_json(record["result"]), record["time_limit"])
+        return AgentRun(folder, None, TaskResult.from_json(record["result"]), record["time_limit"])
     outcome = outcome_from_json(record["outcome"])
     used = tuple(outcome.details.get("gpus") or ()) or tuple(record.get("gpus") or ())  # a scheduler's node reports its own
     # the key as the run's harness computed it (the board is the harness's, never the agent's): what the seal binds
@@ -260,7 +260,7 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
 
 @pytest.fixture
 def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_run, rexmle_grade, rexmle_settings,
-                  rexmle_judge, rexmle_repeat) -> ChallengeResult:
+                  rexmle_judge, rexmle_repeat) -> TaskResult:
     run = rexmle_agent_run
     repeat = rexmle_repeat if rexmle_settings.repeat > 1 else None
     if run.resumed is not None:
@@ -306,7 +306,7 @@ def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
             item.warn(pytest.PytestWarning(f"{task.id}: {write.__name__} failed: {type(exc).__name__}: {exc}"))
 
 
-def _suspected_leak(item: pytest.Item, task: Task, result: ChallengeResult, data) -> dict | None:
+def _suspected_leak(item: pytest.Item, task: Task, result: TaskResult, data) -> dict | None:
     """The leak rules of :mod:`pytest_rexmle.scoring.leaks`; the answers' own metrics are graded once per answers
     (cached). A failure there only skips that rule, with a warning: it never costs the agent its result."""
     from .scoring import leaks  # start-up: keeps 177 lines out of every pytest session (the plugin)
@@ -350,7 +350,7 @@ def _submission_digest(folder: Path, answers_id: str | None) -> dict | None:
         return None
 
 
-def record_result(item: pytest.Item, result: ChallengeResult, usage: dict | None = None,
+def record_result(item: pytest.Item, result: TaskResult, usage: dict | None = None,
                   run_facts: dict | None = None) -> None:
     """Per-case JUnit properties (with the gateway's ``usage.*`` and the run's ``compute.*`` when given),
     plus the whole record for the controller's session report."""

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .scoring.result import ChallengeResult
+    from .scoring.result import TaskResult
 
 __all__ = ["pytest_rexmle_result", "pytest_rexmle_session_report"]
 
 
 @pytest.hookspec()
-def pytest_rexmle_result(result: ChallengeResult, item: pytest.Item) -> None:
+def pytest_rexmle_result(result: TaskResult, item: pytest.Item) -> None:
     """Called on the process that ran ``item`` once its challenge result is final (graded or FAIL).
 
     Use it to ship results elsewhere; the session report is built on the controller from test reports

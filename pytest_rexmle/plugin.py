@@ -30,7 +30,7 @@ from .settings import add_options, read_settings
 from .task import registry
 
 if TYPE_CHECKING:
-    from .scoring.result import ChallengeResult
+    from .scoring.result import TaskResult
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -188,7 +188,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_rexmle_result(result: ChallengeResult, item: pytest.Item) -> None:
+def pytest_rexmle_result(result: TaskResult, item: pytest.Item) -> None:
     """An agent that reports its own usage (the coding CLIs): that report beside the gateway's, and a
     mismatch between the two, in the run's logs and the item's JUnit properties."""
     if result.run_dir and result.agent and Path(result.run_dir).is_dir():

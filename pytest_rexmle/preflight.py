@@ -226,7 +226,7 @@ def campaign_line(settings: Settings, tasks: list[Task]) -> str:
     gpu_hours = agents * sum(time_limit_of(settings, t) * t.gpus for t in tasks) / 3600
     no_gpus = "" if settings.gpus or settings.runtime == "slurm" else \
         " (the tasks' GPUs; this session has none: --rexmle-gpus)"
-    line = (f"rexmle: plan: {runs} run(s) ({len(tasks)} challenge(s) x {agents} agent(s)), at most "
+    line = (f"rexmle: plan: {runs} run(s) ({len(tasks)} task(s) x {agents} agent(s)), at most "
             f"{hours:,.4g} h of runs and {gpu_hours:,.4g} GPU-hour(s) at the time limit{no_gpus}; ")
     budget = Budget.parse(settings.budget)
     if budget is None:

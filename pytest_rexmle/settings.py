@@ -173,7 +173,7 @@ class Settings:
     judge: str = "rules"
     judge_options: dict[str, str] = field(default_factory=dict)
     parallel: int | None = None  # --rexmle-parallel: runs at once without GPUs (None: the executor's default)
-    repeat: int = 1  # --rexmle-repeat: runs of each (challenge, agent), each its own item
+    repeat: int = 1  # --rexmle-repeat: runs of each (task, agent), each its own item
     slurm_partition: str | None = None
     slurm_account: str | None = None
     slurm_qos: str | None = None
@@ -329,7 +329,7 @@ def parse_min_percentile(value) -> float:
 
 
 def usage_error(message: str) -> Exception:
-    """pytest's UsageError, imported only here: a run's child unpickles Settings and would otherwise
+    """pytest's UsageError, imported only here: a run's child reads Settings and would otherwise
     import pytest (about 0.15 s of every run's start) for an error only the session raises."""
     import pytest  # start-up: a run's child unpickles Settings without pytest
 

@@ -57,7 +57,7 @@ def test_rank_worked_example_json(rexmle):
     proc = rexmle("rank", "topcow-cta-det", "--metrics", '{"iou": 0.6707, "boundary_iou": 0.611}', "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    # ranking.md §6: positions iou 7, boundary_iou 5; mean 6.0; percentile 1 - 5/8 = 0.375; N = 8
+    # the report guide's worked example: positions iou 7, boundary_iou 5; mean 6.0; percentile 1 - 5/8 = 0.375; N = 8
     assert doc == {"task": "topcow-cta-det", "positions": {"boundary_iou": 5, "iou": 7}, "mean_position": 6.0,
                    "percentile": 0.375, "n_humans": 8}
     assert list(doc) == ["task", "positions", "mean_position", "percentile", "n_humans"]

@@ -91,13 +91,13 @@ def test_missing_data_is_said_once_grouped_by_release_and_no_campaign_line(bench
     data_dir = bench.path / "no-data"
     assert out.count("data not prepared in") == 1
     result.stdout.fnmatch_lines([
-        f"rexmle: data not prepared in {data_dir} for 7 selected challenge(s); they are skipped.*",
-        f"  isles22 (1.7 GB download, 1 challenge(s)): rexmle prepare isles22 --data-dir {data_dir}",
-        f"  topcow (14.4 GB download, 6 challenge(s)): rexmle prepare {' '.join(TOPCOW)} --data-dir {data_dir}"])
+        f"rexmle: data not prepared in {data_dir} for 7 selected task(s); they are skipped.*",
+        f"  isles22 (1.7 GB download, 1 task(s)): rexmle prepare isles22 --data-dir {data_dir}",
+        f"  topcow (14.4 GB download, 6 task(s)): rexmle prepare {' '.join(TOPCOW)} --data-dir {data_dir}"])
     assert "campaign:" not in out
     doc = report_json(bench.path)
     assert doc["campaign"]["n_runs"] == 0
-    reasons = {r["challenge_id"]: r["reason"] for r in doc["challenges"]}
+    reasons = {r["task_id"]: r["reason"] for r in doc["tasks"]}
     assert reasons["topcow-mra-seg"].endswith("data not prepared: rexmle prepare topcow-mra-seg")
     assert not (bench.path / ".rexmle" / "runs" / "topcow-mra-seg").exists()  # no run started for it
 

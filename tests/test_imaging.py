@@ -1,4 +1,4 @@
-"""Shared image reading rules (challenges.md §0.4)."""
+"""Shared image reading rules (docs/reference/grading.md: reading images)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_unreadable_file_is_invalid(tmp_path):
 
 
 def test_geometry_tolerances():
-    # §0.4 errata (turn 4): a header difference on the ground truth's size is a warning, not a refusal;
+    # a header difference on the ground truth's size is a warning, not a refusal;
     # within the old tolerances it is not even that.
     ref = sitk.Image([4, 4, 4], sitk.sitkUInt8)
     ref.SetSpacing((0.5, 0.5, 2.0))

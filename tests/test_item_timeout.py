@@ -26,7 +26,7 @@ def test_an_agent_outlives_the_suite_timeout_and_is_graded(bench, needs_bwrap, s
                    "-k", "ldct-iqa")
     result.assert_outcomes(passed=1)
     assert "Timeout" not in result.stdout.str()
-    row = report_json(bench.path)["challenges"][0]
+    row = report_json(bench.path)["tasks"][0]
     assert row["status"] == "ok" and row["timings"]["agent_seconds"] >= 10
 
 

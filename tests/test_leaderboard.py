@@ -1,4 +1,4 @@
-"""Leaderboard self-check (ranking.md §8) for all 20 files, and N per task (challenges.md §0.1)."""
+"""Leaderboard self-check for all 20 files, and N per task (docs/reference/grading.md: leaderboards, the tasks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pytest_rexmle.task import registry
 
 from .reference import reference_sha256, sha256
 
-# challenges.md §0.1, column N
+# the benchmark's task list, column N (the leaderboard's rows)
 EXPECTED_N = {
     "usenhance": 10, "ldct-iqa": 6, "panther-t1": 10, "panther-t2": 10, "seg-a": 10, "dentex": 10,
     "topcow-cta-seg": 10, "topcow-cta-det": 8, "topcow-cta-cls": 6, "topcow-mra-seg": 10, "topcow-mra-det": 7,
@@ -88,7 +88,7 @@ def test_task_copy_equals_shared_reference(task_board):
 
 
 def test_worked_example_board_parses_exactly():
-    # ranking.md §6 table
+    # docs/reading-the-report.md's worked example
     board = Leaderboard.read(registry().get("topcow-cta-det").leaderboard_path)
     assert board.teams == ("Organizers UZH", "NIC-VICOROB", "ARG", "IMR", "CLAIM", "junqiangchen", "tatsatra",
                            "pamaad")
@@ -101,7 +101,7 @@ def test_worked_example_board_parses_exactly():
 
 
 def test_repeated_team_names_are_separate_rows():
-    # ranking.md §1: team names may repeat; usenhance lists "1Bit" twice (ranks 7 and 8)
+    # team names may repeat; usenhance lists "1Bit" twice (ranks 7 and 8)
     board = Leaderboard.read(registry().get("usenhance").leaderboard_path)
     assert board.teams.count("1Bit") == 2
     assert board.n == 10

@@ -18,7 +18,7 @@ from pytest_rexmle.report.junit import read_cases
 from pytest_rexmle.scoring import leaks
 from pytest_rexmle.scoring.grading import grade_submission, result_from_grade
 from pytest_rexmle.scoring.ranking import rank
-from pytest_rexmle.scoring.result import ChallengeResult
+from pytest_rexmle.scoring.result import TaskResult
 from pytest_rexmle.task import registry
 
 from .conftest import REPO, report_dir, report_json, run_folders
@@ -81,7 +81,7 @@ def test_beats_humans_never_fires_on_synthetic_twins(tmp_path, shared_cache):
     answers rule still applies there, and the flag points to a docs page and anchor that exist."""
     task = registry().get("isles22")
     wide = {"dice": 0.95, "lesion_f1": 0.97, "lesion_count_diff": 0.5, "abs_volume_diff": 0.5}
-    result = ChallengeResult.graded(task, wide, rank(task, wide))
+    result = TaskResult.graded(task, wide, rank(task, wide))
     assert leaks.summary(leaks.check(task, result, None)) == leaks.BEATS_HUMANS
     assert leaks.check(task, result, None, synthetic=True) is None
     data = ensure_synthetic(task, shared_cache)
@@ -139,7 +139,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     (folder,) = run_folders(bench.path, "ldct-iqa")
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"
-    assert report_json(bench.path)["challenges"][0]["suspected_leak"] == record["suspected_leak"]
+    assert report_json(bench.path)["tasks"][0]["suspected_leak"] == record["suspected_leak"]
     props = read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"]
     assert props["suspected_leak"].startswith("answers-reproduced")
     assert "⚠ suspected leak (docs/security/host-side.md#suspected-leaks)" in (

@@ -51,7 +51,7 @@ def numpy_venv():
 
 
 def _graded(bench, task: str = "ldct-iqa") -> tuple[dict, dict, str]:
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     run = run_folders(bench.path, task)[-1]
     stdout = (run / "logs" / "agent.stdout.log").read_text()
     return record, json.loads((run / "run.json").read_text()), stdout

@@ -86,14 +86,14 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     doc = report_json(bench.path)
     assert doc["selected"] == ["isles22", "ldct-iqa", "topcow-cta-det"]
     assert doc["partial"] is True and doc["n_fail"] == 0
-    percentiles = [c["percentile"] for c in doc["challenges"]]
+    percentiles = [c["percentile"] for c in doc["tasks"]]
     # pytest-html's Percentile column, from the results the workers sent
     _, rows = html_table(bench.path / "page.html")
     assert {name: html_text(cells[2]) for name, cells in rows.items()} == \
-        {f"test_challenge[{c['challenge_id']}]": f"{c['percentile']:.3f}" for c in doc["challenges"]}
+        {f"test_challenge[{c['task_id']}]": f"{c['percentile']:.3f}" for c in doc["tasks"]}
     assert doc["score"] == pytest.approx(sum(percentiles) / 3)
     assert (report_dir(bench.path) / "rexmle-report.md").read_text().count("| ok |") == 3
-    result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 challenge(s), 0 FAIL*"])
+    result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 task(s), 0 FAIL*"])
 
 
 def _competitions_copy(tmp_path: Path, **overrides: dict) -> Path:
@@ -122,7 +122,7 @@ def test_task_without_grader_skips_and_counts_as_fail(bench, needs_bwrap, tmp_pa
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*dentex: grader not implemented yet*"])
     doc = report_json(bench.path)
-    by_id = {c["challenge_id"]: c for c in doc["challenges"]}
+    by_id = {c["task_id"]: c for c in doc["tasks"]}
     assert by_id["dentex"]["status"] == "missing" and by_id["dentex"]["percentile"] == 0.0
     assert "not run" in by_id["dentex"]["reason"]
     assert doc["score"] == pytest.approx(by_id["ldct-iqa"]["percentile"] / 2)
@@ -144,7 +144,7 @@ def test_min_percentile_turns_a_graded_item_into_a_failure(bench, needs_bwrap):
                                  "*0 FAIL, 1 below --rexmle-min-percentile 50.0% (failed in pytest)"])
     doc = report_json(bench.path)
     assert doc["settings"]["min_percentile"] == 0.5 and doc["n_below_min_percentile"] == 1
-    assert doc["challenges"][0]["status"] == "ok" and doc["challenges"][0]["below_min_percentile"] is True
+    assert doc["tasks"][0]["status"] == "ok" and doc["tasks"][0]["below_min_percentile"] is True
 
 
 @pytest.mark.parametrize("value, message", [
@@ -169,7 +169,7 @@ def test_crashing_agent_is_a_fail_with_exit_code_and_stderr(bench, needs_bwrap):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FAIL [[]missing[]] agent exited with code 3; stderr ends with: crasher: giving up*"])
     doc = report_json(bench.path)
-    assert doc["challenges"][0]["status"] == "missing" and doc["n_fail"] == 1 and doc["score"] == 0.0
+    assert doc["tasks"][0]["status"] == "missing" and doc["n_fail"] == 1 and doc["score"] == 0.0
 
 
 def test_invalid_submission_is_a_fail_naming_the_rule(bench, needs_bwrap):
@@ -191,7 +191,7 @@ def test_grader_error_is_an_error_not_a_failure(bench, needs_bwrap, tmp_path, sh
     result = bench("--agent=sample", "--rexmle-data=prepared", f"--rexmle-data-dir={data_dir}", "-k", "ldct-iqa")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*grader error: ValueError*"])
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     assert record["status"] == "error" and record["percentile"] == 0.0 and "Traceback" in record["traceback"]
 
 
@@ -213,7 +213,7 @@ def test_resume_reuses_finished_results(bench, needs_bwrap):
 def test_result_hook_is_called(bench, needs_bwrap):
     bench.path.joinpath("conftest.py").write_text(
         "def pytest_rexmle_result(result, item):\n"
-        "    open('hook.txt', 'a').write(f'{result.challenge_id} {result.status}\\n')\n")
+        "    open('hook.txt', 'a').write(f'{result.task_id} {result.status}\\n')\n")
     bench("--agent=sample", "-k", "ldct-iqa").assert_outcomes(passed=1)
     assert bench.path.joinpath("hook.txt").read_text() == "ldct-iqa ok\n"
 

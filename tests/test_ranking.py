@@ -1,4 +1,4 @@
-"""Positions, mean position, percentile, overall score and medals (ranking.md §2–§7, §9).
+"""Positions, mean position, percentile, overall score and medals (docs/reading-the-report.md).
 
 Every expected value below is computed by hand from the task's leaderboard.csv; the computation is written
 next to it.
@@ -22,7 +22,7 @@ from pytest_rexmle.scoring.ranking import (
     position,
     rank,
 )
-from pytest_rexmle.scoring.result import ChallengeResult
+from pytest_rexmle.scoring.result import TaskResult
 from pytest_rexmle.task import registry
 
 
@@ -30,7 +30,7 @@ def task(task_id):
     return registry().get(task_id)
 
 
-# -- §6 worked example -----------------------------------------------------------------------------------
+# -- the worked example of docs/reading-the-report.md ------------------------------------------------------
 
 def test_worked_example_topcow_cta_det():
     # iou 0.6707: humans strictly above: 0.79 0.76 0.74 0.74 0.72 0.72 -> 6 -> position 7
@@ -69,7 +69,7 @@ def test_no_rounding_before_comparison():
     assert rank(t, {"boundary_iou": 0.62 - 1e-12, "iou": 0.80}).positions["boundary_iou"] == 5
 
 
-# -- §7 test vectors -------------------------------------------------------------------------------------
+# -- test vectors -------------------------------------------------------------------------------------
 
 VECTORS = [
     # topcow-cta-det: boundary_iou .6518 < .69 only -> 2; iou .6999 below 6 humans (.79..0.72) -> 7
@@ -140,7 +140,7 @@ def test_paper_vector_rounded_values():
 
 
 def test_percentile_display_one_decimal():
-    # ranking.md §3: displayed with one decimal (0.375 -> "37.5%"); §7 prints 0.5625 as "56.3%" (56.25 rounded
+    # displayed with one decimal (0.375 -> "37.5%"); 0.5625 prints as "56.3%" (56.25 rounded
     # half up), 0.142857 as "14.3%", 0.58 as "58.0%"
     assert pct(0.375) == "37.5%"
     assert pct(1 / 7) == "14.3%"
@@ -269,9 +269,9 @@ def test_known_extra_metrics_pass_the_name_check_and_do_not_rank():
     assert r.positions == {"score": 5}
 
 
-# -- §5 overall score ------------------------------------------------------------------------------------
+# -- overall score ------------------------------------------------------------------------------------
 
-AIDE = {  # ranking.md §7, overall example (paper Table 3)
+AIDE = {  # the paper's Table 3 overall example
     "ldct-iqa": 1 / 3, "panther-t1": 0.16, "panther-t2": 0.10, "topbrain-cta-seg": 1 / 60,
     "topbrain-mra-seg": 0.10, "topcow-cta-det": 0.375, "topcow-mra-det": 1 / 7, "topcow-cta-cls": 1 / 3,
     "topcow-mra-cls": 0.25,
@@ -285,13 +285,13 @@ def _aide_records():
         n = Leaderboard.read(t.leaderboard_path).n
         if t.id in AIDE:
             mean = 1 + (1 - AIDE[t.id]) * n  # invert the percentile formula
-            records.append(ChallengeResult(t.id, t.reference_id, "ok", None, {}, [m.key for m in t.ranking_metrics],
+            records.append(TaskResult(t.id, t.reference_id, "ok", None, {}, [m.key for m in t.ranking_metrics],
                                            {}, mean, n, AIDE[t.id]))
         elif t.id in AIDE_FAILS:
-            records.append(ChallengeResult.failed(t, "invalid", "no valid submission", n))
+            records.append(TaskResult.failed(t, "invalid", "no valid submission", n))
         else:  # graded but worse than every human: percentile 0
             keys = [m.key for m in t.ranking_metrics]
-            records.append(ChallengeResult(t.id, t.reference_id, "ok", None, {}, keys, {k: n + 1 for k in keys},
+            records.append(TaskResult(t.id, t.reference_id, "ok", None, {}, keys, {k: n + 1 for k in keys},
                                            float(n + 1), n, 0.0))
     return records
 
@@ -318,14 +318,14 @@ def test_report_score_aide_example():
     assert doc["n_fail"] == 2
     assert doc["selected"] == registry().ids
     assert doc["score"] == pytest.approx(0.090560, abs=1e-6)
-    fails = {c["challenge_id"]: c for c in doc["challenges"] if c["status"] != "ok"}
+    fails = {c["task_id"]: c for c in doc["tasks"] if c["status"] != "ok"}
     assert sorted(fails) == sorted(AIDE_FAILS)
     assert all(c["percentile"] == 0.0 and c["metrics"] is None for c in fails.values())
 
 
 def test_report_partial_selection():
     # two selected challenges: topcow-cta-det 0.375 and a FAIL -> score (0.375 + 0) / 2 = 0.1875, partial
-    records = [r for r in _aide_records() if r.challenge_id in ("topcow-cta-det", "puma-t1-tissue-seg")]
+    records = [r for r in _aide_records() if r.task_id in ("topcow-cta-det", "puma-t1-tissue-seg")]
     doc = build_report(records, agent="aide", agent_options={}, settings={}, run_id="r2")
     assert doc["partial"] is True
     assert doc["selected"] == ["puma-t1-tissue-seg", "topcow-cta-det"]
@@ -333,7 +333,7 @@ def test_report_partial_selection():
     assert doc["n_fail"] == 1
 
 
-# -- §9 medals (optional extra) --------------------------------------------------------------------------
+# -- medals (never in the score) --------------------------------------------------------------------------
 
 def test_medal_thresholds_topcow_cta_det():
     # stored mean_position by rank: 1, 2, 3, 3, 5, 5, 7, 8; gold/silver/bronze = rows 1/2/3;
@@ -371,6 +371,6 @@ def test_medals_topcow_cta_det(metrics, mean_position, medal, above_median):
 
 def test_fail_earns_no_medal():
     t = task("topcow-cta-det")
-    rec = ChallengeResult.failed(t, "timeout", "ran out of time", 8)
+    rec = TaskResult.failed(t, "timeout", "ran out of time", 8)
     assert rec.medal is None
     assert rec.above_median is False

@@ -1,4 +1,4 @@
-"""Task registry: the 20 task folders, their identities and markers (challenges.md §0.1), alias lookup,
+"""Task registry: the 20 task folders, their identities and markers (grading rules: the tasks), alias lookup,
 and the validation of malformed ``task.yaml`` files (the error names the file and the field)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pytest_rexmle.task import TaskRegistry, competitions_root, load_task, regis
 
 from .reference import metric_directions
 
-# challenges.md §0.1, copied row by row: project id -> (reference id, task marker, modality marker, N,
+# the benchmark's task list, row by row: project id -> (reference id, task marker, modality marker, N,
 # paper names of the "paper name" column).
 TABLE = {
     "usenhance": ("usenhance", "enhancement", "ultrasound", 10, ["USenhance"]),
@@ -124,7 +124,7 @@ def test_directions_agree_with_shared_metric_config(reg, task_id):
 
 
 def test_sega_std_keys_never_rank(reg):
-    # ranking.md §1: SEG.A's hd_std/dsc_std are in metric_config but not leaderboard columns.
+    # SEG.A's hd_std/dsc_std are in metric_config but not leaderboard columns.
     task = reg.get("seg-a")
     assert [m.key for m in task.ranking_metrics] == ["hd_50pc", "dsc_50pc"]
     assert {m.key: m.direction for m in task.ranking_metrics} == {"hd_50pc": "lower_better",

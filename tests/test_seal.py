@@ -25,7 +25,7 @@ def _graded(tmp_path, name="run"):
     folder = tmp_path / "runs" / name
     folder.mkdir(parents=True)
     path = folder / "result.json"
-    path.write_text(json.dumps({"challenge_id": "ldct-iqa", "status": "ok", "percentile": 37.5}, indent=2))
+    path.write_text(json.dumps({"task_id": "ldct-iqa", "status": "ok", "percentile": 37.5}, indent=2))
     return path
 
 
@@ -81,7 +81,7 @@ def test_resume_rejects_a_result_rewritten_after_grading(bench, needs_bwrap):
     first = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume")
     first.assert_outcomes(passed=1)
     (folder,) = run_folders(bench.path, "ldct-iqa")
-    graded = report_json(bench.path)["challenges"][0]
+    graded = report_json(bench.path)["tasks"][0]
     assert graded["percentile"] < 100
     assert (folder / "result.json.seal").is_file()
     result = folder / "result.json"
@@ -93,7 +93,7 @@ def test_resume_rejects_a_result_rewritten_after_grading(bench, needs_bwrap):
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*not resuming*result.json*seal does not match*runs again*"])
     assert len(run_folders(bench.path, "ldct-iqa")) == 2, "a result that fails its seal must be re-run"
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     assert record["percentile"] == graded["percentile"] and record["run_dir"] != str(folder)
     # the fresh run's result is sealed and reused by the next resumed session
     third = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume")

@@ -55,12 +55,12 @@ def test_two_agents_run_graded_and_reported_apart(bench, needs_bwrap):
     result = bench(*args)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*FAILED*test_challenge?ldct-iqa-command?*"])
-    result.stdout.fnmatch_lines(["agent sample: score *% over 1 challenge(s), 0 FAIL",
-                                 "agent command: score 0.0% over 1 challenge(s), 1 FAIL"])
+    result.stdout.fnmatch_lines(["agent sample: score *% over 1 task(s), 0 FAIL",
+                                 "agent command: score 0.0% over 1 task(s), 1 FAIL"])
     folders = run_folders(bench.path, "ldct-iqa")
     assert sorted(f.parent.name.split("-")[0] for f in folders) == ["command", "sample"]
     doc = report_json(bench.path)
-    by_agent = {r["agent"]: r for r in doc["challenges"]}
+    by_agent = {r["agent"]: r for r in doc["tasks"]}
     assert by_agent["sample"]["status"] == "ok" and by_agent["command"]["status"] == "invalid"
     assert set(doc["agents"]) == {"sample", "command"}
     assert doc["agents"]["command"]["n_fail"] == 1 and doc["agents"]["sample"]["n_fail"] == 0

@@ -1,4 +1,4 @@
-"""The deterministic split of challenges.md §0.3."""
+"""The deterministic split (docs/reference/grading.md: the split)."""
 
 from __future__ import annotations
 

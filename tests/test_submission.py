@@ -1,4 +1,4 @@
-"""Submission folder and CSV rules (challenges.md §0.5), on real files in tmp_path."""
+"""Submission folder and CSV rules (docs/reference/grading.md: submissions), on real files in tmp_path."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_symlinked_submission_folder_is_rejected(tmp_path):
 
 
 def test_dotdot_that_stays_inside_after_normalisation_is_allowed(tmp_path):
-    """§0.5: a path must not leave the folder *after normalisation*; 'preds/../001.png' is '001.png'."""
+    """a path must not leave the folder *after normalisation*; 'preds/../001.png' is '001.png'."""
     from pytest_rexmle.errors import InvalidSubmission
     from pytest_rexmle.submission import safe_relative_file
 

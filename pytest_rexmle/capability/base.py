@@ -94,12 +94,12 @@ class Judge(ABC):
         """The judge record stored with every result: name, model, params, prompt_version (no secrets)."""
 
     @abstractmethod
-    def judge_sections(self, sources: list[Source], challenge_id: str, ignore: set[str],
+    def judge_sections(self, sources: list[Source], task_id: str, ignore: set[str],
                        clock: Clock | None = None) -> tuple[list[dict], list[str], dict | None]:
         """(sections with 13 normalised results each, flags, judge usage or None); checks ``clock``."""
 
     @abstractmethod
-    def judge_stages(self, sources: list[Source], challenge_id: str, ignore: set[str],
+    def judge_stages(self, sources: list[Source], task_id: str, ignore: set[str],
                      clock: Clock | None = None) -> dict[str, dict]:
         """``{"S1": {"score": float in [0, 1], "evidence": str}, "S2": ..., "S3": ...}``; checks ``clock``."""
 
@@ -109,19 +109,19 @@ class Judge(ABC):
         Everything from the first file read to the last section judged runs on one clock; a judge that
         runs out scores nothing and says so in ``flags`` (the document is written all the same)."""
         run_dir = Path(run_dir)
-        challenge_id = task_id_of(task)
+        task_id = task_id_of(task)
         meta = run_meta(run_dir)
         clock = self.clock()
         try:
             sources = collect_sources(run_dir, clock=clock)
             if has_trace(sources):
-                sections, flags, usage = self.judge_sections(sources, challenge_id, description_lines(run_dir, task),
+                sections, flags, usage = self.judge_sections(sources, task_id, description_lines(run_dir, task),
                                                              clock)
             else:  # the agent's own logs are claims: without an observed trace nothing counts
-                sections, flags, usage = untraced(challenge_id), [NO_TRACE_FLAG], None
+                sections, flags, usage = untraced(task_id), [NO_TRACE_FLAG], None
         except JudgeTimedOut as exc:
-            sections, flags, usage = untraced(challenge_id, str(exc)), [str(exc)], self.spent_so_far()
-        doc = run_document(agent=meta.get("agent"), challenge_id=challenge_id, seed=_seed(meta),
+            sections, flags, usage = untraced(task_id, str(exc)), [str(exc)], self.spent_so_far()
+        doc = run_document(agent=meta.get("agent"), task_id=task_id, seed=_seed(meta),
                            run_dir=str(run_dir), judge=self.describe(), sections=sections, flags=flags,
                            judge_usage=usage)
         write_json_atomic(run_dir / CAPABILITY_JSON, doc)

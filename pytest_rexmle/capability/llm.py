@@ -216,14 +216,14 @@ class LLMJudge(Judge):
     def sections(self, sources: list[Source]) -> list[str]:
         return split_sections(trace_text(sources, keep_code=self.keep_code), self.section_chars)
 
-    def judge_sections(self, sources, challenge_id, ignore, clock=None):
+    def judge_sections(self, sources, task_id, ignore, clock=None):
         sections, flags = [], []
         start = self._run_start = dict(self.usage)
         texts = self.sections(sources)
         if not texts:
-            return untraced(challenge_id), [NO_TRACE_FLAG], self._usage(start)
+            return untraced(task_id), [NO_TRACE_FLAG], self._usage(start)
         for i, text in enumerate(texts, start=1):
-            label = f"{challenge_id}-section-{i}"
+            label = f"{task_id}-section-{i}"
             raw, why = self._ask(SYSTEM_PROMPT, user_message(label, text), "results", clock)
             if raw is None:
                 sections.append({"label": label, "flagged": True, "results": zero_results(UNPARSABLE)})
@@ -232,10 +232,10 @@ class LLMJudge(Judge):
                 sections.append({"label": label, "flagged": False, "results": normalise_results(raw)})
         return sections, flags, self._usage(start)
 
-    def judge_stages(self, sources, challenge_id, ignore, clock=None):
+    def judge_stages(self, sources, task_id, ignore, clock=None):
         best = {sid: {"score": 0.0, "evidence": ""} for sid in JUDGED_STAGES}
         for i, text in enumerate(self.sections(sources), start=1):
-            label = f"{challenge_id}-section-{i}"
+            label = f"{task_id}-section-{i}"
             raw, _ = self._ask(STAGE_SYSTEM_PROMPT, stage_message(label, text), "stages", clock)
             for item in raw or []:
                 if not isinstance(item, dict) or item.get("id") not in best:

@@ -494,15 +494,15 @@ class RulesJudge(Judge):
     def describe(self) -> dict:
         return {"name": self.name, "model": "rules", "params": {}, "prompt_version": PROMPT_VERSION}
 
-    def judge_sections(self, sources, challenge_id, ignore, clock=None):
+    def judge_sections(self, sources, task_id, ignore, clock=None):
         results = []
         lines = prepare(sources, ignore, clock)
         for strategy in load_strategies():
             score, evidence = judge_rule(RULES[strategy.key], lines)
             results.append({"id": strategy.id, "strategy": strategy.name, "score": score, "evidence": evidence})
-        return [{"label": f"{challenge_id}-rules", "flagged": False, "results": results}], [], None
+        return [{"label": f"{task_id}-rules", "flagged": False, "results": results}], [], None
 
-    def judge_stages(self, sources, challenge_id, ignore, clock=None):
+    def judge_stages(self, sources, task_id, ignore, clock=None):
         out = {}
         lines = prepare(sources, ignore, clock)
         for stage in JUDGED_STAGES:

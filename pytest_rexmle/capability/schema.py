@@ -1,11 +1,11 @@
 """Capability documents: normalisation of judge answers, per-run and per-agent aggregation, validation.
 
-Per-run document (``<run>/capability.json``, schema ``rexmle-capability-run/1``: the strategies plus
+Per-run document (``<run>/capability.json``, schema ``rexmle-capability-run/2``: the strategies plus
 the ``results`` view in the paper's judge-output shape)::
 
     {
-      "schema": "rexmle-capability-run/1",
-      "agent": str | null, "challenge_id": str, "seed": int | null, "run_dir": str,
+      "schema": "rexmle-capability-run/2",
+      "agent": str | null, "task_id": str, "seed": int | null, "run_dir": str,
       "judge": {"name": "rules" | "llm", "model": str, "params": {...}, "prompt_version": str, ...},
       "sections": [{"label": str, "flagged": bool, "results": [13 × {"id", "strategy", "score", "evidence"}]}],
       "strategies": [13 × {"id": int, "key": str, "strategy": str, "score": 0 | 1,
@@ -18,19 +18,19 @@ the ``results`` view in the paper's judge-output shape)::
 ``strategies`` is the per-run binary score (1 iff some section scored 1; evidence and label of the first
 such section); ``results`` is the same 13 rows without ``key``/``section``.
 
-Per-agent document (the same per agent, schema ``rexmle-capability-agent/1``)::
+Per-agent document (the same per agent, schema ``rexmle-capability-agent/2``)::
 
     {
-      "schema": "rexmle-capability-agent/1", "agent": str, "n_runs": int,
+      "schema": "rexmle-capability-agent/2", "agent": str, "n_runs": int,
       "strategies": [13 × {"id", "key", "strategy", "mean_score": float, "sum_score": int, "n_runs": int,
                            "fragment_mean": float | null}],
-      "runs": [{"challenge_id", "seed", "run_dir", "scores": [13 × 0|1], "flags": [str]}]   per-challenge table
+      "runs": [{"task_id", "seed", "run_dir", "scores": [13 × 0|1], "flags": [str]}]   per-challenge table
     }
 
-Session document (``rexmle-capability.json``, schema ``rexmle-capability/1``)::
+Session document (``rexmle-capability.json``, schema ``rexmle-capability/2``)::
 
     {
-      "schema": "rexmle-capability/1", "created": ISO-8601 UTC, "judge": {...} | null,
+      "schema": "rexmle-capability/2", "created": ISO-8601 UTC, "judge": {...} | null,
       "agents": [per-agent documents],
       "stages": [stage documents of pytest_rexmle.capability.stages]      may be empty
     }
@@ -51,9 +51,9 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from ..documents import Document
 from .strategies import N_STRATEGIES, load_strategies
 
-RUN_SCHEMA = "rexmle-capability-run/1"
-AGENT_SCHEMA = "rexmle-capability-agent/1"
-SESSION_SCHEMA = "rexmle-capability/1"
+RUN_SCHEMA = "rexmle-capability-run/2"
+AGENT_SCHEMA = "rexmle-capability-agent/2"
+SESSION_SCHEMA = "rexmle-capability/2"
 UNPARSABLE = "Unparsable judge response"
 MISSING = "Missing in model response"
 NO_TEXT = "No observed trace"
@@ -94,10 +94,10 @@ def zero_results(evidence: str) -> list[dict]:
     return [{"id": s.id, "strategy": s.name, "score": 0, "evidence": evidence} for s in load_strategies()]
 
 
-def untraced(challenge_id: str, evidence: str = NO_TEXT) -> list[dict]:
+def untraced(task_id: str, evidence: str = NO_TEXT) -> list[dict]:
     """The one section of a run without an observed trace (or whose judge timed out, ``evidence`` says
     so): flagged, every strategy 0."""
-    return [{"label": f"{challenge_id}-section-1", "flagged": True, "results": zero_results(evidence)}]
+    return [{"label": f"{task_id}-section-1", "flagged": True, "results": zero_results(evidence)}]
 
 
 def combine_sections(sections: list[dict]) -> list[dict]:
@@ -111,11 +111,11 @@ def combine_sections(sections: list[dict]) -> list[dict]:
     return rows
 
 
-def run_document(*, agent: str | None, challenge_id: str, seed: int | None, run_dir: str, judge: dict,
+def run_document(*, agent: str | None, task_id: str, seed: int | None, run_dir: str, judge: dict,
                  sections: list[dict], flags: list[str], judge_usage: dict | None = None) -> dict:
     strategies = combine_sections(sections)
     doc = {
-        "schema": RUN_SCHEMA, "agent": agent, "challenge_id": challenge_id, "seed": seed, "run_dir": run_dir,
+        "schema": RUN_SCHEMA, "agent": agent, "task_id": task_id, "seed": seed, "run_dir": run_dir,
         "judge": judge, "sections": sections, "strategies": strategies,
         "results": [{k: row[k] for k in ("id", "strategy", "score", "evidence")} for row in strategies],
         "flags": flags,
@@ -132,7 +132,7 @@ def aggregate(docs: Iterable[dict], agent: str | None) -> dict:
     count for the one asked). Runs that ended in FAIL are included: the analysis is about the process.
     """
     runs = [d for d in docs if d.get("agent") in (agent, None)]
-    runs.sort(key=lambda d: (d.get("challenge_id") or "", d.get("seed") if d.get("seed") is not None else -1,
+    runs.sort(key=lambda d: (d.get("task_id") or "", d.get("seed") if d.get("seed") is not None else -1,
                              d.get("run_dir") or ""))
     n = len(runs)
     rows = []
@@ -142,7 +142,7 @@ def aggregate(docs: Iterable[dict], agent: str | None) -> dict:
         rows.append({"id": s.id, "key": s.key, "strategy": s.name,
                      "mean_score": (sum(scores) / n) if n else 0.0, "sum_score": int(sum(scores)), "n_runs": n,
                      "fragment_mean": (sum(fragments) / len(fragments)) if fragments else None})
-    table = [{"challenge_id": d.get("challenge_id"), "seed": d.get("seed"), "run_dir": d.get("run_dir"),
+    table = [{"task_id": d.get("task_id"), "seed": d.get("seed"), "run_dir": d.get("run_dir"),
               "scores": [_run_score(d, s.id) for s in load_strategies()], "flags": list(d.get("flags", []))}
              for d in runs]
     return {"schema": AGENT_SCHEMA, "agent": agent, "n_runs": n, "strategies": rows, "runs": table}
@@ -220,11 +220,11 @@ class JudgedSection(Strict):
 
 
 class CapabilityRun(Strict):
-    """A per-run ``capability.json`` (``rexmle-capability-run/1``)."""
+    """A per-run ``capability.json`` (``rexmle-capability-run/2``)."""
 
-    schema_: Literal["rexmle-capability-run/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-capability-run/2"] = Field(alias="schema")
     agent: str | None
-    challenge_id: str
+    task_id: str
     seed: int | None
     run_dir: str
     judge: JudgeRecord
@@ -260,9 +260,9 @@ class AgentRun(Strict):
 
 
 class AgentCapability(Strict):
-    """A per-agent aggregate (``rexmle-capability-agent/1``)."""
+    """A per-agent aggregate (``rexmle-capability-agent/2``)."""
 
-    schema_: Literal["rexmle-capability-agent/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-capability-agent/2"] = Field(alias="schema")
     n_runs: int
     runs: list[AgentRun]
     strategies: list[AgentStrategy]
@@ -293,9 +293,9 @@ def _stage_documents(docs: list) -> list:
 
 
 class SessionCapability(Strict):
-    """The session's ``rexmle-capability.json`` (``rexmle-capability/1``)."""
+    """The session's ``rexmle-capability.json`` (``rexmle-capability/2``)."""
 
-    schema_: Literal["rexmle-capability/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-capability/2"] = Field(alias="schema")
     created: str
     agents: list[AgentCapability]
     stages: Annotated[list[dict[str, Any]], AfterValidator(_stage_documents)]

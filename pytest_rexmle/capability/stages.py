@@ -35,9 +35,9 @@ adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields option
 ``usage`` (``source: "gateway"``) is the cost block instead (turns = model requests, plus
 ``cached_tokens`` and ``model_seconds``) and the agent's file is kept only as ``reported_by_agent``.
 
-Document (``<run>/stages.json``, schema ``rexmle-stages/1``)::
+Document (``<run>/stages.json``, schema ``rexmle-stages/2``)::
 
-    {"schema": "rexmle-stages/1", "agent": str | null, "challenge_id": str, "run_dir": str,
+    {"schema": "rexmle-stages/2", "agent": str | null, "task_id": str, "run_dir": str,
      "judge": {...judge record...},
      "stages": [{"id": "S1", "name": "plan", "weight": 0.25, "score": float in [0, 1],
                  "method": "rules" | "llm" | "deterministic", "evidence": str}, ... S1..S5],
@@ -67,7 +67,7 @@ from .clock import JudgeTimedOut
 from .schema import NO_TEXT, Strict
 from .trace import collect_sources, has_trace
 
-SCHEMA = "rexmle-stages/1"
+SCHEMA = "rexmle-stages/2"
 STAGES_JSON = "stages.json"
 WEIGHTS = {"S1": 0.25, "S2": 0.15, "S3": 0.35, "S4": 0.15, "S5": 0.10}
 NAMES = {"S1": "plan", "S2": "setup", "S3": "validate", "S4": "inference", "S5": "submit"}
@@ -81,12 +81,12 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
     """Score S1–S5 of one run, write ``<run_dir>/stages.json`` and return the document."""
     run_dir = Path(run_dir)
     task_obj = resolve_task(task)
-    challenge_id = task_id_of(task)
+    task_id = task_id_of(task)
     clock = judge.clock()
     try:
         sources = collect_sources(run_dir, clock=clock)
         if has_trace(sources):
-            judged = judge.judge_stages(sources, challenge_id, description_lines(run_dir, task_obj), clock)
+            judged = judge.judge_stages(sources, task_id, description_lines(run_dir, task_obj), clock)
         else:  # claims in the agent's own logs earn no stage credit
             judged = {sid: {"score": 0.0, "evidence": NO_TEXT} for sid in JUDGED_STAGES}
     except JudgeTimedOut as exc:  # S4/S5 are measured all the same; the judged stages say why they are 0
@@ -100,7 +100,7 @@ def stage_scores(run_dir: Path, task: Any, public_dir: Path | None, judge) -> di
         rows.append({"id": sid, "name": NAMES[sid], "weight": WEIGHTS[sid], "score": min(1.0, max(0.0, score)),
                      "method": "deterministic" if sid in measured else method, "evidence": evidence})
     meta = run_meta(run_dir)
-    doc = {"schema": SCHEMA, "agent": meta.get("agent"), "challenge_id": challenge_id, "run_dir": str(run_dir),
+    doc = {"schema": SCHEMA, "agent": meta.get("agent"), "task_id": task_id, "run_dir": str(run_dir),
            "judge": judge.describe(), "stages": rows, "total": sum(r["weight"] * r["score"] for r in rows),
            "usage": read_usage(run_dir, meta)}
     write_json_atomic(run_dir / STAGES_JSON, doc)
@@ -265,10 +265,10 @@ class Stage(Strict):
 
 
 class StageScores(Strict):
-    """A run's ``stages.json`` (``rexmle-stages/1``)."""
+    """A run's ``stages.json`` (``rexmle-stages/2``)."""
 
-    schema_: Literal["rexmle-stages/1"] = Field(alias="schema")
-    challenge_id: str
+    schema_: Literal["rexmle-stages/2"] = Field(alias="schema")
+    task_id: str
     run_dir: str
     stages: list[Stage]
     total: float

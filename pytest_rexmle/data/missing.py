@@ -38,7 +38,7 @@ def _by_release(absent: list[Task], data_dir: Path) -> list[str]:
     by_release: dict[str, list[Task]] = {}
     for task in absent:
         by_release.setdefault(str(task.source["raw"]), []).append(task)
-    return [f"  {release} ({size_of(group[0])}, {len(group)} challenge(s)): "
+    return [f"  {release} ({size_of(group[0])}, {len(group)} task(s)): "
             f"rexmle prepare {' '.join(t.id for t in group)} --data-dir {data_dir}"
             for release, group in by_release.items()]
 
@@ -48,7 +48,7 @@ def missing_note(tasks: list[Task], data_dir: Path) -> list[str]:
     absent = missing(tasks, data_dir)
     if not absent:
         return []
-    return [f"rexmle: data not prepared in {data_dir} for {len(absent)} selected challenge(s); they are skipped. "
+    return [f"rexmle: data not prepared in {data_dir} for {len(absent)} selected task(s); they are skipped. "
             "Prepare them (once, resumable), or use --rexmle-data=synthetic for the small twins:",
             *_by_release(absent, data_dir)]
 
@@ -59,7 +59,7 @@ def missing_lines(tasks: list[Task], data_dir: Path) -> list[str]:
     absent = missing(tasks, data_dir)
     if not absent:
         return []
-    return [f"data not prepared in {data_dir} for {len(absent)} selected challenge(s): prepare them (once, "
+    return [f"data not prepared in {data_dir} for {len(absent)} selected task(s): prepare them (once, "
             "resumable), or use --rexmle-data=synthetic for the small twins:", *_by_release(absent, data_dir)]
 
 

@@ -82,7 +82,7 @@ def sessions(report_dir: Path) -> list[dict]:
             doc = read_report(path)
         except (OSError, ValueError):
             continue
-        if isinstance(doc, dict) and isinstance(doc.get("challenges"), list):
+        if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
             out.append({**doc, "folder": path.parent.name})
     out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
     return out
@@ -128,7 +128,7 @@ def local_time(iso: str | None) -> str:
 def _row(doc: dict) -> dict:
     n_selected = len(doc.get("selected") or [])
     return {"folder": doc["folder"], "created": local_time(doc.get("created")), "agent": str(doc.get("agent") or "-"),
-            "score": pct(float(doc.get("score") or 0.0)), "challenges": str(n_selected),
+            "score": pct(float(doc.get("score") or 0.0)), "tasks": str(n_selected),
             "partial": "partial" if doc.get("partial") else "full", "fail": str(doc.get("n_fail", "-")),
             "error": str(doc.get("n_error", 0)), "skipped": str(len(doc.get("skipped") or ())),
             "data": data_kind(doc)}
@@ -141,7 +141,7 @@ def index_markdown(docs: list[dict], latest: str | None) -> str:
     for doc in docs:
         r = _row(doc)
         lines.append(f"| [{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>) | {r['created']} | {md_text(r['agent'])} | "
-                     f"{r['data']} | {r['score']} | {r['challenges']} ({r['partial']}) | {r['fail']} | {r['error']} | "
+                     f"{r['data']} | {r['score']} | {r['tasks']} ({r['partial']}) | {r['fail']} | {r['error']} | "
                      f"{r['skipped']} |")
     return "\n".join(lines) + "\n"
 
@@ -156,7 +156,7 @@ def index_html(docs: list[dict], latest: str | None) -> str:
 #: end reads only its own report, not every earlier one (which cost 7.5 ms × S² over S sessions)
 INDEX_CACHE = ".index-cache.json"
 INDEX_FIELDS = ("created", "agent", "score", "selected", "partial", "n_fail", "n_error", "skipped", "data_kind",
-                "settings", "challenges")
+                "settings", "tasks")
 
 
 def summaries(report_dir: Path) -> list[dict]:
@@ -185,12 +185,12 @@ def summaries(report_dir: Path) -> list[dict]:
                 doc = read_report(path)
             except (OSError, ValueError):
                 continue
-            if not (isinstance(doc, dict) and isinstance(doc.get("challenges"), list)):
+            if not (isinstance(doc, dict) and isinstance(doc.get("tasks"), list)):
                 continue
-            summary = {k: doc.get(k) for k in INDEX_FIELDS if k != "challenges"}
+            summary = {k: doc.get(k) for k in INDEX_FIELDS if k != "tasks"}
             summary["settings"] = {"data": (doc.get("settings") or {}).get("data")} \
                 if isinstance(doc.get("settings"), dict) else None
-            summary["challenges"] = []  # the rows are not shown in the index
+            summary["tasks"] = []  # the rows are not shown in the index
         fresh[path.parent.name] = {"stamp": stamp, "summary": summary}
         out.append({**summary, "folder": path.parent.name})
     try:

@@ -87,7 +87,7 @@ def build_disclosure(settings: Mapping[str, Any], runs: Iterable[Mapping[str, An
         "validation": VALIDATION,
         "data": data_kind,
         "budget": settings.get("budget"),
-        "suspected_leaks": sorted({getattr(r, "challenge_id", "?") for r in records if getattr(r, "suspected_leak", None)}),
+        "suspected_leaks": sorted({getattr(r, "task_id", "?") for r in records if getattr(r, "suspected_leak", None)}),
         "unsafe": unsafe_options(settings),
         "provider_tools": bool(settings.get("allow_provider_tools")),
     }

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..agent_output import read_json
 from ..agents.usage import run_record
+from ..documents import upgrade
 from ..jsonfile import write_json_atomic, write_text_atomic
 from .atif import _trial_folder, build_trajectory, trial_name
 
@@ -45,7 +46,7 @@ def _read_result(run_dir: Path) -> dict[str, Any] | None:
         doc = read_json(path, 4 * 1024 * 1024)
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    return upgrade(doc) if isinstance(doc, dict) else None
 
 
 def _number(value: Any) -> float | None:
@@ -98,7 +99,7 @@ def trial_documents(run_dir: Path, trial_dir: Path, job_id: uuid.UUID) -> tuple[
     """(TrialConfig, TrialResult) of one run, as Harbor's JSON."""
     meta = run_record(run_dir) or {}
     result = _read_result(run_dir)
-    task = str(meta.get("task") or (result or {}).get("challenge_id") or "task")
+    task = str(meta.get("task") or (result or {}).get("task_id") or "task")
     agent = str(meta.get("agent") or (result or {}).get("agent") or "unknown")
     options: dict[str, Any] = meta["agent_options"] if isinstance(meta.get("agent_options"), dict) else {}
     model = options.get("model") if isinstance(options.get("model"), str) else None

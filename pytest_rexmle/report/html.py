@@ -11,7 +11,7 @@ Views, in order:
    per-challenge 0/1 table of each agent.
 6. Workflow stages S1–S5 and cost (turns, tokens, money, wall time), next to the percentile.
 
-Inputs: session reports (``rexmle-report/1``, merged here with :func:`merge_reports`) or one merged
+Inputs: session reports (``rexmle-report/2``, merged here with :func:`merge_reports`) or one merged
 document; optional capability documents — session ``rexmle-capability.json`` files, per-agent aggregates
 or per-run ``capability.json`` files — matched to agents by agent name (several sessions of one agent
 are pooled run by run); their ``stages`` lists feed view 6.
@@ -137,11 +137,11 @@ def _names() -> dict[str, str]:
 def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
     """The bars' series: the user's agents, then the published ones (``published``: drawn pale, dashed)."""
     out = [{"label": a["label"], "color": colors[a["label"]], "published": False,
-            "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["challenges"]],
+            "cells": [(c["mean_percentile"], c.get("ci"), c["n_runs"]) for c in a["tasks"]],
             "score": (a["mean"], a["ci"], a["n_runs"])} for a in merged["agents"]]
     for j, ref in enumerate(merged.get("reference") or []):
         out.append({"label": ref["label"], "color": REFERENCE_PALETTE[j % len(REFERENCE_PALETTE)], "published": True,
-                    "cells": [(c["mean_percentile"], None, 1) for c in ref["challenges"]],
+                    "cells": [(c["mean_percentile"], None, 1) for c in ref["tasks"]],
                     "score": (ref["mean"], None, 1)})
     return out
 
@@ -150,7 +150,7 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> di
     """Figure 1's geometry: ~1300 px for 20 challenges however many series (the published agents
     included), so that it fits a wide page; a bar per series and group, a mark where one was not run."""
     series = _series(merged, colors)
-    groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(merged["challenges"])]
+    groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(merged["tasks"])]
     groups.append(("Score (mean)", [s["score"] for s in series]))
     n_ag = max(1, len(series))
     bar = max(3.0, min(34.0, (1240.0 / len(groups) - 14.0) / n_ag))
@@ -219,8 +219,8 @@ def metric_rows(merged: dict) -> list[dict]:
     """Table 3 style: per challenge its ranking metrics (with the humans' best, median and how many), each
     agent's cell and the published agents' cells; the template draws one row per metric plus the percentile."""
     out = []
-    for i, cid in enumerate(merged["challenges"]):
-        cells = [a["challenges"][i] for a in merged["agents"]]
+    for i, cid in enumerate(merged["tasks"]):
+        cells = [a["tasks"][i] for a in merged["agents"]]
         humans = humans_of(cid)
         metrics: list[tuple[str, Any]]
         n_humans: int | None
@@ -234,7 +234,7 @@ def metric_rows(merged: dict) -> list[dict]:
             metrics = [(key, None) for key in keys]
             n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
             top = median = None
-        out.append({"id": cid, "cells": cells, "refs": [r["challenges"][i] for r in merged.get("reference") or []],
+        out.append({"id": cid, "cells": cells, "refs": [r["tasks"][i] for r in merged.get("reference") or []],
                     "metrics": metrics, "n_humans": n_humans, "top": top, "median": median})
     return out
 
@@ -268,13 +268,13 @@ def stage_rows(merged: dict, stages: list[dict]) -> list[dict]:
     """Stages S1–S5 and cost per agent and challenge (means over runs), beside the mean percentile."""
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for doc in stages:
-        grouped[(str(doc.get("agent")), str(doc.get("challenge_id")))].append(doc)
+        grouped[(str(doc.get("agent")), str(doc.get("task_id")))].append(doc)
     rows = []
     for a in merged["agents"]:
-        for i, cid in enumerate(merged["challenges"]):
+        for i, cid in enumerate(merged["tasks"]):
             docs = grouped.get((str(a["agent"]), cid))
             if docs:
-                rows.append({"agent": a["label"], "id": cid, "percentile": a["challenges"][i]["mean_percentile"],
+                rows.append({"agent": a["label"], "id": cid, "percentile": a["tasks"][i]["mean_percentile"],
                              "scores": [mean_of([r["score"] for d in docs for r in d["stages"] if r["id"] == sid])
                                         for sid in STAGE_IDS],
                              "total": mean_of([d["total"] for d in docs]),
@@ -287,7 +287,7 @@ def stage_rows(merged: dict, stages: list[dict]) -> list[dict]:
 
 def _leaks(reports: list[dict]) -> list[tuple[Any, str]]:
     """(agent, text) per result the leak rules flagged (:mod:`pytest_rexmle.scoring.leaks`), with its egress log."""
-    return [(rep.get("agent"), leak_text(rec)) for rep in reports for rec in rep.get("challenges", [])
+    return [(rep.get("agent"), leak_text(rec)) for rep in reports for rec in rep.get("tasks", [])
             if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
 
 
@@ -340,7 +340,7 @@ def _run_label(doc: dict, rec: dict) -> str:
     """A record's name in the session's compute table (``isles22``, ``isles22@codex``, ``isles22-r2``), so
     each repeat's row links to its own run's page."""
     agent = f"@{rec.get('agent')}" if isinstance(doc.get("agents"), dict) and rec.get("agent") else ""
-    return f"{rec.get('challenge_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
+    return f"{rec.get('task_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
 
 
 def _compute(reports: list[dict]) -> dict | None:
@@ -349,7 +349,7 @@ def _compute(reports: list[dict]) -> dict | None:
     rows: list[dict] = []
     for doc in reports:
         runs = (doc.get("compute") or {}).get("runs") or {}
-        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("challenges") or []}
+        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("tasks") or []}
         for label, rec in runs.items():
             gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
                 "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")

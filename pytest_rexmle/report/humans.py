@@ -49,20 +49,20 @@ class MetricHumans:
 
 
 @dataclass(frozen=True)
-class ChallengeHumans:
+class TaskHumans:
     n: int
     metrics: tuple[MetricHumans, ...]
     top_percentile: float      # the winning team's percentile
     median_percentile: float   # the median team's percentile (the median threshold of the medals)
 
 
-def humans_of(challenge_id: str) -> ChallengeHumans | None:
+def humans_of(task_id: str) -> TaskHumans | None:
     """The human side of a challenge from its packaged leaderboard; None for an unknown id."""
     try:
-        task = registry().get(challenge_id)
+        task = registry().get(task_id)
         board = Leaderboard.read(task.leaderboard_path)
     except Exception:  # a merged report may name a challenge this version does not know
         return None
     metrics = tuple(MetricHumans(m.key, m.higher_is_better, board.values[m.key]) for m in task.ranking_metrics)
-    return ChallengeHumans(board.n, metrics, percentile(min(board.stored_mean_positions), board.n),
+    return TaskHumans(board.n, metrics, percentile(min(board.stored_mean_positions), board.n),
                            percentile(medal_thresholds(board)["median"], board.n))

@@ -25,21 +25,21 @@ Resampling uses a fixed seed, so the same inputs always give the same interval; 
 percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
 share a rank.
 
-Merged document (schema ``rexmle-merged-report/1``)::
+Merged document (schema ``rexmle-merged-report/2``)::
 
     {
-      "schema": "rexmle-merged-report/1", "created": ISO-8601 UTC,
-      "challenges": [project ids of C, sorted], "partial": bool (C is not all 20),
+      "schema": "rexmle-merged-report/2", "created": ISO-8601 UTC,
+      "tasks": [project ids of C, sorted], "partial": bool (C is not all 20),
       "bootstrap": {"resamples": int, "seed": int, "confidence": float},
       "sources": [{"run_id", "agent", "label", "created", "score", "partial", "n_fail", "n_selected", "data_kind"}],
       "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
           "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
           "run_ids": [str], "scores": [float per run, over the challenges that run selected],
-          "n_challenges": [int per run], "not_run": [ids of C no run of this agent selected],
+          "n_tasks": [int per run], "not_run": [ids of C no run of this agent selected],
           "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
           "rank": int, "n_fail": [int per run, over the challenges that run selected],
-          "challenges": [{"challenge_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
+          "tasks": [{"task_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
                           "ranking_metrics": [str], "n_humans": int | null,
@@ -82,7 +82,7 @@ from .render import LEGEND, pct
 from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
 from .verify import verify_session
 
-SCHEMA = "rexmle-merged-report/1"
+SCHEMA = "rexmle-merged-report/2"
 MERGED_JSON = "rexmle-merged.json"
 MERGED_MD = "rexmle-merged.md"
 HTML_NAME = "rexmle-report.html"
@@ -153,20 +153,20 @@ def split_repeats(doc: dict) -> list[dict]:
         return [doc]
     several = isinstance(doc.get("agents"), dict)
     parts: dict[tuple[str | None, int], list[dict]] = {}
-    for rec in doc.get("challenges") or []:
+    for rec in doc.get("tasks") or []:
         agent = rec.get("agent") if several else doc.get("agent")
         parts.setdefault((agent, int(rec.get("repeat") or 1)), []).append(rec)
     skipped = set(doc.get("skipped") or ())
     out = []
     for (agent, repeat), records in sorted(parts.items(), key=lambda p: (str(p[0][0]), p[0][1])):
-        selected = [r["challenge_id"] for r in records]
+        selected = [r["task_id"] for r in records]
         options = (doc["agents"].get(agent) or {}).get("agent_options") if several else doc.get("agent_options")
         rest = {k: v for k, v in doc.items() if k not in ("agents", "aggregate", "repeats", "n_runs")}
         out.append({**rest, "run_id": f"{doc['run_id']}-r{repeat:03d}", "agent": agent, "agent_options": options or {},
-                    "selected": selected, "challenges": records, "skipped": sorted(skipped & set(selected)),
+                    "selected": selected, "tasks": records, "skipped": sorted(skipped & set(selected)),
                     "score": sum(number(r["percentile"]) if r["status"] == "ok" else 0.0 for r in records) / len(records),
                     "n_fail": sum(1 for r in records if r["status"] not in ("ok", "error")
-                                  and r["challenge_id"] not in skipped),
+                                  and r["task_id"] not in skipped),
                     "n_error": sum(1 for r in records if r["status"] == "error")})
     return out
 
@@ -180,7 +180,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         SessionReport.check(doc, f"report {doc.get('run_id') if isinstance(doc, dict) else doc!r}")
     docs = [part for doc in docs for part in split_repeats(doc)]
 
-    challenges = sorted({cid for d in docs for cid in d["selected"]})
+    task_ids = sorted({cid for d in docs for cid in d["selected"]})
     try:
         all_ids = set(registry().ids)
     except Exception:
@@ -189,7 +189,7 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     groups: dict[str, list[dict]] = {}
     for doc in sorted(docs, key=lambda d: (d.get("created") or "", d["run_id"])):
         groups.setdefault(labels[agent_identity(doc)], []).append(doc)
-    agents = [_agent_entry(label, runs, challenges, resamples, seed, confidence) for label, runs in groups.items()]
+    agents = [_agent_entry(label, runs, task_ids, resamples, seed, confidence) for label, runs in groups.items()]
     agents.sort(key=lambda a: (-a["mean"], a["label"]))
     for entry in agents:
         entry["rank"] = 1 + sum(1 for other in agents if other["mean"] > entry["mean"])
@@ -201,8 +201,8 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
         for entry in agents:
             entry["trust"] = agent_trust([status_of(d) for d in groups[entry["label"]]])
     kinds = sorted({data_kind(d) for d in docs})
-    merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "challenges": challenges,
-              "partial": set(challenges) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
+    merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "tasks": task_ids,
+              "partial": set(task_ids) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
                                                                       "confidence": confidence},
               "sources": sources, "data_kinds": kinds, "agents": agents, "note": note_for(kinds),
               **merged_compute(docs, labels)}
@@ -296,13 +296,13 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
     return interval, float(np.std(means, ddof=1))
 
 
-def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples: int, seed: int,
+def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
     """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
-    per_run = [{rec["challenge_id"]: rec for rec in doc.get("challenges", [])} for doc in runs]
+    per_run = [{rec["task_id"]: rec for rec in doc.get("tasks", [])} for doc in runs]
     covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
-    ran = [c for c in challenges if any(c in cov for cov in covers)]
+    ran = [c for c in task_ids if any(c in cov for cov in covers)]
     scores, fails, counts = [], [], []
     for records, cov, skips in zip(per_run, covers, skipped, strict=True):
         own = [c for c in ran if c in cov]
@@ -311,8 +311,8 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
                          (records[c]["status"] not in ("ok", "error") and c not in skips)))
         counts.append(len(own))
     matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
-    rows = [_challenge_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
-                                        if cid in cov], resamples, seed, confidence) for cid in challenges]
+    rows = [_task_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
+                                        if cid in cov], resamples, seed, confidence) for cid in task_ids]
     same_selection = all(cov & set(ran) == set(ran) for cov in covers)
     if same_selection:  # every run selected every challenge: the run scores' statistics, as always
         error = sem(scores)
@@ -323,12 +323,12 @@ def _agent_entry(label: str, runs: list[dict], challenges: list[str], resamples:
     first = runs[0]
     return {"label": label, "agent": first.get("agent"), "agent_options": first.get("agent_options") or {},
             "data_kind": data_kind(first), "n_runs": len(runs), "run_ids": [d["run_id"] for d in runs],
-            "scores": scores, "n_challenges": counts, "not_run": [r["challenge_id"] for r in rows if r["not_run"]],
+            "scores": scores, "n_tasks": counts, "not_run": [r["task_id"] for r in rows if r["not_run"]],
             "same_selection": same_selection, "mean": merged_score(matrix) if ran else 0.0, "sem": error,
-            "ci": ci, "rank": 0, "n_fail": fails, "challenges": rows}
+            "ci": ci, "rank": 0, "n_fail": fails, "tasks": rows}
 
 
-def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
+def _task_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
                    confidence: float) -> dict:
     """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
     pcts = [_percentile(r) for r in recs]
@@ -341,7 +341,7 @@ def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int
         metrics[key] = {"mean": mean_of(values), "n": len(values)}
     positions = [float(r["mean_position"]) for r in ok if r.get("mean_position") is not None]
     return {
-        "challenge_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
+        "task_id": cid, "n_runs": len(recs), "not_run": not recs, "percentiles": pcts,
         "mean_percentile": mean_of(pcts), "sem": sem(pcts),
         "ci": (bootstrap_ci(pcts, resamples=resamples, confidence=confidence, seed=(seed, _key(label), _key(cid)))
                if pcts else None),
@@ -353,10 +353,10 @@ def _challenge_row(label: str, cid: str, recs: list[dict | None], resamples: int
     }
 
 
-class MergedChallenge(BaseModel):
+class MergedTask(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    challenge_id: str
+    task_id: str
     n_runs: StrictInt = Field(ge=0)
     not_run: StrictBool = False
     percentiles: list[Annotated[float, Field(ge=0.0, le=1.0)]]
@@ -374,14 +374,14 @@ class MergedAgent(BaseModel):
     sem: float | None
     ci: tuple[float, float]
     rank: StrictInt
-    challenges: list[MergedChallenge]
+    tasks: list[MergedTask]
 
     @model_validator(mode="after")
     def _statistics_of_its_runs(self) -> MergedAgent:
         n = self.n_runs
         if len(self.scores) != n or len(self.run_ids) != n:
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
-        ran = [row.mean_percentile or 0.0 for row in self.challenges if not row.not_run]
+        ran = [row.mean_percentile or 0.0 for row in self.tasks if not row.not_run]
         if not math.isclose(self.mean, sum(ran) / len(ran) if ran else 0.0, abs_tol=1e-12):
             raise ValueError(f"agent {self.label!r} mean is not the mean over its challenges of their mean "
                              "percentiles")
@@ -389,19 +389,19 @@ class MergedAgent(BaseModel):
             raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
         if not 0.0 <= self.ci[0] <= self.ci[1] <= 1.0:
             raise ValueError(f"agent {self.label!r} interval must satisfy 0 <= lo <= hi <= 1")
-        for row in self.challenges:
+        for row in self.tasks:
             if row.n_runs > n or len(row.percentiles) != row.n_runs:
-                raise ValueError(f"{self.label}/{row.challenge_id} needs one percentile in [0, 1] per run that "
+                raise ValueError(f"{self.label}/{row.task_id} needs one percentile in [0, 1] per run that "
                                  "selected it")
         return self
 
 
 class MergedReport(Document):
-    """``rexmle-merged.json`` (``rexmle-merged-report/1``); see the module docstring for the fields."""
+    """``rexmle-merged.json`` (``rexmle-merged-report/2``); see the module docstring for the fields."""
 
-    schema_: Literal["rexmle-merged-report/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-merged-report/2"] = Field(alias="schema")
     created: str
-    challenges: list[str]
+    tasks: list[str]
     partial: StrictBool
     bootstrap: dict
     sources: list
@@ -411,7 +411,7 @@ class MergedReport(Document):
     @model_validator(mode="after")
     def _one_row_per_challenge_and_ranked(self) -> MergedReport:
         for agent in self.agents:
-            if [c.challenge_id for c in agent.challenges] != self.challenges:
+            if [c.task_id for c in agent.tasks] != self.tasks:
                 raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
         for agent in self.agents:
             if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
@@ -426,7 +426,7 @@ def markdown(doc: dict) -> str:
     out = [f"**UNSAFE: a merged session weakened the sandbox: {md_text('; '.join(doc['unsafe']))}**", ""] \
         if doc.get("unsafe") else []
     out += ["# ReX-MLE merged report", "",
-           f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['challenges'])} challenge(s)"
+           f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['tasks'])} task(s)"
            f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
            f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
@@ -436,7 +436,7 @@ def markdown(doc: dict) -> str:
            *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
              for r in doc.get("refused") or []],
            "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
-    n_all = len(doc["challenges"])
+    n_all = len(doc["tasks"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
         ran = n_all - len(a.get("not_run") or [])
@@ -448,14 +448,14 @@ def markdown(doc: dict) -> str:
                    f"(Table 3, all 20: {100 * r['table3_score']:.2f}%) | - | - |")
     labels = [md_text(a["label"]) for a in doc["agents"]] + [md_text(r["label"]) for r in refs]
     out += ["", "| Challenge | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
-    for i, cid in enumerate(doc["challenges"]):
+    for i, cid in enumerate(doc["tasks"]):
         cells = []
         for a in doc["agents"]:
-            row = a["challenges"][i]
+            row = a["tasks"][i]
             cells.append("not run" if row.get("not_run") or row["mean_percentile"] is None else
                          f"{pct(row['mean_percentile'])} ({row['n_fail']}/{row['n_runs']} FAIL)")
         for r in refs:
-            cell = r["challenges"][i]
+            cell = r["tasks"][i]
             cells.append("not published" if cell["mean_percentile"] is None else
                          ("FAIL" if cell["status"] != "ok" else pct(cell["mean_percentile"])))
         out.append(f"| {md_text(cid)} | " + " | ".join(cells) + " |")

@@ -1,9 +1,9 @@
-"""The session report document (``rexmle-report.json``), schema ``rexmle-report/1``.
+"""The session report document (``rexmle-report.json``), schema ``rexmle-report/2``.
 
 Top level::
 
     {
-      "schema": "rexmle-report/1",
+      "schema": "rexmle-report/2",
       "created": ISO-8601 UTC time,
       "run_id": str,                      unique per session
       "agent": str, "agent_options": {..}, "settings": {data, runtime, time_limit, min_percentile, resume, seed},
@@ -20,9 +20,9 @@ Top level::
       "skipped": [project ids],           selected but skipped by pytest (data not prepared): 0 in the score,
                                           counted apart from FAILs, as pytest's summary counts them
       "data_kind": "synthetic" | "real",  what was graded (settings.data "synthetic" or "prepared")
-      "challenges": [result records + agent, run_dir, timings, medal, above_median; every run, each with
+      "tasks": [result records + agent, run_dir, timings, medal, above_median; every run, each with
                      its "repeat" under --rexmle-repeat N > 1],
-      "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "challenges"
+      "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "tasks"
       "aggregate": [...]                  only then: per agent, the score of each repeat, their mean, SEM and
                                           interval, and per challenge the mean percentile over its repeats,
                                           its SEM and interval and each repeat's status (see :func:`with_aggregate`)
@@ -46,10 +46,10 @@ from ..compute import hardware, hardware_text
 from ..documents import Document
 from ..leaderboard import Leaderboard
 from ..scoring.ranking import overall_score
-from ..scoring.result import ERROR, MISSING, OK, ChallengeResult
+from ..scoring.result import ERROR, MISSING, OK, TaskResult
 from ..task import registry
 
-SCHEMA = "rexmle-report/1"
+SCHEMA = "rexmle-report/2"
 NOTE = ("Human numbers were measured by the challenge organisers on their own test sets; agents are graded "
         "on the project's split of the public training data (LDCT-IQA excepted: organisers' test set).")
 SYNTHETIC_NOTE = ("Graded on synthetic twins: data the harness generated in each challenge's layout, not the "
@@ -73,34 +73,34 @@ def note_for(kinds: Iterable[str]) -> str:
     return MIXED_NOTE if SYNTHETIC in kinds else NOTE
 
 
-def not_run(task_id: str, reason: str) -> ChallengeResult:
+def not_run(task_id: str, reason: str) -> TaskResult:
     """A selected challenge that produced no result counts as FAIL (docs/reading-the-report.md)."""
     return _failed(task_id, MISSING, f"not run: {reason}")
 
 
-def harness_error(task_id: str, message: str, traceback: str | None) -> ChallengeResult:
+def harness_error(task_id: str, message: str, traceback: str | None) -> TaskResult:
     """A selected challenge the harness broke on before grading (runtime unavailable, image missing, a
     failing fixture): status ``error`` with the real message and traceback, never an agent FAIL."""
     return _failed(task_id, ERROR, f"harness error: {message}", traceback)
 
 
-def _failed(task_id: str, status: str, reason: str, traceback: str | None = None) -> ChallengeResult:
+def _failed(task_id: str, status: str, reason: str, traceback: str | None = None) -> TaskResult:
     task = registry().get(task_id)
     n_humans = Leaderboard.read(task.leaderboard_path).n
-    return ChallengeResult.failed(task, status, reason, n_humans, traceback=traceback)
+    return TaskResult.failed(task, status, reason, n_humans, traceback=traceback)
 
 
-def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent_options: dict, settings: dict,
+def build_report(results: Iterable[TaskResult], *, agent: str | None, agent_options: dict, settings: dict,
                  run_id: str, skipped: Iterable[str] = (), repeats: int = 1) -> dict:
     """``skipped``: selected challenges pytest skipped (their records are ``missing`` with the skip reason);
     they still count 0 in the score but are not agent FAILs. ``repeats``: the session's ``--rexmle-repeat``;
     above 1 every run keeps its record, the score counts each (challenge, agent) once (the mean over its
     repeats), FAILs and ERRORs are counted per run (one never hides behind an ok sibling), and
     ``aggregate`` gives each challenge's mean, SEM and interval over its repeats."""
-    records = sorted(results, key=lambda r: (r.challenge_id, r.repeat or 0))
-    groups: dict[tuple[str, str], list[ChallengeResult]] = {}
+    records = sorted(results, key=lambda r: (r.task_id, r.repeat or 0))
+    groups: dict[tuple[str, str], list[TaskResult]] = {}
     for rec in records:  # a record made by the session (not run, harness error) may not name the agent
-        groups.setdefault((rec.challenge_id, rec.agent or agent or ""), []).append(rec)
+        groups.setdefault((rec.task_id, rec.agent or agent or ""), []).append(rec)
     selected = [cid for cid, _ in groups]
     skipped = sorted(set(skipped) & set(selected))
     kind = SYNTHETIC if settings.get("data") == SYNTHETIC else REAL
@@ -114,14 +114,14 @@ def build_report(results: Iterable[ChallengeResult], *, agent: str | None, agent
         "selected": selected,
         "partial": set(selected) != set(registry().ids),
         "score": overall_score(_mean([r.percentile if r.status == OK else 0.0 for r in g]) for g in groups.values()),
-        "n_fail": sum(1 for r in records if r.status not in (OK, ERROR) and r.challenge_id not in skipped),
+        "n_fail": sum(1 for r in records if r.status not in (OK, ERROR) and r.task_id not in skipped),
         "n_error": sum(1 for r in records if r.status == ERROR),
         "skipped": skipped,
         "data_kind": kind,
-        "challenges": [_with_threshold(r.to_json(), settings) for r in records],
+        "tasks": [_with_threshold(r.to_json(), settings) for r in records],
         "note": note_for([kind]),
     }
-    below = sum(1 for r in doc["challenges"] if r.get("below_min_percentile"))
+    below = sum(1 for r in doc["tasks"] if r.get("below_min_percentile"))
     if below:
         doc["n_below_min_percentile"] = below
     if repeats > 1:
@@ -159,17 +159,17 @@ def _aggregate_entry(entry: dict) -> dict:
     """One agent of the merged repeats, as the session report keeps it: the challenges it ran, each with how
     its repeats ended counted by status (``{"ok": 2, "error": 1}``)."""
     rows = []
-    for row in entry["challenges"]:
+    for row in entry["tasks"]:
         if row["not_run"]:
             continue
         counts: dict[str, int] = {}
         for status in row["statuses"]:
             counts[status] = counts.get(status, 0) + 1
-        rows.append({k: row[k] for k in ("challenge_id", "n_runs", "percentiles", "statuses", "mean_percentile",
+        rows.append({k: row[k] for k in ("task_id", "n_runs", "percentiles", "statuses", "mean_percentile",
                                          "sem", "ci")} | {"counts": counts})
     return {"agent": entry["agent"], "label": entry["label"], "n_repeats": entry["n_runs"],
             "scores": entry["scores"], "mean": entry["mean"], "sem": entry["sem"], "ci": entry["ci"],
-            "challenges": rows}
+            "tasks": rows}
 
 
 def compute_summary(runs: dict[str, dict | None]) -> dict:
@@ -190,18 +190,18 @@ def compute_summary(runs: dict[str, dict | None]) -> dict:
 class SessionReport(Document):
     """``rexmle-report.json`` as :func:`build_report` writes it and ``rexmle report`` reads it back."""
 
-    schema_: Literal["rexmle-report/1"] = Field(alias="schema")
+    schema_: Literal["rexmle-report/2"] = Field(alias="schema")
     run_id: StrictStr
     selected: list[StrictStr]
     partial: StrictBool
     score: Annotated[float, Strict()]
     n_fail: StrictInt
-    challenges: list[ChallengeResult]
+    tasks: list[TaskResult]
 
-    @field_validator("challenges")
+    @field_validator("tasks")
     @classmethod
-    def _fails_score_zero(cls, records: list[ChallengeResult]) -> list[ChallengeResult]:
+    def _fails_score_zero(cls, records: list[TaskResult]) -> list[TaskResult]:
         for rec in records:
             if rec.status != OK and rec.percentile != 0.0:
-                raise ValueError(f"{rec.challenge_id}: a FAIL must have percentile 0")
+                raise ValueError(f"{rec.task_id}: a FAIL must have percentile 0")
         return records

@@ -11,7 +11,7 @@ renderers need it::
     {"label": "AIDE (published)", "agent": "AIDE", "published": true, "llm": "GPT-5", "budget_hours": 24,
      "table3_score": float,              the paper's overall mean percentile over all 20 challenges
      "mean": float,                      mean published percentile over the challenges shown (FAIL = 0)
-     "challenges": [{"challenge_id", "status": "ok" | "FAIL" | "not published", "mean_percentile": float | null,
+     "tasks": [{"task_id", "status": "ok" | "FAIL" | "not published", "mean_percentile": float | null,
                      "metrics": {key: {"mean": value}}, "positions": {key: int}, "mean_position": float | null}]}
 """
 
@@ -34,8 +34,8 @@ def paper_results() -> dict:
     return json.loads(PAPER_RESULTS.read_text(encoding="utf-8"))
 
 
-def paper_agents(challenges: list[str]) -> list[dict]:
-    """One reference entry per agent of the paper's main table (24 h), over ``challenges`` in order."""
+def paper_agents(task_ids: list[str]) -> list[dict]:
+    """One reference entry per agent of the paper's main table (24 h), over ``task_ids`` in order."""
     data = paper_results()
     runs = [r for r in data["runs"] if r.get("budget_hours") == 24]
     names = list(dict.fromkeys(r["agent"] for r in runs))
@@ -43,14 +43,14 @@ def paper_agents(challenges: list[str]) -> list[dict]:
     for name in sorted(names, key=lambda n: -data["overall_mean_percentile"].get(n, 0.0)):
         by_task = {r["task"]: r for r in runs if r["agent"] == name}
         rows: list[dict[str, Any]] = []
-        for cid in challenges:
+        for cid in task_ids:
             run = by_task.get(cid)
             if run is None:
-                rows.append({"challenge_id": cid, "status": "not published", "mean_percentile": None, "metrics": {},
+                rows.append({"task_id": cid, "status": "not published", "mean_percentile": None, "metrics": {},
                              "positions": {}, "mean_position": None})
                 continue
             ok = run["status"] == "ok"
-            rows.append({"challenge_id": cid, "status": "ok" if ok else "FAIL",
+            rows.append({"task_id": cid, "status": "ok" if ok else "FAIL",
                          "mean_percentile": float(run["percentile"]) if ok else 0.0,
                          "metrics": {k: {"mean": v} for k, v in (run.get("metrics") or {}).items()},
                          "positions": dict(run.get("positions") or {}), "mean_position": run.get("mean_position")})
@@ -59,7 +59,7 @@ def paper_agents(challenges: list[str]) -> list[dict]:
         out.append({"label": f"{name} ({PUBLISHED})", "agent": name, "published": True, "llm": first.get("llm"),
                     "budget_hours": first.get("budget_hours"),
                     "table3_score": data["overall_mean_percentile"].get(name),
-                    "mean": sum(shown) / len(shown) if shown else None, "challenges": rows})
+                    "mean": sum(shown) / len(shown) if shown else None, "tasks": rows})
     return out
 
 
@@ -67,5 +67,5 @@ def with_reference(merged: dict, reference: str | None) -> dict:
     """``merged`` with its ``reference`` list set for ``reference`` (``paper`` or ``none``/None: empty)."""
     if reference not in (None, *CHOICES):
         raise ValueError(f"unknown reference {reference!r}: choose one of {', '.join(CHOICES)}")
-    entries = paper_agents(merged["challenges"]) if reference == "paper" else []
+    entries = paper_agents(merged["tasks"]) if reference == "paper" else []
     return {**merged, "reference": entries}

@@ -43,7 +43,7 @@ def pct(value: float) -> str:
 
 
 def score_line(doc: dict) -> str:
-    """``ReX-MLE score: 13.5% over 20 challenge(s), 0 FAIL`` — harness ERRORs and skipped challenges named
+    """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped challenges named
     apart when there are any, so the line agrees with pytest's own summary."""
     label = "partial score" if doc["partial"] else "ReX-MLE score"
     n_error = doc.get("n_error", 0)
@@ -51,7 +51,7 @@ def score_line(doc: dict) -> str:
     n_skipped = len(doc.get("skipped") or ())
     skipped = f", {n_skipped} skipped (counted as 0)" if n_skipped else ""
     runs = f" ({doc['n_runs']} runs, {_each(doc)})" if (doc.get("repeats") or 1) > 1 else ""
-    return (f"{label}: {pct(doc['score'])} over {len(doc['selected'])} challenge(s){runs}, {doc['n_fail']} FAIL"
+    return (f"{label}: {pct(doc['score'])} over {len(doc['selected'])} task(s){runs}, {doc['n_fail']} FAIL"
             f"{errors}{skipped}{threshold_text(doc)}")
 
 
@@ -72,7 +72,7 @@ def _each(doc: dict) -> str:
 
 def run_name(rec: dict) -> str:
     """``isles22``, or ``isles22 r2`` for a repeat of ``--rexmle-repeat N`` > 1."""
-    return rec["challenge_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
+    return rec["task_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
 
 
 #: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
@@ -95,9 +95,9 @@ def aggregate_lines(doc: dict) -> list[str]:
         sem, ci = spread(entry)
         out.append(f"{who}over {entry['n_repeats']} repeats: score {pct(entry['mean'])} (SEM {sem}, 95% interval "
                    f"{ci})")
-        for row in entry["challenges"]:
+        for row in entry["tasks"]:
             sem, ci = spread(row)
-            out.append(f"  {row['challenge_id']}: mean {pct(row['mean_percentile'])} over {row['n_runs']} runs "
+            out.append(f"  {row['task_id']}: mean {pct(row['mean_percentile'])} over {row['n_runs']} runs "
                        f"(SEM {sem}, interval {ci}): {counts_text(row['counts'])}")
     return out
 
@@ -129,7 +129,7 @@ def provider_tools_line(doc: dict) -> str | None:
 def shown_status(doc: dict, rec: dict) -> str:
     """The status a reader sees: ``skipped`` for a challenge pytest skipped, ``ok < min`` for an ok run below
     ``--rexmle-min-percentile`` (a failed item in pytest), else the record's own."""
-    if rec["challenge_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
+    if rec["task_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
         return "skipped"
     return "ok < min" if rec.get("below_min_percentile") else rec["status"]
 
@@ -143,7 +143,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
     (the last stderr line of a crash) is usually the part that says what went wrong."""
     rows = [("task", "status", "key metrics", "percentile")]
     metric_cells = []
-    for rec in doc["challenges"]:
+    for rec in doc["tasks"]:
         metrics = rec.get("metrics") or {}
         keys = rec["ranking_metrics"][:3]
         shown = ", ".join(f"{k}={fmt_number(metrics[k])}" for k in keys if k in metrics)
@@ -177,7 +177,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
 def leak_lines(doc: dict) -> list[str]:
     """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge, then
     where the rules are explained."""
-    lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["challenges"]
+    lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["tasks"]
              if isinstance(rec.get("suspected_leak"), dict)]
     return lines + [f"  what a suspected leak means: {LEAK_DOCS}"] if lines else []
 
@@ -185,7 +185,7 @@ def leak_lines(doc: dict) -> list[str]:
 def leak_text(rec: dict) -> str:
     """``isles22: answers-reproduced (egress log)`` for a record the leak rules flagged."""
     leak = rec["suspected_leak"]
-    return f"{rec['challenge_id']}: {summary(leak)} ({leak.get('egress') or 'no egress log'})"
+    return f"{rec['task_id']}: {summary(leak)} ({leak.get('egress') or 'no egress log'})"
 
 
 LEGEND = ("Percentile = 1 − (mean position − 1) / N over the challenge's ranking metrics: 100 % = at least as "
@@ -216,7 +216,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
            f"Run {md_code(doc['run_id'])}, created {md_code(doc['created'])}. {_data_sentence(doc)}"
            f"{' ' + _tools_sentence(doc) if provider_tools_line(doc) else ''}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
-           f"{len(doc['selected'])} challenge(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
+           f"{len(doc['selected'])} task(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
            f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}{threshold_text(doc).replace(',', ';', 1)}"
            f"{_runs_text(doc)}.", ""]
     if refs:
@@ -227,8 +227,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     head = "| Challenge | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
     head += "".join(f" {r['label']} |" for r in refs)
     out += [head, "|---|---|---|---|---|---|" + "---|" * len(refs)]
-    for rec in doc["challenges"]:
-        cid = rec["challenge_id"]
+    for rec in doc["tasks"]:
+        cid = rec["task_id"]
         name = reg.get(cid).paper_name
         humans = humans_of(cid)
         metrics, positions = rec.get("metrics") or {}, rec.get("positions") or {}
@@ -246,7 +246,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             name = f"{name} (repeat {rec['repeat']})"
         row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
         for ref in refs:
-            cell = next(c for c in ref["challenges"] if c["challenge_id"] == cid)
+            cell = next(c for c in ref["tasks"] if c["task_id"] == cid)
             row += f" {_reference_cell(cell)} |"
         out.append(row)
     out += repeat_lines(doc)
@@ -267,9 +267,9 @@ def repeat_lines(doc: dict) -> list[str]:
         sem, ci = spread(entry)
         out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
                    f"{ci} | |")
-        for row in entry["challenges"]:
+        for row in entry["tasks"]:
             sem, ci = spread(row)
-            out.append(f"| {md_text(entry['label'])} | {md_text(row['challenge_id'])} | {row['n_runs']} | "
+            out.append(f"| {md_text(entry['label'])} | {md_text(row['task_id'])} | {row['n_runs']} | "
                        f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")
     return out
 

@@ -22,7 +22,7 @@ from ..agents import get_agent
 from ..capability import SESSION_CAPABILITY_JSON, session_document
 from ..runtime import runtime_for
 from ..schedule.figures import summary_line
-from ..scoring.result import ChallengeResult
+from ..scoring.result import TaskResult
 from . import archive
 from .disclosure import build_disclosure, junit_properties
 from .html import render_html
@@ -51,7 +51,7 @@ class SessionReporter:
         self.settings = settings
         self.run_id = archive.new_run_id()
         # keyed by (task id, agent of several or None, repeat or None): one record per item
-        self.results: dict[Key, ChallengeResult] = {}
+        self.results: dict[Key, TaskResult] = {}
         self.seen: dict[Key, str] = {}  # why an item has no result (until it has one)
         self.skipped: set[Key] = set()  # items pytest skipped (data not prepared, grader pending)
         self.errors: dict[Key, tuple[str, str]] = {}  # (message, traceback) of a harness error
@@ -74,7 +74,7 @@ class SessionReporter:
         if RUN_PROPERTY in props:
             self.runs[task_id] = json.loads(str(props[RUN_PROPERTY]))
         if RESULT_PROPERTY in props:
-            self.results[task_id] = ChallengeResult.from_json(json.loads(str(props[RESULT_PROPERTY])))
+            self.results[task_id] = TaskResult.from_json(json.loads(str(props[RESULT_PROPERTY])))
         elif report.skipped and task_id not in self.results:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.seen[task_id] = reason.removeprefix("Skipped: ")
@@ -180,7 +180,7 @@ class SessionReporter:
             terminalreporter.write_line(line)
         for name, own in (self.document.get("agents") or {}).items():
             terminalreporter.write_line(f"agent {name}: score {100 * own['score']:.1f}% over "
-                                        f"{len(own['selected'])} challenge(s), {own['n_fail']} FAIL")
+                                        f"{len(own['selected'])} task(s), {own['n_fail']} FAIL")
         campaign = self.document.get("campaign")
         if campaign and campaign.get("n_runs"):
             terminalreporter.write_line(summary_line(campaign))
@@ -231,7 +231,7 @@ def _task(key: Key) -> str:
     return key[0]
 
 
-def _for_agent(record: ChallengeResult, key: Key) -> ChallengeResult:
+def _for_agent(record: TaskResult, key: Key) -> TaskResult:
     """A record made here (not run, harness error) names its agent in a several-agent session."""
     if key[1]:
         record.agent = key[1]

@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 
 from ..agent_output import read_json
-from ..documents import number
+from ..documents import RENAMED_SCHEMAS, number, upgrade
 from ..errors import RexmleError
 from ..scoring.ranking import RankingError, overall_score, rank
 from ..scoring.result import ERROR, OK
@@ -53,7 +53,7 @@ def read_report(path: Path, what: str = "report") -> dict:
         raise ReportRefused(str(exc)) from None
     if not isinstance(doc, dict):
         raise ReportRefused(f"{what} {path} is not a JSON object")
-    return doc
+    return upgrade(doc) if doc.get("schema") in RENAMED_SCHEMAS else doc
 
 
 def _close(a: float, b: float) -> bool:
@@ -62,7 +62,7 @@ def _close(a: float, b: float) -> bool:
 
 def _rerank(rec: dict, notes: list[str]) -> None:
     """An OK record's positions, mean position and percentile, from its metrics against the shipped leaderboard."""
-    cid = rec["challenge_id"]
+    cid = rec["task_id"]
     try:
         task = registry().get(cid)
         metrics = {str(k): float(number(v)) for k, v in (rec.get("metrics") or {}).items()}
@@ -101,10 +101,10 @@ def rederive(doc: dict) -> dict:
     out = copy.deepcopy(doc)
     notes: list[str] = []
     records = {}
-    for rec in out.get("challenges") or []:
+    for rec in out.get("tasks") or []:
         if rec.get("status") == OK:
             _rerank(rec, notes)
-        records[rec["challenge_id"]] = rec
+        records[rec["task_id"]] = rec
     selected = list(out.get("selected") or [])
     skipped = set(out.get("skipped") or ())
     score = overall_score(float(records[c]["percentile"]) if c in records and records[c]["status"] == OK else 0.0

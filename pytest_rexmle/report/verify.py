@@ -66,7 +66,7 @@ def find_run(rec: dict, report: Path) -> Path | None:
     run_dir = rec.get("run_dir")
     if not isinstance(run_dir, str) or not run_dir:
         return None
-    name, task = Path(run_dir).name, str(rec["challenge_id"])
+    name, task = Path(run_dir).name, str(rec["task_id"])
     candidates = [Path(run_dir)]
     if RUN_NAME.fullmatch(name) and RUN_NAME.fullmatch(task):  # both come from the file: no glob, no ".."
         for base in (report.parent, report.parent.parent, report.parent.parent.parent):
@@ -99,7 +99,7 @@ def _differs(claimed: dict, regraded: dict, keys: list[str]) -> list[str]:
 
 def verify_record(rec: dict, doc: dict, report: Path, data_dir: Path | None) -> tuple[str, str]:
     """(``verified`` | ``refused`` | ``unverified``, why) for one graded record of a session."""
-    cid = rec["challenge_id"]
+    cid = rec["task_id"]
     if cid not in registry().ids:
         return UNVERIFIED, f"{cid!r}: not a task of this version"
     run = find_run(rec, report)
@@ -148,7 +148,7 @@ def _other_owner(run: Path, rec: dict) -> str | None:
 def verify_session(doc: dict, report: Path, data_dir: Path | None = None) -> dict:
     """Re-grade every graded result of a (re-derived) session; its ``trust`` becomes the verdict. Results that
     are not OK claim 0 and need no proof."""
-    verdicts = [verify_record(rec, doc, report, data_dir) for rec in doc.get("challenges") or []
+    verdicts = [verify_record(rec, doc, report, data_dir) for rec in doc.get("tasks") or []
                 if rec.get("status") == "ok"]
     statuses = {status for status, _ in verdicts}
     status = REFUSED if REFUSED in statuses else UNVERIFIED if UNVERIFIED in statuses or not verdicts else VERIFIED

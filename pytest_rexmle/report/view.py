@@ -121,9 +121,9 @@ def _runs_of_report(report: Path, roots: list[Path], skipped: list[str]) -> list
     """The runs a session report names, found by their last three names (task, agent, run) below the
     runs folders allowed — never at the path the report claims, which a downloaded report chooses."""
     doc = read_json(report / REPORT_JSON, MAX_REPORT_BYTES, REPORT_JSON)
-    challenges = doc.get("challenges") if isinstance(doc, dict) else None
+    records = (doc.get("tasks") or doc.get("challenges")) if isinstance(doc, dict) else None  # schema 2, or 1
     found: list[Path] = []
-    for entry in challenges if isinstance(challenges, list) else []:
+    for entry in records if isinstance(records, list) else []:
         claimed = entry.get("run_dir") if isinstance(entry, dict) else None
         if not isinstance(claimed, str) or not claimed:
             continue

@@ -15,7 +15,7 @@ from ..data.synthetic import synthetic_data
 from ..data.taskdata import TaskData, prepared_data
 from ..paths import cache_home
 from ..runtime.base import Runtime
-from ..scoring.result import ChallengeResult
+from ..scoring.result import TaskResult
 from ..task import Task
 from .launch import LaunchedRun, RunFolder, find_resumable, launch, reattach, run_key
 
@@ -25,7 +25,7 @@ class Begun:
     """A run as the executor receives it: a resumed result, or a launched run to wait for."""
 
     time_limit: float
-    resumed: ChallengeResult | None = None
+    resumed: TaskResult | None = None
     launched: LaunchedRun | None = None
 
 

@@ -24,7 +24,7 @@ from ..documents import Document, parse
 from ..gateway.record import run_json_fields
 from ..paths import Entry
 from ..runtime.base import RunHandle, RunOutcome, RunSpec, Runtime
-from ..scoring.result import ERROR, ChallengeResult
+from ..scoring.result import ERROR, TaskResult
 from ..scoring.seal import SealError, verify_result
 from ..task import Task
 from .instructions import render_instructions
@@ -131,7 +131,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
     return key
 
 
-def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> ChallengeResult | None:
+def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> TaskResult | None:
     """The newest finished result of an identical run (harness errors are always re-run).
 
     Only a result whose seal verifies (:mod:`pytest_rexmle.scoring.seal`) is reused: one changed after grading
@@ -143,7 +143,7 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> Chall
             if RunRecord.read(result_path.parent / RUN_JSON).key != key:
                 continue
             data = verify_result(result_path, key)
-            result = ChallengeResult.from_json(json.loads(data))
+            result = TaskResult.from_json(json.loads(data))
         except SealError as exc:
             warnings.warn(f"rexmle: not resuming {result_path}: {exc}; the task runs again", stacklevel=2)
             continue

@@ -38,6 +38,7 @@ unless the user opts into ``unsafe=True`` (``--rexmle-unsafe-local``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -442,77 +443,64 @@ class LocalRuntime(Runtime):
         who, lease = self.identity(spec)
         owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
-        fds: list[int] = []
-        bridge: SlirpNetwork | None = None
-        leftovers = 0
-        stray_jobs: list[str] = []
-        channel: ListenerChannel | None = None
+        ended: dict = {}  # what the releases found: leftover processes, stray Slurm jobs, the gateway's record
         gateway: gateway_link.RunGateway | None = None
-        gateway_details: dict | None = None
-        drop: HostDrop | None = None
         config: dict = {}
-        try:
+        # One exit per resource, released in the reverse of their order here: the network first, then the
+        # gateway, the descriptors and the cgroup, and last the run's identity (see _identity_released).
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_identity_released(spec, who, owner, lease, tmp, tools, ended))
             ident.hand_over([spec.workspace, spec.submission, tmp], who)
             if spec.stage is not None and mechanism == "landlock" and lease is not None:
                 os.chown(spec.stage, who.uid, who.gid)  # 0700: this run's uid alone enters its stage
             self.check_reach(spec, who, tmp, tools)
             cgroup = RunCgroup.create(f"rexmle-{os.getpid()}-{tmp.name.lstrip('.')}", limits)
+            if cgroup is not None:
+                stack.callback(cgroup.remove)
+                stack.callback(cgroup.kill)  # first
             if who.is_root and limits.processes is not None and (cgroup is None or "pids" not in cgroup.controllers):
                 raise AgentIdentityRefused(
                     "the processes limit cannot hold for an agent running as uid 0 (RLIMIT_NPROC does not apply "
                     "to root) without a cgroup pids controller here: drop --rexmle-agent-as-root, or lift the "
                     "limit with --rexmle-limit=processes=none")
+            fds: list[int] = []
+            stack.callback(lambda: list(map(os.close, fds)))  # the launcher's, filled in by its command
             mode = "exec" if mechanism == "bwrap" else "supervise"
             network = self.network(spec)
             port_mode = False
+            channel: ListenerChannel | None = None
             if network == "gateway":
-                gateway = gateway_link.RunGateway(self.gateway, spec, policy)
+                gateway = link = gateway_link.RunGateway(self.gateway, spec, policy)
+                # its listener goes with it; the record is the run's usage and egress
+                stack.callback(lambda: ended.update(gateway=link.close()))
                 port_mode = mechanism == "landlock" and _landlock_gateway_mode() == "port"
                 if port_mode:  # no namespace: a listener on the host's loopback, the only port it may reach
                     host_port = gateway.run.host_address()[1]
                     url = f"http://127.0.0.1:{host_port}"
                 else:
                     channel, url = ListenerChannel(), base_url()
+                    stack.callback(channel.close)
                 spec = gateway.agent_spec(spec, url)
             config = self._launcher_config(spec, who, limits, cgroup, tmp, tools, mode, network, channel, image)
             if port_mode:
                 config.update(seccomp_network="tcp-only", connect_ports=[host_port])
+            bridge: SlirpNetwork | None = None
             if network == "bridge":
                 bridge = SlirpNetwork(slirp4netns(), user_namespace=not ident.harness_is_root(),
                                       log=spec.logs / "slirp4netns.log", image_root=image.rootfs if image else None)
+                stack.callback(bridge.close)
+            drop: HostDrop | None = None
             if mechanism == "bwrap":
                 drop = self._host_drop(config, who, image)
+                if drop is not None and drop.bridge is not None:
+                    stack.callback(drop.bridge.remove)
                 argv = self._bwrap_command(spec, policy, config, tmp, tools, fds, bridge, image, drop)
             else:
                 argv = self._landlock_command(policy, config, tmp, tools, fds, [str(stdout_path), str(stderr_path)])
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
             outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
                                       lambda proc: self._connect(proc, bridge, channel, gateway), drop)
-        finally:
-            if drop is not None and drop.bridge is not None:
-                drop.bridge.remove()
-            if bridge is not None:
-                bridge.close()
-            if channel is not None:
-                channel.close()
-            if gateway is not None:  # its listener goes with it; the record is the run's usage and egress
-                gateway_details = gateway.close()
-            for fd in fds:
-                os.close(fd)
-            if cgroup is not None:
-                cgroup.kill()
-                cgroup.remove()
-            if lease is not None:  # a backstop: nothing of this run's uid survives it, whatever escaped
-                leftovers = kill_all_of(lease.uid)
-                stray_jobs = cancel_jobs_of(lease.uid)
-            staging.remove_tree(tmp)  # any depth: the agent wrote it
-            staging.remove_tree(tools)
-            # before anything reads the run's files, and before the uid can go to another run
-            ident.hand_back([spec.workspace, spec.submission], who, owner)
-            if spec.stage is not None:
-                os.chown(spec.stage, *owner)
-            if lease is not None:
-                lease.release()
+        leftovers, stray_jobs, gateway_details = ended.get("leftovers"), ended.get("stray_jobs"), ended.get("gateway")
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
                                network=network, seccomp=_seccomp_record(config) if config else None)
@@ -757,6 +745,29 @@ def _cgroup_joiner(cgroup: RunCgroup | None):
                 fh.write("0")
 
     return join
+
+
+@contextlib.contextmanager
+def _identity_released(spec: RunSpec, who, owner: tuple[int, int], lease: Lease | None, tmp: Path, tools: Path,
+                       ended: dict):
+    """The run's identity, given back in one unbroken order once everything else of the run is released:
+    every process and Slurm job of its uid killed (a backstop, whatever escaped), its scratch and tools
+    removed, the run's folders handed back (before anything reads them), and only then the uid released
+    for another run. A step that fails stops the ones after it, so a uid whose files were not handed
+    back is never leased again."""
+    try:
+        yield
+    finally:
+        if lease is not None:
+            ended["leftovers"] = kill_all_of(lease.uid)
+            ended["stray_jobs"] = cancel_jobs_of(lease.uid)
+        staging.remove_tree(tmp)  # any depth: the agent wrote it
+        staging.remove_tree(tools)
+        ident.hand_back([spec.workspace, spec.submission], who, owner)
+        if spec.stage is not None:
+            os.chown(spec.stage, *owner)
+        if lease is not None:
+            lease.release()
 
 
 def _seccomp_record(config: dict) -> dict:

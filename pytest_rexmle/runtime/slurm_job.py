@@ -9,14 +9,13 @@ Under ``--rexmle-network=gateway`` this process is the node's harness: the inner
 this process's own gateway (created on first use, with the provider keys of the job's environment), and
 its record (usage, egress) travels back in the outcome's details like everything else.
 
-The spec is serialised generically (every dataclass field, tagged Paths, tuples and nested
-dataclasses), so fields added to :class:`RunSpec` travel without changes here.
+Both files are typed records (:class:`NodeSpec`, :class:`RunOutcome`) written and read as plain JSON: the
+node builds only the declared types, whatever the file says.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import signal
@@ -27,6 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from ..documents import parse
 from ..jsonfile import write_json_atomic
 from . import RUNTIMES
 from .base import RunOutcome, RunSpec
@@ -35,47 +37,30 @@ SPEC_NAME = "spec.json"
 OUTCOME_NAME = "outcome.json"
 
 
-# -- generic (de)serialisation ---------------------------------------------------------------------------
-def encode(value: Any) -> Any:
-    if isinstance(value, Path):
-        return {"$path": str(value)}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        cls = type(value)
-        return {"$dataclass": f"{cls.__module__}:{cls.__qualname__}",
-                "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    if isinstance(value, tuple):
-        return {"$tuple": [encode(v) for v in value]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise TypeError(f"cannot serialise a dict with non-string keys: {value!r}")
-        return {"$dict": {k: encode(v) for k, v in value.items()}}
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise TypeError(f"cannot serialise {type(value).__name__} for the node: {value!r}")
+# -- the files that cross to the node and back ---------------------------------------------------------------
+class NodeSpec(BaseModel):
+    """``spec.json``: the run's spec and the inner runtime, read as these declared types only (a file cannot
+    choose a class), so fields added to :class:`RunSpec` travel without changes here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inner: str
+    inner_options: dict[str, Any]
+    spec: RunSpec
 
 
-def decode(value: Any) -> Any:
+def _untagged(value: Any) -> Any:
+    """A spec of a version before typed records (``{"$path": ..}``, ``{"$tuple": ..}``, ``{"$dict": ..}``,
+    ``{"$dataclass": <name>, "fields": ..}``) as plain JSON; the class name it gives is ignored, the model's
+    field types decide what is built (a job queued before an upgrade still starts)."""
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [_untagged(v) for v in value]
     if not isinstance(value, dict):
         return value
-    if "$path" in value:
-        return Path(value["$path"])
-    if "$tuple" in value:
-        return tuple(decode(v) for v in value["$tuple"])
-    if "$dict" in value:
-        return {k: decode(v) for k, v in value["$dict"].items()}
-    if "$dataclass" in value:
-        module, _, qualname = value["$dataclass"].partition(":")
-        if not module.startswith("pytest_rexmle."):
-            raise ValueError(f"refusing to build {value['$dataclass']}: not a pytest_rexmle type")
-        cls: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        return cls(**{k: decode(v) for k, v in value["fields"].items()})
-    raise ValueError(f"untagged object in a node spec: {value!r}")
+    for tag in ("$path", "$tuple", "$dict"):
+        if tag in value:
+            return _untagged(value[tag])
+    return _untagged(value["fields"]) if "$dataclass" in value else {k: _untagged(v) for k, v in value.items()}
 
 
 def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> None:
@@ -83,7 +68,7 @@ def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> No
     system in the run folder; the job gets them from its own environment (:func:`with_secrets`)."""
     kept = {k: v for k, v in spec.env.items() if k not in spec.secret_env}
     spec = dataclasses.replace(spec, env=kept)
-    write_json_atomic(path, {"inner": inner, "inner_options": inner_options, "spec": encode(spec)})
+    write_json_atomic(path, NodeSpec(inner=inner, inner_options=inner_options, spec=spec).model_dump(mode="json"))
 
 
 def with_secrets(spec: RunSpec, environ: dict[str, str] | None = None) -> RunSpec:
@@ -95,7 +80,10 @@ def with_secrets(spec: RunSpec, environ: dict[str, str] | None = None) -> RunSpe
 
 def read_spec(path: Path) -> tuple[RunSpec, str, dict]:
     doc = json.loads(path.read_text())
-    return decode(doc["spec"]), doc["inner"], doc["inner_options"]
+    if isinstance(doc, dict) and isinstance(doc.get("spec"), dict) and "$dataclass" in doc["spec"]:
+        doc = {**doc, "spec": _untagged(doc["spec"])}
+    node = parse(NodeSpec, doc, path)
+    return node.spec, node.inner, node.inner_options
 
 
 def outcome_to_json(outcome: RunOutcome) -> dict:
@@ -104,10 +92,8 @@ def outcome_to_json(outcome: RunOutcome) -> dict:
 
 
 def outcome_from_json(doc: dict) -> RunOutcome:
-    doc = dict(doc)
-    doc["stdout"], doc["stderr"] = Path(doc["stdout"]), Path(doc["stderr"])
-    known = {f.name for f in dataclasses.fields(RunOutcome)}
-    return RunOutcome(**{k: v for k, v in doc.items() if k in known})
+    """Typed: keys of a newer harness are ignored, a wrong type is refused with the field's name."""
+    return parse(RunOutcome, doc, "run outcome")
 
 
 # -- on the node ------------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ class Board:
     @classmethod
     def create(cls, runs_dir: Path) -> Board:
         """A fresh board under ``<runs>/.schedule/`` (hidden from agents like the whole runs folder), mode
-        0700 (it holds the pickled settings). Where the runs folder cannot hold it (not a folder, read-only)
+        0700 (it holds the session's settings). Where the runs folder cannot hold it (not a folder, read-only)
         a private temporary folder does, so that each item still meets the real error with its own run."""
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         folder = Path(runs_dir) / ".schedule" / f"{stamp}-{os.getpid()}"

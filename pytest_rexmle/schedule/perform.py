@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import pickle
 import signal
 import sys
 import time
@@ -24,12 +23,17 @@ import traceback
 import warnings
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
+from ..documents import read
 from ..errors import DataNotPreparedError
+from ..jsonfile import write_json_atomic
 from ..runtime import runtime_for
+from ..settings import Settings
 from .board import FINAL, HEARTBEAT, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
 from .telemetry import Sampler
 
-SETTINGS = "settings.pickle"
+SETTINGS = "settings.json"
 #: a batch job handed to the session's watcher: queued or running on the scheduler, no process waiting for it
 SUBMITTED = "submitted"
 PR_SET_PDEATHSIG = 1
@@ -152,8 +156,14 @@ def _data(settings, task, task_data):
         raise DataNotPreparedError(str(exc), f"rexmle prepare {task.id} --data-dir {settings.data_dir}") from None
 
 
-def write_settings(board: Board, settings) -> None:
-    (board.folder / SETTINGS).write_bytes(pickle.dumps(settings))
+def write_settings(board: Board, settings: Settings) -> None:
+    """The session's settings for its run processes, as typed JSON (no pickle: the file decides no type). Each
+    session writes them into its own new board, so no file of an earlier version is ever read back."""
+    write_json_atomic(board.folder / SETTINGS, TypeAdapter(Settings).dump_python(settings, mode="json"))
+
+
+def read_settings(board: Board) -> Settings:
+    return read(Settings, board.folder / SETTINGS)
 
 
 def _arm_parent_death(parent: int) -> None:
@@ -209,7 +219,7 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list,
         signal.signal(signal.SIGTERM, _on_sigterm)
         signal.signal(signal.SIGINT, _on_sigint(board, parent))
         _arm_parent_death(parent)
-        settings = pickle.loads((board.folder / SETTINGS).read_bytes())
+        settings = read_settings(board)
         from ..task import registry  # start-up: keeps pydantic out of the executor's child
 
         task = registry().get(task_of_key(key))

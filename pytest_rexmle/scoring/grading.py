@@ -15,7 +15,7 @@ from ..medimage.header_notes import collecting
 from ..submission import SUBMISSION_CSV
 from ..task import Task
 from .ranking import rank
-from .result import ERROR, INVALID, MISSING, OK, ChallengeResult
+from .result import ERROR, INVALID, MISSING, OK, TaskResult
 
 MAX_REASON_CHARS = 2000
 
@@ -49,11 +49,11 @@ def grade_submission(task: Task, submission_dir: Path, answers_dir: Path) -> Gra
     return GradeOutcome(OK, {k: float(v) for k, v in metrics.items()}, warnings=warnings)
 
 
-def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> ChallengeResult:
+def result_from_grade(task: Task, outcome: GradeOutcome, **extra) -> TaskResult:
     board = Leaderboard.read(task.leaderboard_path)
     if outcome.status != OK:
-        return ChallengeResult.failed(task, outcome.status, outcome.reason or outcome.status, board.n,
+        return TaskResult.failed(task, outcome.status, outcome.reason or outcome.status, board.n,
                                       traceback=outcome.traceback, **extra)
     assert outcome.metrics is not None  # an OK outcome always carries its metrics
-    return ChallengeResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board),
+    return TaskResult.graded(task, outcome.metrics, rank(task, outcome.metrics, board),
                                   warnings=list(outcome.warnings), **extra)

@@ -55,7 +55,7 @@ from ..jsonfile import write_json_atomic
 from ..leaderboard import Leaderboard
 from ..task import Task
 from .grading import grade_submission
-from .result import OK, ChallengeResult
+from .result import OK, TaskResult
 
 ANSWERS_TOLERANCE = 1e-3
 HUMAN_MARGIN = 0.5
@@ -152,7 +152,7 @@ def egress_note(run_dir: Path | None) -> str | None:
             + (", ".join(allowed[:10]) + (" ..." if len(allowed) > 10 else "") if allowed else "none"))
 
 
-def check(task: Task, result: ChallengeResult, perfect: dict[str, float] | None, *,
+def check(task: Task, result: TaskResult, perfect: dict[str, float] | None, *,
           synthetic: bool = False) -> dict | None:
     """The ``suspected_leak`` record of a graded result, or None when no rule fires. ``synthetic``: graded
     on a synthetic twin, where ``beats-humans`` does not apply (the humans were never measured on such data).

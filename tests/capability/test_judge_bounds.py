@@ -268,7 +268,7 @@ def test_a_session_whose_judge_runs_out_writes_stages_capability_and_report(benc
     stages = json.loads((run / "stages.json").read_text())
     assert [s["evidence"].startswith(TIMED_OUT) for s in stages["stages"]] == [True, True, True, False, False]
     assert stages["stages"][4]["score"] == 1.0  # the submission is measured all the same
-    assert report_json(bench.path)["challenges"][0]["status"] == "ok"
+    assert report_json(bench.path)["tasks"][0]["status"] == "ok"
     session = json.loads((report_dir(bench.path) / "rexmle-capability.json").read_text())
     assert session["agents"][0]["runs"][0]["flags"] == capability["flags"]
 
@@ -290,7 +290,7 @@ def test_resume_judges_a_hostile_record_in_seconds(bench, needs_bwrap):
     assert capability["flags"] == [], capability["flags"]  # judged to the end, not timed out
     stages = json.loads((run / "stages.json").read_text())
     assert "training runs: logs/model-calls.jsonl#" in stages["stages"][1]["evidence"]
-    assert report_json(bench.path)["challenges"][0]["status"] == "ok"
+    assert report_json(bench.path)["tasks"][0]["status"] == "ok"
 
 
 def test_a_calls_request_and_response_lines_are_one_call_and_its_request_is_evidence(tmp_path):

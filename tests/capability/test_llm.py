@@ -51,7 +51,7 @@ def test_valid_reply_prompt_and_document(tmp_path, server, judge):
     assert body["response_format"] == {"type": "json_object"}
     assert body["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
     user = body["messages"][1]["content"]
-    # capability.md §2: 13 blocks "TARGET STRATEGY: <name>\n<criteria>" verbatim, in id order, blank-line separated
+    # 13 blocks "TARGET STRATEGY: <name>\n<criteria>" verbatim, in id order, blank-line separated
     blocks = "\n\n".join(f"TARGET STRATEGY: {s.name}\n{s.criteria}" for s in load_strategies())
     # the log is the observed trace (the gateway's recorded model calls), never the agent's stdout
     assert user.startswith(blocks + "\n\nLog section (isles22-section-1):\n=== logs/model-calls.jsonl#1 ===\n")

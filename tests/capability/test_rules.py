@@ -124,7 +124,7 @@ def test_document_is_written_and_complete(tmp_path):
     doc = get_judge("rules").judge_run(run, "isles22")
     assert json.loads((run / "capability.json").read_text()) == doc
     CapabilityRun.check(doc)
-    assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["challenge_id"] == "isles22"
+    assert doc["agent"] == "toy" and doc["seed"] == 3 and doc["task_id"] == "isles22"
     assert doc["judge"] == {"name": "rules", "model": "rules", "params": {}, "prompt_version": "rules-2"}
     # every positive case is in this run, so every strategy scores 1
     assert [r["score"] for r in doc["strategies"]] == [1] * 13
@@ -135,7 +135,7 @@ def test_document_is_written_and_complete(tmp_path):
 
 def test_reference_id_alias_is_accepted(tmp_path):
     doc = get_judge("rules").judge_run(make_run(tmp_path / "run", "hello\n"), "topcow-track1-task2")
-    assert doc["challenge_id"] == "topcow-cta-det"
+    assert doc["task_id"] == "topcow-cta-det"
 
 
 def test_unknown_judge_and_options_are_usage_errors():

@@ -1,4 +1,5 @@
-"""capability.md §3–§5: normalisation, per-run OR over sections, per-agent means, and the validators."""
+"""The capability documents (their schema: pytest_rexmle/capability/schema.py): normalisation, per-run OR over
+sections, per-agent means, and the validators."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _section(label: str, ones: set[int]) -> dict:
 
 def _run(agent: str, cid: str, *sections: set[int], seed: int = 0) -> dict:
     secs = [_section(f"{cid}-section-{i}", ones) for i, ones in enumerate(sections, start=1)]
-    return run_document(agent=agent, challenge_id=cid, seed=seed, run_dir=f"/runs/{cid}/{seed}", judge=JUDGE,
+    return run_document(agent=agent, task_id=cid, seed=seed, run_dir=f"/runs/{cid}/{seed}", judge=JUDGE,
                         sections=secs, flags=[])
 
 
@@ -84,7 +85,7 @@ def test_aggregate_hand_computed():
     assert (s5["mean_score"], s5["sum_score"]) == (pytest.approx(2 / 3), 2)
     assert s5["fragment_mean"] == pytest.approx(2 / 6)
     assert (s2["mean_score"], s2["sum_score"], s2["fragment_mean"]) == (0.0, 0, 0.0)
-    assert [r["challenge_id"] for r in doc["runs"]] == ["isles22", "ldct-iqa", "seg-a"]
+    assert [r["task_id"] for r in doc["runs"]] == ["isles22", "ldct-iqa", "seg-a"]
     assert doc["runs"][0]["scores"][:5] == [1, 0, 0, 0, 1]
     empty = aggregate([], "nobody")
     AgentCapability.check(empty)

@@ -276,8 +276,8 @@ def test_two_cli_agents_in_one_session_each_against_its_own_provider(docker_benc
                               "--agent-option=mini-swe-agent:model=scripted-chat", "--rexmle-time-limit=240",
                               "-k", "ldct-iqa", timeout=500)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*agent claude-code: score *% over 1 challenge(s), 0 FAIL",
-                                 "*agent mini-swe-agent: score *% over 1 challenge(s), 0 FAIL"])
+    result.stdout.fnmatch_lines(["*agent claude-code: score *% over 1 task(s), 0 FAIL",
+                                 "*agent mini-swe-agent: score *% over 1 task(s), 0 FAIL"])
     assert len(anthropic.agent_requests()) == 2 and len(chat.agent_requests()) == 2
     runs = run_folders(docker_bench.path, "ldct-iqa")
     assert sorted(r.parent.name.rsplit("-", 1)[0] for r in runs) == ["claude-code", "mini-swe-agent"]

@@ -19,7 +19,7 @@ def test_example_agent_in_an_image_chooses_docker_itself(bench, test_image):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["rexmle: agent=command runtime=docker *",
                                  "rexmle: runtime docker chosen: agent 'command' runs only from an image*"])
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     folder = run_folders(bench.path, "ldct-iqa")[-1]
     run, stdout = json.loads((folder / "run.json").read_text()), (folder / "logs" / "agent.stdout.log").read_text()
     assert record["status"] == "ok", record

@@ -96,7 +96,7 @@ def test_staged_submission_is_found_and_old_command_line_accepted(gateway, tmp_p
 
 
 def test_a_header_unlike_the_inputs_is_valid_with_a_warning(gateway, tmp_path):
-    """§0.4 errata (turn 4): the organisers score the voxels of a prediction whose header differs; the
+    """The organisers score the voxels of a prediction whose header differs; the
     agent's validation says valid and warns, as ``rexmle validate`` does."""
     import SimpleITK as sitk
 

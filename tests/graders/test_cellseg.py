@@ -1,4 +1,4 @@
-"""NeurIPS CellSeg (challenges.md §20): twin layout, self-consistency, degraded and malformed submissions."""
+"""NeurIPS CellSeg: twin layout, self-consistency, degraded and malformed submissions."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from pytest_rexmle.errors import InvalidSubmission
 from pytest_rexmle.graders.base import PREDICTION_FORMATS, load_grader
 from pytest_rexmle.medimage.header_notes import collecting
 from pytest_rexmle.scoring.grading import INVALID, MISSING, grade_submission, result_from_grade
-from pytest_rexmle.scoring.result import ChallengeResult
+from pytest_rexmle.scoring.result import TaskResult
 from pytest_rexmle.task import Task, registry
 
 from . import editing
@@ -219,7 +219,7 @@ MALFORMED = {
                                   r"case '[^']+'.*(cannot|not valid)"),
     "wrong shape": Malformed(rewrite_volume(one_slice_less), ("volume",), "size|shape|grid|geometry"),
     "NaN voxel": Malformed(rewrite_volume(with_value(np.nan)), ("volume",), "finite|nan|label|value"),
-    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included (§19 errata, turn 4), so 0.5
+    # SEG.A and ISLES'22 count any nonzero voxel as foreground, floats included, so 0.5
     # is a valid (vessel, lesion) value there
     "fractional label": Malformed(rewrite_volume(with_value(0.5)), ("volume",), "integ|label|value",
                                   exempt=("seg-a", "isles22")),
@@ -259,7 +259,8 @@ def test_prediction_formats_are_as_declared(twin):
     assert twin.kind == KINDS[twin.task.id], f"{twin.task.id}: the grader's prediction_format is not its files'"
 
 
-# -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning (§0.4 errata, turn 4) --
+# -- a header unlike the ground truth's on the ground truth's shape: scored, with a warning --
+# (docs/reference/grading.md: reading images)
 
 def header_edit(change: Callable[[sitk.Image], None]) -> Callable[[np.ndarray, sitk.Image], sitk.Image]:
     def edit(array: np.ndarray, image: sitk.Image) -> sitk.Image:
@@ -305,7 +306,7 @@ def test_a_header_difference_is_scored_on_the_ground_truth_grid_with_a_warning(n
     assert len(outcome.warnings) == 1 and f"case {case_id!r}: prediction header {prop}" in outcome.warnings[0]
     result = result_from_grade(twin.task, outcome)
     assert result.warnings == list(outcome.warnings) and result.percentile == 1.0
-    assert ChallengeResult.from_json(result.to_json()).warnings == result.warnings   # kept in result.json
+    assert TaskResult.from_json(result.to_json()).warnings == result.warnings   # kept in result.json
     with collecting() as notes:                              # the agent-side check accepts it and says why
         load_grader(twin.task).validate(sub, twin.public)
     assert [n for n in notes.messages() if prop in n], notes.messages()

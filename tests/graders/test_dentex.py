@@ -1,4 +1,4 @@
-"""DENTEX (challenges.md §6): twin layout, self-consistency, degraded and malformed submissions."""
+"""DENTEX: twin layout, self-consistency, degraded and malformed submissions."""
 
 from __future__ import annotations
 

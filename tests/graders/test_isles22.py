@@ -1,4 +1,4 @@
-"""ISLES'22 (challenges.md §19): what is specific to its grader — any non-zero voxel is lesion, floats included."""
+"""ISLES'22: what is specific to its grader — any non-zero voxel is lesion, floats included."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def expected(truth: np.ndarray, pred: np.ndarray) -> dict[str, float]:
 
 @pytest.mark.parametrize("value", [1.0, 0.6, 1e-3])
 def test_a_float_mask_with_values_in_0_1_is_scored(value, tmp_path):
-    # §19 errata (turn 4): the organisers binarise with != 0 whatever the voxel type; a probability-like
+    # the organisers binarise with != 0 whatever the voxel type; a probability-like
     # float mask is a mask, not "non-integer label values".
     truth, pred = lesions()
     answers, submission = write_case(tmp_path, truth, (pred * value).astype(np.float32))
@@ -87,7 +87,7 @@ def test_non_finite_voxels_stay_invalid(bad, tmp_path):
         grader().grade(submission, answers)
 
 
-# -- a NIfTI whose qform and sform disagree: the usual nibabel mask lands off-grid under SimpleITK (§0.4) --
+# -- a NIfTI whose qform and sform disagree: the usual nibabel mask lands off-grid under SimpleITK --
 
 def nibabel_case(root: Path) -> tuple[Path, Path, Path]:
     """A DWI grid whose qform (code 1) and sform (code 2, "aligned") are 0.5 mm apart, its mask as answers,

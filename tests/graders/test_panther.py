@@ -1,4 +1,4 @@
-"""PANTHER tasks 1 and 2 (challenges.md §3–§4): metrics, twins, self-consistency, malformed input."""
+"""PANTHER tasks 1 and 2: metrics, twins, self-consistency, malformed input."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def two_voxels(shape=(5, 5, 7)) -> tuple[np.ndarray, np.ndarray]:
 def test_case_metrics_single_voxels():
     # Voxels 2 apart along x at spacing (z, y, x) = (3, 2, 0.5). Physically (``*_true_axes``): surfel
     # corners are 0.5 or 1.0 mm from the other voxel's corners, half each (equal areas) → masd 0.75,
-    # hd95 1.0, all within 5 mm. Ranked (the organisers' pairing, §3 errata turn 4): the (x, y, z)
+    # hd95 1.0, all within 5 mm. Ranked (the organisers' pairing): the (x, y, z)
     # spacing (0.5, 2, 3) lies on the (z, y, x) array, so the x shift is measured with 3 mm: corners
     # 3 or 6 mm away → masd 4.5, hd95 6.0, and only the half within 5 mm counts for msd.
     truth, pred = two_voxels()
@@ -195,7 +195,7 @@ def test_every_nonzero_ground_truth_voxel_is_tumour(tmp_path):
 
 
 def test_tumour_prediction_scores_one_on_tumour_only_answers(tmp_path):
-    # Released label: tumour (1) inside pancreas (2). The answers keep label 1 only (§3 errata): the
+    # Released label: tumour (1) inside pancreas (2). The answers keep label 1 only: the
     # perfect tumour mask scores Dice 1; one that also marks the pancreas is penalised for it.
     released = np.zeros((6, 8, 10), dtype=np.uint8)
     released[1:5, 2:6, 2:9] = 2
@@ -222,7 +222,7 @@ def test_nifti_predictions_are_read_through_simpleitk(tmp_path):
 
 def test_twin_layouts(twin1, twin2):
     t1_ids = grader_for("panther-t1").public_test_ids(twin1.public)
-    assert len(t1_ids) == 5 and all(i.endswith("_0001") for i in t1_ids)      # 25 → 20/5 (§0.3)
+    assert len(t1_ids) == 5 and all(i.endswith("_0001") for i in t1_ids)      # 25 → 20/5 (the split: ceil(n / 5) test)
     assert len(list((twin1.public / "train" / "labels").glob("*.mha"))) == 20
     assert len(list((twin1.public / "train_unlabeled" / "images").glob("*.mha"))) >= 1
     assert not (twin2.public / "train_unlabeled").exists()
@@ -350,7 +350,7 @@ def mutate_suffix(sub):
 MUTATIONS = {
     "unreadable file": (mutate_unreadable, "cannot read"),
     "wrong shape": (mutate_shape, "size"),
-    # spacing, origin and direction differences are scored with a warning (§0.4 errata, turn 4): test_contract
+    # spacing, origin and direction differences are scored with a warning (grading rules: reading images): test_contract
     "extra labels": (mutate_labels, "distinct values"),
     "nan": (mutate_nan, "NaN"),
     "2-D": (mutate_two_d, "2-D"),

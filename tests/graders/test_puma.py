@@ -1,4 +1,4 @@
-"""PUMA (challenges.md §14–§18): tissue micro Dice, nuclei F1, GeoJSON conversion, twins, bad input."""
+"""PUMA: tissue micro Dice, nuclei F1, GeoJSON conversion, twins, bad input."""
 
 from __future__ import annotations
 

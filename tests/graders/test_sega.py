@@ -1,4 +1,4 @@
-"""SEG.A 2023 (challenges.md §5): metrics, twin, self-consistency, malformed input."""
+"""SEG.A 2023: metrics, twin, self-consistency, malformed input."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_ground_truth_spacing_is_paired_with_the_array_axes(tmp_path):
 
 def test_twin_layout(twin):
     ids = grader().public_test_ids(twin.public)
-    assert len(ids) == 5                                                       # 25 → 20/5 (§0.3)
+    assert len(ids) == 5                                                       # 25 → 20/5 (the split: ceil(n / 5) test)
     train = sorted(p.name.removesuffix(".seg.nrrd") for p in (twin.public / "train" / "labels").glob("*.seg.nrrd"))
     assert len(train) == 20 and {i[0] for i in train + ids} == {"D", "K", "R"}
     assert "D10" in train + ids                                                # string order D1 < D10 < D2
@@ -180,7 +180,7 @@ def nan_image(arr, ref):
 MUTATIONS = {
     "unreadable file": (lambda s: first_case(s)[1].write_bytes(b"NRRD0004\ngarbage"), "cannot read"),
     "wrong shape": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[1:].copy())), "size"),
-    # spacing, origin and direction differences are scored with a warning (§0.4 errata, turn 4): test_contract
+    # spacing, origin and direction differences are scored with a warning (grading rules: reading images): test_contract
     "nan": (lambda s: rewrite_first(s, nan_image), "NaN"),
     "2-D": (lambda s: rewrite_first(s, lambda a, r: sitk.GetImageFromArray(a[0].copy())), "2-D"),
     "wrong format": (mutate_suffix, "must be NRRD"),

@@ -1,4 +1,4 @@
-"""TopBrain (challenges.md §21–§23): per-case metrics by hand, twins, self-consistency, bad input."""
+"""TopBrain: per-case metrics by hand, twins, self-consistency, bad input."""
 
 from __future__ import annotations
 

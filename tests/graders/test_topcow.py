@@ -1,4 +1,4 @@
-"""TopCoW (challenges.md §7–§13): segmentation and edge-classification graders, twins, bad input.
+"""TopCoW: segmentation and edge-classification graders, twins, bad input.
 
 Box detection (task 2) is covered by its self-consistency checks at the end.
 """
@@ -222,7 +222,7 @@ MALFORMED = {
     "unreadable file": (lambda sub: rows(sub)[0][1].write_bytes(b"not a nifti"), "cannot read"),
     "wrong extension": (lambda sub: rewrite_first(sub, name="mask.nrrd"), "must be NIfTI"),
     "wrong shape": (lambda sub: rewrite_first(sub, first_array(sub)[:-1]), "size"),
-    # spacing, origin and direction differences are scored with a warning (§0.4 errata, turn 4): test_contract
+    # spacing, origin and direction differences are scored with a warning (grading rules: reading images): test_contract
     "label 13": (bad_label(13, np.uint8), "not allowed"),
     "negative label": (bad_label(-1, np.int16), "not allowed"),
     "fractional label": (bad_label(1.5, np.float32), "non-integer"),

@@ -1,4 +1,4 @@
-"""USenhance (challenges.md §1): twin layout, self-consistency, degraded and malformed submissions."""
+"""USenhance: twin layout, self-consistency, degraded and malformed submissions."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def test_hostile_leftovers_finish_the_session_within_memory(bench, needs_bwrap, 
     fail = next(line for line in lines if "agent exited with code 3" in line)
     assert "stderr ends with: FATAL the end" in fail
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     assert "\x1b" not in record["reason"] and record["reason"].endswith("stderr ends with: FATAL the end; "
                                                                         "no submission.csv in the submission folder")
     run = run_folders(bench.path, "ldct-iqa")[-1]

@@ -52,7 +52,7 @@ SHOWN_AGAIN = "the README's set-up command, shown again on this page for readers
 
 JOURNEY: list[Run | NotRun] = [
     # -- README.md: the two set-up commands, one real run
-    Run(FIRST_RUN, expect=(r"ReX-MLE score: [\d.]+% over 20 challenge\(s\), 0 FAIL",)),
+    Run(FIRST_RUN, expect=(r"ReX-MLE score: [\d.]+% over 20 task\(s\), 0 FAIL",)),
     NotRun(TESTS_COMMAND, "the project's own test suite, which holds this journey: .ci/run runs it"),
     NotRun("pytest --agent=ml-master -k topcow",
            "ML-Master with a real model on the six prepared TopCoW tasks: tests/test_headline.py runs this command "
@@ -61,10 +61,10 @@ JOURNEY: list[Run | NotRun] = [
     # -- docs/getting-started.md
     NotRun(FIRST_RUN, SHOWN_AGAIN),
     # -- Everyday use
-    Run("pytest --agent=sample --rexmle-data=synthetic -k topcow", expect=(r"over 6 challenge\(s\), 0 FAIL",)),
+    Run("pytest --agent=sample --rexmle-data=synthetic -k topcow", expect=(r"over 6 task\(s\), 0 FAIL",)),
     Run('pytest --agent=sample --rexmle-data=synthetic -m "cta and detection"', expect=(r"0 FAIL",)),
     Run("pytest --agent=sample --rexmle-data=synthetic -n 4 --junitxml=out.xml",
-        expect=(r"over 20 challenge\(s\), 0 FAIL",)),
+        expect=(r"over 20 task\(s\), 0 FAIL",)),
     Run('pytest --agent=command --agent-option cmd="python my_agent.py" --agent-option dir=path/to/agent '
         '--rexmle-data=synthetic --rexmle-time-limit=600 -k ldct-iqa',
         setup=f"mkdir -p path/to/agent && printf %s {shlex.quote(MY_AGENT)} > path/to/agent/my_agent.py",

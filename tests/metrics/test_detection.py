@@ -1,4 +1,4 @@
-"""DENTEX COCO evaluation (challenges.md §6) on hand-computable detections."""
+"""DENTEX COCO evaluation on hand-computable detections."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""USenhance similarity metrics (challenges.md §1) on hand-computable images."""
+"""USenhance similarity metrics on hand-computable images."""
 
 from __future__ import annotations
 

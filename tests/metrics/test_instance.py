@@ -1,4 +1,4 @@
-"""CellSeg instance matching (challenges.md §20) on hand-made label images."""
+"""CellSeg instance matching on hand-made label images."""
 
 from __future__ import annotations
 

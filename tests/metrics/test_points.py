@@ -1,4 +1,4 @@
-"""Centroid matching and per-class F1 of PUMA nuclei (challenges.md §14), by hand and against a
+"""Centroid matching and per-class F1 of PUMA nuclei, by hand and against a
 plain transcription of the organisers' pairwise loop."""
 
 from __future__ import annotations

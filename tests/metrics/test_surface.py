@@ -1,4 +1,4 @@
-"""Contour-based HD95 (challenges.md §7): hand-computed values and the exactness of the crop."""
+"""Contour-based HD95: hand-computed values and the exactness of the crop."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_absent_label_gets_the_task_bound():
 
 def test_identical_masks_are_exactly_zero_with_non_dyadic_spacing():
     # The raw Maurer map has float32 round-off (~1e-6 mm) on contour voxels for spacings like 0.45 mm;
-    # §7 says 0 there, so a perfect prediction must be exactly 0.
+    # the organisers' definition gives 0 there, so a perfect prediction must be exactly 0.
     rng = np.random.default_rng(3)
     a = ndimage.binary_dilation(rng.random((10, 12, 14)) < 0.03, iterations=2)
     assert hd95(a, a, (0.45, 0.45, 0.6), absent=90.0) == 0.0

@@ -1,4 +1,4 @@
-"""Topology metrics of TopCoW / TopBrain (challenges.md §7, §21) on hand-computable cases."""
+"""Topology metrics of TopCoW / TopBrain on hand-computable cases."""
 
 from __future__ import annotations
 

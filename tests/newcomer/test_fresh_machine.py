@@ -67,7 +67,7 @@ def test_fresh_debian_runs_the_readme_command(case, tmp_path):
     rows = re.findall(r"^([a-z0-9-]+) +(\w+) +", table, re.M)
     graded = [task for task, status in rows if status == "ok"]
     assert len(graded) == CHALLENGES and len(set(graded)) == CHALLENGES, rows
-    score = re.search(r"^ReX-MLE score: ([0-9.]+)% over 20 challenge\(s\), 0 FAIL$", table, re.M)
+    score = re.search(r"^ReX-MLE score: ([0-9.]+)% over 20 task\(s\), 0 FAIL$", table, re.M)
     assert score is not None and 0.0 <= float(score.group(1)) <= 100.0
     assert f"{CHALLENGES} passed" in log
     assert "--rexmle-unsafe-local" not in log.split("newcomer: $", 1)[1].splitlines()[0]

@@ -78,9 +78,9 @@ def test_every_problem_in_one_message(bench, tmp_path, monkeypatch):
     assert numbered[0][1].startswith("agent 'aide' calls the OpenAI(-compatible) API (https://api.openai.com/v1) and "
                                      "this host has no key for it: export OPENAI_API_KEY=...")
     assert "the local runtime cannot run image 'rexmle/aide:latest' here" in numbered[1][1]
-    assert numbered[2][1].startswith(f"data not prepared in {data} for 6 selected challenge(s)")
+    assert numbered[2][1].startswith(f"data not prepared in {data} for 6 selected task(s)")
     # one line per download, the six TopCoW challenges in one command
-    assert re.findall(r"^ +topcow \(14.4 GB download, 6 challenge\(s\)\): rexmle prepare (.*) --data-dir", out,
+    assert re.findall(r"^ +topcow \(14.4 GB download, 6 task\(s\)\): rexmle prepare (.*) --data-dir", out,
                       re.M) == ["topcow-cta-cls topcow-cta-det topcow-cta-seg topcow-mra-cls topcow-mra-det topcow-mra-seg"]
     assert "Traceback" not in out and out.count("ERROR:") == 1
     assert not (bench.path / ".rexmle" / "runs").exists()
@@ -141,7 +141,7 @@ def test_the_header_states_the_campaign(bench):
                    "--rexmle-time-limit=600", "--rexmle-budget=usd=5,tokens=2000000", "--rexmle-gpus=none",
                    "--collect-only")
     result.stdout.fnmatch_lines([
-        "rexmle: plan: 12 run(s) (6 challenge(s) x 2 agent(s)), at most 2 h of runs and 2 GPU-hour(s) at the "
+        "rexmle: plan: 12 run(s) (6 task(s) x 2 agent(s)), at most 2 h of runs and 2 GPU-hour(s) at the "
         "time limit (the tasks' GPUs; this session has none: --rexmle-gpus); model budget usd=5,tokens=2000000 "
         "per run, at most USD 60.00, tokens 24,000,000 in all"])
 
@@ -151,7 +151,7 @@ def test_campaign_line_at_the_tasks_budgets_with_gpus(pytester):
     config = pytester.parseconfig("--agent=sample", "--rexmle-gpus=0,1")
     settings = read_settings(config)
     line = campaign_line(settings, list(registry()))
-    assert line == ("rexmle: plan: 20 run(s) (20 challenge(s) x 1 agent(s)), at most 480 h of runs and 480 "
+    assert line == ("rexmle: plan: 20 run(s) (20 task(s) x 1 agent(s)), at most 480 h of runs and 480 "
                     "GPU-hour(s) at the time limit; no model budget (--rexmle-budget)")
 
 

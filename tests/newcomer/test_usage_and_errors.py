@@ -61,14 +61,14 @@ def test_setup_breakage_is_an_error_with_message_and_traceback(bench, tmp_path):
     blocker.write_text("not a folder\n")
     result = bench("--agent=sample", "-k", "ldct-iqa", f"--rexmle-runs-dir={blocker}", "--junitxml=out.xml")
     result.assert_outcomes(errors=1)
-    record = report_json(bench.path)["challenges"][0]
+    record = report_json(bench.path)["tasks"][0]
     assert record["status"] == "error" and record["percentile"] == 0.0
     assert "NotADirectoryError" in record["reason"] and str(blocker) in record["reason"]
     assert "Traceback" in record["traceback"] or "def " in record["traceback"]
     assert "NotADirectoryError" in record["traceback"]
     doc = report_json(bench.path)
     assert (doc["n_fail"], doc["n_error"]) == (0, 1)
-    result.stdout.fnmatch_lines(["*partial score: 0.0% over 1 challenge(s), 0 FAIL, 1 ERROR (harness, not the agent)"])
+    result.stdout.fnmatch_lines(["*partial score: 0.0% over 1 task(s), 0 FAIL, 1 ERROR (harness, not the agent)"])
     assert "NotADirectoryError" in _junit_error(bench.path / "out.xml").get("message")
 
 

@@ -9,7 +9,7 @@ import pytest
 from . import releases
 from .fake_server import FakeServer, RunningServer
 
-#: Zenodo record ids and the figshare article of challenges.md
+#: Zenodo record ids and the figshare article the fake releases stand in for
 RECORDS = {"7833096": "ldct", "15192302": "panther", "7812323": "dentex", "15692630": "topcow",
            "14869398": "puma", "7960856": "isles", "10719375": "cellseg", "16878417": "topbrain"}
 SEGA_ARTICLE = ("14806362", 1)

@@ -1,8 +1,8 @@
-"""Tiny fake releases with each real release's internal layout and file naming (challenges.md).
+"""Tiny fake releases with each real release's internal layout and file naming.
 
 Every builder returns archive bytes keyed by the file name the source publishes. Images are a few
 voxels/pixels, made with SimpleITK, Pillow and tifffile. Each release has 6 complete cases (split
-4 train / 2 test by §0.3) plus the irregularities the preparers must handle: an incomplete case,
+4 train / 2 test by the split rule) plus the irregularities the preparers must handle: an incomplete case,
 macOS debris, a label on a slightly different grid (resampled), an NRRD header without its blank line.
 """
 

@@ -1,4 +1,4 @@
-"""Prepared 3-D NIfTI files have qform = sform (challenges.md §0.4 errata, turn 4).
+"""Prepared 3-D NIfTI files have qform = sform (docs/reference/grading.md: reading images).
 
 A release file whose qform and sform disagree reads as two grids: SimpleITK takes the qform (unless the
 sform is coded "scanner"), nibabel the sform. The preparer writes such a file with both forms set to

@@ -19,7 +19,7 @@ def test_prepare_on_demand_under_xdist(bench, needs_bwrap, fake_sources, tmp_pat
         manifest = json.loads((data_dir / task_id / "private" / "prepare_manifest.json").read_text())
         assert manifest["project_id"] == task_id
     doc = report_json(bench.path)
-    assert {c["challenge_id"]: c["status"] for c in doc["challenges"]} == {
+    assert {c["task_id"]: c["status"] for c in doc["tasks"]} == {
         "isles22": "ok", "topcow-cta-det": "ok", "topcow-mra-det": "ok", "usenhance": "missing"}
     # the shared TopCoW release is downloaded once although two workers prepared two TopCoW tasks
     assert len(state.downloads("TopCoW2024_Data_Release.zip")) == 1

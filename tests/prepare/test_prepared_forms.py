@@ -1,5 +1,5 @@
 """A release whose NIfTI files have disagreeing qform and sform is prepared with one grid per file
-(challenges.md §0.4 errata, turn 4), checked with nibabel and SimpleITK themselves."""
+(docs/reference/grading.md: reading images), checked with nibabel and SimpleITK themselves."""
 
 from __future__ import annotations
 

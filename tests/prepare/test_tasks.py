@@ -22,7 +22,7 @@ from . import releases
 from .fake_server import RunningServer
 
 TASKS = registry().ids
-#: complete cases per fake release (ldct-iqa: its own 8 train / 5 test); §0.3: test = ceil(n / 5)
+#: complete cases per fake release (ldct-iqa: its own 8 train / 5 test); the split: test = ceil(n / 5)
 EXPECTED = {t: (releases.N - (releases.N + 4) // 5, (releases.N + 4) // 5) for t in TASKS}
 EXPECTED["ldct-iqa"] = (8, 5)
 

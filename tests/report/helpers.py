@@ -8,11 +8,11 @@ import random
 from pytest_rexmle.leaderboard import Leaderboard
 from pytest_rexmle.report.model import build_report
 from pytest_rexmle.scoring.ranking import rank
-from pytest_rexmle.scoring.result import INVALID, ChallengeResult
+from pytest_rexmle.scoring.result import INVALID, TaskResult
 from pytest_rexmle.task import registry
 
 
-def graded(task_id: str, quantile: float, agent: str) -> ChallengeResult:
+def graded(task_id: str, quantile: float, agent: str) -> TaskResult:
     """An OK result whose every ranking metric sits at ``quantile`` of the human range (0 = best human)."""
     task = registry().get(task_id)
     board = Leaderboard.read(task.leaderboard_path)
@@ -21,12 +21,12 @@ def graded(task_id: str, quantile: float, agent: str) -> ChallengeResult:
         values = sorted(board.values[m.key], reverse=m.higher_is_better)
         lo, hi = values[0], values[-1]
         metrics[m.key] = float(lo + (hi - lo) * quantile)
-    return ChallengeResult.graded(task, metrics, rank(task, metrics), agent=agent)
+    return TaskResult.graded(task, metrics, rank(task, metrics), agent=agent)
 
 
-def failed(task_id: str, agent: str) -> ChallengeResult:
+def failed(task_id: str, agent: str) -> TaskResult:
     task = registry().get(task_id)
-    return ChallengeResult.failed(task, INVALID, "case 'x': wrong shape", Leaderboard.read(task.leaderboard_path).n,
+    return TaskResult.failed(task, INVALID, "case 'x': wrong shape", Leaderboard.read(task.leaderboard_path).n,
                                   agent=agent)
 
 

@@ -98,8 +98,8 @@ def test_terminal_table_wraps_reasons_instead_of_cutting_them():
     doc = session("sample", "r1", seed=1, ids=["isles22", "ldct-iqa"])
     reason = ("agent exited with code 1; stderr ends with: bwrap: Creating new namespace failed: "
               "Operation not permitted (run in a container? see --rexmle-sandbox)")
-    for rec in doc["challenges"]:
-        if rec["challenge_id"] == "ldct-iqa":
+    for rec in doc["tasks"]:
+        if rec["task_id"] == "ldct-iqa":
             rec.update(status="missing", reason=reason, metrics=None, percentile=0.0)
     lines = terminal_lines(doc, width=80)
     assert all(len(line) <= len(lines[1]) for line in lines[:-1]), lines  # nothing sticks out of the table

@@ -42,13 +42,13 @@ def test_each_run_is_a_trial_with_its_reward_usage_trajectory_and_the_job_counts
     by_agent = {}
     for name, trial in trials.items():
         record = trial["rexmle"]["result"]
-        assert name == trial["trial_name"] and name.startswith(f"{record['challenge_id']}__")
-        assert trial["task_name"] == record["challenge_id"] and trial["source"] == "rexmle"
+        assert name == trial["trial_name"] and name.startswith(f"{record['task_id']}__")
+        assert trial["task_name"] == record["task_id"] and trial["source"] == "rexmle"
         assert trial["agent_info"]["name"] == record["agent"]
         assert trial["verifier_result"]["rewards"] == {"reward": record["percentile"]}
         assert (job / name / "verifier" / "reward.txt").read_text() == f"{record['percentile']}\n"
         assert trial["agent_result"]["n_input_tokens"] == 0 and trial["agent_result"]["cost_usd"] == 0.0
-        assert _json(job / name / "config.json")["task"] == {"path": f"rexmle/{record['challenge_id']}",
+        assert _json(job / name / "config.json")["task"] == {"path": f"rexmle/{record['task_id']}",
                                                              "source": "rexmle"}
         assert load(job / name / "agent" / "trajectory.json").schema_version == "ATIF-v1.7"
         by_agent.setdefault(record["agent"], []).append(trial)

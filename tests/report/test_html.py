@@ -33,12 +33,12 @@ def _capability(agent: str, probabilities: list[float], seeds: tuple[int, ...]) 
             rng = random.Random(f"{agent}-{cid}-{seed}")
             results = [{"id": s.id, "strategy": s.name, "score": int(rng.random() < probabilities[s.id - 1]),
                         "evidence": f"logs/agent.stdout.log:{s.id}: x"} for s in load_strategies()]
-            runs.append(run_document(agent=agent, challenge_id=cid, seed=seed, run_dir=f"/r/{agent}/{cid}/{seed}",
+            runs.append(run_document(agent=agent, task_id=cid, seed=seed, run_dir=f"/r/{agent}/{cid}/{seed}",
                                      judge=JUDGE, sections=[{"label": f"{cid}-rules", "flagged": False,
                                                              "results": results}], flags=[]))
             rows = [{"id": f"S{i}", "name": n, "weight": w, "score": round(rng.random(), 2), "method": "rules",
                      "evidence": ""} for i, (n, w) in enumerate(STAGE_NAMES, start=1)]
-            stages.append({"schema": "rexmle-stages/1", "agent": agent, "challenge_id": cid, "run_dir": "/r",
+            stages.append({"schema": "rexmle-stages/2", "agent": agent, "task_id": cid, "run_dir": "/r",
                            "judge": JUDGE, "stages": rows, "total": sum(r["weight"] * r["score"] for r in rows),
                            "usage": {"turns": 30, "input_tokens": 9000, "output_tokens": 1000, "total_tokens": 10000,
                                      "cost_usd": 0.25, "model": "m", "wall_seconds": 1800.0, "source": "logs/usage.json"}})
@@ -88,7 +88,7 @@ def test_every_text_a_session_chose_is_escaped():
     compute, leaks), in html.escape's form, and prints nothing of it raw."""
     hostile = "<script>alert('x')</script>\"&"
     doc = session(hostile, hostile, seed=1, ids=["isles22", "seg-a"], fail_every=1)
-    doc["challenges"][0]["suspected_leak"] = {"host": hostile, "rule": hostile}
+    doc["tasks"][0]["suspected_leak"] = {"host": hostile, "rule": hostile}
     doc["disclosure"] = {key: hostile for key in ("network", "answers", "validation", "data", "budget")}
     doc["disclosure"]["hosts_asked"] = [{"host": hostile, "port": 443, "allowed": False, "count": 2}]
     doc["compute"] = {"hardware": [hostile], "runs": {hostile: {"gpu_model": hostile, "gpu_count": 1,

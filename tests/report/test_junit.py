@@ -91,7 +91,7 @@ def test_benchmark_junit_follows_its_family(bench, needs_bwrap, family, prefix):
     assert suite_props["disclosure.data"] == "synthetic"  # the session's disclosure is the suite's either way
     # every item's values are those of the session report, read back from either layout
     props = read_cases(path)
-    by_id = {c["challenge_id"]: c for c in report_json(bench.path)["challenges"]}
+    by_id = {c["task_id"]: c for c in report_json(bench.path)["tasks"]}
     for task_id in ("ldct-iqa", "topcow-cta-det"):
         own, record = props[f"test_challenge[{task_id}]"], by_id[task_id]
         assert own["rexmle_task"] == task_id and own["status"] == record["status"] == "ok"

@@ -71,7 +71,7 @@ def test_each_attack_renders_as_its_own_text(name):
 
 def test_session_markdown_is_inert(tmp_path):
     doc = session("<img src=x onerror=alert(1)>", "r1", seed=3, ids=["isles22", "ldct-iqa", "seg-a"], fail_every=1)
-    for rec in doc["challenges"]:
+    for rec in doc["tasks"]:
         rec["reason"] = f"INVALID: predictions/{ATTACKS['image']}.nii.gz; stderr ends with: {ALL}"
     text = session_markdown(doc)
     rendered = render(text)

@@ -1,4 +1,4 @@
-"""Merging session reports (ranking.md §5): per-run scores over the union of challenges, mean, standard
+"""Merging session reports (docs/reading-the-report.md): per-run scores over the union of tasks, mean, standard
 error, fixed-seed bootstrap intervals, shared ranks, agent labels, and the ``rexmle report`` command."""
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from .helpers import session
 
 
 def _record(cid: str, pct: float, status: str = "ok", metrics: dict | None = None) -> dict:
-    return {"challenge_id": cid, "reference_id": cid, "status": status, "reason": None if status == "ok" else "x",
+    return {"task_id": cid, "reference_id": cid, "status": status, "reason": None if status == "ok" else "x",
             "metrics": metrics if status == "ok" else None, "ranking_metrics": ["m"],
             "positions": None, "mean_position": 2.0 if status == "ok" else None, "n_humans": 4,
             "percentile": pct if status == "ok" else 0.0}
 
 
 def _report(agent: str, run_id: str, records: list[dict], options: dict | None = None) -> dict:
-    ids = [r["challenge_id"] for r in records]
+    ids = [r["task_id"] for r in records]
     score = sum(r["percentile"] for r in records) / len(records)
     return {"schema": SCHEMA, "created": f"2026-01-01T00:00:0{run_id[-1]}+00:00", "run_id": run_id, "agent": agent,
             "agent_options": options or {}, "settings": {}, "selected": ids, "partial": True, "score": score,
-            "n_fail": sum(r["status"] != "ok" for r in records), "challenges": records, "note": "n"}
+            "n_fail": sum(r["status"] != "ok" for r in records), "tasks": records, "note": "n"}
 
 
 def test_hand_computed_merge():
@@ -40,17 +40,17 @@ def test_hand_computed_merge():
     ]
     merged = merge_reports(docs)
     MergedReport.check(merged)
-    assert merged["challenges"] == ["isles22", "seg-a"] and merged["partial"] is True
+    assert merged["tasks"] == ["isles22", "seg-a"] and merged["partial"] is True
     a = next(x for x in merged["agents"] if x["label"] == "a")
     b = next(x for x in merged["agents"] if x["label"] == "b")
     # each run over what it selected: r1 (0.5+0.25)/2 = 0.375, r2 (0.7+0)/2 = 0.35, r3 0.3 (isles22 only)
-    assert a["scores"] == pytest.approx([0.375, 0.35, 0.3]) and a["n_challenges"] == [2, 2, 1]
+    assert a["scores"] == pytest.approx([0.375, 0.35, 0.3]) and a["n_tasks"] == [2, 2, 1]
     # merged per task: isles22 (0.5+0.7+0.3)/3 = 0.5, seg-a over r1, r2 (0.25+0)/2 = 0.125; mean 0.3125
     assert a["mean"] == pytest.approx(0.3125) and a["same_selection"] is False
     # different selections: the error and interval of a bootstrap scoring each draw per task
     assert 0.0 < a["sem"] < 0.2 and a["ci"][0] <= a["mean"] <= a["ci"][1]
     assert a["n_fail"] == [0, 1, 0]
-    isles, sega = a["challenges"]
+    isles, sega = a["tasks"]
     assert isles["percentiles"] == [0.5, 0.7, 0.3] and isles["mean_percentile"] == pytest.approx(0.5)
     assert isles["metrics"] == {"m": {"mean": pytest.approx(7 / 3), "n": 3}}
     assert sega["statuses"] == ["ok", "invalid"] and sega["n_fail"] == 1 and sega["n_runs"] == 2
@@ -58,7 +58,7 @@ def test_hand_computed_merge():
     assert sega["metrics"] == {"m": {"mean": 3.0, "n": 1}}
     # one run: no standard error, a point interval; an infinite metric survives as the string "inf"
     assert b["n_runs"] == 1 and b["sem"] is None and b["ci"] == [0.4, 0.4]
-    assert b["challenges"][1]["metrics"]["m"]["mean"] == "inf"
+    assert b["tasks"][1]["metrics"]["m"]["mean"] == "inf"
     # b (0.4) ranks above a (0.3125)
     assert [(x["label"], x["rank"]) for x in merged["agents"]] == [("b", 1), ("a", 2)]
     json.dumps(merged, allow_nan=False)
@@ -91,7 +91,7 @@ def test_merge_of_realistic_sessions_is_order_independent():
     MergedReport.check(one)
     strip = lambda d: {k: v for k, v in d.items() if k not in ("created", "sources")}  # noqa: E731
     assert strip(one) == strip(two)
-    assert one["partial"] is False and len(one["challenges"]) == 20
+    assert one["partial"] is False and len(one["tasks"]) == 20
 
 
 def test_validate_merged_rejects():
@@ -99,7 +99,7 @@ def test_validate_merged_rejects():
     MergedReport.check(merged)
     for mutate in (lambda d: d.update(schema="x"), lambda d: d["agents"][0].update(mean=0.9),
                    lambda d: d["agents"][0].update(sem=None), lambda d: d["agents"][0].update(rank=2),
-                   lambda d: d["agents"][0]["challenges"].pop(), lambda d: d["agents"][0].update(ci=[0.8, 0.2])):
+                   lambda d: d["agents"][0]["tasks"].pop(), lambda d: d["agents"][0].update(ci=[0.8, 0.2])):
         bad = copy.deepcopy(merged)
         mutate(bad)
         with pytest.raises(ValueError):
@@ -124,7 +124,7 @@ def test_report_command(tmp_path, capsys):
     assert run_report(_args(str(d1), str(d2 / "rexmle-report.json"), "--out", str(out))) == 0
     merged = json.loads((out / "rexmle-merged.json").read_text())
     MergedReport.check(merged)
-    assert merged["challenges"] == ["isles22", "ldct-iqa", "seg-a"]
+    assert merged["tasks"] == ["isles22", "ldct-iqa", "seg-a"]
     assert (out / "rexmle-report.html").read_text().startswith("<!DOCTYPE html>")
     assert "| Rank | Agent |" in (out / "rexmle-merged.md").read_text()
     assert str(out / "rexmle-report.html") in capsys.readouterr().out

@@ -33,8 +33,8 @@ def test_full_and_k_sessions_merge_to_the_full_score(bench, tmp_path):
     k2 = report_json(bench.path)
     assert full["partial"] is False and k1["selected"] == ["isles22", "panther-t1", "panther-t2"]
     # the agent is deterministic: the -k sessions repeat the full session's percentiles on what they selected
-    by_id = {r["challenge_id"]: r["percentile"] for r in full["challenges"]}
-    assert all(r["percentile"] == by_id[r["challenge_id"]] for r in k1["challenges"] + k2["challenges"])
+    by_id = {r["task_id"]: r["percentile"] for r in full["tasks"]}
+    assert all(r["percentile"] == by_id[r["task_id"]] for r in k1["tasks"] + k2["tasks"])
     folders = []
     for i, doc in enumerate([full, {**full, "run_id": full["run_id"] + "-b"}, {**full, "run_id": full["run_id"] + "-c"},
                              k1, k2]):
@@ -48,9 +48,9 @@ def test_full_and_k_sessions_merge_to_the_full_score(bench, tmp_path):
     MergedReport.check(merged)
     (agent,) = merged["agents"]
     assert agent["n_runs"] == 5 and agent["mean"] == pytest.approx(full["score"], abs=1e-12)
-    assert agent["n_fail"] == [0, 0, 0, 0, 0] and agent["n_challenges"] == [20, 20, 20, 3, 1]
-    assert all("not run" not in row["statuses"] and row["n_fail"] == 0 for row in agent["challenges"])
-    rows = {row["challenge_id"]: row for row in agent["challenges"]}
+    assert agent["n_fail"] == [0, 0, 0, 0, 0] and agent["n_tasks"] == [20, 20, 20, 3, 1]
+    assert all("not run" not in row["statuses"] and row["n_fail"] == 0 for row in agent["tasks"])
+    rows = {row["task_id"]: row for row in agent["tasks"]}
     assert rows["isles22"]["n_runs"] == 4 and rows["topcow-cta-cls"]["n_runs"] == 4 and rows["dentex"]["n_runs"] == 3
     md = (out / "rexmle-merged.md").read_text()
     assert f"| {pct(full['score'])} |" in md, md

@@ -31,7 +31,7 @@ def test_results_table_has_percentile_status_and_key_metrics(bench, needs_bwrap)
     header, rows = _table(bench.path / "page.html")
     assert [_text(c) for c in header[:5]] == ["Result", "Test", "Percentile", "Status", "Key metrics"]
     assert 'data-column-type="percentile"' in header[2] and "sortable" in header[2]
-    by_id = {c["challenge_id"]: c for c in report_json(bench.path)["challenges"]}
+    by_id = {c["task_id"]: c for c in report_json(bench.path)["tasks"]}
     assert sorted(rows) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]"]
     for name, cells in rows.items():
         record = by_id[name.split("[")[1].rstrip("]")]

@@ -102,7 +102,7 @@ def test_html_shows_published_agents_positions_and_human_median():
     assert head[5:] == ["sample", "R&D-Agent (published)", "AIDE (published)", "ML-Master (published)"]
     task = registry().get("ldct-iqa")
     board = Leaderboard.read(task.leaderboard_path)
-    record = next(r for r in doc["challenges"] if r["challenge_id"] == "ldct-iqa")
+    record = next(r for r in doc["tasks"] if r["task_id"] == "ldct-iqa")
     row = next(r for r in table3 if "score ↑" in r)
     at = row.index("score ↑")
     assert float(row[at + 2]) == pytest.approx(statistics.median(board.values["score"]), rel=1e-3)
@@ -127,7 +127,7 @@ def test_markdown_has_positions_median_reference_and_kind():
     doc = session("sample", "r1", seed=5, ids=IDS, fail_every=0)
     text = markdown(doc)
     assert "**synthetic twins**" in text and SYNTHETIC_NOTE.split(":")[0] in text
-    rec = next(r for r in doc["challenges"] if r["challenge_id"] == "isles22")
+    rec = next(r for r in doc["tasks"] if r["task_id"] == "isles22")
     board = Leaderboard.read(registry().get("isles22").leaderboard_path)
     assert f"of {board.n + 1} (human best" in text and "median" in text
     assert "| R&D-Agent (published) | AIDE (published) | ML-Master (published) |" in text
@@ -149,7 +149,7 @@ def test_skipped_is_not_a_fail():
     doc = build_report([not_run("isles22", "data not prepared: run rexmle prepare isles22")], agent="a",
                        agent_options={}, settings={"data": "prepared"}, run_id="r", skipped=["isles22"])
     assert doc["n_fail"] == 0 and doc["skipped"] == ["isles22"] and doc["score"] == 0.0
-    assert score_line(doc) == "partial score: 0.0% over 1 challenge(s), 0 FAIL, 1 skipped (counted as 0)"
+    assert score_line(doc) == "partial score: 0.0% over 1 task(s), 0 FAIL, 1 skipped (counted as 0)"
     assert "| skipped | SKIPPED: not run\\: data not prepared" in markdown(doc)
 
 
@@ -160,7 +160,7 @@ def test_a_challenge_never_run_is_not_run_not_fail():
     merged = merge_reports([one, full])
     MergedReport.check(merged)
     quick = next(a for a in merged["agents"] if a["label"] == "quick")
-    assert quick["not_run"] == [c for c in merged["challenges"] if c != "ldct-iqa"]
+    assert quick["not_run"] == [c for c in merged["tasks"] if c != "ldct-iqa"]
     assert quick["mean"] == pytest.approx(one["score"]) and quick["n_fail"] == [0]
     page = parse(render_html([merged]))
     table3 = page.tables["table3 wide"]

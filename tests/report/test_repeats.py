@@ -51,12 +51,12 @@ def _single_sessions() -> list[dict]:
 
 def test_every_run_keeps_its_row_and_each_challenge_counts_once():
     doc = _repeated_session()
-    assert doc["repeats"] == 3 and doc["n_runs"] == 9 and len(doc["challenges"]) == 9
+    assert doc["repeats"] == 3 and doc["n_runs"] == 9 and len(doc["tasks"]) == 9
     assert doc["selected"] == TASKS  # one per challenge, not one per run
-    assert [(c["challenge_id"], c["repeat"]) for c in doc["challenges"]][:3] == [("isles22", 1), ("isles22", 2),
+    assert [(c["task_id"], c["repeat"]) for c in doc["tasks"]][:3] == [("isles22", 1), ("isles22", 2),
                                                                                  ("isles22", 3)]
-    per_task = {t: [c["percentile"] if c["status"] == "ok" else 0.0 for c in doc["challenges"]
-                    if c["challenge_id"] == t] for t in TASKS}
+    per_task = {t: [c["percentile"] if c["status"] == "ok" else 0.0 for c in doc["tasks"]
+                    if c["task_id"] == t] for t in TASKS}
     assert doc["score"] == pytest.approx(sum(sum(v) / 3 for v in per_task.values()) / 3)
     # the FAIL of repeat 1 and the ERROR of repeat 2 are counted although their siblings are ok
     assert doc["n_fail"] == 1 and doc["n_error"] == 1
@@ -64,14 +64,14 @@ def test_every_run_keeps_its_row_and_each_challenge_counts_once():
 
 def test_an_error_or_fail_is_never_hidden_by_an_ok_sibling():
     doc = _repeated_session()
-    rows = {row["challenge_id"]: row for row in doc["aggregate"][0]["challenges"]}
+    rows = {row["task_id"]: row for row in doc["aggregate"][0]["tasks"]}
     assert rows["ldct-iqa"]["counts"] == {"ok": 2, "error": 1}
     assert rows["topcow-cta-det"]["counts"] == {"invalid": 1, "ok": 2}
     lines = terminal_lines(doc, width=160)
     assert any("ldct-iqa: mean" in line and line.endswith("2 ok, 1 ERROR") for line in lines), lines
     assert any("topcow-cta-det: mean" in line and line.endswith("2 ok, 1 FAIL (invalid)") for line in lines), lines
     assert sum(1 for line in lines if line.startswith("ldct-iqa r")) == 3  # each run its own row
-    assert lines[-1].endswith("over 3 challenge(s) (9 runs, 3 repeats each), 1 FAIL, 1 ERROR (harness, not the agent)")
+    assert lines[-1].endswith("over 3 task(s) (9 runs, 3 repeats each), 1 FAIL, 1 ERROR (harness, not the agent)")
     text = markdown(doc, reference=None)
     assert "## Repeats" in text and "| sample | ldct\\-iqa | 3 |" in text and "2 ok, 1 ERROR |" in text
     assert "\\(repeat 2\\)" in text  # each run its own row (parentheses escaped as Markdown text)
@@ -85,9 +85,9 @@ def test_merging_repeats_gives_the_numbers_of_merging_sessions():
     for key in ("scores", "mean", "sem", "ci"):
         assert by_repeats[key] == by_sessions[key] == aggregate[key], key
     assert by_repeats["n_runs"] == by_sessions["n_runs"] == aggregate["n_repeats"] == 3
-    for a, b, c in zip(by_sessions["challenges"], by_repeats["challenges"], aggregate["challenges"], strict=True):
-        for key in ("challenge_id", "n_runs", "percentiles", "mean_percentile", "sem", "ci", "statuses"):
-            assert a[key] == b[key] == c[key], (a["challenge_id"], key)
+    for a, b, c in zip(by_sessions["tasks"], by_repeats["tasks"], aggregate["tasks"], strict=True):
+        for key in ("task_id", "n_runs", "percentiles", "mean_percentile", "sem", "ci", "statuses"):
+            assert a[key] == b[key] == c[key], (a["task_id"], key)
     assert by_sessions["sem"] is not None and by_sessions["ci"][0] < by_sessions["ci"][1]  # a real spread
     # the session's own headline is the mean over its challenges' means: here, with every repeat of every
     # challenge present, the mean of the repeats' scores as well
@@ -97,7 +97,7 @@ def test_merging_repeats_gives_the_numbers_of_merging_sessions():
 def test_a_session_without_repeats_is_unchanged():
     doc = _single_sessions()[0]
     assert "repeats" not in doc and "aggregate" not in with_aggregate(doc)
-    assert all("repeat" not in c for c in doc["challenges"])
+    assert all("repeat" not in c for c in doc["tasks"])
     assert split_repeats(doc) == [doc]
 
 
@@ -105,8 +105,8 @@ def test_each_repeat_links_to_its_own_run_page():
     from pytest_rexmle.report.html import compute_section
 
     doc = _repeated_session()
-    for rec in doc["challenges"]:
-        rec["run_dir"] = f"/runs/{rec['challenge_id']}/r{rec['repeat']}"
+    for rec in doc["tasks"]:
+        rec["run_dir"] = f"/runs/{rec['task_id']}/r{rec['repeat']}"
     doc["compute"] = {"runs": {f"ldct-iqa-r{r}": {"wall_seconds": 1.0, "runtime": "local"} for r in (1, 2, 3)}}
     html = "".join(compute_section([doc]))
     for r in (1, 2, 3):
@@ -126,9 +126,9 @@ def test_several_agents_are_aggregated_apart():
     assert doc["selected"] == ["isles22", "isles22"] and doc["n_fail"] == 1  # one per (challenge, agent)
     by_agent = {entry["agent"]: entry for entry in doc["aggregate"]}
     assert sorted(by_agent) == ["a", "b"] and by_agent["a"]["n_repeats"] == by_agent["b"]["n_repeats"] == 2
-    assert by_agent["a"]["challenges"][0]["counts"] == {"ok": 2}
-    assert by_agent["b"]["challenges"][0]["counts"] == {"ok": 1, "invalid": 1}
-    a = [rec["percentile"] for rec in doc["challenges"] if rec["agent"] == "a"]
+    assert by_agent["a"]["tasks"][0]["counts"] == {"ok": 2}
+    assert by_agent["b"]["tasks"][0]["counts"] == {"ok": 1, "invalid": 1}
+    a = [rec["percentile"] for rec in doc["tasks"] if rec["agent"] == "a"]
     assert by_agent["a"]["mean"] == pytest.approx(sum(a) / 2)
 
 
@@ -136,8 +136,8 @@ def test_a_selection_of_some_repeats_says_up_to():
     records = [_result("isles22", 0.3, 2), _result("ldct-iqa", 0.3, 1), _result("ldct-iqa", 0.5, 2)]
     doc = with_aggregate(build_report(records, agent="sample", agent_options={}, settings=SETTINGS, run_id="S",
                                       repeats=3))
-    assert terminal_lines(doc)[-1].endswith("over 2 challenge(s) (3 runs, up to 3 repeats each), 0 FAIL")
-    rows = {row["challenge_id"]: row for row in doc["aggregate"][0]["challenges"]}
+    assert terminal_lines(doc)[-1].endswith("over 2 task(s) (3 runs, up to 3 repeats each), 0 FAIL")
+    rows = {row["task_id"]: row for row in doc["aggregate"][0]["tasks"]}
     assert rows["ldct-iqa"]["counts"] == {"ok": 2}
     # the repeat left out is not counted (merged per task, as rexmle report merges sessions): never a FAIL, and
     # the repeats table agrees with the score, which averages the repeats that ran

@@ -17,7 +17,7 @@ def test_skipped_for_missing_data_is_not_a_fail(pytester, shared_cache, monkeypa
                                            timeout=300)
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*data: real*",
-                                 "partial score: 0.0% over 1 challenge(s), 0 FAIL, 1 skipped (counted as 0)"])
+                                 "partial score: 0.0% over 1 task(s), 0 FAIL, 1 skipped (counted as 0)"])
     doc = report_json(pytester.path)
     assert doc["skipped"] == ["ldct-iqa"] and doc["n_fail"] == 0 and doc["data_kind"] == "real"
     assert _junit(pytester.path / "out.xml")["test_challenge[ldct-iqa]"]["data"] == "real"
@@ -30,7 +30,7 @@ def test_skipped_for_missing_data_is_not_a_fail(pytester, shared_cache, monkeypa
 def test_synthetic_session_is_marked_everywhere(bench):
     result = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-judge=none", "--junitxml=out.xml")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["data: SYNTHETIC twins*", "partial score:*over 1 challenge(s), 0 FAIL"])
+    result.stdout.fnmatch_lines(["data: SYNTHETIC twins*", "partial score:*over 1 task(s), 0 FAIL"])
     assert _junit(bench.path / "out.xml")["test_challenge[ldct-iqa]"]["data"] == "synthetic"
     doc = report_json(bench.path)
     assert doc["data_kind"] == "synthetic" and "project's split" not in doc["note"]

@@ -29,7 +29,7 @@ def forged(honest: dict) -> dict:
     """An honest report rewritten to claim 100 % everywhere, hide its unsafe settings and claim an H100."""
     doc = copy.deepcopy(honest)
     doc.update(agent="forger", run_id="forged-1", score=1.0, n_fail=0)
-    for rec in doc["challenges"]:
+    for rec in doc["tasks"]:
         rec.update(status="ok", percentile=1.0, reason=None)
         rec["metrics"] = rec["metrics"] or {m: 0.0 for m in rec["ranking_metrics"]}
     doc["settings"] = {**doc["settings"], "sandbox": "none", "network": "host"}
@@ -55,7 +55,7 @@ def test_a_forged_session_is_rederived_and_labelled_unverified(tmp_path, capsys)
     agents = {a["label"]: a for a in merged["agents"]}
     # the percentiles come from the metrics against the leaderboard, not from the file's 100 %
     assert agents["forger"]["mean"] < 1.0
-    forger_rows = [r for r in agents["forger"]["challenges"]]
+    forger_rows = [r for r in agents["forger"]["tasks"]]
     assert all(r["mean_percentile"] < 1.0 for r in forger_rows), forger_rows
     source = next(s for s in merged["sources"] if s["run_id"] == "forged-1")
     assert source["trust"] == "unverified" and source["score"] == agents["forger"]["mean"]

@@ -39,9 +39,9 @@ def _bundle(tmp_path, bench, doc: dict, name: str) -> tuple:
     run_dir names a folder that does not exist here."""
     root = tmp_path / name
     shutil.copytree(report_dir(bench.path), root / "report", symlinks=False)
-    for rec in doc["challenges"]:
-        src = bench.path / ".rexmle" / "runs" / rec["challenge_id"]
-        shutil.copytree(src, root / "runs" / rec["challenge_id"])
+    for rec in doc["tasks"]:
+        src = bench.path / ".rexmle" / "runs" / rec["task_id"]
+        shutil.copytree(src, root / "runs" / rec["task_id"])
         rec["run_dir"] = "/elsewhere/" + rec["run_dir"].split("/.rexmle/", 1)[1]
     (root / "report" / "rexmle-report.json").write_text(json.dumps(doc))
     return root, root / "report"
@@ -73,14 +73,14 @@ def test_verify_regrades_and_refuses_a_forged_result(bench, tmp_path, capsys):
     forged = copy.deepcopy(doc)
     forged["run_id"] += "-forged"
     task = registry().get("ldct-iqa")
-    rec = next(r for r in forged["challenges"] if r["challenge_id"] == "ldct-iqa")
+    rec = next(r for r in forged["tasks"] if r["task_id"] == "ldct-iqa")
     rec["metrics"] = {**rec["metrics"], **{m.key: 3.0 for m in task.ranking_metrics}}
     root = tmp_path / "forged"
     root.mkdir()
     (root / "rexmle-report.json").write_text(json.dumps(forged))
     rc, merged, _ = _merge(tmp_path, "forged-unchecked", str(root), verify=False)
     (agent,) = merged["agents"]
-    assert agent["trust"] == "unverified" and agent["challenges"][0]["mean_percentile"] == 1.0
+    assert agent["trust"] == "unverified" and agent["tasks"][0]["mean_percentile"] == 1.0
     capsys.readouterr()
     rc, merged, md = _merge(tmp_path, "forged-checked", str(report_dir(bench.path)), str(root))
     err = capsys.readouterr().err
@@ -93,7 +93,7 @@ def test_verify_regrades_and_refuses_a_forged_result(bench, tmp_path, capsys):
     # another agent's name on this agent's genuine runs, hashes and metrics: the run folders say whose they are
     renamed = copy.deepcopy(doc)
     renamed.update(run_id=doc["run_id"] + "-renamed", agent="forger")
-    for rec in renamed["challenges"]:
+    for rec in renamed["tasks"]:
         rec["agent"] = "forger"
     root = tmp_path / "renamed"
     root.mkdir()
@@ -115,8 +115,8 @@ def test_a_forged_run_dir_names_no_other_folder(tmp_path):
 
     (tmp_path / "runs" / "ldct-iqa" / "someone" / "20260101T000000-1" / "submission").mkdir(parents=True)
     report = tmp_path / "rexmle-report.json"
-    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/20260101T000000-1"}, report) is not None
-    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/*"}, report) is None
-    assert find_run({"challenge_id": "ldct-iqa", "run_dir": "/gone/.."}, report) is None
-    status, why = verify_record({"challenge_id": "../ldct-iqa", "run_dir": "/gone/x"}, {}, report, None)
+    assert find_run({"task_id": "ldct-iqa", "run_dir": "/gone/20260101T000000-1"}, report) is not None
+    assert find_run({"task_id": "ldct-iqa", "run_dir": "/gone/*"}, report) is None
+    assert find_run({"task_id": "ldct-iqa", "run_dir": "/gone/.."}, report) is None
+    status, why = verify_record({"task_id": "../ldct-iqa", "run_dir": "/gone/x"}, {}, report, None)
     assert status == "unverified" and "not a task of this version" in why

@@ -78,7 +78,7 @@ def _session(root: Path, run_dirs: list[str]) -> Path:
     report = root / ".rexmle" / "report" / "20260101T000000Z-abcdef"
     report.mkdir(parents=True)
     (report / "rexmle-report.json").write_text(json.dumps(
-        {"challenges": [{"challenge_id": "isles22", "run_dir": d} for d in run_dirs]}))
+        {"tasks": [{"task_id": "isles22", "run_dir": d} for d in run_dirs]}))
     return report
 
 
@@ -193,7 +193,7 @@ def test_a_huge_report_is_refused_before_it_is_read(tmp_path):
     its size, the process staying small."""
     target = _session(tmp_path, [])
     with open(target / "rexmle-report.json", "wb") as handle:
-        handle.write(b'{"challenges": [')
+        handle.write(b'{"tasks": [')
         handle.truncate(256 * 1024 * 1024)
     # VmHWM, this process's own peak: getrusage's maxrss keeps the forking parent's peak across exec (an xdist
     # worker of 500 MB made this 2-line process "use" 500 MB)

@@ -53,14 +53,14 @@ def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(benc
     assert sorted((m["repeat"], m["key"].get("repeat")) for m in metas) == [(1, None), (2, 2), (3, 3)]
     doc = report_json(bench.path)
     assert doc["selected"] == ["ldct-iqa"] and doc["repeats"] == 3 and doc["n_runs"] == 3
-    assert [(c["repeat"], c["status"]) for c in doc["challenges"]] == [(1, "ok"), (2, "error"), (3, "ok")]
+    assert [(c["repeat"], c["status"]) for c in doc["tasks"]] == [(1, "ok"), (2, "error"), (3, "ok")]
     assert doc["n_error"] == 1  # the error of r2 is not masked by its ok siblings
-    ok = [c["percentile"] for c in doc["challenges"] if c["status"] == "ok"]
+    ok = [c["percentile"] for c in doc["tasks"] if c["status"] == "ok"]
     assert doc["score"] == pytest.approx(sum(ok) / 3)  # the mean over the three repeats, the error as 0
-    row = doc["aggregate"][0]["challenges"][0]
+    row = doc["aggregate"][0]["tasks"][0]
     assert row["counts"] == {"ok": 2, "error": 1} and row["n_runs"] == 3
     result.stdout.fnmatch_lines(["*ldct-iqa: mean * over 3 runs (SEM *, interval *): 2 ok, 1 ERROR",
-                                 "*over 1 challenge(s) (3 runs, 3 repeats each), 0 FAIL, 1 ERROR*"])
+                                 "*over 1 task(s) (3 runs, 3 repeats each), 0 FAIL, 1 ERROR*"])
     runs_with_results = [f for f in folders if (f / "result.json").exists()]
     assert len(runs_with_results) == 2  # r2's run was done, but its item broke before grading it
 
@@ -90,13 +90,13 @@ def test_a_killed_campaign_with_repeats_resumes_each_item_from_its_own_run(bench
     result = bench(*args, "--rexmle-resume")
     result.assert_outcomes(passed=6)
     doc = report_json(bench.path)
-    used = [Path(c["run_dir"]) for c in doc["challenges"]]
-    assert len(doc["challenges"]) == 6 and len(set(used)) == 6, "two items shared one run folder"
+    used = [Path(c["run_dir"]) for c in doc["tasks"]]
+    assert len(doc["tasks"]) == 6 and len(set(used)) == 6, "two items shared one run folder"
     lost = set(before) - set(used)
     assert not lost, f"{len(lost)} finished run(s) were not resumed: {sorted(map(str, lost))}"
     finished = _finished(bench.path, tasks)
     assert len(finished) == 6, f"{len(finished) - 6} run(s) ran again although they had finished"
-    for rec in doc["challenges"]:  # each item took back its own repeat's run
+    for rec in doc["tasks"]:  # each item took back its own repeat's run
         assert json.loads((Path(rec["run_dir"]) / "run.json").read_text())["repeat"] == rec["repeat"]
     states = [r["state"] for r in doc["campaign"]["runs"]]
     assert states.count("resumed") == len(before) and states.count("done") == 6 - len(before)
@@ -142,14 +142,14 @@ def test_repeats_of_a_module_of_your_own_are_rows_of_their_own_and_resume_their_
     bench(*args).assert_outcomes(passed=3)
     doc = report_json(bench.path)
     assert doc["repeats"] == 3 and doc["n_runs"] == 3 and doc["selected"] == ["ldct-iqa"]
-    assert sorted(c["repeat"] for c in doc["challenges"]) == [1, 2, 3]
-    first = {Path(c["run_dir"]) for c in doc["challenges"]}
-    assert len(first) == 3 and doc["aggregate"][0]["challenges"][0]["counts"] == {"ok": 3}
+    assert sorted(c["repeat"] for c in doc["tasks"]) == [1, 2, 3]
+    first = {Path(c["run_dir"]) for c in doc["tasks"]}
+    assert len(first) == 3 and doc["aggregate"][0]["tasks"][0]["counts"] == {"ok": 3}
     items = sorted(json.loads((f / "run.json").read_text())["key"]["item"] for f in first)
     assert items == [f"test_mine.py::test_repeat[ldct-iqa-{r}]" for r in range(3)]
 
     bench(*args, "--rexmle-resume").assert_outcomes(passed=3)
     again = report_json(bench.path)
-    assert {Path(c["run_dir"]) for c in again["challenges"]} == first  # each item took back its own run
+    assert {Path(c["run_dir"]) for c in again["tasks"]} == first  # each item took back its own run
     assert len(run_folders(bench.path, "ldct-iqa")) == 3
     assert [r["state"] for r in again["campaign"]["runs"]] == ["resumed"] * 3

@@ -68,7 +68,7 @@ def test_a_campaign_keeps_a_few_harness_processes_and_one_sacct_per_poll(bench, 
             os.killpg(session.pid, signal.SIGKILL)
     elapsed = time.monotonic() - started
     assert session.returncode == 0, next(bench.path.glob("session-*.log")).read_text()[-3000:]
-    rows = report_json(bench.path)["challenges"]
+    rows = report_json(bench.path)["tasks"]
     assert len(rows) == 20 and {r["status"] for r in rows} == {"ok"}
     assert 1 <= most <= BATCH_CHILDREN, f"{most} run harnesses alive at once"
     # (the shims reach the jobs too: a job's own check for stray jobs of its agent's uid runs on the node)

@@ -97,12 +97,12 @@ def _running(job_ids: list[str]) -> bool:
 def test_reference_tasks_give_the_same_results_as_the_local_runtime(bench, slurm_env, needs_bwrap):
     select = " or ".join(REFERENCE_TASKS)
     bench("--agent=sample", "-k", select).assert_outcomes(passed=3)
-    local = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}
+    local = {r["task_id"]: r for r in report_json(bench.path)["tasks"]}
     # a few seconds of agent time, so the items wait long enough to print the scheduler's progress
     result = bench("--agent=sample", "--agent-option=delay=5", "--rexmle-runtime=slurm", "-k", select)
     result.assert_outcomes(passed=3)
     result.stdout.re_match_lines([r"slurm: \d+ (submitted|pending|running)"])  # progress while the session waits
-    slurm = {r["challenge_id"]: r for r in report_json(bench.path)["challenges"]}
+    slurm = {r["task_id"]: r for r in report_json(bench.path)["tasks"]}
     assert sorted(slurm) == sorted(REFERENCE_TASKS)
     for task in REFERENCE_TASKS:
         assert slurm[task]["status"] == local[task]["status"] == "ok"
@@ -218,7 +218,7 @@ def _detach_kill_9_and_resume(bench, select: list[str]) -> list[str]:
 def test_detach_kill_9_and_resume_reattaches_without_resubmitting(bench, slurm_env, needs_bwrap):
     jobs = _detach_kill_9_and_resume(bench, ["-k", "ldct-iqa or topcow-cta-cls or topcow-mra-cls"])
     report = report_json(bench.path)
-    assert {r["challenge_id"]: r["status"] for r in report["challenges"]} == dict.fromkeys(
+    assert {r["task_id"]: r["status"] for r in report["tasks"]} == dict.fromkeys(
         ("ldct-iqa", "topcow-cta-cls", "topcow-mra-cls"), "ok")
     for task in ("ldct-iqa", "topcow-cta-cls", "topcow-mra-cls"):
         folders = run_folders(bench.path, task)
@@ -232,7 +232,7 @@ def test_each_repeat_reattaches_to_its_own_job(bench, slurm_env, needs_bwrap):
     own job (before, every repeat's key was the same and all of them took the newest job)."""
     jobs = _detach_kill_9_and_resume(bench, ["--rexmle-repeat=3", "-k", "ldct-iqa"])
     report = report_json(bench.path)
-    folders = {Path(r["run_dir"]) for r in report["challenges"]}
+    folders = {Path(r["run_dir"]) for r in report["tasks"]}
     assert len(folders) == 3 and set(run_folders(bench.path, "ldct-iqa")) == folders
     metas = [json.loads((f / "run.json").read_text()) for f in folders]
     assert sorted(m["slurm"]["job_id"] for m in metas) == sorted(jobs)  # one job per repeat, each its own
@@ -323,7 +323,7 @@ def test_xdist_workers_submit_their_own_items(bench, slurm_env, needs_bwrap):
     result.assert_outcomes(passed=2)
     records = _records(bench.path)
     assert len(records) == 2 and all(_sacct_state(r["slurm"]["job_id"]) == "COMPLETED" for r in records)
-    assert {c["challenge_id"] for c in report_json(bench.path)["challenges"]} == {"ldct-iqa", "topcow-cta-cls"}
+    assert {c["task_id"] for c in report_json(bench.path)["tasks"]} == {"ldct-iqa", "topcow-cta-cls"}
 
 
 def test_gpu_allocation_reaches_the_agent_and_is_recorded(bench, slurm_env, needs_bwrap):

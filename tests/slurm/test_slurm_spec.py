@@ -1,15 +1,18 @@
-"""What travels to the node (no cluster needed): the run spec, generically, and the sbatch parameters."""
+"""What travels to the node (no cluster needed): the run spec as a typed record, and the sbatch parameters."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
+from pytest_rexmle.documents import DocumentError
 from pytest_rexmle.runtime.base import RunOutcome, RunSpec
+from pytest_rexmle.runtime.sandbox.limits import Limits
 from pytest_rexmle.runtime.slurm import SlurmRuntime, SlurmSettings
-from pytest_rexmle.runtime.slurm_job import decode, encode, outcome_from_json, outcome_to_json, read_spec, write_spec
+from pytest_rexmle.runtime.slurm_job import outcome_from_json, outcome_to_json, read_spec, write_spec
 
 
 def _spec(tmp_path: Path, **extra) -> RunSpec:
@@ -19,20 +22,41 @@ def _spec(tmp_path: Path, **extra) -> RunSpec:
 
 
 def test_spec_round_trips_with_paths_tuples_and_nested_dataclasses(tmp_path):
-    spec = _spec(tmp_path)
+    spec = _spec(tmp_path, limits=Limits(memory=1 << 30, cpus=2.5))
     write_spec(tmp_path / "slurm" / "spec.json", spec, "local", {"unsafe": False})
     back, inner, options = read_spec(tmp_path / "slurm" / "spec.json")
     assert back == spec and inner == "local" and options == {"unsafe": False}
     assert isinstance(back.hidden, tuple) and isinstance(back.hidden[0], Path) and isinstance(back.argv, list)
-    nested = SlurmSettings(options={"mem": "1G"}, shared_paths=(("runs folder", tmp_path),))
-    assert decode(encode(nested)) == nested  # any pytest_rexmle dataclass field travels, nested or not
+    assert isinstance(back.limits, Limits) and back.limits.memory == 1 << 30
+    doc = json.loads((tmp_path / "slurm" / "spec.json").read_text())
+    assert doc["spec"]["hidden"] == [str(tmp_path / "private")] and "$dataclass" not in json.dumps(doc)
 
 
-def test_spec_decoding_refuses_types_outside_the_package():
-    with pytest.raises(ValueError, match="not a pytest_rexmle type"):
-        decode({"$dataclass": "subprocess:Popen", "fields": {"args": ["true"]}})
-    with pytest.raises(TypeError):
-        encode(object())
+def test_a_spec_names_no_class_the_node_would_build(tmp_path):
+    """A hostile spec.json cannot choose a class: the fields' declared types decide, a wrong one is refused."""
+    path = tmp_path / "spec.json"
+    write_spec(path, _spec(tmp_path), "local", {})
+    doc = json.loads(path.read_text())
+    doc["spec"]["limits"] = {"$dataclass": "subprocess:Popen", "fields": {"args": ["true"]}}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DocumentError, match="spec.limits"):
+        read_spec(path)
+
+
+def test_a_tagged_spec_of_an_earlier_version_still_reads(tmp_path):
+    """A job queued before typed records (the tagged format) still starts after an upgrade: the tags are read
+    as plain values, the class names in them ignored."""
+    spec = _spec(tmp_path, limits=Limits(processes=64))
+    path = tmp_path / "spec.json"
+    tagged = {"$dataclass": "pytest_rexmle.runtime.base:RunSpec", "fields": {
+        **{k: v for k, v in json.loads(json.dumps(dataclasses.asdict(spec), default=str)).items()
+           if k not in ("hidden", "gpus", "data_dir", "env", "limits")},
+        "data_dir": {"$path": str(spec.data_dir)}, "gpus": {"$tuple": ["0"]},
+        "hidden": {"$tuple": [{"$path": str(tmp_path / "private")}]}, "env": {"$dict": dict(spec.env)},
+        "limits": {"$dataclass": "os:system", "fields": dataclasses.asdict(spec.limits)}}}
+    path.write_text(json.dumps({"inner": "local", "inner_options": {}, "spec": tagged}))
+    back, inner, _ = read_spec(path)
+    assert back == spec and inner == "local" and isinstance(back.limits, Limits)
 
 
 def test_outcome_round_trips(tmp_path):
