@@ -89,7 +89,6 @@ class ScheduleError(RexmleError):
 class Board:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        #: executor.json as last read: (its inode, mtime and size; the document; its runs as a set)
         self._plan: tuple[tuple[int, int, int], dict, frozenset[str]] | None = None
 
     @classmethod
@@ -153,8 +152,8 @@ class Board:
         return _load(self.folder / STATUS)
 
     def executor(self) -> dict | None:
-        """executor.json, parsed again only when it changed: a waiting item polls it ten times a second and it
-        lists every run of the campaign (a parse per poll made a session's waits cost N² in all)."""
+        """Parsed again only when it changed (its inode, time, size): a waiting item polls it ten times a second
+        and it lists every run (a parse per poll made a session's waits cost N² in all)."""
         path = self.folder / EXECUTOR
         try:
             stat = path.stat()

@@ -102,14 +102,10 @@ class Executor:
                                       f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
             self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
-        if not slots.unlimited:  # a scheduler's runs are submitted in collection order, as its queue takes them
-            # in the order runs start (longest first): a start takes its run from near the head, and the policy
-            # reads the queue as it is, with no sort per start (a start must not cost O(N log N) of a large queue)
+        if not slots.unlimited:  # in start order (a scheduler's: collection order), so that no start sorts the queue
             self.queue.sort(key=start_order)
-        self._widths = Counter(p.width for p in self.queue)  # of the queued runs: the narrowest without a scan
-        self._finished = 0
-        #: the scheduler's last word on each watched job (lower case; "submitted" before its first), counted
-        self._watched_states: Counter[str] = Counter()
+        self._widths = Counter(p.width for p in self.queue)  # the narrowest queued run without a scan
+        self._finished, self._watched_states = 0, Counter[str]()  # the watched jobs' :meth:`_label`, counted
         self.free = list(slots.names)
         self.active: dict[str, Active] = {}
         self.children: dict[str, subprocess.Popen] = {}
@@ -192,15 +188,14 @@ class Executor:
                 if row is None:
                     continue
                 watched_now = key in self.watching
-                if watched_now:
-                    self._watched_states[self._label(key)] -= 1
+                self._watched_states[self._label(key)] -= watched_now
                 self.scheduler_states[key] = state = row["state"]
                 if state in runtime.final_states and watched_now:
                     del self.watching[key]
                     self.ended.append(key)
                     self.ended_rows[key] = row
-                elif watched_now:
-                    self._watched_states[self._label(key)] += 1
+                else:
+                    self._watched_states[self._label(key)] += watched_now
             self.board.write_status(self._status())
 
     def _label(self, key: str) -> str:
