@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +72,10 @@ def write_spec(path: Path, spec: RunSpec, inner: str, inner_options: dict) -> No
     write_json_atomic(path, NodeSpec(inner=inner, inner_options=inner_options, spec=spec).model_dump(mode="json"))
 
 
-def with_secrets(spec: RunSpec, environ: dict[str, str] | None = None) -> RunSpec:
+def with_secrets(spec: RunSpec, environ: MutableMapping[str, str] | None = None) -> RunSpec:
     """The spec's secret variables back from the job's environment (sbatch passes the submitting shell's)."""
-    environ = os.environ if environ is None else environ
-    found = {k: environ[k] for k in spec.secret_env if environ.get(k)}
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    found = {k: env[k] for k in spec.secret_env if env.get(k)}
     return dataclasses.replace(spec, env={**spec.env, **found}) if found else spec
 
 
@@ -171,12 +172,12 @@ NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cif
                                  "glusterfs", "fuse.glusterfs", "panfs", "wekafs", "9p"})
 
 
-def strip_binding(environ: dict[str, str] | None = None) -> list[str]:
+def strip_binding(environ: MutableMapping[str, str] | None = None) -> list[str]:
     """Remove the inherited CPU/memory-binding variables (from ``os.environ`` by default); returns their names."""
-    environ = os.environ if environ is None else environ
-    names = sorted(k for k in environ if k.startswith(BINDING_PREFIXES))
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    names = sorted(k for k in env if k.startswith(BINDING_PREFIXES))
     for name in names:
-        del environ[name]
+        del env[name]
     return names
 
 
@@ -199,16 +200,16 @@ def filesystem_type(path: Path, mounts: str | None = None) -> str:
     return kind
 
 
-def node_local_locks(environ: dict[str, str] | None = None, mounts: str | None = None) -> str | None:
+def node_local_locks(environ: MutableMapping[str, str] | None = None, mounts: str | None = None) -> str | None:
     """A uid lock folder (``REXMLE_UID_LOCK_DIR``) on a network file system is moved to the node's own default;
     returns what was moved, for the run's details."""
     # start-up: keeps its imports out of the Slurm job
     from .sandbox.uids import DEFAULT_LOCK_DIR, LOCK_DIR_ENV
 
-    environ = os.environ if environ is None else environ
-    chosen = environ.get(LOCK_DIR_ENV)
+    env: MutableMapping[str, str] = os.environ if environ is None else environ
+    chosen = env.get(LOCK_DIR_ENV)
     if chosen and filesystem_type(Path(chosen), mounts) in NETWORK_FILESYSTEMS:
-        environ[LOCK_DIR_ENV] = str(DEFAULT_LOCK_DIR)
+        env[LOCK_DIR_ENV] = str(DEFAULT_LOCK_DIR)
         return chosen
     return None
 
