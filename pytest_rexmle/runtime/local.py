@@ -500,6 +500,13 @@ class LocalRuntime(Runtime):
             pass_fds = (*fds, *(bridge.child_fds if bridge else ()), *((channel.child_fd,) if channel else ()))
             outcome = self._supervise(policy, argv, pass_fds, cgroup, tmp, stdout_path, stderr_path,
                                       lambda proc: self._connect(proc, bridge, channel, gateway), drop)
+        self._describe(outcome, spec, mechanism, who, limits, cgroup, network, config, image, ended)
+        return outcome
+
+    def _describe(self, outcome: RunOutcome, spec: RunSpec, mechanism: str, who: ident.Identity, limits: Limits,
+                  cgroup: RunCgroup | None, network: str, config: dict, image: StoredImage | None, ended: dict) -> None:
+        """What the run's record says of its sandbox: the mechanism, identity, limits, network and image, and
+        what the releases found (leftover processes, stray Slurm jobs, the gateway's usage and egress)."""
         leftovers, stray_jobs, gateway_details = ended.get("leftovers"), ended.get("stray_jobs"), ended.get("gateway")
         outcome.details.update(sandbox=mechanism, agent_uid=who.uid, limits=limits.to_json(),
                                cgroup=sorted(cgroup.controllers) if cgroup else None,
@@ -522,7 +529,6 @@ class LocalRuntime(Runtime):
             outcome.details.update(gateway_details)
             outcome.details["gateway_confinement"] = ("tcp-port" if config.get("connect_ports") else
                                                       "network-namespace")
-        return outcome
 
     def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
                    cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
