@@ -191,10 +191,10 @@ check_suite_log() {
 check_log() {
     local case="$1" log="$2" rc="$3" ok score problems=()
     ok="$(sed -n '/ReX-MLE results/,$p' "$log" | grep -cE '^[a-z0-9-]+ +ok +' || true)"
-    score="$(grep -oE '^ReX-MLE score: [0-9.]+% over 20 challenge\(s\), 0 FAIL$' "$log" | grep -oE '[0-9.]+%' || true)"
+    score="$(grep -oE '^ReX-MLE score: [0-9.]+% over 20 task\(s\), 0 FAIL$' "$log" | grep -oE '[0-9.]+%' || true)"
     [[ "$rc" == 0 ]] || problems+=("the command exited with $rc")
     [[ "$ok" == 20 ]] || problems+=("$ok of 20 challenges graded ok")
-    [[ -n "$score" ]] || problems+=("no line 'ReX-MLE score: ...% over 20 challenge(s), 0 FAIL'")
+    [[ -n "$score" ]] || problems+=("no line 'ReX-MLE score: ...% over 20 task(s), 0 FAIL'")
     if [[ -n "$score" && -n "$EXPECT" && "$EXPECT" != any && "$score" != "$EXPECT" ]]; then
         problems+=("score $score, expected $EXPECT")
     fi

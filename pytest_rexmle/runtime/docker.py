@@ -510,6 +510,10 @@ class DockerRuntime(Runtime):
                 state = container.attrs.get("State", {})
             details["oom_killed"] = bool(state.get("OOMKilled"))
             exit_code = None if timed_out else state.get("ExitCode")
+            # the container has ended: its streams end too, and are read whole before it is removed (a pump
+            # that a busy host started late would otherwise find no container and leave an empty log)
+            for thread in threads:
+                thread.join(LOG_JOIN_SECONDS)
         finally:
             duration = time.monotonic() - start
             interrupted: KeyboardInterrupt | None = None

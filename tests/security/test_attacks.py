@@ -82,7 +82,7 @@ def host_snapshot() -> dict:
     package = Path(pytest_rexmle.__file__).resolve().parent
     sites = [*site.getsitepackages()]
     # the files the attack opens for writing (not whole trees: other work may change the package meanwhile)
-    targets = [package / "grading.py", package / "competitions" / "ldct" / "grade.py",
+    targets = [package / "scoring" / "grading.py", package / "competitions" / "ldct" / "grade.py",
                get_task("ldct-iqa").folder.resolve() / "task.yaml"]
     return {"targets": {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in targets},
             "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in SYSCTLS},
