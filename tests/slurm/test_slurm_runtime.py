@@ -187,8 +187,9 @@ def test_job_cancelled_by_slurm_is_a_fail_with_the_slurm_state(bench, slurm_env,
     assert record["status"] == "missing"
     assert f"Slurm job {jobs[0]} ended CANCELLED" in record["reason"], record["reason"]
     assert _wait_until_gone(jobs) == []
-    time.sleep(1)
-    assert _alive(marker) == []
+    # slurmd ends a cancelled job's processes (SIGTERM, then SIGKILL after KillWait): soon, but not at once on a
+    # loaded machine; the sleeper's own limit is far longer, so a process that survives still fails this
+    _wait_for(lambda: _alive(marker) == [], 180, "the cancelled job's processes to end")
 
 
 def _slow_sample(seconds: int) -> list[str]:
@@ -254,8 +255,9 @@ def test_ctrl_c_or_sigterm_cancels_every_job_of_the_session(bench, slurm_env, ne
         session.wait(timeout=120)
         assert _wait_until_gone(jobs) == [], f"{signal.Signals(signum).name} must cancel every job of the session"
         assert {_sacct_state(j) for j in jobs} == {"CANCELLED"}
-        # slurmd ends a cancelled job's processes (SIGTERM, then SIGKILL after KillWait): gone soon after
-        _wait_for(lambda: _alive(marker) == [], 60, "the cancelled jobs' processes to end")
+        # slurmd ends a cancelled job's processes (SIGTERM, then SIGKILL after KillWait): gone soon after; 180 s
+        # for a loaded 2-core CI machine (60 s once ran out there), well short of the sleepers' own 600 s
+        _wait_for(lambda: _alive(marker) == [], 180, "the cancelled jobs' processes to end")
     finally:
         session.kill()
         _cancel_leftovers(bench.path)
