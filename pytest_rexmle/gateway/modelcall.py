@@ -72,23 +72,27 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
     elif route.path_model:
         usage.model = model_name(route.path_model)
 
+    def refuse(status: int, message: str) -> None:
+        run.refuse(conn, route.protocol, status, message, route=label, api=route.api, model=usage.model,
+                   request_bytes=len(body))
+
     # --- refused before anything goes upstream --------------------------------------------------------
     # provider-side tools (web search, URL fetch, remote MCP, code containers): refused and recorded as
     # refused unless the harness allows them; see provider_tools.py
-    if provider_tools.screen(conn, run, route, body, label, usage.model, request_doc):
+    why = provider_tools.screen(run, route, conn.command, body)
+    if why:
+        refuse(400, why)
         return
     upstream = gateway.upstreams.get(route.protocol)
     if upstream is None:  # the harness's own base URL is broken: say so, spend nothing
-        run.refuse(conn, route.protocol, 502, f"rexmle gateway: no {route.protocol} upstream: "
-                   f"{gateway.upstream_errors.get(route.protocol, 'not configured')}", route=label, api=route.api, model=usage.model,
-                   request_bytes=len(body))
+        refuse(502, f"rexmle gateway: no {route.protocol} upstream: "
+                    f"{gateway.upstream_errors.get(route.protocol, 'not configured')}")
         return
-    reservation = run.ledger.reserve(route.api or route.protocol, usage.model, request_doc, len(body), billed=route.billed,
-                                     generates="embed" not in route.upstream_path.lower())
+    reservation = run.ledger.reserve(route.api or route.protocol, usage.model, request_doc, len(body),
+                                     billed=route.billed, generates="embed" not in route.upstream_path.lower())
     refused = run.admit(reservation)
     if refused:
-        run.refuse(conn, route.protocol, 429, f"rexmle gateway: this call does not fit the run's budget: "
-                   f"{refused}", route=label, api=route.api, model=usage.model, request_bytes=len(body))
+        refuse(429, f"rexmle gateway: this call does not fit the run's budget: {refused}")
         return
 
     # --- the record before the answer: a call that cannot be recorded is not made ---------------------
@@ -100,8 +104,7 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
                                          "truncated": request_truncated})
     except RecordError as exc:
         run.release(reservation)
-        run.refuse(conn, route.protocol, 507, f"rexmle gateway: the call was not made: {exc}", route=label, api=route.api,
-                   model=usage.model, request_bytes=len(body))
+        refuse(507, f"rexmle gateway: the call was not made: {exc}")
         return
 
     # --- the provider, then the answer's line ---------------------------------------------------------

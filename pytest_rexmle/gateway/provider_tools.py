@@ -22,7 +22,6 @@ from .. import protocols
 
 if TYPE_CHECKING:
     from ..protocols import Route
-    from .connection import Connection
     from .server import GatewayRun
 
 
@@ -81,28 +80,23 @@ class ToolUse:
             return {"allowed": self.allowed, "used": dict(self._used), "refused": dict(self._refused)}
 
 
-def screen(conn: Connection, run: GatewayRun, route: Route, body: bytes, label: str, model: str | None,
-           request: Any) -> bool:
-    """Called once per model call, after its body is read: True when the call was refused (and recorded as
-    refused, with the tools named); an allowed call with provider tools is counted in the run's record."""
-    if conn.command != "POST" or not route.billed:
-        return False
+def screen(run: GatewayRun, route: Route, method: str, body: bytes) -> str | None:
+    """Called once per model call, after its body is read: why the call is refused (the caller refuses and
+    records it, with the tools named), or None; an allowed call with provider tools is counted in the run's
+    record."""
+    if method != "POST" or not route.billed:
+        return None
     try:
         names = find(route.api or route.protocol, parse(body))
     except AmbiguousRequest as exc:
-        run.refuse(conn, route.protocol, 400, f"rexmle gateway: request refused: {exc}; the provider could read "
-                   f"it otherwise than the gateway (which checks it for provider-side tools)", route=label, api=route.api,
-                   model=model, request_bytes=len(body))
-        return True
+        return (f"rexmle gateway: request refused: {exc}; the provider could read it otherwise than the gateway "
+                f"(which checks it for provider-side tools)")
     if not names:
-        return False
+        return None
     uses: ToolUse = run.provider_tools
+    uses.note(names, allowed=uses.allowed)
     if uses.allowed:
-        uses.note(names, allowed=True)
-        return False
-    uses.note(names, allowed=False)
-    run.refuse(conn, route.protocol, 400, f"rexmle gateway: provider-side tool(s) refused: {', '.join(names)}. "
-               f"The provider would reach the web or act for the agent, outside the egress policy and the run's "
-               f"record; the harness allows them with --rexmle-allow-provider-tools", route=label, api=route.api, model=model,
-               request_bytes=len(body))
-    return True
+        return None
+    return (f"rexmle gateway: provider-side tool(s) refused: {', '.join(names)}. The provider would reach the web "
+            f"or act for the agent, outside the egress policy and the run's record; the harness allows them with "
+            f"--rexmle-allow-provider-tools")

@@ -308,18 +308,14 @@ class GatewayRun:
     REFUSAL_KINDS = {401: "unauthorized", 404: "unknown_route", 429: "budget", 502: "no_upstream", 507: "record"}
 
     def refuse(self, conn, protocol: str, status: int, message: str, *, route: str, model: str | None = None,
-               request: Any = None, request_bytes: int | None = None, close: bool = False,
-               kind: str | None = None, api: str | None = None) -> None:
+               request_bytes: int | None = None, close: bool = False, api: str | None = None) -> None:
         """A clear error for the agent in its protocol's shape, and a ``refused`` line in the run's trajectory.
 
-        The refused request's body is not kept (``request`` is accepted and dropped; ``request_bytes`` is
-        kept): it never reached a provider, is no evidence of what the run did, and a refusal loop must not
-        fill the disk."""
-        kind = kind or self.REFUSAL_KINDS.get(status, str(status))
+        The refused request's body is not kept (only ``request_bytes``): it never reached a provider, is no
+        evidence of what the run did, and a refusal loop must not fill the disk."""
+        kind = self.REFUSAL_KINDS.get(status, str(status))
         self.note_error(kind, message)
-        record = {"protocol": protocol, "api": api, "route": route, "model": model, "status": status, "stream": False,
-                  "request": None, "response": None, "usage": None, "truncated": False, "error": message,
-                  "reason": message, "duration_s": 0.0}
+        record = _refusal(protocol, route, status, message, model=model, api=api)
         if request_bytes is not None:
             record["request_bytes"] = request_bytes
         self.trajectory.refused(record, kind)  # recorded before the agent hears of it, as answers are
@@ -330,10 +326,7 @@ class GatewayRun:
         """A request the gateway could not read: counted, and a ``refused`` line in the trajectory."""
         self.note_error("bad_request", message)
         route = f"{getattr(conn, 'command', None) or '?'} {(getattr(conn, 'path', None) or '').split('?', 1)[0]}"
-        reason = clean_text(message, limit=500)
-        self.trajectory.refused({"protocol": None, "route": clean_text(route, limit=300), "model": None,
-                                 "status": status, "stream": False, "request": None, "response": None, "usage": None,
-                                 "truncated": False, "error": reason, "reason": reason, "duration_s": 0.0},
+        self.trajectory.refused(_refusal(None, clean_text(route, limit=300), status, clean_text(message, limit=500)),
                                 "bad_request")
 
     def note_error(self, kind: str, message: str) -> None:
@@ -380,9 +373,6 @@ class GatewayRun:
     def redact(self, text: str) -> str:
         return self.trajectory.redact(text)
 
-    def has_secret_in(self, raw: bytes) -> bool:
-        return any(s.encode() in raw for s in (self.token, *self.gateway.secrets))
-
     # --- the end ----------------------------------------------------------------------------------------
 
     def close(self) -> dict:
@@ -415,6 +405,14 @@ class GatewayRun:
         with self._lock:
             self._record = record
         return record
+
+
+def _refusal(protocol: str | None, route: str, status: int, reason: str, *, model: str | None = None,
+             **api: str | None) -> dict:
+    """A refusal's trajectory line: no bodies, no usage, the reason as its error (``api`` where known)."""
+    return {"protocol": protocol, **api, "route": route, "model": model, "status": status,
+            "stream": False, "request": None, "response": None, "usage": None, "truncated": False,
+            "error": reason, "reason": reason, "duration_s": 0.0}
 
 
 _session: Gateway | None = None
