@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..agent_output import clean_text  # hosts and paths are the agent's text, bound for reports
 from ..task import registry
-from .hostname import InvalidHost, normal_host
+from .hostname import InvalidHost, as_authority, normal_host
 
 #: hosts served by default (a name covers its subdomains); the README lists them with the reason
 DEFAULT_ALLOW = (
@@ -251,14 +251,10 @@ def resolve(host: str, port: int, decision: Decision) -> list[tuple]:
     for info in infos:
         address = str(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
         if internal_address(address) and address not in decision.addresses:
-            hint = (f"; to reach it, allow the address itself (--rexmle-egress-allow {_entry(address, port)})"
+            hint = (f"; to reach it, allow the address itself (--rexmle-egress-allow {as_authority(address, port)})"
                     if decision.explicit else "")
             raise PermissionError(f"{host} resolves to a host-internal address ({address}){hint}")
     return infos
-
-
-def _entry(address: str, port: int) -> str:
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 @dataclass

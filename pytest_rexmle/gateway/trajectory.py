@@ -123,12 +123,7 @@ class Trajectory:
         if not stat.S_ISREG(info.st_mode):
             os.close(self._fd)
             raise OSError(f"{self.path} is not a regular file")
-        self._written = info.st_size
-
-    @property
-    def written(self) -> int:
-        """Bytes in the file (this run's and any it started with)."""
-        return self._written
+        self._written = info.st_size  # bytes in the file (this run's and any it started with)
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:

@@ -55,17 +55,11 @@ def validate_submission(task_id: str, public_dir: Path | None, submission_dir: P
 
 
 def _main(argv: list[str]) -> int:
-    # start-up: keeps its imports out of the validation worker
+    # start-up: these (pydantic among them) load in the worker only, never with the gateway
     from ..agent_output import clean_text
-    from ..errors import InvalidSubmission  # start-up: keeps 35 lines out of the validation worker
-
-    # start-up: keeps pydantic out of the validation worker
+    from ..errors import InvalidSubmission
     from ..graders.base import load_grader
-
-    # start-up: keeps its imports out of the validation worker
     from ..medimage.header_notes import collecting
-
-    # start-up: keeps pydantic out of the validation worker
     from ..task import get_task
 
     task_id, public, submission = argv

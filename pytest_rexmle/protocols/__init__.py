@@ -138,10 +138,6 @@ def of_record(record: Mapping[str, Any]) -> Protocol:
 
 # --- where the key travels --------------------------------------------------------------------------------
 
-#: headers that may carry a key, in every protocol (never forwarded as the agent sent them)
-KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization")
-
-
 def presented_token(headers: Headers, query: str) -> str | None:
     """The key the client presented, wherever its SDK puts it (Bearer, x-api-key, x-goog-api-key, ?key=)."""
     auth = headers.get("authorization")
