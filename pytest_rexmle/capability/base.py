@@ -2,9 +2,8 @@
 
 A judge turns one run folder into the per-run capability document (``capability.json``, schema in
 :mod:`pytest_rexmle.capability.schema`) and, for :mod:`pytest_rexmle.capability.stages`, grades the judged workflow
-stages S1–S3. Both judges read the same sources (:mod:`pytest_rexmle.capability.trace`): what the
-harness observed (the gateway's recorded model calls, the workspace code they corroborate), never the
-agent's own logs, so their documents are comparable run by run and a forged log earns nothing.
+stages S1–S3. Both judges read the same observed sources (:mod:`pytest_rexmle.capability.trace` says which
+and why), so their documents are comparable run by run and a forged log earns nothing.
 """
 
 from __future__ import annotations

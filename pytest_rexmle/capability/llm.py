@@ -3,12 +3,11 @@
 Prompt (the paper's protocol in the project's wording, ``PROMPT_VERSION``): a system instruction making the model an
 adjudicator that scores 1 only for explicit evidence of execution, and a user message of the 13
 ``TARGET STRATEGY`` blocks (names and criteria verbatim from ``strategies.json``) followed by one log
-section of at most 15 000 characters. The log is the run's observed trace (the model calls the gateway
-recorded, and the files the run left), never the agent's own stdout or log files:
-:mod:`pytest_rexmle.capability.trace`. Replies must be raw JSON (``response_format: json_object``);
-unparsable replies are retried a bounded number of times, then the section scores 0 with evidence
-``"Unparsable judge response"`` and is flagged (:mod:`.schema`). Transient HTTP failures (429, 5xx, network) are
-retried the same way; configuration failures (401/403/404) raise :class:`JudgeError` at once.
+section of at most 15 000 characters of the run's observed trace (:mod:`pytest_rexmle.capability.trace`).
+Replies must be raw JSON (``response_format: json_object``); unparsable replies are retried a bounded number
+of times, then the section scores 0 with evidence ``"Unparsable judge response"`` and is flagged
+(:mod:`.schema`). Transient HTTP failures (429, 5xx, network) are retried the same way; configuration
+failures (401/403/404) raise :class:`JudgeError` at once.
 
 Options (``get_judge("llm", **options)``; strings are accepted for every option, as from a CLI):
 
@@ -56,9 +55,10 @@ DEFAULT_KEY_ENV = "REXMLE_JUDGE_API_KEY"
 FALLBACK_KEY_ENV = "OPENAI_API_KEY"
 REQUEST_FAILED = "Judge request failed"
 
-SYSTEM_PROMPT = (
-    "You are an expert adjudicator reviewing the execution log of an autonomous machine-learning agent that "
-    "worked on a medical-imaging task. For each target strategy listed by the user, decide whether this log "
+_ADJUDICATOR = ("You are an expert adjudicator reviewing the execution log of an autonomous machine-learning agent "
+                "that worked on a medical-imaging task. ")
+SYSTEM_PROMPT = _ADJUDICATOR + (
+    "For each target strategy listed by the user, decide whether this log "
     "section shows explicit evidence that the agent EXECUTED the strategy. Score 1 only with explicit evidence "
     "of execution: code that was run, specific library calls, produced outputs or distinct output files. Score 0 "
     "when the evidence is ambiguous, when the strategy is only planned, suggested or discussed, or when it is "
@@ -67,9 +67,8 @@ SYSTEM_PROMPT = (
     "{\"id\": <strategy id>, \"strategy\": <name>, \"score\": 0 or 1, \"evidence\": <short text>}."
 )
 
-STAGE_SYSTEM_PROMPT = (
-    "You are an expert adjudicator reviewing the execution log of an autonomous machine-learning agent that "
-    "worked on a medical-imaging task. Grade how far this log section shows the agent carried out each workflow "
+STAGE_SYSTEM_PROMPT = _ADJUDICATOR + (
+    "Grade how far this log section shows the agent carried out each workflow "
     "stage listed by the user: 1 = clearly done, with explicit evidence of execution; 0.5 = partly done; 0 = "
     "absent, only planned, or ambiguous. Reply with a raw JSON object only (no Markdown) holding a \"stages\" "
     "list with one object per stage: {\"id\": \"S1\", \"score\": 0 | 0.5 | 1, \"evidence\": <short text>}."

@@ -3,9 +3,8 @@
 Each strategy is a :class:`Rule`: groups of regular expressions, all groups must match somewhere
 (AND of ORs), optionally in trace order (an error *then* a fix). Every hit is quoted as evidence with its
 file and line (``logs/model-calls.jsonl#7:42: <text>`` for line 42 of the 7th recorded model call,
-``workspace/train.py:3: <text>`` for code). It reads only what the harness observed
-(:mod:`pytest_rexmle.capability.trace`): the gateway's recorded model calls and the workspace code they
-corroborate, never the agent's own stdout or log files. The patterns look for concrete, executed
+``workspace/train.py:3: <text>`` for code), of the observed trace and the code it corroborates
+(:mod:`pytest_rexmle.capability.trace`). The patterns look for concrete, executed
 things — library calls, command output, written code — in the spirit of the paper's rubric (score 1
 only for explicit evidence of execution), and three filters keep mere talk out:
 

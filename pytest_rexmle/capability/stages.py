@@ -15,14 +15,12 @@ S4 infer    15 %    deterministic: fraction of public test cases with a predicti
 S5 submit   10 %    deterministic: 1 if ``grader.validate(submission, public)`` accepts the submission
 ==========  ======  ====================================================================================
 
-Judged stages use the capability judge on what the harness observed (the gateway's recorded model
-calls and the workspace code they corroborate, :mod:`pytest_rexmle.capability.trace`; never the
-agent's own stdout or log files): the ``rules`` judge scores the fraction of the three checks it finds
-evidence for (quoted with file and line); the ``llm`` judge applies a 0 / 0.5 / 1 rubric per trace
-section and keeps the best section. Without an observed trace S1–S3 are 0, and so they are when the judge
-runs out of its time (``judge timed out …`` in their evidence). S4/S5 measure the
-submission itself, which the harness reads, so a forged log changes neither. ``total`` is the weighted
-sum.
+Judged stages use the capability judge on the run's observed trace (:mod:`pytest_rexmle.capability.trace`):
+the ``rules`` judge scores the fraction of the three checks it finds evidence for (quoted with file and
+line); the ``llm`` judge applies a 0 / 0.5 / 1 rubric per trace section and keeps the best section. Without
+an observed trace S1–S3 are 0, and so they are when the judge runs out of its time (``judge timed out …``
+in their evidence). S4/S5 measure the submission itself, which the harness reads, so a forged log changes
+neither. ``total`` is the weighted sum.
 
 Usage file (optional). An agent may write ``$REXMLE_WORKSPACE/rexmle-usage.json``, or a host-side
 adapter ``<run>/logs/usage.json`` (preferred when both exist); all fields optional, unknown ones ignored::

@@ -34,11 +34,10 @@ class Budget:
     ``tokens`` counts input plus output tokens (cached input included, as providers bill it); ``usd`` the
     price of those tokens (genai-prices). The rule, kept by :class:`Ledger`:
 
-    * a billed call reserves its worst case: the output it asked for (OpenAI ``max_tokens``,
-      ``max_completion_tokens`` or ``max_output_tokens``, Anthropic ``max_tokens``, Gemini
-      ``generationConfig.maxOutputTokens``; ``DEFAULT_OUTPUT_CEILING`` when none is given; times ``n`` or
-      ``candidateCount`` choices) plus its prompt, estimated as one token per ``BYTES_PER_TOKEN`` bytes of
-      the request body; and that many tokens' price;
+    * a billed call reserves its worst case: the output it asked for (each protocol's
+      :meth:`~.protocols.base.Protocol.requested_output`; ``DEFAULT_OUTPUT_CEILING`` when none is given;
+      times the choices asked for) plus its prompt, estimated as one token per ``BYTES_PER_TOKEN`` bytes
+      of the request body; and that many tokens' price;
     * it is admitted only if spent + reserved by the calls in flight + its reservation fits every bound
       (and, for ``requests``, one more request); otherwise it gets the protocol's 429 with the reason;
     * a call that ended with usage is charged what the provider reported; usage that cannot be metered (a

@@ -25,11 +25,9 @@ from urllib.parse import unquote, urlsplit
 
 from ..protocols import PROVIDERS
 
-#: (base URL variables, key variables, default base URL) per provider, first variable set wins (each
-#: protocol module's ``upstream_env``)
+#: each provider's upstream variables and account headers (:class:`.protocols.base.Protocol`); the account
+#: headers come from the harness's environment only, the agent's own are dropped (modelcall.upstream_headers)
 SOURCES = {provider: family.upstream_env for provider, family in PROVIDERS.items()}
-#: headers that say whose account a call bills, per provider: (header, host variables, first set wins).
-#: Taken from the harness's environment only; the agent's own values are dropped (see modelcall.upstream_headers)
 ACCOUNT_HEADERS = {provider: family.account_headers for provider, family in PROVIDERS.items() if family.account_headers}
 
 #: what carries the proxy override to a Slurm node's gateway (the job's environment)

@@ -1,9 +1,6 @@
 """What every provider protocol module answers: where its calls go, how its key and its errors look, and
-how its bodies and streams say what was used, asked and answered.
-
-Why one interface: the gateway, the meter, the call record, the ATIF export, the run page and the judge
-all read the same wire formats; each format is described once, in its module, and they ask it through
-these methods. A module subclasses :class:`Protocol` and is listed in :mod:`.` (the registry).
+how its bodies and streams say what was used, asked and answered. A module subclasses :class:`Protocol`
+and is listed in the registry, :mod:`pytest_rexmle.protocols` (which says why one module per protocol).
 """
 
 from __future__ import annotations
