@@ -44,8 +44,6 @@ from .validation import validate_submission
 
 #: validation calls kept per run for its page (more are counted)
 MAX_VALIDATIONS = 200
-#: connections one run may hold open at once by default (Limits.max_connections); more are answered 503
-MAX_CONNECTIONS_PER_RUN = 256
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,7 @@ class Limits:
     max_header_bytes: int = 64 * 1024      # request line and header fields of one request (431 beyond)
     max_header_fields: int = 100           # header fields of one request (431 beyond)
     max_chunks: int = 16384                # chunks of one chunked request body (413 beyond)
-    max_connections: int = MAX_CONNECTIONS_PER_RUN  # connections one run holds open at once (503 beyond)
+    max_connections: int = 256             # connections one run holds open at once (503 beyond)
     client_timeout: float = 60.0           # a client silent this long mid-request is dropped
     request_timeout: float = 300.0         # one request's head and body must arrive within this
     connect_timeout: float = 20.0          # reaching the provider or a proxied host
@@ -116,8 +114,7 @@ class Gateway:
         if self._task_hosts is None:
             self._task_hosts = task_source_hosts()
         policy = EgressPolicy(allow=allow, deny=egress_deny, task_hosts=self._task_hosts)
-        record_limit = self.limits.record_bytes if record_bytes is None else min(record_bytes,
-                                                                                 self.limits.record_bytes)
+        record_limit = min(b for b in (record_bytes, self.limits.record_bytes) if b is not None)
         run = GatewayRun(self, run_id, Path(logs_dir), Path(submission_dir), task_id, budget, policy,
                          None if public_dir is None else Path(public_dir), record_limit)
         with self._lock:
