@@ -7,6 +7,7 @@ ends, the session goes on.
 
 from __future__ import annotations
 
+import http.client
 import io
 import re
 import socket
@@ -241,6 +242,13 @@ class Connection(BaseHTTPRequestHandler):
             self.close_connection = True
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace"))
         self.headers_sent = True
+
+    def begin_relayed(self, resp: http.client.HTTPResponse, headers: list[tuple[str, str]]) -> None:
+        """:meth:`begin` for an upstream's answer, framed as upstream framed it (an answer to HEAD never chunked)."""
+        length = resp.getheader("content-length")
+        chunked = "chunked" in (resp.getheader("transfer-encoding") or "").lower()
+        fixed = int(length) if length and length.isdigit() and not chunked else None
+        self.begin(resp.status, resp.reason, headers, fixed if self.command != "HEAD" else (fixed or 0))
 
     def send_part(self, data: bytes) -> None:
         if not data:

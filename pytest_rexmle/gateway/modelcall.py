@@ -219,10 +219,7 @@ def _relay(conn, run, resp, usage: CallUsage, where: str):
         doc, truncated = body_record(raw, MAX_RESPONSE_BYTES)
         usage.observe(doc)
         return resp.status, False, doc, truncated
-    length = resp.getheader("content-length")
-    chunked = "chunked" in (resp.getheader("transfer-encoding") or "").lower()
-    fixed = int(length) if length and length.isdigit() and not chunked else None
-    conn.begin(resp.status, resp.reason, headers, fixed)
+    conn.begin_relayed(resp, headers)
     reader, events = (SSEReader(), EventLog()) if stream else (None, None)
     kept, overflow = bytearray(), False
     while True:

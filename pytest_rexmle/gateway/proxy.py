@@ -198,11 +198,7 @@ def forward(conn: Connection, run: GatewayRun) -> None:
         except (OSError, http.client.HTTPException) as exc:
             _refuse(conn, host, port, f"upstream failed: {type(exc).__name__}", 502)
             return
-        length = resp.getheader("content-length")
-        chunked = "chunked" in (resp.getheader("transfer-encoding") or "").lower()
-        fixed = int(length) if length and length.isdigit() and not chunked else None
-        conn.begin(resp.status, resp.reason, [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP],
-                   fixed if conn.command != "HEAD" else (fixed or 0))
+        conn.begin_relayed(resp, [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP])
         if conn.command == "HEAD":
             return
         while True:

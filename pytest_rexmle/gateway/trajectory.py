@@ -195,12 +195,6 @@ class Trajectory:
 
     # --- writing -----------------------------------------------------------------------------------------
 
-    def write(self, record: dict) -> None:
-        """One line as given (a whole record); RecordError when it cannot be written."""
-        record.setdefault("ts", _now())
-        with self._lock:
-            self._append(self._encode(record))
-
     def _encode(self, record: dict) -> bytes:
         try:
             text = json.dumps(record, ensure_ascii=False, default=str)
