@@ -103,7 +103,7 @@ def forward(conn: Connection, run: GatewayRun, route: Route, query: str) -> None
                                          "stream": requested_stream, "request": request_doc,
                                          "truncated": request_truncated})
     except RecordError as exc:
-        run.release(reservation)
+        run.ledger.release(reservation)  # it never went upstream: nothing is charged
         refuse(507, f"rexmle gateway: the call was not made: {exc}")
         return
 

@@ -196,16 +196,6 @@ class GatewayRun:
     def serve(self, listener: socket.socket, *, token_required: bool = False) -> None:
         """Serve connections accepted on an already-listening socket (it may live in the sandbox's network
         namespace); every request on it belongs to this run. The run closes it at :meth:`close`."""
-        self._start(listener, token_required)
-
-    def host_address(self) -> tuple[str, int]:
-        """A new listener on the host's loopback for a runtime that cannot place one inside the sandbox;
-        there every request, proxy ones included, must carry the run's token."""
-        listener = socket.create_server(("127.0.0.1", 0), backlog=128)
-        self._start(listener, token_required=True)
-        return listener.getsockname()
-
-    def _start(self, listener: socket.socket, token_required: bool) -> None:
         if self._stop.is_set():
             raise RuntimeError(f"gateway run {self.run_id} is closed")
         listener.settimeout(0.25)
@@ -215,6 +205,13 @@ class GatewayRun:
                                   name=f"rexmle-gateway-{self.run_id}")
         thread.start()
         self._threads.append(thread)
+
+    def host_address(self) -> tuple[str, int]:
+        """A new listener on the host's loopback for a runtime that cannot place one inside the sandbox;
+        there every request, proxy ones included, must carry the run's token."""
+        listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.serve(listener, token_required=True)
+        return listener.getsockname()
 
     def _accept(self, listener: socket.socket, token_required: bool) -> None:
         while not self._stop.is_set():
@@ -281,10 +278,6 @@ class GatewayRun:
             with self._lock:
                 self.budget_exhausted = self.budget_exhausted or reason
         return reason
-
-    def release(self, reservation: Reservation) -> None:
-        """An admitted call that never went upstream (its record could not be written): nothing is charged."""
-        self.ledger.release(reservation)
 
     def settle(self, usage: CallUsage, seconds: float, reservation: Reservation, *, metered: bool,
                billed: bool = True) -> tuple[float | None, str | None, tuple[int, float | None]]:
