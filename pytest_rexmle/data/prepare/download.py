@@ -203,11 +203,6 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def md5_of(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "md5").hexdigest()
-
-
 def free_bytes(path: Path) -> int:
     """Free space on the file system holding ``path`` (its nearest existing ancestor)."""
     probe = path
@@ -225,11 +220,11 @@ def require_space(path: Path, need: int, what: str) -> None:
 
 
 def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
-    return f"{n} B"
+    return f"{n:.1f} TB"
 
 
 def _progress(name: str, total: int | None, initial: int, enabled: bool):
@@ -273,7 +268,8 @@ def download(remote: RemoteFile, dest: Path, progress: bool = True, retries: int
         part.unlink(missing_ok=True)
         raise ChecksumMismatch(f"{remote.name}: downloaded {size} bytes, the source lists {remote.size}; "
                                "the file was deleted, run the command again")
-    digest = md5_of(part)
+    with part.open("rb") as fh:
+        digest = hashlib.file_digest(fh, "md5").hexdigest()
     if remote.md5 is not None and digest != remote.md5.lower():
         part.unlink(missing_ok=True)
         raise ChecksumMismatch(f"{remote.name}: MD5 {digest} differs from the published {remote.md5} "
