@@ -189,11 +189,8 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
                     raise ImageRejected(f"{label} ({name}) does not match the image's config: sha256 {got}, "
                                         f"config says {expected}")
             body = config.get("config") or {}
-            manifest = {"digest": digest, "tags": list(all_tags), "archive_tags": list(source.tags)[:50],
-                        "source": source.kind,
-                        "env": list(body.get("Env") or []), "working_dir": body.get("WorkingDir") or "",
-                        "entrypoint": body.get("Entrypoint"), "cmd": body.get("Cmd"),
-                        "user": body.get("User") or "", **_report_fields(writer.report)}
+            manifest = _manifest(digest, all_tags, source.kind, body, writer.report,
+                                 archive_tags=list(source.tags)[:50])
             return _publish(work, manifest), writer.report
     finally:
         archive.close()
@@ -217,10 +214,8 @@ def _import_sandbox(folder: Path, tags: tuple[str, ...], limits: Limits,
     report = UnpackReport()
     with _building(deadline) as work:
         _copy_tree(folder, work / ROOTFS, entries, report, limits, deadline)
-        manifest = {"digest": digest, "tags": list(tags), "source": "apptainer-sandbox",
-                    "env": [f"{k}={v}" for k, v in _apptainer_env(folder).items()], "working_dir": "",
-                    "entrypoint": None, "cmd": None, "user": "", **_report_fields(report)}
-        return _publish(work, manifest), report
+        env = [f"{k}={v}" for k, v in _apptainer_env(folder).items()]
+        return _publish(work, _manifest(digest, tags, "apptainer-sandbox", {"Env": env}, report)), report
 
 
 def _sandbox_entries(folder: Path, limits: Limits, deadline: Deadline) -> list[tuple[str, os.stat_result]]:
@@ -307,9 +302,13 @@ def _apptainer_env(folder: Path) -> dict[str, str]:
     return env
 
 
-def _report_fields(report: UnpackReport) -> dict:
-    return {"size": report.bytes_written, "entries": report.entries, "devices_skipped": report.devices_skipped[:50],
-            "setuid_stripped": report.setuid_stripped[:50], "imported": time.time()}
+def _manifest(digest: str, tags: tuple[str, ...], kind: str, body: dict, report: UnpackReport, **extra) -> dict:
+    """``image.json`` (see the module's docstring): what a run needs of the config ``body``, what extraction did."""
+    return {"digest": digest, "tags": list(tags), "source": kind, **extra, "env": list(body.get("Env") or []),
+            "working_dir": body.get("WorkingDir") or "", "entrypoint": body.get("Entrypoint"), "cmd": body.get("Cmd"),
+            "user": body.get("User") or "", "size": report.bytes_written, "entries": report.entries,
+            "devices_skipped": report.devices_skipped[:50], "setuid_stripped": report.setuid_stripped[:50],
+            "imported": time.time()}
 
 
 def _existing(digest: str, tags: tuple[str, ...]) -> StoredImage | None:
