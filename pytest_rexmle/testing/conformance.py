@@ -43,6 +43,8 @@ from ..runtime.sandbox.gpu_devices import FAKE_ENV
 #: the checks, in the order they are reported
 CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "gpus", "interpreter")
 PROBE = Path(__file__).with_name("probe.py")
+#: the harness's own code, which the probe tries to write into
+PACKAGE = Path(pytest_rexmle.__file__).resolve().parent
 PROBE_SECONDS = 180.0
 LIMITS_SECONDS = 120.0
 GPU_SECONDS = 60.0
@@ -116,11 +118,8 @@ class Plant:
     def lay_out(self) -> None:
         """Everything readable and the outside folder writable by any uid: only the runtime may stop the agent."""
         self.root.chmod(0o755)
-        self.public.mkdir(parents=True)
-        self.private.mkdir()
-        self.hidden.mkdir()
-        self.outside.mkdir()
-        self.key_file.parent.mkdir()
+        for folder in (self.public, self.private, self.hidden, self.outside, self.key_file.parent):
+            folder.mkdir(parents=True)
         (self.public / "sample_submission.csv").write_text("case,label\nc1,0\n")
         (self.public / "README.md").write_text("public data of the conformance suite\n")
         (self.private / ANSWERS_NAME).write_text(f"case,label\nc1,{self.answers_secret}\n")
@@ -278,7 +277,7 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
               "owner_only": str(plant.owner_only),
               "hidden_name": HIDDEN_NAME, "hidden_file": HIDDEN_FILE, "outside": str(plant.outside),
               "key_file": str(plant.key_file), "port": service.port,
-              "package": str(Path(pytest_rexmle.__file__).resolve().parent)}
+              "package": str(PACKAGE)}
     probe, limits = Run("probe", plant.root / "runs" / "probe"), Run("limits", plant.root / "runs" / "limits")
     try:
         with _environ(KEY_NAME, plant.key):
@@ -351,7 +350,7 @@ def judge_answers(run: Run, report: dict, plant: Plant) -> CheckResult:
 @_from_report("writes")
 def judge_writes(run: Run, report: dict, plant: Plant) -> CheckResult:
     inside = {run.workspace.resolve(), (run.folder / "submission").resolve()}
-    places = [plant.root, Path(pytest_rexmle.__file__).resolve().parent]
+    places = [plant.root, PACKAGE]
     written = sorted(str(p) for place in places for p in place.rglob(f"{plant.marker}-write")
                      if not any(parent in inside for parent in p.resolve().parents))
     changed = [] if (run.folder / "instructions.md").read_text() == "conformance probe\n" else ["instructions.md"]
@@ -429,10 +428,7 @@ def clean_leftovers(plant: Plant) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    for path in _marked_files(plant.marker):
-        path.unlink(missing_ok=True)
-
-    for path in Path(pytest_rexmle.__file__).resolve().parent.glob(f"{plant.marker}-write"):
+    for path in (*_marked_files(plant.marker), *PACKAGE.glob(f"{plant.marker}-write")):
         path.unlink(missing_ok=True)
 
 
