@@ -14,18 +14,13 @@ image: a base that is not in the local engine is a clear error, not a registry r
 ``python3`` with ``pip``. (The base recipe's own ``FROM pytorch/pytorch:…`` is pulled by the engine; CI,
 without Docker Hub, answers it with a loopback registry mirror: .ci/registry-mirror.sh.)
 
-``--source DIR`` (ML-Master) builds from a local checkout instead of cloning the pinned commit: the
-folder is copied into the context as ``<recipe>/source/`` and the Dockerfile copies it in.
-``--build-arg KEY=VALUE`` sets a Dockerfile ARG (another ML-Master commit; ``RDAGENT_LOCK=`` to resolve
-R&D-Agent's tree afresh rather than install agents/rd_agent/rdagent-lock.txt).
+``--source DIR``, ``--build-arg`` and ``--ca-bundle`` are described by ``rexmle images build --help``
+(:mod:`pytest_rexmle.images.cli`): a source checkout is copied into the context as ``<recipe>/source/``,
+the CA bundle as ``extra-ca.pem``, which pip uses during the build only (it is removed from the image).
 
 Every built image carries a ``rexmle.recipe`` label: a hash of the build context (recipe, shared
 helpers, source checkout), the build arguments and the base image's id. When the tag already carries
 that label the build is skipped (``--no-cache`` forces it), so a repeated CI run costs a hash.
-
-Behind a TLS-intercepting proxy, ``--ca-bundle FILE`` (default ``$PIP_CERT``, ``$REQUESTS_CA_BUNDLE``
-or ``$SSL_CERT_FILE`` when set) is placed in the context as ``extra-ca.pem`` and used by pip during the
-build only; it is removed from the image afterwards.
 """
 
 from __future__ import annotations

@@ -57,14 +57,9 @@ def image_problems(agents, runtime) -> list[str]:
     them beside its other problems; :func:`ensure_images` builds the rest once none is left)."""
     if runtime.name != "docker":
         return []
-    problems = []
-    for image, agent in needed_images(agents, runtime.settings.image).items():
-        chain, missing = build_chain(runtime.client, image)
-        if missing is not None:
-            target = recipe_for(image)
-            problems.append(_cannot_build(agent, image, chain, missing,
-                                          f"rexmle images build --agent {target.name}" if target else None))
-    return problems
+    images = needed_images(agents, runtime.settings.image)
+    return [_cannot_build(agent, image, missing) for image, agent in images.items()
+            if (missing := build_chain(runtime.client, image)[1]) is not None]
 
 
 def ensure_images(agents, runtime, log: Log | None = None) -> None:
@@ -75,25 +70,23 @@ def ensure_images(agents, runtime, log: Log | None = None) -> None:
     client = runtime.client
     for image, agent in needed_images(agents, runtime.settings.image).items():
         chain, missing = build_chain(client, image)
-        if not chain and missing is None:
-            continue
-        target = recipe_for(image)
-        command = f"rexmle images build --agent {target.name}" if target else None
         if missing is not None:
-            raise RexmleError(_cannot_build(agent, image, chain, missing, command))
+            raise RexmleError(_cannot_build(agent, image, missing))
         for recipe in chain:
             _build(client, recipe, agent, log)
 
 
-def _cannot_build(agent: str, image: str, chain: list[Recipe], missing: str, command: str | None) -> str:
-    if command is None:  # an image of the user's (--agent-option image=, REXMLE_DOCKER_IMAGE)
+def _cannot_build(agent: str, image: str, missing: str) -> str:
+    """Why ``image`` cannot be had during the session (``missing`` ends its recipes' chain) and the fix."""
+    target = recipe_for(image)
+    if target is None:  # an image of the user's (--agent-option image=, REXMLE_DOCKER_IMAGE)
         return (f"agent {agent!r} runs in the Docker image {image}, which this engine does not have and no "
                 f"recipe here builds; build or load it (`docker images` lists what the engine has), then run again")
     steps = f"  docker pull {missing}\n" if missing != image else ""
     via = f" (its recipes start from {missing}, which this engine does not have)" if missing != image else ""
     return (f"agent {agent!r} runs in the Docker image {image}, which is not built, and it cannot be built during "
             f"the session{via}: nothing is pulled while a session runs. Build it once, then run again:\n"
-            f"{steps}  {command}")
+            f"{steps}  rexmle images build --agent {target.name}")
 
 
 def _build(client, recipe: Recipe, agent: str, log: Log, **build_options) -> None:

@@ -33,34 +33,32 @@ def size_of(task: Task) -> str:
     return f"{gb:g} GB download" if isinstance(gb, (int, float)) else "download size not published"
 
 
-def _by_release(absent: list[Task], data_dir: Path) -> list[str]:
-    """One line per release (``source.raw``): its size and the one command that prepares its challenges."""
+def _by_release(tasks: list[Task], data_dir: Path, lead: str) -> list[str]:
+    """``lead`` (filled with the folder and the count), then one line per release (``source.raw``): its size
+    and the one command that prepares its challenges; none when every selected challenge is prepared."""
+    absent = missing(tasks, data_dir)
+    if not absent:
+        return []
     by_release: dict[str, list[Task]] = {}
     for task in absent:
         by_release.setdefault(str(task.source["raw"]), []).append(task)
-    return [f"  {release} ({size_of(group[0])}, {len(group)} task(s)): "
-            f"rexmle prepare {' '.join(t.id for t in group)} --data-dir {data_dir}"
-            for release, group in by_release.items()]
+    return [lead.format(f"data not prepared in {data_dir} for {len(absent)} selected task(s)"),
+            *(f"  {release} ({size_of(group[0])}, {len(group)} task(s)): "
+              f"rexmle prepare {' '.join(t.id for t in group)} --data-dir {data_dir}"
+              for release, group in by_release.items())]
 
 
 def missing_note(tasks: list[Task], data_dir: Path) -> list[str]:
     """The note's lines (none when every selected challenge is prepared)."""
-    absent = missing(tasks, data_dir)
-    if not absent:
-        return []
-    return [f"rexmle: data not prepared in {data_dir} for {len(absent)} selected task(s); they are skipped. "
-            "Prepare them (once, resumable), or use --rexmle-data=synthetic for the small twins:",
-            *_by_release(absent, data_dir)]
+    return _by_release(tasks, data_dir, "rexmle: {}; they are skipped. Prepare them (once, resumable), or use "
+                       "--rexmle-data=synthetic for the small twins:")
 
 
 def missing_lines(tasks: list[Task], data_dir: Path) -> list[str]:
-    """The same facts as one problem of the session's preflight (none when all are prepared): said beside the
-    other problems, so that one more attempt is enough."""
-    absent = missing(tasks, data_dir)
-    if not absent:
-        return []
-    return [f"data not prepared in {data_dir} for {len(absent)} selected task(s): prepare them (once, "
-            "resumable), or use --rexmle-data=synthetic for the small twins:", *_by_release(absent, data_dir)]
+    """The same facts as one problem of the session's preflight: said beside the other problems, so that one
+    more attempt is enough."""
+    return _by_release(tasks, data_dir, "{}: prepare them (once, resumable), or use --rexmle-data=synthetic for "
+                       "the small twins:")
 
 
 def skip_reason(task: Task, data_dir: Path) -> str:  # noqa: ARG001  (the note names the folder)

@@ -52,13 +52,7 @@ class ImageSource:
 
     def config_json(self) -> dict:
         """The config, checked for the shape the importer reads (so a wrong type is a refusal, not a crash)."""
-        try:
-            config = json.loads(self.config)
-        except ValueError as exc:
-            raise ImageRejected(f"the image's config is not JSON: {exc}") from None
-        except RecursionError:
-            raise ImageRejected("the image's config nests deeper than any image document") from None
-        config = _mapping(config, "the image's config")
+        config = _mapping(_loads(self.config, "the image's config"), "the image's config")
         rootfs = _mapping(config.get("rootfs"), "the config's rootfs", optional=True)
         _strings(rootfs.get("diff_ids"), "the config's rootfs.diff_ids")
         body = _mapping(config.get("config"), "the config's config", optional=True)
@@ -70,6 +64,17 @@ class ImageSource:
             if not isinstance(body.get(key) or "", str):
                 _strings(body.get(key), f"the config's {key}")
         return config
+
+
+def _loads(data: bytes, what: str) -> object:
+    """The JSON document ``what``; a refusal naming it when it is not JSON or nests deeper than the parser
+    recurses (``[[[[...``)."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise ImageRejected(f"{what} is not JSON: {exc}") from None
+    except RecursionError:
+        raise ImageRejected(f"{what} nests deeper than any image document") from None
 
 
 def _mapping(value: object, what: str, optional: bool = False) -> dict:
@@ -148,12 +153,7 @@ class Archive:
         yield cast(BinaryIO, body)
 
     def json(self, name: str):
-        try:
-            return json.loads(self.read(name))
-        except ValueError as exc:
-            raise ImageRejected(f"{self.path}: {name} is not JSON: {exc}") from None
-        except RecursionError:  # "[[[[...": nested deeper than the parser recurses
-            raise ImageRejected(f"{self.path}: {name} nests deeper than any image document") from None
+        return _loads(self.read(name), f"{self.path}: {name}")
 
     def read(self, name: str, limit: int = MAX_JSON) -> bytes:
         """A document's bytes, refused past ``limit`` (only layers are streamed, everything else is read)."""

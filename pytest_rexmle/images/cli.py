@@ -158,25 +158,6 @@ def run_list() -> int:
     return 0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="?", default=None, metavar="FILE",
-                        help="export: the archive to write; import: a docker-archive or OCI tar, an OCI layout "
-                             "folder, or an Apptainer sandbox folder (with --tag)")
-    parser.add_argument("--max-layer-size", type=int, default=DEFAULT_MAX_LAYER, metavar="BYTES",
-                        help="import: refuse a layer that unpacks to more than this (default 64 GiB)")
-    parser.add_argument("--max-image-size", type=int, default=DEFAULT_MAX_TOTAL, metavar="BYTES",
-                        help="import: refuse an image that unpacks to more than this (default 128 GiB)")
-    parser.add_argument("--max-entries", type=int, default=DEFAULT_MAX_ENTRIES, metavar="N",
-                        help="import: refuse an image of more than N entries (files, folders, links; default 2 "
-                             "million)")
-    parser.add_argument("--max-import-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
-                        help="import: give up after S seconds (default 4 hours)")
-    parser.add_argument("--adopt-tags", action="store_true",
-                        help="import: also store the image under the tags the archive gives itself (RepoTags, "
-                             "OCI ref names); without it only --tag names it, so an archive cannot take over "
-                             "another image's tag")
-
-
 def add_images_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("build", "list", "export", "import"),
                         help="build images; list the agents' images and where each is usable; export one to a "
@@ -198,7 +179,22 @@ def add_images_arguments(parser: argparse.ArgumentParser) -> None:
                              "$REQUESTS_CA_BUNDLE or $SSL_CERT_FILE)")
     parser.add_argument("--no-cache", action="store_true", help="do not reuse cached build layers")
     parser.add_argument("--network", default=None, help="network of the build containers (e.g. host)")
-    add_arguments(parser)
+    parser.add_argument("file", nargs="?", default=None, metavar="FILE",
+                        help="export: the archive to write; import: a docker-archive or OCI tar, an OCI layout "
+                             "folder, or an Apptainer sandbox folder (with --tag)")
+    parser.add_argument("--max-layer-size", type=int, default=DEFAULT_MAX_LAYER, metavar="BYTES",
+                        help="import: refuse a layer that unpacks to more than this (default 64 GiB)")
+    parser.add_argument("--max-image-size", type=int, default=DEFAULT_MAX_TOTAL, metavar="BYTES",
+                        help="import: refuse an image that unpacks to more than this (default 128 GiB)")
+    parser.add_argument("--max-entries", type=int, default=DEFAULT_MAX_ENTRIES, metavar="N",
+                        help="import: refuse an image of more than N entries (files, folders, links; default 2 "
+                             "million)")
+    parser.add_argument("--max-import-seconds", type=float, default=DEFAULT_MAX_SECONDS, metavar="S",
+                        help="import: give up after S seconds (default 4 hours)")
+    parser.add_argument("--adopt-tags", action="store_true",
+                        help="import: also store the image under the tags the archive gives itself (RepoTags, "
+                             "OCI ref names); without it only --tag names it, so an archive cannot take over "
+                             "another image's tag")
 
 
 def run_images(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,15 +122,10 @@ def find(name: str) -> StoredImage | None:
     """The image with digest ``name`` (exactly), else the one stored under tag ``name``, latest import first;
     None if absent. A name that looks like a digest never matches a tag (an old cache may hold such tags)."""
     images = stored()
-    for image in images:
-        if name == image.digest:
-            return image
-    if _DIGEST_LIKE.match(name):
-        return None
-    for image in images:
-        if name in image.tags:
-            return image
-    return None
+    by_digest = next((image for image in images if image.digest == name), None)
+    if by_digest is not None or _DIGEST_LIKE.match(name):
+        return by_digest
+    return next((image for image in images if name in image.tags), None)
 
 
 def check_tag(tag: object, where: str = "--tag") -> str:
@@ -182,7 +178,7 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
         diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
         if len(diff_ids) != len(source.layers):
             raise ImageRejected(f"{path}: the config lists {len(diff_ids)} layer(s), the manifest {len(source.layers)}")
-        with _building(digest, deadline) as work:
+        with _building(deadline) as work:
             writer = LayerWriter(work / ROOTFS, max_layer=limits.max_layer, max_total=limits.max_total,
                                  max_entries=limits.max_entries, deadline=deadline, min_free=limits.min_free)
             for number, (name, expected) in enumerate(zip(source.layers, diff_ids, strict=True), 1):
@@ -193,11 +189,8 @@ def import_archive(path: Path, tags: tuple[str, ...] = (), max_layer: int = DEFA
                     raise ImageRejected(f"{label} ({name}) does not match the image's config: sha256 {got}, "
                                         f"config says {expected}")
             body = config.get("config") or {}
-            manifest = {"digest": digest, "tags": list(all_tags), "archive_tags": list(source.tags)[:50],
-                        "source": source.kind,
-                        "env": list(body.get("Env") or []), "working_dir": body.get("WorkingDir") or "",
-                        "entrypoint": body.get("Entrypoint"), "cmd": body.get("Cmd"),
-                        "user": body.get("User") or "", **_report_fields(writer.report)}
+            manifest = _manifest(digest, all_tags, source.kind, body, writer.report,
+                                 archive_tags=list(source.tags)[:50])
             return _publish(work, manifest), writer.report
     finally:
         archive.close()
@@ -219,12 +212,10 @@ def _import_sandbox(folder: Path, tags: tuple[str, ...], limits: Limits,
     if existing is not None:
         return existing, UnpackReport()
     report = UnpackReport()
-    with _building(digest, deadline) as work:
+    with _building(deadline) as work:
         _copy_tree(folder, work / ROOTFS, entries, report, limits, deadline)
-        manifest = {"digest": digest, "tags": list(tags), "source": "apptainer-sandbox",
-                    "env": [f"{k}={v}" for k, v in _apptainer_env(folder).items()], "working_dir": "",
-                    "entrypoint": None, "cmd": None, "user": "", **_report_fields(report)}
-        return _publish(work, manifest), report
+        env = [f"{k}={v}" for k, v in _apptainer_env(folder).items()]
+        return _publish(work, _manifest(digest, tags, "apptainer-sandbox", {"Env": env}, report)), report
 
 
 def _sandbox_entries(folder: Path, limits: Limits, deadline: Deadline) -> list[tuple[str, os.stat_result]]:
@@ -311,9 +302,13 @@ def _apptainer_env(folder: Path) -> dict[str, str]:
     return env
 
 
-def _report_fields(report: UnpackReport) -> dict:
-    return {"size": report.bytes_written, "entries": report.entries, "devices_skipped": report.devices_skipped[:50],
-            "setuid_stripped": report.setuid_stripped[:50], "imported": time.time()}
+def _manifest(digest: str, tags: tuple[str, ...], kind: str, body: dict, report: UnpackReport, **extra) -> dict:
+    """``image.json`` (see the module's docstring): what a run needs of the config ``body``, what extraction did."""
+    return {"digest": digest, "tags": list(tags), "source": kind, **extra, "env": list(body.get("Env") or []),
+            "working_dir": body.get("WorkingDir") or "", "entrypoint": body.get("Entrypoint"), "cmd": body.get("Cmd"),
+            "user": body.get("User") or "", "size": report.bytes_written, "entries": report.entries,
+            "devices_skipped": report.devices_skipped[:50], "setuid_stripped": report.setuid_stripped[:50],
+            "imported": time.time()}
 
 
 def _existing(digest: str, tags: tuple[str, ...]) -> StoredImage | None:
@@ -329,42 +324,37 @@ def _existing(digest: str, tags: tuple[str, ...]) -> StoredImage | None:
     return StoredImage(folder, manifest)
 
 
-class _building:
+@contextmanager
+def _building(deadline: Deadline) -> Iterator[Path]:
     """A private folder to unpack into, removed unless published. Its name carries the import's deadline
     (``.import-<epoch>-<random>``): once past it no import can still be writing there, so entering removes
     every such folder whose deadline passed (an import killed midway, a machine that went down)."""
-
-    def __init__(self, digest: str, deadline: Deadline | None = None) -> None:
-        self.digest = digest
-        self.deadline = deadline or Deadline()
-
-    def __enter__(self) -> Path:
-        home = images_home()
-        home.mkdir(parents=True, exist_ok=True)
-        os.chmod(home, 0o755)
-        sweep_stale(home)
-        prefix = f"{STAGING}{int(self.deadline.wall_end) + 1}-"
-        self.work = Path(tempfile.mkdtemp(prefix=prefix, dir=home))
-        (self.work / ROOTFS).mkdir(mode=0o755)
-        return self.work
-
-    def __exit__(self, *exc) -> None:
-        if self.work.exists():
-            remove_tree(self.work)
+    home = images_home()
+    home.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o755)
+    sweep_stale(home)
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{int(deadline.wall_end) + 1}-", dir=home))
+    try:
+        (work / ROOTFS).mkdir(mode=0o755)
+        yield work
+    finally:
+        if work.exists():
+            remove_tree(work)
 
 
-def sweep_stale(home: Path, now: float | None = None) -> list[str]:
+def sweep_stale(home: Path) -> list[str]:
     """Remove the staging folders under ``home`` whose import's deadline has passed (an undated one after a
     day); returns their names. Another session's live import is never touched: its deadline lies ahead."""
-    now = time.time() if now is None else now
+    now = time.time()
     removed = []
-    for folder in _staging_folders(home):
-        deadline = _staging_deadline(folder)
-        if deadline is None:
-            try:
-                deadline = folder.lstat().st_mtime + STALE_UNDATED
-            except FileNotFoundError:
-                continue
+    with os.scandir(home) as entries:
+        staging = [Path(e.path) for e in entries if e.name.startswith(STAGING) and e.is_dir(follow_symlinks=False)]
+    for folder in staging:
+        stamp = folder.name[len(STAGING):].split("-", 1)[0]
+        try:
+            deadline = float(stamp) if stamp.isdigit() else folder.lstat().st_mtime + STALE_UNDATED
+        except FileNotFoundError:
+            continue
         if deadline < now:
             try:
                 remove_tree(folder)
@@ -372,18 +362,6 @@ def sweep_stale(home: Path, now: float | None = None) -> list[str]:
                 continue  # another sweeper is removing it too, or a file system refused: next import retries
             removed.append(folder.name)
     return removed
-
-
-def _staging_folders(home: Path) -> Iterator[Path]:
-    with os.scandir(home) as entries:
-        for entry in entries:
-            if entry.name.startswith(STAGING) and entry.is_dir(follow_symlinks=False):
-                yield Path(entry.path)
-
-
-def _staging_deadline(folder: Path) -> float | None:
-    stamp = folder.name[len(STAGING):].split("-", 1)[0]
-    return float(stamp) if stamp.isdigit() else None
 
 
 def _publish(work: Path, manifest: dict) -> StoredImage:

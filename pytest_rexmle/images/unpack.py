@@ -192,14 +192,18 @@ def remove_tree(top: Path) -> None:
 
 def _ensure_dirs(root: Path, folder: Path) -> None:
     """Create ``folder`` (inside ``root``) and its missing parents, replacing a non-folder in the way."""
-    rel = folder.relative_to(root)
     current = root
-    for part in rel.parts:
+    for part in folder.relative_to(root).parts:
         current = current / part
-        if current.is_symlink() or (current.exists() and not current.is_dir()):
-            current.unlink()
-        if not current.exists():
-            current.mkdir(mode=0o755)
+        _make_dir(current)
+
+
+def _make_dir(path: Path) -> None:
+    """A folder at ``path``: a link or a non-folder there is replaced, never followed."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    if not path.exists():
+        path.mkdir(mode=0o755)
 
 
 def check_free(root: Path, size: int, min_free: int, what: str) -> None:
@@ -260,10 +264,7 @@ class LayerWriter:
         path = parent / last
         self._added.add(os.fspath(path))
         if member.isdir():
-            if path.is_symlink() or (path.exists() and not path.is_dir()):
-                path.unlink()
-            if not path.exists():
-                path.mkdir(mode=0o755)
+            _make_dir(path)
             os.chmod(path, self._mode(member, rel) | 0o700)  # the importer can always write it
             return
         if path.is_symlink() or path.exists():

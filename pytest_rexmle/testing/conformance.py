@@ -43,6 +43,8 @@ from ..runtime.sandbox.gpu_devices import FAKE_ENV
 #: the checks, in the order they are reported
 CHECKS = ("answers", "writes", "metadata", "leftovers", "keys", "network", "limits", "gpus", "interpreter")
 PROBE = Path(__file__).with_name("probe.py")
+#: the harness's own code, which the probe tries to write into
+PACKAGE = Path(pytest_rexmle.__file__).resolve().parent
 PROBE_SECONDS = 180.0
 LIMITS_SECONDS = 120.0
 GPU_SECONDS = 60.0
@@ -116,11 +118,8 @@ class Plant:
     def lay_out(self) -> None:
         """Everything readable and the outside folder writable by any uid: only the runtime may stop the agent."""
         self.root.chmod(0o755)
-        self.public.mkdir(parents=True)
-        self.private.mkdir()
-        self.hidden.mkdir()
-        self.outside.mkdir()
-        self.key_file.parent.mkdir()
+        for folder in (self.public, self.private, self.hidden, self.outside, self.key_file.parent):
+            folder.mkdir(parents=True)
         (self.public / "sample_submission.csv").write_text("case,label\nc1,0\n")
         (self.public / "README.md").write_text("public data of the conformance suite\n")
         (self.private / ANSWERS_NAME).write_text(f"case,label\nc1,{self.answers_secret}\n")
@@ -205,18 +204,23 @@ class Run:
                 f"{self.outcome.note or 'no note'}): {tail or 'no stderr'}")
 
 
-def _prepare(runtime: Runtime, plant: Plant, run: Run, *, network: str, limits: Limits | None,
-             time_limit: float, image: str | None, config: dict) -> RunSpec:
-    """The run folder and spec, as the harness's ``run.launch`` makes them: stage first (Landlock's agent
-    sees the stage's real paths), then the contract names what the agent will see."""
+def _staged(runtime: Runtime, plant: Plant, run: Run, argv: list[str], env: dict[str, str], time_limit: float,
+            **options) -> RunSpec:
+    """The run's folders and its spec staged by ``runtime``, as the harness's ``run.launch`` makes them."""
     for sub in ("workspace", "submission", "logs"):
         (run.folder / sub).mkdir(parents=True)
     instructions = run.folder / "instructions.md"
     instructions.write_text("conformance probe\n")
-    spec = RunSpec("selfcheck", [], {}, plant.public, run.workspace, run.folder / "submission", run.folder / "logs",
-                   instructions, time_limit, hidden=(plant.private, plant.hidden), image=image, network=network,
-                   limits=limits)
-    spec = runtime.stage(spec)
+    return runtime.stage(RunSpec("selfcheck", argv, env, plant.public, run.workspace, run.folder / "submission",
+                                 run.folder / "logs", instructions, time_limit, hidden=(plant.private, plant.hidden),
+                                 **options))
+
+
+def _prepare(runtime: Runtime, plant: Plant, run: Run, *, network: str, limits: Limits | None,
+             time_limit: float, image: str | None, config: dict) -> RunSpec:
+    """The probe's run: stage first (Landlock's agent sees the stage's real paths), then the contract names
+    what the agent will see."""
+    spec = _staged(runtime, plant, run, [], {}, time_limit, image=image, network=network, limits=limits)
     paths = runtime.contract_paths(spec)
     shutil.copyfile(PROBE, run.workspace / "rexmle_probe.py")
     (run.workspace / "probe-config.json").write_text(json.dumps(config))
@@ -225,23 +229,22 @@ def _prepare(runtime: Runtime, plant: Plant, run: Run, *, network: str, limits: 
            "REXMLE_TIME_LIMIT": str(int(time_limit)), KEY_NAME: plant.key}
     inside = paths["workspace"]
     argv = ["python3", f"{inside}/rexmle_probe.py", run.name, f"{inside}/probe-config.json"]
-    return RunSpec("selfcheck", argv, env, spec.data_dir, spec.workspace, spec.submission, spec.logs,
-                   spec.instructions, time_limit, hidden=spec.hidden, image=image, network=network,
-                   secret_env=(KEY_NAME,), limits=limits, stage=spec.stage)
+    return dataclasses.replace(spec, argv=argv, env=env, secret_env=(KEY_NAME,))
 
 
 @contextmanager
-def _host_key(key: str) -> Iterator[None]:
-    """The real key in the harness's own environment while the runs go, as in a session with a provider."""
-    before = os.environ.get(KEY_NAME)
-    os.environ[KEY_NAME] = key
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name`` set in the harness's own environment while the runs go (the real key, as in a session with
+    a provider; the faked /dev of the gpus check)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(KEY_NAME, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[KEY_NAME] = before
+            os.environ[name] = before
 
 
 def run_selfcheck(runtime: Runtime, work: Path | None = None, image: str | None = None,
@@ -274,10 +277,10 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
               "owner_only": str(plant.owner_only),
               "hidden_name": HIDDEN_NAME, "hidden_file": HIDDEN_FILE, "outside": str(plant.outside),
               "key_file": str(plant.key_file), "port": service.port,
-              "package": str(Path(pytest_rexmle.__file__).resolve().parent)}
+              "package": str(PACKAGE)}
     probe, limits = Run("probe", plant.root / "runs" / "probe"), Run("limits", plant.root / "runs" / "limits")
     try:
-        with _host_key(plant.key):
+        with _environ(KEY_NAME, plant.key):
             for run, kwargs in ((probe, {"network": network, "limits": None, "time_limit": PROBE_SECONDS}),
                                 (limits, {"network": "none", "limits": LIMITS, "time_limit": LIMITS_SECONDS})):
                 cfg = {**config, "run_root": str(run.folder), "forks": FORKS, "hog_mb": HOG_MB}
@@ -303,43 +306,51 @@ def _run_all(runtime: Runtime, plant: Plant, image: str | None, log: Callable[[s
     finally:
         runtime.close()
     try:
-        return [judge_answers(plant, probe), judge_writes(plant, probe),
-                judge_metadata(plant, probe, metadata_before), judge_leftovers(plant, probe),
-                judge_keys(plant, probe, refusal), judge_network(plant, probe, refusal), judge_limits(limits),
-                gpus, interpreter]
+        return [judge_answers(probe, plant), judge_writes(probe, plant), judge_metadata(probe, plant, metadata_before),
+                judge_leftovers(probe, plant), judge_keys(probe, plant, refusal), judge_network(probe, plant, refusal),
+                judge_limits(limits), gpus, interpreter]
     finally:
         clean_leftovers(plant)
 
 
 # -- the judges ------------------------------------------------------------------------------------------
 
+def _from_report(name: str) -> Callable[[Callable[..., CheckResult]], Callable[..., CheckResult]]:
+    """A judge of check ``name`` given the probe's report; FAIL with why the probe left none when it left none."""
+    def wrap(judge: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+        def judged(run: Run, *args) -> CheckResult:
+            report = run.report()
+            return CheckResult(name, False, run.why_not_run()) if report is None else judge(run, report, *args)
+        return judged
+    return wrap
+
+
+def _tried(report: dict, prefix: str) -> list[str]:
+    return sorted(n for n in report["attempts"] if n.startswith(prefix))
+
+
 def _got_through(report: dict, prefix: str) -> list[str]:
     return [f"{name} ({item['detail'][:160]})" for name, item in sorted(report["attempts"].items())
             if name.startswith(prefix) and item["ok"]]
 
 
-def judge_answers(plant: Plant, run: Run) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("answers", False, run.why_not_run())
+@_from_report("answers")
+def judge_answers(run: Run, report: dict, plant: Plant) -> CheckResult:
     leaked = [what for what, secret in (("the private answers", plant.answers_secret),
                                         (f"the hidden path {plant.hidden}", plant.hidden_secret))
               if secret in run.texts()]
     if leaked:
         return CheckResult("answers", False, f"the agent read {' and '.join(leaked)}: "
                            + "; ".join(_got_through(report, "answers_")))
-    tried = sorted(n for n in report["attempts"] if n.startswith("answers_"))
+    tried = _tried(report, "answers_")
     return CheckResult("answers", True, f"the private answers and the hidden path stayed unreadable ({len(tried)} "
                        f"ways tried: {', '.join(tried)})")
 
 
-def judge_writes(plant: Plant, run: Run) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("writes", False, run.why_not_run())
-
+@_from_report("writes")
+def judge_writes(run: Run, report: dict, plant: Plant) -> CheckResult:
     inside = {run.workspace.resolve(), (run.folder / "submission").resolve()}
-    places = [plant.root, Path(pytest_rexmle.__file__).resolve().parent]
+    places = [plant.root, PACKAGE]
     written = sorted(str(p) for place in places for p in place.rglob(f"{plant.marker}-write")
                      if not any(parent in inside for parent in p.resolve().parents))
     changed = [] if (run.folder / "instructions.md").read_text() == "conformance probe\n" else ["instructions.md"]
@@ -347,7 +358,7 @@ def judge_writes(plant: Plant, run: Run) -> CheckResult:
     if written or changed or claimed:
         return CheckResult("writes", False, f"the agent wrote outside its workspace and submission: "
                            f"{', '.join(written + changed + claimed)}")
-    refused = sorted(n for n in report["attempts"] if n.startswith("write_"))
+    refused = _tried(report, "write_")
     return CheckResult("writes", True, f"every write outside the workspace and submission was refused "
                        f"({', '.join(refused)})")
 
@@ -366,20 +377,18 @@ def plant_metadata(plant: Plant) -> dict[str, tuple]:
     return {name: _metadata(path) for name, path in plant.metadata_targets().items()}
 
 
-def judge_metadata(plant: Plant, run: Run, before: dict[str, tuple]) -> CheckResult:
+@_from_report("metadata")
+def judge_metadata(run: Run, report: dict, plant: Plant, before: dict[str, tuple]) -> CheckResult:
     """chmod, chown, times and extended attributes are no write of a file's content, and Landlock has no
     right for them: an agent that owns a host file (uid 0, or the harness's own uid) could mark it, or the
     cache's data, for the next run. Judged from the host: the planted files' metadata is unchanged."""
-    report = run.report()
-    if report is None:
-        return CheckResult("metadata", False, run.why_not_run())
     after = plant_metadata(plant)
     changed = [f"{name} ({plant.metadata_targets()[name]})" for name in before if after.get(name) != before[name]]
     claimed = _got_through(report, "meta_")
     if changed or claimed:
         return CheckResult("metadata", False, "the agent changed the metadata of files outside its run: "
                            + ", ".join(changed + claimed))
-    tried = sorted(n for n in report["attempts"] if n.startswith("meta_"))
+    tried = _tried(report, "meta_")
     return CheckResult("metadata", True, f"mode, owner, times and extended attributes of the data and of a host "
                        f"file stayed as they were ({len(tried)} ways tried)")
 
@@ -401,10 +410,8 @@ def _marked_files(marker: str) -> list[Path]:
     return [p for folder in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(folder).glob(f"{marker}-file")]
 
 
-def judge_leftovers(plant: Plant, run: Run) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("leftovers", False, run.why_not_run())
+@_from_report("leftovers")
+def judge_leftovers(run: Run, report: dict, plant: Plant) -> CheckResult:
     processes, files = _marked_processes(f"{plant.marker}-process"), _marked_files(plant.marker)
     if processes or files:
         left = [f"process {pid}" for pid in processes] + [str(p) for p in files]
@@ -421,17 +428,12 @@ def clean_leftovers(plant: Plant) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    for path in _marked_files(plant.marker):
-        path.unlink(missing_ok=True)
-
-    for path in Path(pytest_rexmle.__file__).resolve().parent.glob(f"{plant.marker}-write"):
+    for path in (*_marked_files(plant.marker), *PACKAGE.glob(f"{plant.marker}-write")):
         path.unlink(missing_ok=True)
 
 
-def judge_keys(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("keys", False, run.why_not_run())
+@_from_report("keys")
+def judge_keys(run: Run, report: dict, plant: Plant, refusal: str | None) -> CheckResult:
     if plant.key in run.texts():
         where = sorted({f["where"] for f in report["found"] if plant.key in f["text"]})
         return CheckResult("keys", False, f"the host's key reached the agent ({', '.join(where) or 'in its files'})"
@@ -442,10 +444,8 @@ def judge_keys(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
                        f"({KEY_NAME} holds the run's stand-in)")
 
 
-def judge_network(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("network", False, run.why_not_run())
+@_from_report("network")
+def judge_network(run: Run, report: dict, plant: Plant, refusal: str | None) -> CheckResult:
     attempts = report["attempts"]
     problems = []
     if plant.service_token in run.texts():
@@ -463,10 +463,8 @@ def judge_network(plant: Plant, run: Run, refusal: str | None) -> CheckResult:
                        "a direct outside connection and a CONNECT to the loopback through the gateway all failed)")
 
 
-def judge_limits(run: Run) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("limits", False, run.why_not_run())
+@_from_report("limits")
+def judge_limits(run: Run, report: dict) -> CheckResult:
     problems, held = [], []
     forks = report.get("forks", 0)
     if report.get("fork_error") and forks < FORKS:
@@ -522,28 +520,20 @@ def check_gpus(runtime: Runtime, plant: Plant, log: Callable[[str], None]) -> Ch
     fake = plant.root / "fake-dev"
     names = _fake_gpu_machine(fake)
     run = Run("gpus", plant.root / "runs" / "gpus")
-    before = os.environ.get(FAKE_ENV)
-    os.environ[FAKE_ENV] = str(fake)
-    try:
-        spec = _prepare(runtime, plant, run, network="none", limits=None, time_limit=GPU_SECONDS, image=None,
-                        config={"fake_dev": str(fake), "gpu_nodes": names})
-        run.spec = dataclasses.replace(spec, gpus=("1",), env={**spec.env, "CUDA_VISIBLE_DEVICES": "1"})
-        run.outcome = runtime.launch(run.spec).wait()
-        log("the gpus run ended")
-    except RuntimeUnavailable as exc:
-        run.error = f"the runtime refused the run: {exc}"
-    finally:
-        if before is None:
-            os.environ.pop(FAKE_ENV, None)
-        else:
-            os.environ[FAKE_ENV] = before
+    with _environ(FAKE_ENV, str(fake)):
+        try:
+            spec = _prepare(runtime, plant, run, network="none", limits=None, time_limit=GPU_SECONDS, image=None,
+                            config={"fake_dev": str(fake), "gpu_nodes": names})
+            run.spec = dataclasses.replace(spec, gpus=("1",), env={**spec.env, "CUDA_VISIBLE_DEVICES": "1"})
+            run.outcome = runtime.launch(run.spec).wait()
+            log("the gpus run ended")
+        except RuntimeUnavailable as exc:
+            run.error = f"the runtime refused the run: {exc}"
     return judge_gpus(run)
 
 
-def judge_gpus(run: Run) -> CheckResult:
-    report = run.report()
-    if report is None:
-        return CheckResult("gpus", False, run.why_not_run())
+@_from_report("gpus")
+def judge_gpus(run: Run, report: dict) -> CheckResult:
     opened = sorted(report.get("gpu_nodes_opened") or [])
     own = sorted([f"nvidia{FAKE_GPU_MINORS[1]}", *FAKE_GPU_CONTROL])
     foreign = [name for name in opened if name not in own]
@@ -584,23 +574,13 @@ def check_interpreter(runtime: Runtime, plant: Plant, log: Callable[[str], None]
             return CheckResult("interpreter", True, f"not applicable: the runtime runs no image here ({exc})")
         run = Run("interpreter", plant.root / "runs" / "interpreter")
         try:
-            run.spec = _interpreter_spec(runtime, plant, run)
+            run.spec = _staged(runtime, plant, run, ["python3", "-I", "-c", "pass"], {"REXMLE_TASK": "selfcheck"},
+                               INTERPRETER_SECONDS, image=HOSTILE_TAG, network="none", limits=INTERPRETER_LIMITS)
             run.outcome = runtime.launch(run.spec).wait()
             log("the interpreter run ended")
         except RuntimeUnavailable as exc:
             run.error = f"the runtime refused the run: {exc}"
     return judge_interpreter(run)
-
-
-def _interpreter_spec(runtime: Runtime, plant: Plant, run: Run) -> RunSpec:
-    for sub in ("workspace", "submission", "logs"):
-        (run.folder / sub).mkdir(parents=True)
-    instructions = run.folder / "instructions.md"
-    instructions.write_text("conformance probe\n")
-    spec = RunSpec("selfcheck", ["python3", "-I", "-c", "pass"], {"REXMLE_TASK": "selfcheck"}, plant.public,
-                   run.workspace, run.folder / "submission", run.folder / "logs", instructions, INTERPRETER_SECONDS,
-                   hidden=(plant.private, plant.hidden), image=HOSTILE_TAG, network="none", limits=INTERPRETER_LIMITS)
-    return runtime.stage(spec)
 
 
 def judge_interpreter(run: Run) -> CheckResult:

@@ -18,6 +18,7 @@ import os
 import shutil
 import struct
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 #: the line prefix of every report EVIL prints
@@ -29,6 +30,8 @@ REPLACED = "/usr/local/bin/python3"
 STDLIB_SKIPPED = frozenset({"test", "idlelib", "tkinter", "ensurepip", "lib2to3", "pydoc_data", "turtledemo",
                             "site-packages", "dist-packages", "__pycache__", "sitecustomize.py"})
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x40086602, 0x10, 0x20
+#: the flags a dropped run cannot leave: immutable, append-only
+STUCK = FS_IMMUTABLE_FL | FS_APPEND_FL
 
 #: the attack and probe every hostile start runs: what the process observes, then what it manages to do
 EVIL = r'''
@@ -192,19 +195,23 @@ def left_behind(folder: Path) -> list[str]:
     """Files under ``folder`` with a file capability (what ``getcap -r`` lists) or the immutable or
     append-only flag (``lsattr``), which a dropped run cannot leave."""
     out = []
+    for path in _entries(folder):
+        try:
+            os.getxattr(path, "security.capability", follow_symlinks=False)
+            out.append(f"{path} (file capability)")
+        except OSError:
+            pass
+        if _flags(path) & STUCK:
+            out.append(f"{path} (immutable or append-only)")
+    return out
+
+
+def _entries(folder: Path) -> Iterator[str]:
+    """Every path under ``folder`` but the links (whose flags would be their targets')."""
     for dirpath, dirs, files in os.walk(folder):
         for name in dirs + files:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                continue
-            try:
-                os.getxattr(path, "security.capability", follow_symlinks=False)
-                out.append(f"{path} (file capability)")
-            except OSError:
-                pass
-            if _flags(path) & (FS_IMMUTABLE_FL | FS_APPEND_FL):
-                out.append(f"{path} (immutable or append-only)")
-    return out
+            if not os.path.islink(path := os.path.join(dirpath, name)):
+                yield path
 
 
 def _flags(path: str) -> int:
@@ -223,15 +230,12 @@ def _flags(path: str) -> int:
 def clear_flags(folder: Path) -> None:
     """Take the immutable and append-only flags off every file under ``folder`` (root only: what a runtime
     that failed the check let the agent set would otherwise keep the check-up's folder from going)."""
-    for dirpath, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(dirpath, name)
-            flags = 0 if os.path.islink(path) else _flags(path)
-            if flags & (FS_IMMUTABLE_FL | FS_APPEND_FL):
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                try:
-                    fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("l", flags & ~(FS_IMMUTABLE_FL | FS_APPEND_FL)))
-                except OSError:
-                    pass
-                finally:
-                    os.close(fd)
+    for path in _entries(folder):
+        if (flags := _flags(path)) & STUCK:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("l", flags & ~STUCK))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)

@@ -230,16 +230,13 @@ def network(cfg: dict) -> None:
             return True, f"connected to {host}:{out_port} directly"
 
     gateway = os.environ.get("REXMLE_GATEWAY", "")
+    host, _, gport = gateway[len("http://"):].split("/")[0].rpartition(":")
 
     @attempt("loopback_through_gateway")
     def _():
         if not gateway.startswith("http://"):
             return False, "no gateway in the environment"
-        netloc = gateway[len("http://"):].split("/")[0]
-        host, _, gport = netloc.rpartition(":")
-        token = os.environ.get("REXMLE_GATEWAY_TOKEN", "")
-
-        auth = base64.b64encode(f"rexmle:{token}".encode()).decode()
+        auth = base64.b64encode(f"rexmle:{os.environ.get('REXMLE_GATEWAY_TOKEN', '')}".encode()).decode()
         answer = _fetch(host, int(gport), f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                         f"Proxy-Authorization: Basic {auth}\r\n\r\n".encode() + get)
         keep(answer, "CONNECT through the gateway")
@@ -249,8 +246,6 @@ def network(cfg: dict) -> None:
     def _():  # the one peer the agent must have: ok True here is the expected outcome (judged on the host)
         if not gateway.startswith("http://"):
             return False, "no gateway in the environment"
-        netloc = gateway[len("http://"):].split("/")[0]
-        host, _, gport = netloc.rpartition(":")
         answer = _fetch(host, int(gport), b"GET /rexmle/health HTTP/1.0\r\nHost: gateway\r\n\r\n")
         return answer.startswith("HTTP/"), answer.split("\r\n", 1)[0]
 

@@ -28,9 +28,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ChecksumMismatch, NotEnoughDiskSpace, PrepareError
 
@@ -45,6 +46,7 @@ TIMEOUT = 60.0
 RETRIES = 6
 #: free space kept in reserve beyond what a download or an extraction needs
 DISK_MARGIN = 1 << 30
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,26 @@ def _why(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
 
 
-def _announce_retry(what: str, exc: BaseException, attempt: int, retries: int, wait: float) -> None:
-    print(f"rexmle prepare: {what}: {_why(exc)}; retry {attempt + 1} of {retries} in {wait:.0f} s",
-          file=sys.stderr, flush=True)
+def _retrying(fetch: Callable[[], T], what: str, url: str, manual: str, retries: int,
+              failed: Callable[[BaseException, int], str]) -> T:
+    """``fetch()``, retried with exponential back-off (each retry announced on stderr with its wait) while it
+    fails in a way that can pass; :class:`NoNetwork` at once when the host is unreachable, else a
+    :class:`PrepareError` saying ``failed(exc, attempts)``."""
+    for attempt in range(retries + 1):
+        try:
+            return fetch()
+        except PrepareError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if unreachable(exc):
+                raise no_network(url, exc, manual) from None
+            if not _retryable(exc) or attempt == retries:
+                raise PrepareError(failed(exc, attempt + 1)) from None
+            wait = _backoff() * 2 ** attempt
+            print(f"rexmle prepare: {what}: {_why(exc)}; retry {attempt + 1} of {retries} in {wait:.0f} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def no_network(url: str, exc: BaseException, manual: str) -> NoNetwork:
@@ -130,20 +149,13 @@ def no_network(url: str, exc: BaseException, manual: str) -> NoNetwork:
 def fetch_json(url: str, retries: int = RETRIES, manual: str | None = None) -> Any:
     """GET a JSON document, retrying transient failures with back-off; ``manual`` names what a user
     without network should download instead (used in the :class:`NoNetwork` hint)."""
-    for attempt in range(retries + 1):
-        try:
-            with urllib.request.urlopen(_request(url, {"Accept": "application/json"}), timeout=TIMEOUT) as resp:
-                return json.loads(resp.read().decode("utf-8"))
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if unreachable(exc):
-                raise no_network(url, exc, manual or f"the files listed at {url}") from None
-            if not _retryable(exc) or attempt == retries:
-                raise PrepareError(f"cannot read {url}: {_why(exc)}"
-                                   + (f" (gave up after {attempt + 1} attempts)" if attempt else "")) from None
-            wait = _backoff() * 2 ** attempt
-            _announce_retry(f"reading {url}", exc, attempt, retries, wait)
-            time.sleep(wait)
-    raise AssertionError("unreachable")
+    def fetch() -> Any:
+        with urllib.request.urlopen(_request(url, {"Accept": "application/json"}), timeout=TIMEOUT) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    return _retrying(fetch, f"reading {url}", url, manual or f"the files listed at {url}", retries,
+                     lambda exc, attempts: f"cannot read {url}: {_why(exc)}"
+                     + (f" (gave up after {attempts} attempts)" if attempts > 1 else ""))
 
 
 def zenodo_files(record_id: str) -> list[RemoteFile]:
@@ -191,11 +203,6 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def md5_of(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "md5").hexdigest()
-
-
 def free_bytes(path: Path) -> int:
     """Free space on the file system holding ``path`` (its nearest existing ancestor)."""
     probe = path
@@ -213,11 +220,11 @@ def require_space(path: Path, need: int, what: str) -> None:
 
 
 def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
-    return f"{n} B"
+    return f"{n:.1f} TB"
 
 
 def _progress(name: str, total: int | None, initial: int, enabled: bool):
@@ -252,27 +259,17 @@ def download(remote: RemoteFile, dest: Path, progress: bool = True, retries: int
     have = part.stat().st_size if part.exists() else 0
     if remote.size is not None:
         require_space(dest.parent, max(remote.size - have, 0), f"downloading {remote.name}")
-    for attempt in range(retries + 1):
-        try:
-            _fetch_into(remote, part, progress)
-            break
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if isinstance(exc, PrepareError):
-                raise
-            if unreachable(exc):
-                raise no_network(remote.url, exc, f"{remote.name!r} ({remote.url})") from None
-            if not _retryable(exc) or attempt == retries:
-                raise PrepareError(f"downloading {remote.name} from {remote.url} failed after "
-                                   f"{attempt + 1} attempt(s): {_why(exc)}; run the command again to resume") from None
-            wait = _backoff() * 2 ** attempt
-            _announce_retry(f"downloading {remote.name}", exc, attempt, retries, wait)
-            time.sleep(wait)
+    _retrying(lambda: _fetch_into(remote, part, progress), f"downloading {remote.name}", remote.url,
+              f"{remote.name!r} ({remote.url})", retries,
+              lambda exc, attempts: f"downloading {remote.name} from {remote.url} failed after {attempts} "
+              f"attempt(s): {_why(exc)}; run the command again to resume")
     size = part.stat().st_size
     if remote.size is not None and size != remote.size:
         part.unlink(missing_ok=True)
         raise ChecksumMismatch(f"{remote.name}: downloaded {size} bytes, the source lists {remote.size}; "
                                "the file was deleted, run the command again")
-    digest = md5_of(part)
+    with part.open("rb") as fh:
+        digest = hashlib.file_digest(fh, "md5").hexdigest()
     if remote.md5 is not None and digest != remote.md5.lower():
         part.unlink(missing_ok=True)
         raise ChecksumMismatch(f"{remote.name}: MD5 {digest} differs from the published {remote.md5} "

@@ -85,11 +85,6 @@ def generate(task: Task, out: Path, seed: int | None = None, secret: bytes | Non
     return TaskData(task.id, "synthetic", out, ident)
 
 
-def synthetic_data(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
-    """The task's twin; ``seed=None`` (the default) keys it by the cache's secret, see ``secret``."""
-    return ensure_synthetic(task, cache_dir, seed)
-
-
 def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None = None) -> TaskData:
     """Return the cached twin, generating it once (locked, atomic) if needed.
 
@@ -120,6 +115,10 @@ def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return TaskData(task.id, "synthetic", final, ident)
+
+
+#: the name the session, the CLI and the report's verifier use for the task's twin
+synthetic_data = ensure_synthetic
 
 
 def fingerprint(task: Task) -> str:
