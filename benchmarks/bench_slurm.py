@@ -172,7 +172,7 @@ def main() -> int:
     print(f"campaign folders under {root}")
     # warm the synthetic twins once, so neither campaign pays for generating them
     os.environ["REXMLE_CACHE_DIR"] = str(cache)
-    from pytest_rexmle.data.taskdata import synthetic_data
+    from pytest_rexmle.data.synthetic import synthetic_data
     from pytest_rexmle.task import registry
 
     for task in registry():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_rexmle.data.taskdata import synthetic_data  # noqa: E402
+from pytest_rexmle.data.synthetic import synthetic_data  # noqa: E402
 from pytest_rexmle.runtime import staging  # noqa: E402
 from pytest_rexmle.runtime.base import RunSpec  # noqa: E402
 from pytest_rexmle.task import registry  # noqa: E402
