@@ -6,6 +6,7 @@ the table shows seconds and bytes per task and the totals.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ def folder_bytes(root: Path) -> int:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     total_s = total_b = 0.0
     print(f"{'task':<22}{'seconds':>9}{'KiB':>9}")
     with tempfile.TemporaryDirectory() as tmp:
