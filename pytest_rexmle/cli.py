@@ -24,7 +24,7 @@ from .paths import default_data_dir
 #: report-merging and image-building code.
 LAZY_COMMANDS = {
     "prepare": (".data.prepare", "add_prepare_arguments", "run_prepare",
-                "download and prepare real challenge data (TASK or all)"),
+                "download and prepare real task data (TASK or all)"),
     "report": (".report.merge", "add_report_arguments", "run_report",
                "merge session reports (agents side by side, repeated runs with intervals)"),
     "status": (".status", "add_status_arguments", "run_status",
@@ -223,11 +223,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rexmle", description="ReX-MLE medical-imaging agent benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("list", help="list the challenges")
+    p = sub.add_parser("list", help="list the tasks")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("info", help="show one challenge and its data status")
+    p = sub.add_parser("info", help="show one task and its data status")
     p.add_argument("task")
     p.add_argument("--data-dir", default=str(default_data_dir()))
     p.add_argument("--json", action="store_true")

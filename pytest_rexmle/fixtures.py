@@ -11,8 +11,8 @@ Write your own assertions on a result by requesting any link, e.g.::
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
-* ``rexmle_repeat`` — which of ``--rexmle-repeat N`` runs of its challenge (and agent) the item is: 1 without
-  repeats; parametrized (``test_challenge[<task>-r2]``) when N > 1, in any module whose test uses the run.
+* ``rexmle_repeat`` — which of ``--rexmle-repeat N`` runs of its task (and agent) the item is: 1 without
+  repeats; parametrized (``test_task[<task>-r2]``) when N > 1, in any module whose test uses the run.
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result. The run
   itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
   process; the item waits for its record.
@@ -130,14 +130,14 @@ def rexmle_agents(rexmle_settings):
 
 @pytest.fixture
 def rexmle_agent_name(rexmle_settings) -> str:
-    """The item's agent; parametrized (``test_challenge[<task>-<agent>]``) when the session has several."""
+    """The item's agent; parametrized (``test_task[<task>-<agent>]``) when the session has several."""
     return rexmle_settings.agent
 
 
 @pytest.fixture
 def rexmle_repeat() -> int:
     """The item's repeat: 1, unless the session has ``--rexmle-repeat`` N > 1, where the plugin parametrizes
-    it (``test_challenge[<task>-r2]``) and each repeat is its own item and run."""
+    it (``test_task[<task>-r2]``) and each repeat is its own item and run."""
     return 1
 
 
@@ -242,7 +242,7 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
     """Capability and stage scores of a finished run, reported next to (never inside) the percentile.
 
     A judge failure (an unreachable LLM endpoint, say) is recorded as a warning: it must not turn a
-    graded challenge into an error.
+    graded task into an error.
     """
     # start-up: keeps 1316 lines out of every pytest session (the plugin)
     from .capability.stages import stage_scores

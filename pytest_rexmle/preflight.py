@@ -8,7 +8,7 @@ going past a failed one where the next does not depend on it, and the plugin sto
 (:func:`usage_message`) listing every problem with its fix.
 
 :func:`selected_tasks` reads the session's ``-k`` / ``-m`` the way pytest will apply them to the benchmark's
-items, so the checks and the header's campaign size concern the selected challenges only.
+items, so the checks and the header's campaign size concern the selected tasks only.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def _item_names(task: Task, agents: tuple[str, ...]) -> set[str]:
     """The names pytest's ``-k`` matches a benchmark item against (its id, the module, the task's reference id,
     aliases and markers; see ``plugin.pytest_collection_modifyitems``)."""
     ids = [f"{task.id}-{agent}" for agent in agents] if len(agents) > 1 else [task.id]
-    return {"pytest_rexmle", "benchmark.py", "test_challenge", "rexmle", task.reference_id, *task.aliases, *task.markers,
-            *(f"test_challenge[{i}]" for i in ids)}
+    return {"pytest_rexmle", "benchmark.py", "test_task", "rexmle", task.reference_id, *task.aliases, *task.markers,
+            *(f"test_task[{i}]" for i in ids)}
 
 
 def _matches(expression: str, matcher) -> bool:
@@ -76,11 +76,11 @@ def _matches(expression: str, matcher) -> bool:
 
         return bool(Expression.compile(expression).evaluate(matcher))
     except Exception:  # noqa: BLE001 (pytest's own error says what is wrong with the expression; a pytest
-        return True    # without this module: every challenge counts, as the checks did before)
+        return True    # without this module: every task counts, as the checks did before)
 
 
 def selected_tasks(config: pytest.Config, settings: Settings) -> list[Task]:
-    """The challenges ``-k`` and ``-m`` leave, known before collection (the checks run at configure time)."""
+    """The tasks ``-k`` and ``-m`` leave, known before collection (the checks run at configure time)."""
     keyword = str(config.getoption("keyword", "") or "")
     markexpr = str(config.getoption("markexpr", "") or "")
     agents = settings.agents or ((settings.agent,) if settings.agent else ())
@@ -184,7 +184,7 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
 
 
 def data_problem(settings: Settings, tasks: list[Task]) -> str | None:
-    """The selected challenges whose data is not prepared, grouped by download: said beside the other problems
+    """The selected tasks whose data is not prepared, grouped by download: said beside the other problems
     (alone, it is the session's note and those items skip)."""
     if settings.data != "prepared" or settings.prepare or not tasks:
         return None

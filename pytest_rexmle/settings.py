@@ -33,7 +33,7 @@ ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 Kind = str | tuple[str, ...]
 OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
-     "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
+     "several agents make one item per task and agent; benchmark items are collected only when this is set",
      "names", None),
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to every agent, or AGENT:KEY=VALUE to one of "
      "several (repeatable)", "list", []),
@@ -49,8 +49,8 @@ OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this percent, "
      "e.g. 40 or 40% (0..100, default 0); a bare number in (0, 1] is refused as ambiguous (it used to be a "
      "fraction)", "str", "0"),
-    ("--rexmle-repeat", "rexmle_repeat", "runs of each challenge (and agent): N>1 makes N items "
-     "test_challenge[<task>-r1..rN], each its own run; the report keeps every run and gives each challenge's "
+    ("--rexmle-repeat", "rexmle_repeat", "runs of each task (and agent): N>1 makes N items "
+     "test_task[<task>-r1..rN], each its own run; the report keeps every run and gives each task's "
      "mean over them (default 1)", "int", 1),
     ("--rexmle-prepare", "rexmle_prepare", "prepare missing real data on demand (downloads; locked, so xdist-safe)", "bool", False),
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),

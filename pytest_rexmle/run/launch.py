@@ -114,7 +114,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
 
     ``identity``: the item's own part (:func:`pytest_rexmle.schedule.board.item_identity`): its repeat
     beyond the first and, for an item of a module of your own, its id. Why: without it every repeat of a
-    challenge had one key, so a resumed session gave all of them the newest finished run (and re-attached
+    task had one key, so a resumed session gave all of them the newest finished run (and re-attached
     all of them to one live job). A first repeat of the benchmark's own item adds nothing, so its key is
     the key of a session without repeats, and older runs stay resumable.
 

@@ -130,7 +130,7 @@ def test_no_key_check_without_a_network_and_a_broken_base_url_is_named():
 def test_the_selection_known_before_collection_is_pytests(bench, pytester, args):
     """The checks and the header run before collection; they read -k/-m as pytest then applies them."""
     result = bench("--agent=sample", *args, "--collect-only", "-q")
-    collected = sorted(re.findall(r"test_challenge\[([^\]]+)\]", result.stdout.str()))
+    collected = sorted(re.findall(r"test_task\[([^\]]+)\]", result.stdout.str()))
     assert collected
     config = pytester.parseconfig("--agent=sample", *args)
     assert sorted(t.id for t in selected_tasks(config, read_settings(config))) == collected
