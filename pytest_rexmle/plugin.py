@@ -74,15 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     elif bench not in config.args:
         config.args.append(bench)
     if hasattr(config, "workerinput"):
-        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
+        # start-up: keeps ctypes out of every pytest session (the plugin)
         from .schedule.session import WorkerPlan
 
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
-        # start-up: keeps html, ipaddress, urllib out of every pytest session (the plugin)
+        # start-up: keeps html, ipaddress, urllib, ctypes out of every pytest session (the plugin)
         from .report.session import JUnitDisclosure, SessionReporter
-
-        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         reporter = SessionReporter(config, settings)

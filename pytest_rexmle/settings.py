@@ -252,10 +252,8 @@ def read_settings(config: pytest.Config) -> Settings:
     """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
     parsing or a range check are replaced below, so that a typo is one usage error and not a failed
     run per task."""
-    # start-up: keeps urllib out of every pytest session (the plugin)
+    # start-up: keeps urllib and 192 lines out of every pytest session (the plugin)
     from .gateway.budget import Budget, BudgetError
-
-    # start-up: keeps 192 lines out of every pytest session (the plugin)
     from .runtime.sandbox.uids import UidRange, UidRangeError
 
     v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
@@ -331,7 +329,7 @@ def parse_min_percentile(value) -> float:
 def usage_error(message: str) -> Exception:
     """pytest's UsageError, imported only here: a run's child reads Settings and would otherwise
     import pytest (about 0.15 s of every run's start) for an error only the session raises."""
-    import pytest  # start-up: a run's child unpickles Settings without pytest
+    import pytest  # start-up: a run's child reads Settings without pytest
 
     return pytest.UsageError(message)
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from ..agents import get_agent
-from ..agents.base import AgentContext
 from ..documents import read
 from ..errors import DataNotPreparedError
 from ..jsonfile import write_json_atomic
@@ -115,8 +114,7 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
                                "to the scheduler any more")
         data = task_data(settings, task)
         time_limit = float(record["time_limit"])
-        ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
-        launched = LaunchedRun(folder, agent, ctx, handle, meta)
+        launched = LaunchedRun(folder, agent, folder.context(task, data.public, time_limit), handle, meta)
         _record_end(board, key, launched, Sampler((), unavailable="the run's GPUs are on a scheduler's node"),
                     tuple(record.get("gpus") or ()), time_limit, record.get("run_key"),
                     [*(record.get("warnings") or ()), *texts(said)])
