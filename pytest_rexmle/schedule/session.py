@@ -65,10 +65,14 @@ def _is_benchmark(item) -> bool:
     return getattr(item, "path", None) == BENCHMARK_MODULE and item.name.startswith(BENCHMARK_ITEM)
 
 
+def _param(nodeid: str) -> str:
+    """What an item id says between its brackets (``isles22-r2`` of ``...::test_task[isles22-r2]``), else ""."""
+    return nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else ""
+
+
 def repeat_of(nodeid: str) -> int | None:
     """The repeat an item id names (``test_task[isles22-r2]``), for a worker that sent no plan."""
-    param = nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else ""
-    tail = param.rsplit("-", 1)[-1]
+    tail = _param(nodeid).rsplit("-", 1)[-1]
     return int(tail[1:]) if tail[:1] == "r" and tail[1:].isdigit() else None
 
 
@@ -92,9 +96,7 @@ class WorkerPlan:
 
 def task_of(nodeid: str, known: set[str]) -> str | None:
     """The task an item id names (``...::test_task[isles22]``), or None for other items."""
-    if not nodeid.endswith("]") or "[" not in nodeid:
-        return None
-    param = nodeid[nodeid.rindex("[") + 1:-1]
+    param = _param(nodeid)
     if param in known:
         return param
     matches = [t for t in known if param.startswith(t + "-") or param.endswith("-" + t) or f"-{t}-" in param]
