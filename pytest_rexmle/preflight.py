@@ -96,11 +96,6 @@ def _selected(task: Task, keyword: str, markexpr: str, agents: tuple[str, ...]) 
     return not markexpr or _matches(markexpr, lambda name, **_: name in marks)
 
 
-def time_limit_of(settings: Settings, task: Task) -> float:
-    """A run's wall-clock limit: ``--rexmle-time-limit``, else the task's budget (as the executor gives it)."""
-    return settings.time_limit or task.time_limit_seconds
-
-
 def build_agents(settings: Settings, found: Preflight) -> None:
     """Each of the session's agents from its options, and what its own preflight finds."""
     for name in map(str, settings.agents or (settings.agent,)):
@@ -170,7 +165,7 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
         _attempt(found, agent.check_isolation, runtime.isolation, runtime.name)
     runtime.trusted_agents = all(agent.trusted for agent in found.agents)
     scheduler = getattr(runtime, "preflight", None)  # a scheduler's queue: partition, account, time limit
-    limit = max((time_limit_of(settings, t) for t in tasks), default=settings.time_limit or 0.0)
+    limit = max((settings.time_limit_for(t) for t in tasks), default=settings.time_limit or 0.0)
     scheduled = scheduler(limit) if scheduler is not None else []
     found.problems.extend(scheduled)
     if scheduled or not _attempt(found, runtime.check):
@@ -222,8 +217,8 @@ def campaign_line(settings: Settings, tasks: list[Task]) -> str:
     (runs x time limit x GPUs per run, the most it can take) and the model budget in all where one is set."""
     agents = len(settings.agents or (settings.agent,))
     runs = len(tasks) * agents
-    hours = agents * sum(time_limit_of(settings, t) for t in tasks) / 3600
-    gpu_hours = agents * sum(time_limit_of(settings, t) * t.gpus for t in tasks) / 3600
+    hours = agents * sum(settings.time_limit_for(t) for t in tasks) / 3600
+    gpu_hours = agents * sum(settings.time_limit_for(t) * t.gpus for t in tasks) / 3600
     no_gpus = "" if settings.gpus or settings.runtime == "slurm" else \
         " (the tasks' GPUs; this session has none: --rexmle-gpus)"
     line = (f"rexmle: plan: {runs} run(s) ({len(tasks)} task(s) x {agents} agent(s)), at most "

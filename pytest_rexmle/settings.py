@@ -195,6 +195,10 @@ class Settings:
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
 
+    def time_limit_for(self, task) -> float:
+        """A run's wall-clock limit: ``--rexmle-time-limit``, else the task's budget."""
+        return self.time_limit or task.time_limit_seconds
+
     def options_for(self, agent: str) -> dict[str, str]:
         """The options of one of the session's agents (``agent_options`` when it is the only one)."""
         return dict(self.options_by_agent.get(agent, self.agent_options))

@@ -101,7 +101,7 @@ class Executor:
                 self.problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
                                       f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
-            self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+            self.queue.append(Pending(key, width, settings.time_limit_for(task), order))
         if not slots.unlimited:  # in start order (a scheduler's: collection order), so that no start sorts the queue
             self.queue.sort(key=start_order)
         self._widths = Counter(p.width for p in self.queue)  # the narrowest queued run without a scan

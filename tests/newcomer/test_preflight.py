@@ -147,7 +147,7 @@ def test_the_header_states_the_campaign(bench):
 
 
 def test_campaign_line_at_the_tasks_budgets_with_gpus(pytester):
-    """20 challenges x 24 h x 1 GPU: 480 GPU-hours, the order of magnitude a newcomer must know."""
+    """20 tasks x 24 h x 1 GPU: 480 GPU-hours, the order of magnitude a newcomer must know."""
     config = pytester.parseconfig("--agent=sample", "--rexmle-gpus=0,1")
     settings = read_settings(config)
     line = campaign_line(settings, list(registry()))
