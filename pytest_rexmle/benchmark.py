@@ -3,8 +3,8 @@
 import pytest
 
 
-def test_challenge(rexmle_result, rexmle_settings):
-    """One ReX-MLE challenge: the agent ran, its submission was graded and ranked."""
+def test_task(rexmle_result, rexmle_settings):
+    """One ReX-MLE task: the agent ran, its submission was graded and ranked."""
     result = rexmle_result
     if result.status != "ok":
         pytest.fail(f"FAIL [{result.status}] {result.reason}", pytrace=False)

@@ -24,7 +24,7 @@ from .paths import default_data_dir
 #: report-merging and image-building code.
 LAZY_COMMANDS = {
     "prepare": (".data.prepare", "add_prepare_arguments", "run_prepare",
-                "download and prepare real challenge data (TASK or all)"),
+                "download and prepare real task data (TASK or all)"),
     "report": (".report.merge", "add_report_arguments", "run_report",
                "merge session reports (agents side by side, repeated runs with intervals)"),
     "status": (".status", "add_status_arguments", "run_status",
@@ -66,10 +66,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_info(args) -> int:
-    # start-up: keeps filelock, pydantic out of the `rexmle` command
+    # start-up: keeps filelock, pydantic and the leaderboard's imports out of the `rexmle` command
     from .data.prepare import data_status
-    from .leaderboard import Leaderboard  # start-up: keeps its imports out of the `rexmle` command
-    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
+    from .leaderboard import Leaderboard
+    from .task import get_task
 
     task = get_task(args.task)
     board = Leaderboard.read(task.leaderboard_path)
@@ -93,10 +93,8 @@ def cmd_info(args) -> int:
 def cmd_rank(args) -> int:
     # start-up: keeps pydantic out of the `rexmle` command
     from .report.render import pct
-
-    # start-up: keeps pydantic out of the `rexmle` command
     from .scoring.ranking import check_metric_names, rank
-    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
+    from .task import get_task
 
     task = get_task(args.task)
     try:
@@ -131,8 +129,6 @@ def _answers_dir(task, args) -> Path:
         return _folder(args.answers, "answers")
     # start-up: keeps filelock, pydantic out of the `rexmle` command
     from .data.synthetic import synthetic_data
-
-    # start-up: keeps pydantic out of the `rexmle` command
     from .data.taskdata import prepared_data
 
     if args.data == "synthetic":
@@ -147,7 +143,7 @@ def _answers_dir(task, args) -> Path:
 def cmd_grade(args) -> int:
     # start-up: keeps pydantic out of the `rexmle` command
     from .scoring.grading import grade_submission, result_from_grade
-    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
+    from .task import get_task
 
     task = get_task(args.task)
     submission = _folder(args.submission, "submission")
@@ -177,7 +173,7 @@ def cmd_grade(args) -> int:
 def cmd_validate(args) -> int:
     # start-up: keeps pydantic out of the `rexmle` command
     from .graders.base import load_grader
-    from .task import get_task  # start-up: keeps pydantic out of the `rexmle` command
+    from .task import get_task
 
     task_name = args.task or os.environ.get("REXMLE_TASK")
     public = args.data or os.environ.get("REXMLE_DATA_DIR")
@@ -185,8 +181,9 @@ def cmd_validate(args) -> int:
         raise RexmleError("validate needs --task and --data (or REXMLE_TASK and REXMLE_DATA_DIR, as inside a run)")
     task = get_task(task_name)
     submission, public = _folder(args.submission, "submission"), _folder(public, "public data")
-    from .agent_output import clean_text  # start-up: keeps its imports out of the `rexmle` command
-    from .medimage.header_notes import collecting  # start-up: keeps its imports out of the `rexmle` command
+    # start-up: keeps their imports out of the `rexmle` command
+    from .agent_output import clean_text
+    from .medimage.header_notes import collecting
 
     try:
         with collecting() as notes:
@@ -203,8 +200,6 @@ def cmd_validate(args) -> int:
 def cmd_synth(args) -> int:
     # start-up: keeps filelock, pydantic out of the `rexmle` command
     from .data.synthetic import generate
-
-    # start-up: keeps pydantic out of the `rexmle` command
     from .task import get_task, registry
 
     tasks = list(registry()) if args.task == "all" else [get_task(args.task)]
@@ -223,11 +218,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rexmle", description="ReX-MLE medical-imaging agent benchmark")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("list", help="list the challenges")
+    p = sub.add_parser("list", help="list the tasks")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("info", help="show one challenge and its data status")
+    p = sub.add_parser("info", help="show one task and its data status")
     p.add_argument("task")
     p.add_argument("--data-dir", default=str(default_data_dir()))
     p.add_argument("--json", action="store_true")

@@ -2,12 +2,9 @@
 
 Why: a percentile means little without the means that bought it. Two agents compared on different GPUs,
 or one with ten times the tokens, are not compared under equal means; MLE-bench's leaderboard paused
-over exactly that (mixed hardware). Every run's ``run.json`` carries ``compute``: the GPU model and count,
-driver and CUDA version (from NVML, where there is one), the CPU model, the cores and memory the run
-could use, wall time, GPU-hours, the tokens and USD the gateway metered, the runtime and sandbox
-mechanism, and the image digest of an image agent. The same record goes into JUnit properties
-(``compute.*``), the session report's table and the merged report, which warns when it compares runs
-that ran on different hardware.
+over exactly that (mixed hardware). Every run's ``run.json`` carries ``compute``; its fields and where they
+are shown (JUnit ``compute.*``, the session and merged reports, which warn when runs ran on different
+hardware) are listed in docs/reference/documents.md, "Compute record".
 
 Nothing here is guessed: a value that cannot be read (no NVML, an unpriced model) is ``None`` with a
 reason next to it, never a default.

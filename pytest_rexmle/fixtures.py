@@ -11,8 +11,8 @@ Write your own assertions on a result by requesting any link, e.g.::
   ``rexmle prepare`` command when prepared data is missing.
 * ``rexmle_agent`` (the item's, from ``rexmle_agents``, session), ``rexmle_runtime`` (session) — the agent and
   runtime objects; ``rexmle_agent_name`` is parametrized when the session has several ``--agent``.
-* ``rexmle_repeat`` — which of ``--rexmle-repeat N`` runs of its challenge (and agent) the item is: 1 without
-  repeats; parametrized (``test_challenge[<task>-r2]``) when N > 1, in any module whose test uses the run.
+* ``rexmle_repeat`` — which of ``--rexmle-repeat N`` runs of its task (and agent) the item is: 1 without
+  repeats; parametrized (``test_task[<task>-r2]``) when N > 1, in any module whose test uses the run.
 * ``rexmle_agent_run`` — :class:`AgentRun`: run folder, runtime outcome, or the resumed result. The run
   itself is started by the session's executor (:mod:`pytest_rexmle.schedule`), possibly in another
   process; the item waits for its record.
@@ -83,6 +83,11 @@ class AgentRun:
     key: dict | None = None
 
 
+def _param(item: pytest.Item, name: str):
+    """The item's value of a parameter the plugin gives (``pytest_generate_tests``), None where it has none."""
+    return getattr(getattr(item, "callspec", None), "params", {}).get(name)
+
+
 @pytest.fixture(scope="session")
 def rexmle_settings(pytestconfig):
     return pytestconfig.stash[SETTINGS_KEY]
@@ -91,10 +96,10 @@ def rexmle_settings(pytestconfig):
 @pytest.fixture
 def rexmle_task(request, rexmle_task_id, rexmle_settings) -> Task:
     request.node.user_properties.append((TASK_PROPERTY, rexmle_task_id))
-    agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
+    agent = _param(request.node, "rexmle_agent_name")
     if agent:  # several agents: the session report keeps each agent's results apart
         request.node.user_properties.append((AGENT_PROPERTY, agent))
-    repeat = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_repeat")
+    repeat = _param(request.node, "rexmle_repeat")
     if repeat is not None:  # --rexmle-repeat N > 1: JUnit and the session report keep each repeat apart
         request.node.user_properties.append((REPEAT_PROPERTY, repeat))
     # JUnit readers see what was graded, skipped items included: synthetic twins never pass for real data
@@ -130,14 +135,14 @@ def rexmle_agents(rexmle_settings):
 
 @pytest.fixture
 def rexmle_agent_name(rexmle_settings) -> str:
-    """The item's agent; parametrized (``test_challenge[<task>-<agent>]``) when the session has several."""
+    """The item's agent; parametrized (``test_task[<task>-<agent>]``) when the session has several."""
     return rexmle_settings.agent
 
 
 @pytest.fixture
 def rexmle_repeat() -> int:
     """The item's repeat: 1, unless the session has ``--rexmle-repeat`` N > 1, where the plugin parametrizes
-    it (``test_challenge[<task>-r2]``) and each repeat is its own item and run."""
+    it (``test_task[<task>-r2]``) and each repeat is its own item and run."""
     return 1
 
 
@@ -158,16 +163,13 @@ def rexmle_runtime(rexmle_settings):
 @pytest.fixture
 def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_repeat) -> AgentRun:
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
-    # start-up: keeps 263 lines out of every pytest session (the plugin)
+    # start-up: keeps the schedule and the Slurm job's code (1,700 lines), ctypes out of every pytest session
     from .runtime.slurm_job import outcome_from_json
-    from .schedule.board import run_key  # start-up: keeps 200 lines out of every pytest session (the plugin)
-
-    # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
+    from .schedule.board import run_key
     from .schedule.session import board_for
 
     board = board_for(request.config)
-    agent = getattr(getattr(request.node, "callspec", None), "params", {}).get("rexmle_agent_name")
-    key = run_key(request.node.nodeid, rexmle_task.id, agent)
+    key = run_key(request.node.nodeid, rexmle_task.id, _param(request.node, "rexmle_agent_name"))
     record = board.wait(key, tick=_progress(request, rexmle_settings, board))
     for message in record.get("warnings") or ():  # said by the run's harness process, shown in this session
         warnings.warn(message, stacklevel=1)
@@ -197,8 +199,7 @@ def _progress(request, settings, board):
     if terminal is None:
         return None
     capture = request.config.pluginmanager.get_plugin("capturemanager")
-    # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
-    from .schedule.session import Progress
+    from .schedule.session import Progress  # start-up: as in rexmle_agent_run
 
     def show(line: str) -> None:  # items wait inside a fixture, where output is captured: step around it
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
@@ -242,7 +243,7 @@ def _analyse(item: pytest.Item, judge, task: Task, run_dir: Path, public: Path) 
     """Capability and stage scores of a finished run, reported next to (never inside) the percentile.
 
     A judge failure (an unreachable LLM endpoint, say) is recorded as a warning: it must not turn a
-    graded challenge into an error.
+    graded task into an error.
     """
     # start-up: keeps 1316 lines out of every pytest session (the plugin)
     from .capability.stages import stage_scores
@@ -293,10 +294,8 @@ def rexmle_result(request, rexmle_task, rexmle_data, rexmle_agent, rexmle_agent_
 def _write_views(item: pytest.Item, task: Task, run_dir: Path) -> None:
     """The run's ATIF trajectory and its page, once it is graded and judged. A failure here is a warning:
     reading aids must never cost the agent its result."""
-    # start-up: keeps 1361 lines out of every pytest session (the plugin)
+    # start-up: keeps 1361 lines and markupsafe out of every pytest session (the plugin)
     from .report.atif import write_trajectory
-
-    # start-up: keeps markupsafe out of every pytest session (the plugin)
     from .report.runpage import write_run_page
 
     for write in (write_trajectory, write_run_page):

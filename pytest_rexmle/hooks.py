@@ -19,7 +19,7 @@ __all__ = ["pytest_rexmle_result", "pytest_rexmle_session_report"]
 
 @pytest.hookspec()
 def pytest_rexmle_result(result: TaskResult, item: pytest.Item) -> None:
-    """Called on the process that ran ``item`` once its challenge result is final (graded or FAIL).
+    """Called on the process that ran ``item`` once its task's result is final (graded or FAIL).
 
     Use it to ship results elsewhere; the session report is built on the controller from test reports
     and stays correct under xdist.

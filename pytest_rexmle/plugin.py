@@ -2,7 +2,7 @@
 
 Benchmark items exist only when ``--agent`` is given, so ``pytest tests/`` never launches an agent.
 Every process (controller and xdist workers alike) collects the same sorted list of
-``test_challenge[<task-id>]`` items (``[<task-id>-<agent>]`` with several agents, ``[<task-id>-r<k>]`` with
+``test_task[<task-id>]`` items (``[<task-id>-<agent>]`` with several agents, ``[<task-id>-r<k>]`` with
 ``--rexmle-repeat``); only the controller builds the session report, from test reports,
 so it is the same with or without xdist.
 """
@@ -50,9 +50,9 @@ def _register_task_markers(config: pytest.Config) -> None:
     except RexmleError:
         return
     for marker in tasks.task_types:
-        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this task type")
+        config.addinivalue_line("markers", f"{marker}: ReX-MLE tasks of this task type")
     for marker in tasks.modalities:
-        config.addinivalue_line("markers", f"{marker}: ReX-MLE challenges of this modality")
+        config.addinivalue_line("markers", f"{marker}: ReX-MLE tasks of this modality")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,15 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     elif bench not in config.args:
         config.args.append(bench)
     if hasattr(config, "workerinput"):
-        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
+        # start-up: keeps ctypes out of every pytest session (the plugin)
         from .schedule.session import WorkerPlan
 
         config.pluginmanager.register(WorkerPlan(config), "rexmle-worker-plan")
     else:
-        # start-up: keeps html, ipaddress, urllib out of every pytest session (the plugin)
+        # start-up: keeps html, ipaddress, urllib, ctypes out of every pytest session (the plugin)
         from .report.session import JUnitDisclosure, SessionReporter
-
-        # start-up: keeps ctypes, pickle out of every pytest session (the plugin)
         from .schedule.session import PLUGIN_NAME, SessionSchedule
 
         reporter = SessionReporter(config, settings)
@@ -104,7 +102,7 @@ def _refuse_reruns(config: pytest.Config) -> None:
     if reruns:
         raise pytest.UsageError(
             f"--reruns {reruns} would grade the same agent run again, not run the agent again: a benchmark item's "
-            "run is started once by the session. Use --rexmle-repeat N for N runs of each challenge (each graded "
+            "run is started once by the session. Use --rexmle-repeat N for N runs of each task (each graded "
             "and reported), or --rexmle-resume to run again only what did not finish")
 
 
@@ -135,7 +133,7 @@ def _check_agent_and_runtime(settings, controller: bool = True, tasks=None):
     """Usage errors surface before any item runs, once, all of them together, each with its fix
     (:mod:`.preflight`); returns the settings with the session's runtime (chosen where none was given:
     :mod:`.runtime.choice`) and the session's network warnings (runs themselves stay quiet about them).
-    ``tasks``: the selected challenges (default: all), whose data and time limits are checked."""
+    ``tasks``: the selected tasks (default: all), whose data and time limits are checked."""
     # start-up: keeps 242 lines out of every pytest session (the plugin)
     from .preflight import session_problems, usage_message
 
@@ -166,8 +164,8 @@ def _identity_notice(settings) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """One item per challenge, per agent when the session has several (``test_challenge[isles22-codex]``) and
-    per repeat with ``--rexmle-repeat N`` > 1 (``test_challenge[isles22-r2]``, ``[isles22-codex-r2]``): each its
+    """One item per task, per agent when the session has several (``test_task[isles22-codex]``) and
+    per repeat with ``--rexmle-repeat N`` > 1 (``test_task[isles22-r2]``, ``[isles22-codex-r2]``): each its
     own run. A single repeat keeps the plain ids, so a session's ids, ``-k`` and JUnit stay as they were."""
     if "rexmle_task_id" not in metafunc.fixturenames:
         return
@@ -200,7 +198,7 @@ RUN_FIXTURE = "rexmle_agent_run"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Let ``-k`` match a challenge's reference id and aliases as well as its project id, and keep a
+    """Let ``-k`` match a task's reference id and aliases as well as its project id, and keep a
     test-suite time-out off the items that wait for a run (:func:`_no_suite_timeout`)."""
     for item in items:
         if RUN_FIXTURE in getattr(item, "fixturenames", ()):

@@ -8,7 +8,7 @@ going past a failed one where the next does not depend on it, and the plugin sto
 (:func:`usage_message`) listing every problem with its fix.
 
 :func:`selected_tasks` reads the session's ``-k`` / ``-m`` the way pytest will apply them to the benchmark's
-items, so the checks and the header's campaign size concern the selected challenges only.
+items, so the checks and the header's campaign size concern the selected tasks only.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def _item_names(task: Task, agents: tuple[str, ...]) -> set[str]:
     """The names pytest's ``-k`` matches a benchmark item against (its id, the module, the task's reference id,
     aliases and markers; see ``plugin.pytest_collection_modifyitems``)."""
     ids = [f"{task.id}-{agent}" for agent in agents] if len(agents) > 1 else [task.id]
-    return {"pytest_rexmle", "benchmark.py", "test_challenge", "rexmle", task.reference_id, *task.aliases, *task.markers,
-            *(f"test_challenge[{i}]" for i in ids)}
+    return {"pytest_rexmle", "benchmark.py", "test_task", "rexmle", task.reference_id, *task.aliases, *task.markers,
+            *(f"test_task[{i}]" for i in ids)}
 
 
 def _matches(expression: str, matcher) -> bool:
@@ -76,11 +76,11 @@ def _matches(expression: str, matcher) -> bool:
 
         return bool(Expression.compile(expression).evaluate(matcher))
     except Exception:  # noqa: BLE001 (pytest's own error says what is wrong with the expression; a pytest
-        return True    # without this module: every challenge counts, as the checks did before)
+        return True    # without this module: every task counts, as the checks did before)
 
 
 def selected_tasks(config: pytest.Config, settings: Settings) -> list[Task]:
-    """The challenges ``-k`` and ``-m`` leave, known before collection (the checks run at configure time)."""
+    """The tasks ``-k`` and ``-m`` leave, known before collection (the checks run at configure time)."""
     keyword = str(config.getoption("keyword", "") or "")
     markexpr = str(config.getoption("markexpr", "") or "")
     agents = settings.agents or ((settings.agent,) if settings.agent else ())
@@ -94,11 +94,6 @@ def _selected(task: Task, keyword: str, markexpr: str, agents: tuple[str, ...]) 
     if keyword and not _matches(keyword, lambda sub, **_: any(sub.lower() in n for n in names)):
         return False
     return not markexpr or _matches(markexpr, lambda name, **_: name in marks)
-
-
-def time_limit_of(settings: Settings, task: Task) -> float:
-    """A run's wall-clock limit: ``--rexmle-time-limit``, else the task's budget (as the executor gives it)."""
-    return settings.time_limit or task.time_limit_seconds
 
 
 def build_agents(settings: Settings, found: Preflight) -> None:
@@ -170,7 +165,7 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
         _attempt(found, agent.check_isolation, runtime.isolation, runtime.name)
     runtime.trusted_agents = all(agent.trusted for agent in found.agents)
     scheduler = getattr(runtime, "preflight", None)  # a scheduler's queue: partition, account, time limit
-    limit = max((time_limit_of(settings, t) for t in tasks), default=settings.time_limit or 0.0)
+    limit = max((settings.time_limit_for(t) for t in tasks), default=settings.time_limit or 0.0)
     scheduled = scheduler(limit) if scheduler is not None else []
     found.problems.extend(scheduled)
     if scheduled or not _attempt(found, runtime.check):
@@ -184,7 +179,7 @@ def runtime_problems(found: Preflight, tasks: list[Task]) -> None:
 
 
 def data_problem(settings: Settings, tasks: list[Task]) -> str | None:
-    """The selected challenges whose data is not prepared, grouped by download: said beside the other problems
+    """The selected tasks whose data is not prepared, grouped by download: said beside the other problems
     (alone, it is the session's note and those items skip)."""
     if settings.data != "prepared" or settings.prepare or not tasks:
         return None
@@ -222,8 +217,8 @@ def campaign_line(settings: Settings, tasks: list[Task]) -> str:
     (runs x time limit x GPUs per run, the most it can take) and the model budget in all where one is set."""
     agents = len(settings.agents or (settings.agent,))
     runs = len(tasks) * agents
-    hours = agents * sum(time_limit_of(settings, t) for t in tasks) / 3600
-    gpu_hours = agents * sum(time_limit_of(settings, t) * t.gpus for t in tasks) / 3600
+    hours = agents * sum(settings.time_limit_for(t) for t in tasks) / 3600
+    gpu_hours = agents * sum(settings.time_limit_for(t) * t.gpus for t in tasks) / 3600
     no_gpus = "" if settings.gpus or settings.runtime == "slurm" else \
         " (the tasks' GPUs; this session has none: --rexmle-gpus)"
     line = (f"rexmle: plan: {runs} run(s) ({len(tasks)} task(s) x {agents} agent(s)), at most "

@@ -33,7 +33,7 @@ ENVIRONMENT = {"rexmle_data_dir": "REXMLE_DATA_DIR"}
 Kind = str | tuple[str, ...]
 OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--agent", "rexmle_agent", "agent to benchmark (e.g. sample, command, or an installed agent); repeatable: "
-     "several agents make one item per challenge and agent; benchmark items are collected only when this is set",
+     "several agents make one item per task and agent; benchmark items are collected only when this is set",
      "names", None),
     ("--agent-option", "rexmle_agent_options", "KEY=VALUE passed to every agent, or AGENT:KEY=VALUE to one of "
      "several (repeatable)", "list", []),
@@ -49,8 +49,8 @@ OPTIONS: list[tuple[str, str, str, Kind, Any]] = [
     ("--rexmle-min-percentile", "rexmle_min_percentile", "fail items whose percentile is below this percent, "
      "e.g. 40 or 40% (0..100, default 0); a bare number in (0, 1] is refused as ambiguous (it used to be a "
      "fraction)", "str", "0"),
-    ("--rexmle-repeat", "rexmle_repeat", "runs of each challenge (and agent): N>1 makes N items "
-     "test_challenge[<task>-r1..rN], each its own run; the report keeps every run and gives each challenge's "
+    ("--rexmle-repeat", "rexmle_repeat", "runs of each task (and agent): N>1 makes N items "
+     "test_task[<task>-r1..rN], each its own run; the report keeps every run and gives each task's "
      "mean over them (default 1)", "int", 1),
     ("--rexmle-prepare", "rexmle_prepare", "prepare missing real data on demand (downloads; locked, so xdist-safe)", "bool", False),
     ("--rexmle-resume", "rexmle_resume", "reuse finished results of the same task, agent and options", "bool", False),
@@ -195,6 +195,10 @@ class Settings:
     agents: tuple[str, ...] = field(default=())
     options_by_agent: dict[str, dict[str, str]] = field(default_factory=dict)
 
+    def time_limit_for(self, task) -> float:
+        """A run's wall-clock limit: ``--rexmle-time-limit``, else the task's budget."""
+        return self.time_limit or task.time_limit_seconds
+
     def options_for(self, agent: str) -> dict[str, str]:
         """The options of one of the session's agents (``agent_options`` when it is the only one)."""
         return dict(self.options_by_agent.get(agent, self.agent_options))
@@ -252,10 +256,8 @@ def read_settings(config: pytest.Config) -> Settings:
     """Every option by :data:`PRECEDENCE`, under its Settings field name; the values that need
     parsing or a range check are replaced below, so that a typo is one usage error and not a failed
     run per task."""
-    # start-up: keeps urllib out of every pytest session (the plugin)
+    # start-up: keeps urllib and 192 lines out of every pytest session (the plugin)
     from .gateway.budget import Budget, BudgetError
-
-    # start-up: keeps 192 lines out of every pytest session (the plugin)
     from .runtime.sandbox.uids import UidRange, UidRangeError
 
     v = {ini.removeprefix("rexmle_"): _value(config, ini, kind, default)
@@ -331,7 +333,7 @@ def parse_min_percentile(value) -> float:
 def usage_error(message: str) -> Exception:
     """pytest's UsageError, imported only here: a run's child reads Settings and would otherwise
     import pytest (about 0.15 s of every run's start) for an error only the session raises."""
-    import pytest  # start-up: a run's child unpickles Settings without pytest
+    import pytest  # start-up: a run's child reads Settings without pytest
 
     return pytest.UsageError(message)
 

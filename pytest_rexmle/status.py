@@ -6,7 +6,7 @@ Reading them gives progress from any shell, also while the session runs.
 
 A run that has neither is "running" only while its owner is: a session stopped by Ctrl-C marks its runs
 ``interrupted`` on the way out, and one killed outright (SIGTERM, ``kill -9``, a reboot) is recognised
-by its owning process being gone (:mod:`.runowner`); both show as "interrupted" with when, never as a
+by its owning process being gone (:mod:`.run.owner`); both show as "interrupted" with when, never as a
 ghost "running" whose elapsed time keeps growing. A scheduler that still runs the job (Slurm, after the
 harness detached) has the last word: the run is running.
 """

@@ -39,7 +39,7 @@ def test_without_any_runtime_for_an_image_agent_one_message_names_what_is_missin
     assert "agent 'ml-master' runs only from an image, and no runtime here can run one" in out
     assert "docker: " in out and "the engine did not answer" in out
     assert "--rexmle-runtime=docker" not in out  # the fix is an engine, not an option the harness could pick
-    assert "Traceback" not in out and "test_challenge" not in out
+    assert "Traceback" not in out and "test_task" not in out
 
 
 def test_a_missing_image_that_cannot_be_built_stops_the_session_once(bench):

@@ -140,7 +140,7 @@ def test_session_flags_a_copied_submission_everywhere(bench, needs_bwrap):
     record = json.loads((folder / "result.json").read_text())
     assert record["suspected_leak"]["rules"][0]["rule"] == "answers-reproduced"
     assert report_json(bench.path)["tasks"][0]["suspected_leak"] == record["suspected_leak"]
-    props = read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"]
+    props = read_cases(bench.path / "junit.xml")["test_task[ldct-iqa]"]
     assert props["suspected_leak"].startswith("answers-reproduced")
     assert "⚠ suspected leak (docs/security/host-side.md#suspected-leaks)" in (
         report_dir(bench.path) / "rexmle-report.md").read_text()
@@ -155,5 +155,5 @@ def test_session_with_the_baseline_is_not_flagged(bench, needs_bwrap):
     assert "suspected leak" not in result.stdout.str()
     (folder,) = run_folders(bench.path, "ldct-iqa")
     assert json.loads((folder / "result.json").read_text())["suspected_leak"] is None
-    props = set(read_cases(bench.path / "junit.xml")["test_challenge[ldct-iqa]"])
+    props = set(read_cases(bench.path / "junit.xml")["test_task[ldct-iqa]"])
     assert "suspected_leak" not in props and "percentile" in props

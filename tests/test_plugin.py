@@ -19,7 +19,7 @@ ALL_IDS = sorted(t.id for t in registry())
 
 
 def collected_ids(result) -> list[str]:
-    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "test_challenge[" in line]
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "test_task[" in line]
 
 
 def test_no_agent_means_no_benchmark_items(bench):
@@ -66,7 +66,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     result.assert_outcomes(passed=3)
     props = read_cases(bench.path / "out.xml")
     assert xunit2_violations(bench.path / "out.xml") == []  # the cases from xdist workers too (pytest's xunit2)
-    assert sorted(props) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]", "test_challenge[topcow-cta-det]"]
+    assert sorted(props) == ["test_task[isles22]", "test_task[ldct-iqa]", "test_task[topcow-cta-det]"]
     for p in props.values():
         assert p["status"] == "ok"
         assert 0.0 <= float(p["percentile"]) <= 1.0
@@ -76,13 +76,13 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     from pytest_rexmle.scoring.ranking import position
 
     for task_id in ("isles22", "ldct-iqa", "topcow-cta-det"):
-        task, p = registry().get(task_id), props[f"test_challenge[{task_id}]"]
+        task, p = registry().get(task_id), props[f"test_task[{task_id}]"]
         board = Leaderboard.read(task.leaderboard_path)
         for m in task.ranking_metrics:
             assert int(p[f"position.{m.key}"]) == position(float(p[f"metric.{m.key}"]), board.values[m.key],
                                                            m.higher_is_better)
     # ldct-iqa: constant scores -> every correlation 0 -> score 0, below all 6 humans -> position 7
-    assert float(props["test_challenge[ldct-iqa]"]["metric.score"]) == 0.0
+    assert float(props["test_task[ldct-iqa]"]["metric.score"]) == 0.0
     doc = report_json(bench.path)
     assert doc["selected"] == ["isles22", "ldct-iqa", "topcow-cta-det"]
     assert doc["partial"] is True and doc["n_fail"] == 0
@@ -90,7 +90,7 @@ def test_three_tasks_under_xdist_with_junit_and_report(bench, needs_bwrap):
     # pytest-html's Percentile column, from the results the workers sent
     _, rows = html_table(bench.path / "page.html")
     assert {name: html_text(cells[2]) for name, cells in rows.items()} == \
-        {f"test_challenge[{c['task_id']}]": f"{c['percentile']:.3f}" for c in doc["tasks"]}
+        {f"test_task[{c['task_id']}]": f"{c['percentile']:.3f}" for c in doc["tasks"]}
     assert doc["score"] == pytest.approx(sum(percentiles) / 3)
     assert (report_dir(bench.path) / "rexmle-report.md").read_text().count("| ok |") == 3
     result.stdout.fnmatch_lines(["*ReX-MLE results*", "*partial score:*over 3 task(s), 0 FAIL*"])
@@ -208,6 +208,25 @@ def test_resume_reuses_finished_results(bench, needs_bwrap):
     other = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume", "--rexmle-time-limit=600")
     other.assert_outcomes(passed=1)
     assert len(run_folders(bench.path, "ldct-iqa")) == 3, "different options must not reuse a result"
+
+
+def test_resume_finds_runs_of_the_old_item_name(bench, needs_bwrap):
+    """A campaign started while the benchmark's item was ``test_challenge[<task>]`` resumes as ``test_task[<task>]``."""
+    bench.path.joinpath("conftest.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:  # the benchmark's item as it was named before (pytest's NodeId: pinned)\n"
+        "        item.name = item.name.replace('test_task[', 'test_challenge[')\n"
+        "        item._id = type(item._id).parse(item.nodeid.replace('::test_task[', '::test_challenge['))\n")
+    old = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume", "-v")
+    old.assert_outcomes(passed=1)
+    old.stdout.fnmatch_lines(["*::test_challenge?ldct-iqa? PASSED*"])
+    bench.path.joinpath("conftest.py").unlink()
+    again = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-resume", "-v")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*::test_task?ldct-iqa? PASSED*"])
+    assert len(run_folders(bench.path, "ldct-iqa")) == 1, "the run of the old item name must be resumed, not re-run"
 
 
 def test_result_hook_is_called(bench, needs_bwrap):

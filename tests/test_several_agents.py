@@ -1,4 +1,4 @@
-"""Several agents in one session (``--agent`` repeatable): one item per challenge and agent, each agent's
+"""Several agents in one session (``--agent`` repeatable): one item per task and agent, each agent's
 runs, resume keys and score kept apart."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ BAD = "printf 'image_id,quality_score\\n1000,1.0\\n' > $REXMLE_SUBMISSION_DIR/su
 
 
 def collected_ids(result) -> list[str]:
-    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "test_challenge[" in line]
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "test_task[" in line]
 
 
 def test_each_challenge_and_agent_is_an_item(bench):
@@ -54,7 +54,7 @@ def test_two_agents_run_graded_and_reported_apart(bench, needs_bwrap):
             "--rexmle-resume")
     result = bench(*args)
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*FAILED*test_challenge?ldct-iqa-command?*"])
+    result.stdout.fnmatch_lines(["*FAILED*test_task?ldct-iqa-command?*"])
     result.stdout.fnmatch_lines(["agent sample: score *% over 1 task(s), 0 FAIL",
                                  "agent command: score 0.0% over 1 task(s), 1 FAIL"])
     folders = run_folders(bench.path, "ldct-iqa")

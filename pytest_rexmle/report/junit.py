@@ -4,7 +4,7 @@ Each benchmark item carries its result as pytest user properties (``status``, ``
 ``metric.<key>``, ...). pytest writes them as ``<properties>`` inside the ``<testcase>``, which the legacy
 ``xunit1`` family allows but ``xunit2`` (pytest's default, schema ``junit-10.xsd``) does not: there,
 ``<properties>`` live only in a ``<testsuite>``. So with ``xunit2`` each item's properties move to the
-suite's properties, named ``<test case name>.<property>`` (``test_challenge[isles22].percentile``), the
+suite's properties, named ``<test case name>.<property>`` (``test_task[isles22].percentile``), the
 layout of ``record_testsuite_property``; with ``xunit1`` they stay in the test case. Either way each
 benchmark test case gets a ``classname`` per competition (``rexmle.topcow``), where pytest leaves it
 empty for an item of the plugin's own module. :func:`read_cases` reads a file of either layout.

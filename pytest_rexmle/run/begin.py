@@ -39,7 +39,7 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
     """``gpus``: what the executor gave this run (a scheduler runtime's node hands out its own instead);
     ``identity``: the item's (:func:`.schedule.board.item_identity`), part of the resume key, so the item
     resumes or re-attaches to its own run only, never a sibling repeat's."""
-    time_limit = settings.time_limit or task.time_limit_seconds
+    time_limit = settings.time_limit_for(task)
     key = run_key(task, agent, data, time_limit, runtime.name, settings, identity)
     if settings.resume:
         previous = find_resumable(settings.runs_dir, task, agent, key)

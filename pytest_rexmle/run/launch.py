@@ -85,9 +85,14 @@ class RunFolder:
     instructions = Entry("instructions.md")
     result_path = Entry("result.json")
 
+    @staticmethod
+    def of_agent(runs_dir: Path, task: Task, agent: Agent) -> Path:
+        """``<runs>/<task>/<agent>-<options key>/``: an agent's runs of a task, new ones and resumable ones."""
+        return runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
+
     @classmethod
     def create(cls, runs_dir: Path, task: Task, agent: Agent) -> RunFolder:
-        parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
+        parent = cls.of_agent(runs_dir, task, agent)
         parent.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         for attempt in range(1000):
@@ -102,6 +107,9 @@ class RunFolder:
             sub.mkdir()
         return folder
 
+    def context(self, task: Task, public: Path, time_limit: float) -> AgentContext:
+        return AgentContext(task, self.root, self.workspace, self.submission, self.logs, public, time_limit)
+
 
 #: session settings that cannot change a run's result (everything else in ``Settings.public()`` keys it)
 KEY_IGNORES = frozenset({"agent", "data", "runtime", "runtime_reason", "time_limit", "min_percentile", "resume",
@@ -114,7 +122,7 @@ def run_key(task: Task, agent: Agent, data: TaskData, time_limit: float, runtime
 
     ``identity``: the item's own part (:func:`pytest_rexmle.schedule.board.item_identity`): its repeat
     beyond the first and, for an item of a module of your own, its id. Why: without it every repeat of a
-    challenge had one key, so a resumed session gave all of them the newest finished run (and re-attached
+    task had one key, so a resumed session gave all of them the newest finished run (and re-attached
     all of them to one live job). A first repeat of the benchmark's own item adds nothing, so its key is
     the key of a session without repeats, and older runs stay resumable.
 
@@ -137,8 +145,7 @@ def find_resumable(runs_dir: Path, task: Task, agent: Agent, key: dict) -> TaskR
     Only a result whose seal verifies (:mod:`pytest_rexmle.scoring.seal`) is reused: one changed after grading
     (by an agent that reached its run folder, say) is skipped with a warning, and the task runs again.
     """
-    parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
-    for result_path in sorted(parent.glob("*/result.json"), reverse=True):
+    for result_path in sorted(RunFolder.of_agent(runs_dir, task, agent).glob("*/result.json"), reverse=True):
         try:
             if RunRecord.read(result_path.parent / RUN_JSON).key != key:
                 continue
@@ -172,7 +179,7 @@ def launch(task: Task, data: TaskData, agent: Agent, runtime: Runtime, folder: R
     """Prepare the run folder and contract, then hand the run to the runtime (a batch runtime queues it).
     ``runtime_reason``: why the session chose this runtime (none given), recorded beside its name;
     ``identity`` (part of ``key``) and ``repeats`` (the session's ``--rexmle-repeat``): which repeat the run is."""
-    ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
+    ctx = folder.context(task, data.public, time_limit)
     cwd = agent.setup(ctx)
     # the runtime may stage the run first, so that the contract names the stage, never a host path
     probe = runtime.stage(RunSpec(task.id, [], {}, data.public, folder.workspace, folder.submission, folder.logs,
@@ -250,8 +257,7 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
     """The newest unfinished run of an identical key whose runtime still knows it (a queued or running
     job of a detached or killed session), so that ``--rexmle-resume`` waits for it instead of starting
     the same run again. Synchronous runtimes have nothing to re-attach to."""
-    parent = runs_dir / task.id / f"{agent.name}-{agent.options_key()}"
-    for meta_path in sorted(parent.glob(f"*/{RUN_JSON}"), reverse=True):
+    for meta_path in sorted(RunFolder.of_agent(runs_dir, task, agent).glob(f"*/{RUN_JSON}"), reverse=True):
         folder = RunFolder(meta_path.parent)
         if folder.result_path.exists():
             continue
@@ -265,8 +271,7 @@ def reattach(runs_dir: Path, task: Task, data: TaskData, agent: Agent, runtime: 
         handle = runtime.attach(meta, folder.root)
         if handle is None:
             continue
-        ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public,
-                           time_limit)
+        ctx = folder.context(task, data.public, time_limit)
         meta["reattached"] = datetime.now(UTC).isoformat()
         meta["owner"] = owner_record()
         meta.pop("interrupted", None)  # this session owns the run now, and it is running again

@@ -43,6 +43,11 @@ STOPPED = "stopped.json"
 #: 24-hour run's workspace can be large; a tenth of the limit more for long runs
 RUN_MARGIN_SECONDS = 900.0
 
+#: how the benchmark's own item's name begins: ``test_task[``, or ``test_challenge[``, its name before. Its resume key
+#: holds no name (:func:`item_identity`), so a campaign started under the old name resumes; an id of the old name
+#: is still read as the benchmark's item, never as an item of your own (whose key would hold its id)
+BENCHMARK_ITEM = ("test_task[", "test_challenge[")
+
 
 def run_deadline(started: float, time_limit: float) -> float:
     """The wall-clock moment after which a run still "running" has a stuck harness (:meth:`Board.wait`)."""
@@ -51,7 +56,7 @@ def run_deadline(started: float, time_limit: float) -> float:
 
 def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
     """The board's name for the run of one pytest item: one run per item that asks for one, as before
-    (repeats of a challenge in a test module each get their own run). With several ``--agent`` the
+    (repeats of a task in a test module each get their own run). With several ``--agent`` the
     item's agent is part of the name, so the run's harness starts that agent."""
     key = f"{task_id}@{hashlib.sha1(nodeid.encode()).hexdigest()[:10]}"
     return f"{key}@{agent}" if agent else key
@@ -59,14 +64,14 @@ def run_key(nodeid: str, task_id: str, agent: str | None = None) -> str:
 
 def item_identity(nodeid: str, repeat: int | None = None, benchmark: bool | None = None) -> dict:
     """The item's part of its run's resume key (:func:`pytest_rexmle.run.launch.run_key`): ``repeat`` beyond the
-    first, and for an item of a test module of your own (which may repeat a challenge by parametrizing its
+    first, and for an item of a test module of your own (which may repeat a task by parametrizing its
     test) the item's id as ``<file name>::<test>[<params>]``, independent of the folder pytest runs from.
     The benchmark's own item (``benchmark``; guessed from the id where not given) is said in full by its
     task, agent and repeat, so its key stays what it was without repeats and older runs stay resumable."""
     identity: dict = {"repeat": repeat} if repeat is not None and repeat > 1 else {}
     path, _, name = nodeid.partition("::")
     if benchmark is None:
-        benchmark = Path(path).name in ("", "benchmark.py") and name.startswith("test_challenge[")
+        benchmark = Path(path).name in ("", "benchmark.py") and name.startswith(BENCHMARK_ITEM)
     if not benchmark:
         identity["item"] = f"{Path(path).name}::{name}"
     return identity

@@ -1,7 +1,7 @@
 """The session's executor: starts every selected run the moment the slots it needs are free.
 
 One per session, in the controller process (the only process that sees the whole selection, with or
-without xdist). It plans one run per selected challenge, writes them as ``queued`` on the board, and
+without xdist). It plans one run per selected task, writes them as ``queued`` on the board, and
 from a thread of its own starts each run as a child harness process (:mod:`.perform`) when
 :func:`.policy.choose` says so; a waiter thread per child frees the run's slots the moment the child
 exits and wakes the scheduler. A scheduler runtime (``Runtime.batches``: Slurm) owns its queue and
@@ -101,7 +101,7 @@ class Executor:
                 self.problems[key] = (f"{task_id} needs {task.gpus} GPU(s) but the session has {len(slots.names)} "
                                       f"({','.join(slots.names)}); pass more with --rexmle-gpus")
                 continue
-            self.queue.append(Pending(key, width, settings.time_limit or task.time_limit_seconds, order))
+            self.queue.append(Pending(key, width, settings.time_limit_for(task), order))
         if not slots.unlimited:  # in start order (a scheduler's: collection order), so that no start sorts the queue
             self.queue.sort(key=start_order)
         self._widths = Counter(p.width for p in self.queue)  # the narrowest queued run without a scan

@@ -1,15 +1,9 @@
 """The campaign's own figures: how well the session used the slots it was given.
 
-* ``makespan_s`` — first run start to last run end;
-* ``run_seconds_sum`` — the sum of the runs' slot-holding times (each run's harness process, start
-  overhead included, which is what occupies a slot);
-* ``ideal_makespan_s`` — the list-scheduling ideal for the slots given: the same measured durations,
-  longest first, each on the earliest-free slots it needs (``ratio`` = makespan / ideal);
-* ``idle_while_waiting_s`` — slot-seconds (GPU-seconds with GPUs) left free while a run that would have
-  fitted was waiting (goal: 0);
-* ``gpu_allocated_fraction`` — GPU-seconds held by runs / (GPUs × makespan);
-* ``gpu_busy_fraction`` — NVML utilisation-weighted GPU time / (GPUs × makespan), ``null`` with the
-  reason when any GPU run has no NVML samples (no guess).
+The makespan against its list-scheduling ideal (the same measured durations, longest first, each on the
+earliest-free slots it needs), the slot-seconds left idle while a run that would have fitted waited, and
+with GPUs their allocated and NVML-busy fractions (``null`` with the reason where a GPU run has no samples:
+no guess). Each field is defined in docs/clusters.md, "The campaign's figures".
 """
 
 from __future__ import annotations

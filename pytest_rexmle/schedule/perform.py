@@ -25,11 +25,16 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from ..agents import get_agent
 from ..documents import read
 from ..errors import DataNotPreparedError
 from ..jsonfile import write_json_atomic
+from ..run.begin import begin, task_data
+from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
 from ..runtime import runtime_for
+from ..runtime.slurm_job import outcome_to_json
 from ..settings import Settings
+from ..task import registry
 from .board import FINAL, HEARTBEAT, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
 from .telemetry import Sampler
 
@@ -53,18 +58,16 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
     ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
-    from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
-    from ..run.begin import begin, task_data  # start-up: keeps filelock, pydantic out of the executor's child
-
     try:
-        data = _data(settings, task, task_data)
+        data = _data(settings, task)
     except DataNotPreparedError as exc:
         board.write(key, "skipped", reason=str(exc), warnings=texts(said))
         return
     name = agent_of_key(key) or settings.agent  # several agents: the item's own
     agent = get_agent(name, settings.options_for(name))
     runtime = runtime_for(settings)
-    from ..runtime.gateway_link import network_notices  # start-up: keeps 646 lines out of the executor's child
+    # start-up: keeps 646 lines out of a child that only finishes a batch job (:func:`finish_submitted`)
+    from ..runtime.gateway_link import network_notices
 
     network_notices(runtime, settings.network)  # the session said them once; this run stays quiet
     try:
@@ -96,11 +99,6 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
 def finish_submitted(settings, task, board: Board, key: str, said: list, ended: dict | None = None) -> None:
     """A batch job the session's watcher saw end (``ended``: the scheduler's record of it then): attach to
     it as ``--rexmle-resume`` would, collect and record its end as :func:`perform` does, and say so on the board."""
-    from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
-    from ..agents.base import AgentContext  # start-up: keeps pydantic out of the executor's child
-    from ..run.begin import task_data  # start-up: keeps filelock, pydantic out of the executor's child
-    from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord  # start-up: as above
-
     record = board.read(key) or {}
     folder = RunFolder(Path(record["run_dir"]))
     name = agent_of_key(key) or settings.agent
@@ -116,8 +114,7 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
                                "to the scheduler any more")
         data = task_data(settings, task)
         time_limit = float(record["time_limit"])
-        ctx = AgentContext(task, folder.root, folder.workspace, folder.submission, folder.logs, data.public, time_limit)
-        launched = LaunchedRun(folder, agent, ctx, handle, meta)
+        launched = LaunchedRun(folder, agent, folder.context(task, data.public, time_limit), handle, meta)
         _record_end(board, key, launched, Sampler((), unavailable="the run's GPUs are on a scheduler's node"),
                     tuple(record.get("gpus") or ()), time_limit, record.get("run_key"),
                     [*(record.get("warnings") or ()), *texts(said)])
@@ -129,9 +126,6 @@ def _record_end(board: Board, key: str, launched, sampler, gpus: tuple[str, ...]
                 run_key, warnings: list[str]) -> None:
     """Wait for the run's end under ``sampler`` and say "done" on the board: one record of a run's end,
     whether its harness started it (:func:`perform`) or collected a batch job the watcher saw end."""
-    from ..run.launch import finish  # start-up: keeps filelock, pydantic out of the executor's child
-    from ..runtime.slurm_job import outcome_to_json  # start-up: keeps importlib out of the executor's child
-
     outcome = finish(launched, monitor=sampler)
     board.write(key, "done", run_dir=str(launched.folder.root), gpus=list(gpus), time_limit=time_limit,
                 outcome=outcome_to_json(outcome), telemetry=sampler.summary(), run_key=run_key, warnings=warnings)
@@ -142,7 +136,7 @@ def texts(caught: list) -> list[str]:
     return [str(w.message) for w in caught]
 
 
-def _data(settings, task, task_data):
+def _data(settings, task):
     try:
         return task_data(settings, task)
     except DataNotPreparedError:
@@ -220,8 +214,6 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list,
         signal.signal(signal.SIGINT, _on_sigint(board, parent))
         _arm_parent_death(parent)
         settings = read_settings(board)
-        from ..task import registry  # start-up: keeps pydantic out of the executor's child
-
         task = registry().get(task_of_key(key))
         if mode == "finish":
             finish_submitted(settings, task, board, key, said, ended)
@@ -231,7 +223,7 @@ def _run(board: Board, key: str, gpus: tuple[str, ...], parent: int, said: list,
         _final(board, key, "interrupted", reason=f"the run was stopped ({type(exc).__name__})", warnings=texts(said))
         return 130
     except BaseException as exc:  # the harness broke: the item reports it as an error with this traceback
-        # start-up: keeps gzip, tarfile out of the executor's child
+        # start-up: keeps gzip, tarfile out of a child whose runtime is not the local one
         from ..runtime.local import AgentIdentityRefused
 
         if isinstance(exc, AgentIdentityRefused):  # never run as root or as the harness: the session stops

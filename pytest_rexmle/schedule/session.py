@@ -24,7 +24,7 @@ from ..jsonfile import write_json_atomic
 from ..paths import BENCHMARK_MODULE
 from ..runtime import RUNTIMES
 from ..task import registry
-from .board import FIGURES, STOP_REASON, Board, item_identity, run_key, task_of_key
+from .board import BENCHMARK_ITEM, FIGURES, STOP_REASON, Board, item_identity, run_key, task_of_key
 from .executor import Executor
 from .figures import campaign_figures
 
@@ -62,13 +62,17 @@ def identities(items) -> dict[str, dict]:
 
 
 def _is_benchmark(item) -> bool:
-    return getattr(item, "path", None) == BENCHMARK_MODULE and item.name.startswith("test_challenge[")
+    return getattr(item, "path", None) == BENCHMARK_MODULE and item.name.startswith(BENCHMARK_ITEM)
+
+
+def _param(nodeid: str) -> str:
+    """What an item id says between its brackets (``isles22-r2`` of ``...::test_task[isles22-r2]``), else ""."""
+    return nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else ""
 
 
 def repeat_of(nodeid: str) -> int | None:
-    """The repeat an item id names (``test_challenge[isles22-r2]``), for a worker that sent no plan."""
-    param = nodeid[nodeid.rindex("[") + 1:-1] if nodeid.endswith("]") and "[" in nodeid else ""
-    tail = param.rsplit("-", 1)[-1]
+    """The repeat an item id names (``test_task[isles22-r2]``), for a worker that sent no plan."""
+    tail = _param(nodeid).rsplit("-", 1)[-1]
     return int(tail[1:]) if tail[:1] == "r" and tail[1:].isdigit() else None
 
 
@@ -91,10 +95,8 @@ class WorkerPlan:
 
 
 def task_of(nodeid: str, known: set[str]) -> str | None:
-    """The challenge an item id names (``...::test_challenge[isles22]``), or None for other items."""
-    if not nodeid.endswith("]") or "[" not in nodeid:
-        return None
-    param = nodeid[nodeid.rindex("[") + 1:-1]
+    """The task an item id names (``...::test_task[isles22]``), or None for other items."""
+    param = _param(nodeid)
     if param in known:
         return param
     matches = [t for t in known if param.startswith(t + "-") or param.endswith("-" + t) or f"-{t}-" in param]
@@ -156,7 +158,7 @@ class SessionSchedule:
             return
         try:
             plan = json.loads(plan_path(self.board, node.workerinput["workerid"]).read_text())
-        except (OSError, ValueError):  # a worker without this plugin's plan: every challenge item asks for a run
+        except (OSError, ValueError):  # a worker without this plugin's plan: every task item asks for a run
             known = set(registry().ids)
             plan = {run_key(i, t): item_identity(i, repeat_of(i)) for i in ids if (t := task_of(i, known)) is not None}
         self.begin(plan if isinstance(plan, dict) else {key: {} for key in plan})

@@ -1,13 +1,8 @@
 """GPU telemetry of one run: NVML samples of its GPUs while it is alive.
 
-Why: a 24-hour run on a GPU says little about whether it used the GPU. While the run's harness waits
-for it, a thread samples each of the run's GPUs through NVML (``nvidia-ml-py``) every
-``REXMLE_GPU_SAMPLE_SECONDS`` (default 5): utilisation, memory used and power. The summary lands in
-``run.json`` (``gpu_telemetry``) and in the session report. Where NVML cannot be loaded or the run has
-no GPU, the summary says ``"available": false`` with the reason, and no number is guessed.
-
-GPU ids are NVML indices (or ``GPU-…`` UUIDs); NVML numbers GPUs in PCI bus order, as CUDA does with
-``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
+Why: a 24-hour run on a GPU says little about whether it used the GPU. What is sampled and how often,
+what ``run.json``'s ``gpu_telemetry`` holds, and what it says where NVML cannot be read (no number is
+guessed) is described once, in docs/clusters.md, "GPU telemetry".
 """
 
 from __future__ import annotations

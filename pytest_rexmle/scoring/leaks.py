@@ -1,44 +1,16 @@
 """Suspected leaks: a graded result too good to have been earned, flagged for a reviewer.
 
-Blocking the task's data hosts (the gateway's egress policy) is not enough: a release can be mirrored
-anywhere, and a sandbox can have a hole. So every graded result is also checked for two symptoms of an
-agent that saw the answers, and a result that shows one is marked ``suspected_leak`` in ``result.json``,
-the JUnit properties, the terminal summary and the reports, next to the run's egress log (``run.json``
-``egress``, written by the gateway) so that a reviewer can see which hosts the run reached. The flag
-never changes the percentile: it asks for a look, it is not a verdict.
+Blocking the task's data hosts is not enough (a release can be mirrored anywhere, a sandbox can have a
+hole), so every graded result is also checked for two symptoms of an agent that saw the answers:
+``answers-reproduced`` (every ranking metric within ``ANSWERS_TOLERANCE`` of the value the private answers
+themselves score, relative to ``max(1, |perfect|)``) and ``beats-humans`` (on more than ``MIN_METRIC_SHARE``
+of the ranking metrics, better than the best human by more than ``HUMAN_MARGIN`` of the leaderboard's spread,
+the spread at least ``MIN_SPREAD_FRACTION`` of ``|best|``; never on synthetic twins, whose values are not
+comparable with the humans'). A flag never changes the percentile: it asks for a look, it is not a verdict.
 
-Rules (generic over the 20 tasks; thresholds are module constants, documented in
-docs/security/host-side.md, "Suspected leaks", which every flag points to: ``DOCS``):
-
-``answers-reproduced``
-    Every ranking metric is within ``ANSWERS_TOLERANCE`` of the value the private answers themselves
-    score when submitted (the grader's ``write_perfect``, graded like any submission; cached per task
-    version and answers in the cache). The tolerance is relative to ``max(1, |perfect|)``: a mean Dice
-    of at least 0.999, an HD95 of at most 0.001 mm, a correlation of at least 0.999. The graders
-    aggregate per-case values into means, so a mean at the perfect value within 0.001 means every case
-    is there too (one case at Dice 0.9 out of 40 moves the mean by 0.0025).
-
-``beats-humans``
-    On more than half of the ranking metrics (``MIN_METRIC_SHARE``) the result is better than the best
-    human of the leaderboard by more than ``HUMAN_MARGIN`` (one half) of the leaderboard's spread on
-    that metric, the spread being ``|best - worst|`` over the human teams, and at least
-    ``MIN_SPREAD_FRACTION`` (5 %) of ``|best|`` so that a leaderboard whose teams all tie does not flag
-    a result that is merely a hair better. Why half and not one: human values were measured on the
-    organisers' test sets, agents on this project's split, and scale-bound metrics (absolute volume
-    differences, RMSE of intensities) follow the split's volumes, not the method: on synthetic twins
-    the empty baseline of ISLES'22 (few lesions per case) beats every human on its volume and lesion-count
-    differences, two of its four ranked metrics. A wide margin on most ranked metrics at once is the
-    anomaly a reviewer wants to see. Never on synthetic twins: their values are not comparable with the
-    humans' at all (another generator, other volumes and class balances), so a simple model beating every
-    team there is expected, not a symptom; the guide's own example agent does it on LDCT-IQA.
-
-What the rules cannot see: answers copied and then degraded. A submission that stays short of
-the perfect score by more than ``ANSWERS_TOLERANCE`` on one ranking metric (cases dropped or perturbed,
-predictions pushed into a narrow band around the answers) escapes ``answers-reproduced``, and one that
-beats the best human by less than ``HUMAN_MARGIN`` of the spread on half the ranked metrics escapes
-``beats-humans``: first place, unflagged. Answers used only to select among honest models leave no trace
-in the scores at all. The rules are a backstop for the careless copy; keeping answers out is the job of the
-sandbox and the gateway's egress policy.
+The rules, why their thresholds are what they are, and what they cannot see (answers copied and then
+degraded, answers used only to choose between honest models) are explained once, in
+docs/security/host-side.md, "Suspected leaks" (:data:`DOCS`), which every flag points to.
 """
 
 from __future__ import annotations

@@ -90,6 +90,6 @@ def check_metric_names(task: Task, metrics: Mapping[str, object]) -> None:
 
 
 def overall_score(percentiles: Iterable[float]) -> float:
-    """Mean percentile over the selected challenges; callers pass 0.0 for every FAIL."""
+    """Mean percentile over the selected tasks; callers pass 0.0 for every FAIL."""
     values = list(percentiles)
     return sum(values) / len(values) if values else 0.0

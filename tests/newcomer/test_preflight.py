@@ -130,7 +130,7 @@ def test_no_key_check_without_a_network_and_a_broken_base_url_is_named():
 def test_the_selection_known_before_collection_is_pytests(bench, pytester, args):
     """The checks and the header run before collection; they read -k/-m as pytest then applies them."""
     result = bench("--agent=sample", *args, "--collect-only", "-q")
-    collected = sorted(re.findall(r"test_challenge\[([^\]]+)\]", result.stdout.str()))
+    collected = sorted(re.findall(r"test_task\[([^\]]+)\]", result.stdout.str()))
     assert collected
     config = pytester.parseconfig("--agent=sample", *args)
     assert sorted(t.id for t in selected_tasks(config, read_settings(config))) == collected
@@ -147,7 +147,7 @@ def test_the_header_states_the_campaign(bench):
 
 
 def test_campaign_line_at_the_tasks_budgets_with_gpus(pytester):
-    """20 challenges x 24 h x 1 GPU: 480 GPU-hours, the order of magnitude a newcomer must know."""
+    """20 tasks x 24 h x 1 GPU: 480 GPU-hours, the order of magnitude a newcomer must know."""
     config = pytester.parseconfig("--agent=sample", "--rexmle-gpus=0,1")
     settings = read_settings(config)
     line = campaign_line(settings, list(registry()))

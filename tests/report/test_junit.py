@@ -77,23 +77,23 @@ def test_benchmark_junit_follows_its_family(bench, needs_bwrap, family, prefix):
     cases = {c.get("name"): c for c in root.iter("testcase")}
     # one classname per competition (after --junit-prefix when given), where pytest left it empty
     assert {n: c.get("classname") for n, c in cases.items()} == {
-        "test_challenge[ldct-iqa]": f"{prefix}rexmle.ldct", "test_challenge[topcow-cta-det]": f"{prefix}rexmle.topcow"}
+        "test_task[ldct-iqa]": f"{prefix}rexmle.ldct", "test_task[topcow-cta-det]": f"{prefix}rexmle.topcow"}
     suite = root.find("testsuite")
     assert suite is not None
     suite_props = {p.get("name"): p.get("value") for p in suite.find("properties") or ()}
     if family == "xunit2":
         assert xunit2_violations(path) == []
         assert all(c.find("properties") is None for c in cases.values())
-        assert suite_props["test_challenge[topcow-cta-det].rexmle_task"] == "topcow-cta-det"
+        assert suite_props["test_task[topcow-cta-det].rexmle_task"] == "topcow-cta-det"
     else:  # xunit1 allows properties in a test case: they stay there, and the suite keeps only the session's own
         assert all(c.find("properties") is not None for c in cases.values())
-        assert not any(name.startswith("test_challenge[") for name in suite_props)
+        assert not any(name.startswith("test_task[") for name in suite_props)
     assert suite_props["disclosure.data"] == "synthetic"  # the session's disclosure is the suite's either way
     # every item's values are those of the session report, read back from either layout
     props = read_cases(path)
     by_id = {c["task_id"]: c for c in report_json(bench.path)["tasks"]}
     for task_id in ("ldct-iqa", "topcow-cta-det"):
-        own, record = props[f"test_challenge[{task_id}]"], by_id[task_id]
+        own, record = props[f"test_task[{task_id}]"], by_id[task_id]
         assert own["rexmle_task"] == task_id and own["status"] == record["status"] == "ok"
         assert float(own["percentile"]) == record["percentile"]
         assert {k: float(v) for k, v in own.items() if k.startswith("metric.")} == \

@@ -32,7 +32,7 @@ def test_results_table_has_percentile_status_and_key_metrics(bench, needs_bwrap)
     assert [_text(c) for c in header[:5]] == ["Result", "Test", "Percentile", "Status", "Key metrics"]
     assert 'data-column-type="percentile"' in header[2] and "sortable" in header[2]
     by_id = {c["task_id"]: c for c in report_json(bench.path)["tasks"]}
-    assert sorted(rows) == ["test_challenge[isles22]", "test_challenge[ldct-iqa]"]
+    assert sorted(rows) == ["test_task[isles22]", "test_task[ldct-iqa]"]
     for name, cells in rows.items():
         record = by_id[name.split("[")[1].rstrip("]")]
         assert len(cells) == len(header)
@@ -42,7 +42,7 @@ def test_results_table_has_percentile_status_and_key_metrics(bench, needs_bwrap)
         assert list(shown) == record["ranking_metrics"][:3]
         for key, text in shown.items():
             assert float(text) == round(record["metrics"][key], 4) or abs(float(text) - record["metrics"][key]) < 1e-3
-    assert _text(rows["test_challenge[isles22]"][4]).startswith("dice=")
+    assert _text(rows["test_task[isles22]"][4]).startswith("dice=")
 
 
 def test_a_session_without_pytest_html_is_unaffected(bench, needs_bwrap):

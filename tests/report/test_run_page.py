@@ -244,7 +244,7 @@ def test_compute_and_disclosure_reach_every_report_and_junit(hostile_run):
     html = (report_dir(folder) / "rexmle-report.html").read_text()
     assert "<h2>Compute</h2>" in html and "<h2>Disclosure</h2>" in html and "run.html" in html
     junit = (folder / "junit.xml").read_text()
-    case = read_cases(folder / "junit.xml")["test_challenge[ldct-iqa]"]
+    case = read_cases(folder / "junit.xml")["test_task[ldct-iqa]"]
     assert (case["compute.tokens"], case["compute.runtime"]) == ("405", "local")
     # the disclosure, as the testsuite's properties
     assert '<property name="disclosure.network" value="gateway" />' in junit

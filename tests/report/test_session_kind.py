@@ -20,7 +20,7 @@ def test_skipped_for_missing_data_is_not_a_fail(pytester, shared_cache, monkeypa
                                  "partial score: 0.0% over 1 task(s), 0 FAIL, 1 skipped (counted as 0)"])
     doc = report_json(pytester.path)
     assert doc["skipped"] == ["ldct-iqa"] and doc["n_fail"] == 0 and doc["data_kind"] == "real"
-    assert _junit(pytester.path / "out.xml")["test_challenge[ldct-iqa]"]["data"] == "real"
+    assert _junit(pytester.path / "out.xml")["test_task[ldct-iqa]"]["data"] == "real"
     md = (report_dir(pytester.path) / "rexmle-report.md").read_text()
     assert "| skipped | SKIPPED:" in md and "0 FAIL" in md and "1 skipped" in md
     index = (pytester.path / ".rexmle" / "report" / "index.md").read_text()
@@ -31,7 +31,7 @@ def test_synthetic_session_is_marked_everywhere(bench):
     result = bench("--agent=sample", "-k", "ldct-iqa", "--rexmle-judge=none", "--junitxml=out.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["data: SYNTHETIC twins*", "partial score:*over 1 task(s), 0 FAIL"])
-    assert _junit(bench.path / "out.xml")["test_challenge[ldct-iqa]"]["data"] == "synthetic"
+    assert _junit(bench.path / "out.xml")["test_task[ldct-iqa]"]["data"] == "synthetic"
     doc = report_json(bench.path)
     assert doc["data_kind"] == "synthetic" and "project's split" not in doc["note"]
     folder = report_dir(bench.path)

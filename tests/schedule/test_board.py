@@ -15,14 +15,14 @@ from pytest_rexmle.schedule.board import Board, ScheduleError, run_key, task_of_
 
 
 def test_keys_name_the_task_and_differ_per_item():
-    a, b = run_key("bench.py::test_challenge[isles22]", "isles22"), run_key("t.py::test_repeat[isles22-1]", "isles22")
+    a, b = run_key("bench.py::test_task[isles22]", "isles22"), run_key("t.py::test_repeat[isles22-1]", "isles22")
     assert a != b and task_of_key(a) == task_of_key(b) == "isles22"
 
 
 def test_an_item_waits_until_its_run_is_final(tmp_path):
     board = Board.create(tmp_path / "runs")
     assert stat.S_IMODE(board.folder.stat().st_mode) == 0o700  # it holds the pickled settings
-    key = run_key("x::test_challenge[ldct-iqa]", "ldct-iqa")
+    key = run_key("x::test_task[ldct-iqa]", "ldct-iqa")
     board.announce(os.getpid(), [key])
     ticks = []
 

@@ -13,11 +13,11 @@ from pytest_rexmle.settings import parse_min_percentile
 
 def test_the_benchmark_item_is_said_by_its_repeat_and_its_first_repeat_by_nothing():
     # the first repeat has the key of a session without repeats: raising N later reuses those runs
-    assert item_identity("::test_challenge[isles22]", None, benchmark=True) == {}
-    assert item_identity("::test_challenge[isles22-r1]", 1, benchmark=True) == {}
-    assert item_identity("::test_challenge[isles22-r2]", 2, benchmark=True) == {"repeat": 2}
+    assert item_identity("::test_task[isles22]", None, benchmark=True) == {}
+    assert item_identity("::test_task[isles22-r1]", 1, benchmark=True) == {}
+    assert item_identity("::test_task[isles22-r2]", 2, benchmark=True) == {"repeat": 2}
     # guessed from the id alone (an xdist worker that sent no plan)
-    assert item_identity("../site-packages/pytest_rexmle/benchmark.py::test_challenge[isles22-codex-r3]", 3) == \
+    assert item_identity("../site-packages/pytest_rexmle/benchmark.py::test_task[isles22-codex-r3]", 3) == \
         {"repeat": 3}
 
 
@@ -28,9 +28,9 @@ def test_an_item_of_your_own_module_is_said_by_its_file_and_name_wherever_pytest
     assert item_identity("test_mine.py::test_repeat[isles22-1]") != a
 
 
-@pytest.mark.parametrize("nodeid, repeat", [("::test_challenge[isles22-r2]", 2), ("::test_challenge[isles22]", None),
-                                            ("::test_challenge[isles22-codex-r12]", 12),
-                                            ("::test_challenge[seg-a]", None), ("x.py::test_y", None)])
+@pytest.mark.parametrize("nodeid, repeat", [("::test_task[isles22-r2]", 2), ("::test_task[isles22]", None),
+                                            ("::test_task[isles22-codex-r12]", 12),
+                                            ("::test_task[seg-a]", None), ("x.py::test_y", None)])
 def test_repeat_of_an_item_id(nodeid, repeat):
     assert repeat_of(nodeid) == repeat
 

@@ -22,15 +22,16 @@ def test_manual_download_becomes_a_skip_reason_with_the_prepare_command(tmp_path
     def needs_click(task, data_dir, progress):
         raise ManualDownloadRequired("download part1.zip from https://drive.example/page by hand")
 
+    monkeypatch.setattr(perform, "task_data", not_prepared)
     monkeypatch.setattr("pytest_rexmle.data.prepare.prepare_task", needs_click)
     with pytest.raises(DataNotPreparedError) as info:
-        perform._data(settings, task, not_prepared)
+        perform._data(settings, task)
     assert "part1.zip" in str(info.value)
     assert info.value.command == f"rexmle prepare panther-t1 --data-dir {tmp_path}"
 
 
 def test_a_runs_process_loads_without_pytest():
-    """Each run has a process of its own that unpickles the session's Settings: importing pytest there
+    """Each run has a process of its own that reads the session's Settings: importing pytest there
     was the largest part of a run's start (README, "Where a run's overhead goes")."""
     import subprocess
     import sys

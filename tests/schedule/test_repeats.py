@@ -23,7 +23,7 @@ BREAKER = '''import pytest
 
 @pytest.fixture(autouse=True)
 def _break_one_repeat(request, rexmle_task):
-    if request.node.name == "test_challenge[ldct-iqa-r2]":
+    if request.node.name == "test_task[ldct-iqa-r2]":
         raise RuntimeError("the harness broke on this repeat")
 '''
 
@@ -45,7 +45,7 @@ def test_each_repeat_is_its_own_item_run_and_row_and_an_error_is_not_hidden(benc
                    "--junitxml=junit.xml", "-rA", *xdist)
     result.assert_outcomes(passed=2, errors=1)
     cases = read_cases(bench.path / "junit.xml")  # xunit2: each case's properties on the suite, by case name
-    assert sorted(cases) == [f"test_challenge[ldct-iqa-r{r}]" for r in (1, 2, 3)]
+    assert sorted(cases) == [f"test_task[ldct-iqa-r{r}]" for r in (1, 2, 3)]
     for name, props in cases.items():
         assert props["repeat"] == name[-2]
     folders = run_folders(bench.path, "ldct-iqa")

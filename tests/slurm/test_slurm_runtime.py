@@ -317,7 +317,7 @@ def test_a_path_the_nodes_do_not_share_stops_the_session_with_its_name(bench, sl
         assert "compute nodes do not see these paths" in proc.stderr and f"data root {private}/data" in proc.stderr
     else:
         assert f"the runs folder {private}/runs is not shared with the compute nodes" in proc.stderr, proc.stderr
-    assert "test_challenge" not in proc.stdout
+    assert "test_task" not in proc.stdout
 
 
 def test_xdist_workers_submit_their_own_items(bench, slurm_env, needs_bwrap):
