@@ -25,9 +25,8 @@ class BinaryMaskGrader(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
-    #: suffix of the public test images (``test/images/<id><suffix>``) and of the baseline's predictions
+    #: suffix of the public test images (``test/images/<id><suffix>``)
     image_suffix: ClassVar[str]
-    prediction_suffix: ClassVar[str]
     #: file-type rules, checked before the file is read: ``(path, case_id) -> None`` or InvalidSubmission
     check_format: ClassVar[staticmethod[[Path, str], None]]
     #: the boolean mask of a prediction, after its value rules: ``(image, case_id) -> array``
@@ -62,5 +61,4 @@ class BinaryMaskGrader(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-background mask on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: self.test_image(public_dir, i),
-                               lambda i: f"predictions/{i}{self.prediction_suffix}")
+        self.write_empty_masks(public_dir, out_dir, lambda i: self.test_image(public_dir, i))

@@ -57,6 +57,7 @@ class StrokeLesion(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("mask_path",)
+    prediction_file = "predictions/{}.nii.gz"
     keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
@@ -80,10 +81,6 @@ class StrokeLesion(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test case's DWI grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz",
-                               lambda i: f"predictions/{i}.nii.gz")
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "mask_path", lambda i: f"predictions/{i}.nii.gz")
+        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz")
 
 

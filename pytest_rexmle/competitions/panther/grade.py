@@ -134,7 +134,8 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
 class PancreaticTumour(BinaryMaskGrader):
     """One grader for both PANTHER tasks: they share the submission format and the metrics."""
 
-    image_suffix = prediction_suffix = ".mha"
+    image_suffix = ".mha"
+    prediction_file = "predictions/{}.mha"
     check_format = staticmethod(require_suffix)
     foreground = staticmethod(tumour_mask)
     case_metrics = staticmethod(case_metrics)
@@ -149,4 +150,4 @@ class PancreaticTumour(BinaryMaskGrader):
             binary = (sitk.GetArrayViewFromImage(truth_img) != 0).astype(np.uint8)
             write_image(image_like(binary, truth_img), path)
 
-        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.mha", write)
+        self.write_files(out_dir, answers.ids, write)

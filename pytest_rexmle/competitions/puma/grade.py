@@ -267,6 +267,7 @@ class TissueSegmentation(Grader):
     prediction_format = "tiff"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.tif"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # start-up: numpy only where this runs
@@ -294,10 +295,7 @@ class TissueSegmentation(Grader):
                 size = img.size
             Image.new("L", size, 0).save(path, compression="tiff_deflate")
 
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.tif", empty)
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.tif")
+        self.write_files(out_dir, self.public_test_ids(public_dir), empty)
 
 
 # -- nuclei ------------------------------------------------------------------------------------------
@@ -305,6 +303,7 @@ class NucleiDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_nuclei_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
     #: the class names of this track (submissions may use only these)
     class_names: ClassVar[tuple[str, ...]]
     #: extras reported even when a class occurs nowhere (its value is then 0 by the aggregate rule)
@@ -329,11 +328,8 @@ class NucleiDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No nuclei at all: valid, and F1 0 for every class present in the ground truth."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: path.write_text(json.dumps({"polygons": []}), encoding="utf-8"))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
 
 
 class Track1Nuclei(NucleiDetection):

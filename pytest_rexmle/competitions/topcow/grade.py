@@ -74,6 +74,7 @@ class BoxDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_bbox_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = [box_scores(*read_box(predicted, case_id), *read_box(reference, case_id))
@@ -85,12 +86,8 @@ class BoxDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The whole volume as the box: valid, and a fair 'no localisation' floor."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
-                         lambda i, path: path.write_text(json.dumps(
-                             {"size": volume_size(test_image(public_dir, i)), "location": [0, 0, 0]})))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i, path: path.write_text(json.dumps(
+            {"size": volume_size(test_image(public_dir, i)), "location": [0, 0, 0]})))
 
 
 # == Task 1: multi-class segmentation (volume reading and scoring: cow_volumes.py) ====================
@@ -100,6 +97,7 @@ class _LabelVolumeGrader(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.nii.gz"
     allowed_labels: frozenset[int] = COW_LABELS
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
@@ -114,13 +112,11 @@ class _LabelVolumeGrader(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty (all-background) label volume on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: test_image(public_dir, i),
-                               lambda i: f"predictions/{i}.nii.gz")
+        self.write_empty_masks(public_dir, out_dir, lambda i: test_image(public_dir, i))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        self.copy_answers(answers_dir, out_dir, "label_path",
-                          lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
+        self.copy_answers(answers_dir, out_dir, lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
 
 
 class Segmentation(_LabelVolumeGrader):
@@ -168,6 +164,7 @@ class EdgeClassification(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_edges_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         truth, pred = [], []
@@ -189,8 +186,5 @@ class EdgeClassification(Grader):
         known = [read_edges(p, p.stem) for p in labels]
         ant = Counter(k[0] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
         pos = Counter(k[1] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: path.write_text(edges_json(ant, pos)))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")

@@ -68,6 +68,7 @@ class ImageEnhancement(Grader):
     prediction_format = "png"
     prediction_columns = ("enhanced_image_path",)
     answer_columns = ("ground_truth_path",)
+    prediction_file = "enhanced/{}.png"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # start-up: numpy only where this runs
@@ -86,11 +87,8 @@ class ImageEnhancement(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The low-quality input itself as the 'enhanced' image: valid, and the no-op floor."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"enhanced/{i}.png",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: shutil.copyfile(low_quality_path(public_dir, i), path))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "ground_truth_path", lambda i: f"enhanced/{i}.png")
 
 
 def low_quality_path(public_dir: Path, case_id: str) -> Path:
