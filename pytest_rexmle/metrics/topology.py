@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from statistics import mean
 
 import numpy as np
 
@@ -177,6 +178,16 @@ def f1_from_counts(tp: int, fp: int, fn: int) -> float:
     """2TP / (2TP + FP + FN), 0 when the denominator is 0 (TopCoW's ``f1_grp2``, TopBrain's ``f1_side_road``)."""
     denominator = 2 * tp + fp + fn
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
+
+
+def mean_detection_f1(cases: Iterable[Mapping[int, str]], labels: Iterable[int]) -> float:
+    """Mean over ``labels`` of :func:`f1_from_counts` pooled over the cases (each maps label → TP/FP/FN/TN)."""
+    cases = list(cases)
+    f1s = []
+    for label in labels:
+        counts = Counter(case[label] for case in cases)
+        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
+    return float(mean(f1s))
 
 
 # -- label adjacency -----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ start per item) import neither.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,18 +26,15 @@ from ...metrics.parallel import both, parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
 from ...metrics.topology import (
     ANTERIOR_LABELS,
-    FN,
-    FP,
     POSTERIOR_LABELS,
     TN,
-    TP,
     balanced_accuracy,
     cldice_from_skeletons,
     detection,
     edge_lists,
-    f1_from_counts,
     label_adjacency,
     lr_flipped,
+    mean_detection_f1,
     region_matches,
     skeleton_xyz,
     variant,
@@ -280,11 +276,7 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
 def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
     """Task 1's aggregates over the test cases."""
     out = {k: float(mean(c.means[k] for c in cases)) for k in ("dice", "cldice", "b0_error", "hd95")}
-    f1s = []
-    for label in GROUP2_LABELS:
-        counts = Counter(c.detections[label] for c in cases)
-        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
-    out["f1_grp2"] = float(mean(f1s))
+    out["f1_grp2"] = mean_detection_f1((c.detections for c in cases), GROUP2_LABELS)
     for i, region in enumerate(("anterior", "posterior")):
         truth = [c.truth_variants[i] for c in cases]
         out[f"{region}_graph_acc"] = balanced_accuracy(truth, [c.pred_variants[i] for c in cases])
