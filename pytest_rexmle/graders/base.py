@@ -34,6 +34,8 @@ class Grader(ABC):
     answer_columns: ClassVar[tuple[str, ...]]
     #: where the reference submissions put a case's prediction file (``{}`` is the case id)
     prediction_file: ClassVar[str] = ""
+    #: a case's public test input below the public folder (``{}`` is the case id), where there is one file
+    test_input: ClassVar[str] = ""
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -41,6 +43,9 @@ class Grader(ABC):
     @property
     def id_column(self) -> str:
         return self.task.id_column
+
+    def test_input_path(self, public_dir: Path, case_id: str) -> Path:
+        return public_dir / self.test_input.format(case_id)
 
     # -- grading -------------------------------------------------------------------------------------
     def grade(self, submission_dir: Path, answers_dir: Path) -> dict[str, float]:
@@ -112,8 +117,8 @@ class Grader(ABC):
                          lambda case_id, path: shutil.copyfile(answers_dir / answers.value(case_id, column), path),
                          rel_for)
 
-    def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path]) -> None:
-        """A baseline of all-background volumes, each on the grid of its public test image.
+    def write_empty_masks(self, public_dir: Path, out_dir: Path) -> None:
+        """A baseline of all-background volumes, each on the grid of its public test input.
 
         NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
         NumPy); other formats through SimpleITK, whose header-only reference image already is that
@@ -122,7 +127,7 @@ class Grader(ABC):
         from ..medimage.nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
-            grid = grid_for(case_id)
+            grid = self.test_input_path(public_dir, case_id)
             if not write_empty_like(grid, path):
                 # start-up: keeps SimpleITK out of every pytest session (the plugin)
                 from ..medimage.geometry import reference_geometry, write_image

@@ -25,8 +25,6 @@ class BinaryMaskGrader(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
-    #: suffix of the public test images (``test/images/<id><suffix>``)
-    image_suffix: ClassVar[str]
     #: file-type rules, checked before the file is read: ``(path, case_id) -> None`` or InvalidSubmission
     check_format: ClassVar[staticmethod[[Path, str], None]]
     #: the boolean mask of a prediction, after its value rules: ``(image, case_id) -> array``
@@ -35,10 +33,6 @@ class BinaryMaskGrader(Grader):
     case_metrics: ClassVar[staticmethod[[np.ndarray, np.ndarray, tuple[float, float, float]], dict[str, float]]]
     #: the task's metrics over all test cases
     aggregate: ClassVar[staticmethod[[list[dict[str, float]]], dict[str, float]]]
-
-    def test_image(self, public_dir: Path, case_id: str) -> Path:
-        """The public test input whose grid predictions must use."""
-        return public_dir / "test" / "images" / f"{case_id}{self.image_suffix}"
 
     def read_prediction(self, path: Path, case_id: str, ref: Geometry) -> np.ndarray:
         self.check_format(path, case_id)
@@ -57,8 +51,8 @@ class BinaryMaskGrader(Grader):
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         self.read_prediction(submission.file(case_id, "predicted_mask_path"), case_id,
-                             header_geometry(self.test_image(public_dir, case_id)))
+                             header_geometry(self.test_input_path(public_dir, case_id)))
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-background mask on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: self.test_image(public_dir, i))
+        self.write_empty_masks(public_dir, out_dir)

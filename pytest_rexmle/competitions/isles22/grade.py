@@ -58,6 +58,7 @@ class StrokeLesion(Grader):
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("mask_path",)
     prediction_file = "predictions/{}.nii.gz"
+    test_input = "test/{}_dwi.nii.gz"
     keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
@@ -77,10 +78,10 @@ class StrokeLesion(Grader):
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         path = submission.file(case_id, "predicted_mask_path")
         _require_nifti(path, case_id)
-        lesion_mask(path, header_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
+        lesion_mask(path, header_geometry(self.test_input_path(public_dir, case_id)), case_id)
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty mask on each test case's DWI grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz")
+        self.write_empty_masks(public_dir, out_dir)
 
 

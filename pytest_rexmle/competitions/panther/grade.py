@@ -130,7 +130,7 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
 class PancreaticTumour(BinaryMaskGrader):
     """One grader for both PANTHER tasks: they share the submission format and the metrics."""
 
-    image_suffix = ".mha"
+    test_input = "test/images/{}.mha"
     prediction_file = "predictions/{}.mha"
     check_format = staticmethod(require_suffix)
     foreground = staticmethod(tumour_mask)

@@ -235,10 +235,6 @@ def read_nuclei(path: Path, names: Iterable[str], case_id: str) -> list[Point]:
     return parse_nuclei(data, names, where)
 
 
-def public_test_image(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "images" / f"{case_id}.tif"
-
-
 # -- tissue ------------------------------------------------------------------------------------------
 def micro_dice(counts: np.ndarray) -> dict[str, float]:
     """Organisers' pooled Dice from a 6×6 confusion matrix ``counts[pred, truth]`` summed over images.
@@ -268,6 +264,7 @@ class TissueSegmentation(Grader):
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
     prediction_file = "predictions/{}.tif"
+    test_input = "test/images/{}.tif"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # start-up: numpy only where this runs
@@ -291,7 +288,7 @@ class TissueSegmentation(Grader):
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """All background on each test ROI's grid: valid, and Dice 0 for every class."""
         def empty(case_id: str, path: Path) -> None:
-            with Image.open(public_test_image(public_dir, case_id)) as img:
+            with Image.open(self.test_input_path(public_dir, case_id)) as img:
                 size = img.size
             Image.new("L", size, 0).save(path, compression="tiff_deflate")
 

@@ -51,7 +51,7 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
 
 
 class AorticVesselTree(BinaryMaskGrader):
-    image_suffix = ".nrrd"
+    test_input = "test/images/{}.nrrd"
     prediction_file = "predictions/{}.seg.nrrd"
     check_format = staticmethod(require_nrrd)
     foreground = staticmethod(vessel_mask)
