@@ -1,4 +1,4 @@
-"""The shape shared by binary 3-D mask graders (PANTHER, SEG.A): read, check geometry, score per case.
+"""The shape shared by binary 3-D mask graders (PANTHER, SEG.A, ISLES'22): read, check geometry, score per case.
 
 Subclasses say only what differs: accepted file types, which voxels count as foreground, the per-case
 metrics and how cases aggregate.
@@ -46,8 +46,12 @@ class BinaryMaskGrader(Grader):
             truth_img, pred = both(partial(read_image, truth_path, case_id),
                                    partial(self.read_prediction, predicted, case_id, ref))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
+            per_case.append(self.case_scores(pred, truth, truth_img))
         return self.aggregate(per_case)
+
+    def case_scores(self, pred: np.ndarray, truth: np.ndarray, truth_img: sitk.Image) -> dict[str, float]:
+        """One case's metrics; by default :attr:`case_metrics` with the ground truth's spacing."""
+        return self.case_metrics(pred, truth, zyx_spacing(truth_img))
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         self.read_prediction(submission.file(case_id, "predicted_mask_path"), case_id,
