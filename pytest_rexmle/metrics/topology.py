@@ -58,20 +58,14 @@ _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0
 
 
 # -- components and clDice -----------------------------------------------------------------------
-def components(mask: np.ndarray) -> int:
-    """Number of 26-connected components (0 for an empty mask): the count of scipy's ``label`` with a
-    full 3×3×3 structure (:func:`.components.count_components`, from its compiled kernel)."""
-    return count_components(mask)
+#: number of 26-connected components, 0 for an empty mask (see the module docstring)
+components = count_components
 
 
 @functools.cache
 def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
-    """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology``.
-
-    Importing the package runs its ``__init__`` (scipy.ndimage, the whole morphology API): about half a
-    second per process for a kernel that needs only NumPy (see :mod:`.compiled`). Anything unexpected
-    (another layout, a renamed kernel) falls back to the public ``skeletonize``, which runs the same kernel.
-    """
+    """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology`` (why:
+    :mod:`.compiled`); anything unexpected falls back to ``skeletonize``, which runs the same kernel."""
     try:
         module = load_extension("skimage.morphology._skeletonize_lee_cy")
         thin = module._compute_thin_image
