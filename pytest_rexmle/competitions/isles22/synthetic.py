@@ -30,9 +30,7 @@ def _lesions(rng: np.random.Generator) -> np.ndarray:
 def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
     ids = [f"sub-strokecase{i:04d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
-    brain = np.zeros(DWI_SHAPE)
-    zz, yy, xx = np.ogrid[:DWI_SHAPE[0], :DWI_SHAPE[1], :DWI_SHAPE[2]]
-    brain[((zz - 8) / 7.5) ** 2 + ((yy - 20) / 17) ** 2 + ((xx - 20) / 15) ** 2 <= 1] = 1.0
+    brain = ellipsoid(DWI_SHAPE, (8, 20, 20), (7.5, 17, 15)).astype(np.float64)
     for case_id in ids:
         lesion = _lesions(rng)
         dwi = make_image(noisy_intensity(brain * 400 + lesion * 500, rng, 20.0), DWI_SPACING)
