@@ -79,9 +79,10 @@ def foreground_box(view: np.ndarray) -> tuple[slice, ...] | None:
     return tuple(slice(int(h[0]), int(h[-1]) + 1) for h in hits)
 
 
-def _foreground_box(*views: np.ndarray) -> tuple[slice, ...]:
-    """Union box of the non-zero voxels; a single voxel when everything is zero (to still check dtype)."""
-    box = union_box(*(foreground_box(v) for v in views))
+def _foreground_box(*views: np.ndarray, boxes: tuple = ()) -> tuple[slice, ...]:
+    """Union box of the non-zero voxels (``boxes``: theirs, already found); a single voxel when everything
+    is zero (to still check dtype)."""
+    box = union_box(*(boxes or [foreground_box(v) for v in views]))
     return box if box is not None else (slice(0, 1),) * 3
 
 
@@ -102,10 +103,7 @@ def crop_pair(pred_img: sitk.Image, truth_img: sitk.Image, case_id: str, allowed
               boxes: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
     """Both volumes cropped to the union of their foreground boxes (``boxes``: already computed ones)."""
     truth_view = sitk.GetArrayViewFromImage(truth_img)
-    if boxes:
-        box = union_box(*boxes) or (slice(0, 1),) * 3
-    else:
-        box = _foreground_box(sitk.GetArrayViewFromImage(pred_img), truth_view)
+    box = _foreground_box(sitk.GetArrayViewFromImage(pred_img), truth_view, boxes=boxes)
     return _crop_labels(pred_img, box, case_id, allowed), np.array(truth_view[box], dtype=np.uint8)
 
 
