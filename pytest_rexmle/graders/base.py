@@ -32,6 +32,10 @@ class Grader(ABC):
     prediction_columns: ClassVar[tuple[str, ...]]
     #: columns of private/answers.csv besides the id column
     answer_columns: ClassVar[tuple[str, ...]]
+    #: where the reference submissions put a case's prediction file (``{}`` is the case id)
+    prediction_file: ClassVar[str] = ""
+    #: a case's public test input below the public folder (``{}`` is the case id), where there is one file
+    test_input: ClassVar[str] = ""
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -39,6 +43,9 @@ class Grader(ABC):
     @property
     def id_column(self) -> str:
         return self.task.id_column
+
+    def test_input_path(self, public_dir: Path, case_id: str) -> Path:
+        return public_dir / self.test_input.format(case_id)
 
     # -- grading -------------------------------------------------------------------------------------
     def grade(self, submission_dir: Path, answers_dir: Path) -> dict[str, float]:
@@ -83,33 +90,35 @@ class Grader(ABC):
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """A valid trivial submission made from public data only."""
 
-    @abstractmethod
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        """The private answers converted to a submission (scores the best value on every metric)."""
+        """The private answers converted to a submission (scores the best value on every metric); by
+        default the answer files themselves, for formats where a ground-truth file is a valid prediction."""
+        self.copy_answers(answers_dir, out_dir)
 
     # -- helpers for the two above ---------------------------------------------------------------------
-    def write_files(self, out_dir: Path, case_ids: Iterable[str], rel_for: Callable[[str], str],
-                    write: Callable[[str, Path], object]) -> None:
-        """One prediction file per case (``write(case_id, path)``) and the CSV naming them."""
+    def write_files(self, out_dir: Path, case_ids: Iterable[str], write: Callable[[str, Path], object],
+                    rel_for: Callable[[str], str] | None = None) -> None:
+        """One prediction file per case (``write(case_id, path)``, at :attr:`prediction_file` unless
+        ``rel_for`` says otherwise) and the CSV naming them."""
         column = self.prediction_columns[0]
         rows = []
         for case_id in case_ids:
-            rel = rel_for(case_id)
+            rel = rel_for(case_id) if rel_for else self.prediction_file.format(case_id)
             (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             write(case_id, out_dir / rel)
             rows.append({self.id_column: case_id, column: rel})
         write_submission_csv(out_dir, self.id_column, rows, self.prediction_columns)
 
-    def copy_answers(self, answers_dir: Path, out_dir: Path, answer_column: str,
-                     rel_for: Callable[[str], str]) -> None:
-        """A perfect submission for formats where the ground-truth file is itself a valid prediction."""
+    def copy_answers(self, answers_dir: Path, out_dir: Path, rel_for: Callable[[str], str] | None = None) -> None:
+        """Each case's answer file (the first answer column) copied as its prediction."""
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        self.write_files(out_dir, answers.ids, rel_for,
-                         lambda case_id, path: shutil.copyfile(answers_dir / answers.value(case_id, answer_column), path))
+        column = self.answer_columns[0]
+        self.write_files(out_dir, answers.ids,
+                         lambda case_id, path: shutil.copyfile(answers_dir / answers.value(case_id, column), path),
+                         rel_for)
 
-    def write_empty_masks(self, public_dir: Path, out_dir: Path, grid_for: Callable[[str], Path],
-                          rel_for: Callable[[str], str]) -> None:
-        """A baseline of all-background volumes, each on the grid of its public test image.
+    def write_empty_masks(self, public_dir: Path, out_dir: Path) -> None:
+        """A baseline of all-background volumes, each on the grid of its public test input.
 
         NIfTI to NIfTI is written from the source header alone (:mod:`..nifti`: no SimpleITK, no
         NumPy); other formats through SimpleITK, whose header-only reference image already is that
@@ -118,14 +127,14 @@ class Grader(ABC):
         from ..medimage.nifti import write_empty_like
 
         def empty(case_id: str, path: Path) -> None:
-            grid = grid_for(case_id)
+            grid = self.test_input_path(public_dir, case_id)
             if not write_empty_like(grid, path):
                 # start-up: keeps SimpleITK out of every pytest session (the plugin)
                 from ..medimage.geometry import reference_geometry, write_image
 
                 write_image(reference_geometry(grid), path)
 
-        self.write_files(out_dir, self.public_test_ids(public_dir), rel_for, empty)
+        self.write_files(out_dir, self.public_test_ids(public_dir), empty)
 
 
 def write_submission_csv(out_dir: Path, id_column: str, rows: Iterable[Mapping[str, object]],

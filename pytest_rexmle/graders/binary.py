@@ -1,4 +1,4 @@
-"""The shape shared by binary 3-D mask graders (PANTHER, SEG.A): read, check geometry, score per case.
+"""The shape shared by binary 3-D mask graders (PANTHER, SEG.A, ISLES'22): read, check geometry, score per case.
 
 Subclasses say only what differs: accepted file types, which voxels count as foreground, the per-case
 metrics and how cases aggregate.
@@ -25,9 +25,6 @@ class BinaryMaskGrader(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
-    #: suffix of the public test images (``test/images/<id><suffix>``) and of the baseline's predictions
-    image_suffix: ClassVar[str]
-    prediction_suffix: ClassVar[str]
     #: file-type rules, checked before the file is read: ``(path, case_id) -> None`` or InvalidSubmission
     check_format: ClassVar[staticmethod[[Path, str], None]]
     #: the boolean mask of a prediction, after its value rules: ``(image, case_id) -> array``
@@ -36,10 +33,6 @@ class BinaryMaskGrader(Grader):
     case_metrics: ClassVar[staticmethod[[np.ndarray, np.ndarray, tuple[float, float, float]], dict[str, float]]]
     #: the task's metrics over all test cases
     aggregate: ClassVar[staticmethod[[list[dict[str, float]]], dict[str, float]]]
-
-    def test_image(self, public_dir: Path, case_id: str) -> Path:
-        """The public test input whose grid predictions must use."""
-        return public_dir / "test" / "images" / f"{case_id}{self.image_suffix}"
 
     def read_prediction(self, path: Path, case_id: str, ref: Geometry) -> np.ndarray:
         self.check_format(path, case_id)
@@ -53,14 +46,17 @@ class BinaryMaskGrader(Grader):
             truth_img, pred = both(partial(read_image, truth_path, case_id),
                                    partial(self.read_prediction, predicted, case_id, ref))
             truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            per_case.append(self.case_metrics(pred, truth, zyx_spacing(truth_img)))
+            per_case.append(self.case_scores(pred, truth, truth_img))
         return self.aggregate(per_case)
+
+    def case_scores(self, pred: np.ndarray, truth: np.ndarray, truth_img: sitk.Image) -> dict[str, float]:
+        """One case's metrics; by default :attr:`case_metrics` with the ground truth's spacing."""
+        return self.case_metrics(pred, truth, zyx_spacing(truth_img))
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
         self.read_prediction(submission.file(case_id, "predicted_mask_path"), case_id,
-                             header_geometry(self.test_image(public_dir, case_id)))
+                             header_geometry(self.test_input_path(public_dir, case_id)))
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An all-background mask on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: self.test_image(public_dir, i),
-                               lambda i: f"predictions/{i}{self.prediction_suffix}")
+        self.write_empty_masks(public_dir, out_dir)

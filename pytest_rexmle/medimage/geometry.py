@@ -114,8 +114,9 @@ def _read_checked(path: Path, case_id: str, expected: sitk.Image | Geometry) -> 
     voxels = math.prod(ref.size)
     fd = open_regular(path, f"{where}: {path.name}")
     try:
-        with open(fd, "rb", closefd=False) as fh:
-            declared = _declared_sizes(fh, io, path.name, where)
+        with open(fd, "rb", closefd=False) as fh:   # the declared sizes' product is what decoding would allocate
+            parse = {"NiftiImageIO": _nifti_sizes, "MetaImageIO": _meta_sizes, "NrrdImageIO": _nrrd_sizes}[io]
+            declared = parse(fh, path.name, where)
     finally:
         os.close(fd)
     if math.prod(declared) != voxels:
@@ -153,15 +154,6 @@ def _read_checked(path: Path, case_id: str, expected: sitk.Image | Geometry) -> 
 # -- header parsers: only what bounds the decoding (sizes, components, where the voxels are) ----------------
 def _unreadable(name: str, where: str, why: str) -> InvalidSubmission:
     return InvalidSubmission(f"{where}: cannot read {clean_text(name, limit=80)}: {why}")
-
-
-def _declared_sizes(fh, io: str, name: str, where: str) -> list[int]:
-    """The sizes the header declares (their product is what the decoder would allocate)."""
-    if io == "NiftiImageIO":
-        return _nifti_sizes(fh, name, where)
-    if io == "MetaImageIO":
-        return _meta_sizes(fh, name, where)
-    return _nrrd_sizes(fh, name, where)
 
 
 NIFTI_SCALAR = {2: 1, 4: 2, 8: 4, 16: 4, 64: 8, 256: 1, 512: 2, 768: 4, 1024: 8, 1280: 8}

@@ -82,18 +82,16 @@ def simpleitk_affine(path: Path):
     nibabel takes the sform whenever it is coded. The graders read every file through SimpleITK, so
     SimpleITK's grid is the one the prepared files keep."""
     import numpy as np  # start-up: numpy only where this runs
-    import SimpleITK as sitk  # start-up: SimpleITK only where this runs
 
-    reader = sitk.ImageFileReader()
-    reader.SetFileName(str(path))
-    reader.ReadImageInformation()
-    dim = reader.GetDimension()
-    if dim != 3:
+    from .geometry import header_geometry  # start-up: SimpleITK only where this runs
+
+    grid = header_geometry(path)
+    if grid.dimension != 3:
         return None
-    direction = np.asarray(reader.GetDirection(), float).reshape(3, 3)
+    direction = np.asarray(grid.direction, float).reshape(3, 3)
     affine = np.eye(4)
-    affine[:3, :3] = direction @ np.diag(reader.GetSpacing())
-    affine[:3, 3] = reader.GetOrigin()
+    affine[:3, :3] = direction @ np.diag(grid.spacing)
+    affine[:3, 3] = grid.origin
     return np.diag([*_LPS_TO_RAS, 1.0]) @ affine
 
 

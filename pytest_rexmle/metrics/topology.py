@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from statistics import mean
 
 import numpy as np
 
@@ -57,20 +58,14 @@ _FORWARD_OFFSETS = [o for o in itertools.product((-1, 0, 1), repeat=3) if o > (0
 
 
 # -- components and clDice -----------------------------------------------------------------------
-def components(mask: np.ndarray) -> int:
-    """Number of 26-connected components (0 for an empty mask): the count of scipy's ``label`` with a
-    full 3×3×3 structure (:func:`.components.count_components`, from its compiled kernel)."""
-    return count_components(mask)
+#: number of 26-connected components, 0 for an empty mask (see the module docstring)
+components = count_components
 
 
 @functools.cache
 def _lee_kernel() -> Callable[[np.ndarray], np.ndarray]:
-    """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology``.
-
-    Importing the package runs its ``__init__`` (scipy.ndimage, the whole morphology API): about half a
-    second per process for a kernel that needs only NumPy (see :mod:`.compiled`). Anything unexpected
-    (another layout, a renamed kernel) falls back to the public ``skeletonize``, which runs the same kernel.
-    """
+    """scikit-image's compiled Lee thinning, loaded without importing ``skimage.morphology`` (why:
+    :mod:`.compiled`); anything unexpected falls back to ``skeletonize``, which runs the same kernel."""
     try:
         module = load_extension("skimage.morphology._skeletonize_lee_cy")
         thin = module._compute_thin_image
@@ -177,6 +172,16 @@ def f1_from_counts(tp: int, fp: int, fn: int) -> float:
     """2TP / (2TP + FP + FN), 0 when the denominator is 0 (TopCoW's ``f1_grp2``, TopBrain's ``f1_side_road``)."""
     denominator = 2 * tp + fp + fn
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
+
+
+def mean_detection_f1(cases: Iterable[Mapping[int, str]], labels: Iterable[int]) -> float:
+    """Mean over ``labels`` of :func:`f1_from_counts` pooled over the cases (each maps label → TP/FP/FN/TN)."""
+    cases = list(cases)
+    f1s = []
+    for label in labels:
+        counts = Counter(case[label] for case in cases)
+        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
+    return float(mean(f1s))
 
 
 # -- label adjacency -----------------------------------------------------------------------------

@@ -112,6 +112,7 @@ class CellInstances(Grader):
     prediction_format = "tiff"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}_label.tiff"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         def case_f1(case_id: str) -> dict[float, float]:
@@ -137,11 +138,7 @@ class CellInstances(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty label image (no cell) on each test image's grid."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}_label.tiff",
-                         lambda i, path: tifffile.imwrite(
-                             path, np.zeros(image_hw(public_test_image(public_dir, i)), dtype=np.uint16)))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}_label.tiff")
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i, path: tifffile.imwrite(
+            path, np.zeros(image_hw(public_test_image(public_dir, i)), dtype=np.uint16)))
 
 

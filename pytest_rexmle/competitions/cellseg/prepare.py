@@ -26,11 +26,7 @@ def _set_dir(ctx: Context, name: str) -> Path:
 
 
 def _label_stem(path: Path) -> str | None:
-    lower = path.name.lower()
-    for suffix in LABEL_SUFFIXES:
-        if lower.endswith(suffix):
-            return path.name[: -len(suffix)]
-    return None
+    return next((path.name[: -len(s)] for s in LABEL_SUFFIXES if path.name.lower().endswith(s)), None)
 
 
 def prepare(ctx: Context) -> dict[str, int | dict[str, int]]:

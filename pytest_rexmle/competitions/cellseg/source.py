@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "Training-labeled.zip": ((r"/training-labeled/.*_label\.tiff?$",), "CellSeg Training-labeled (labels/*_label.tiff)"),
     "Tuning.zip": ((r"/tuning/.*_label\.tiff?$",), "CellSeg Tuning (labels/*_label.tiff)"),

@@ -90,6 +90,7 @@ class HierarchicalDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predictions_json",)
     answer_columns = ("coco_image_id",)
+    prediction_file = "predictions/{}.json"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         coco = load_ground_truth(answers.root)
@@ -113,7 +114,7 @@ class HierarchicalDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No detection on any image: valid, and scores 0.0 on every key (the empty-submission rule of the organisers' evaluation)."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: path.write_text("[]\n", encoding="utf-8"))
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
@@ -127,4 +128,4 @@ class HierarchicalDetection(Grader):
                     for a in coco["annotations"] if a["image_id"] == image_id]
             path.write_text(json.dumps(dets), encoding="utf-8")
 
-        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.json", write)
+        self.write_files(out_dir, answers.ids, write)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "training_data.zip": ((r"enumeration.disease[^/]*\.json$",), "DENTEX training_data (quadrant-enumeration-disease JSON)"),
 }

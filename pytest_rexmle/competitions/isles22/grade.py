@@ -1,30 +1,24 @@
-"""ISLES'22 grader: binary infarct masks on the DWI grid, organisers' metrics.
-
-Imaging and metric modules are imported where used: the baseline (empty NIfTI masks) needs neither.
-"""
+"""ISLES'22 grader: binary infarct masks on the DWI grid, organisers' metrics."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING
 
 from ...errors import InvalidSubmission
-from ...graders.base import Grader
-from ...medimage.geometry import header_geometry, nonzero_mask, read_image, voxel_volume_mm3
+from ...graders.binary import BinaryMaskGrader
+from ...medimage.geometry import nonzero_mask, voxel_volume_mm3
 from ...metrics.components import lesion_detection
 from ...metrics.overlap import dice
-from ...metrics.parallel import both
 from ...metrics.surface import bounding_box, union_box
-from ...submission import CaseTable
 
 if TYPE_CHECKING:
     import numpy as np  # start-up: numpy only where this runs
-
-    from ...medimage.geometry import Geometry
+    import SimpleITK as sitk
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
+KEYS = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
 
 
 def _require_nifti(path: Path, case_id: str) -> None:
@@ -32,13 +26,13 @@ def _require_nifti(path: Path, case_id: str) -> None:
         raise InvalidSubmission(f"case {case_id!r}: prediction {path.name!r} must be NIfTI (.nii or .nii.gz)")
 
 
-def lesion_mask(path: Path, ref: Geometry, case_id: str) -> np.ndarray:
+def lesion_mask(img: sitk.Image, case_id: str) -> np.ndarray:
     """The prediction's lesion voxels: any non-zero voxel, floats included.
 
     The organisers binarise with ``!= 0`` whatever the voxel type, so a float mask with values in (0, 1]
     is scored, not refused for non-integer values; NaN and ±inf stay invalid.
     """
-    return nonzero_mask(read_image(path, case_id, ref), case_id)
+    return nonzero_mask(img, case_id)
 
 
 def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[str, float]:
@@ -53,37 +47,19 @@ def case_metrics(pred: np.ndarray, truth: np.ndarray, voxel_ml: float) -> dict[s
     }
 
 
-class StrokeLesion(Grader):
-    prediction_format = "volume"
-    prediction_columns = ("predicted_mask_path",)
+def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
+    return {k: mean(c[k] for c in per_case) for k in KEYS}
+
+
+class StrokeLesion(BinaryMaskGrader):
     answer_columns = ("mask_path",)
-    keys = ("dice", "lesion_f1", "lesion_count_diff", "abs_volume_diff")
+    prediction_file = "predictions/{}.nii.gz"
+    test_input = "test/{}_dwi.nii.gz"
+    check_format = staticmethod(_require_nifti)
+    foreground = staticmethod(lesion_mask)
+    aggregate = staticmethod(aggregate)
 
-    def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
-        import SimpleITK as sitk  # start-up: SimpleITK only where this runs
-
-        per_case = []
-        for case_id, path, truth_path in self.case_files(submission, answers):
-            _require_nifti(path, case_id)
-            ref = header_geometry(truth_path)   # the header: both volumes then decode on two cores
-            truth_img, pred = both(partial(read_image, truth_path, case_id), partial(lesion_mask, path, ref, case_id))
-            truth = sitk.GetArrayViewFromImage(truth_img) != 0
-            # every metric counts voxels or components, so the union box of both foregrounds loses nothing
-            box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim
-            per_case.append(case_metrics(pred[box], truth[box], voxel_volume_mm3(truth_img) / 1000.0))
-        return {k: mean(c[k] for c in per_case) for k in self.keys}
-
-    def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        path = submission.file(case_id, "predicted_mask_path")
-        _require_nifti(path, case_id)
-        lesion_mask(path, header_geometry(public_dir / "test" / f"{case_id}_dwi.nii.gz"), case_id)
-
-    def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
-        """An empty mask on each test case's DWI grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: public_dir / "test" / f"{i}_dwi.nii.gz",
-                               lambda i: f"predictions/{i}.nii.gz")
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "mask_path", lambda i: f"predictions/{i}.nii.gz")
-
-
+    def case_scores(self, pred: np.ndarray, truth: np.ndarray, truth_img: sitk.Image) -> dict[str, float]:
+        # every metric counts voxels or components, so the union box of both foregrounds loses nothing
+        box = union_box(bounding_box(pred), bounding_box(truth)) or (slice(0, 1),) * pred.ndim
+        return case_metrics(pred[box], truth[box], voxel_volume_mm3(truth_img) / 1000.0)

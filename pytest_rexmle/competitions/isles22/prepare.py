@@ -33,16 +33,12 @@ def prepare(ctx: Context) -> dict[str, int]:
     files = {kind: unique_ids(pairs, kind, ctx.task) for kind, pairs in found.items()}
     ids = complete_ids(ctx.task, files, ctx)
     train, test = split_and_record(ids, ctx)
-    answers = {}
-    for case_id in ids:
-        where = "train" if case_id in train else "test"
+    for case_id in ids:   # the mask is the label: under private/ for a test case
+        where, label_root = ("train", ctx.public) if case_id in train else ("test", ctx.private)
         for kind, name in (("dwi", "dwi"), ("adc", "adc"), ("FLAIR", "flair")):
             ctx.place(files[kind][case_id], ctx.public / where / f"{case_id}_{name}.nii.gz")
-        if where == "train":
-            dst = ctx.public / "train" / f"{case_id}_msk.nii.gz"
-        else:
-            dst = ctx.private / "test" / f"{case_id}_msk.nii.gz"
-            answers[case_id] = f"test/{case_id}_msk.nii.gz"
-        ctx.place_label(case_id, files["dwi"][case_id], files["msk"][case_id], dst)
+        ctx.place_label(case_id, files["dwi"][case_id], files["msk"][case_id],
+                        label_root / where / f"{case_id}_msk.nii.gz")
+    answers = {i: f"test/{i}_msk.nii.gz" for i in test}
     standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz", "mask_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "ISLES-2022.zip": ((r"sub-strokecase\d+_ses-\d+_(dwi|adc|flair|msk)\.nii\.gz$",),
                        "ISLES'22 BIDS volumes (sub-strokecase*_ses-*_dwi.nii.gz ...)"),

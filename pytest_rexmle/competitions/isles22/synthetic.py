@@ -30,25 +30,18 @@ def _lesions(rng: np.random.Generator) -> np.ndarray:
 def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) -> None:
     ids = [f"sub-strokecase{i:04d}" for i in range(1, N_CASES + 1)]
     train, test = split_ids(ids)
-    brain = np.zeros(DWI_SHAPE)
-    zz, yy, xx = np.ogrid[:DWI_SHAPE[0], :DWI_SHAPE[1], :DWI_SHAPE[2]]
-    brain[((zz - 8) / 7.5) ** 2 + ((yy - 20) / 17) ** 2 + ((xx - 20) / 15) ** 2 <= 1] = 1.0
-    answers = {}
+    brain = ellipsoid(DWI_SHAPE, (8, 20, 20), (7.5, 17, 15)).astype(np.float64)
     for case_id in ids:
         lesion = _lesions(rng)
         dwi = make_image(noisy_intensity(brain * 400 + lesion * 500, rng, 20.0), DWI_SPACING)
         adc = make_image(noisy_intensity(brain * 800 - lesion * 400, rng, 30.0), DWI_SPACING)
         flair = make_image(noisy_intensity(np.full(FLAIR_SHAPE, 200.0), rng, 25.0), FLAIR_SPACING, origin=(-3.0, -3.0, -2.0))
         msk = make_image(lesion.astype(np.uint8), DWI_SPACING)
-        where = public / ("train" if case_id in train else "test")
-        write_image(dwi, where / f"{case_id}_dwi.nii.gz")
-        write_image(adc, where / f"{case_id}_adc.nii.gz")
-        write_image(flair, where / f"{case_id}_flair.nii.gz")
-        if case_id in train:
-            write_image(msk, where / f"{case_id}_msk.nii.gz")
-        else:
-            write_image(msk, private / "test" / f"{case_id}_msk.nii.gz")
-            answers[case_id] = f"test/{case_id}_msk.nii.gz"
+        where, label_root = ("train", public) if case_id in train else ("test", private)
+        for kind, image in (("dwi", dwi), ("adc", adc), ("flair", flair)):
+            write_image(image, public / where / f"{case_id}_{kind}.nii.gz")
+        write_image(msk, label_root / where / f"{case_id}_msk.nii.gz")   # the label: private for a test case
+    answers = {i: f"test/{i}_msk.nii.gz" for i in test}
     write_tables(public, private, task.id_column, test, "predicted_mask_path", lambda i: f"predictions/{i}.nii.gz",
                  "mask_path", answers)
     write_split(private, train, test)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ...data.prepare.errors import PrepareError
@@ -114,7 +115,7 @@ def _parted_score_file(ctx: Context, root: Path) -> tuple[Path, dict[str, tuple[
 def _parted_set(ctx: Context, path: Path, parts: dict[str, tuple[list, list]]
                 ) -> tuple[dict[str, float], dict[str, Path]]:
     """(id → score, id → image) of a per-part ground truth; each part's images sit in ``<part>/`` beside it."""
-    scores = {}
+    scores: dict[str, float] = {}
     images: dict[str, Path] = {}
     folders = {p.name.lower(): p for p in path.parent.iterdir() if p.is_dir()}
     for part, (names, values) in sorted(parts.items()):
@@ -129,39 +130,35 @@ def _parted_set(ctx: Context, path: Path, parts: dict[str, tuple[list, list]]
                 raise PrepareError(f"{ctx.task.id}: two images map to the id {case_id!r}: {images[case_id]}, "
                                    f"{in_part[case_id]}")
         images.update(in_part)
-        for name, value in zip(names, values, strict=False):
-            stem = _stem_key(name)
-            if stem in scores:
-                raise PrepareError(f"{path}: two entries map to the image id {stem!r}")
-            scores[stem] = _score(path, name, value)
+        _add_scores(path, zip(names, values, strict=False), scores)
     ctx.notes["test_layout"] = {"parts": {part: len(names) for part, (names, _) in sorted(parts.items())}}
     return scores, images
 
 
-def _score(path: Path, key: object, value: object) -> float:
-    try:
-        score = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise PrepareError(f"{path}: score of {key!r} is not a number: {value!r}") from None
-    if not math.isfinite(score):
-        raise PrepareError(f"{path}: score of {key!r} is not finite")
-    return score
+def _add_scores(path: Path, entries: Iterable[tuple[object, object]], scores: dict[str, float]) -> None:
+    """Add (image name, score) ``entries`` to ``scores`` by image id; each id once, each score a finite number."""
+    for key, value in entries:
+        stem = _stem_key(key)
+        if stem in scores:
+            raise PrepareError(f"{path}: two entries map to the image id {stem!r}")
+        try:
+            score = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise PrepareError(f"{path}: score of {key!r} is not a number: {value!r}") from None
+        if not math.isfinite(score):
+            raise PrepareError(f"{path}: score of {key!r} is not finite")
+        scores[stem] = score
 
 
 def _scored_set(ctx: Context, root: Path, preferred: str) -> dict[str, tuple[Path, float]]:
     """id → (image, score) for one score file and its image folder(s); only images with a score."""
     parted = _parted_score_file(ctx, root)
     if parted is not None:
-        path = parted[0]
         scores, images = _parted_set(ctx, *parted)
-        return _matched(ctx, preferred, path, scores, images)
+        return _matched(ctx, preferred, parted[0], scores, images)
     path, scores_raw, images = _score_file(ctx, root, preferred)
     scores = {}
-    for key, value in scores_raw.items():
-        stem = _stem_key(key)
-        if stem in scores:
-            raise PrepareError(f"{path}: two entries map to the image id {stem!r}")
-        scores[stem] = _score(path, key, value)
+    _add_scores(path, scores_raw.items(), scores)
     return _matched(ctx, preferred, path, scores, images)
 
 

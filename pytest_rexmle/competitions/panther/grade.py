@@ -25,7 +25,7 @@ import SimpleITK as sitk
 
 from ...errors import InvalidSubmission
 from ...graders.binary import BinaryMaskGrader
-from ...medimage.geometry import image_like, write_image
+from ...medimage.geometry import image_like, nonzero_mask, write_image
 from ...metrics.hausdorff import image_diagonal
 from ...metrics.surfel import (
     average_surface_distance,
@@ -58,12 +58,8 @@ def tumour_mask(img: sitk.Image, case_id: str) -> np.ndarray:
     Checked in one pass (every non-zero voxel must equal the first one) instead of ``np.unique``,
     which would sort the whole volume.
     """
+    mask = nonzero_mask(img, case_id)   # voxel type and finiteness checked there
     arr = sitk.GetArrayViewFromImage(img)
-    if arr.dtype.kind not in "biuf":
-        raise InvalidSubmission(f"case {case_id!r}: unsupported voxel type {arr.dtype}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise InvalidSubmission(f"case {case_id!r}: prediction contains NaN or infinite values")
-    mask = arr != 0
     if not mask.any():
         return mask
     values = arr[mask]
@@ -134,7 +130,8 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
 class PancreaticTumour(BinaryMaskGrader):
     """One grader for both PANTHER tasks: they share the submission format and the metrics."""
 
-    image_suffix = prediction_suffix = ".mha"
+    test_input = "test/images/{}.mha"
+    prediction_file = "predictions/{}.mha"
     check_format = staticmethod(require_suffix)
     foreground = staticmethod(tumour_mask)
     case_metrics = staticmethod(case_metrics)
@@ -149,4 +146,4 @@ class PancreaticTumour(BinaryMaskGrader):
             binary = (sitk.GetArrayViewFromImage(truth_img) != 0).astype(np.uint8)
             write_image(image_like(binary, truth_img), path)
 
-        self.write_files(out_dir, answers.ids, lambda i: f"predictions/{i}.mha", write)
+        self.write_files(out_dir, answers.ids, write)

@@ -47,13 +47,13 @@ def tumour_only(label_path: Path, dst: Path) -> set[int]:
     return values
 
 
-def _prepare(ctx: Context, folder: str, image_suffix: str) -> dict[str, int]:
+def _prepare(ctx: Context, folder: str) -> dict[str, int]:
     root = ctx.raw / folder
     images_dir = ctx.find_dir("ImagesTr", root)
     labels_dir = ctx.find_dir("LabelsTr", root)
     labels = unique_ids(((check_id(ctx.task, stem_of(p, (".mha",)), p), p) for p in ctx.files("*.mha", labels_dir)),
                         "label", ctx.task)
-    images = unique_ids(((stem_of(p, (image_suffix,)), p) for p in ctx.files(f"*{image_suffix}", images_dir)),
+    images = unique_ids(((stem_of(p, ("_0000.mha",)), p) for p in ctx.files("*_0000.mha", images_dir)),
                         "image", ctx.task)
     ids = complete_ids(ctx.task, {"image": images, "label": labels}, ctx)
     train, test = split_and_record(ids, ctx)
@@ -92,7 +92,7 @@ def _prepare(ctx: Context, folder: str, image_suffix: str) -> dict[str, int]:
 
 def prepare_task1(ctx: Context) -> dict[str, int]:
     """Task 1: ids ``<pid>_0001`` (label stems), images ``<id>_0000.mha``, plus ImagesTr_unlabeled/."""
-    counts = _prepare(ctx, "task1", "_0000.mha")
+    counts = _prepare(ctx, "task1")
     unlabeled = [p for p in (ctx.raw / "task1").rglob("ImagesTr_unlabeled") if p.is_dir()]
     n = 0
     for folder in unlabeled:
@@ -110,4 +110,4 @@ def prepare_task1(ctx: Context) -> dict[str, int]:
 
 def prepare_task2(ctx: Context) -> dict[str, int]:
     """Task 2: ids ``<pid>`` (strings), images ``<pid>_0000.mha``."""
-    return _prepare(ctx, "task2", "_0000.mha")
+    return _prepare(ctx, "task2")

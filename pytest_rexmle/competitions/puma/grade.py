@@ -235,10 +235,6 @@ def read_nuclei(path: Path, names: Iterable[str], case_id: str) -> list[Point]:
     return parse_nuclei(data, names, where)
 
 
-def public_test_image(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "images" / f"{case_id}.tif"
-
-
 # -- tissue ------------------------------------------------------------------------------------------
 def micro_dice(counts: np.ndarray) -> dict[str, float]:
     """Organisers' pooled Dice from a 6×6 confusion matrix ``counts[pred, truth]`` summed over images.
@@ -267,6 +263,8 @@ class TissueSegmentation(Grader):
     prediction_format = "tiff"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.tif"
+    test_input = "test/images/{}.tif"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # start-up: numpy only where this runs
@@ -290,14 +288,11 @@ class TissueSegmentation(Grader):
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """All background on each test ROI's grid: valid, and Dice 0 for every class."""
         def empty(case_id: str, path: Path) -> None:
-            with Image.open(public_test_image(public_dir, case_id)) as img:
+            with Image.open(self.test_input_path(public_dir, case_id)) as img:
                 size = img.size
             Image.new("L", size, 0).save(path, compression="tiff_deflate")
 
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.tif", empty)
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.tif")
+        self.write_files(out_dir, self.public_test_ids(public_dir), empty)
 
 
 # -- nuclei ------------------------------------------------------------------------------------------
@@ -305,6 +300,7 @@ class NucleiDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_nuclei_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
     #: the class names of this track (submissions may use only these)
     class_names: ClassVar[tuple[str, ...]]
     #: extras reported even when a class occurs nowhere (its value is then 0 by the aggregate rule)
@@ -329,11 +325,8 @@ class NucleiDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """No nuclei at all: valid, and F1 0 for every class present in the ground truth."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: path.write_text(json.dumps({"polygons": []}), encoding="utf-8"))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
 
 
 class Track1Nuclei(NucleiDetection):

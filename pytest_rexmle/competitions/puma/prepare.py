@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
@@ -27,8 +29,7 @@ from ...data.prepare.layout import (
 from .grade import nuclei_from_geojson, rasterise_tissue
 
 ROI_DIR = "01_training_dataset_tif_ROIs"
-TISSUE_DIR = "01_training_dataset_geojson_tissue"
-NUCLEI_DIR = "01_training_dataset_geojson_nuclei"
+GEOJSON_DIRS = {"tissue": "01_training_dataset_geojson_tissue", "nuclei": "01_training_dataset_geojson_nuclei"}
 
 
 def _rois(ctx: Context) -> dict[str, Path]:
@@ -95,55 +96,51 @@ def _count_primary(ids: list[str]) -> dict[str, int]:
     return {"primary": sum("_primary_" in i for i in ids), "metastatic": sum("_metastatic_" in i for i in ids)}
 
 
-def prepare_tissue(ctx: Context) -> dict[str, int]:
-    """Tissue tasks: ROI TIFFs, tissue GeoJSON, rasterised uint8 masks 0–5."""
-    rois, geo = _rois(ctx), _geojson(ctx, TISSUE_DIR, "_tissue.geojson")
-    ids = complete_ids(ctx.task, {"roi": rois, "tissue geojson": geo}, ctx)
+def _prepare(ctx: Context, kind: str, convert: Callable[[object, Path, str], Any], save: Callable[[Any, Path], None],
+             train_folder: str, ext: str, column: str) -> dict[str, int]:
+    """What both kinds do: ROI TIFFs plus ``<id>_<kind>.geojson``; ``convert(geojson, roi, source)`` is a
+    case's ground truth, which ``save`` writes under ``train/<train_folder>/`` or as the test answer."""
+    rois, geo = _rois(ctx), _geojson(ctx, GEOJSON_DIRS[kind], f"_{kind}.geojson")
+    ids = complete_ids(ctx.task, {"roi": rois, f"{kind} geojson": geo}, ctx)
     train, test = split_and_record(ids, ctx)
     answers = {}
     for case_id in ids:
         try:
-            mask = rasterise_tissue(classified(ctx, _load(geo[case_id]), geo[case_id]), _roi_size(rois[case_id]),
-                                    str(geo[case_id]))
+            truth = convert(classified(ctx, _load(geo[case_id]), geo[case_id]), rois[case_id], str(geo[case_id]))
         except ValueError as exc:
             raise PrepareError(f"{ctx.task.id}: {exc}") from None
         where = "train" if case_id in train else "test"
         ctx.place(rois[case_id], ctx.public / where / "images" / f"{case_id}.tif")
         if where == "train":
-            ctx.place(geo[case_id], ctx.public / "train" / "labels" / f"{case_id}_tissue.geojson")
-            _save_mask(mask, ctx.public / "train" / "masks" / f"{case_id}.tif")
+            ctx.place(geo[case_id], ctx.public / "train" / "labels" / f"{case_id}_{kind}.geojson")
+            save(truth, ctx.public / "train" / train_folder / f"{case_id}{ext}")
         else:
-            _save_mask(mask, ctx.private / "test" / "labels" / f"{case_id}.tif")
-            answers[case_id] = f"test/labels/{case_id}.tif"
-    standard_outputs(ctx, test, "predicted_mask_path", lambda i: f"predictions/{i}.tif", "label_path", answers)
+            save(truth, ctx.private / "test" / "labels" / f"{case_id}{ext}")
+            answers[case_id] = f"test/labels/{case_id}{ext}"
+    standard_outputs(ctx, test, column, lambda i: f"predictions/{i}{ext}", "label_path", answers)
     return {"cases": len(ids), "train": len(train), "test": len(test), **_count_primary(ids)}
+
+
+def prepare_tissue(ctx: Context) -> dict[str, int]:
+    """Tissue tasks: ROI TIFFs, tissue GeoJSON, rasterised uint8 masks 0–5."""
+    return _prepare(ctx, "tissue", lambda data, roi, source: rasterise_tissue(data, _roi_size(roi), source),
+                    _save_mask, "masks", ".tif", "predicted_mask_path")
 
 
 def _prepare_nuclei(ctx: Context, track: int) -> dict[str, int]:
     """Nuclei tasks: ROI TIFFs, nuclei GeoJSON, converted polygons with the track's class names."""
-    rois, geo = _rois(ctx), _geojson(ctx, NUCLEI_DIR, "_nuclei.geojson")
-    ids = complete_ids(ctx.task, {"roi": rois, "nuclei geojson": geo}, ctx)
-    train, test = split_and_record(ids, ctx)
-    answers = {}
     classes: dict[str, int] = {}
-    for case_id in ids:
-        try:
-            converted = nuclei_from_geojson(classified(ctx, _load(geo[case_id]), geo[case_id]), track, str(geo[case_id]))
-        except ValueError as exc:
-            raise PrepareError(f"{ctx.task.id}: {exc}") from None
+
+    def convert(data: object, roi: Path, source: str) -> dict[str, list[dict]]:
+        converted = nuclei_from_geojson(data, track, source)
         for polygon in converted["polygons"]:
             classes[polygon["name"]] = classes.get(polygon["name"], 0) + 1
-        where = "train" if case_id in train else "test"
-        ctx.place(rois[case_id], ctx.public / where / "images" / f"{case_id}.tif")
-        if where == "train":
-            ctx.place(geo[case_id], ctx.public / "train" / "labels" / f"{case_id}_nuclei.geojson")
-            ctx.write_json(ctx.public / "train" / "nuclei" / f"{case_id}.json", converted)
-        else:
-            ctx.write_json(ctx.private / "test" / "labels" / f"{case_id}.json", converted)
-            answers[case_id] = f"test/labels/{case_id}.json"
+        return converted
+
+    counts = _prepare(ctx, "nuclei", convert, lambda data, path: ctx.write_json(path, data), "nuclei", ".json",
+                      "predicted_nuclei_path")
     ctx.notes["nuclei_per_class"] = dict(sorted(classes.items()))
-    standard_outputs(ctx, test, "predicted_nuclei_path", lambda i: f"predictions/{i}.json", "label_path", answers)
-    return {"cases": len(ids), "train": len(train), "test": len(test), **_count_primary(ids)}
+    return counts
 
 
 prepare_nuclei_track1 = functools.partial(_prepare_nuclei, track=1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "01_training_dataset_tif_ROIs.zip": ((r"_roi_\d+\.tiff?$",), "PUMA ROI TIFFs (training_set_*_roi_*.tif)"),
     "01_training_dataset_geojson_tissue.zip": ((r"_tissue\.geojson$",), "PUMA tissue GeoJSON (*_tissue.geojson)"),

@@ -51,14 +51,11 @@ def aggregate(per_case: list[dict[str, float]]) -> dict[str, float]:
 
 
 class AorticVesselTree(BinaryMaskGrader):
-    image_suffix = ".nrrd"
-    prediction_suffix = ".seg.nrrd"
+    test_input = "test/images/{}.nrrd"
+    prediction_file = "predictions/{}.seg.nrrd"
     check_format = staticmethod(require_nrrd)
     foreground = staticmethod(vessel_mask)
     case_metrics = staticmethod(case_metrics)
     aggregate = staticmethod(aggregate)
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.seg.nrrd")
 
 

@@ -11,7 +11,6 @@ import them (and NumPy) when called, so the baseline and the validator's header 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from statistics import mean
 from typing import TYPE_CHECKING
 
 from ...errors import TaskConfigError
-from ...metrics.topology import FN, FP, TN, TP, f1_from_counts, neighbor_error
+from ...metrics.topology import TN, mean_detection_f1, neighbor_error
 from ...submission import CaseTable
 from ...task import Task
 from ..topcow.cow_volumes import adjacency_task, class_means, label_indexes, label_scores
@@ -78,11 +77,7 @@ def score_brain_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[floa
 def aggregate_brain(cases: Sequence[BrainCase], side_road: Sequence[int]) -> dict[str, float]:
     out = {k: float(mean(c.means[k] for c in cases))
            for k in ("dice", "cldice", "b0_error", "hd95", "neighbor_error")}
-    f1s = []
-    for label in side_road:
-        counts = Counter(c.detections[label] for c in cases)
-        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
-    out["f1_side_road"] = float(mean(f1s))
+    out["f1_side_road"] = mean_detection_f1((c.detections for c in cases), side_road)
     return out
 
 

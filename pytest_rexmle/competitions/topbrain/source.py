@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "TopBrain_Data_Release_Batches1n2_081425.zip": ((r"/labelstr_topbrain_",), "the TopBrain release (labelsTr_topbrain_*/)"),
 }

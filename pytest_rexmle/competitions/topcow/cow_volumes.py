@@ -8,7 +8,6 @@ start per item) import neither.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,18 +26,15 @@ from ...metrics.parallel import both, parallel_map
 from ...metrics.surface import bounding_box, hd95, union_box
 from ...metrics.topology import (
     ANTERIOR_LABELS,
-    FN,
-    FP,
     POSTERIOR_LABELS,
     TN,
-    TP,
     balanced_accuracy,
     cldice_from_skeletons,
     detection,
     edge_lists,
-    f1_from_counts,
     label_adjacency,
     lr_flipped,
+    mean_detection_f1,
     region_matches,
     skeleton_xyz,
     variant,
@@ -83,9 +79,10 @@ def foreground_box(view: np.ndarray) -> tuple[slice, ...] | None:
     return tuple(slice(int(h[0]), int(h[-1]) + 1) for h in hits)
 
 
-def _foreground_box(*views: np.ndarray) -> tuple[slice, ...]:
-    """Union box of the non-zero voxels; a single voxel when everything is zero (to still check dtype)."""
-    box = union_box(*(foreground_box(v) for v in views))
+def _foreground_box(*views: np.ndarray, boxes: tuple = ()) -> tuple[slice, ...]:
+    """Union box of the non-zero voxels (``boxes``: theirs, already found); a single voxel when everything
+    is zero (to still check dtype)."""
+    box = union_box(*(boxes or [foreground_box(v) for v in views]))
     return box if box is not None else (slice(0, 1),) * 3
 
 
@@ -106,10 +103,7 @@ def crop_pair(pred_img: sitk.Image, truth_img: sitk.Image, case_id: str, allowed
               boxes: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
     """Both volumes cropped to the union of their foreground boxes (``boxes``: already computed ones)."""
     truth_view = sitk.GetArrayViewFromImage(truth_img)
-    if boxes:
-        box = union_box(*boxes) or (slice(0, 1),) * 3
-    else:
-        box = _foreground_box(sitk.GetArrayViewFromImage(pred_img), truth_view)
+    box = _foreground_box(sitk.GetArrayViewFromImage(pred_img), truth_view, boxes=boxes)
     return _crop_labels(pred_img, box, case_id, allowed), np.array(truth_view[box], dtype=np.uint8)
 
 
@@ -280,11 +274,7 @@ def score_cow_case(pred: np.ndarray, truth: np.ndarray, spacing: Sequence[float]
 def aggregate_cow(cases: Sequence[CowCase]) -> dict[str, float]:
     """Task 1's aggregates over the test cases."""
     out = {k: float(mean(c.means[k] for c in cases)) for k in ("dice", "cldice", "b0_error", "hd95")}
-    f1s = []
-    for label in GROUP2_LABELS:
-        counts = Counter(c.detections[label] for c in cases)
-        f1s.append(f1_from_counts(counts[TP], counts[FP], counts[FN]))
-    out["f1_grp2"] = float(mean(f1s))
+    out["f1_grp2"] = mean_detection_f1((c.detections for c in cases), GROUP2_LABELS)
     for i, region in enumerate(("anterior", "posterior")):
         truth = [c.truth_variants[i] for c in cases]
         out[f"{region}_graph_acc"] = balanced_accuracy(truth, [c.pred_variants[i] for c in cases])

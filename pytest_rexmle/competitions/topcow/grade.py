@@ -57,10 +57,6 @@ def read_box(path: Path, case_id: str) -> tuple[list[int], list[int]]:
     return _int_list(data["size"], "size", 1, where), _int_list(data["location"], "location", 0, where)
 
 
-def test_image(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "images" / f"{case_id}_0000.nii.gz"
-
-
 def volume_size(path: Path) -> list[int]:
     """(x, y, z) voxel counts of a test volume: from a plain 3-D NIfTI-1 header directly, else SimpleITK's."""
     found = read_header(path)
@@ -74,6 +70,8 @@ class BoxDetection(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_bbox_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
+    test_input = "test/images/{}_0000.nii.gz"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         per_case = [box_scores(*read_box(predicted, case_id), *read_box(reference, case_id))
@@ -85,12 +83,8 @@ class BoxDetection(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The whole volume as the box: valid, and a fair 'no localisation' floor."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
-                         lambda i, path: path.write_text(json.dumps(
-                             {"size": volume_size(test_image(public_dir, i)), "location": [0, 0, 0]})))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")
+        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i, path: path.write_text(json.dumps(
+            {"size": volume_size(self.test_input_path(public_dir, i)), "location": [0, 0, 0]})))
 
 
 # == Task 1: multi-class segmentation (volume reading and scoring: cow_volumes.py) ====================
@@ -100,10 +94,12 @@ class _LabelVolumeGrader(Grader):
     prediction_format = "volume"
     prediction_columns = ("predicted_mask_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.nii.gz"
+    test_input = "test/images/{}_0000.nii.gz"
     allowed_labels: frozenset[int] = COW_LABELS
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        ref = header_geometry(test_image(public_dir, case_id))
+        ref = header_geometry(self.test_input_path(public_dir, case_id))
         check_prediction(submission.file(case_id, "predicted_mask_path"), ref, case_id, self.allowed_labels)
 
     def load_cases(self, submission: CaseTable, answers: CaseTable):
@@ -114,13 +110,11 @@ class _LabelVolumeGrader(Grader):
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """An empty (all-background) label volume on each test image's grid."""
-        self.write_empty_masks(public_dir, out_dir, lambda i: test_image(public_dir, i),
-                               lambda i: f"predictions/{i}.nii.gz")
+        self.write_empty_masks(public_dir, out_dir)
 
     def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
         answers = read_answers(answers_dir, self.id_column, self.answer_columns)
-        self.copy_answers(answers_dir, out_dir, "label_path",
-                          lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
+        self.copy_answers(answers_dir, out_dir, lambda i: "predictions/" + Path(answers.value(i, "label_path")).name)
 
 
 class Segmentation(_LabelVolumeGrader):
@@ -168,6 +162,7 @@ class EdgeClassification(Grader):
     prediction_format = "json"
     prediction_columns = ("predicted_edges_path",)
     answer_columns = ("label_path",)
+    prediction_file = "predictions/{}.json"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         truth, pred = [], []
@@ -189,8 +184,5 @@ class EdgeClassification(Grader):
         known = [read_edges(p, p.stem) for p in labels]
         ant = Counter(k[0] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
         pos = Counter(k[1] for k in known).most_common(1)[0][0] if known else (1, 1, 1, 1)
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"predictions/{i}.json",
+        self.write_files(out_dir, self.public_test_ids(public_dir),
                          lambda i, path: path.write_text(edges_json(ant, pos)))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "label_path", lambda i: f"predictions/{i}.json")

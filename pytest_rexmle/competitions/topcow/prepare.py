@@ -14,9 +14,8 @@ import yaml
 
 from ...data.prepare.errors import PrepareError
 from ...data.prepare.layout import Context, complete_ids, split_and_record, standard_outputs, stem_of, unique_ids
+from ...metrics.cow_anatomy import ANTERIOR_EDGES, POSTERIOR_EDGES
 
-ANTERIOR = ("L-A1", "Acom", "3rd-A2", "R-A1")
-POSTERIOR = ("L-Pcom", "L-P1", "R-P1", "R-Pcom")
 LABEL_DIRS = {"seg": ("cow_seg_labelsTr", ".nii.gz"), "box": ("roi_loc_labelsTr", ".txt"),
               "edges": ("antpos_edges_labelsTr", ".yml")}
 
@@ -50,7 +49,7 @@ def parse_edges(path: Path) -> dict[str, dict[str, int]]:
     """The anterior/posterior 0/1 edge lists of an ``antpos_edges`` YAML file, keys in TopCoW's edge order."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = {}
-    for region, keys in (("anterior", ANTERIOR), ("posterior", POSTERIOR)):
+    for region, keys in (("anterior", ANTERIOR_EDGES), ("posterior", POSTERIOR_EDGES)):
         section = data.get(region) if isinstance(data, dict) else None
         if not isinstance(section, dict) or set(map(str, section)) != set(keys):
             raise PrepareError(f"{path}: section {region!r} must have exactly the keys {list(keys)}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...data.prepare.sources import Signatures
 
-#: release file name → (member regexes identifying it, words for users)
 SIGNATURES: Signatures = {
     "TopCoW2024_Data_Release.zip": ((r"/cow_seg_labelstr/",), "the TopCoW release (cow_seg_labelsTr/)"),
 }

@@ -68,6 +68,8 @@ class ImageEnhancement(Grader):
     prediction_format = "png"
     prediction_columns = ("enhanced_image_path",)
     answer_columns = ("ground_truth_path",)
+    prediction_file = "enhanced/{}.png"
+    test_input = "test/low_quality/{}.png"
 
     def score(self, submission: CaseTable, answers: CaseTable) -> dict[str, float]:
         import numpy as np  # start-up: numpy only where this runs
@@ -81,17 +83,10 @@ class ImageEnhancement(Grader):
         return {k: float(mean(c[k] for c in per_case)) for k in KEYS}
 
     def check_case(self, submission: CaseTable, case_id: str, public_dir: Path) -> None:
-        size = png_size(low_quality_path(public_dir, case_id))
+        size = png_size(self.test_input_path(public_dir, case_id))
         read_png(submission.file(case_id, "enhanced_image_path"), case_id, size)
 
     def write_baseline(self, public_dir: Path, out_dir: Path) -> None:
         """The low-quality input itself as the 'enhanced' image: valid, and the no-op floor."""
-        self.write_files(out_dir, self.public_test_ids(public_dir), lambda i: f"enhanced/{i}.png",
-                         lambda i, path: shutil.copyfile(low_quality_path(public_dir, i), path))
-
-    def write_perfect(self, answers_dir: Path, out_dir: Path) -> None:
-        self.copy_answers(answers_dir, out_dir, "ground_truth_path", lambda i: f"enhanced/{i}.png")
-
-
-def low_quality_path(public_dir: Path, case_id: str) -> Path:
-    return public_dir / "test" / "low_quality" / f"{case_id}.png"
+        self.write_files(out_dir, self.public_test_ids(public_dir),
+                         lambda i, path: shutil.copyfile(self.test_input_path(public_dir, i), path))

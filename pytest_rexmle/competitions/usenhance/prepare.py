@@ -55,14 +55,11 @@ def prepare(ctx: Context) -> dict[str, int | dict[str, int]]:
     high_ids = unique_ids(high, "high-quality", ctx.task)
     ids = complete_ids(ctx.task, {"low_quality": low_ids, "high_quality": high_ids}, ctx)
     train, test = split_and_record(ids, ctx)
-    for case_id in train:
-        ctx.place(low_ids[case_id], ctx.public / "train" / "low_quality" / f"{case_id}.png")
-        ctx.place(high_ids[case_id], ctx.public / "train" / "high_quality" / f"{case_id}.png")
-    answers = {}
-    for case_id in test:
-        ctx.place(low_ids[case_id], ctx.public / "test" / "low_quality" / f"{case_id}.png")
-        ctx.place(high_ids[case_id], ctx.private / "test" / "high_quality" / f"{case_id}.png")
-        answers[case_id] = f"test/high_quality/{case_id}.png"
+    for case_id in ids:   # the high-quality image is the label: under private/ for a test case
+        where, label_root = ("train", ctx.public) if case_id in train else ("test", ctx.private)
+        ctx.place(low_ids[case_id], ctx.public / where / "low_quality" / f"{case_id}.png")
+        ctx.place(high_ids[case_id], label_root / where / "high_quality" / f"{case_id}.png")
+    answers = {i: f"test/high_quality/{i}.png" for i in test}
     standard_outputs(ctx, test, "enhanced_image_path", lambda i: f"enhanced/{i}.png", "ground_truth_path", answers)
     per_organ = {o: sum(1 for i in ids if i.startswith(o + "_")) for o in ORGANS}
     return {"cases": len(ids), "train": len(train), "test": len(test), "per_organ": per_organ}

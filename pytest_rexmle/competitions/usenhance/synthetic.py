@@ -53,16 +53,11 @@ def generate(task: Task, public: Path, private: Path, rng: np.random.Generator) 
             low = low * gaussian_filter(rng.gamma(4.0, 1 / 4.0, scene.shape), 0.7)
             pairs[f"{organ}_{stem}"] = (low, high)
     train, test = split_ids(pairs)
-    for case_id in train:
-        low, high = pairs[case_id]
-        _to_png(low, public / "train" / "low_quality" / f"{case_id}.png")
-        _to_png(high, public / "train" / "high_quality" / f"{case_id}.png")
-    answers = {}
-    for case_id in test:
-        low, high = pairs[case_id]
-        _to_png(low, public / "test" / "low_quality" / f"{case_id}.png")
-        _to_png(high, private / "test" / "high_quality" / f"{case_id}.png")
-        answers[case_id] = f"test/high_quality/{case_id}.png"
+    for case_id, (low, high) in pairs.items():   # the high-quality image is the label: private for a test case
+        where, label_root = ("train", public) if case_id in train else ("test", private)
+        _to_png(low, public / where / "low_quality" / f"{case_id}.png")
+        _to_png(high, label_root / where / "high_quality" / f"{case_id}.png")
+    answers = {i: f"test/high_quality/{i}.png" for i in test}
     write_tables(public, private, task.id_column, test, "enhanced_image_path", lambda i: f"enhanced/{i}.png",
                  "ground_truth_path", answers)
     write_split(private, train, test)
