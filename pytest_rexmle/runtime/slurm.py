@@ -43,11 +43,11 @@ from ..agent_output import log_tail
 from ..gateway.upstream import PROXY_ENV
 from ..images import store
 from ..images.runnable import import_hint
-from ..jsonfile import write_json_atomic
 from ..paths import cache_home
 from ..task import registry
 from . import RUNTIMES
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
+from .record import RUN_JSON, RunRecord, write_run_record
 from .sacct import ACCOUNTING
 from .slurm_job import (
     HEARTBEAT_POINTER,
@@ -589,13 +589,10 @@ def job_python() -> Path:
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:
-    path = spec.logs.parent / "run.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError):
-        meta = {}
-    meta.update(extra)
-    write_json_atomic(path, meta)
+    """``extra`` added to the run's ``run.json`` (the launcher wrote it before the first submission)."""
+    path = spec.logs.parent / RUN_JSON
+    meta = RunRecord.read(path).model_dump(mode="json", exclude_unset=True)
+    write_run_record(path, {**meta, **extra})
 
 
 def _controller_state(job_id: str) -> dict[str, str] | None:

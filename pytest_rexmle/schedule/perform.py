@@ -99,7 +99,8 @@ def finish_submitted(settings, task, board: Board, key: str, said: list, ended: 
     from ..agents import get_agent  # start-up: keeps importlib out of the executor's child
     from ..agents.base import AgentContext  # start-up: keeps pydantic out of the executor's child
     from ..run.begin import task_data  # start-up: keeps filelock, pydantic out of the executor's child
-    from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord  # start-up: as above
+    from ..run.launch import LaunchedRun, RunFolder  # start-up: as above
+    from ..runtime.record import RUN_JSON, RunRecord  # start-up: as above
 
     record = board.read(key) or {}
     folder = RunFolder(Path(record["run_dir"]))
