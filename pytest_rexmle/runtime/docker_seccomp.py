@@ -46,11 +46,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import write_text_atomic
 from .sandbox.seccomp import (
     ALWAYS_REFUSED_FAMILIES,
     CLONE_NAMESPACE_FLAGS,
@@ -226,11 +226,7 @@ def profile_file(folder: Path) -> Path:
     ``seccomp=`` as a path on its own host, where Docker's API takes the JSON itself."""
     path = folder / f"rexmle-seccomp-{digest().split(':', 1)[1][:16]}.json"
     if not path.is_file() or path.read_text() != profile_json():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-        tmp.write_text(profile_json())
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
+        write_text_atomic(path, profile_json(), 0o644)
     return path
 
 
