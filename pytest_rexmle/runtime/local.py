@@ -13,16 +13,11 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
   stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
-Network (``--rexmle-network``): ``gateway`` (the session default) is a network namespace of the
-sandbox's own whose only peer is the session's gateway, listening on the namespace's 127.0.0.1
-(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself, and where none can be
-created Landlock allows one TCP port, the gateway's on the host); ``none`` is a namespace with only a
-loopback (bwrap) or seccomp and Landlock refusing IP sockets (landlock); ``host`` is the host's network,
-loopback services included; ``bridge`` (an explicit choice: the task's answers are then downloadable)
-is, under bwrap with slirp4netns installed, a namespace of its own NATed to the outside by slirp4netns
-(:mod:`.sandbox.slirp`): the internet answers, the host's loopback does not. Elsewhere (Landlock's
-network rules only know ports; no slirp4netns) ``bridge`` falls back to the host's network, with one
-warning per session; the run's details record the network that actually ran.
+Network (``--rexmle-network``, :meth:`LocalRuntime.network`): ``gateway`` (the session default) is a network
+namespace of the sandbox's own whose only peer is the session's gateway (:mod:`.sandbox.gateway_net`; under
+Landlock, :func:`_landlock_gateway_mode`); ``none`` is a lone loopback (bwrap) or seccomp and Landlock refusing
+IP sockets; ``host`` is the host's network; ``bridge`` is slirp4netns's NAT (:mod:`.sandbox.slirp`) where it can
+be had, else the host's network. The run's details record the network that actually ran.
 
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (one of its own
 per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
@@ -438,8 +433,7 @@ class LocalRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
-        tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin",
-                                        python=not spec.software_path)
+        tools = agent_tools.write_tools(agent_tools.folder_of(spec), python=not spec.software_path)
         who, lease = self.identity(spec)
         owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
@@ -594,7 +588,7 @@ class LocalRuntime(Runtime):
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
-        tools = spec.workspace.parent / ".bin"
+        tools = agent_tools.folder_of(spec)
         staging.remove_tree(tools)
         path = agent_tools.agent_path(agent_tools.write_tools(tools, python=not spec.software_path))
         env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
