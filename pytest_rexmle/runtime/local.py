@@ -191,13 +191,16 @@ class LocalRuntime(Runtime):
         return {"sandbox": self.mechanism()}
 
     def check_image(self, image: str) -> None:
-        """An image agent runs from its unpacked image (``rexmle images import``) under bubblewrap, or not at
-        all: never on this machine's own Python."""
+        if (why := self.image_refusal(image)) is not None:
+            raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+
+    def image_refusal(self, image: str) -> str | None:
+        """Why ``image`` cannot run here (None: it can). An image agent runs from its unpacked image (``rexmle
+        images import``) under bubblewrap, or not at all: never on this machine's own Python."""
         why = local_image_refusal(image, self.mechanism())
         if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
             why = self.image_drop_refusal()
-        if why is not None:
-            raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+        return why
 
     def image_drop_refusal(self) -> str | None:
         """A root harness starts an image run's bubblewrap as the run's uid (nothing of the image may run as
@@ -527,7 +530,7 @@ class LocalRuntime(Runtime):
     def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
                    cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
                    connect: Callable[[subprocess.Popen], None], drop: HostDrop | None = None) -> RunOutcome:
-        join = _cgroup_joiner(cgroup)
+        join = cgroup.joiner() if cgroup is not None else None
         if drop is not None:
             join = preexec(drop, join)
         start = time.monotonic()
@@ -733,20 +736,6 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
     return proc.poll() is not None
 
 
-def _cgroup_joiner(cgroup: RunCgroup | None):
-    """A preexec function putting the child (bwrap or the launcher) into the run's cgroups before exec."""
-    if cgroup is None:
-        return None
-    paths = [str(p) for p in cgroup.procs_files]
-
-    def join() -> None:
-        for path in paths:
-            with open(path, "w") as fh:
-                fh.write("0")
-
-    return join
-
-
 @contextlib.contextmanager
 def _identity_released(spec: RunSpec, who, owner: tuple[int, int], lease: Lease | None, tmp: Path, tools: Path,
                        ended: dict):
@@ -852,12 +841,7 @@ def refusal_here(image: str, sandbox: str = "auto") -> str | None:
     once per process), or why none works; as root, also whether the run's uids can start bubblewrap (an image
     run's drop before exec). None: ``--rexmle-runtime=local`` runs ``image`` here. The Slurm runtime's probe
     job asks it on each node (:mod:`pytest_rexmle.runtime.node_check`)."""
-    runtime = LocalRuntime(sandbox=sandbox)
     try:
-        mechanism = runtime.mechanism()
+        return LocalRuntime(sandbox=sandbox).image_refusal(image)
     except RuntimeUnavailable as exc:
         return str(exc)
-    why = local_image_refusal(image, mechanism)
-    if why is None and os.geteuid() == 0:
-        why = runtime.image_drop_refusal()
-    return why

@@ -12,7 +12,7 @@ from typing import Any
 from ..agent_output import read_bytes
 from ..documents import Document, parse
 
-#: run.json / result.json are a few kB; larger ones are not parsed
+#: run.json is a few kB; a larger one is not parsed
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 RUN_JSON = "run.json"
 

@@ -371,8 +371,8 @@ class SlurmRuntime(Runtime):
         if self._restore_sigterm is not None and threading.current_thread() is threading.main_thread():
             self._restore_sigterm()
             self._restore_sigterm = None
-        if ids and not self.settings.detach:
-            subprocess.run(["scancel", *ids], capture_output=True)
+        if not self.settings.detach:
+            self.cancel_jobs(ids)
 
     # -- submission ----------------------------------------------------------------------------------------
     def slurm_minutes(self, time_limit: float) -> int:

@@ -83,10 +83,6 @@ class RunCgroup:
         self.controllers = controllers
         self.legacy = dict(legacy or {})
 
-    @property
-    def procs_files(self) -> list[Path]:
-        return [self.path / "cgroup.procs", *(d / "cgroup.procs" for d in self.legacy.values())]
-
     @classmethod
     def create(cls, name: str, limits: Limits) -> RunCgroup | None:
         root = cgroup_v2_root()
@@ -114,9 +110,17 @@ class RunCgroup:
         legacy = _legacy_groups(name, {"memory", "pids"} - enabled, limits)
         return cls(path, frozenset(enabled | set(legacy)), legacy)
 
-    def add(self, pid: int) -> None:
-        for procs in self.procs_files:
-            procs.write_text(str(pid))
+    def joiner(self) -> Callable[[], None]:
+        """A preexec function putting the child (bwrap or the launcher) into the run's groups before its exec;
+        the paths are worked out here, so the child only writes."""
+        paths = [str(folder / "cgroup.procs") for folder in (self.path, *self.legacy.values())]
+
+        def join() -> None:
+            for path in paths:
+                with open(path, "w") as fh:
+                    fh.write("0")
+
+        return join
 
     def _event(self, file: str, key: str) -> bool:
         for folder in (self.path, *self.legacy.values()):
