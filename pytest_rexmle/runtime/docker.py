@@ -61,7 +61,6 @@ import json
 import math
 import os
 import resource
-import signal
 import socket
 import sys
 import threading
@@ -82,6 +81,7 @@ from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 from .sandbox.identity import Identity, hand_back, hand_over
+from .sandbox.limits import SIGXFSZ_EXIT
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"
@@ -104,8 +104,6 @@ SELF_KILL_GRACE_SECONDS = 10.0
 #: how long the container's first process may still be without its seccomp filter after the engine reports it
 #: started (runc installs the filter right before it executes that process's program)
 SECCOMP_SETTLE_SECONDS = 2.0
-#: exit status of a process killed by SIGXFSZ (the file-size limit)
-SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
                 "(`pip install docker`; start the engine with `sudo systemctl start docker` or `sudo dockerd &`)")
 

@@ -73,7 +73,7 @@ from .sandbox.gateway_net import (
 from .sandbox.gpu_devices import visible_inside
 from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
-from .sandbox.limits import RunCgroup, disk_usage, rlimits_for, sweep_cgroups
+from .sandbox.limits import SIGXFSZ_EXIT, RunCgroup, disk_usage, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick, unprivileged_bwrap
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
@@ -94,7 +94,6 @@ DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
 _own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
-SIGXFSZ = 25
 # what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
                  "processes": ("Resource temporarily unavailable", "BlockingIOError", "fork: retry"),
@@ -795,7 +794,7 @@ def _limit_hit(exit_code: int | None, stderr_path: Path, cgroup: RunCgroup | Non
         return None
     if cgroup is not None and cgroup.oom_killed():
         return "memory", exceeded_message(limits, "memory", "killed by the kernel's OOM killer")
-    if exit_code == 128 + SIGXFSZ:
+    if exit_code == SIGXFSZ_EXIT:
         return "file_size", exceeded_message(limits, "file_size", "killed by SIGXFSZ")
     try:
         with open(stderr_path, "rb") as fh:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from ...limits import Limits
 
+#: exit status of a process killed by SIGXFSZ (the file-size limit), which rlimits report no other way
+SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 
 # -- rlimits (applied in the agent's first process, before exec) ------------------------------------
 def rlimits_for(limits: Limits, uid: int, cgroup_has: frozenset[str]) -> dict[int, int]:
