@@ -13,7 +13,7 @@ from pytest_rexmle.data.taskdata import MANIFEST, DataManifest
 from pytest_rexmle.documents import DocumentError, explain, field_name, json_numbers, number
 from pytest_rexmle.report.merge import MergedReport
 from pytest_rexmle.report.model import SessionReport
-from pytest_rexmle.run.launch import RunRecord
+from pytest_rexmle.runtime.record import RunRecord
 from pytest_rexmle.task import Task
 
 MODELS = [Task, RunRecord, SessionReport, MergedReport, CapabilityRun, AgentCapability, SessionCapability,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_rexmle.documents import DocumentError
-from pytest_rexmle.run.launch import RunRecord, write_run_record
+from pytest_rexmle.runtime.record import RunRecord, write_run_record
 
 START = {"task": "isles22", "agent": "sample", "agent_options": {}, "runtime": "local", "data": "synthetic",
          "time_limit": 60, "gpus": [], "key": {"task": "isles22"}, "started": "2026-11-26T10:00:00+00:00"}
@@ -36,3 +36,16 @@ def test_written_record_keeps_set_and_foreign_keys_only(tmp_path):
     with pytest.raises(DocumentError, match="field 'exit_code'"):
         write_run_record(path, {**START, "exit_code": "crashed"})
     assert json.loads(path.read_text()) == on_disk  # a refused record leaves the file as it was
+
+
+def test_a_resubmitted_slurm_job_adds_to_run_json_through_the_record(tmp_path):
+    from pytest_rexmle.runtime.base import RunSpec
+    from pytest_rexmle.runtime.slurm import _append_run_record
+
+    write_run_record(tmp_path / "run.json", {**START, "reattached": True})
+    spec = RunSpec("isles22", ["true"], {}, tmp_path / "data", tmp_path / "workspace", tmp_path / "submission",
+                   tmp_path / "logs", tmp_path / "instructions.md", 60)
+    _append_run_record(spec, {"requeued_after": "PREEMPTED", "slurm": {"job_id": "43", "attempts": 2}})
+    assert json.loads((tmp_path / "run.json").read_text()) == {
+        **START, "time_limit": 60.0, "reattached": True, "requeued_after": "PREEMPTED",
+        "slurm": {"job_id": "43", "attempts": 2}}

@@ -23,6 +23,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import RunSpec
 
 CLIENT = Path(__file__).resolve().parent.parent / "gateway" / "validate_client.py"
 #: where bubblewrap and Docker show the folder inside the sandbox
@@ -70,6 +74,12 @@ def write_tools(folder: Path, python: bool = True) -> Path:
             os.symlink(python3, folder / "python")
     os.chmod(folder, 0o755)
     return folder
+
+
+def folder_of(spec: RunSpec) -> Path:
+    """Where a run's tools are written: its stage's ``bin`` (the stage is all Landlock's agent reaches), else
+    ``.bin`` beside its workspace."""
+    return spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
 
 
 def agent_path(tools: str | Path) -> str:

@@ -15,46 +15,35 @@ What the agent sees (the same contract as the local runtime, at the same paths):
 * a read-only root filesystem with a private tmpfs ``/tmp``; no private answers by any path (they
   are never mounted; a hidden folder that happens to lie under a mounted one is covered by a tmpfs).
 
-The container runs as a non-root user (the run folder's owner, or 1000:1000 when that is root — the
-writable mounts are handed to that user first), with ``init`` as PID 1, no capabilities,
-``no-new-privileges``, and the project's seccomp profile (:mod:`.docker_seccomp`: Docker's default policy for
-a container without capabilities plus the project's denials — ``AF_VSOCK``/``AF_ALG`` sockets, ``io_uring``,
-syscalls newer than its table, namespaces, setuid bits), which the *engine* installs before the container's
-first process starts: nothing in the image (its ``/bin/sh``, its ``python3``) decides whether it applies.
-``run.json``'s ``seccomp`` records the profile's digest and the filter the kernel reports for the container's
-first process, read from the host. ``/proc/sys`` is read-only, as the engine always mounts it.
+The container runs as a non-root user (a uid of the run's own for a root harness, else the run folder's
+owner — the writable mounts are handed to it first), with ``init`` as PID 1, no capabilities,
+``no-new-privileges``, and the project's seccomp profile (:mod:`.docker_seccomp`), which the *engine* installs
+before the container's first process starts: nothing in the image decides whether it applies. ``run.json``'s
+``seccomp`` records the profile's digest and the filter the kernel reports for that process, read from the
+host (:func:`seccomp_in_force`). ``/proc/sys`` is read-only, as the engine always mounts it.
 Every container carries labels (``rexmle.session``, ``rexmle.task``, ``rexmle.pid``/``rexmle.pid_start``/
 ``rexmle.host`` of the harness process, ``rexmle.run_dir``) so :meth:`DockerRuntime.sweep_orphans` can
 remove what a killed harness left behind; labels, like the environment the engine records, are
 host-side and never visible inside.
 
 Limits (:meth:`DockerRuntime.container_limits`, rendered from the run's :class:`~.policy.SandboxPolicy`):
-memory (swap included), processes, open files, the size of any one file (``RLIMIT_FSIZE``), the size of
-the ``/tmp`` and ``/var/tmp`` tmpfs, shared memory and CPUs. They come from ``--rexmle-limit`` over the
-task's ``limits:``; a limit left unlimited there gets this runtime's default below (a container always
-has one: memory 32 GiB capped by the engine's, 8192 processes, 65536 open files, 256 GiB per file,
-4 GiB /tmp and /dev/shm, 4 CPUs capped by the engine's). An OOM kill or a SIGXFSZ death is reported
-as the limit it broke ("memory limit of 512 MiB exceeded"), a FAIL.
+memory (swap included), processes, open files, file size, the ``/tmp`` tmpfs, shared memory and CPUs, from
+``--rexmle-limit`` over the task's ``limits:``; one left unlimited gets the container default (``DEFAULT_*``
+below). An OOM kill or a SIGXFSZ death is a FAIL naming the limit it broke (:meth:`DockerRuntime.exceeded_limit`).
 
 Lifetime: the container is removed in every case — success, crash, time limit (killed), Ctrl-C,
 SIGTERM to pytest (turned into an exception on the main thread while a run is in progress), and a
 pytest-timeout in its default ``signal`` method (it raises in the main thread, so the ``finally``
 runs). A hard kill of the harness (SIGKILL, pytest-timeout's ``thread`` method, which calls
-``os._exit``) cannot stop the container from the host, so the container stops *itself*: its command
-runs under ``timeout -s KILL <time limit + grace>``, and when that ends, ``init`` (PID 1) exits and
-the engine kills everything left in the container. The exited container is removed by the next
-session's sweep.
+``os._exit``) cannot stop the container from the host, so the container stops *itself*
+(:meth:`DockerRuntime.command`); the exited container is removed by the next session's sweep.
 
 What the agent can still learn: ``/proc/self/mountinfo`` names the host paths of its bind mounts. The
 run's folders and the public data are bound from the run's neutral stage (``/var/tmp/rexmle-XXXX/...``,
 see :mod:`.staging`), so no runs folder, cache or data root is named; the harness package's own path
 shows. A path is not access, and the private answers are neither mounted nor under any mount.
-Network: ``gateway`` (the session default) runs the agent's container in the network namespace of a
-*holder* container (``--network none``), into which the harness first put the gateway's listener
-(``setns`` through the holder's pid: a root harness only; :mod:`.sandbox.gateway_net`), so the agent's
-only peer is the gateway on its own ``127.0.0.1:8484``; ``bridge`` reaches the internet, and the host
-only through the bridge's gateway address — services bound to the host's loopback are not reachable; ``none`` has no interface but
-loopback; ``host`` (only when asked for) shares the host's network, loopback services included.
+Network: see :meth:`DockerRuntime.network_mode`; under ``gateway`` (the session default) the agent's only
+peer is the gateway on its own ``127.0.0.1:8484`` (:meth:`DockerRuntime._network_holder`, root only).
 
 Settings (environment, so they reach xdist workers unchanged): ``REXMLE_DOCKER_IMAGE`` (default image
 for agents that name none; default ``rexmle/base:latest``), ``REXMLE_DOCKER_GRACE`` (10 s after the time
@@ -72,7 +61,6 @@ import json
 import math
 import os
 import resource
-import signal
 import socket
 import sys
 import threading
@@ -93,6 +81,7 @@ from .liveness import pid_alive, process_start
 from .policy import IdentityPolicy, PolicyOptions, SandboxPolicy
 from .sandbox.gateway_net import GatewayNetworkError, base_url, listener_in_namespace
 from .sandbox.identity import Identity, hand_back, hand_over
+from .sandbox.limits import SIGXFSZ_EXIT
 from .sandbox.uids import UidRange, UidRangeError, allocate
 
 DEFAULT_IMAGE = "rexmle/base:latest"
@@ -115,8 +104,6 @@ SELF_KILL_GRACE_SECONDS = 10.0
 #: how long the container's first process may still be without its seccomp filter after the engine reports it
 #: started (runc installs the filter right before it executes that process's program)
 SECCOMP_SETTLE_SECONDS = 2.0
-#: exit status of a process killed by SIGXFSZ (the file-size limit)
-SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 INSTALL_HINT = ("the docker runtime needs a running Docker engine and the Python SDK "
                 "(`pip install docker`; start the engine with `sudo systemctl start docker` or `sudo dockerd &`)")
 
@@ -238,7 +225,7 @@ class DockerRuntime(Runtime):
         contract paths, then the agent's tools; answers are never among them."""
         inside = self.contract_paths(spec)
         binds = [(m.source, inside[m.role], not m.writable) for m in policy.mounts]
-        tools = spec.stage / "bin" if spec.stage is not None else spec.workspace.parent / ".bin"
+        tools = agent_tools.folder_of(spec)
         if tools.is_dir():  # the agent's tools (rexmle validate), written by run()
             binds.append((tools, str(agent_tools.INSIDE), True))
             # and where a login shell's PATH (/etc/profile resets it: Codex's `bash -lc`) still finds them
@@ -376,12 +363,10 @@ class DockerRuntime(Runtime):
 
     # -- running -------------------------------------------------------------------------------------------
     def _image(self, spec: RunSpec):
-        import docker.errors  # start-up: docker only where this runs
-
         name = spec.image or self.settings.image
         try:
             return name, self.client.images.get(name)
-        except docker.errors.ImageNotFound:
+        except docker_errors().ImageNotFound:
             agent = agent_of_image(name)
             build = f"`rexmle images build --agent {agent}`" if agent else (
                 "`rexmle images build` (agents' images: `rexmle images build --agent NAME`)")
@@ -402,8 +387,7 @@ class DockerRuntime(Runtime):
         try:
             with staging.staged(spec) as view:  # bind sources the kernel names in mountinfo: the stage's
                 staged = view.spec
-                tools = agent_tools.write_tools(staged.stage / "bin" if staged.stage is not None
-                                                else staged.workspace.parent / ".bin")
+                tools = agent_tools.write_tools(agent_tools.folder_of(staged))
                 try:
                     outcome = self._run_container(staged, image_name, image, user)
                 finally:
@@ -539,11 +523,9 @@ class DockerRuntime(Runtime):
     def _create(self, kwargs: dict[str, Any]):
         """``containers.create``, its refusal (an engine that cannot apply the seccomp profile, a bad option)
         told as the engine's sentence, not a traceback."""
-        import docker.errors  # start-up: docker only where this runs
-
         try:
             return self.client.containers.create(**kwargs)
-        except docker.errors.APIError as exc:
+        except docker_errors().APIError as exc:
             raise RuntimeUnavailable(f"Docker could not create the agent's container: {_api_message(exc)}") from None
 
     def _seccomp_checked(self, container) -> dict[str, Any]:

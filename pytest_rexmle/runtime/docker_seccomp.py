@@ -16,17 +16,12 @@ fall back on it by design), and the allowed names are not hand-picked: they are 
 What an agent may call is thus what the bubblewrap/Landlock filter lets through, minus what Docker's
 own default profile refuses to a container without capabilities (as every agent container is).
 
-Refused with EPERM: :data:`~.sandbox.seccomp.DENIED` (mount and the new mount API, namespaces, module
-and kexec calls, keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring`` (whose operations
-bypass seccomp), ``mknod``, clock and hostname changes, file handles, ...), except tracing
-(:data:`~.sandbox.seccomp.CONTAINED_CALLS`: the container's PID namespace holds only the agent's own
-processes, and R&D-Agent runs its code under ``strace``; Docker allows them too), plus
-:data:`DOCKER_REFUSED`. ``clone3`` and ``openat2`` answer ENOSYS (their arguments live in structs no
-filter can read; libc falls back). Arguments are checked as the project's filter checks them:
-``clone`` with a namespace flag (EPERM), ``socket``/``socketpair`` of ``AF_VSOCK`` (which reaches the
-hypervisor's host past every network rule) or ``AF_ALG`` (EAFNOSUPPORT), a setuid/setgid bit asked of
-``chmod``/``creat``/``open``/``mkdir`` and their relatives (EPERM); ``personality`` takes only the values
-Docker's default allows.
+Refused as the project's filter refuses them (:mod:`.sandbox.seccomp`'s docstring says what and why):
+:data:`~.sandbox.seccomp.DENIED` with EPERM, except tracing (:data:`~.sandbox.seccomp.CONTAINED_CALLS`: the
+container's PID namespace holds only the agent's own processes, and R&D-Agent runs its code under ``strace``),
+plus :data:`DOCKER_REFUSED`; ``clone3`` and ``openat2`` with ENOSYS; ``clone`` with a namespace flag,
+``socket``/``socketpair`` of ``AF_VSOCK`` or ``AF_ALG``, and a setuid/setgid mode bit by their arguments.
+``personality`` takes only the values Docker's default allows.
 
 How the argument rules are written, and why: each rule compares one argument once — runc turns several
 comparisons of one argument into separate rules, which it ORs, so ``family > 40 and family < 64`` would
@@ -46,11 +41,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..jsonfile import write_text_atomic
 from .sandbox.seccomp import (
     ALWAYS_REFUSED_FAMILIES,
     CLONE_NAMESPACE_FLAGS,
@@ -226,11 +221,7 @@ def profile_file(folder: Path) -> Path:
     ``seccomp=`` as a path on its own host, where Docker's API takes the JSON itself."""
     path = folder / f"rexmle-seccomp-{digest().split(':', 1)[1][:16]}.json"
     if not path.is_file() or path.read_text() != profile_json():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-        tmp.write_text(profile_json())
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
+        write_text_atomic(path, profile_json(), 0o644)
     return path
 
 

@@ -13,16 +13,11 @@ that works by running a tiny sandboxed command; ``--rexmle-sandbox`` forces one)
   a subreaper launcher ends every agent process. Contract paths are real paths, those of the run's
   stage (:mod:`.staging`) — a neutral folder naming no run, cache or data root.
 
-Network (``--rexmle-network``): ``gateway`` (the session default) is a network namespace of the
-sandbox's own whose only peer is the session's gateway, listening on the namespace's 127.0.0.1
-(:mod:`.sandbox.gateway_net`; Landlock's launcher creates the namespace itself, and where none can be
-created Landlock allows one TCP port, the gateway's on the host); ``none`` is a namespace with only a
-loopback (bwrap) or seccomp and Landlock refusing IP sockets (landlock); ``host`` is the host's network,
-loopback services included; ``bridge`` (an explicit choice: the task's answers are then downloadable)
-is, under bwrap with slirp4netns installed, a namespace of its own NATed to the outside by slirp4netns
-(:mod:`.sandbox.slirp`): the internet answers, the host's loopback does not. Elsewhere (Landlock's
-network rules only know ports; no slirp4netns) ``bridge`` falls back to the host's network, with one
-warning per session; the run's details record the network that actually ran.
+Network (``--rexmle-network``, :meth:`LocalRuntime.network`): ``gateway`` (the session default) is a network
+namespace of the sandbox's own whose only peer is the session's gateway (:mod:`.sandbox.gateway_net`; under
+Landlock, :func:`_landlock_gateway_mode`); ``none`` is a lone loopback (bwrap) or seccomp and Landlock refusing
+IP sockets; ``host`` is the host's network; ``bridge`` is slirp4netns's NAT (:mod:`.sandbox.slirp`) where it can
+be had, else the host's network. The run's details record the network that actually ran.
 
 In both, the agent's first process is :mod:`.sandbox.launcher`: an unprivileged uid (one of its own
 per run when the harness is root, see :mod:`.sandbox.identity` and :mod:`.sandbox.uids`), no
@@ -78,7 +73,7 @@ from .sandbox.gateway_net import (
 from .sandbox.gpu_devices import visible_inside
 from .sandbox.hostdrop import Bridge, HostDrop, preexec
 from .sandbox.landlock import render as render_landlock
-from .sandbox.limits import RunCgroup, disk_usage, rlimits_for, sweep_cgroups
+from .sandbox.limits import SIGXFSZ_EXIT, RunCgroup, disk_usage, rlimits_for, sweep_cgroups
 from .sandbox.probe import launcher_command, launcher_env, pick, unprivileged_bwrap
 from .sandbox.seccomp import build_filter
 from .sandbox.slirp import INSTALL_HINT, NetworkSetupError, SlirpNetwork, slirp4netns
@@ -99,7 +94,6 @@ DISK_POLL_SECONDS = 1.0
 SANDBOX_CHOICES = ("auto", "bwrap", "landlock")
 _fallbacks_warned: set[str] = set()  # one warning per session (process) and reason
 _own_netns: tuple[bool, str] | None = None  # whether this harness can give a Landlock agent a network namespace
-SIGXFSZ = 25
 # what an agent's stderr says when an rlimit refused it (rlimits kill nothing, so the reason is read back)
 LIMIT_MARKERS = {"memory": ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory"),
                  "processes": ("Resource temporarily unavailable", "BlockingIOError", "fork: retry"),
@@ -196,13 +190,16 @@ class LocalRuntime(Runtime):
         return {"sandbox": self.mechanism()}
 
     def check_image(self, image: str) -> None:
-        """An image agent runs from its unpacked image (``rexmle images import``) under bubblewrap, or not at
-        all: never on this machine's own Python."""
+        if (why := self.image_refusal(image)) is not None:
+            raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+
+    def image_refusal(self, image: str) -> str | None:
+        """Why ``image`` cannot run here (None: it can). An image agent runs from its unpacked image (``rexmle
+        images import``) under bubblewrap, or not at all: never on this machine's own Python."""
         why = local_image_refusal(image, self.mechanism())
         if why is None and ident.harness_is_root() and not self.policy_options.identity.as_root:
             why = self.image_drop_refusal()
-        if why is not None:
-            raise RuntimeUnavailable(f"the local runtime cannot run image {image!r} here: {why}")
+        return why
 
     def image_drop_refusal(self) -> str | None:
         """A root harness starts an image run's bubblewrap as the run's uid (nothing of the image may run as
@@ -438,8 +435,7 @@ class LocalRuntime(Runtime):
         policy = self.policy(spec)  # once, on the staged folders the sandbox exposes
         limits = policy.limits
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=spec.workspace.parent))
-        tools = agent_tools.write_tools(spec.workspace.parent / ".bin" if spec.stage is None else spec.stage / "bin",
-                                        python=not spec.software_path)
+        tools = agent_tools.write_tools(agent_tools.folder_of(spec), python=not spec.software_path)
         who, lease = self.identity(spec)
         owner = folder_owner(spec.workspace)
         cgroup: RunCgroup | None = None
@@ -533,7 +529,7 @@ class LocalRuntime(Runtime):
     def _supervise(self, policy: run_policy.SandboxPolicy, argv: list[str], pass_fds: tuple[int, ...],
                    cgroup: RunCgroup | None, tmp: Path, stdout_path: Path, stderr_path: Path,
                    connect: Callable[[subprocess.Popen], None], drop: HostDrop | None = None) -> RunOutcome:
-        join = _cgroup_joiner(cgroup)
+        join = cgroup.joiner() if cgroup is not None else None
         if drop is not None:
             join = preexec(drop, join)
         start = time.monotonic()
@@ -594,7 +590,7 @@ class LocalRuntime(Runtime):
 
     def _run_unsafe(self, spec: RunSpec, stdout_path: Path, stderr_path: Path) -> RunOutcome:
         argv, cwd = spec.argv, str(spec.cwd or spec.workspace)
-        tools = spec.workspace.parent / ".bin"
+        tools = agent_tools.folder_of(spec)
         staging.remove_tree(tools)
         path = agent_tools.agent_path(agent_tools.write_tools(tools, python=not spec.software_path))
         env = {**os.environ, **self.agent_environment(spec, path, os.environ.get("TMPDIR", "/tmp")),
@@ -739,20 +735,6 @@ def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
     return proc.poll() is not None
 
 
-def _cgroup_joiner(cgroup: RunCgroup | None):
-    """A preexec function putting the child (bwrap or the launcher) into the run's cgroups before exec."""
-    if cgroup is None:
-        return None
-    paths = [str(p) for p in cgroup.procs_files]
-
-    def join() -> None:
-        for path in paths:
-            with open(path, "w") as fh:
-                fh.write("0")
-
-    return join
-
-
 @contextlib.contextmanager
 def _identity_released(spec: RunSpec, who, owner: tuple[int, int], lease: Lease | None, tmp: Path, tools: Path,
                        ended: dict):
@@ -812,7 +794,7 @@ def _limit_hit(exit_code: int | None, stderr_path: Path, cgroup: RunCgroup | Non
         return None
     if cgroup is not None and cgroup.oom_killed():
         return "memory", exceeded_message(limits, "memory", "killed by the kernel's OOM killer")
-    if exit_code == 128 + SIGXFSZ:
+    if exit_code == SIGXFSZ_EXIT:
         return "file_size", exceeded_message(limits, "file_size", "killed by SIGXFSZ")
     try:
         with open(stderr_path, "rb") as fh:
@@ -858,12 +840,7 @@ def refusal_here(image: str, sandbox: str = "auto") -> str | None:
     once per process), or why none works; as root, also whether the run's uids can start bubblewrap (an image
     run's drop before exec). None: ``--rexmle-runtime=local`` runs ``image`` here. The Slurm runtime's probe
     job asks it on each node (:mod:`pytest_rexmle.runtime.node_check`)."""
-    runtime = LocalRuntime(sandbox=sandbox)
     try:
-        mechanism = runtime.mechanism()
+        return LocalRuntime(sandbox=sandbox).image_refusal(image)
     except RuntimeUnavailable as exc:
         return str(exc)
-    why = local_image_refusal(image, mechanism)
-    if why is None and os.geteuid() == 0:
-        why = runtime.image_drop_refusal()
-    return why

@@ -43,11 +43,12 @@ from ..agent_output import log_tail
 from ..gateway.upstream import PROXY_ENV
 from ..images import store
 from ..images.runnable import import_hint
-from ..jsonfile import write_json_atomic
+from ..jsonfile import write_text_atomic
 from ..paths import cache_home
 from ..task import registry
 from . import RUNTIMES
 from .base import RunHandle, RunOutcome, RunSpec, Runtime, RuntimeUnavailable, agent_logs, trap_sigterm
+from .record import RUN_JSON, RunRecord, write_run_record
 from .sacct import ACCOUNTING
 from .slurm_job import (
     HEARTBEAT_POINTER,
@@ -57,7 +58,6 @@ from .slurm_job import (
     outcome_from_json,
     read_spec,
     write_spec,
-    write_text_atomic,
 )
 
 INNER_RUNTIMES = ("local", "docker")
@@ -155,14 +155,8 @@ class SlurmHandle(RunHandle):
 
 
 def _seconds(elapsed: str | None) -> float:
-    """``[D-]HH:MM:SS`` -> seconds."""
-    if not elapsed:
-        return 0.0
-    days, _, rest = elapsed.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    return (int(days or 0) * 86400) + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    """sacct's ``Elapsed`` (``[D-]HH:MM:SS``) in seconds (0 when there is none)."""
+    return round((slurm_minutes_of(elapsed or "") or 0) * 60)
 
 
 class SlurmRuntime(Runtime):
@@ -261,45 +255,45 @@ class SlurmRuntime(Runtime):
             if missing:
                 raise RuntimeUnavailable(f"the compute nodes cannot run image {image!r}: " + "; ".join(missing))
 
-    def _sbatch_probe(self, lines: list[str], out: Path) -> tuple[str, str, list[str] | None] | None:
-        """Run ``lines`` as a tiny job whose output goes to ``out``: None when no node took it within
-        ``probe_seconds`` (the job is cancelled), else (job id, sbatch's stderr, the job's ``missing ...``
-        lines, or None when its output never arrived here)."""
+    def _sbatch_probe(self, lines: list[str], runs: Path) -> tuple[str, str, list[str] | None] | None:
+        """Run ``lines`` as a tiny job whose output goes to a fresh file in the runs folder ``runs`` (removed
+        afterwards): None when no node took it within ``probe_seconds`` (the job is cancelled), else (job id,
+        sbatch's stderr, the job's ``missing ...`` lines, or None when its output never arrived here)."""
+        runs.mkdir(parents=True, exist_ok=True)
+        out = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}.out"
         argv = ["sbatch", "--wait", "--parsable", "--job-name=rexmle-probe", "--time=2", "-o", str(out),
                 "--wrap", "; ".join(lines)]
         argv += [f"--{k}={v}" for k in ("partition", "account", "qos") if (v := getattr(self.settings, k))]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            job_id = proc.communicate()[0].strip().split(";")[0]
-            if job_id:
-                subprocess.run(["scancel", job_id], capture_output=True)
-            return None
-        missing = [line.removeprefix("missing ") for line in out.read_text().splitlines()
-                   if line.startswith("missing ")] if out.exists() else None
-        return stdout.strip(), stderr.strip(), missing
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                stdout, stderr = proc.communicate(timeout=self.settings.probe_seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                job_id = proc.communicate()[0].strip().split(";")[0]
+                if job_id:
+                    subprocess.run(["scancel", job_id], capture_output=True)
+                return None
+            missing = [line.removeprefix("missing ") for line in out.read_text().splitlines()
+                       if line.startswith("missing ")] if out.exists() else None
+            return stdout.strip(), stderr.strip(), missing
+        finally:
+            out.unlink(missing_ok=True)
 
     def _probe_job(self, lines: list[str]) -> list[str] | None:
         """Run ``lines`` as a tiny job; returns its ``missing ...`` lines (None: no node within the wait)."""
         runs = dict(self.settings.shared_paths).get("runs folder")
         if runs is None:
             return None
-        runs.mkdir(parents=True, exist_ok=True)
-        out = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}.out"
-        try:
-            probe = self._sbatch_probe(lines, out)
-            if probe is None:
-                warnings.warn(f"rexmle: the probe job found no free node within {self.settings.probe_seconds:.0f} s",
-                              stacklevel=1)
-                return None
-            job_id, stderr, missing = probe
-            if not job_id or missing is None:
-                raise RuntimeUnavailable(f"sbatch could not run the probe job: {stderr[:300]}")
-            return missing
-        finally:
-            out.unlink(missing_ok=True)
+        probe = self._sbatch_probe(lines, runs)
+        if probe is None:
+            warnings.warn(f"rexmle: the probe job found no free node within {self.settings.probe_seconds:.0f} s",
+                          stacklevel=1)
+            return None
+        job_id, stderr, missing = probe
+        if not job_id or missing is None:
+            raise RuntimeUnavailable(f"sbatch could not run the probe job: {stderr[:300]}")
+        return missing
 
     def probe_shared_paths(self) -> None:
         """A tiny job checks that a node sees the data, the runs folder and this Python at the same paths.
@@ -315,30 +309,28 @@ class SlurmRuntime(Runtime):
         runs.mkdir(parents=True, exist_ok=True)
         token = runs / f".slurm-probe-{uuid.uuid4().hex[:12]}"
         token.write_text("rexmle")
-        out = token.with_suffix(".out")
         lines = [f"test -e {shlex.quote(str(token))} || echo {shlex.quote('missing runs folder ' + str(runs))}"]
         for what, path in checks:
             lines.append(f"test -e {shlex.quote(str(path))} || echo {shlex.quote(f'missing {what} {path}')}")
         try:
-            probe = self._sbatch_probe(lines, out)
-            if probe is None:
-                warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
-                              f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
-                              f"the nodes share", stacklevel=1)
-                return
-            job_id, stderr, missing = probe
-            if not job_id:  # no job id: sbatch itself refused (partition, account, ...)
-                raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr[:300]}")
-            if missing is None:
-                raise RuntimeUnavailable(f"the runs folder {runs} is not shared with the compute nodes (the probe "
-                                         f"job's output never arrived here); put it on a shared filesystem "
-                                         f"(--rexmle-runs-dir)")
-            if missing:
-                raise RuntimeUnavailable("the compute nodes do not see these paths (they must be on a filesystem "
-                                         "shared with this host, at the same path): " + "; ".join(missing))
+            probe = self._sbatch_probe(lines, runs)
         finally:
             token.unlink(missing_ok=True)
-            out.unlink(missing_ok=True)
+        if probe is None:
+            warnings.warn(f"rexmle: the shared-filesystem probe job found no free node within "
+                          f"{self.settings.probe_seconds:.0f} s; make sure {runs} and the data are on a filesystem "
+                          f"the nodes share", stacklevel=1)
+            return
+        job_id, stderr, missing = probe
+        if not job_id:  # no job id: sbatch itself refused (partition, account, ...)
+            raise RuntimeUnavailable(f"sbatch could not run the shared-filesystem probe: {stderr[:300]}")
+        if missing is None:
+            raise RuntimeUnavailable(f"the runs folder {runs} is not shared with the compute nodes (the probe "
+                                     f"job's output never arrived here); put it on a shared filesystem "
+                                     f"(--rexmle-runs-dir)")
+        if missing:
+            raise RuntimeUnavailable("the compute nodes do not see these paths (they must be on a filesystem "
+                                     "shared with this host, at the same path): " + "; ".join(missing))
 
     def contract_paths(self, spec: RunSpec) -> dict[str, str]:
         return self.inner().contract_paths(spec)
@@ -379,8 +371,8 @@ class SlurmRuntime(Runtime):
         if self._restore_sigterm is not None and threading.current_thread() is threading.main_thread():
             self._restore_sigterm()
             self._restore_sigterm = None
-        if ids and not self.settings.detach:
-            subprocess.run(["scancel", *ids], capture_output=True)
+        if not self.settings.detach:
+            self.cancel_jobs(ids)
 
     # -- submission ----------------------------------------------------------------------------------------
     def slurm_minutes(self, time_limit: float) -> int:
@@ -459,7 +451,7 @@ class SlurmRuntime(Runtime):
         self.forget(handle)  # this process's close() must not cancel it: the session's watcher owns it now
         pointer = handle.folder / HEARTBEAT_POINTER  # the job reads it (slurm_job.watch_session)
         if heartbeat is not None and not self.settings.detach:
-            write_text_atomic(pointer, str(heartbeat))
+            write_text_atomic(pointer, str(heartbeat), 0o644)
         else:
             pointer.unlink(missing_ok=True)
         return handle.job_id
@@ -492,14 +484,11 @@ class SlurmRuntime(Runtime):
         ids = {str((r.get("slurm") or {}).get("job_id")): r for r in records if (r.get("slurm") or {}).get("job_id")}
         if not ids:
             return {}
-        for job_id in ids:
-            ACCOUNTING.register(job_id)
-        ACCOUNTING.update()
+        states = cls.job_states(list(ids))
         out = {}
         for job_id, record in ids.items():
-            info = ACCOUNTING.get_info(job_id, mode="cache")
-            if info:
-                out[record["run_dir"]] = {"job_id": job_id, "state": _state_name(info.get("State", "")),
+            if info := states.get(job_id):
+                out[record["run_dir"]] = {"job_id": job_id, "state": info["state"],
                                           "reason": info.get("Reason"), "node": info.get("NodeList"),
                                           "elapsed": _seconds(info.get("Elapsed")), "limit": info.get("Timelimit")}
             elif (held := _controller_state(job_id)) is not None:  # submitted, not yet in accounting
@@ -589,13 +578,10 @@ def job_python() -> Path:
 
 
 def _append_run_record(spec: RunSpec, extra: dict) -> None:
-    path = spec.logs.parent / "run.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError):
-        meta = {}
-    meta.update(extra)
-    write_json_atomic(path, meta)
+    """``extra`` added to the run's ``run.json`` (the launcher wrote it before the first submission)."""
+    path = spec.logs.parent / RUN_JSON
+    meta = RunRecord.read(path).model_dump(mode="json", exclude_unset=True)
+    write_run_record(path, {**meta, **extra})
 
 
 def _controller_state(job_id: str) -> dict[str, str] | None:

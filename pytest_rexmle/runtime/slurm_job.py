@@ -104,12 +104,6 @@ HEARTBEAT_POINTER = "session-heartbeat"
 STALE_ENV, STALE_SECONDS = "REXMLE_SESSION_STALE_SECONDS", 600.0
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def watch_session(pointer: Path, stale: float, check: float = 5.0, stop: threading.Event | None = None,
                   on_stale=None) -> threading.Thread:
     """A thread that sends this job SIGTERM when the heartbeat its ``pointer`` names stands still for

@@ -30,8 +30,9 @@ from ..documents import read
 from ..errors import DataNotPreparedError
 from ..jsonfile import write_json_atomic
 from ..run.begin import begin, task_data
-from ..run.launch import RUN_JSON, LaunchedRun, RunFolder, RunRecord, finish
+from ..run.launch import LaunchedRun, RunFolder, finish
 from ..runtime import runtime_for
+from ..runtime.record import RUN_JSON, RunRecord
 from ..runtime.slurm_job import outcome_to_json
 from ..settings import Settings
 from ..task import registry

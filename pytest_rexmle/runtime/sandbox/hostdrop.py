@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .identity import Identity
+from .identity import Identity, become
 from .limits import apply_rlimits
 
 PR_SET_PDEATHSIG = 1
@@ -128,9 +128,7 @@ def preexec(drop: HostDrop, join: Callable[[], None] | None = None) -> Callable[
         if drop.bridge is not None:
             drop.bridge.mount(libc, plan)
         if drop.identity is not None:
-            os.setgroups([])
-            os.setresgid(drop.identity.gid, drop.identity.gid, drop.identity.gid)
-            os.setresuid(drop.identity.uid, drop.identity.uid, drop.identity.uid)
+            become(drop.identity)
         apply_rlimits(rlimits)
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
         if os.getppid() != drop.parent:  # the harness died before the signal was armed

@@ -60,8 +60,9 @@ def own_identity() -> Identity:
 
 
 def become(identity: Identity) -> None:
-    """Switch this process (a fresh child) to ``identity`` with no supplementary groups: for asking
-    what that uid may do, never for running the agent (see :func:`drop_privileges` for that)."""
+    """Switch this process (a fresh child) to ``identity`` with no supplementary groups: for asking what
+    that uid may do, or to start an image run's bubblewrap (:mod:`.hostdrop`); the agent itself gets
+    :func:`drop_privileges`."""
     os.setgroups([])
     os.setresgid(identity.gid, identity.gid, identity.gid)
     os.setresuid(identity.uid, identity.uid, identity.uid)

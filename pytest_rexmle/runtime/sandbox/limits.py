@@ -23,6 +23,8 @@ from pathlib import Path
 
 from ...limits import Limits
 
+#: exit status of a process killed by SIGXFSZ (the file-size limit), which rlimits report no other way
+SIGXFSZ_EXIT = 128 + signal.SIGXFSZ
 
 # -- rlimits (applied in the agent's first process, before exec) ------------------------------------
 def rlimits_for(limits: Limits, uid: int, cgroup_has: frozenset[str]) -> dict[int, int]:
@@ -83,10 +85,6 @@ class RunCgroup:
         self.controllers = controllers
         self.legacy = dict(legacy or {})
 
-    @property
-    def procs_files(self) -> list[Path]:
-        return [self.path / "cgroup.procs", *(d / "cgroup.procs" for d in self.legacy.values())]
-
     @classmethod
     def create(cls, name: str, limits: Limits) -> RunCgroup | None:
         root = cgroup_v2_root()
@@ -114,9 +112,17 @@ class RunCgroup:
         legacy = _legacy_groups(name, {"memory", "pids"} - enabled, limits)
         return cls(path, frozenset(enabled | set(legacy)), legacy)
 
-    def add(self, pid: int) -> None:
-        for procs in self.procs_files:
-            procs.write_text(str(pid))
+    def joiner(self) -> Callable[[], None]:
+        """A preexec function putting the child (bwrap or the launcher) into the run's groups before its exec;
+        the paths are worked out here, so the child only writes."""
+        paths = [str(folder / "cgroup.procs") for folder in (self.path, *self.legacy.values())]
+
+        def join() -> None:
+            for path in paths:
+                with open(path, "w") as fh:
+                    fh.write("0")
+
+        return join
 
     def _event(self, file: str, key: str) -> bool:
         for folder in (self.path, *self.legacy.values()):

@@ -33,6 +33,8 @@ class Probe:
     reason: str
 
 
+NO_BWRAP = Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
+
 def probe(mechanism: str, bwrap: str | None = None) -> Probe:
     key = f"{mechanism}:{bwrap}"
     if key not in _cache:
@@ -59,7 +61,7 @@ def _tiny_command() -> list[str]:
 def _probe_bwrap(binary: str | None) -> Probe:
     binary = binary or shutil.which("bwrap")
     if not binary:
-        return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
+        return NO_BWRAP
     with tempfile.TemporaryDirectory(prefix="rexmle-probe-") as tmp:
         args = bwrap_args(python_roots=python_roots(), binds=[], tmp=Path(tmp), hidden=(), env={},
                           gpus=(), network=[], user_namespace=os.geteuid() != 0, seccomp_fd=None)
@@ -72,8 +74,7 @@ def _probe_bwrap(binary: str | None) -> Probe:
         finally:
             os.close(read)
     if done.returncode != 0:
-        error = done.stderr.decode(errors="replace").strip().splitlines()
-        return Probe("bwrap", False, f"bubblewrap cannot create its namespaces here: {error[-1] if error else done.returncode}")
+        return Probe("bwrap", False, f"bubblewrap cannot create its namespaces here: {_last_error(done)}")
     return Probe("bwrap", True, "bubblewrap works")
 
 
@@ -88,7 +89,7 @@ def unprivileged_bwrap(binary: str | None = None) -> Probe:
 
 def _probe_unprivileged_bwrap(binary: str | None) -> Probe:
     if not binary:
-        return Probe("bwrap", False, "bubblewrap is not installed (apt-get install bubblewrap)")
+        return NO_BWRAP
     args = ["--unshare-user", "--unshare-pid", "--ro-bind", "/usr", "/usr", "--proc", "/proc"]
     for link in ("/bin", "/lib", "/lib64"):  # a merged /usr's links; a separate folder is bound as it is
         if os.path.islink(link):
@@ -102,9 +103,8 @@ def _probe_unprivileged_bwrap(binary: str | None) -> Probe:
     except (OSError, subprocess.SubprocessError) as exc:
         return Probe("bwrap", False, f"bubblewrap failed to start as an ordinary uid: {exc}")
     if done.returncode != 0:
-        error = done.stderr.decode(errors="replace").strip().splitlines()
         return Probe("bwrap", False, f"bubblewrap started as an ordinary uid cannot create its user namespace: "
-                                     f"{error[-1] if error else done.returncode}")
+                                     f"{_last_error(done)}")
     return Probe("bwrap", True, "bubblewrap works as an ordinary uid")
 
 
@@ -128,9 +128,14 @@ def _probe_landlock() -> Probe:
         except (OSError, subprocess.SubprocessError) as exc:
             return Probe("landlock", False, f"the Landlock launcher failed to start: {exc}")
     if done.returncode != 0:
-        error = done.stderr.decode(errors="replace").strip().splitlines()
-        return Probe("landlock", False, f"Landlock sandbox failed: {error[-1] if error else done.returncode}")
+        return Probe("landlock", False, f"Landlock sandbox failed: {_last_error(done)}")
     return Probe("landlock", True, reason)
+
+
+def _last_error(done: subprocess.CompletedProcess) -> str:
+    """A failed probe's reason: the last line of its stderr, else its exit status."""
+    error = done.stderr.decode(errors="replace").strip().splitlines()
+    return error[-1] if error else str(done.returncode)
 
 
 def launcher_command(fd: int) -> list[str]:
