@@ -165,30 +165,31 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_
     """The item's run as the session's executor left it (waiting for it while it is queued or running)."""
     # start-up: keeps the schedule and the Slurm job's code (1,700 lines), ctypes out of every pytest session
     from .runtime.slurm_job import outcome_from_json
-    from .schedule.board import run_key
+    from .schedule.board import Done, Failed, Interrupted, Resumed, Skipped, run_key
     from .schedule.session import board_for
 
     board = board_for(request.config)
     key = run_key(request.node.nodeid, rexmle_task.id, _param(request.node, "rexmle_agent_name"))
     record = board.wait(key, tick=_progress(request, rexmle_settings, board))
-    for message in record.get("warnings") or ():  # said by the run's harness process, shown in this session
+    for message in getattr(record, "warnings", ()):  # said by the run's harness process, shown in this session
         warnings.warn(message, stacklevel=1)
-    state = record["state"]
-    if state == "skipped":
-        pytest.skip(record["reason"])
-    if state == "error" and record.get("usage_error"):  # e.g. an agent that would run as root: stop, with the fix
-        pytest.exit(f"rexmle: {record['message']}", returncode=pytest.ExitCode.USAGE_ERROR)
-    if state == "error":
-        raise HarnessError(f"{rexmle_task.id}: {record['message']}\n{record.get('traceback') or ''}")
-    if state == "interrupted":
-        raise HarnessError(f"{rexmle_task.id}: {record['reason']}")
-    folder = RunFolder(Path(record["run_dir"]))
-    if state == "resumed":  # the result as its seal verified it, not re-read from the run folder
-        return AgentRun(folder, None, TaskResult.from_json(record["result"]), record["time_limit"])
-    outcome = outcome_from_json(record["outcome"])
-    used = tuple(outcome.details.get("gpus") or ()) or tuple(record.get("gpus") or ())  # a scheduler's node reports its own
+    match record:
+        case Skipped():
+            pytest.skip(record.reason)
+        case Failed(usage_error=True):  # e.g. an agent that would run as root: stop, with the fix
+            pytest.exit(f"rexmle: {record.message}", returncode=pytest.ExitCode.USAGE_ERROR)
+        case Failed():
+            raise HarnessError(f"{rexmle_task.id}: {record.message}\n{record.traceback}")
+        case Interrupted():
+            raise HarnessError(f"{rexmle_task.id}: {record.reason}")
+        case Resumed():  # the result as its seal verified it, not re-read from the run folder
+            return AgentRun(RunFolder(Path(record.run_dir)), None, TaskResult.from_json(record.result),
+                            record.time_limit)
+    assert isinstance(record, Done), record  # Board.wait returns final records only
+    outcome = outcome_from_json(record.outcome)
+    used = tuple(outcome.details.get("gpus") or ()) or tuple(record.gpus)  # a scheduler's node reports its own
     # the key as the run's harness computed it (the board is the harness's, never the agent's): what the seal binds
-    return AgentRun(folder, outcome, None, record["time_limit"], used, record.get("run_key"))
+    return AgentRun(RunFolder(Path(record.run_dir)), outcome, None, record.time_limit, used, record.run_key)
 
 
 def _progress(request, settings, board):

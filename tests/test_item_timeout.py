@@ -56,13 +56,13 @@ def test_a_run_within_its_deadline_or_without_one_is_waited_for(tmp_path):
     def finish_after_three() -> None:
         polls.append(1)
         if len(polls) == 3:
-            board.write("a@1", "done", run_dir="/runs/a")
-            board.write("b@1", "done", run_dir="/runs/b")
+            board.write("a@1", "done", run_dir="/runs/a", time_limit=60.0, outcome={})
+            board.write("b@1", "done", run_dir="/runs/b", time_limit=60.0, outcome={})
 
-    board.write("a@1", "running", pid=1, time_limit=60.0, deadline=time.time() + 60)
-    board.write("b@1", "running", pid=1, time_limit=60.0, deadline=None)  # a batch job: its scheduler bounds it
-    assert board.wait("a@1", poll=0.01, tick=finish_after_three)["state"] == "done"
-    assert board.wait("b@1", poll=0.01)["state"] == "done"
+    board.write("a@1", "running", pid=1, time_limit=60.0, run_dir="/runs/a", deadline=time.time() + 60)
+    board.write("b@1", "running", pid=1, time_limit=60.0, run_dir="/runs/b", deadline=None)  # a batch job
+    assert board.wait("a@1", poll=0.01, tick=finish_after_three).state == "done"
+    assert board.wait("b@1", poll=0.01).state == "done"
 
 
 def test_the_deadline_is_the_limit_plus_the_margin():

@@ -3,7 +3,9 @@
 Why files: under xdist the item that reports a run lives in a worker process while the run is started
 by the controller; a record per run (written atomically) lets any process wait for its own run without
 a channel to the controller, and a record that says how the run ended survives the child process that
-did the run. States: ``queued`` → ``running`` → one of :data:`FINAL`.
+did the run. States: ``queued`` → ``starting`` → ``running`` (or ``submitted``: a batch job the session's
+watcher follows) → one of :data:`FINAL`. Each state is a typed record (:data:`BoardRecord`), checked when it is
+written, so a field a writer misspells or forgets fails in the writer, not in the item that reads it later.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..errors import RexmleError
 from ..jsonfile import write_json_atomic
@@ -47,6 +52,95 @@ RUN_MARGIN_SECONDS = 900.0
 #: holds no name (:func:`item_identity`), so a campaign started under the old name resumes; an id of the old name
 #: is still read as the benchmark's item, never as an item of your own (whose key would hold its id)
 BENCHMARK_ITEM = ("test_task[", "test_challenge[")
+
+
+class _OnBoard(BaseModel):
+    """What every record says: the run (its board key), its task, and when (UTC) it entered its state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    run: str
+    task: str
+    at: str
+
+
+class _Warned(_OnBoard):
+    #: the warnings the run's harness caught: the item that reports the run warns with them in its own session
+    warnings: list[str] = []
+
+
+class Queued(_OnBoard):
+    state: Literal["queued"]
+
+
+class Starting(_OnBoard):
+    state: Literal["starting"]
+    gpus: list[str]
+
+
+class Running(_OnBoard):
+    state: Literal["running"]
+    run_dir: str
+    gpus: list[str] = []
+    pid: int
+    time_limit: float
+    #: :func:`run_deadline`; None where a scheduler's queue comes first (it enforces the limit itself)
+    deadline: float | None = None
+
+
+class Submitted(_Warned):
+    """A batch job handed to the session's watcher: no process waits for it until it ends."""
+
+    state: Literal["submitted"]
+    run_dir: str
+    job_id: str
+    gpus: list[str] = []
+    time_limit: float
+    run_key: dict[str, Any] | None = None
+
+
+class Done(_Warned):
+    state: Literal["done"]
+    run_dir: str
+    gpus: list[str] = []
+    time_limit: float
+    outcome: dict[str, Any]
+    telemetry: dict[str, Any] | None = None
+    #: the resume key as the run's harness computed it: what the run's seal binds
+    run_key: dict[str, Any] | None = None
+
+
+class Resumed(_Warned):
+    """An earlier run's result, as its seal verified it."""
+
+    state: Literal["resumed"]
+    run_dir: str
+    time_limit: float
+    result: dict[str, Any]
+
+
+class Skipped(_Warned):
+    state: Literal["skipped"]
+    reason: str
+
+
+class Failed(_Warned):
+    """A harness fault (an ERROR, kept apart from the agent's FAILs); ``usage_error``: the session stops with it."""
+
+    state: Literal["error"]
+    message: str
+    traceback: str = ""
+    usage_error: bool = False
+
+
+class Interrupted(_Warned):
+    state: Literal["interrupted"]
+    reason: str
+
+
+#: one run's record, by its state
+BoardRecord = Annotated[Queued | Starting | Running | Submitted | Done | Resumed | Skipped | Failed | Interrupted,
+                        Field(discriminator="state")]
+_RECORD: TypeAdapter[BoardRecord] = TypeAdapter(BoardRecord)
 
 
 def run_deadline(started: float, time_limit: float) -> float:
@@ -112,18 +206,25 @@ class Board:
     def path(self, key: str) -> Path:
         return self.folder / f"run-{key}.json"
 
-    def write(self, key: str, state: str, durable: bool = True, **fields) -> None:
-        write_json_atomic(self.path(key), {"run": key, "task": task_of_key(key), "state": state,
-                                           "at": datetime.now(UTC).isoformat(), **fields}, durable=durable)
+    def write(self, key: str, state: str, durable: bool = True, **fields: Any) -> BoardRecord:
+        """Record run ``key``'s new ``state`` with its fields, checked against that state's record."""
+        record = _RECORD.validate_python({"run": key, "task": task_of_key(key), "state": state,
+                                          "at": datetime.now(UTC).isoformat(), **fields})
+        write_json_atomic(self.path(key), record.model_dump(mode="json"), durable=durable)
+        return record
 
-    def read(self, key: str) -> dict | None:
-        return _load(self.path(key))
+    def read(self, key: str) -> BoardRecord | None:
+        """Run ``key``'s record; None while it is not written yet."""
+        try:
+            return _RECORD.validate_json(self.path(key).read_bytes())
+        except FileNotFoundError:
+            return None
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[BoardRecord]:
         out = []
         for path in sorted(self.folder.glob("run-*.json")):
             try:
-                out.append(json.loads(path.read_text()))
+                out.append(_RECORD.validate_json(path.read_bytes()))
             except (OSError, ValueError):
                 continue
         return out
@@ -172,19 +273,19 @@ class Board:
             self._plan = (sign, doc, frozenset(doc.get("runs") or ()))
         return self._plan[1]
 
-    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> dict:
+    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> BoardRecord:
         """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines).
 
         No time-out while the run is queued (the session owns the schedule); once it runs, its record's
         ``deadline`` (:func:`run_deadline`, absent where a scheduler's queue comes first) bounds the wait."""
         while True:
             record = self.read(key)
-            if record is not None and record["state"] in FINAL:
+            if record is not None and record.state in FINAL:
                 return record
-            if record is not None and record["state"] == "running" and time.time() > (record.get("deadline") or 1e300):
-                raise ScheduleError(f"{task_of_key(key)}: its run's harness (pid {record.get('pid')}) did not end the "
-                                    f"run within its time limit ({record.get('time_limit'):.0f} s) and the harness's "
-                                    f"margin; the run's folder: {record.get('run_dir')}")
+            if isinstance(record, Running) and time.time() > (record.deadline or 1e300):
+                raise ScheduleError(f"{task_of_key(key)}: its run's harness (pid {record.pid}) did not end the "
+                                    f"run within its time limit ({record.time_limit:.0f} s) and the harness's "
+                                    f"margin; the run's folder: {record.run_dir}")
             owner = self.executor()
             if owner is not None and self._plan is not None:
                 if key not in self._plan[2]:

@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 
 from ..runtime import RUNTIMES
 from ..task import registry
-from .board import FINAL, Board, task_of_key
-from .perform import SUBMITTED, write_settings
+from .board import FINAL, Board, Submitted, task_of_key
+from .perform import write_settings
 from .policy import Active, Pending, choose, start_order
 
 #: how long interrupted run harnesses get to clean up before they are killed
@@ -248,7 +248,7 @@ class Executor:
         code = child.wait()
         ended = time.monotonic()
         record = self.board.read(key)
-        job_id = str(record.get("job_id") or "") if record is not None and record["state"] == SUBMITTED else ""
+        job_id = record.job_id if isinstance(record, Submitted) else ""
         submitted = bool(job_id)
         if submitted:  # the job is queued: the watcher has it from now on (or the stop cancels it)
             with self._cond:
@@ -259,7 +259,7 @@ class Executor:
                     self._last_poll = min(self._last_poll, time.monotonic() - self._poll_seconds + 1.0)
             if late:
                 self._stop_watched({key: job_id})
-        elif record is None or record["state"] not in FINAL:  # the harness died without saying how the run ended
+        elif record is None or record.state not in FINAL:  # the harness died without saying how the run ended
             if self._stopping:
                 self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 
-from .board import task_of_key
+from .board import BoardRecord, Done, Skipped, task_of_key
 
 
 def list_schedule(runs: list[tuple[float, int]], slots: int | None) -> float:
@@ -38,12 +38,12 @@ def idle_while_waiting(points: list[tuple[float, int, int | None]], end: float) 
     return idle
 
 
-def campaign_figures(executor, records: dict[str, dict]) -> dict:
+def campaign_figures(executor, records: dict[str, BoardRecord]) -> dict:
     """The figures of a finished (or stopped) executor; ``records``: the board's final records by run key."""
     slots = executor.slots
     # a run whose harness only found its data missing ran no agent: it is no part of the campaign
     ran = [t for t in executor.times.values() if t.started is not None and t.ended is not None
-           and (records.get(t.run) or {}).get("state") != "skipped"]
+           and not isinstance(records.get(t.run), Skipped)]
     n_slots = None if slots.unlimited else len(slots.names)
     doc: dict = {"slots": "scheduler" if slots.unlimited else ("gpus" if slots.gpus else "cpu"),
                  "n_slots": n_slots, "gpus": list(slots.names) if slots.gpus else [], "n_runs": len(ran)}
@@ -56,11 +56,13 @@ def campaign_figures(executor, records: dict[str, dict]) -> dict:
     ideal = list_schedule([(t.ended - t.started, t.width) for t in ran], n_slots)
     runs = []
     for t in sorted(ran, key=lambda r: r.started):
-        record = records.get(t.run) or {}
-        runs.append({"task": task_of_key(t.run), "run": t.run, "slots": list(t.slots), "gpus": record.get("gpus") or [],
-                     "state": record.get("state"), "started_at": t.started_at, "start_s": round(t.started - first, 3),
-                     "end_s": round(t.ended - first, 3), "seconds": round(t.ended - t.started, 3),
-                     "expected_s": t.expected, "telemetry": record.get("telemetry")})
+        record = records.get(t.run)
+        done = record if isinstance(record, Done) else None  # only a run that ended as "done" used GPUs it names
+        runs.append({"task": task_of_key(t.run), "run": t.run, "slots": list(t.slots), "gpus": done.gpus if done else [],
+                     "state": record.state if record else None, "started_at": t.started_at,
+                     "start_s": round(t.started - first, 3), "end_s": round(t.ended - first, 3),
+                     "seconds": round(t.ended - t.started, 3), "expected_s": t.expected,
+                     "telemetry": done.telemetry if done else None})
     doc.update(makespan_s=round(makespan, 3), run_seconds_sum=round(sum(r["seconds"] for r in runs), 3),
                ideal_makespan_s=round(ideal, 3), ratio=round(makespan / ideal, 4) if ideal > 0 else None,
                idle_while_waiting_s=round(idle_while_waiting(executor.timeline, last), 3), runs=runs)

@@ -36,12 +36,10 @@ from ..runtime.record import RUN_JSON, RunRecord
 from ..runtime.slurm_job import outcome_to_json
 from ..settings import Settings
 from ..task import registry
-from .board import FINAL, HEARTBEAT, STOP_REASON, Board, agent_of_key, run_deadline, task_of_key
+from .board import FINAL, HEARTBEAT, STOP_REASON, Board, Submitted, agent_of_key, run_deadline, task_of_key
 from .telemetry import Sampler
 
 SETTINGS = "settings.json"
-#: a batch job handed to the session's watcher: queued or running on the scheduler, no process waiting for it
-SUBMITTED = "submitted"
 PR_SET_PDEATHSIG = 1
 
 
@@ -58,7 +56,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
 
     ``said``: the warnings caught so far in this process; each final record carries them, so the item
     that reports the run warns with them in its own session (e.g. a result not resumed: its seal failed).
-    ``hand_off``: a batch runtime's job is left queued and recorded as :data:`SUBMITTED` instead of waited for."""
+    ``hand_off``: a batch runtime's job is left queued and recorded as :class:`~.board.Submitted` instead of waited for."""
     try:
         data = _data(settings, task)
     except DataNotPreparedError as exc:
@@ -83,7 +81,7 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
         if hand_off and (job_id := runtime.hand_off(launched.handle, board.folder / HEARTBEAT)) is not None:
             # a batch job: the session's watcher polls it with every other job and starts a short harness to
             # finish it when it ends (:func:`finish_submitted`), so no process waits for it meanwhile
-            board.write(key, SUBMITTED, run_dir=run_dir, job_id=job_id, gpus=list(gpus), time_limit=begun.time_limit,
+            board.write(key, "submitted", run_dir=run_dir, job_id=job_id, gpus=list(gpus), time_limit=begun.time_limit,
                         run_key=launched.meta.get("key"), warnings=texts(said))
             return
         # a batch job may wait in the scheduler's queue, which enforces its limit itself: no deadline here
@@ -100,25 +98,26 @@ def perform(settings, task, gpus: tuple[str, ...], board: Board, key: str, said:
 def finish_submitted(settings, task, board: Board, key: str, said: list, ended: dict | None = None) -> None:
     """A batch job the session's watcher saw end (``ended``: the scheduler's record of it then): attach to
     it as ``--rexmle-resume`` would, collect and record its end as :func:`perform` does, and say so on the board."""
-    record = board.read(key) or {}
-    folder = RunFolder(Path(record["run_dir"]))
+    record = board.read(key)
+    if not isinstance(record, Submitted):
+        raise RuntimeError(f"{key}: the board holds no submitted job to finish ({record})")
+    folder = RunFolder(Path(record.run_dir))
     name = agent_of_key(key) or settings.agent
     agent = get_agent(name, settings.options_for(name))
     runtime = runtime_for(settings)
-    if ended and record.get("job_id"):
-        runtime.known_ended(str(record["job_id"]), ended)
+    if ended:
+        runtime.known_ended(record.job_id, ended)
     try:
         meta = RunRecord.read(folder.root / RUN_JSON).model_dump(mode="json", exclude_unset=True)
         handle = runtime.attach(meta, folder.root)
         if handle is None:
-            raise RuntimeError(f"job {record.get('job_id')} of {folder.root} is known neither to accounting nor "
+            raise RuntimeError(f"job {record.job_id} of {folder.root} is known neither to accounting nor "
                                "to the scheduler any more")
         data = task_data(settings, task)
-        time_limit = float(record["time_limit"])
+        time_limit = record.time_limit
         launched = LaunchedRun(folder, agent, folder.context(task, data.public, time_limit), handle, meta)
         _record_end(board, key, launched, Sampler((), unavailable="the run's GPUs are on a scheduler's node"),
-                    tuple(record.get("gpus") or ()), time_limit, record.get("run_key"),
-                    [*(record.get("warnings") or ()), *texts(said)])
+                    tuple(record.gpus), time_limit, record.run_key, [*record.warnings, *texts(said)])
     finally:
         runtime.close()
 
@@ -190,7 +189,7 @@ def _on_sigint(board: Board, parent: int):
 def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
     record = board.read(key)
-    if record is None or record["state"] not in FINAL:
+    if record is None or record.state not in FINAL:
         board.write(key, state, **fields)
 
 

@@ -193,7 +193,7 @@ class SessionSchedule:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
                 self._previous_sigterm = None
 
-        records = {r["run"]: r for r in self.board.records()}
+        records = {r.run: r for r in self.board.records()}
         self.figures = campaign_figures(self.executor, records)
         write_json_atomic(self.board.folder / FIGURES, self.figures)
 

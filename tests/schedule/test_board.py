@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -10,8 +11,9 @@ import threading
 import time
 
 import pytest
+from pydantic import ValidationError
 
-from pytest_rexmle.schedule.board import Board, ScheduleError, run_key, task_of_key
+from pytest_rexmle.schedule.board import Board, Done, Failed, ScheduleError, run_key, task_of_key
 
 
 def test_keys_name_the_task_and_differ_per_item():
@@ -28,13 +30,13 @@ def test_an_item_waits_until_its_run_is_final(tmp_path):
 
     def finish_later() -> None:
         time.sleep(0.3)
-        board.write(key, "running", run_dir="/r")
+        board.write(key, "running", run_dir="/r", pid=os.getpid(), time_limit=60.0)
         time.sleep(0.3)
-        board.write(key, "done", run_dir="/r", outcome={"exit_code": 0})
+        board.write(key, "done", run_dir="/r", time_limit=60.0, outcome={"exit_code": 0})
 
     threading.Thread(target=finish_later).start()
     record = board.wait(key, poll=0.02, tick=lambda: ticks.append(1))
-    assert record["state"] == "done" and record["task"] == "ldct-iqa" and record["outcome"] == {"exit_code": 0}
+    assert isinstance(record, Done) and record.task == "ldct-iqa" and record.outcome == {"exit_code": 0}
     assert len(ticks) >= 10  # it polled (and ticked) while the run was queued and running
 
 
@@ -60,8 +62,8 @@ def test_the_plan_is_parsed_again_only_when_it_changes(tmp_path):
     assert plan is not None and plan["runs"] == [first] and board.executor() is plan
     board.announce(os.getpid(), [first, later], {later: {"repeat": 2}})
     assert board.executor()["runs"] == [first, later] and board.identity(later) == {"repeat": 2}
-    board.write(later, "done", run_dir="/r")
-    assert board.wait(later, poll=0.01)["run_dir"] == "/r"
+    board.write(later, "done", run_dir="/r", time_limit=60.0, outcome={})
+    assert board.wait(later, poll=0.01).run_dir == "/r"
 
 
 def test_a_runs_folder_that_cannot_hold_the_board_leaves_the_error_to_the_runs(tmp_path):
@@ -70,3 +72,23 @@ def test_a_runs_folder_that_cannot_hold_the_board_leaves_the_error_to_the_runs(t
     board = Board.create(blocker)
     assert board.folder.is_dir() and not str(board.folder).startswith(str(blocker))
     assert stat.S_IMODE(board.folder.stat().st_mode) == 0o700
+
+
+def test_each_state_is_a_typed_record_checked_when_written(tmp_path):
+    """A writer that forgets a state's field or misspells one fails where it writes, not in the item that reads
+    the record later; what is read back is the state's own record, the JSON on disk what was written."""
+    board = Board.create(tmp_path / "runs")
+    key = run_key("x::test_task[dentex]", "dentex")
+    with pytest.raises(ValidationError, match="reason"):
+        board.write(key, "skipped")
+    with pytest.raises(ValidationError, match="run_dri"):
+        board.write(key, "done", run_dri="/r", time_limit=1.0, outcome={})
+    with pytest.raises(ValidationError):
+        board.write(key, "finished", reason="no such state")
+    assert board.read(key) is None  # nothing half-written
+    board.write(key, "error", message="RexmleError: no GPU", usage_error=True, warnings=["w"])
+    record = board.read(key)
+    assert isinstance(record, Failed) and record.usage_error and record.traceback == "" and record.warnings == ["w"]
+    on_disk = json.loads(board.path(key).read_text())
+    assert on_disk["state"] == "error" and on_disk["run"] == key and on_disk["task"] == "dentex"
+    assert [type(r).__name__ for r in board.records()] == ["Failed"]

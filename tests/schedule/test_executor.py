@@ -33,7 +33,7 @@ def test_the_queue_is_in_start_order_and_its_counts_follow_the_runs(tmp_path):
     executor._note(3.0)
     assert executor.timeline[-1] == (3.0, 2, None)
     assert board.status() == {"queued": 0, "running": 0, "finished": 1}
-    assert {board.read(k)["state"] for k in keys} == {"skipped"}
+    assert {board.read(k).state for k in keys} == {"skipped"}
 
 
 def test_a_schedulers_runs_are_submitted_in_collection_order(tmp_path):
