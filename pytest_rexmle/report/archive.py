@@ -136,7 +136,7 @@ def _row(doc: dict) -> dict:
 
 def index_markdown(docs: list[dict], latest: str | None) -> str:
     lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
-             "| Session | Started | Agent | Data | Score | Challenges | FAIL | ERROR | Skipped |",
+             "| Session | Started | Agent | Data | Score | Tasks | FAIL | ERROR | Skipped |",
              "|---|---|---|---|---|---|---|---|---|"]
     for doc in docs:
         r = _row(doc)

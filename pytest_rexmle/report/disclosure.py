@@ -11,7 +11,7 @@ The document (the session report's ``disclosure``)::
 
     {"network": "gateway", "egress_allow": [...], "hosts_asked": [{"host", "port", "allowed", "count"}],
      "hosts_flooded": bool, "answers_in_sandbox": false, "validation": str, "data": "synthetic" | "real",
-     "budget": str | null, "suspected_leaks": [challenge ids], "unsafe": [str], "provider_tools": bool}
+     "budget": str | null, "suspected_leaks": [task ids], "unsafe": [str], "provider_tools": bool}
 """
 
 from __future__ import annotations

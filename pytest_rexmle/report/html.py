@@ -3,12 +3,12 @@
 Views, in order:
 
 1. Summary — agents ranked by score (mean over runs, standard error, bootstrap interval).
-2. Figure 1 style — percentile per challenge per agent, grouped bars, interval whiskers for repeated runs.
+2. Figure 1 style — percentile per task per agent, grouped bars, interval whiskers for repeated runs.
 3. Table 3 style — each ranking metric: the human best (``Leaderboard.best``) next to each agent's mean
    value over its graded runs, and the mean percentile (beside the top human team's percentile).
 4. Figure 4 style — capability radar over the 13 winning strategies, one polygon per agent.
 5. Capability tables — mean per strategy (with sum / runs and the fragment-weighted mean) and the
-   per-challenge 0/1 table of each agent.
+   per-task 0/1 table of each agent.
 6. Workflow stages S1–S5 and cost (turns, tokens, money, wall time), next to the percentile.
 
 Inputs: session reports (``rexmle-report/2``, merged here with :func:`merge_reports`) or one merged
@@ -147,7 +147,7 @@ def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
 
 
 def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> dict:
-    """Figure 1's geometry: ~1300 px for 20 challenges however many series (the published agents
+    """Figure 1's geometry: ~1300 px for 20 tasks however many series (the published agents
     included), so that it fits a wide page; a bar per series and group, a mark where one was not run."""
     series = _series(merged, colors)
     groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(merged["tasks"])]
@@ -216,7 +216,7 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> dict:
 # -- tables -----------------------------------------------------------------------------------------
 
 def metric_rows(merged: dict) -> list[dict]:
-    """Table 3 style: per challenge its ranking metrics (with the humans' best, median and how many), each
+    """Table 3 style: per task its ranking metrics (with the humans' best, median and how many), each
     agent's cell and the published agents' cells; the template draws one row per metric plus the percentile."""
     out = []
     for i, cid in enumerate(merged["tasks"]):
@@ -265,7 +265,7 @@ def _capability_series(merged: dict, caps: dict[str, dict],
 
 
 def stage_rows(merged: dict, stages: list[dict]) -> list[dict]:
-    """Stages S1–S5 and cost per agent and challenge (means over runs), beside the mean percentile."""
+    """Stages S1–S5 and cost per agent and task (means over runs), beside the mean percentile."""
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for doc in stages:
         grouped[(str(doc.get("agent")), str(doc.get("task_id")))].append(doc)

@@ -12,16 +12,16 @@ Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run o
 sessions would be. An agent is its
 name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
 name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
-the union of the challenges selected by any merged session. Sessions of different selections (a full run and a
-``-k`` re-run) are merged per task: a challenge counts for a run only if that run selected it. Per challenge,
-the mean percentile over the runs that selected it (a FAIL counts 0, a challenge selected without a record is
-that run's FAIL); a challenge no run of an agent selected is "not run" for it: shown as such and left out of
-its score. The agent's score is the mean of those per-challenge means over the challenges it ran, so three
-full runs at 12.8 % and a ``-k`` run repeating two of their challenges still give 12.8 %. Each run's own score
-(over what it selected) is listed beside it. When every run selected the same challenges the standard error is
+the union of the tasks selected by any merged session. Sessions of different selections (a full run and a
+``-k`` re-run) are merged per task: a task counts for a run only if that run selected it. Per task,
+the mean percentile over the runs that selected it (a FAIL counts 0, a task selected without a record is
+that run's FAIL); a task no run of an agent selected is "not run" for it: shown as such and left out of
+its score. The agent's score is the mean of those per-task means over the tasks it ran, so three
+full runs at 12.8 % and a ``-k`` run repeating two of their tasks still give 12.8 %. Each run's own score
+(over what it selected) is listed beside it. When every run selected the same tasks the standard error is
 the run scores' (sample standard deviation / sqrt(n), null for one run) and the interval a percentile bootstrap
 over them; otherwise both come from a bootstrap that resamples runs and scores each draw per task as above.
-Resampling uses a fixed seed, so the same inputs always give the same interval; per challenge the mean
+Resampling uses a fixed seed, so the same inputs always give the same interval; per task the mean
 percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
 share a rank.
 
@@ -35,10 +35,10 @@ Merged document (schema ``rexmle-merged-report/2``)::
       "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
           "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
-          "run_ids": [str], "scores": [float per run, over the challenges that run selected],
+          "run_ids": [str], "scores": [float per run, over the tasks that run selected],
           "n_tasks": [int per run], "not_run": [ids of C no run of this agent selected],
           "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
-          "rank": int, "n_fail": [int per run, over the challenges that run selected],
+          "rank": int, "n_fail": [int per run, over the tasks that run selected],
           "tasks": [{"task_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
@@ -255,12 +255,12 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
 
 
 def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
-    """The challenges a session selected (a selected one without a record is still its FAIL)."""
+    """The tasks a session selected (a selected one without a record is still its FAIL)."""
     return set(doc.get("selected") or ()) | set(records)
 
 
 def _run_score(records: dict[str, dict], covered: list[str]) -> float:
-    """A run's score over the challenges it selected, FAILs as 0."""
+    """A run's score over the tasks it selected, FAILs as 0."""
     pcts = [_percentile(records.get(c)) for c in covered]
     return sum(pcts) / len(pcts) if pcts else 0.0
 
@@ -270,8 +270,8 @@ def _percentile(rec: dict | None) -> float:
 
 
 def merged_score(matrix: list[list[float | None]]) -> float:
-    """The per-task merge: per challenge the mean over the runs that selected it (``None``: not selected),
-    then the mean over the challenges any run selected. Equal selections give the mean of the run scores."""
+    """The per-task merge: per task the mean over the runs that selected it (``None``: not selected),
+    then the mean over the tasks any run selected. Equal selections give the mean of the run scores."""
     means = [mean_of([v for v in column if v is not None]) for column in zip(*matrix, strict=True)]
     known = [m for m in means if m is not None]
     return sum(known) / len(known) if known else 0.0
@@ -281,12 +281,12 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
                      seed: Iterable[int]) -> tuple[list[float], float]:
     """(percentile interval, standard error) of :func:`merged_score` over resampled runs: runs drawn with
     replacement, each draw scored per task as the whole merge is. Used when the runs selected different
-    challenges, where the mean of the run scores would weigh a ``-k`` run's few challenges like a full run."""
+    tasks, where the mean of the run scores would weigh a ``-k`` run's few tasks like a full run."""
     import numpy as np  # start-up: numpy only where this runs
 
     data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
     rng = np.random.default_rng(list(seed))
-    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, challenges)
+    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, tasks)
     counts = (~np.isnan(draws)).sum(axis=1)
     sums = np.nansum(draws, axis=1)
     per_task = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
@@ -298,7 +298,7 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
 
 def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
-    """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
+    """One agent's runs merged per task: a task counts for a run only if that run selected it."""
     per_run = [{rec["task_id"]: rec for rec in doc.get("tasks", [])} for doc in runs]
     covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
@@ -314,7 +314,7 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
     rows = [_task_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
                                         if cid in cov], resamples, seed, confidence) for cid in task_ids]
     same_selection = all(cov & set(ran) == set(ran) for cov in covers)
-    if same_selection:  # every run selected every challenge: the run scores' statistics, as always
+    if same_selection:  # every run selected every task: the run scores' statistics, as always
         error = sem(scores)
         ci = bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
     else:
@@ -330,7 +330,7 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
 
 def _task_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
                    confidence: float) -> dict:
-    """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
+    """One task of one agent over the runs that selected it (``recs``; None: selected, no record)."""
     pcts = [_percentile(r) for r in recs]
     ok = [r for r in recs if r is not None and r["status"] == "ok"]
     recs_known = [r for r in recs if r is not None]
@@ -383,7 +383,7 @@ class MergedAgent(BaseModel):
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
         ran = [row.mean_percentile or 0.0 for row in self.tasks if not row.not_run]
         if not math.isclose(self.mean, sum(ran) / len(ran) if ran else 0.0, abs_tol=1e-12):
-            raise ValueError(f"agent {self.label!r} mean is not the mean over its challenges of their mean "
+            raise ValueError(f"agent {self.label!r} mean is not the mean over its tasks of their mean "
                              "percentiles")
         if (self.sem is None) != (n < 2):
             raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
@@ -409,10 +409,10 @@ class MergedReport(Document):
     note: str
 
     @model_validator(mode="after")
-    def _one_row_per_challenge_and_ranked(self) -> MergedReport:
+    def _one_row_per_task_and_ranked(self) -> MergedReport:
         for agent in self.agents:
             if [c.task_id for c in agent.tasks] != self.tasks:
-                raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
+                raise ValueError(f"agent {agent.label!r} must have one row per merged task")
         for agent in self.agents:
             if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
                 raise ValueError("ranks must follow the mean scores (ties share a rank)")
@@ -428,14 +428,14 @@ def markdown(doc: dict) -> str:
     out += ["# ReX-MLE merged report", "",
            f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['tasks'])} task(s)"
            f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
-           f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
+           f"the tasks each agent ran, FAILs as 0; a task an agent never ran is \"not run\" and left out "
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
            *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
            *verification_lines(doc),
            *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
              for r in doc.get("refused") or []],
-           "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
+           "| Rank | Agent | Data | Runs | Tasks run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
     n_all = len(doc["tasks"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
@@ -447,7 +447,7 @@ def markdown(doc: dict) -> str:
         out.append(f"| – | {md_text(r['label'])} | real (paper) | published | {n_all} | {shown} "
                    f"(Table 3, all 20: {100 * r['table3_score']:.2f}%) | - | - |")
     labels = [md_text(a["label"]) for a in doc["agents"]] + [md_text(r["label"]) for r in refs]
-    out += ["", "| Challenge | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    out += ["", "| Task | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for i, cid in enumerate(doc["tasks"]):
         cells = []
         for a in doc["agents"]:

@@ -43,7 +43,7 @@ def pct(value: float) -> str:
 
 
 def score_line(doc: dict) -> str:
-    """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped challenges named
+    """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped tasks named
     apart when there are any, so the line agrees with pytest's own summary."""
     label = "partial score" if doc["partial"] else "ReX-MLE score"
     n_error = doc.get("n_error", 0)
@@ -76,18 +76,18 @@ def run_name(rec: dict) -> str:
 
 
 #: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
-#: counts a session that did not select a challenge another one did; the session's score leaves it out
+#: counts a session that did not select a task another one did; the session's score leaves it out
 STATUS_WORDS = {"ok": "ok", "error": "ERROR", "not run": "not run"}
 
 
 def counts_text(counts: dict[str, int]) -> str:
-    """``2 ok, 1 ERROR``: how a challenge's repeats ended, every FAIL and ERROR named (never hidden)."""
+    """``2 ok, 1 ERROR``: how a task's repeats ended, every FAIL and ERROR named (never hidden)."""
     order = sorted(counts, key=lambda s: (s != "ok", s))
     return ", ".join(f"{counts[s]} {STATUS_WORDS.get(s, f'FAIL ({s})')}" for s in order)
 
 
 def aggregate_lines(doc: dict) -> list[str]:
-    """Per challenge (and agent), the mean percentile over its repeats with its SEM and interval, and how
+    """Per task (and agent), the mean percentile over its repeats with its SEM and interval, and how
     each repeat ended; then each agent's score per repeat, their mean, SEM and interval."""
     out = []
     for entry in doc.get("aggregate") or []:
@@ -103,7 +103,7 @@ def aggregate_lines(doc: dict) -> list[str]:
 
 
 def spread(row: dict) -> tuple[str, str]:
-    """An aggregate's (or one challenge's) standard error and interval as text, ``-`` where there is none."""
+    """An aggregate's (or one task's) standard error and interval as text, ``-`` where there is none."""
     sem = pct(row["sem"]) if row.get("sem") is not None else "-"
     ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row.get("ci") else "-"
     return sem, ci
@@ -127,7 +127,7 @@ def provider_tools_line(doc: dict) -> str | None:
 
 
 def shown_status(doc: dict, rec: dict) -> str:
-    """The status a reader sees: ``skipped`` for a challenge pytest skipped, ``ok < min`` for an ok run below
+    """The status a reader sees: ``skipped`` for a task pytest skipped, ``ok < min`` for an ok run below
     ``--rexmle-min-percentile`` (a failed item in pytest), else the record's own."""
     if rec["task_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
         return "skipped"
@@ -175,7 +175,7 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
 
 
 def leak_lines(doc: dict) -> list[str]:
-    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge, then
+    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged task, then
     where the rules are explained."""
     lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["tasks"]
              if isinstance(rec.get("suspected_leak"), dict)]
@@ -188,7 +188,7 @@ def leak_text(rec: dict) -> str:
     return f"{rec['task_id']}: {summary(leak)} ({leak.get('egress') or 'no egress log'})"
 
 
-LEGEND = ("Percentile = 1 − (mean position − 1) / N over the challenge's ranking metrics: 100 % = at least as "
+LEGEND = ("Percentile = 1 − (mean position − 1) / N over the task's ranking metrics: 100 % = at least as "
           "good as every human team on every metric, 0 % = behind all of them. A position such as \"4th of 11\" "
           "is where the value would place among the N human teams plus the agent (ties share the better place). "
           "Human best is the best value any team reached on that metric (not always the same team), human median "
@@ -223,8 +223,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
         table3 = " · ".join(f"{r['label']} {100 * r['table3_score']:.2f}%" for r in refs)
         here = " · ".join(f"{r['label']} {pct(r['mean'])}" for r in refs if r["mean"] is not None)
         out += [f"Published reference (ReX-MLE paper, {refs[0]['llm']}, {refs[0]['budget_hours']} h): {table3} "
-                f"(Table 3, over all 20 challenges); over the challenges of this session: {here}.", ""]
-    head = "| Challenge | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
+                f"(Table 3, over all 20 tasks); over the tasks of this session: {here}.", ""]
+    head = "| Task | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
     head += "".join(f" {r['label']} |" for r in refs)
     out += [head, "|---|---|---|---|---|---|" + "---|" * len(refs)]
     for rec in doc["tasks"]:
@@ -257,11 +257,11 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
 
 
 def repeat_lines(doc: dict) -> list[str]:
-    """The repeats table (``--rexmle-repeat N`` > 1): each challenge's mean over its repeats, SEM, interval,
+    """The repeats table (``--rexmle-repeat N`` > 1): each task's mean over its repeats, SEM, interval,
     and how every repeat ended (the rows above keep each run)."""
     if not doc.get("aggregate"):
         return []
-    out = ["", "## Repeats", "", "| Agent | Challenge | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
+    out = ["", "## Repeats", "", "| Agent | Task | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
            "|---|---|---|---|---|---|---|"]
     for entry in doc["aggregate"]:
         sem, ci = spread(entry)
@@ -299,7 +299,7 @@ def compute_lines(compute: dict | None) -> list[str]:
 def _runs_text(doc: dict) -> str:
     if (doc.get("repeats") or 1) <= 1:
         return ""
-    return f"; {doc['n_runs']} runs ({doc['repeats']} repeats of each challenge, their means in the score)"
+    return f"; {doc['n_runs']} runs ({doc['repeats']} repeats of each task, their means in the score)"
 
 
 def _data_sentence(doc: dict) -> str:

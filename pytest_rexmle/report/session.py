@@ -40,8 +40,8 @@ from .properties import (
 from .render import markdown, terminal_lines
 
 #: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
-#: --rexmle-repeat one, or for several items of one challenge in a module of your own, their order);
-#: one record per item, so no run hides behind another of its challenge
+#: --rexmle-repeat one, or for several items of one task in a module of your own, their order);
+#: one record per item, so no run hides behind another of its task
 Key = tuple[str, str | None, int]
 
 
@@ -87,7 +87,7 @@ class SessionReporter:
     def _key(self, nodeid: str, props: dict) -> Key:
         """The item's key. Its repeat is ``--rexmle-repeat``'s; an item without one (a module of your own
         that parametrizes its test over repeats, as ``benchmarks/bench_slurm.py`` does) takes the next
-        repeat of its (task, agent), so that several items of one challenge are several rows, each
+        repeat of its (task, agent), so that several items of one task are several rows, each
         counted, never one row standing for all of them."""
         task, agent = props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None
         items = self.repeats.setdefault((task, agent), {})
@@ -98,7 +98,7 @@ class SessionReporter:
         return task, agent, items[nodeid]
 
     def n_repeats(self) -> int:
-        """The session's repeats: ``--rexmle-repeat``, or the most items any challenge (and agent) had."""
+        """The session's repeats: ``--rexmle-repeat``, or the most items any task (and agent) had."""
         return max([self.settings.repeat] + [len(items) for items in self.repeats.values()])
 
     def build(self) -> dict:

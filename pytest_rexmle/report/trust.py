@@ -31,7 +31,7 @@ from .disclosure import unsafe_options
 
 #: a real session report is tens of kB (20 tasks; tracebacks and per-run compute records included)
 MAX_REPORT_BYTES = 32 * 1024 * 1024
-#: a session report nests about 8 levels (report > challenges > record > metrics; compute > runs > run > gpus)
+#: a session report nests about 8 levels (report > tasks > record > metrics; compute > runs > run > gpus)
 MAX_DEPTH = 64
 UNVERIFIED = "unverified"
 VERIFIED = "verified"
