@@ -42,7 +42,7 @@ from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA
 from .merge import mean_of, merge_reports, trust_mark, verification_lines
 from .reference import with_reference
-from .render import LEAK_DOCS, fmt_number, leak_text, provider_tools_line
+from .render import LEAK_DOCS, fmt_number, gpu_text, leak_text, percent, provider_tools_line
 from .templating import environment
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
@@ -78,10 +78,6 @@ border-color:#d4a72c}dl.legend{font-size:13px;color:#3d444d}dl.legend dt{font-we
 dl.legend dd{margin:0 0 0 16px}
 p.unsafe{font-size:15px;font-weight:600;background:#ffebe9;border:1px solid #ff8182;border-radius:6px;padding:10px 14px}
 """
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100.0 * value:.1f}%"
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -169,7 +165,7 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> di
                 continue
             h = max(0.0, plot_h * max(0.0, min(1.0, value)))
             spread = n_runs > 1 and ci
-            tip = f"{s['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
+            tip = f"{s['label']} — {label}: {percent(value)}" + (f" ({n_runs} runs, CI {percent(ci[0])}–{percent(ci[1])})"
                                                              if spread else "")
             bars.append({"s": s, "x": x, "y": top + plot_h - h, "w": bar - 1, "h": max(h, 0.8), "tip": tip,
                          "whisker": (x + (bar - 1) / 2, y(ci[0]), y(ci[1])) if spread and ci[1] > ci[0] else None})
@@ -351,10 +347,8 @@ def _compute(reports: list[dict]) -> dict | None:
         runs = (doc.get("compute") or {}).get("runs") or {}
         dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("tasks") or []}
         for label, rec in runs.items():
-            gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
-                "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
             run_dir = dirs.get(str(label)) or dirs.get(str(label).split("@", 1)[0])
-            rows.append({"label": label, "gpu": gpu, "rec": rec,
+            rows.append({"label": label, "gpu": gpu_text(rec), "rec": rec,
                          "page": "file://" + str(run_dir) + "/run.html" if run_dir else None})
         total = (doc.get("compute") or {}).get("total")
         if not runs and isinstance(total, dict):
@@ -394,7 +388,7 @@ def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]
 @cache
 def _template(name: str = "report.html.j2") -> Template:
     env = environment()
-    env.filters.update(pct=_pct, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}", place=place,
+    env.filters.update(pct=percent, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}", place=place,
                        trust=trust_mark)
     env.globals.update(number=number, metric_cell=_metric_cell)
     return env.get_template(name)

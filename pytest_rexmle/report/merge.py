@@ -7,23 +7,14 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent; a session of
-``--rexmle-repeat N`` > 1 is N runs (of each of its agents), one per repeat (:func:`split_repeats`), exactly as N
-sessions would be. An agent is its
-name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
-name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
-the union of the tasks selected by any merged session. Sessions of different selections (a full run and a
-``-k`` re-run) are merged per task: a task counts for a run only if that run selected it. Per task,
-the mean percentile over the runs that selected it (a FAIL counts 0, a task selected without a record is
-that run's FAIL); a task no run of an agent selected is "not run" for it: shown as such and left out of
-its score. The agent's score is the mean of those per-task means over the tasks it ran, so three
-full runs at 12.8 % and a ``-k`` run repeating two of their tasks still give 12.8 %. Each run's own score
-(over what it selected) is listed beside it. When every run selected the same tasks the standard error is
-the run scores' (sample standard deviation / sqrt(n), null for one run) and the interval a percentile bootstrap
-over them; otherwise both come from a bootstrap that resamples runs and scores each draw per task as above.
-Resampling uses a fixed seed, so the same inputs always give the same interval; per task the mean
-percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
-share a rank.
+Rules: docs/reading-the-report.md, "Merged reports", where they are explained. In short: every session is
+one run of one agent, and a session of ``--rexmle-repeat N`` > 1 is N runs (:func:`split_repeats`). An agent
+is its name plus its public options and the kind of data it was graded on (synthetic twins or real data); two
+of one name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison
+set C is the union of the tasks any merged session selected; runs of different selections are merged per task
+(:func:`merged_score`), and a task no run of an agent selected is "not run" for it, left out of its score. The intervals are bootstraps with a fixed seed (:func:`bootstrap_ci`,
+:func:`merged_bootstrap`), so the same inputs always give the same interval. Agents are ordered by mean
+score; equal means share a rank.
 
 Merged document (schema ``rexmle-merged-report/2``)::
 
@@ -65,7 +56,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
@@ -131,7 +122,13 @@ def bootstrap_ci(values: list[float], *, resamples: int = RESAMPLES, confidence:
 
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(list(seed))
-    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    return _interval(data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1), confidence)
+
+
+def _interval(means: Any, confidence: float) -> list[float]:
+    """The central ``confidence`` interval of bootstrap means (a numpy array)."""
+    import numpy as np  # start-up: numpy only where this runs
+
     alpha = (1.0 - confidence) / 2.0
     return [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
 
@@ -291,9 +288,7 @@ def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confid
     sums = np.nansum(draws, axis=1)
     per_task = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
     means = np.nanmean(np.where(np.isnan(per_task).all(axis=1, keepdims=True), 0.0, per_task), axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    interval = [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
-    return interval, float(np.std(means, ddof=1))
+    return _interval(means, confidence), float(np.std(means, ddof=1))
 
 
 def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: int, seed: int,
@@ -514,11 +509,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def _load(path: Path, what: str = "report") -> dict:
-    """A downloaded document, read bounded in size and depth (:func:`.trust.read_report`)."""
-    return read_report(path, what)
-
-
 def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tuple[Path, Path]],
                 verify: bool = False, data_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
@@ -532,17 +522,17 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tu
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            doc = _load(report)
+            doc = read_report(report)  # a download: bounded in size and depth
             SessionReport.check(doc, report)
             reports.append(verify_session(rederive(doc), report, data_dir) if verify else rederive(doc))
             taken.append((Path(raw), report))
             cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
-                capability.append(_load(cap, "capability file"))
+                capability.append(read_report(cap, "capability file"))
     for path in extra_capability:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no capability file {path}")
-        capability.append(_load(Path(path), "capability file"))
+        capability.append(read_report(Path(path), "capability file"))
     return reports, capability
 
 

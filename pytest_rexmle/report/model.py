@@ -36,6 +36,7 @@ Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -162,11 +163,8 @@ def _aggregate_entry(entry: dict) -> dict:
     for row in entry["tasks"]:
         if row["not_run"]:
             continue
-        counts: dict[str, int] = {}
-        for status in row["statuses"]:
-            counts[status] = counts.get(status, 0) + 1
         rows.append({k: row[k] for k in ("task_id", "n_runs", "percentiles", "statuses", "mean_percentile",
-                                         "sem", "ci")} | {"counts": counts})
+                                         "sem", "ci")} | {"counts": dict(Counter(row["statuses"]))})
     return {"agent": entry["agent"], "label": entry["label"], "n_repeats": entry["n_runs"],
             "scores": entry["scores"], "mean": entry["mean"], "sem": entry["sem"], "ci": entry["ci"],
             "tasks": rows}

@@ -42,6 +42,18 @@ def pct(value: float) -> str:
     return f"{Decimal(repr(100.0 * value)).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}%"
 
 
+def percent(value) -> str:
+    """The HTML pages' percent: one decimal as float formatting rounds it, ``-`` for no number."""
+    return f"{100.0 * value:.1f}%" if isinstance(value, (int, float)) else "-"
+
+
+def gpu_text(rec: dict) -> str:
+    """A compute record's GPUs in words: ``2× H100``, ``none``, or ``2 (model unknown)``."""
+    if rec.get("gpu_model"):
+        return f"{rec.get('gpu_count')}× {rec.get('gpu_model')}"
+    return "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)"
+
+
 def score_line(doc: dict) -> str:
     """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped tasks named
     apart when there are any, so the line agrees with pytest's own summary."""
@@ -283,10 +295,8 @@ def compute_lines(compute: dict | None) -> list[str]:
     out = ["## Compute", "", "| Run | GPU | CPU cores | Wall time | GPU-hours | Tokens | USD | Runtime |",
            "|---|---|---|---|---|---|---|---|"]
     for label, rec in runs.items():
-        gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
-            "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
         cost = rec.get("cost_usd")
-        out.append(f"| {md_text(label)} | {md_text(gpu)} | {fmt_number(rec.get('cpu_cores'))} | "
+        out.append(f"| {md_text(label)} | {md_text(gpu_text(rec))} | {fmt_number(rec.get('cpu_cores'))} | "
                    f"{fmt_number(rec.get('wall_seconds'))} s | {fmt_number(rec.get('gpu_hours'))} | "
                    f"{fmt_number(rec.get('tokens'))} | {'unknown' if cost is None else fmt_number(cost)} | "
                    f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))}) |")

@@ -41,7 +41,7 @@ from ..scoring.leaks import summary
 from .atif import ATIF_JSON
 from .calls import PREVIEW_CHARS, CallSummary, read_call, read_calls
 from .disclosure import unsafe_options
-from .render import fmt_number
+from .render import fmt_number, percent
 
 RUN_HTML = "run.html"
 #: calls whose bodies are previewed in the page; later calls show their metadata (bodies on demand)
@@ -122,14 +122,6 @@ def _arguments_text(arguments: Any) -> str:
         except (ValueError, TypeError, RecursionError):
             return "(arguments nested too deep to show here: open the whole record)"
     return "" if arguments is None else str(arguments)
-
-
-def _number(value: Any) -> str:
-    return fmt_number(value)
-
-
-def _percent(value: Any) -> str:
-    return "-" if not isinstance(value, (int, float)) else f"{100 * value:.1f}%"
 
 
 def _json_file(path: Path, limit: int = 16 * 1024 * 1024) -> dict:
@@ -345,7 +337,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
         egress=_egress(meta, other), validations=_validations(meta, other),
         agent_logs=_agent_logs(run_dir, other), capability=capability, stages=stages, files=_files(run_dir, other),
         unsafe="UNSAFE: " + "; ".join(unsafe) if unsafe else None,
-        number=_number, percent=_percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
+        number=fmt_number, percent=percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
 
 
 def write_run_page(run_dir: Path) -> Path:

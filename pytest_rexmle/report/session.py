@@ -37,7 +37,7 @@ from .properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .render import markdown, terminal_lines
+from .render import markdown, percent, terminal_lines
 
 #: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
 #: --rexmle-repeat one, or for several items of one task in a module of your own, their order);
@@ -179,7 +179,7 @@ class SessionReporter:
         for line in terminal_lines(self.document, width=width):
             terminalreporter.write_line(line)
         for name, own in (self.document.get("agents") or {}).items():
-            terminalreporter.write_line(f"agent {name}: score {100 * own['score']:.1f}% over "
+            terminalreporter.write_line(f"agent {name}: score {percent(own['score'])} over "
                                         f"{len(own['selected'])} task(s), {own['n_fail']} FAIL")
         campaign = self.document.get("campaign")
         if campaign and campaign.get("n_runs"):

@@ -40,6 +40,10 @@ def add_view_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument("--no-serve", action="store_true", help="write run.html and print its path, serve nothing")
+    _runs_argument(p)
+
+
+def _runs_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="a runs folder where a session report's runs are (default: the runs folder beside the "
                         "report's folder); repeatable")
@@ -51,9 +55,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="a session's report folder, the runs folder, or one run folder")
     p.add_argument("--out", required=True, help="folder to write (atif: one <task>__<run>/agent/trajectory.json per "
                                                 "run; harbor: Harbor's jobs folder, with one <job>/ in it)")
-    p.add_argument("--runs", action="append", default=[], metavar="DIR",
-                   help="a runs folder where a session report's runs are (default: the runs folder beside the "
-                        "report's folder); repeatable")
+    _runs_argument(p)
 
 
 #: what of a run folder these commands read by path: none of them (nor the folders above them, below the
