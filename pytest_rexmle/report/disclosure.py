@@ -16,7 +16,7 @@ The document (the session report's ``disclosure``)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..gateway.egress import DEFAULT_ALLOW
@@ -115,7 +115,7 @@ def markdown_lines(disclosure: Mapping[str, Any] | None) -> list[str]:
         lines.append("- Egress allow-list: " + ", ".join(md_code(h) for h in disclosure["egress_allow"]))
     hosts = disclosure.get("hosts_asked") or []
     if hosts:
-        asked = ", ".join(_host_md(h) for h in hosts[:20])
+        asked = ", ".join(host_text(h, md_code) for h in hosts[:20])
         lines.append(f"- Hosts the agents asked for: {asked}" + (" …" if len(hosts) > 20 else ""))
     else:
         lines.append("- Hosts the agents asked for: none")
@@ -132,10 +132,10 @@ def markdown_lines(disclosure: Mapping[str, Any] | None) -> list[str]:
     return lines + [""]
 
 
-def _host_md(entry: Mapping[str, Any]) -> str:
+def host_text(entry: Mapping[str, Any], where: Callable[[str], str] = str) -> str:
+    """``host:port (allowed, 3×)``; ``where`` formats the host and port (the agent's words)."""
     verdict = "allowed" if entry.get("allowed") else "refused"
-    where = f"{entry.get('host')}:{entry.get('port')}"
-    return f"{md_code(where)} ({verdict}, {entry.get('count')}×)"
+    return f"{where(str(entry.get('host')) + ':' + str(entry.get('port')))} ({verdict}, {entry.get('count')}×)"
 
 
 def junit_properties(disclosure: Mapping[str, Any] | None) -> list[tuple[str, str]]:

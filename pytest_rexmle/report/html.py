@@ -38,11 +38,12 @@ from ..capability.strategies import load_strategies
 from ..documents import number
 from ..task import registry
 from .archive import local_time
+from .disclosure import host_text
 from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA
 from .merge import mean_of, merge_reports, trust_mark, verification_lines
 from .reference import with_reference
-from .render import LEAK_DOCS, fmt_number, gpu_text, leak_text, percent, provider_tools_line
+from .render import LEAK_DOCS, fmt_number, gpu_text, leak_text, percent, provider_tools_line, run_label
 from .templating import environment
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
@@ -332,20 +333,15 @@ def _sessions_of(merged: dict) -> list[dict]:
              "compute": {"hardware": hardware, "total": s.get("total")}} for s in sessions if isinstance(s, dict)]
 
 
-def _run_label(doc: dict, rec: dict) -> str:
-    """A record's name in the session's compute table (``isles22``, ``isles22@codex``, ``isles22-r2``), so
-    each repeat's row links to its own run's page."""
-    agent = f"@{rec.get('agent')}" if isinstance(doc.get("agents"), dict) and rec.get("agent") else ""
-    return f"{rec.get('task_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
-
-
 def _compute(reports: list[dict]) -> dict | None:
     """What each run ran on and spent (the sessions' ``compute``), with each run's page; a merged report's
     sessions keep their totals only."""
     rows: list[dict] = []
     for doc in reports:
         runs = (doc.get("compute") or {}).get("runs") or {}
-        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("tasks") or []}
+        several = isinstance(doc.get("agents"), dict)
+        dirs = {run_label(rec.get("task_id"), several and rec.get("agent"), rec.get("repeat")): rec.get("run_dir")
+                for rec in doc.get("tasks") or []}
         for label, rec in runs.items():
             run_dir = dirs.get(str(label)) or dirs.get(str(label).split("@", 1)[0])
             rows.append({"label": label, "gpu": gpu_text(rec), "rec": rec,
@@ -370,8 +366,7 @@ def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]
         d = doc.get("disclosure")
         if not isinstance(d, dict):
             continue
-        hosts = ", ".join(f"{h.get('host')}:{h.get('port')} ({'allowed' if h.get('allowed') else 'refused'}, "
-                          f"{h.get('count')}×)" for h in d.get("hosts_asked") or []) or "none"
+        hosts = ", ".join(host_text(h) for h in d.get("hosts_asked") or []) or "none"
         out.append((doc.get("run_id"), [
             ("Network", d.get("network")), ("Egress allow-list", ", ".join(d.get("egress_allow") or []) or "-"),
             ("Hosts the agents asked for", hosts + (" (an agent flooded the log; aggregated)"

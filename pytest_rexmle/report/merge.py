@@ -64,10 +64,11 @@ from ..agent_output import clean_text
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
+from ..scoring.ranking import overall_score
 from ..task import registry
 from .archive import resolve_all, write_json, write_text
 from .mdtext import md_text
-from .model import SessionReport, data_kind, note_for
+from .model import SessionReport, count_fails, data_kind, note_for, percentile_of
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
 from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
@@ -256,22 +257,11 @@ def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
     return set(doc.get("selected") or ()) | set(records)
 
 
-def _run_score(records: dict[str, dict], covered: list[str]) -> float:
-    """A run's score over the tasks it selected, FAILs as 0."""
-    pcts = [_percentile(records.get(c)) for c in covered]
-    return sum(pcts) / len(pcts) if pcts else 0.0
-
-
-def _percentile(rec: dict | None) -> float:
-    return float(rec["percentile"]) if rec is not None and rec["status"] == "ok" else 0.0
-
-
 def merged_score(matrix: list[list[float | None]]) -> float:
     """The per-task merge: per task the mean over the runs that selected it (``None``: not selected),
     then the mean over the tasks any run selected. Equal selections give the mean of the run scores."""
     means = [mean_of([v for v in column if v is not None]) for column in zip(*matrix, strict=True)]
-    known = [m for m in means if m is not None]
-    return sum(known) / len(known) if known else 0.0
+    return overall_score(m for m in means if m is not None)
 
 
 def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confidence: float,
@@ -301,11 +291,10 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
     scores, fails, counts = [], [], []
     for records, cov, skips in zip(per_run, covers, skipped, strict=True):
         own = [c for c in ran if c in cov]
-        scores.append(_run_score(records, own))
-        fails.append(sum(1 for c in own if c not in records or
-                         (records[c]["status"] not in ("ok", "error") and c not in skips)))
+        scores.append(overall_score(percentile_of(records.get(c)) for c in own))  # its own score, FAILs as 0
+        fails.append(count_fails(own, records, skips))
         counts.append(len(own))
-    matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
+    matrix = [[percentile_of(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
     rows = [_task_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
                                         if cid in cov], resamples, seed, confidence) for cid in task_ids]
     same_selection = all(cov & set(ran) == set(ran) for cov in covers)
@@ -326,7 +315,7 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
 def _task_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
                    confidence: float) -> dict:
     """One task of one agent over the runs that selected it (``recs``; None: selected, no record)."""
-    pcts = [_percentile(r) for r in recs]
+    pcts = [percentile_of(r) for r in recs]
     ok = [r for r in recs if r is not None and r["status"] == "ok"]
     recs_known = [r for r in recs if r is not None]
     metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})

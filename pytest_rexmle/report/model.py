@@ -139,6 +139,18 @@ def _with_threshold(record: dict, settings: dict) -> dict:
     return record
 
 
+def percentile_of(rec: dict | None) -> float:
+    """A record's part in a score: its percentile when it is OK, 0 for a FAIL, an ERROR or no record."""
+    return float(rec["percentile"]) if rec is not None and rec["status"] == OK else 0.0
+
+
+def count_fails(selected: Iterable[str], records: dict[str, dict], skipped: set[str]) -> int:
+    """The FAILs among ``selected``: a task without a record, or one that ended neither OK nor in a harness
+    ERROR, unless pytest skipped it."""
+    return sum(1 for c in selected if c not in records
+               or (records[c]["status"] not in (OK, ERROR) and c not in skipped))
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 

@@ -87,6 +87,12 @@ def run_name(rec: dict) -> str:
     return rec["task_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
 
 
+def run_label(task: object, agent: object = None, repeat: object = None) -> str:
+    """``isles22``, ``isles22@codex``, ``isles22-r2``: a run's name in the compute table, which the HTML
+    report also uses to link each row to its own run's page."""
+    return f"{task}" + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeat else "")
+
+
 #: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
 #: counts a session that did not select a task another one did; the session's score leaves it out
 STATUS_WORDS = {"ok": "ok", "error": "ERROR", "not run": "not run"}
@@ -178,10 +184,8 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += leak_lines(doc)
     lines += aggregate_lines(doc)
-    lines += textwrap.wrap(data_line(doc), max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
-    tools = provider_tools_line(doc)
-    if tools:
-        lines += textwrap.wrap(tools, max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
+    for line in filter(None, (data_line(doc), provider_tools_line(doc))):
+        lines += textwrap.wrap(line, max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
     lines.append(score_line(doc))
     return lines
 
@@ -226,7 +230,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     out = [f"**{unsafe}**", ""] if unsafe else []
     out += [f"# ReX-MLE report — agent {md_code(doc.get('agent'))}", "",
            f"Run {md_code(doc['run_id'])}, created {md_code(doc['created'])}. {_data_sentence(doc)}"
-           f"{' ' + _tools_sentence(doc) if provider_tools_line(doc) else ''}", "",
+           f"{' ' + TOOLS_SENTENCE if provider_tools_line(doc) else ''}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
            f"{len(doc['selected'])} task(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
            f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}{threshold_text(doc).replace(',', ';', 1)}"
@@ -319,10 +323,9 @@ def _data_sentence(doc: dict) -> str:
     return "Data: real (the project's split of the public training data)."
 
 
-def _tools_sentence(doc: dict) -> str:
-    return ("**Provider tools allowed** (`--rexmle-allow-provider-tools`): model calls could use provider-side "
-            "web search, URL fetch, remote MCP and code containers, outside the egress policy; each run's use is in "
-            "`run.json`'s `provider_tools`.")
+TOOLS_SENTENCE = ("**Provider tools allowed** (`--rexmle-allow-provider-tools`): model calls could use provider-side "
+                  "web search, URL fetch, remote MCP and code containers, outside the egress policy; each run's use "
+                  "is in `run.json`'s `provider_tools`.")
 
 
 def _reference_cell(cell: dict) -> str:

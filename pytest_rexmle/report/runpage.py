@@ -42,6 +42,7 @@ from .atif import ATIF_JSON
 from .calls import PREVIEW_CHARS, CallSummary, read_call, read_calls
 from .disclosure import unsafe_options
 from .render import fmt_number, percent
+from .trust import mapping_of
 
 RUN_HTML = "run.html"
 #: calls whose bodies are previewed in the page; later calls show their metadata (bodies on demand)
@@ -129,11 +130,7 @@ def _json_file(path: Path, limit: int = 16 * 1024 * 1024) -> dict:
         value = read_json(path, limit)
     except (RefusedFile, OSError, ValueError):
         return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
+    return mapping_of(value)
 
 
 def _gpu_plot(telemetry: dict) -> Markup | None:
@@ -304,7 +301,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     unsafe = unsafe_options({**settings, "agent_as_root": meta.get("agent_as_root"),
                              "unsafe_same_uid": meta.get("unsafe_same_uid")})
     compute = read_record(meta.get("compute")) or {}
-    telemetry, usage = (_dict(meta.get(key)) for key in ("gpu_telemetry", "usage"))
+    telemetry, usage = (mapping_of(meta.get(key)) for key in ("gpu_telemetry", "usage"))
     cost = usage.get("cost_usd")
     leak = ""
     if isinstance(result.get("suspected_leak"), dict):

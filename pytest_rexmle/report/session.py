@@ -37,7 +37,7 @@ from .properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .render import markdown, percent, terminal_lines
+from .render import markdown, percent, run_label, terminal_lines
 
 #: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
 #: --rexmle-repeat one, or for several items of one task in a module of your own, their order);
@@ -218,9 +218,7 @@ def _crash_message(report: pytest.TestReport) -> str:
 
 
 def _label(key: Key, repeats: int = 1) -> str:
-    """``isles22``, ``isles22@codex``, ``isles22-r2``: the run's name in the compute table."""
-    task, agent, repeat = key
-    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeats > 1 else "")
+    return run_label(key[0], key[1], key[2] if repeats > 1 else None)
 
 
 def _order(key: Key) -> tuple[str, str, int]:
