@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json_atomic, write_text_atomic
-from .mdtext import md_text
+from .mdtext import md_row, md_table, md_text
 from .model import data_kind
 from .render import pct
 
@@ -141,13 +141,12 @@ def _row(doc: dict) -> dict:
 
 def index_markdown(docs: list[dict], latest: str | None) -> str:
     lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
-             "| Session | Started | Agent | Data | Score | Tasks | FAIL | ERROR | Skipped |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             *md_table("Session", "Started", "Agent", "Data", "Score", "Tasks", "FAIL", "ERROR", "Skipped")]
     for doc in docs:
         r = _row(doc)
-        lines.append(f"| [{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>) | {r['created']} | {md_text(r['agent'])} | "
-                     f"{r['data']} | {r['score']} | {r['tasks']} ({r['partial']}) | {r['fail']} | {r['error']} | "
-                     f"{r['skipped']} |")
+        lines.append(md_row(f"[{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>)", r["created"],
+                            md_text(r["agent"]), r["data"], r["score"], f"{r['tasks']} ({r['partial']})", r["fail"],
+                            r["error"], r["skipped"]))
     return "\n".join(lines) + "\n"
 
 

@@ -114,22 +114,14 @@ def markdown_lines(disclosure: Mapping[str, Any] | None) -> list[str]:
     if disclosure.get("egress_allow"):
         lines.append("- Egress allow-list: " + ", ".join(md_code(h) for h in disclosure["egress_allow"]))
     hosts = disclosure.get("hosts_asked") or []
-    if hosts:
-        asked = ", ".join(host_text(h, md_code) for h in hosts[:20])
-        lines.append(f"- Hosts the agents asked for: {asked}" + (" …" if len(hosts) > 20 else ""))
-    else:
-        lines.append("- Hosts the agents asked for: none")
+    asked = ", ".join(host_text(h, md_code) for h in hosts[:20]) or "none"
+    lines.append(f"- Hosts the agents asked for: {asked}" + (" …" if len(hosts) > 20 else ""))
     if disclosure.get("hosts_flooded"):
         lines.append("- An agent flooded the egress log with distinct hosts (aggregated, nothing dropped)")
-    lines.append(f"- Answers: {disclosure.get('answers')}")
-    lines.append(f"- Validation: {disclosure.get('validation')}")
-    lines.append(f"- Data: {disclosure.get('data')}")
-    lines.append(f"- Budget per run: {disclosure.get('budget') or 'none'}")
-    leaks = disclosure.get("suspected_leaks") or []
-    lines.append(f"- Suspected leaks: {', '.join(leaks) if leaks else 'none'}")
-    unsafe = disclosure.get("unsafe") or []
-    lines.append("- Unsafe options: " + ("; ".join(unsafe) if unsafe else "none"))
-    return lines + [""]
+    return lines + [f"- Answers: {disclosure.get('answers')}", f"- Validation: {disclosure.get('validation')}",
+                    f"- Data: {disclosure.get('data')}", f"- Budget per run: {disclosure.get('budget') or 'none'}",
+                    f"- Suspected leaks: {', '.join(disclosure.get('suspected_leaks') or []) or 'none'}",
+                    f"- Unsafe options: {'; '.join(disclosure.get('unsafe') or []) or 'none'}", ""]
 
 
 def host_text(entry: Mapping[str, Any], where: Callable[[str], str] = str) -> str:

@@ -219,20 +219,15 @@ def metric_rows(merged: dict) -> list[dict]:
     for i, cid in enumerate(merged["tasks"]):
         cells = [a["tasks"][i] for a in merged["agents"]]
         humans = humans_of(cid)
-        metrics: list[tuple[str, Any]]
-        n_humans: int | None
-        top: float | None
-        median: float | None
         if humans is not None:
-            metrics = [(m.key, m) for m in humans.metrics]
-            n_humans, top, median = humans.n, humans.top_percentile, humans.median_percentile
-        else:
+            side = {"metrics": [(m.key, m) for m in humans.metrics], "n_humans": humans.n,
+                    "top": humans.top_percentile, "median": humans.median_percentile}
+        else:  # a task this version does not know: the records' own metrics, no human columns
             keys: list[str] = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
-            metrics = [(key, None) for key in keys]
-            n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
-            top = median = None
+            side = {"metrics": [(key, None) for key in keys], "top": None, "median": None,
+                    "n_humans": next((c.get("n_humans") for c in cells if c.get("n_humans")), None)}
         out.append({"id": cid, "cells": cells, "refs": [r["tasks"][i] for r in merged.get("reference") or []],
-                    "metrics": metrics, "n_humans": n_humans, "top": top, "median": median})
+                    **side})
     return out
 
 
@@ -288,10 +283,6 @@ def _leaks(reports: list[dict]) -> list[tuple[Any, str]]:
             if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
 
 
-def _data_kinds(merged: dict) -> set[str]:
-    return set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])
-
-
 def _capability(merged: dict, caps: dict[str, dict], colors: dict[str, str], capability: list[dict] | None) -> dict:
     """The radar's agents (those with any strategy shown), those without, the judge, the tables' agents."""
     shown = _capability_series(merged, caps, colors)
@@ -319,7 +310,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                         else f"background:{s['color']}") for s in _series(merged, colors)],
         bars=bar_chart(merged, colors, names), metric_rows=metric_rows(merged),
         verification=[line.strip("*") for line in verification_lines(merged) if line], created=local_time(merged["created"]),
-        started=times, kinds=sorted(_data_kinds(merged)), leaks=_leaks(reports), stage_ids=STAGE_IDS,
+        started=times, kinds=sorted(set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])), leaks=_leaks(reports), stage_ids=STAGE_IDS,
         tools=sorted({str(r.get("agent")) for r in reports if provider_tools_line(r)}), leak_docs=LEAK_DOCS,
         capability=_capability(merged, caps, colors, capability) if caps else None, strategies=load_strategies(),
         stages=stage_rows(merged, stages) if stages else None, compute=_compute(sessions), disclosures=_disclosures(sessions))

@@ -67,7 +67,7 @@ from ..errors import RexmleError
 from ..scoring.ranking import overall_score
 from ..task import registry
 from .archive import resolve_all, write_json, write_text
-from .mdtext import md_text
+from .mdtext import md_row, md_table, md_text
 from .model import SessionReport, count_fails, data_kind, note_for, percentile_of
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
@@ -197,7 +197,8 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     checked = any("trust" in d for d in docs)
     if checked:
         for entry in agents:
-            entry["trust"] = agent_trust([status_of(d) for d in groups[entry["label"]]])
+            # an agent is verified only when every one of its sessions is
+            entry["trust"] = VERIFIED if all(status_of(d) == VERIFIED for d in groups[entry["label"]]) else UNVERIFIED
     kinds = sorted({data_kind(d) for d in docs})
     merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "tasks": task_ids,
               "partial": set(task_ids) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
@@ -223,11 +224,6 @@ def _trust_of(doc: dict) -> dict:
     return {"trust": status_of(doc), "trust_why": trust.get("why"), "trust_notes": list(trust.get("notes") or [])}
 
 
-def agent_trust(statuses: list[str]) -> str:
-    """An agent is verified only when every one of its sessions is."""
-    return VERIFIED if statuses and all(s == VERIFIED for s in statuses) else UNVERIFIED
-
-
 def merged_compute(docs: list[dict], labels: dict) -> dict:
     """Each session's compute totals and disclosure, the hardware the runs ran on, and a warning when the
     merged runs ran on different hardware (their scores were not bought with equal means)."""
@@ -250,11 +246,6 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     if unsafe:
         out["unsafe"] = unsafe
     return out
-
-
-def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
-    """The tasks a session selected (a selected one without a record is still its FAIL)."""
-    return set(doc.get("selected") or ()) | set(records)
 
 
 def merged_score(matrix: list[list[float | None]]) -> float:
@@ -285,7 +276,8 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
                  confidence: float) -> dict:
     """One agent's runs merged per task: a task counts for a run only if that run selected it."""
     per_run = [{rec["task_id"]: rec for rec in doc.get("tasks", [])} for doc in runs]
-    covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
+    # the tasks each run selected (a selected one without a record is still its FAIL)
+    covers = [set(doc.get("selected") or ()) | set(records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
     ran = [c for c in task_ids if any(c in cov for cov in covers)]
     scores, fails, counts = [], [], []
@@ -419,19 +411,19 @@ def markdown(doc: dict) -> str:
            *verification_lines(doc),
            *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
              for r in doc.get("refused") or []],
-           "| Rank | Agent | Data | Runs | Tasks run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
+           *md_table("Rank", "Agent", "Data", "Runs", "Tasks run", "Score", "SEM", "CI")]
     n_all = len(doc["tasks"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
         ran = n_all - len(a.get("not_run") or [])
-        out.append(f"| {a['rank']} | {md_text(a['label'])}{trust_mark(a)} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
-                   f"{pct(a['mean'])} | {err} | {pct(a['ci'][0])} – {pct(a['ci'][1])} |")
+        out.append(md_row(a["rank"], md_text(a["label"]) + trust_mark(a), a.get("data_kind", "-"), a["n_runs"],
+                          f"{ran} of {n_all}", pct(a["mean"]), err, f"{pct(a['ci'][0])} – {pct(a['ci'][1])}"))
     for r in refs:
         shown = pct(r["mean"]) if r["mean"] is not None else "-"
-        out.append(f"| – | {md_text(r['label'])} | real (paper) | published | {n_all} | {shown} "
-                   f"(Table 3, all 20: {100 * r['table3_score']:.2f}%) | - | - |")
+        out.append(md_row("–", md_text(r["label"]), "real (paper)", "published", n_all,
+                          f"{shown} (Table 3, all 20: {100 * r['table3_score']:.2f}%)", "-", "-"))
     labels = [md_text(a["label"]) for a in doc["agents"]] + [md_text(r["label"]) for r in refs]
-    out += ["", "| Task | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    out += ["", *md_table("Task", *labels)]
     for i, cid in enumerate(doc["tasks"]):
         cells = []
         for a in doc["agents"]:
@@ -442,7 +434,7 @@ def markdown(doc: dict) -> str:
             cell = r["tasks"][i]
             cells.append("not published" if cell["mean_percentile"] is None else
                          ("FAIL" if cell["status"] != "ok" else pct(cell["mean_percentile"])))
-        out.append(f"| {md_text(cid)} | " + " | ".join(cells) + " |")
+        out.append(md_row(md_text(cid), *cells))
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     return "\n".join(out)
 

@@ -12,7 +12,7 @@ from ..task import registry
 from .disclosure import markdown_lines as disclosure_lines
 from .disclosure import unsafe_line
 from .humans import humans_of, place
-from .mdtext import md_code, md_text
+from .mdtext import md_code, md_row, md_table, md_text
 from .model import SYNTHETIC, data_kind
 from .reference import paper_agents
 
@@ -240,9 +240,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
         here = " · ".join(f"{r['label']} {pct(r['mean'])}" for r in refs if r["mean"] is not None)
         out += [f"Published reference (ReX-MLE paper, {refs[0]['llm']}, {refs[0]['budget_hours']} h): {table3} "
                 f"(Table 3, over all 20 tasks); over the tasks of this session: {here}.", ""]
-    head = "| Task | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
-    head += "".join(f" {r['label']} |" for r in refs)
-    out += [head, "|---|---|---|---|---|---|" + "---|" * len(refs)]
+    out += md_table("Task", "N", "Status", "Metrics: value — position among the humans", "Mean position",
+                    "Percentile", *(r["label"] for r in refs))
     for rec in doc["tasks"]:
         cid = rec["task_id"]
         name = reg.get(cid).paper_name
@@ -260,11 +259,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             status += f" ⚠ suspected leak ({LEAK_DOCS})"
         if rec.get("repeat"):
             name = f"{name} (repeat {rec['repeat']})"
-        row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
-        for ref in refs:
-            cell = next(c for c in ref["tasks"] if c["task_id"] == cid)
-            row += f" {_reference_cell(cell)} |"
-        out.append(row)
+        published = [_reference_cell(next(c for c in ref["tasks"] if c["task_id"] == cid)) for ref in refs]
+        out.append(md_row(md_text(name), rec["n_humans"], status, cells, mean, pct(rec["percentile"]), *published))
     out += repeat_lines(doc)
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     out += compute_lines(doc.get("compute"))
@@ -277,16 +273,13 @@ def repeat_lines(doc: dict) -> list[str]:
     and how every repeat ended (the rows above keep each run)."""
     if not doc.get("aggregate"):
         return []
-    out = ["", "## Repeats", "", "| Agent | Task | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["", "## Repeats", "", *md_table("Agent", "Task", "Runs", "Mean percentile", "SEM", "95% interval",
+                                           "Outcomes")]
     for entry in doc["aggregate"]:
-        sem, ci = spread(entry)
-        out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
-                   f"{ci} | |")
-        for row in entry["tasks"]:
-            sem, ci = spread(row)
-            out.append(f"| {md_text(entry['label'])} | {md_text(row['task_id'])} | {row['n_runs']} | "
-                       f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")
+        label = md_text(entry["label"])
+        out.append(md_row(label, "**score**", entry["n_repeats"], pct(entry["mean"]), *spread(entry)) + " |")
+        out += [md_row(label, md_text(row["task_id"]), row["n_runs"], pct(row["mean_percentile"]), *spread(row),
+                       counts_text(row["counts"])) for row in entry["tasks"]]
     return out
 
 
@@ -296,14 +289,13 @@ def compute_lines(compute: dict | None) -> list[str]:
     runs = compute.get("runs") or {}
     if not runs:
         return []
-    out = ["## Compute", "", "| Run | GPU | CPU cores | Wall time | GPU-hours | Tokens | USD | Runtime |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["## Compute", "", *md_table("Run", "GPU", "CPU cores", "Wall time", "GPU-hours", "Tokens", "USD", "Runtime")]
     for label, rec in runs.items():
         cost = rec.get("cost_usd")
-        out.append(f"| {md_text(label)} | {md_text(gpu_text(rec))} | {fmt_number(rec.get('cpu_cores'))} | "
-                   f"{fmt_number(rec.get('wall_seconds'))} s | {fmt_number(rec.get('gpu_hours'))} | "
-                   f"{fmt_number(rec.get('tokens'))} | {'unknown' if cost is None else fmt_number(cost)} | "
-                   f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))}) |")
+        out.append(md_row(md_text(label), md_text(gpu_text(rec)), fmt_number(rec.get("cpu_cores")),
+                          f"{fmt_number(rec.get('wall_seconds'))} s", fmt_number(rec.get("gpu_hours")),
+                          fmt_number(rec.get("tokens")), "unknown" if cost is None else fmt_number(cost),
+                          f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))})"))
     hardware = compute.get("hardware") or []
     out += ["", "Hardware: " + "; ".join(md_text(h) for h in hardware) + (
         " — **the runs ran on different hardware**" if len(hardware) > 1 else ""), ""]

@@ -12,6 +12,7 @@ Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.a
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -112,20 +113,16 @@ class SessionReporter:
             record.repeat = key[2] if repeats > 1 else None
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
-        agents = self.settings.agents
-        if len(agents) <= 1:
-            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                               skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings),
-                               settings=settings, repeats=repeats)
-        else:  # several agents: every record in one document, and each agent's own score beside it
-            doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
-                               skipped={_task(k) for k in skipped}, settings=settings, repeats=repeats)
+        agents, one = self.settings.agents, len(self.settings.agents) <= 1
+        report = functools.partial(build_report, run_id=self.run_id, settings=settings, repeats=repeats)
+        doc = report(records.values(), agent=self.settings.agent if one else ",".join(agents),
+                     skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings) if one else {})
+        if not one:  # several agents: every record in one document, and each agent's own score beside it
             doc["agents"] = {}
             for name in agents:
-                own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
-                                   skipped={_task(k) for k in skipped if k[1] in (None, name)},
-                                   agent_options=_safe_options(self.settings, name), settings=settings,
-                                   repeats=repeats)
+                own = report([r for r in records.values() if r.agent == name], agent=name,
+                             skipped={_task(k) for k in skipped if k[1] in (None, name)},
+                             agent_options=_safe_options(self.settings, name))
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
         with_aggregate(doc)
         doc["compute"] = compute_summary({_label(k, repeats): (run or {}).get("compute") for k, run in self.runs.items()})

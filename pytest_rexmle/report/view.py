@@ -107,16 +107,9 @@ def _is_regular(path: Path) -> bool:
 
 
 def _run_below(root: Path, names: tuple[str, ...]) -> Path | None:
-    """``root/<task>/<agent>/<run>`` when each is a real folder (no link) holding a run.json, else None."""
-    here = Path(root)
-    for name in names:
-        here = here / name
-        try:
-            if not stat.S_ISDIR(os.lstat(here).st_mode):
-                return None
-        except OSError:
-            return None
-    return here if _is_regular(here / "run.json") else None
+    """``root/<task>/<agent>/<run>`` when none of them is a link and it holds a regular run.json, else None."""
+    here = Path(root).joinpath(*names)
+    return here if linked_component(root, "/".join(names)) is None and _is_regular(here / "run.json") else None
 
 
 def _runs_of_report(report: Path, roots: list[Path], skipped: list[str]) -> list[Path]:
