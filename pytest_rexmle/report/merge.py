@@ -162,9 +162,8 @@ def split_repeats(doc: dict) -> list[dict]:
         rest = {k: v for k, v in doc.items() if k not in ("agents", "aggregate", "repeats", "n_runs")}
         out.append({**rest, "run_id": f"{doc['run_id']}-r{repeat:03d}", "agent": agent, "agent_options": options or {},
                     "selected": selected, "tasks": records, "skipped": sorted(skipped & set(selected)),
-                    "score": sum(number(r["percentile"]) if r["status"] == "ok" else 0.0 for r in records) / len(records),
-                    "n_fail": sum(1 for r in records if r["status"] not in ("ok", "error")
-                                  and r["task_id"] not in skipped),
+                    "score": overall_score(percentile_of(r) for r in records),
+                    "n_fail": count_fails(selected, {r["task_id"]: r for r in records}, skipped),
                     "n_error": sum(1 for r in records if r["status"] == "error")})
     return out
 
