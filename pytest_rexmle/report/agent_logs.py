@@ -503,8 +503,7 @@ def _find(root: Path, formats: tuple[LogFormat, ...], notes: list[dict[str, Any]
                     if stat.S_ISREG(st.st_mode):
                         found.append((order, rel, fmt))
                     elif not stat.S_ISDIR(st.st_mode):
-                        notes.append({"source_file": rel, "status": "skipped",
-                                      "reason": f"{kind_of(st.st_mode)}, not a regular file"})
+                        _skip(notes, rel, f"{kind_of(st.st_mode)}, not a regular file")
                     break
     except RefusedFile as exc:
         notes.append({"source_file": ".", "status": "incomplete", "reason": str(exc)})
@@ -529,36 +528,35 @@ def agent_trajectories(run_dir: Path, agent: str, seconds: float = READ_SECONDS)
             continue
         source = f"logs/{agent}/{rel}"
         if budget.spent():
-            notes.append({"source_file": source, "status": "skipped",
-                          "reason": "the time for reading agent logs ran out"})
+            _skip(notes, source, "the time for reading agent logs ran out")
             continue
         try:
             parsed = fmt.read(root / rel, budget)
         except (RefusedFile, OSError) as exc:
-            notes.append({"source_file": source, "status": "skipped", "reason": text(str(exc))})
+            _skip(notes, source, text(str(exc)))
             continue
         except Exception as exc:  # a shape no reader foresaw: that log is lost, never the run's trajectory
-            notes.append({"source_file": source, "status": "skipped",
-                          "reason": f"could not be read as {agent}'s log ({type(exc).__name__})"})
+            _skip(notes, source, f"could not be read as {agent}'s log ({type(exc).__name__})")
             continue
         if not parsed.steps:
-            notes.append({"source_file": source, "status": "skipped", "reason": "no steps in it",
-                          "skipped_lines": parsed.skipped_lines})
+            _skip(notes, source, "no steps in it", skipped_lines=parsed.skipped_lines)
             continue
         document = _trajectory(agent, source, parsed, len(trajectories) + 1)
         try:
             trajectories.append(AtifTrajectory.model_validate(document).model_dump(mode="json", exclude_none=True))
         except ValueError as exc:
-            notes.append({"source_file": source, "status": "skipped",
-                          "reason": f"not valid ATIF: {text(str(exc))[:300]}"})
+            _skip(notes, source, f"not valid ATIF: {text(str(exc))[:300]}")
             continue
         notes.append({"source_file": source, "status": "embedded", "steps": len(parsed.steps),
                       "skipped_lines": parsed.skipped_lines, "cut": parsed.cut,
                       "trajectory_id": document["trajectory_id"]})
     if len(found) > MAX_FILES:
-        notes.append({"source_file": f"logs/{agent}", "status": "skipped",
-                      "reason": f"{len(found) - MAX_FILES} more log files than the {MAX_FILES} read"})
+        _skip(notes, f"logs/{agent}", f"{len(found) - MAX_FILES} more log files than the {MAX_FILES} read")
     return trajectories, notes
+
+
+def _skip(notes: list[dict[str, Any]], source: str, reason: str, **more: Any) -> None:
+    notes.append({"source_file": source, "status": "skipped", "reason": reason, **more})
 
 
 def _trajectory(agent: str, source: str, parsed: Parsed, number: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonfile import write_json_atomic, write_text_atomic
-from .mdtext import md_text
+from .mdtext import md_row, md_table, md_text
 from .model import data_kind
 from .render import pct
 
@@ -74,18 +74,23 @@ def point_latest(report_dir: Path, run_id: str) -> None:
 def sessions(report_dir: Path) -> list[dict]:
     """Every session report under ``report_dir`` (newest first), each with its folder name added.
     Unreadable, oversized or foreign files are left out rather than failing the index."""
-    from .trust import read_report  # bounded: a session folder may be a download (a 1 GiB or 200k-deep file)
+    docs = ((path, _read_session(path)) for path in _session_reports(Path(report_dir)))
+    return _newest_first([{**doc, "folder": path.parent.name} for path, doc in docs if doc is not None])
 
-    out = []
-    for path in _session_reports(Path(report_dir)):
-        try:
-            doc = read_report(path)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("tasks"), list):
-            out.append({**doc, "folder": path.parent.name})
-    out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
-    return out
+
+def _read_session(path: Path) -> dict | None:
+    """A session's report, or None when it is unreadable, oversized or not a session report."""
+    from .trust import read_report  # bounded (a download may be 1 GiB or 200k deep); looked up when called
+
+    try:
+        doc = read_report(path)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("tasks"), list) else None
+
+
+def _newest_first(docs: list[dict]) -> list[dict]:
+    return sorted(docs, key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
 
 
 def _session_reports(root: Path) -> list[Path]:
@@ -136,13 +141,12 @@ def _row(doc: dict) -> dict:
 
 def index_markdown(docs: list[dict], latest: str | None) -> str:
     lines = ["# ReX-MLE sessions", "", f"{len(docs)} session(s), newest first. `latest` → `{latest or '-'}`.", "",
-             "| Session | Started | Agent | Data | Score | Challenges | FAIL | ERROR | Skipped |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             *md_table("Session", "Started", "Agent", "Data", "Score", "Tasks", "FAIL", "ERROR", "Skipped")]
     for doc in docs:
         r = _row(doc)
-        lines.append(f"| [{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>) | {r['created']} | {md_text(r['agent'])} | "
-                     f"{r['data']} | {r['score']} | {r['tasks']} ({r['partial']}) | {r['fail']} | {r['error']} | "
-                     f"{r['skipped']} |")
+        lines.append(md_row(f"[{md_text(r['folder'])}](<{r['folder']}/rexmle-report.md>)", r["created"],
+                            md_text(r["agent"]), r["data"], r["score"], f"{r['tasks']} ({r['partial']})", r["fail"],
+                            r["error"], r["skipped"]))
     return "\n".join(lines) + "\n"
 
 
@@ -162,8 +166,6 @@ INDEX_FIELDS = ("created", "agent", "score", "selected", "partial", "n_fail", "n
 def summaries(report_dir: Path) -> list[dict]:
     """:func:`sessions`, each cut to what the index shows, reading only reports that are new or changed since
     the last index (``.index-cache.json``: folder -> size, mtime and the summary)."""
-    from .trust import read_report  # looked up when called, where tests replace it
-
     root = Path(report_dir)
     try:
         cached = json.loads((root / INDEX_CACHE).read_text())
@@ -181,11 +183,8 @@ def summaries(report_dir: Path) -> list[dict]:
         if isinstance(hit, dict) and hit.get("stamp") == stamp and isinstance(hit.get("summary"), dict):
             summary = hit["summary"]
         else:
-            try:
-                doc = read_report(path)
-            except (OSError, ValueError):
-                continue
-            if not (isinstance(doc, dict) and isinstance(doc.get("tasks"), list)):
+            doc = _read_session(path)
+            if doc is None:
                 continue
             summary = {k: doc.get(k) for k in INDEX_FIELDS if k != "tasks"}
             summary["settings"] = {"data": (doc.get("settings") or {}).get("data")} \
@@ -197,8 +196,7 @@ def summaries(report_dir: Path) -> list[dict]:
         write_text(root / INDEX_CACHE, json.dumps(fresh))
     except OSError:
         pass
-    out.sort(key=lambda d: (str(d.get("created") or ""), d["folder"]), reverse=True)
-    return out
+    return _newest_first(out)
 
 
 def write_index(report_dir: Path) -> None:

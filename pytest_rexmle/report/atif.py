@@ -298,22 +298,37 @@ def _trial_folder(out: Path, name: str) -> Path:
     return trial
 
 
-def export_session(runs: list[Path], out: Path) -> list[Path]:
-    """``rexmle export atif``: one folder per run in the layout Harbor's tools read
-    (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it). Every trial name is
-    checked before anything is written."""
+def write_trajectories(runs: list[Path], out: Path) -> list[tuple[Path, dict[str, Any], Path]]:
+    """(run folder, its run.json, its trial folder ``<out>/<task>__<run>``) per run, each trial's agent
+    trajectory written; every trial name is checked before anything is written."""
     metas = [run_record(run_dir) or {} for run_dir in runs]
-    trials = [_trial_folder(out, trial_name(run_dir, meta)) for run_dir, meta in zip(runs, metas, strict=True)]
-    written = []
-    for run_dir, meta, trial in zip(runs, metas, trials, strict=True):
+    found = [(run_dir, meta, _trial_folder(out, trial_name(run_dir, meta)))
+             for run_dir, meta in zip(runs, metas, strict=True)]
+    for run_dir, meta, trial in found:
         (trial / "agent").mkdir(parents=True, exist_ok=True)
         write_json_atomic(trial / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
-        result = run_dir / "result.json"
-        if result.is_file() and not result.is_symlink():
-            try:
-                write_json_atomic(trial / "result.json", read_json(result, 4 * 1024 * 1024))
-            except (OSError, ValueError):
-                pass
+    return found
+
+
+def read_result(run_dir: Path) -> Any:
+    """The run's result.json (bounded read, never through a link: the run folder is the agent's too)."""
+    path = run_dir / "result.json"
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return read_json(path, 4 * 1024 * 1024)
+    except (OSError, ValueError):
+        return None
+
+
+def export_session(runs: list[Path], out: Path) -> list[Path]:
+    """``rexmle export atif``: one folder per run in the layout Harbor's tools read
+    (``<out>/<task>__<run>/agent/trajectory.json``, with the run's result beside it)."""
+    written = []
+    for run_dir, _, trial in write_trajectories(runs, out):
+        result = read_result(run_dir)
+        if result is not None:
+            write_json_atomic(trial / "result.json", result)
         written.append(trial)
     return written
 

@@ -11,12 +11,12 @@ The document (the session report's ``disclosure``)::
 
     {"network": "gateway", "egress_allow": [...], "hosts_asked": [{"host", "port", "allowed", "count"}],
      "hosts_flooded": bool, "answers_in_sandbox": false, "validation": str, "data": "synthetic" | "real",
-     "budget": str | null, "suspected_leaks": [challenge ids], "unsafe": [str], "provider_tools": bool}
+     "budget": str | null, "suspected_leaks": [task ids], "unsafe": [str], "provider_tools": bool}
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..gateway.egress import DEFAULT_ALLOW
@@ -114,28 +114,20 @@ def markdown_lines(disclosure: Mapping[str, Any] | None) -> list[str]:
     if disclosure.get("egress_allow"):
         lines.append("- Egress allow-list: " + ", ".join(md_code(h) for h in disclosure["egress_allow"]))
     hosts = disclosure.get("hosts_asked") or []
-    if hosts:
-        asked = ", ".join(_host_md(h) for h in hosts[:20])
-        lines.append(f"- Hosts the agents asked for: {asked}" + (" …" if len(hosts) > 20 else ""))
-    else:
-        lines.append("- Hosts the agents asked for: none")
+    asked = ", ".join(host_text(h, md_code) for h in hosts[:20]) or "none"
+    lines.append(f"- Hosts the agents asked for: {asked}" + (" …" if len(hosts) > 20 else ""))
     if disclosure.get("hosts_flooded"):
         lines.append("- An agent flooded the egress log with distinct hosts (aggregated, nothing dropped)")
-    lines.append(f"- Answers: {disclosure.get('answers')}")
-    lines.append(f"- Validation: {disclosure.get('validation')}")
-    lines.append(f"- Data: {disclosure.get('data')}")
-    lines.append(f"- Budget per run: {disclosure.get('budget') or 'none'}")
-    leaks = disclosure.get("suspected_leaks") or []
-    lines.append(f"- Suspected leaks: {', '.join(leaks) if leaks else 'none'}")
-    unsafe = disclosure.get("unsafe") or []
-    lines.append("- Unsafe options: " + ("; ".join(unsafe) if unsafe else "none"))
-    return lines + [""]
+    return lines + [f"- Answers: {disclosure.get('answers')}", f"- Validation: {disclosure.get('validation')}",
+                    f"- Data: {disclosure.get('data')}", f"- Budget per run: {disclosure.get('budget') or 'none'}",
+                    f"- Suspected leaks: {', '.join(disclosure.get('suspected_leaks') or []) or 'none'}",
+                    f"- Unsafe options: {'; '.join(disclosure.get('unsafe') or []) or 'none'}", ""]
 
 
-def _host_md(entry: Mapping[str, Any]) -> str:
+def host_text(entry: Mapping[str, Any], where: Callable[[str], str] = str) -> str:
+    """``host:port (allowed, 3×)``; ``where`` formats the host and port (the agent's words)."""
     verdict = "allowed" if entry.get("allowed") else "refused"
-    where = f"{entry.get('host')}:{entry.get('port')}"
-    return f"{md_code(where)} ({verdict}, {entry.get('count')}×)"
+    return f"{where(str(entry.get('host')) + ':' + str(entry.get('port')))} ({verdict}, {entry.get('count')}×)"
 
 
 def junit_properties(disclosure: Mapping[str, Any] | None) -> list[tuple[str, str]]:

@@ -23,11 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..agent_output import read_json
 from ..agents.usage import run_record
 from ..documents import upgrade
 from ..jsonfile import write_json_atomic, write_text_atomic
-from .atif import _trial_folder, build_trajectory, trial_name
+from .atif import read_result, write_trajectories
 
 #: the namespace of the ids derived here: one run always exports to the same trial and job ids
 NAMESPACE = uuid.UUID("5f0c2b8e-7d1a-4f4e-9b8a-2a7e3c1d9e60")
@@ -38,14 +37,7 @@ HARNESS_ERROR = "RexmleHarnessError"
 
 
 def _read_result(run_dir: Path) -> dict[str, Any] | None:
-    """The run's result.json (bounded read, never through a link: the run folder is the agent's too)."""
-    path = run_dir / "result.json"
-    if not path.is_file() or path.is_symlink():
-        return None
-    try:
-        doc = read_json(path, 4 * 1024 * 1024)
-    except (OSError, ValueError):
-        return None
+    doc = read_result(run_dir)
     return upgrade(doc) if isinstance(doc, dict) else None
 
 
@@ -163,14 +155,8 @@ def export_job(runs: list[Path], out: Path, job_name: str) -> Path:
     job = Path(out) / job_name
     job_id = uuid.uuid5(NAMESPACE, job_name)
     trials, starts, ends = [], [], []
-
-    metas = [run_record(run_dir) or {} for run_dir in runs]
-    # every trial's name is checked before anything is written: a downloaded run.json chooses its task
-    folders = [_trial_folder(job, trial_name(run_dir, meta)) for run_dir, meta in zip(runs, metas, strict=True)]
-    for run_dir, meta, trial_dir in zip(runs, metas, folders, strict=True):
-        (trial_dir / "agent").mkdir(parents=True, exist_ok=True)
+    for run_dir, _, trial_dir in write_trajectories(runs, job):  # a downloaded run.json chooses its task: checked
         config, result = trial_documents(run_dir, trial_dir, job_id)
-        write_json_atomic(trial_dir / "agent" / "trajectory.json", build_trajectory(run_dir, meta))
         write_json_atomic(trial_dir / "config.json", config)
         write_json_atomic(trial_dir / "result.json", result)
         if result["verifier_result"] is not None:  # Harbor's verifier leaves the reward in this file too

@@ -3,12 +3,12 @@
 Views, in order:
 
 1. Summary — agents ranked by score (mean over runs, standard error, bootstrap interval).
-2. Figure 1 style — percentile per challenge per agent, grouped bars, interval whiskers for repeated runs.
+2. Figure 1 style — percentile per task per agent, grouped bars, interval whiskers for repeated runs.
 3. Table 3 style — each ranking metric: the human best (``Leaderboard.best``) next to each agent's mean
    value over its graded runs, and the mean percentile (beside the top human team's percentile).
 4. Figure 4 style — capability radar over the 13 winning strategies, one polygon per agent.
 5. Capability tables — mean per strategy (with sum / runs and the fragment-weighted mean) and the
-   per-challenge 0/1 table of each agent.
+   per-task 0/1 table of each agent.
 6. Workflow stages S1–S5 and cost (turns, tokens, money, wall time), next to the percentile.
 
 Inputs: session reports (``rexmle-report/2``, merged here with :func:`merge_reports`) or one merged
@@ -38,11 +38,12 @@ from ..capability.strategies import load_strategies
 from ..documents import number
 from ..task import registry
 from .archive import local_time
+from .disclosure import host_text
 from .humans import humans_of, place
 from .merge import SCHEMA as MERGED_SCHEMA
 from .merge import mean_of, merge_reports, trust_mark, verification_lines
 from .reference import with_reference
-from .render import LEAK_DOCS, fmt_number, leak_text, provider_tools_line
+from .render import LEAK_DOCS, fmt_number, gpu_text, leak_text, percent, provider_tools_line, run_label
 from .templating import environment
 
 #: the published agents' colours: drawn pale with a dashed outline, so they never read as one of the user's agents
@@ -78,10 +79,6 @@ border-color:#d4a72c}dl.legend{font-size:13px;color:#3d444d}dl.legend dt{font-we
 dl.legend dd{margin:0 0 0 16px}
 p.unsafe{font-size:15px;font-weight:600;background:#ffebe9;border:1px solid #ff8182;border-radius:6px;padding:10px 14px}
 """
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100.0 * value:.1f}%"
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -147,7 +144,7 @@ def _series(merged: dict, colors: dict[str, str]) -> list[dict]:
 
 
 def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> dict:
-    """Figure 1's geometry: ~1300 px for 20 challenges however many series (the published agents
+    """Figure 1's geometry: ~1300 px for 20 tasks however many series (the published agents
     included), so that it fits a wide page; a bar per series and group, a mark where one was not run."""
     series = _series(merged, colors)
     groups = [(names.get(cid, cid), [s["cells"][i] for s in series]) for i, cid in enumerate(merged["tasks"])]
@@ -169,7 +166,7 @@ def bar_chart(merged: dict, colors: dict[str, str], names: dict[str, str]) -> di
                 continue
             h = max(0.0, plot_h * max(0.0, min(1.0, value)))
             spread = n_runs > 1 and ci
-            tip = f"{s['label']} — {label}: {_pct(value)}" + (f" ({n_runs} runs, CI {_pct(ci[0])}–{_pct(ci[1])})"
+            tip = f"{s['label']} — {label}: {percent(value)}" + (f" ({n_runs} runs, CI {percent(ci[0])}–{percent(ci[1])})"
                                                              if spread else "")
             bars.append({"s": s, "x": x, "y": top + plot_h - h, "w": bar - 1, "h": max(h, 0.8), "tip": tip,
                          "whisker": (x + (bar - 1) / 2, y(ci[0]), y(ci[1])) if spread and ci[1] > ci[0] else None})
@@ -216,26 +213,21 @@ def radar_chart(series: list[tuple[str, str, list[float]]]) -> dict:
 # -- tables -----------------------------------------------------------------------------------------
 
 def metric_rows(merged: dict) -> list[dict]:
-    """Table 3 style: per challenge its ranking metrics (with the humans' best, median and how many), each
+    """Table 3 style: per task its ranking metrics (with the humans' best, median and how many), each
     agent's cell and the published agents' cells; the template draws one row per metric plus the percentile."""
     out = []
     for i, cid in enumerate(merged["tasks"]):
         cells = [a["tasks"][i] for a in merged["agents"]]
         humans = humans_of(cid)
-        metrics: list[tuple[str, Any]]
-        n_humans: int | None
-        top: float | None
-        median: float | None
         if humans is not None:
-            metrics = [(m.key, m) for m in humans.metrics]
-            n_humans, top, median = humans.n, humans.top_percentile, humans.median_percentile
-        else:
+            side = {"metrics": [(m.key, m) for m in humans.metrics], "n_humans": humans.n,
+                    "top": humans.top_percentile, "median": humans.median_percentile}
+        else:  # a task this version does not know: the records' own metrics, no human columns
             keys: list[str] = next((c.get("ranking_metrics") for c in cells if c.get("ranking_metrics")), [])
-            metrics = [(key, None) for key in keys]
-            n_humans = next((c.get("n_humans") for c in cells if c.get("n_humans")), None)
-            top = median = None
+            side = {"metrics": [(key, None) for key in keys], "top": None, "median": None,
+                    "n_humans": next((c.get("n_humans") for c in cells if c.get("n_humans")), None)}
         out.append({"id": cid, "cells": cells, "refs": [r["tasks"][i] for r in merged.get("reference") or []],
-                    "metrics": metrics, "n_humans": n_humans, "top": top, "median": median})
+                    **side})
     return out
 
 
@@ -265,7 +257,7 @@ def _capability_series(merged: dict, caps: dict[str, dict],
 
 
 def stage_rows(merged: dict, stages: list[dict]) -> list[dict]:
-    """Stages S1–S5 and cost per agent and challenge (means over runs), beside the mean percentile."""
+    """Stages S1–S5 and cost per agent and task (means over runs), beside the mean percentile."""
     grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for doc in stages:
         grouped[(str(doc.get("agent")), str(doc.get("task_id")))].append(doc)
@@ -289,10 +281,6 @@ def _leaks(reports: list[dict]) -> list[tuple[Any, str]]:
     """(agent, text) per result the leak rules flagged (:mod:`pytest_rexmle.scoring.leaks`), with its egress log."""
     return [(rep.get("agent"), leak_text(rec)) for rep in reports for rec in rep.get("tasks", [])
             if isinstance(rec, dict) and isinstance(rec.get("suspected_leak"), dict)]
-
-
-def _data_kinds(merged: dict) -> set[str]:
-    return set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])
 
 
 def _capability(merged: dict, caps: dict[str, dict], colors: dict[str, str], capability: list[dict] | None) -> dict:
@@ -322,7 +310,7 @@ def render_html(reports: list[dict], capability: list[dict] | None = None, refer
                         else f"background:{s['color']}") for s in _series(merged, colors)],
         bars=bar_chart(merged, colors, names), metric_rows=metric_rows(merged),
         verification=[line.strip("*") for line in verification_lines(merged) if line], created=local_time(merged["created"]),
-        started=times, kinds=sorted(_data_kinds(merged)), leaks=_leaks(reports), stage_ids=STAGE_IDS,
+        started=times, kinds=sorted(set(merged.get("data_kinds") or [a.get("data_kind", "real") for a in merged["agents"]])), leaks=_leaks(reports), stage_ids=STAGE_IDS,
         tools=sorted({str(r.get("agent")) for r in reports if provider_tools_line(r)}), leak_docs=LEAK_DOCS,
         capability=_capability(merged, caps, colors, capability) if caps else None, strategies=load_strategies(),
         stages=stage_rows(merged, stages) if stages else None, compute=_compute(sessions), disclosures=_disclosures(sessions))
@@ -336,25 +324,18 @@ def _sessions_of(merged: dict) -> list[dict]:
              "compute": {"hardware": hardware, "total": s.get("total")}} for s in sessions if isinstance(s, dict)]
 
 
-def _run_label(doc: dict, rec: dict) -> str:
-    """A record's name in the session's compute table (``isles22``, ``isles22@codex``, ``isles22-r2``), so
-    each repeat's row links to its own run's page."""
-    agent = f"@{rec.get('agent')}" if isinstance(doc.get("agents"), dict) and rec.get("agent") else ""
-    return f"{rec.get('task_id')}{agent}" + (f"-r{rec['repeat']}" if rec.get("repeat") else "")
-
-
 def _compute(reports: list[dict]) -> dict | None:
     """What each run ran on and spent (the sessions' ``compute``), with each run's page; a merged report's
     sessions keep their totals only."""
     rows: list[dict] = []
     for doc in reports:
         runs = (doc.get("compute") or {}).get("runs") or {}
-        dirs = {_run_label(doc, rec): rec.get("run_dir") for rec in doc.get("tasks") or []}
+        several = isinstance(doc.get("agents"), dict)
+        dirs = {run_label(rec.get("task_id"), several and rec.get("agent"), rec.get("repeat")): rec.get("run_dir")
+                for rec in doc.get("tasks") or []}
         for label, rec in runs.items():
-            gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
-                "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
             run_dir = dirs.get(str(label)) or dirs.get(str(label).split("@", 1)[0])
-            rows.append({"label": label, "gpu": gpu, "rec": rec,
+            rows.append({"label": label, "gpu": gpu_text(rec), "rec": rec,
                          "page": "file://" + str(run_dir) + "/run.html" if run_dir else None})
         total = (doc.get("compute") or {}).get("total")
         if not runs and isinstance(total, dict):
@@ -376,8 +357,7 @@ def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]
         d = doc.get("disclosure")
         if not isinstance(d, dict):
             continue
-        hosts = ", ".join(f"{h.get('host')}:{h.get('port')} ({'allowed' if h.get('allowed') else 'refused'}, "
-                          f"{h.get('count')}×)" for h in d.get("hosts_asked") or []) or "none"
+        hosts = ", ".join(host_text(h) for h in d.get("hosts_asked") or []) or "none"
         out.append((doc.get("run_id"), [
             ("Network", d.get("network")), ("Egress allow-list", ", ".join(d.get("egress_allow") or []) or "-"),
             ("Hosts the agents asked for", hosts + (" (an agent flooded the log; aggregated)"
@@ -394,7 +374,7 @@ def _disclosures(reports: list[dict]) -> list[tuple[Any, list[tuple[str, Any]]]]
 @cache
 def _template(name: str = "report.html.j2") -> Template:
     env = environment()
-    env.filters.update(pct=_pct, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}", place=place,
+    env.filters.update(pct=percent, num=fmt_number, f1=lambda v: f"{v:.1f}", f0=lambda v: f"{v:.0f}", place=place,
                        trust=trust_mark)
     env.globals.update(number=number, metric_cell=_metric_cell)
     return env.get_template(name)

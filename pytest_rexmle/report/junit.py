@@ -22,9 +22,8 @@ from typing import Any
 
 from ..errors import RexmleError
 from ..task import competition_of_folder, registry
+from .properties import TASK_PROPERTY  # marks a benchmark item (the task id)
 
-#: the property that marks a benchmark item (the task id); see :data:`pytest_rexmle.fixtures.TASK_PROPERTY`
-TASK_PROPERTY = "rexmle_task"
 #: the prefix of every benchmark test case's ``classname``
 CLASSNAME_PREFIX = "rexmle"
 

@@ -39,3 +39,13 @@ def md_code(value: object) -> str:
     """
     text = _SPACES.sub(" ", clean_text(str(value))).strip().replace("`", "'")
     return f"`{text}`" if text else "` `"
+
+
+def md_row(*cells: object) -> str:
+    """One Markdown table row, ``| a | b |``, of cells already made inert (:func:`md_text`, :func:`md_code`)."""
+    return "|" + "".join(f" {cell} |" for cell in cells)
+
+
+def md_table(*headers: str) -> list[str]:
+    """A Markdown table's header row and the separator under it."""
+    return [md_row(*headers), "|" + "---|" * len(headers)]

@@ -7,23 +7,14 @@ writes ``OUT/rexmle-merged.json``, ``OUT/rexmle-merged.md`` and the self-contain
 ``--reference paper`` (the default) adds the paper's published agents beside yours, ``--reference none``
 leaves them out.
 
-Rules (docs/reading-the-report.md, "Merged reports"). Every session is one run of one agent; a session of
-``--rexmle-repeat N`` > 1 is N runs (of each of its agents), one per repeat (:func:`split_repeats`), exactly as N
-sessions would be. An agent is its
-name plus its public options and the kind of data it was graded on (synthetic twins or real data); two of one
-name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison set C is
-the union of the challenges selected by any merged session. Sessions of different selections (a full run and a
-``-k`` re-run) are merged per task: a challenge counts for a run only if that run selected it. Per challenge,
-the mean percentile over the runs that selected it (a FAIL counts 0, a challenge selected without a record is
-that run's FAIL); a challenge no run of an agent selected is "not run" for it: shown as such and left out of
-its score. The agent's score is the mean of those per-challenge means over the challenges it ran, so three
-full runs at 12.8 % and a ``-k`` run repeating two of their challenges still give 12.8 %. Each run's own score
-(over what it selected) is listed beside it. When every run selected the same challenges the standard error is
-the run scores' (sample standard deviation / sqrt(n), null for one run) and the interval a percentile bootstrap
-over them; otherwise both come from a bootstrap that resamples runs and scores each draw per task as above.
-Resampling uses a fixed seed, so the same inputs always give the same interval; per challenge the mean
-percentile over the runs that selected it, with its interval. Agents are ordered by mean score; equal means
-share a rank.
+Rules: docs/reading-the-report.md, "Merged reports", where they are explained. In short: every session is
+one run of one agent, and a session of ``--rexmle-repeat N`` > 1 is N runs (:func:`split_repeats`). An agent
+is its name plus its public options and the kind of data it was graded on (synthetic twins or real data); two
+of one name are labelled ``name [hash]`` (or ``name (synthetic)`` when only the data differs). The comparison
+set C is the union of the tasks any merged session selected; runs of different selections are merged per task
+(:func:`merged_score`), and a task no run of an agent selected is "not run" for it, left out of its score. The intervals are bootstraps with a fixed seed (:func:`bootstrap_ci`,
+:func:`merged_bootstrap`), so the same inputs always give the same interval. Agents are ordered by mean
+score; equal means share a rank.
 
 Merged document (schema ``rexmle-merged-report/2``)::
 
@@ -35,10 +26,10 @@ Merged document (schema ``rexmle-merged-report/2``)::
       "data_kinds": ["real" | "synthetic", ...],
       "agents": [{
           "label": str, "agent": str | null, "agent_options": {..}, "data_kind": str, "n_runs": int,
-          "run_ids": [str], "scores": [float per run, over the challenges that run selected],
+          "run_ids": [str], "scores": [float per run, over the tasks that run selected],
           "n_tasks": [int per run], "not_run": [ids of C no run of this agent selected],
           "same_selection": bool, "mean": float (per-task merge), "sem": float | null, "ci": [lo, hi],
-          "rank": int, "n_fail": [int per run, over the challenges that run selected],
+          "rank": int, "n_fail": [int per run, over the tasks that run selected],
           "tasks": [{"task_id", "n_runs" (runs that selected it, 0 = not run), "not_run": bool,
                           "percentiles": [per run], "mean_percentile": float | null, "sem", "ci",
                           "n_fail", "statuses": [per such run], "mean_position": float | null (over OK runs),
@@ -65,7 +56,7 @@ import zlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
@@ -73,10 +64,11 @@ from ..agent_output import clean_text
 from ..capability import SESSION_CAPABILITY_JSON
 from ..documents import Document, json_numbers, number
 from ..errors import RexmleError
+from ..scoring.ranking import overall_score
 from ..task import registry
 from .archive import resolve_all, write_json, write_text
-from .mdtext import md_text
-from .model import SessionReport, data_kind, note_for
+from .mdtext import md_row, md_table, md_text
+from .model import SessionReport, count_fails, data_kind, note_for, percentile_of
 from .reference import CHOICES, DEFAULT, with_reference
 from .render import LEGEND, pct
 from .trust import REFUSED, UNVERIFIED, VERIFIED, read_report, rederive, status_of
@@ -131,7 +123,13 @@ def bootstrap_ci(values: list[float], *, resamples: int = RESAMPLES, confidence:
 
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(list(seed))
-    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    return _interval(data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1), confidence)
+
+
+def _interval(means: Any, confidence: float) -> list[float]:
+    """The central ``confidence`` interval of bootstrap means (a numpy array)."""
+    import numpy as np  # start-up: numpy only where this runs
+
     alpha = (1.0 - confidence) / 2.0
     return [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
 
@@ -164,9 +162,8 @@ def split_repeats(doc: dict) -> list[dict]:
         rest = {k: v for k, v in doc.items() if k not in ("agents", "aggregate", "repeats", "n_runs")}
         out.append({**rest, "run_id": f"{doc['run_id']}-r{repeat:03d}", "agent": agent, "agent_options": options or {},
                     "selected": selected, "tasks": records, "skipped": sorted(skipped & set(selected)),
-                    "score": sum(number(r["percentile"]) if r["status"] == "ok" else 0.0 for r in records) / len(records),
-                    "n_fail": sum(1 for r in records if r["status"] not in ("ok", "error")
-                                  and r["task_id"] not in skipped),
+                    "score": overall_score(percentile_of(r) for r in records),
+                    "n_fail": count_fails(selected, {r["task_id"]: r for r in records}, skipped),
                     "n_error": sum(1 for r in records if r["status"] == "error")})
     return out
 
@@ -199,7 +196,8 @@ def merge_reports(docs: list[dict], *, resamples: int = RESAMPLES, seed: int = S
     checked = any("trust" in d for d in docs)
     if checked:
         for entry in agents:
-            entry["trust"] = agent_trust([status_of(d) for d in groups[entry["label"]]])
+            # an agent is verified only when every one of its sessions is
+            entry["trust"] = VERIFIED if all(status_of(d) == VERIFIED for d in groups[entry["label"]]) else UNVERIFIED
     kinds = sorted({data_kind(d) for d in docs})
     merged = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "tasks": task_ids,
               "partial": set(task_ids) != all_ids, "bootstrap": {"resamples": resamples, "seed": seed,
@@ -223,11 +221,6 @@ def _trust_of(doc: dict) -> dict:
         return {}
     trust = doc["trust"]
     return {"trust": status_of(doc), "trust_why": trust.get("why"), "trust_notes": list(trust.get("notes") or [])}
-
-
-def agent_trust(statuses: list[str]) -> str:
-    """An agent is verified only when every one of its sessions is."""
-    return VERIFIED if statuses and all(s == VERIFIED for s in statuses) else UNVERIFIED
 
 
 def merged_compute(docs: list[dict], labels: dict) -> dict:
@@ -254,67 +247,49 @@ def merged_compute(docs: list[dict], labels: dict) -> dict:
     return out
 
 
-def _covers(doc: dict, records: dict[str, dict]) -> set[str]:
-    """The challenges a session selected (a selected one without a record is still its FAIL)."""
-    return set(doc.get("selected") or ()) | set(records)
-
-
-def _run_score(records: dict[str, dict], covered: list[str]) -> float:
-    """A run's score over the challenges it selected, FAILs as 0."""
-    pcts = [_percentile(records.get(c)) for c in covered]
-    return sum(pcts) / len(pcts) if pcts else 0.0
-
-
-def _percentile(rec: dict | None) -> float:
-    return float(rec["percentile"]) if rec is not None and rec["status"] == "ok" else 0.0
-
-
 def merged_score(matrix: list[list[float | None]]) -> float:
-    """The per-task merge: per challenge the mean over the runs that selected it (``None``: not selected),
-    then the mean over the challenges any run selected. Equal selections give the mean of the run scores."""
+    """The per-task merge: per task the mean over the runs that selected it (``None``: not selected),
+    then the mean over the tasks any run selected. Equal selections give the mean of the run scores."""
     means = [mean_of([v for v in column if v is not None]) for column in zip(*matrix, strict=True)]
-    known = [m for m in means if m is not None]
-    return sum(known) / len(known) if known else 0.0
+    return overall_score(m for m in means if m is not None)
 
 
 def merged_bootstrap(matrix: list[list[float | None]], *, resamples: int, confidence: float,
                      seed: Iterable[int]) -> tuple[list[float], float]:
     """(percentile interval, standard error) of :func:`merged_score` over resampled runs: runs drawn with
     replacement, each draw scored per task as the whole merge is. Used when the runs selected different
-    challenges, where the mean of the run scores would weigh a ``-k`` run's few challenges like a full run."""
+    tasks, where the mean of the run scores would weigh a ``-k`` run's few tasks like a full run."""
     import numpy as np  # start-up: numpy only where this runs
 
     data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
     rng = np.random.default_rng(list(seed))
-    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, challenges)
+    draws = data[rng.integers(0, len(data), size=(resamples, len(data)))]  # (resamples, runs, tasks)
     counts = (~np.isnan(draws)).sum(axis=1)
     sums = np.nansum(draws, axis=1)
     per_task = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
     means = np.nanmean(np.where(np.isnan(per_task).all(axis=1, keepdims=True), 0.0, per_task), axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    interval = [float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))]
-    return interval, float(np.std(means, ddof=1))
+    return _interval(means, confidence), float(np.std(means, ddof=1))
 
 
 def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: int, seed: int,
                  confidence: float) -> dict:
-    """One agent's runs merged per task: a challenge counts for a run only if that run selected it."""
+    """One agent's runs merged per task: a task counts for a run only if that run selected it."""
     per_run = [{rec["task_id"]: rec for rec in doc.get("tasks", [])} for doc in runs]
-    covers = [_covers(doc, records) for doc, records in zip(runs, per_run, strict=True)]
+    # the tasks each run selected (a selected one without a record is still its FAIL)
+    covers = [set(doc.get("selected") or ()) | set(records) for doc, records in zip(runs, per_run, strict=True)]
     skipped = [set(doc.get("skipped") or ()) for doc in runs]
     ran = [c for c in task_ids if any(c in cov for cov in covers)]
     scores, fails, counts = [], [], []
     for records, cov, skips in zip(per_run, covers, skipped, strict=True):
         own = [c for c in ran if c in cov]
-        scores.append(_run_score(records, own))
-        fails.append(sum(1 for c in own if c not in records or
-                         (records[c]["status"] not in ("ok", "error") and c not in skips)))
+        scores.append(overall_score(percentile_of(records.get(c)) for c in own))  # its own score, FAILs as 0
+        fails.append(count_fails(own, records, skips))
         counts.append(len(own))
-    matrix = [[_percentile(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
+    matrix = [[percentile_of(records.get(c)) if c in cov else None for c in ran] for records, cov in zip(per_run, covers, strict=True)]
     rows = [_task_row(label, cid, [records.get(cid) for records, cov in zip(per_run, covers, strict=True)
                                         if cid in cov], resamples, seed, confidence) for cid in task_ids]
     same_selection = all(cov & set(ran) == set(ran) for cov in covers)
-    if same_selection:  # every run selected every challenge: the run scores' statistics, as always
+    if same_selection:  # every run selected every task: the run scores' statistics, as always
         error = sem(scores)
         ci = bootstrap_ci(scores, resamples=resamples, confidence=confidence, seed=(seed, _key(label)))
     else:
@@ -330,8 +305,8 @@ def _agent_entry(label: str, runs: list[dict], task_ids: list[str], resamples: i
 
 def _task_row(label: str, cid: str, recs: list[dict | None], resamples: int, seed: int,
                    confidence: float) -> dict:
-    """One challenge of one agent over the runs that selected it (``recs``; None: selected, no record)."""
-    pcts = [_percentile(r) for r in recs]
+    """One task of one agent over the runs that selected it (``recs``; None: selected, no record)."""
+    pcts = [percentile_of(r) for r in recs]
     ok = [r for r in recs if r is not None and r["status"] == "ok"]
     recs_known = [r for r in recs if r is not None]
     metric_keys = sorted({k for r in ok for k in (r.get("metrics") or {})})
@@ -383,7 +358,7 @@ class MergedAgent(BaseModel):
             raise ValueError(f"agent {self.label!r} needs n_runs scores and run ids")
         ran = [row.mean_percentile or 0.0 for row in self.tasks if not row.not_run]
         if not math.isclose(self.mean, sum(ran) / len(ran) if ran else 0.0, abs_tol=1e-12):
-            raise ValueError(f"agent {self.label!r} mean is not the mean over its challenges of their mean "
+            raise ValueError(f"agent {self.label!r} mean is not the mean over its tasks of their mean "
                              "percentiles")
         if (self.sem is None) != (n < 2):
             raise ValueError(f"agent {self.label!r} sem must be null exactly for one run")
@@ -409,10 +384,10 @@ class MergedReport(Document):
     note: str
 
     @model_validator(mode="after")
-    def _one_row_per_challenge_and_ranked(self) -> MergedReport:
+    def _one_row_per_task_and_ranked(self) -> MergedReport:
         for agent in self.agents:
             if [c.task_id for c in agent.tasks] != self.tasks:
-                raise ValueError(f"agent {agent.label!r} must have one row per merged challenge")
+                raise ValueError(f"agent {agent.label!r} must have one row per merged task")
         for agent in self.agents:
             if agent.rank != 1 + sum(1 for other in self.agents if other.mean > agent.mean):
                 raise ValueError("ranks must follow the mean scores (ties share a rank)")
@@ -428,26 +403,26 @@ def markdown(doc: dict) -> str:
     out += ["# ReX-MLE merged report", "",
            f"{len(doc['agents'])} agent(s), {len(doc['sources'])} session(s), {len(doc['tasks'])} task(s)"
            f"{' (partial set)' if doc['partial'] else ''}; data: **{kinds or '-'}**. Scores are mean percentiles over "
-           f"the challenges each agent ran, FAILs as 0; a challenge an agent never ran is \"not run\" and left out "
+           f"the tasks each agent ran, FAILs as 0; a task an agent never ran is \"not run\" and left out "
            f"of its score. Intervals are {doc['bootstrap']['confidence']:.0%} bootstrap intervals over runs "
            f"({doc['bootstrap']['resamples']} resamples, seed {doc['bootstrap']['seed']}).", "",
            *[f"**Warning: {md_text(w)}**" for w in doc.get("warnings") or []],
            *verification_lines(doc),
            *[f"**REFUSED (left out): session {md_text(r['run_id'])} of {md_text(str(r['agent']))}: {md_text(r['why'])}**"
              for r in doc.get("refused") or []],
-           "| Rank | Agent | Data | Runs | Challenges run | Score | SEM | CI |", "|---|---|---|---|---|---|---|---|"]
+           *md_table("Rank", "Agent", "Data", "Runs", "Tasks run", "Score", "SEM", "CI")]
     n_all = len(doc["tasks"])
     for a in doc["agents"]:
         err = pct(a["sem"]) if a["sem"] is not None else "-"
         ran = n_all - len(a.get("not_run") or [])
-        out.append(f"| {a['rank']} | {md_text(a['label'])}{trust_mark(a)} | {a.get('data_kind', '-')} | {a['n_runs']} | {ran} of {n_all} | "
-                   f"{pct(a['mean'])} | {err} | {pct(a['ci'][0])} – {pct(a['ci'][1])} |")
+        out.append(md_row(a["rank"], md_text(a["label"]) + trust_mark(a), a.get("data_kind", "-"), a["n_runs"],
+                          f"{ran} of {n_all}", pct(a["mean"]), err, f"{pct(a['ci'][0])} – {pct(a['ci'][1])}"))
     for r in refs:
         shown = pct(r["mean"]) if r["mean"] is not None else "-"
-        out.append(f"| – | {md_text(r['label'])} | real (paper) | published | {n_all} | {shown} "
-                   f"(Table 3, all 20: {100 * r['table3_score']:.2f}%) | - | - |")
+        out.append(md_row("–", md_text(r["label"]), "real (paper)", "published", n_all,
+                          f"{shown} (Table 3, all 20: {100 * r['table3_score']:.2f}%)", "-", "-"))
     labels = [md_text(a["label"]) for a in doc["agents"]] + [md_text(r["label"]) for r in refs]
-    out += ["", "| Challenge | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    out += ["", *md_table("Task", *labels)]
     for i, cid in enumerate(doc["tasks"]):
         cells = []
         for a in doc["agents"]:
@@ -458,7 +433,7 @@ def markdown(doc: dict) -> str:
             cell = r["tasks"][i]
             cells.append("not published" if cell["mean_percentile"] is None else
                          ("FAIL" if cell["status"] != "ok" else pct(cell["mean_percentile"])))
-        out.append(f"| {md_text(cid)} | " + " | ".join(cells) + " |")
+        out.append(md_row(md_text(cid), *cells))
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     return "\n".join(out)
 
@@ -514,11 +489,6 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def _load(path: Path, what: str = "report") -> dict:
-    """A downloaded document, read bounded in size and depth (:func:`.trust.read_report`)."""
-    return read_report(path, what)
-
-
 def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tuple[Path, Path]],
                 verify: bool = False, data_dir: Path | None = None) -> tuple[list[dict], list[dict]]:
     """(report documents, capability documents) for the given folders/files; raises FileNotFoundError/ValueError.
@@ -532,17 +502,17 @@ def load_inputs(inputs: list[Path], extra_capability: list[Path], taken: list[tu
             if report.resolve() in seen:
                 continue
             seen.add(report.resolve())
-            doc = _load(report)
+            doc = read_report(report)  # a download: bounded in size and depth
             SessionReport.check(doc, report)
             reports.append(verify_session(rederive(doc), report, data_dir) if verify else rederive(doc))
             taken.append((Path(raw), report))
             cap = report.parent / SESSION_CAPABILITY_JSON
             if cap.is_file():
-                capability.append(_load(cap, "capability file"))
+                capability.append(read_report(cap, "capability file"))
     for path in extra_capability:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no capability file {path}")
-        capability.append(_load(Path(path), "capability file"))
+        capability.append(read_report(Path(path), "capability file"))
     return reports, capability
 
 

@@ -7,10 +7,10 @@ Top level::
       "created": ISO-8601 UTC time,
       "run_id": str,                      unique per session
       "agent": str, "agent_options": {..}, "settings": {data, runtime, time_limit, min_percentile, resume, seed},
-      "selected": [project ids],          every challenge the session selected (ran, failed or skipped)
-      "partial": bool,                    false only when all 20 challenges were selected
+      "selected": [project ids],          every task the session selected (ran, failed or skipped)
+      "partial": bool,                    false only when all 20 tasks were selected
       "score": float,                     mean percentile over "selected", FAILs, ERRORs (and not-run) as 0;
-                                          with repeats each challenge (and agent) counts once, as the mean
+                                          with repeats each task (and agent) counts once, as the mean
                                           over its repeats
       "n_fail": int,                      agent FAILs: invalid, missing (also not run), timeout (every run)
       "n_error": int,                     harness ERRORs (status "error"): our fault, not the agent's (every run)
@@ -24,7 +24,7 @@ Top level::
                      its "repeat" under --rexmle-repeat N > 1],
       "repeats": int, "n_runs": int,      only with --rexmle-repeat N > 1: N, and the runs in "tasks"
       "aggregate": [...]                  only then: per agent, the score of each repeat, their mean, SEM and
-                                          interval, and per challenge the mean percentile over its repeats,
+                                          interval, and per task the mean percentile over its repeats,
                                           its SEM and interval and each repeat's status (see :func:`with_aggregate`)
       "note": str,                        what the numbers mean (agents on our split, humans on theirs)
       "submissions": {task id (or task@agent): {"files": {path: sha256}, "answers_id": str | null}}
@@ -36,6 +36,7 @@ Numbers are unrounded; +inf/-inf are the strings "inf"/"-inf".
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -74,12 +75,12 @@ def note_for(kinds: Iterable[str]) -> str:
 
 
 def not_run(task_id: str, reason: str) -> TaskResult:
-    """A selected challenge that produced no result counts as FAIL (docs/reading-the-report.md)."""
+    """A selected task that produced no result counts as FAIL (docs/reading-the-report.md)."""
     return _failed(task_id, MISSING, f"not run: {reason}")
 
 
 def harness_error(task_id: str, message: str, traceback: str | None) -> TaskResult:
-    """A selected challenge the harness broke on before grading (runtime unavailable, image missing, a
+    """A selected task the harness broke on before grading (runtime unavailable, image missing, a
     failing fixture): status ``error`` with the real message and traceback, never an agent FAIL."""
     return _failed(task_id, ERROR, f"harness error: {message}", traceback)
 
@@ -92,11 +93,11 @@ def _failed(task_id: str, status: str, reason: str, traceback: str | None = None
 
 def build_report(results: Iterable[TaskResult], *, agent: str | None, agent_options: dict, settings: dict,
                  run_id: str, skipped: Iterable[str] = (), repeats: int = 1) -> dict:
-    """``skipped``: selected challenges pytest skipped (their records are ``missing`` with the skip reason);
+    """``skipped``: selected tasks pytest skipped (their records are ``missing`` with the skip reason);
     they still count 0 in the score but are not agent FAILs. ``repeats``: the session's ``--rexmle-repeat``;
-    above 1 every run keeps its record, the score counts each (challenge, agent) once (the mean over its
+    above 1 every run keeps its record, the score counts each (task, agent) once (the mean over its
     repeats), FAILs and ERRORs are counted per run (one never hides behind an ok sibling), and
-    ``aggregate`` gives each challenge's mean, SEM and interval over its repeats."""
+    ``aggregate`` gives each task's mean, SEM and interval over its repeats."""
     records = sorted(results, key=lambda r: (r.task_id, r.repeat or 0))
     groups: dict[tuple[str, str], list[TaskResult]] = {}
     for rec in records:  # a record made by the session (not run, harness error) may not name the agent
@@ -138,6 +139,18 @@ def _with_threshold(record: dict, settings: dict) -> dict:
     return record
 
 
+def percentile_of(rec: dict | None) -> float:
+    """A record's part in a score: its percentile when it is OK, 0 for a FAIL, an ERROR or no record."""
+    return float(rec["percentile"]) if rec is not None and rec["status"] == OK else 0.0
+
+
+def count_fails(selected: Iterable[str], records: dict[str, dict], skipped: set[str]) -> int:
+    """The FAILs among ``selected``: a task without a record, or one that ended neither OK nor in a harness
+    ERROR, unless pytest skipped it."""
+    return sum(1 for c in selected if c not in records
+               or (records[c]["status"] not in (OK, ERROR) and c not in skipped))
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
@@ -156,17 +169,14 @@ def with_aggregate(doc: dict) -> dict:
 
 
 def _aggregate_entry(entry: dict) -> dict:
-    """One agent of the merged repeats, as the session report keeps it: the challenges it ran, each with how
+    """One agent of the merged repeats, as the session report keeps it: the tasks it ran, each with how
     its repeats ended counted by status (``{"ok": 2, "error": 1}``)."""
     rows = []
     for row in entry["tasks"]:
         if row["not_run"]:
             continue
-        counts: dict[str, int] = {}
-        for status in row["statuses"]:
-            counts[status] = counts.get(status, 0) + 1
         rows.append({k: row[k] for k in ("task_id", "n_runs", "percentiles", "statuses", "mean_percentile",
-                                         "sem", "ci")} | {"counts": counts})
+                                         "sem", "ci")} | {"counts": dict(Counter(row["statuses"]))})
     return {"agent": entry["agent"], "label": entry["label"], "n_repeats": entry["n_runs"],
             "scores": entry["scores"], "mean": entry["mean"], "sem": entry["sem"], "ci": entry["ci"],
             "tasks": rows}

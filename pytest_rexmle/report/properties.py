@@ -9,7 +9,7 @@ CAPABILITY_PROPERTY = "rexmle_capability"
 STAGES_PROPERTY = "rexmle_stages"
 TASK_PROPERTY = "rexmle_task"
 AGENT_PROPERTY = "rexmle_agent"
-#: the item's repeat (``--rexmle-repeat`` > 1): the session report keeps each run and aggregates per challenge
+#: the item's repeat (``--rexmle-repeat`` > 1): the session report keeps each run and aggregates per task
 REPEAT_PROPERTY = "repeat"
 #: the run's compute record and what it reached (run.json's ``compute``, ``network``, ``egress``), for the report
 RUN_PROPERTY = "rexmle_run"

@@ -9,8 +9,8 @@ A reference entry (the merged document's ``reference`` list) has the shape of a 
 renderers need it::
 
     {"label": "AIDE (published)", "agent": "AIDE", "published": true, "llm": "GPT-5", "budget_hours": 24,
-     "table3_score": float,              the paper's overall mean percentile over all 20 challenges
-     "mean": float,                      mean published percentile over the challenges shown (FAIL = 0)
+     "table3_score": float,              the paper's overall mean percentile over all 20 tasks
+     "mean": float,                      mean published percentile over the tasks shown (FAIL = 0)
      "tasks": [{"task_id", "status": "ok" | "FAIL" | "not published", "mean_percentile": float | null,
                      "metrics": {key: {"mean": value}}, "positions": {key: int}, "mean_position": float | null}]}
 """

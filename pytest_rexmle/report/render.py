@@ -12,7 +12,7 @@ from ..task import registry
 from .disclosure import markdown_lines as disclosure_lines
 from .disclosure import unsafe_line
 from .humans import humans_of, place
-from .mdtext import md_code, md_text
+from .mdtext import md_code, md_row, md_table, md_text
 from .model import SYNTHETIC, data_kind
 from .reference import paper_agents
 
@@ -42,8 +42,20 @@ def pct(value: float) -> str:
     return f"{Decimal(repr(100.0 * value)).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}%"
 
 
+def percent(value) -> str:
+    """The HTML pages' percent: one decimal as float formatting rounds it, ``-`` for no number."""
+    return f"{100.0 * value:.1f}%" if isinstance(value, (int, float)) else "-"
+
+
+def gpu_text(rec: dict) -> str:
+    """A compute record's GPUs in words: ``2× H100``, ``none``, or ``2 (model unknown)``."""
+    if rec.get("gpu_model"):
+        return f"{rec.get('gpu_count')}× {rec.get('gpu_model')}"
+    return "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)"
+
+
 def score_line(doc: dict) -> str:
-    """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped challenges named
+    """``ReX-MLE score: 13.5% over 20 task(s), 0 FAIL`` — harness ERRORs and skipped tasks named
     apart when there are any, so the line agrees with pytest's own summary."""
     label = "partial score" if doc["partial"] else "ReX-MLE score"
     n_error = doc.get("n_error", 0)
@@ -75,19 +87,25 @@ def run_name(rec: dict) -> str:
     return rec["task_id"] + (f" r{rec['repeat']}" if rec.get("repeat") else "")
 
 
+def run_label(task: object, agent: object = None, repeat: object = None) -> str:
+    """``isles22``, ``isles22@codex``, ``isles22-r2``: a run's name in the compute table, which the HTML
+    report also uses to link each row to its own run's page."""
+    return f"{task}" + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeat else "")
+
+
 #: a repeat a selection left out (``-k isles22-r2``) is "not run" in the repeats table, 0 as ``rexmle report``
-#: counts a session that did not select a challenge another one did; the session's score leaves it out
+#: counts a session that did not select a task another one did; the session's score leaves it out
 STATUS_WORDS = {"ok": "ok", "error": "ERROR", "not run": "not run"}
 
 
 def counts_text(counts: dict[str, int]) -> str:
-    """``2 ok, 1 ERROR``: how a challenge's repeats ended, every FAIL and ERROR named (never hidden)."""
+    """``2 ok, 1 ERROR``: how a task's repeats ended, every FAIL and ERROR named (never hidden)."""
     order = sorted(counts, key=lambda s: (s != "ok", s))
     return ", ".join(f"{counts[s]} {STATUS_WORDS.get(s, f'FAIL ({s})')}" for s in order)
 
 
 def aggregate_lines(doc: dict) -> list[str]:
-    """Per challenge (and agent), the mean percentile over its repeats with its SEM and interval, and how
+    """Per task (and agent), the mean percentile over its repeats with its SEM and interval, and how
     each repeat ended; then each agent's score per repeat, their mean, SEM and interval."""
     out = []
     for entry in doc.get("aggregate") or []:
@@ -103,7 +121,7 @@ def aggregate_lines(doc: dict) -> list[str]:
 
 
 def spread(row: dict) -> tuple[str, str]:
-    """An aggregate's (or one challenge's) standard error and interval as text, ``-`` where there is none."""
+    """An aggregate's (or one task's) standard error and interval as text, ``-`` where there is none."""
     sem = pct(row["sem"]) if row.get("sem") is not None else "-"
     ci = f"{pct(row['ci'][0])} – {pct(row['ci'][1])}" if row.get("ci") else "-"
     return sem, ci
@@ -127,7 +145,7 @@ def provider_tools_line(doc: dict) -> str | None:
 
 
 def shown_status(doc: dict, rec: dict) -> str:
-    """The status a reader sees: ``skipped`` for a challenge pytest skipped, ``ok < min`` for an ok run below
+    """The status a reader sees: ``skipped`` for a task pytest skipped, ``ok < min`` for an ok run below
     ``--rexmle-min-percentile`` (a failed item in pytest), else the record's own."""
     if rec["task_id"] in set(doc.get("skipped") or ()) and rec["status"] != "ok":  # an ok repeat stays ok
         return "skipped"
@@ -166,16 +184,14 @@ def terminal_lines(doc: dict, width: int = 100) -> list[str]:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += leak_lines(doc)
     lines += aggregate_lines(doc)
-    lines += textwrap.wrap(data_line(doc), max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
-    tools = provider_tools_line(doc)
-    if tools:
-        lines += textwrap.wrap(tools, max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
+    for line in filter(None, (data_line(doc), provider_tools_line(doc))):
+        lines += textwrap.wrap(line, max(len(lines[1]), MIN_TEXT_WIDTH), subsequent_indent="  ")
     lines.append(score_line(doc))
     return lines
 
 
 def leak_lines(doc: dict) -> list[str]:
-    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged challenge, then
+    """``suspected leak: isles22: answers-reproduced (run.json egress: ...)``, one per flagged task, then
     where the rules are explained."""
     lines = [f"suspected leak: {leak_text(rec)}" for rec in doc["tasks"]
              if isinstance(rec.get("suspected_leak"), dict)]
@@ -188,7 +204,7 @@ def leak_text(rec: dict) -> str:
     return f"{rec['task_id']}: {summary(leak)} ({leak.get('egress') or 'no egress log'})"
 
 
-LEGEND = ("Percentile = 1 − (mean position − 1) / N over the challenge's ranking metrics: 100 % = at least as "
+LEGEND = ("Percentile = 1 − (mean position − 1) / N over the task's ranking metrics: 100 % = at least as "
           "good as every human team on every metric, 0 % = behind all of them. A position such as \"4th of 11\" "
           "is where the value would place among the N human teams plus the agent (ties share the better place). "
           "Human best is the best value any team reached on that metric (not always the same team), human median "
@@ -214,7 +230,7 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
     out = [f"**{unsafe}**", ""] if unsafe else []
     out += [f"# ReX-MLE report — agent {md_code(doc.get('agent'))}", "",
            f"Run {md_code(doc['run_id'])}, created {md_code(doc['created'])}. {_data_sentence(doc)}"
-           f"{' ' + _tools_sentence(doc) if provider_tools_line(doc) else ''}", "",
+           f"{' ' + TOOLS_SENTENCE if provider_tools_line(doc) else ''}", "",
            f"{'Partial score' if doc['partial'] else 'ReX-MLE score'}: **{pct(doc['score'])}** over "
            f"{len(doc['selected'])} task(s); {doc['n_fail']} FAIL; {doc.get('n_error', 0)} harness ERROR"
            f"{f'; {skipped} skipped (counted as 0)' if skipped else ''}{threshold_text(doc).replace(',', ';', 1)}"
@@ -223,10 +239,9 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
         table3 = " · ".join(f"{r['label']} {100 * r['table3_score']:.2f}%" for r in refs)
         here = " · ".join(f"{r['label']} {pct(r['mean'])}" for r in refs if r["mean"] is not None)
         out += [f"Published reference (ReX-MLE paper, {refs[0]['llm']}, {refs[0]['budget_hours']} h): {table3} "
-                f"(Table 3, over all 20 challenges); over the challenges of this session: {here}.", ""]
-    head = "| Challenge | N | Status | Metrics: value — position among the humans | Mean position | Percentile |"
-    head += "".join(f" {r['label']} |" for r in refs)
-    out += [head, "|---|---|---|---|---|---|" + "---|" * len(refs)]
+                f"(Table 3, over all 20 tasks); over the tasks of this session: {here}.", ""]
+    out += md_table("Task", "N", "Status", "Metrics: value — position among the humans", "Mean position",
+                    "Percentile", *(r["label"] for r in refs))
     for rec in doc["tasks"]:
         cid = rec["task_id"]
         name = reg.get(cid).paper_name
@@ -244,11 +259,8 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
             status += f" ⚠ suspected leak ({LEAK_DOCS})"
         if rec.get("repeat"):
             name = f"{name} (repeat {rec['repeat']})"
-        row = f"| {md_text(name)} | {rec['n_humans']} | {status} | {cells} | {mean} | {pct(rec['percentile'])} |"
-        for ref in refs:
-            cell = next(c for c in ref["tasks"] if c["task_id"] == cid)
-            row += f" {_reference_cell(cell)} |"
-        out.append(row)
+        published = [_reference_cell(next(c for c in ref["tasks"] if c["task_id"] == cid)) for ref in refs]
+        out.append(md_row(md_text(name), rec["n_humans"], status, cells, mean, pct(rec["percentile"]), *published))
     out += repeat_lines(doc)
     out += ["", f"_{md_text(doc['note'])}_", "", LEGEND, ""]
     out += compute_lines(doc.get("compute"))
@@ -257,20 +269,17 @@ def markdown(doc: dict, reference: str | None = "paper") -> str:
 
 
 def repeat_lines(doc: dict) -> list[str]:
-    """The repeats table (``--rexmle-repeat N`` > 1): each challenge's mean over its repeats, SEM, interval,
+    """The repeats table (``--rexmle-repeat N`` > 1): each task's mean over its repeats, SEM, interval,
     and how every repeat ended (the rows above keep each run)."""
     if not doc.get("aggregate"):
         return []
-    out = ["", "## Repeats", "", "| Agent | Challenge | Runs | Mean percentile | SEM | 95% interval | Outcomes |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["", "## Repeats", "", *md_table("Agent", "Task", "Runs", "Mean percentile", "SEM", "95% interval",
+                                           "Outcomes")]
     for entry in doc["aggregate"]:
-        sem, ci = spread(entry)
-        out.append(f"| {md_text(entry['label'])} | **score** | {entry['n_repeats']} | {pct(entry['mean'])} | {sem} | "
-                   f"{ci} | |")
-        for row in entry["tasks"]:
-            sem, ci = spread(row)
-            out.append(f"| {md_text(entry['label'])} | {md_text(row['task_id'])} | {row['n_runs']} | "
-                       f"{pct(row['mean_percentile'])} | {sem} | {ci} | {counts_text(row['counts'])} |")
+        label = md_text(entry["label"])
+        out.append(md_row(label, "**score**", entry["n_repeats"], pct(entry["mean"]), *spread(entry)) + " |")
+        out += [md_row(label, md_text(row["task_id"]), row["n_runs"], pct(row["mean_percentile"]), *spread(row),
+                       counts_text(row["counts"])) for row in entry["tasks"]]
     return out
 
 
@@ -280,16 +289,13 @@ def compute_lines(compute: dict | None) -> list[str]:
     runs = compute.get("runs") or {}
     if not runs:
         return []
-    out = ["## Compute", "", "| Run | GPU | CPU cores | Wall time | GPU-hours | Tokens | USD | Runtime |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = ["## Compute", "", *md_table("Run", "GPU", "CPU cores", "Wall time", "GPU-hours", "Tokens", "USD", "Runtime")]
     for label, rec in runs.items():
-        gpu = f"{rec.get('gpu_count')}× {rec.get('gpu_model')}" if rec.get("gpu_model") else (
-            "none" if not rec.get("gpu_count") else f"{rec.get('gpu_count')} (model unknown)")
         cost = rec.get("cost_usd")
-        out.append(f"| {md_text(label)} | {md_text(gpu)} | {fmt_number(rec.get('cpu_cores'))} | "
-                   f"{fmt_number(rec.get('wall_seconds'))} s | {fmt_number(rec.get('gpu_hours'))} | "
-                   f"{fmt_number(rec.get('tokens'))} | {'unknown' if cost is None else fmt_number(cost)} | "
-                   f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))}) |")
+        out.append(md_row(md_text(label), md_text(gpu_text(rec)), fmt_number(rec.get("cpu_cores")),
+                          f"{fmt_number(rec.get('wall_seconds'))} s", fmt_number(rec.get("gpu_hours")),
+                          fmt_number(rec.get("tokens")), "unknown" if cost is None else fmt_number(cost),
+                          f"{md_text(rec.get('runtime'))} ({md_text(rec.get('mechanism'))})"))
     hardware = compute.get("hardware") or []
     out += ["", "Hardware: " + "; ".join(md_text(h) for h in hardware) + (
         " — **the runs ran on different hardware**" if len(hardware) > 1 else ""), ""]
@@ -299,7 +305,7 @@ def compute_lines(compute: dict | None) -> list[str]:
 def _runs_text(doc: dict) -> str:
     if (doc.get("repeats") or 1) <= 1:
         return ""
-    return f"; {doc['n_runs']} runs ({doc['repeats']} repeats of each challenge, their means in the score)"
+    return f"; {doc['n_runs']} runs ({doc['repeats']} repeats of each task, their means in the score)"
 
 
 def _data_sentence(doc: dict) -> str:
@@ -309,10 +315,9 @@ def _data_sentence(doc: dict) -> str:
     return "Data: real (the project's split of the public training data)."
 
 
-def _tools_sentence(doc: dict) -> str:
-    return ("**Provider tools allowed** (`--rexmle-allow-provider-tools`): model calls could use provider-side "
-            "web search, URL fetch, remote MCP and code containers, outside the egress policy; each run's use is in "
-            "`run.json`'s `provider_tools`.")
+TOOLS_SENTENCE = ("**Provider tools allowed** (`--rexmle-allow-provider-tools`): model calls could use provider-side "
+                  "web search, URL fetch, remote MCP and code containers, outside the egress policy; each run's use "
+                  "is in `run.json`'s `provider_tools`.")
 
 
 def _reference_cell(cell: dict) -> str:

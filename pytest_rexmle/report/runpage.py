@@ -41,7 +41,8 @@ from ..scoring.leaks import summary
 from .atif import ATIF_JSON
 from .calls import PREVIEW_CHARS, CallSummary, read_call, read_calls
 from .disclosure import unsafe_options
-from .render import fmt_number
+from .render import fmt_number, percent
+from .trust import mapping_of
 
 RUN_HTML = "run.html"
 #: calls whose bodies are previewed in the page; later calls show their metadata (bodies on demand)
@@ -124,24 +125,12 @@ def _arguments_text(arguments: Any) -> str:
     return "" if arguments is None else str(arguments)
 
 
-def _number(value: Any) -> str:
-    return fmt_number(value)
-
-
-def _percent(value: Any) -> str:
-    return "-" if not isinstance(value, (int, float)) else f"{100 * value:.1f}%"
-
-
 def _json_file(path: Path, limit: int = 16 * 1024 * 1024) -> dict:
     try:
         value = read_json(path, limit)
     except (RefusedFile, OSError, ValueError):
         return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
+    return mapping_of(value)
 
 
 def _gpu_plot(telemetry: dict) -> Markup | None:
@@ -312,7 +301,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
     unsafe = unsafe_options({**settings, "agent_as_root": meta.get("agent_as_root"),
                              "unsafe_same_uid": meta.get("unsafe_same_uid")})
     compute = read_record(meta.get("compute")) or {}
-    telemetry, usage = (_dict(meta.get(key)) for key in ("gpu_telemetry", "usage"))
+    telemetry, usage = (mapping_of(meta.get(key)) for key in ("gpu_telemetry", "usage"))
     cost = usage.get("cost_usd")
     leak = ""
     if isinstance(result.get("suspected_leak"), dict):
@@ -345,7 +334,7 @@ def render_run_page(run_dir: Path, first: int = 1) -> str:
         egress=_egress(meta, other), validations=_validations(meta, other),
         agent_logs=_agent_logs(run_dir, other), capability=capability, stages=stages, files=_files(run_dir, other),
         unsafe="UNSAFE: " + "; ".join(unsafe) if unsafe else None,
-        number=_number, percent=_percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
+        number=fmt_number, percent=percent, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
 
 
 def write_run_page(run_dir: Path) -> Path:

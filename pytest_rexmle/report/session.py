@@ -12,6 +12,7 @@ Each session writes into its own folder ``<report dir>/<run id>/`` (see :mod:`.a
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -37,11 +38,11 @@ from .properties import (
     STAGES_PROPERTY,
     TASK_PROPERTY,
 )
-from .render import markdown, terminal_lines
+from .render import markdown, percent, run_label, terminal_lines
 
 #: an item's key in the session report: (task id, its agent in a session of several, its repeat: the
-#: --rexmle-repeat one, or for several items of one challenge in a module of your own, their order);
-#: one record per item, so no run hides behind another of its challenge
+#: --rexmle-repeat one, or for several items of one task in a module of your own, their order);
+#: one record per item, so no run hides behind another of its task
 Key = tuple[str, str | None, int]
 
 
@@ -87,7 +88,7 @@ class SessionReporter:
     def _key(self, nodeid: str, props: dict) -> Key:
         """The item's key. Its repeat is ``--rexmle-repeat``'s; an item without one (a module of your own
         that parametrizes its test over repeats, as ``benchmarks/bench_slurm.py`` does) takes the next
-        repeat of its (task, agent), so that several items of one challenge are several rows, each
+        repeat of its (task, agent), so that several items of one task are several rows, each
         counted, never one row standing for all of them."""
         task, agent = props[TASK_PROPERTY], props.get(AGENT_PROPERTY) or None
         items = self.repeats.setdefault((task, agent), {})
@@ -98,7 +99,7 @@ class SessionReporter:
         return task, agent, items[nodeid]
 
     def n_repeats(self) -> int:
-        """The session's repeats: ``--rexmle-repeat``, or the most items any challenge (and agent) had."""
+        """The session's repeats: ``--rexmle-repeat``, or the most items any task (and agent) had."""
         return max([self.settings.repeat] + [len(items) for items in self.repeats.values()])
 
     def build(self) -> dict:
@@ -112,20 +113,16 @@ class SessionReporter:
             record.repeat = key[2] if repeats > 1 else None
         settings = {**self.settings.public(), **_runtime_facts(self.settings)}
         skipped = {k for k in self.skipped if k not in self.results and k not in self.errors}
-        agents = self.settings.agents
-        if len(agents) <= 1:
-            doc = build_report(records.values(), agent=self.settings.agent, run_id=self.run_id,
-                               skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings),
-                               settings=settings, repeats=repeats)
-        else:  # several agents: every record in one document, and each agent's own score beside it
-            doc = build_report(records.values(), agent=",".join(agents), run_id=self.run_id, agent_options={},
-                               skipped={_task(k) for k in skipped}, settings=settings, repeats=repeats)
+        agents, one = self.settings.agents, len(self.settings.agents) <= 1
+        report = functools.partial(build_report, run_id=self.run_id, settings=settings, repeats=repeats)
+        doc = report(records.values(), agent=self.settings.agent if one else ",".join(agents),
+                     skipped={_task(k) for k in skipped}, agent_options=_safe_options(self.settings) if one else {})
+        if not one:  # several agents: every record in one document, and each agent's own score beside it
             doc["agents"] = {}
             for name in agents:
-                own = build_report([r for r in records.values() if r.agent == name], agent=name, run_id=self.run_id,
-                                   skipped={_task(k) for k in skipped if k[1] in (None, name)},
-                                   agent_options=_safe_options(self.settings, name), settings=settings,
-                                   repeats=repeats)
+                own = report([r for r in records.values() if r.agent == name], agent=name,
+                             skipped={_task(k) for k in skipped if k[1] in (None, name)},
+                             agent_options=_safe_options(self.settings, name))
                 doc["agents"][name] = {k: own[k] for k in ("agent_options", "score", "n_fail", "n_error", "selected")}
         with_aggregate(doc)
         doc["compute"] = compute_summary({_label(k, repeats): (run or {}).get("compute") for k, run in self.runs.items()})
@@ -179,7 +176,7 @@ class SessionReporter:
         for line in terminal_lines(self.document, width=width):
             terminalreporter.write_line(line)
         for name, own in (self.document.get("agents") or {}).items():
-            terminalreporter.write_line(f"agent {name}: score {100 * own['score']:.1f}% over "
+            terminalreporter.write_line(f"agent {name}: score {percent(own['score'])} over "
                                         f"{len(own['selected'])} task(s), {own['n_fail']} FAIL")
         campaign = self.document.get("campaign")
         if campaign and campaign.get("n_runs"):
@@ -218,9 +215,7 @@ def _crash_message(report: pytest.TestReport) -> str:
 
 
 def _label(key: Key, repeats: int = 1) -> str:
-    """``isles22``, ``isles22@codex``, ``isles22-r2``: the run's name in the compute table."""
-    task, agent, repeat = key
-    return task + (f"@{agent}" if agent else "") + (f"-r{repeat}" if repeats > 1 else "")
+    return run_label(key[0], key[1], key[2] if repeats > 1 else None)
 
 
 def _order(key: Key) -> tuple[str, str, int]:

@@ -25,13 +25,14 @@ from ..agent_output import read_json
 from ..documents import RENAMED_SCHEMAS, number, upgrade
 from ..errors import RexmleError
 from ..scoring.ranking import RankingError, overall_score, rank
-from ..scoring.result import ERROR, OK
+from ..scoring.result import OK
 from ..task import registry
 from .disclosure import unsafe_options
+from .model import count_fails, percentile_of
 
 #: a real session report is tens of kB (20 tasks; tracebacks and per-run compute records included)
 MAX_REPORT_BYTES = 32 * 1024 * 1024
-#: a session report nests about 8 levels (report > challenges > record > metrics; compute > runs > run > gpus)
+#: a session report nests about 8 levels (report > tasks > record > metrics; compute > runs > run > gpus)
 MAX_DEPTH = 64
 UNVERIFIED = "unverified"
 VERIFIED = "verified"
@@ -107,10 +108,8 @@ def rederive(doc: dict) -> dict:
         records[rec["task_id"]] = rec
     selected = list(out.get("selected") or [])
     skipped = set(out.get("skipped") or ())
-    score = overall_score(float(records[c]["percentile"]) if c in records and records[c]["status"] == OK else 0.0
-                          for c in selected)
-    n_fail = sum(1 for c in selected if c not in records
-                 or (records[c]["status"] not in (OK, ERROR) and c not in skipped))
+    score = overall_score(percentile_of(records.get(c)) for c in selected)
+    n_fail = count_fails(selected, records, skipped)
     if not _close(float(out.get("score") or 0.0), score):
         notes.append(f"score {out.get('score')!r} claimed, {score!r} from its rows")
     if out.get("n_fail") != n_fail:

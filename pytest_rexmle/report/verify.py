@@ -2,15 +2,9 @@
 
 Why: a session report states results; only re-grading its submissions against answers this machine holds
 proves them. The session writes, per run, the sha256 of every submission file (``submissions`` in
-``rexmle-report.json``, with the id of the answers it was graded against). ``--verify`` finds each graded
-run's folder (the record's ``run_dir``, or a ``runs/<task>/<agent>/<run>`` or ``<task>__<run>`` folder next to
-the report, as a copied bundle holds it), checks the submission's files against those hashes, grades it
-against the local private answers and compares the metrics with the claimed ones:
-
-* every graded result re-graded to the same metrics, from files with the stated hashes: **verified**;
-* a submission whose files differ from the hashes, or whose re-grade differs: **refused**, left out of the
-  ranking and named with the difference;
-* anything else (no run folder, no hashes in the report, other answers here): **unverified**, with why.
+``rexmle-report.json``, with the id of the answers it was graded against); where ``--verify`` looks for the
+runs and what makes a session verified, refused or unverified is docs/reading-the-report.md, "Verified and
+unverified sessions" (:func:`verify_record` says it in code).
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ def add_view_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument("--no-serve", action="store_true", help="write run.html and print its path, serve nothing")
+    _runs_argument(p)
+
+
+def _runs_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="a runs folder where a session report's runs are (default: the runs folder beside the "
                         "report's folder); repeatable")
@@ -51,9 +55,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="a session's report folder, the runs folder, or one run folder")
     p.add_argument("--out", required=True, help="folder to write (atif: one <task>__<run>/agent/trajectory.json per "
                                                 "run; harbor: Harbor's jobs folder, with one <job>/ in it)")
-    p.add_argument("--runs", action="append", default=[], metavar="DIR",
-                   help="a runs folder where a session report's runs are (default: the runs folder beside the "
-                        "report's folder); repeatable")
+    _runs_argument(p)
 
 
 #: what of a run folder these commands read by path: none of them (nor the folders above them, below the
@@ -105,16 +107,9 @@ def _is_regular(path: Path) -> bool:
 
 
 def _run_below(root: Path, names: tuple[str, ...]) -> Path | None:
-    """``root/<task>/<agent>/<run>`` when each is a real folder (no link) holding a run.json, else None."""
-    here = Path(root)
-    for name in names:
-        here = here / name
-        try:
-            if not stat.S_ISDIR(os.lstat(here).st_mode):
-                return None
-        except OSError:
-            return None
-    return here if _is_regular(here / "run.json") else None
+    """``root/<task>/<agent>/<run>`` when none of them is a link and it holds a regular run.json, else None."""
+    here = Path(root).joinpath(*names)
+    return here if linked_component(root, "/".join(names)) is None and _is_regular(here / "run.json") else None
 
 
 def _runs_of_report(report: Path, roots: list[Path], skipped: list[str]) -> list[Path]:

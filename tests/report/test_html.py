@@ -78,7 +78,7 @@ def test_html_is_self_contained_and_has_every_view(inputs, tmp_path):
     assert page.count("<i>percentile</i>") == 20
     assert sum(len(t.ranking_metrics) for t in registry()) == len(re.findall(r"<td>[\w.]+ [↑↓]</td>", page))
     assert "<td>lesion_count_diff ↓</td>" in page
-    for text in ("Summary", "Figure 1 style", "Table 3 style", "Figure 4 style", "per-challenge table",
+    for text in ("Summary", "Figure 1 style", "Table 3 style", "Figure 4 style", "per-task table",
                  "Workflow stages and cost", "Analyzing and handling failure cases"):
         assert text in page, text
 

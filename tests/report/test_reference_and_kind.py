@@ -85,7 +85,7 @@ def test_html_shows_published_agents_positions_and_human_median():
     doc = session("sample", "r1", seed=5, ids=IDS, fail_every=0)
     page = parse(render_html([doc]))
     summary = page.tables["summary wide"]
-    assert summary[0][:6] == ["Rank", "Agent", "Data", "Runs", "Challenges run", "Score (mean)"]
+    assert summary[0][:6] == ["Rank", "Agent", "Data", "Runs", "Tasks run", "Score (mean)"]
     published = [row for row, cls in zip(summary, page.row_classes["summary wide"], strict=False) if cls == "published"]
     assert [row[1] for row in published] == ["R&D-Agent (published)", "AIDE (published)", "ML-Master (published)"]
     assert all(row[2] == "published" for row in published)
@@ -98,7 +98,7 @@ def test_html_shows_published_agents_positions_and_human_median():
 
     table3 = page.tables["table3 wide"]
     head = table3[0]
-    assert head[:5] == ["Challenge", "N", "Metric", "Human best", "Human median"]
+    assert head[:5] == ["Task", "N", "Metric", "Human best", "Human median"]
     assert head[5:] == ["sample", "R&D-Agent (published)", "AIDE (published)", "ML-Master (published)"]
     task = registry().get("ldct-iqa")
     board = Leaderboard.read(task.leaderboard_path)

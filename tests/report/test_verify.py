@@ -59,7 +59,7 @@ def test_verify_regrades_and_refuses_a_forged_result(bench, tmp_path, capsys):
     rc, merged, md = _merge(tmp_path, "as-is", str(report_dir(bench.path)))
     assert rc == 0 and merged["verification"]["verified"] == 1, merged["verification"]
     assert merged["agents"][0]["trust"] == "verified"
-    assert "UNVERIFIED" not in md.split("| Challenge |")[0].split("| Rank |")[1]
+    assert "UNVERIFIED" not in md.split("| Task |")[0].split("| Rank |")[1]
     # without --verify the same session is only believed as far as its rows allow
     rc, merged, md = _merge(tmp_path, "unchecked", str(report_dir(bench.path)), verify=False)
     assert merged["agents"][0]["trust"] == "unverified" and "| sample — UNVERIFIED |" in md
