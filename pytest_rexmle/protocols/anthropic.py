@@ -16,7 +16,7 @@ from .base import (
     arguments,
     count,
     matched,
-    new_part,
+    read_prompt,
     text_of,
     whole,
 )
@@ -84,18 +84,7 @@ class Anthropic(Protocol):
         if not isinstance(messages, list):
             return
         into.system = text_of(doc.get("system")) if doc.get("system") else ""
-        prompt: list[str] = []
-        for message in new_part(messages, lambda m: m.get("role") == "assistant"):
-            content = message.get("content")
-            if not isinstance(content, list):
-                prompt.append(text_of(content))
-                continue
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "tool_result":
-                    into.tool_results.append((str(part.get("tool_use_id") or ""), text_of(part.get("content")), ""))
-                elif isinstance(part, dict) and isinstance(part.get("text"), str) and not part.get("thought"):
-                    prompt.append(part["text"])
-        into.prompt = "\n".join(p for p in prompt if p)
+        read_prompt(messages, lambda m: m.get("role") == "assistant", lambda m: m.get("content"), _tool_result, into)
 
     def read_answer(self, body: dict, into: Reading) -> None:
         answer, reasoning = [], []
@@ -133,3 +122,10 @@ class Anthropic(Protocol):
 
 
 PROTOCOL = Anthropic()
+
+
+def _tool_result(part: dict) -> tuple[str, str, str] | None:
+    """A ``tool_result`` part: the call it answers and its text."""
+    if part.get("type") != "tool_result":
+        return None
+    return str(part.get("tool_use_id") or ""), text_of(part.get("content")), ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -92,6 +93,32 @@ def arguments(value: Any) -> Any:
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the text
             return value
     return value
+
+
+def text_parts(parts: list) -> list[str]:
+    """The text of a list of content parts (a thought part is the model's own, not the prompt)."""
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]
+
+
+def read_prompt(messages: list, model_turn: Callable[[dict], Any], parts_of: Callable[[dict], Any],
+                tool_result: Callable[[dict], tuple[str, str, str] | None], into: Reading) -> None:
+    """The prompt of a conversation whose messages hold lists of parts (Anthropic, Gemini): the new part's
+    plain contents and text parts, and the tool results that ``tool_result`` recognises among the parts."""
+    prompt: list[str] = []
+    for message in new_part(messages, model_turn):
+        parts = parts_of(message)
+        if not isinstance(parts, list):
+            prompt.append(text_of(parts))
+            continue
+        rest = []
+        for part in parts:
+            result = tool_result(part) if isinstance(part, dict) else None
+            if result is None:
+                rest.append(part)
+            else:
+                into.tool_results.append(result)
+        prompt += text_parts(rest)
+    into.prompt = "\n".join(p for p in prompt if p)
 
 
 def new_part(messages: list, model_turn: Any) -> list[dict]:

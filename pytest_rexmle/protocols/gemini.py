@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from .base import Counts, Protocol, Reading, Routed, ToolCall, count, matched, new_part, text_of, whole
+from .base import Counts, Protocol, Reading, Routed, ToolCall, count, matched, read_prompt, text_of, whole
 
 _ROUTES = {"POST": re.compile(r"^/(v1|v1beta|v1alpha)/models/(?P<model>[\w.-]+):(?P<verb>generateContent"
                               r"|streamGenerateContent|countTokens|embedContent|batchEmbedContents)$"),
@@ -77,21 +77,7 @@ class Gemini(Protocol):
             return
         system = doc.get("systemInstruction")
         into.system = text_of(system.get("parts") if isinstance(system, dict) else system) if system else ""
-        prompt: list[str] = []
-        for message in new_part(contents, lambda m: m.get("role") == "model"):
-            parts = message.get("parts")
-            if not isinstance(parts, list):
-                prompt.append(text_of(parts))
-                continue
-            for part in parts:
-                if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict):
-                    response = part["functionResponse"]
-                    into.tool_results.append((str(response.get("id") or ""),
-                                              json.dumps(response.get("response"))[:_RESPONSE_CHARS],
-                                              str(response.get("name") or "")))
-                elif isinstance(part, dict) and isinstance(part.get("text"), str) and not part.get("thought"):
-                    prompt.append(part["text"])
-        into.prompt = "\n".join(p for p in prompt if p)
+        read_prompt(contents, lambda m: m.get("role") == "model", lambda m: m.get("parts"), _function_response, into)
 
     def read_answer(self, body: dict, into: Reading) -> None:
         answer: list[str] = []
@@ -123,3 +109,12 @@ class Gemini(Protocol):
 
 
 PROTOCOL = Gemini()
+
+
+def _function_response(part: dict) -> tuple[str, str, str] | None:
+    """A ``functionResponse`` part: the call it answers, its response as JSON (bounded) and the function's name."""
+    response = part.get("functionResponse")
+    if not isinstance(response, dict):
+        return None
+    return (str(response.get("id") or ""), json.dumps(response.get("response"))[:_RESPONSE_CHARS],
+            str(response.get("name") or ""))

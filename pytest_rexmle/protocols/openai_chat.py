@@ -11,7 +11,20 @@ import json
 import re
 from typing import Any
 
-from .base import Counts, Protocol, Reading, Routed, ToolCall, arguments, count, matched, new_part, text_of, whole
+from .base import (
+    Counts,
+    Protocol,
+    Reading,
+    Routed,
+    ToolCall,
+    arguments,
+    count,
+    matched,
+    new_part,
+    text_of,
+    text_parts,
+    whole,
+)
 
 _ROUTES = {"POST": re.compile(r"^/(chat/completions|completions|embeddings)$"),
            # a model id may hold slashes on OpenAI-compatible servers (vLLM, LiteLLM: "org/model")
@@ -133,11 +146,6 @@ class OpenAIChat(Protocol):
                     slot["arguments"] += function.get("arguments") or ""
         into.tool_calls += [ToolCall(s["id"], s["name"], arguments(s["arguments"])) for s in calls.values()]
         into.answer, into.reasoning = "".join(answer), "".join(reasoning)
-
-
-def text_parts(parts: list) -> list[str]:
-    """The text of a list of content parts (a thought part is the model's own, not the prompt)."""
-    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")]
 
 
 def first_content(payload: Any) -> Any:

@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from .base import Reading, ToolCall, arguments, new_part, text_of
-from .openai_chat import OpenAIChat, text_parts
+from .base import Reading, ToolCall, arguments, new_part, text_of, text_parts
+from .openai_chat import OpenAIChat
 
 #: characters of a tool's output kept when it is not text
 _OUTPUT_CHARS = 4000

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pytest_rexmle import protocols
+from pytest_rexmle.protocols.base import Reading
 from pytest_rexmle.report.calls import read_calls
 
 from .conftest import lines
@@ -67,3 +68,31 @@ def test_a_new_protocol_is_one_module():
         assert protocol.provider in protocols.PROVIDERS and protocol.prefix.startswith("/")
         assert json.loads(protocol.error_body(429, "spent"))  # the provider's own error shape
         assert protocol.auth_headers("k") and protocol.upstream_env[2].startswith("https://")
+
+
+@pytest.mark.parametrize("api, doc, expected", [
+    ("anthropic", {"system": "be brief", "messages": [
+        {"role": "user", "content": "old question"},
+        {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text",
+                                                                                                 "text": "42"}]},
+                                     {"type": "text", "text": "thought-free", "thought": False},
+                                     {"type": "text", "text": "mine", "thought": True}, "a bare string",
+                                     {"type": "text", "text": "go on"}]},
+        {"role": "user", "content": "plain"}]},
+     ("be brief", "thought-free\ngo on\nplain", [("t1", "42", "")])),
+    ("gemini", {"systemInstruction": {"parts": [{"text": "be brief"}]}, "contents": [
+        {"role": "user", "parts": [{"text": "old question"}]},
+        {"role": "model", "parts": [{"text": "old answer"}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "f1", "name": "ls", "response": {"files": 2}}},
+                                   {"text": "mine", "thought": True}, {"text": "go on"}]},
+        {"role": "user", "parts": "plain"}]},
+     ("be brief", "go on\nplain", [("f1", '{"files": 2}', "ls")])),
+])
+def test_a_request_of_parts_reads_its_new_prompt_and_tool_results(api, doc, expected):
+    """Anthropic and Gemini share one reader of a conversation of parts: only the part after the model's last
+    turn, text parts without the model's own thoughts, bare contents as text, tool results by the protocol's
+    own shape (and never as prompt text)."""
+    reading = Reading()
+    protocols.get(api).read_request(doc, reading)
+    assert (reading.system, reading.prompt, reading.tool_results) == expected
