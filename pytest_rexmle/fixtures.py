@@ -171,7 +171,7 @@ def rexmle_agent_run(request, rexmle_task, rexmle_data, rexmle_settings, rexmle_
     board = board_for(request.config)
     key = run_key(request.node.nodeid, rexmle_task.id, _param(request.node, "rexmle_agent_name"))
     record = board.wait(key, tick=_progress(request, rexmle_settings, board))
-    for message in getattr(record, "warnings", ()):  # said by the run's harness process, shown in this session
+    for message in record.warnings:  # said by the run's harness process, shown in this session
         warnings.warn(message, stacklevel=1)
     match record:
         case Skipped():

@@ -4,7 +4,7 @@ Why files: under xdist the item that reports a run lives in a worker process whi
 by the controller; a record per run (written atomically) lets any process wait for its own run without
 a channel to the controller, and a record that says how the run ended survives the child process that
 did the run. States: ``queued`` → ``starting`` → ``running`` (or ``submitted``: a batch job the session's
-watcher follows) → one of :data:`FINAL`. Each state is a typed record (:data:`BoardRecord`), checked when it is
+watcher follows) → one of :data:`FINAL` (done, resumed, skipped, error, interrupted). Each state is a typed record (:data:`BoardRecord`), checked when it is
 written, so a field a writer misspells or forgets fails in the writer, not in the item that reads it later.
 """
 
@@ -26,7 +26,6 @@ from ..errors import RexmleError
 from ..jsonfile import write_json_atomic
 from ..runtime.liveness import pid_alive
 
-FINAL = ("done", "resumed", "skipped", "error", "interrupted")
 EXECUTOR = "executor.json"
 #: the executor's counts (queued, running, finished; a scheduler's states), rewritten at each change: the
 #: progress line reads this one file, never every run's record
@@ -137,6 +136,9 @@ class Interrupted(_Warned):
     reason: str
 
 
+#: the records that say how a run ended: nothing changes them after
+FINAL = (Done, Resumed, Skipped, Failed, Interrupted)
+Final = Done | Resumed | Skipped | Failed | Interrupted
 #: one run's record, by its state
 BoardRecord = Annotated[Queued | Starting | Running | Submitted | Done | Resumed | Skipped | Failed | Interrupted,
                         Field(discriminator="state")]
@@ -273,14 +275,14 @@ class Board:
             self._plan = (sign, doc, frozenset(doc.get("runs") or ()))
         return self._plan[1]
 
-    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> BoardRecord:
+    def wait(self, key: str, poll: float = 0.1, tick: Callable[[], None] | None = None) -> Final:
         """Block until run ``key``'s record is final; ``tick`` runs between polls (progress lines).
 
         No time-out while the run is queued (the session owns the schedule); once it runs, its record's
         ``deadline`` (:func:`run_deadline`, absent where a scheduler's queue comes first) bounds the wait."""
         while True:
             record = self.read(key)
-            if record is not None and record.state in FINAL:
+            if isinstance(record, FINAL):
                 return record
             if isinstance(record, Running) and time.time() > (record.deadline or 1e300):
                 raise ScheduleError(f"{task_of_key(key)}: its run's harness (pid {record.pid}) did not end the "

@@ -259,7 +259,7 @@ class Executor:
                     self._last_poll = min(self._last_poll, time.monotonic() - self._poll_seconds + 1.0)
             if late:
                 self._stop_watched({key: job_id})
-        elif record is None or record.state not in FINAL:  # the harness died without saying how the run ended
+        elif not isinstance(record, FINAL):  # the harness died without saying how the run ended
             if self._stopping:
                 self.board.write(key, "interrupted", reason="the session stopped while the run was in flight")
             else:

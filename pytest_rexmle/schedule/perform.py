@@ -189,7 +189,7 @@ def _on_sigint(board: Board, parent: int):
 def _final(board: Board, key: str, state: str, **fields) -> None:
     """Record how the run ended unless it already has (an interrupt after the last write changes nothing)."""
     record = board.read(key)
-    if record is None or record.state not in FINAL:
+    if not isinstance(record, FINAL):
         board.write(key, state, **fields)
 
 
