@@ -172,11 +172,11 @@ def main() -> int:
     print(f"campaign folders under {root}")
     # warm the synthetic twins once, so neither campaign pays for generating them
     os.environ["REXMLE_CACHE_DIR"] = str(cache)
-    from pytest_rexmle.data.synthetic import synthetic_data
+    from pytest_rexmle.data.synthetic import ensure_synthetic
     from pytest_rexmle.task import registry
 
     for task in registry():
-        synthetic_data(task, seed=0)  # what the sessions' rexmle_data fixture asks for
+        ensure_synthetic(task, seed=0)  # what the sessions' rexmle_data fixture asks for
     slurm_wall, controller = campaign(root / "slurm", ["--rexmle-runtime=slurm"], args.repeats, cache, args.sleep)
     local_wall = (campaign(root / "local", ["-n", "2"], args.repeats, cache, args.sleep)[0] if not args.slurm_only
                   else float("nan"))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_rexmle.data.synthetic import synthetic_data  # noqa: E402
+from pytest_rexmle.data.synthetic import ensure_synthetic  # noqa: E402
 from pytest_rexmle.runtime import staging  # noqa: E402
 from pytest_rexmle.runtime.base import RunSpec  # noqa: E402
 from pytest_rexmle.task import registry  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="bench-staging-"))
     print(f"{'task':<24} {'files':>6} {'MiB':>8} {'stage in ms':>12} {'back ms':>8}")
     for task in tasks:
-        public = synthetic_data(task, seed=0).public
+        public = ensure_synthetic(task, seed=0).public
         files, size = folder_size(public)
         runs = [stage_once(public, base, args.copy) for _ in range(args.repeat)]
         print(f"{task.id:<24} {files:>6} {size / 2**20:>8.1f} {min(r[0] for r in runs) * 1e3:>12.2f} "

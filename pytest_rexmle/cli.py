@@ -128,11 +128,11 @@ def _answers_dir(task, args) -> Path:
     if args.answers:
         return _folder(args.answers, "answers")
     # start-up: keeps filelock, pydantic out of the `rexmle` command
-    from .data.synthetic import synthetic_data
+    from .data.synthetic import ensure_synthetic
     from .data.taskdata import prepared_data
 
     if args.data == "synthetic":
-        return synthetic_data(task, seed=args.seed).private
+        return ensure_synthetic(task, seed=args.seed).private
     try:
         return prepared_data(task, Path(args.data_dir)).private
     except DataNotPreparedError as exc:  # the store words it for pytest; this command's flags differ

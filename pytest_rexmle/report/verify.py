@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from ..agent_output import RefusedFile, open_regular, read_json, walk_files
-from ..data.synthetic import synthetic_data
+from ..data.synthetic import ensure_synthetic
 from ..data.taskdata import prepared_data
 from ..documents import number
 from ..errors import RexmleError
@@ -73,7 +73,7 @@ def _local_answers(task_id: str, doc: dict, data_dir: Path | None):
     task = registry().get(task_id)
     if data_kind(doc) == SYNTHETIC:
         seed = (doc.get("settings") or {}).get("seed")
-        return task, synthetic_data(task, None, seed if isinstance(seed, int) else None)
+        return task, ensure_synthetic(task, None, seed if isinstance(seed, int) else None)
     return task, prepared_data(task, data_dir or default_data_dir())
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents.base import Agent
-from ..data.synthetic import synthetic_data
+from ..data.synthetic import ensure_synthetic
 from ..data.taskdata import TaskData, prepared_data
 from ..paths import cache_home
 from ..runtime.base import Runtime
@@ -58,5 +58,5 @@ def begin(settings, task: Task, data: TaskData, agent: Agent, runtime: Runtime, 
 
 def task_data(settings, task: Task) -> TaskData:
     if settings.data == "synthetic":
-        return synthetic_data(task, seed=settings.seed)
+        return ensure_synthetic(task, seed=settings.seed)
     return prepared_data(task, settings.data_dir)

@@ -585,7 +585,7 @@ def _append_run_record(spec: RunSpec, extra: dict) -> None:
 
 
 def _controller_state(job_id: str) -> dict[str, str] | None:
-    """State, reason, node and time limit of a job slurmctld still queues or runs, else None. Accounting (sacct, what
+    """State, reason, node and time limit of a job slurmctld still queues or runs, else None. Accounting (sacct,
     what the runtime reads) learns of a job a moment after sbatch returns, so a job submitted just now is
     UNKNOWN there while it is pending: re-submitting it would run it twice, and progress would miss it."""
     try:

@@ -35,14 +35,14 @@ def baseline_agent(folder: Path, tasks: list[str]) -> Path:
     after each test, and NumPy cannot be imported twice into one process."""
     agent = folder / "baseline-agent"
     script = ("import sys\nfrom pathlib import Path\n"
-              "from pytest_rexmle.data.synthetic import synthetic_data\n"
+              "from pytest_rexmle.data.synthetic import ensure_synthetic\n"
               "from pytest_rexmle.graders.base import load_grader\n"
               "from pytest_rexmle.task import registry\n"
               "for task_id in sys.argv[2:]:\n"
               "    task = registry().get(task_id)\n"
               "    out = Path(sys.argv[1]) / task_id\n"
               "    out.mkdir(parents=True, exist_ok=True)\n"
-              "    load_grader(task).write_baseline(synthetic_data(task).public, out)\n")
+              "    load_grader(task).write_baseline(ensure_synthetic(task).public, out)\n")
     subprocess.run([sys.executable, "-c", script, str(agent), *tasks], check=True, timeout=600)
     return agent
 

@@ -117,9 +117,6 @@ def ensure_synthetic(task: Task, cache_dir: Path | None = None, seed: int | None
     return TaskData(task.id, "synthetic", final, ident)
 
 
-#: the name the session, the CLI and the report's verifier use for the task's twin
-synthetic_data = ensure_synthetic
-
 
 def fingerprint(task: Task) -> str:
     """Changes whenever the task folder or its generator's code changes, so caches never go stale."""
